@@ -1,0 +1,134 @@
+/* fl_dataset.h — read a packed fastload dataset: a directory of shard files plus a manifest, or
+ * an LMDB environment holding the same records. The layout is specified byte by byte in
+ * formats/SPEC.md. Every offset and length read from disk is bounds-checked here; a corrupt,
+ * truncated or wrong-version file is reported with FL_E_FORMAT / FL_E_TRUNCATED / FL_E_VERSION /
+ * FL_E_CHECKSUM and a message naming the file (and record), never a crash.
+ *
+ * Thread safety: after fl_dataset_open returns, all const accessors and fl_dataset_get /
+ * fl_dataset_decompress may be called from many threads at once (each thread passes its own
+ * output buffers). Open and close are not concurrent with anything else. */
+#ifndef FL_DATASET_H
+#define FL_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fl_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FL_FORMAT_VERSION 1u
+
+/* How each record's payload is encoded. */
+typedef enum fl_encoding {
+    FL_ENC_JPEG = 1, /* JPEG file bytes (kept as-is, or re-encoded by packdata) */
+    FL_ENC_PNG = 2,  /* PNG file bytes kept as-is */
+    FL_ENC_RAW = 3   /* uint8 pixels, HWC, rows packed (height*width*channels bytes) */
+} fl_encoding;
+
+/* How each record's payload is compressed on disk (on top of the encoding). */
+typedef enum fl_compression {
+    FL_COMP_NONE = 0,
+    FL_COMP_ZSTD = 1 /* one zstd frame per record, with the shard's dictionary when it has one */
+} fl_compression;
+
+typedef enum fl_backend { FL_BACKEND_SHARDS = 1, FL_BACKEND_LMDB = 2 } fl_backend;
+
+/* Schema shared by every record of a dataset. */
+typedef struct fl_schema {
+    fl_encoding encoding;
+    fl_compression compression;
+    uint32_t channels; /* 1 (gray) or 3 (RGB): what decoding yields */
+    uint32_t height;   /* fixed image height in pixels, or 0 when sizes vary */
+    uint32_t width;    /* fixed image width in pixels, or 0 when sizes vary */
+} fl_schema;
+
+/* Where a record lives and what the index says about it. */
+typedef struct fl_record_info {
+    uint32_t shard;      /* shard number (0 for LMDB) */
+    uint64_t offset;     /* byte offset of the stored payload in the shard file (0 for LMDB) */
+    uint32_t stored_len; /* bytes on disk (compressed size when compressed) */
+    uint32_t raw_len;    /* bytes after decompression (== stored_len when uncompressed) */
+    int32_t label;       /* integer class label, 0 <= label < num_classes */
+    uint32_t crc32c;     /* CRC32C of the stored bytes */
+    uint32_t height;     /* image height in pixels (as decoded) */
+    uint32_t width;      /* image width in pixels */
+} fl_record_info;
+
+typedef struct fl_dataset fl_dataset;
+
+/* Open the dataset at `path` (a dataset directory written by packdata, shards or LMDB backend).
+ * Reads and validates the manifest and every shard's header, footer and index (index CRC checked);
+ * maps the shards read-only. Record payload checksums are checked by fl_dataset_get/verify.
+ * On success *out owns the dataset; release with fl_dataset_close.
+ * Errors: -ENOENT/-EACCES..., FL_E_FORMAT, FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB. */
+int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err);
+
+/* Close and unmap. NULL is allowed. */
+void fl_dataset_close(fl_dataset *ds);
+
+uint64_t fl_dataset_count(const fl_dataset *ds);
+const fl_schema *fl_dataset_schema(const fl_dataset *ds);
+fl_backend fl_dataset_backend(const fl_dataset *ds);
+uint32_t fl_dataset_num_classes(const fl_dataset *ds);
+/* Name of class `label` (in label order), or NULL when out of range. */
+const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label);
+uint32_t fl_dataset_num_shards(const fl_dataset *ds);
+/* Absolute path of shard `i` (the LMDB data file for the LMDB backend), or NULL. */
+const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i);
+/* Total bytes of all data files (shards or LMDB). */
+uint64_t fl_dataset_total_bytes(const fl_dataset *ds);
+/* The manifest as it is stored (JSON text, NUL-terminated). */
+const char *fl_dataset_manifest_json(const fl_dataset *ds);
+/* Largest raw_len of any record (for sizing decompression buffers). */
+uint32_t fl_dataset_max_raw_len(const fl_dataset *ds);
+/* Largest stored_len of any record (for sizing read buffers). */
+uint32_t fl_dataset_max_stored_len(const fl_dataset *ds);
+
+/* Index entry of record `i` (0 <= i < count). Errors: FL_E_RANGE. */
+int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err);
+
+/* Source name of record `i` (relative path, or "file#index" for IDX/CIFAR), not NUL-terminated:
+ * *len receives its length. Returns NULL on FL_E_RANGE. */
+const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len);
+
+/* Zero-copy access to record `i`'s stored bytes (points into the mapping; valid until close).
+ * When `check` is non-zero the CRC32C is verified first (FL_E_CHECKSUM names shard and record).
+ * Errors: FL_E_RANGE, FL_E_CHECKSUM, FL_E_LMDB. */
+int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len, int check,
+                   fl_error *err);
+
+/* Validate externally read stored bytes of record `i` (e.g. read with io_uring): length and
+ * CRC32C against the index. Errors: FL_E_CHECKSUM, FL_E_FORMAT. */
+int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
+                     fl_error *err);
+
+/* Turn record `i`'s stored bytes into its payload: decompress into dst (capacity dst_cap, must be
+ * >= info.raw_len) for compressed datasets; for uncompressed ones copies nothing and returns 0 with
+ * *payload = src. On success *payload/*payload_len describe the payload (JPEG/PNG file bytes or raw
+ * pixels). Thread-safe (per-thread zstd contexts are created on demand and cached).
+ * Errors: FL_E_DECODE (corrupt frame), FL_E_RANGE (dst too small). */
+int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, size_t src_len,
+                       uint8_t *dst, size_t dst_cap, const uint8_t **payload, size_t *payload_len,
+                       fl_error *err);
+
+/* Callback for fl_dataset_verify: called once per bad record with its index and error.
+ * Return non-zero to stop early. */
+typedef int (*fl_verify_cb)(void *user, uint64_t index, const fl_error *err);
+
+/* Check every record's CRC32C (and that compressed payloads decompress to raw_len).
+ * Calls `cb` for each bad record. Returns 0 when all are good, FL_E_CHECKSUM when any is bad,
+ * or another error when the walk itself failed. *n_bad receives the number of bad records. */
+int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_t *n_bad,
+                      fl_error *err);
+
+/* CRC32C (Castagnoli) of `len` bytes, continuing from `crc` (start with 0). Uses the SSE4.2
+ * instruction when the CPU has it, a table otherwise; both give the same result. */
+uint32_t fl_crc32c(uint32_t crc, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,93 @@
+/* fl_writer.h — write a fastload dataset (shards + manifest, or LMDB) atomically and resumably.
+ *
+ * Everything is written under "<dst>.partial/"; shards are written as "<name>.tmp", fsync'ed and
+ * renamed when complete, so a killed run leaves only complete shards there plus at most one .tmp.
+ * fl_writer_finish writes the manifest, fsyncs and renames "<dst>.partial" to "<dst>" (replacing a
+ * previous complete dataset only when `overwrite` is set, and only after the new one is complete).
+ * With `resume` set, complete shards already in "<dst>.partial/" are kept and
+ * fl_writer_resume_count() says how many records they hold: the caller skips that many records of
+ * its (deterministically ordered) input and adds the rest.
+ *
+ * Not thread-safe: one thread adds records, in order. Compression can run on many threads with
+ * one fl_compressor each, then fl_writer_add_stored() takes the compressed bytes. */
+#ifndef FL_WRITER_H
+#define FL_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fl_dataset.h"
+#include "fl_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fl_writer_options {
+    fl_backend backend;         /* FL_BACKEND_SHARDS or FL_BACKEND_LMDB */
+    fl_schema schema;           /* encoding, compression, channels, fixed size (0 = variable) */
+    int zstd_level;             /* compression level when schema.compression == FL_COMP_ZSTD */
+    const void *zstd_dict;      /* optional dictionary (see fl_zstd_train_dictionary); copied */
+    size_t zstd_dict_len;
+    uint64_t shard_bytes;       /* target shard size in bytes (shards backend); 0 = 256 MiB */
+    const char *options_json;   /* JSON object text recorded in the manifest as "options" (may be NULL) */
+    const char *tool_version;   /* recorded as "packdata_version" */
+    uint32_t part_index;        /* --part I/N: recorded in the manifest; 0/0 when not split */
+    uint32_t part_count;
+    int resume;                 /* keep complete shards of an earlier killed run */
+    int overwrite;              /* replace an existing complete <dst> at finish */
+} fl_writer_options;
+
+typedef struct fl_writer fl_writer;
+
+/* Start writing the dataset that will appear at `dst`. Errors: -EEXIST (dst exists and
+ * !overwrite), -errno from mkdir/open, FL_E_INVALID, FL_E_FORMAT (unreadable partial state). */
+int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **out, fl_error *err);
+
+/* Records already durably written by an earlier run (0 unless resuming). */
+uint64_t fl_writer_resume_count(const fl_writer *w);
+
+/* The dictionary in use (the one stored by the earlier run when resuming), or NULL. */
+const void *fl_writer_dictionary(const fl_writer *w, size_t *len);
+
+/* Append one record. `payload` is the uncompressed payload (JPEG/PNG bytes or raw HWC pixels);
+ * the writer compresses it when the schema says so. `name` is the source name (NUL-terminated).
+ * `height`/`width` are the image's decoded size. Errors: -ENOSPC/-EIO (nothing complete is lost),
+ * FL_E_INVALID (raw payload size does not match a fixed schema), FL_E_LMDB. */
+int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, const char *name,
+                  uint32_t height, uint32_t width, fl_error *err);
+
+/* Append one record whose payload was already compressed (by an fl_compressor using the same
+ * dictionary); raw_len is the uncompressed size. */
+int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
+                         int32_t label, const char *name, uint32_t height, uint32_t width,
+                         fl_error *err);
+
+/* Finish: close the last shard, write the manifest with the class names (label order), fsync,
+ * rename into place. Frees `w` whatever the outcome. */
+int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_classes,
+                     fl_error *err);
+
+/* Stop without finishing (error path): closes files, leaves complete shards for --resume,
+ * frees `w`. */
+void fl_writer_abort(fl_writer *w);
+
+/* Train a zstd dictionary of at most dict_cap bytes from `n` samples laid end to end in
+ * `samples` (sizes[i] bytes each). On success *dict_len is the dictionary size. */
+int fl_zstd_train_dictionary(const void *samples, const size_t *sizes, unsigned n, void *dict,
+                             size_t dict_cap, size_t *dict_len, fl_error *err);
+
+/* One thread's zstd compression context bound to a level and an optional dictionary. */
+typedef struct fl_compressor fl_compressor;
+int fl_compressor_create(int level, const void *dict, size_t dict_len, fl_compressor **out,
+                         fl_error *err);
+/* Worst-case compressed size of `len` bytes. */
+size_t fl_compress_bound(size_t len);
+int fl_compressor_compress(fl_compressor *c, const void *src, size_t len, void *dst, size_t cap,
+                           size_t *out_len, fl_error *err);
+void fl_compressor_free(fl_compressor *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

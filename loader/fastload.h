@@ -1,0 +1,162 @@
+/* fastload.h — the public C API of libfastload: stream a packed dataset into decoded, augmented
+ * uint8 batches in pinned host memory (and optionally onto a CUDA device).
+ *
+ * Life cycle:  fl_loader_options_init(&o); o.batch_size = 256; ...
+ *              fl_loader_create(path, &o, &L, &err);
+ *              for (;;) { fl_batch *b; fl_loader_next(L, &b, &err); ...use b...; fl_loader_release(L, b); }
+ *              fl_loader_close(L);
+ *
+ * Order and augmentation are pure functions of (seed, epoch, sample index): the same options give
+ * byte-identical batches whatever the worker count, I/O mode or backend, and a loader created with
+ * a saved position (start_epoch, start_batch) continues exactly as an uninterrupted run would.
+ *
+ * Thread safety: one loader is driven by one consumer thread (next/release/position/stats);
+ * distinct loaders are independent (no global state). The library never prints or exits; errors
+ * come back as codes (fl_error.h) with a message naming shard, record and reason. */
+#ifndef FASTLOAD_H
+#define FASTLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fl_dataset.h"
+#include "fl_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FASTLOAD_VERSION "0.1.0"
+
+/* Library version string (same as FASTLOAD_VERSION of the build). */
+const char *fl_version(void);
+
+typedef enum fl_order {
+    FL_ORDER_SEQUENTIAL = 0, /* records in dataset order */
+    FL_ORDER_RANDOM = 1,     /* a full random permutation per epoch */
+    FL_ORDER_QUASI = 2       /* shuffled blocks of records, samples shuffled within a window of blocks */
+} fl_order;
+
+typedef enum fl_augment {
+    FL_AUG_NONE = 0,   /* resize the whole image to out size (no-op for fixed-size raw data) */
+    FL_AUG_CENTER = 1, /* resize shorter side to out/center_ratio, center crop (evaluation) */
+    FL_AUG_RRC = 2     /* random-resized-crop (scale and ratio ranges) */
+} fl_augment;
+
+typedef enum fl_io_mode {
+    FL_IO_AUTO = 0,  /* io_uring when the kernel allows it, else the pread pool (one log line) */
+    FL_IO_URING = 1, /* io_uring only; fails when unavailable */
+    FL_IO_PREAD = 2  /* a pool of pread threads */
+} fl_io_mode;
+
+typedef enum fl_on_corrupt {
+    FL_CORRUPT_ERROR = 0, /* a bad record makes fl_loader_next fail */
+    FL_CORRUPT_SKIP = 1   /* a bad record is replaced by the next good one and counted */
+} fl_on_corrupt;
+
+/* Optional log sink (the library's only output); level 0 info, 1 warning. */
+typedef void (*fl_log_fn)(void *user, int level, const char *msg);
+
+typedef struct fl_loader_options {
+    uint32_t batch_size;     /* samples per batch (default 256) */
+    uint32_t workers;        /* decode threads; 0 = number of online CPUs */
+    uint32_t prefetch;       /* batches in the ring (bound on memory); 0 = workers + 2 */
+    uint32_t out_height;     /* output size; 0 = the dataset's fixed size */
+    uint32_t out_width;
+    uint32_t channels;       /* 1 or 3; 0 = the dataset's */
+    fl_augment augment;
+    int flip;                /* random horizontal flip with p = 0.5 */
+    float scale_min, scale_max; /* RRC area fraction range (default 0.08, 1.0) */
+    float ratio_min, ratio_max; /* RRC aspect ratio range (default 3/4, 4/3) */
+    float center_ratio;      /* FL_AUG_CENTER crop ratio (default 0.875) */
+    fl_order order;
+    uint32_t quasi_block;    /* records per block for FL_ORDER_QUASI (default 64) */
+    uint32_t quasi_window;   /* blocks mixed together (default 32) */
+    uint64_t seed;
+    uint32_t rank, world;    /* data-parallel share: rank in [0, world); world 0 or 1 = all */
+    int drop_last;           /* 1: drop the incomplete tail batch / uneven samples; 0: pad by
+                                wrapping around so every rank gets the same number of full batches */
+    fl_io_mode io;
+    int direct;              /* O_DIRECT reads (for datasets larger than RAM) */
+    uint32_t queue_depth;    /* io_uring reads in flight per worker (default 32) */
+    fl_on_corrupt on_corrupt;
+    int pinned;              /* 1 (default): cudaHostAlloc when a CUDA runtime can be loaded */
+    int device;              /* -1 (default): host only; >= 0: also copy each batch to this GPU
+                                on the loader's own stream */
+    uint64_t start_epoch;    /* resume position: first batch returned is (start_epoch, start_batch) */
+    uint64_t start_batch;
+    fl_log_fn log;           /* may be NULL: nothing is logged */
+    void *log_user;
+} fl_loader_options;
+
+/* Fill `o` with the defaults documented above. */
+void fl_loader_options_init(fl_loader_options *o);
+
+/* One batch. All pointers stay valid until fl_loader_release(batch). */
+typedef struct fl_batch {
+    uint8_t *images;      /* size × height × width × channels uint8, NHWC, pinned host memory */
+    int32_t *labels;      /* size labels */
+    uint64_t *indices;    /* size dataset record indices (traceability) */
+    uint32_t size;        /* samples in this batch */
+    uint32_t height, width, channels;
+    uint64_t epoch;       /* epoch this batch belongs to */
+    uint64_t batch;       /* batch number within the epoch */
+    int last_in_epoch;    /* 1 for the epoch's final batch */
+    uint32_t skipped;     /* corrupt records replaced in this batch (FL_CORRUPT_SKIP) */
+    void *device_images;  /* device mode: device copy of images, ready when `event` completes */
+    void *device_labels;  /* device mode: device copy of labels */
+    void *event;          /* device mode: cudaEvent_t recorded after the copies */
+    void *stream;         /* device mode: the loader's cudaStream_t */
+} fl_batch;
+
+typedef struct fl_loader fl_loader;
+
+/* Open the dataset at `path` and start the workers. The options are copied.
+ * Errors: those of fl_dataset_open, FL_E_INVALID (bad option: message says which),
+ * FL_E_UNSUPPORTED (FL_IO_URING without io_uring, device mode without CUDA), -ENOMEM. */
+int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
+                     fl_error *err);
+
+/* Block until the next batch in order is complete and return it. Epochs follow each other without
+ * end; check batch->epoch / last_in_epoch. Errors: FL_E_CHECKSUM / FL_E_DECODE / -EIO naming the
+ * shard and record (with FL_CORRUPT_ERROR). After an error the loader can only be closed. */
+int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err);
+
+/* Give a batch's slot back to the ring. Batches may be released in any order. */
+void fl_loader_release(fl_loader *L, fl_batch *b);
+
+/* Batches each epoch yields for this rank, and samples they hold. */
+uint64_t fl_loader_batches_per_epoch(const fl_loader *L);
+uint64_t fl_loader_samples_per_epoch(const fl_loader *L);
+
+/* Position of the next batch fl_loader_next will return: store it in a checkpoint and pass it back
+ * as start_epoch/start_batch to continue exactly. */
+void fl_loader_position(const fl_loader *L, uint64_t *epoch, uint64_t *batch);
+
+typedef struct fl_loader_stats {
+    uint64_t images;          /* samples delivered */
+    uint64_t batches;
+    uint64_t bytes_read;      /* stored bytes read from disk */
+    uint64_t skipped;         /* corrupt records skipped */
+    double io_wait_s;         /* summed over workers: waiting for reads */
+    double decode_s;          /* decompression + image decode */
+    double augment_s;         /* crop/resize/flip outside the decoder */
+    double slot_wait_s;       /* workers waiting for a free ring slot (consumer is the bottleneck) */
+    double consumer_wait_s;   /* consumer blocked in fl_loader_next (loader is the bottleneck) */
+    double wall_s;            /* since create */
+    const char *io_backend;   /* "io_uring" or "pread" */
+    uint64_t pinned_bytes;    /* ring memory */
+} fl_loader_stats;
+
+void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);
+
+/* The dataset being read (class names, schema, count). */
+const fl_dataset *fl_loader_dataset(const fl_loader *L);
+
+/* Stop workers, free the ring, close the dataset. NULL allowed. Batches not released are freed. */
+void fl_loader_close(fl_loader *L);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
