@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# run.sh — the main job on a real dataset: fetch Fashion-MNIST, pack it with packdata (raw pixels +
+# zstd with a trained dictionary), and train the small CNN with trainfast (GPU when there is one,
+# otherwise the CPU backend). Extra arguments go to `trainfast train` (e.g. --epochs 3, --json).
+# Usage: samples/fashion-mnist/run.sh [trainfast options...]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="${FL_BUILD:-$root/build}"
+packdata="$build/tools/packdata/packdata"
+trainfast="$build/trainer/trainfast"
+for t in "$packdata" "$trainfast"; do
+    [[ -x "$t" ]] || { echo "run.sh: $t not built: run scripts/setup.sh first" >&2; exit 1; }
+done
+
+"$here/fetch.sh"
+packed="$here/packed"
+mkdir -p "$packed"
+for split in train:train test:t10k; do
+    name=${split%%:*} prefix=${split##*:}
+    if [[ -f "$packed/$name/manifest.json" ]]; then
+        echo "fashion-mnist: $packed/$name already packed"
+    else
+        "$packdata" pack --idx "$here/data/$prefix-images-idx3-ubyte.gz" "$here/data/$prefix-labels-idx1-ubyte.gz" \
+            "$packed/$name" --class-names "$here/data/classes.txt" --compress zstd:19 --resume
+    fi
+done
+"$packdata" info "$packed/train"
+"$packdata" info "$packed/test"
+exec "$trainfast" train --data "$packed/train" --val "$packed/test" --model fastcnn "$@"
