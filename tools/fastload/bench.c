@@ -1,0 +1,262 @@
+/* bench.c — `fastload bench`: drive the loader over E epochs as fast as a consumer can take
+ * batches and report throughput, the per-stage time split and resident memory per epoch; or,
+ * with --memcpy, the single-thread memcpy bandwidth that raw-record runs are compared against. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fastload.h"
+#include "fastload_cli.h"
+#include "fl_cli.h"
+#include "run_options.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Resident and peak resident set size in MiB from /proc/self/status (0 when unreadable). */
+void cli_rss_mib(double *rss, double *peak)
+{
+    *rss = *peak = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long kb;
+        if (sscanf(line, "VmRSS: %lu kB", &kb) == 1)
+            *rss = kb / 1024.0;
+        else if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
+            *peak = kb / 1024.0;
+    }
+    fclose(f);
+}
+
+static const char *encoding_name(const fl_dataset *ds)
+{
+    const fl_schema *s = ds ? fl_dataset_schema(ds) : NULL;
+    if (!s)
+        return "?";
+    switch (s->encoding) {
+    case FL_ENC_JPEG: return s->compression == FL_COMP_ZSTD ? "jpeg+zstd" : "jpeg";
+    case FL_ENC_PNG: return s->compression == FL_COMP_ZSTD ? "png+zstd" : "png";
+    case FL_ENC_RAW: return s->compression == FL_COMP_ZSTD ? "raw+zstd" : "raw";
+    }
+    return "?";
+}
+
+/* Single-thread memcpy bandwidth: best of several passes over a buffer larger than the caches. */
+static int bench_memcpy(const run_options *ro)
+{
+    size_t n = (size_t)ro->memcpy_bytes;
+    uint8_t *a = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
+    uint8_t *b = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
+    if (!a || !b) {
+        fprintf(stderr, "fastload bench --memcpy: cannot allocate 2 x %zu bytes\n", n);
+        free(a);
+        free(b);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        a[i] = (uint8_t)(i * 131u);
+    memset(b, 0, n); /* fault the pages in before timing */
+    double best = 1e30, total = 0;
+    int passes = 0;
+    while (passes < 5 || (total < 1.0 && passes < 200)) {
+        double t0 = now_s();
+        memcpy(passes & 1 ? a : b, passes & 1 ? b : a, n);
+        double dt = now_s() - t0;
+        total += dt;
+        if (dt < best)
+            best = dt;
+        passes++;
+    }
+    volatile uint8_t sink = a[n / 2] ^ b[n / 3]; /* keep the copies observable */
+    (void)sink;
+    double mbs = n / best / 1e6;
+    if (ro->json)
+        printf("{\"memcpy_mb_per_sec\": %.1f, \"bytes\": %zu, \"passes\": %d, \"threads\": 1}\n", mbs,
+               n, passes);
+    else
+        printf("memcpy (1 thread, %zu MiB buffers, best of %d): %.1f MB/s\n", n >> 20, passes, mbs);
+    free(a);
+    free(b);
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    run_options ro;
+    int rc = run_options_parse(RUN_BENCH, argc, argv, &ro);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (ro.memcpy_mode)
+        return bench_memcpy(&ro);
+
+    fl_error err = {0};
+    fl_loader *L = NULL;
+    double t_create = now_s();
+    if (fl_loader_create(ro.path, &ro.opt, &L, &err)) {
+        fprintf(stderr, "fastload bench: error: %s\n", err.msg[0] ? err.msg : fl_strerror(err.code));
+        return 1;
+    }
+    double t_start = now_s();
+    const fl_dataset *ds = fl_loader_dataset(L);
+    uint64_t per_epoch = fl_loader_batches_per_epoch(L);
+    if (per_epoch == 0) {
+        fprintf(stderr, "fastload bench: error: %s: no batches per epoch for rank %u (%llu samples, "
+                        "batch %u%s)\n", ro.path, ro.opt.rank,
+                (unsigned long long)fl_loader_samples_per_epoch(L), ro.opt.batch_size,
+                ro.opt.drop_last ? ", --drop-last" : "");
+        fl_loader_close(L);
+        return 1;
+    }
+
+    double *rss_epoch = calloc(ro.epochs, sizeof *rss_epoch);
+    double *ips_epoch = calloc(ro.epochs, sizeof *ips_epoch);
+    if (!rss_epoch || !ips_epoch) {
+        fprintf(stderr, "fastload bench: out of memory\n");
+        free(rss_epoch);
+        free(ips_epoch);
+        fl_loader_close(L);
+        return 1;
+    }
+    uint64_t images = 0, out_bytes = 0, batches = 0, epochs_done = 0, epoch_images = 0;
+    uint32_t h = 0, w = 0, c = 0;
+    double t_epoch = t_start;
+    int status = 0;
+    while (epochs_done < ro.epochs && (!ro.max_batches || batches < ro.max_batches)) {
+        fl_batch *b;
+        if (fl_loader_next(L, &b, &err)) {
+            fprintf(stderr, "fastload bench: error: %s\n", err.msg[0] ? err.msg : fl_strerror(err.code));
+            status = 1;
+            break;
+        }
+        h = b->height, w = b->width, c = b->channels;
+        images += b->size;
+        epoch_images += b->size;
+        out_bytes += (uint64_t)b->size * b->height * b->width * b->channels + b->size * 4ull;
+        batches++;
+        int last = b->last_in_epoch;
+        fl_loader_release(L, b);
+        if (last) {
+            double t = now_s(), peak;
+            cli_rss_mib(&rss_epoch[epochs_done], &peak);
+            ips_epoch[epochs_done] = epoch_images / (t - t_epoch);
+            if (!ro.json && !ro.quiet)
+                fprintf(stderr, "epoch %llu: %llu images in %.2f s, %.1f images/s, RSS %.1f MiB\n",
+                        (unsigned long long)(ro.opt.start_epoch + epochs_done),
+                        (unsigned long long)epoch_images, t - t_epoch, ips_epoch[epochs_done],
+                        rss_epoch[epochs_done]);
+            epochs_done++;
+            epoch_images = 0;
+            t_epoch = t;
+        }
+    }
+    double wall = now_s() - t_start;
+    if (status) {
+        free(rss_epoch);
+        free(ips_epoch);
+        fl_loader_close(L);
+        return status;
+    }
+    fl_loader_stats st;
+    memset(&st, 0, sizeof st);
+    fl_loader_stats_get(L, &st);
+    double rss, peak;
+    cli_rss_mib(&rss, &peak);
+    double ips = wall > 0 ? images / wall : 0;
+    double mbs = wall > 0 ? out_bytes / wall / 1e6 : 0;
+    double rmbs = wall > 0 ? st.bytes_read / wall / 1e6 : 0;
+    /* 0 means "one per online CPU" to the loader: report the number it actually runs. */
+    uint32_t workers = ro.opt.workers ? ro.opt.workers : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    const char *backend = st.io_backend ? st.io_backend : "?";
+
+    if (ro.json) {
+        fl_json j;
+        fl_json_init(&j);
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "images_per_sec"); fl_json_double(&j, ips);
+        fl_json_key(&j, "mb_per_sec"); fl_json_double(&j, mbs);
+        fl_json_key(&j, "read_mb_per_sec"); fl_json_double(&j, rmbs);
+        fl_json_key(&j, "epochs"); fl_json_uint(&j, epochs_done);
+        fl_json_key(&j, "images"); fl_json_uint(&j, images);
+        fl_json_key(&j, "batches"); fl_json_uint(&j, batches);
+        fl_json_key(&j, "seconds"); fl_json_double(&j, wall);
+        fl_json_key(&j, "startup_seconds"); fl_json_double(&j, t_start - t_create);
+        fl_json_key(&j, "workers"); fl_json_uint(&j, workers);
+        fl_json_key(&j, "batch_size"); fl_json_uint(&j, ro.opt.batch_size);
+        fl_json_key(&j, "height"); fl_json_uint(&j, h);
+        fl_json_key(&j, "width"); fl_json_uint(&j, w);
+        fl_json_key(&j, "channels"); fl_json_uint(&j, c);
+        fl_json_key(&j, "augment"); fl_json_string(&j, ro.augment_text);
+        fl_json_key(&j, "order"); fl_json_string(&j, run_order_name(ro.opt.order));
+        fl_json_key(&j, "seed"); fl_json_uint(&j, ro.opt.seed);
+        fl_json_key(&j, "rank"); fl_json_uint(&j, ro.opt.rank);
+        fl_json_key(&j, "world"); fl_json_uint(&j, ro.opt.world ? ro.opt.world : 1);
+        fl_json_key(&j, "io"); fl_json_string(&j, run_io_name(ro.opt.io));
+        fl_json_key(&j, "io_backend"); fl_json_string(&j, backend);
+        fl_json_key(&j, "direct"); fl_json_bool(&j, ro.opt.direct);
+        fl_json_key(&j, "bytes_read"); fl_json_uint(&j, st.bytes_read);
+        fl_json_key(&j, "bytes_out"); fl_json_uint(&j, out_bytes);
+        fl_json_key(&j, "skipped"); fl_json_uint(&j, st.skipped);
+        fl_json_key(&j, "stages");
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "io_wait_s"); fl_json_double(&j, st.io_wait_s);
+        fl_json_key(&j, "decode_s"); fl_json_double(&j, st.decode_s);
+        fl_json_key(&j, "augment_s"); fl_json_double(&j, st.augment_s);
+        fl_json_key(&j, "slot_wait_s"); fl_json_double(&j, st.slot_wait_s);
+        fl_json_key(&j, "consumer_wait_s"); fl_json_double(&j, st.consumer_wait_s);
+        fl_json_end_object(&j);
+        fl_json_key(&j, "rss_mib"); fl_json_double(&j, rss);
+        fl_json_key(&j, "peak_rss_mib"); fl_json_double(&j, peak);
+        fl_json_key(&j, "pinned_bytes"); fl_json_uint(&j, st.pinned_bytes);
+        fl_json_key(&j, "rss_mib_per_epoch");
+        fl_json_begin_array(&j);
+        for (uint64_t e = 0; e < epochs_done; e++)
+            fl_json_double(&j, rss_epoch[e]);
+        fl_json_end_array(&j);
+        fl_json_key(&j, "images_per_sec_per_epoch");
+        fl_json_begin_array(&j);
+        for (uint64_t e = 0; e < epochs_done; e++)
+            fl_json_double(&j, ips_epoch[e]);
+        fl_json_end_array(&j);
+        fl_json_key(&j, "dataset");
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "path"); fl_json_string(&j, ro.path);
+        fl_json_key(&j, "records"); fl_json_uint(&j, ds ? fl_dataset_count(ds) : 0);
+        fl_json_key(&j, "encoding"); fl_json_string(&j, encoding_name(ds));
+        fl_json_key(&j, "batches_per_epoch"); fl_json_uint(&j, per_epoch);
+        fl_json_end_object(&j);
+        fl_json_end_object(&j);
+        puts(fl_json_text(&j));
+        fl_json_free(&j);
+    } else {
+        printf("fastload bench %s: %llu records (%s), %llu batches/epoch\n", ro.path,
+               ds ? (unsigned long long)fl_dataset_count(ds) : 0ull, encoding_name(ds),
+               (unsigned long long)per_epoch);
+        printf("  config: workers %u, batch %u, %ux%ux%u, augment %s, order %s, io %s (%s)%s\n",
+               workers, ro.opt.batch_size, w, h, c, ro.augment_text, run_order_name(ro.opt.order),
+               backend, run_io_name(ro.opt.io), ro.opt.direct ? ", O_DIRECT" : "");
+        printf("  result: %llu images in %llu batches over %llu epoch(s), %.3f s: %.1f images/s, "
+               "%.1f MB/s out, %.1f MB/s read (startup %.3f s)\n",
+               (unsigned long long)images, (unsigned long long)batches,
+               (unsigned long long)epochs_done, wall, ips, mbs, rmbs, t_start - t_create);
+        printf("  stages (s, summed over workers): io wait %.3f, decode %.3f, augment %.3f, "
+               "slot wait %.3f; consumer waited %.3f\n",
+               st.io_wait_s, st.decode_s, st.augment_s, st.slot_wait_s, st.consumer_wait_s);
+        printf("  memory: RSS %.1f MiB (peak %.1f MiB), ring %.1f MiB%s\n", rss, peak,
+               st.pinned_bytes / 1048576.0, st.skipped ? "" : "");
+        if (st.skipped)
+            printf("  skipped corrupt records: %llu\n", (unsigned long long)st.skipped);
+    }
+    free(rss_epoch);
+    free(ips_epoch);
+    fl_loader_close(L);
+    return 0;
+}

@@ -1,0 +1,40 @@
+/* run_options.h — the loader options shared by `fastload bench` and `fastload digest`:
+ * parsed from the command line into an fl_loader_options plus the run length. */
+#ifndef FASTLOAD_CLI_RUN_OPTIONS_H
+#define FASTLOAD_CLI_RUN_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fastload.h"
+
+typedef struct run_options {
+    const char *path;          /* dataset directory (DST of packdata) */
+    fl_loader_options opt;     /* what the loader is created with */
+    uint64_t epochs;           /* epochs to run (default 1) */
+    uint64_t max_batches;      /* stop after this many batches (0 = no limit) */
+    int json;                  /* --json: one JSON object on stdout */
+    int quiet;                 /* --quiet: no per-epoch lines, no library notes */
+    const char *augment_text;  /* as given, for reports ("rrc,flip") */
+    int memcpy_mode;           /* bench --memcpy: measure single-thread memcpy instead */
+    uint64_t memcpy_bytes;     /* buffer size for --memcpy (default 256 MiB) */
+} run_options;
+
+/* Which subcommand is parsing: options valid for it differ slightly. */
+typedef enum run_kind { RUN_BENCH = 0, RUN_DIGEST = 1 } run_kind;
+
+/* Parse argv (argv[0] is the subcommand name). Returns 0 to run, 1 when --help/--version was
+ * printed (exit 0), 2 on a usage error (a message was printed to stderr). */
+int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro);
+
+/* Print the subcommand's usage text. */
+void run_options_usage(run_kind kind, FILE *f);
+
+/* Text names used in reports. */
+const char *run_order_name(fl_order o);
+const char *run_io_name(fl_io_mode m);
+
+/* Library log sink that prints "fastload: note: ..." on stderr (user = run_options*). */
+void run_log_stderr(void *user, int level, const char *msg);
+
+#endif
