@@ -1,0 +1,54 @@
+/* fl_aug_rng.h — the counter-based randomness of small-image augmentation (random crop with padding
+ * and horizontal flip), shared word for word by the GPU input kernel and any CPU path (plain C,
+ * header-only, no state): the draw for a sample is a pure function of (seed, epoch, record index). */
+#ifndef FL_AUG_RNG_H
+#define FL_AUG_RNG_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define FL_AUG_FN static inline __host__ __device__
+#else
+#define FL_AUG_FN static inline
+#endif
+
+/* splitmix64 finalizer: a bijective 64-bit mix with full avalanche. */
+FL_AUG_FN uint64_t fl_aug_mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* 64 random bits for (seed, epoch, index); the stream tag keeps this draw independent of other
+ * users of the same keys (the loader's shuffle, its random-resized-crop). */
+FL_AUG_FN uint64_t fl_aug_hash(uint64_t seed, uint64_t epoch, uint64_t index) {
+    uint64_t x = fl_aug_mix64(seed ^ 0x63726F70ull);
+    x = fl_aug_mix64(x ^ epoch);
+    return fl_aug_mix64(x ^ index);
+}
+
+/* Crop offsets and flip for one sample: dy, dx in [0, 2·pad] are the top-left corner of the
+ * h × w window inside the (h + 2pad) × (w + 2pad) padded image; *flip is 0 or 1 (0 when
+ * flip_enabled is 0). pad = 0 gives dy = dx = 0. Uses 16-bit fields of the hash, so the modulo
+ * bias is below 2^-10 for pad ≤ 32. */
+FL_AUG_FN void fl_aug_crop_flip(uint64_t seed, uint64_t epoch, uint64_t index, int pad,
+                                int flip_enabled, int *dy, int *dx, int *flip) {
+    uint64_t r = fl_aug_hash(seed, epoch, index);
+    uint32_t span = (uint32_t)(2 * pad + 1);
+    *dy = pad > 0 ? (int)((uint32_t)(r & 0xFFFF) % span) : 0;
+    *dx = pad > 0 ? (int)((uint32_t)((r >> 16) & 0xFFFF) % span) : 0;
+    *flip = flip_enabled ? (int)((r >> 32) & 1) : 0;
+}
+
+/* Source coordinate for output coordinate `o` (0 ≤ o < n) after padding and offset `d`: returns
+ * the index into the unpadded axis of length n, or −1 for a zero-padded position. Reflect padding
+ * mirrors without repeating the edge (as numpy 'reflect' / torch 'reflect'); pad must be < n. */
+FL_AUG_FN int fl_aug_src(int o, int d, int pad, int n, int reflect) {
+    int s = o + d - pad;
+    if (s < 0) return reflect ? -s : -1;
+    if (s >= n) return reflect ? 2 * (n - 1) - s : -1;
+    return s;
+}
+
+#endif
