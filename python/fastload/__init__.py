@@ -1,0 +1,37 @@
+"""fastload — Python binding of libfastload (ctypes, no compile step).
+
+    import fastload
+    L = fastload.Loader("data/packed", batch_size=256, workers=2, size=(224, 224),
+                        augment="rrc", flip=True, order="random", seed=0)
+    for epoch in range(10):
+        for images, labels in L:          # one epoch; numpy views of the pinned batch
+            ...                           # images: (N, H, W, C) uint8, labels: (N,) int32
+        ckpt = {"loader": L.state_dict()} # resume later with L.load_state_dict(ckpt["loader"])
+
+    # torch tensors (normalized float NCHW on the GPU):
+    for x, y in fastload.torch_batches(L, device="cuda"):
+        ...
+
+The library is found through $FASTLOAD_LIBRARY, then next to this package, then the build tree
+of the source checkout (build/libfastload.so), then the system library path.
+"""
+from ._native import library_path
+from .loader import Batch, Error, Loader
+
+__all__ = ["Loader", "Batch", "Error", "torch_batches", "version", "library_path"]
+__version__ = "0.1.0"
+
+
+def version():
+    """Version string of the loaded libfastload."""
+    from ._native import lib
+    return lib().fl_version().decode()
+
+
+def torch_batches(loader, device=None, **kwargs):
+    """Batches of `loader` as torch tensors; see fastload.torch_helpers.torch_batches."""
+    try:
+        from .torch_helpers import torch_batches as tb
+    except ImportError as e:  # torch missing
+        raise ImportError("fastload.torch_batches needs torch (pip or apt python3-torch)") from e
+    return tb(loader, device=device, **kwargs)
