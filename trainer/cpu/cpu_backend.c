@@ -1,0 +1,423 @@
+/* cpu_backend.c — the CPU fp32 reference backend (backend.h): runs a tf_model_spec layer by layer
+ * with the cpu_layers.h kernels, SGD (Nesterov) with weight decay on the flat params, gradient
+ * accumulation and EMA. All buffers are allocated in create for cfg.max_batch samples. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cpu_layers.h"
+
+#ifdef FL_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+struct tf_backend {
+    const tf_model_spec *spec;
+    tf_train_config cfg;
+    cpu_pool *pool;
+    float *params, *momentum, *grad, *stats, *ema_params, *ema_stats;
+    float **act, **dact;   /* per tensor, max_batch samples */
+    float **save;          /* per layer: BN mean/invstd */
+    int32_t **arg;         /* per layer: maxpool argmax */
+    float *logits_sum;     /* eval TTA: max_batch * classes */
+    uint64_t step, micro_step;
+    uint32_t accum_count;
+};
+
+void tf_train_config_init(tf_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->precision = TF_FP32;
+    c->momentum = 0.9f;
+    c->nesterov = 1;
+    c->weight_decay = 5e-4f;
+    c->accum = 1;
+    c->max_batch = 256;
+    c->loss_scale_init = 65536.0f;
+    c->loss_scale_window = 1000;
+}
+
+static void cpu_destroy(tf_backend *b)
+{
+    if (!b)
+        return;
+    const tf_model_spec *s = b->spec;
+    if (b->act)
+        for (int t = 0; t < s->n_tensors; t++) {
+            free(b->act[t]);
+            free(b->dact ? b->dact[t] : NULL);
+        }
+    if (b->save)
+        for (int l = 0; l < s->n_layers; l++) {
+            free(b->save[l]);
+            free(b->arg[l]);
+        }
+    free(b->act);
+    free(b->dact);
+    free(b->save);
+    free(b->arg);
+    free(b->params);
+    free(b->momentum);
+    free(b->grad);
+    free(b->stats);
+    free(b->ema_params);
+    free(b->ema_stats);
+    free(b->logits_sum);
+    cpu_pool_free(b->pool);
+    free(b);
+}
+
+static float *falloc(size_t n)
+{
+    return calloc(n ? n : 1, sizeof(float));
+}
+
+static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_backend **out,
+                      fl_error *err)
+{
+    *out = NULL;
+    if (cfg->precision != TF_FP32)
+        return fl_error_set(err, FL_E_UNSUPPORTED, "cpu backend: only fp32 precision");
+    if (cfg->max_batch == 0 || cfg->accum < 1)
+        return fl_error_set(err, FL_E_INVALID, "cpu backend: max_batch and accum must be >= 1");
+    tf_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return fl_error_set(err, -ENOMEM, "cpu backend: out of memory");
+    b->spec = s;
+    b->cfg = *cfg;
+#ifdef FL_HAVE_OPENBLAS
+    openblas_set_num_threads(1); /* we split the batch across our own threads */
+#endif
+    b->pool = cpu_pool_create(cfg->threads);
+    const size_t P = (size_t)s->param_count, S = (size_t)s->stat_count, N = cfg->max_batch;
+    b->params = falloc(P);
+    b->momentum = falloc(P);
+    b->grad = falloc(P);
+    b->stats = falloc(S);
+    if (cfg->ema_decay > 0) {
+        b->ema_params = falloc(P);
+        b->ema_stats = falloc(S);
+    }
+    b->act = calloc((size_t)s->n_tensors, sizeof(float *));
+    b->dact = calloc((size_t)s->n_tensors, sizeof(float *));
+    b->save = calloc((size_t)s->n_layers, sizeof(float *));
+    b->arg = calloc((size_t)s->n_layers, sizeof(int32_t *));
+    b->logits_sum = falloc(N * (size_t)s->num_classes);
+    int bad = !b->pool || !b->params || !b->momentum || !b->grad || !b->stats || !b->act ||
+              !b->dact || !b->save || !b->arg || !b->logits_sum ||
+              (cfg->ema_decay > 0 && (!b->ema_params || !b->ema_stats));
+    double bytes = 0;
+    for (int t = 0; t < s->n_tensors && !bad; t++) {
+        size_t n = N * (size_t)tf_shape_size(s->tensors[t]);
+        b->act[t] = falloc(n);
+        b->dact[t] = t > 0 ? falloc(n) : NULL; /* the input needs no gradient */
+        bytes += (t > 0 ? 2.0 : 1.0) * n * 4;
+        bad = !b->act[t] || (t > 0 && !b->dact[t]);
+    }
+    for (int l = 0; l < s->n_layers && !bad; l++) {
+        const tf_layer *L = &s->layers[l];
+        if (L->kind == TF_BN)
+            bad = !(b->save[l] = falloc(2 * (size_t)L->cin));
+        else if (L->kind == TF_MAXPOOL) {
+            size_t n = N * (size_t)tf_shape_size(s->tensors[L->out]);
+            bad = !(b->arg[l] = calloc(n, sizeof(int32_t)));
+        }
+    }
+    if (bad) {
+        cpu_destroy(b);
+        return fl_error_set(err, -ENOMEM,
+                            "cpu backend: out of memory for %s at batch %zu (activations %.1f MiB)",
+                            s->name, N, bytes / 1048576.0);
+    }
+    *out = b;
+    return 0;
+}
+
+static int check_batch(tf_backend *b, const tf_batch *x, fl_error *err)
+{
+    const tf_model_spec *s = b->spec;
+    if (x->n == 0 || x->n > b->cfg.max_batch)
+        return fl_error_set(err, FL_E_INVALID, "batch of %u samples (backend sized for 1..%u)",
+                            x->n, b->cfg.max_batch);
+    if ((int)x->h != s->in_h || (int)x->w != s->in_w || (int)x->c != s->in_c)
+        return fl_error_set(err, FL_E_INVALID,
+                            "batch images are %ux%ux%u but model %s expects %dx%dx%d (HxWxC)", x->h,
+                            x->w, x->c, s->name, s->in_h, s->in_w, s->in_c);
+    for (uint32_t i = 0; i < x->n; i++)
+        if (x->labels[i] < 0 || x->labels[i] >= s->num_classes)
+            return fl_error_set(err, FL_E_LABEL, "sample %u: label %d outside [0, %d)", i,
+                                x->labels[i], s->num_classes);
+    return 0;
+}
+
+/* forward through every layer; train selects BN mode */
+static void forward(tf_backend *b, int N, int train, const float *params, float *stats)
+{
+    const tf_model_spec *s = b->spec;
+    for (int l = 0; l < s->n_layers; l++) {
+        const tf_layer *L = &s->layers[l];
+        tf_shape is = s->tensors[L->in], os = s->tensors[L->out];
+        const float *x = b->act[L->in];
+        float *y = b->act[L->out];
+        long n = (long)N * tf_shape_size(os);
+        switch (L->kind) {
+        case TF_CONV:
+            cpu_conv_forward(b->pool, N, is, os, L->k, L->stride, L->pad, x, params + L->w_off,
+                             L->b_off >= 0 ? params + L->b_off : NULL, y);
+            break;
+        case TF_LINEAR:
+            cpu_linear_forward(b->pool, N, L->cin, L->cout, x, params + L->w_off,
+                               L->b_off >= 0 ? params + L->b_off : NULL, y);
+            break;
+        case TF_BN:
+            cpu_bn_forward(b->pool, N, is, train, L->bn_eps, L->bn_momentum, x,
+                           params + L->w_off, params + L->b_off,
+                           stats ? stats + L->stat_off : NULL,
+                           stats ? stats + L->stat_off + L->cin : NULL, b->save[l], y);
+            break;
+        case TF_RELU:
+            cpu_relu_forward(n, x, y);
+            break;
+        case TF_GELU:
+            cpu_gelu_forward(n, x, y);
+            break;
+        case TF_MAXPOOL:
+            cpu_maxpool_forward(b->pool, N, is, os, L->k, L->stride, L->pad, x, y, b->arg[l]);
+            break;
+        case TF_AVGPOOL:
+            cpu_avgpool_forward(b->pool, N, is, os, L->k, L->stride, L->pad, x, y);
+            break;
+        case TF_GAP:
+            cpu_gap_forward(N, is, x, y);
+            break;
+        case TF_ADD:
+            cpu_add_forward(n, x, b->act[L->in2], y);
+            break;
+        case TF_SCALE:
+            cpu_scale_forward(n, L->scale, x, y);
+            break;
+        }
+    }
+}
+
+static void backward(tf_backend *b, int N)
+{
+    const tf_model_spec *s = b->spec;
+    float *g = b->grad, *p = b->params;
+    for (int t = 1; t < s->n_tensors - 1; t++)
+        memset(b->dact[t], 0, sizeof(float) * (size_t)N * (size_t)tf_shape_size(s->tensors[t]));
+    for (int l = s->n_layers - 1; l >= 0; l--) {
+        const tf_layer *L = &s->layers[l];
+        tf_shape is = s->tensors[L->in], os = s->tensors[L->out];
+        const float *x = b->act[L->in], *dy = b->dact[L->out];
+        float *dx = b->dact[L->in]; /* NULL for the input tensor */
+        long n = (long)N * tf_shape_size(os);
+        switch (L->kind) {
+        case TF_CONV:
+            cpu_conv_backward(b->pool, N, is, os, L->k, L->stride, L->pad, x, p + L->w_off, dy, dx,
+                              g + L->w_off, L->b_off >= 0 ? g + L->b_off : NULL);
+            break;
+        case TF_LINEAR:
+            cpu_linear_backward(b->pool, N, L->cin, L->cout, x, p + L->w_off, dy, dx,
+                                g + L->w_off, L->b_off >= 0 ? g + L->b_off : NULL);
+            break;
+        case TF_BN:
+            cpu_bn_backward(b->pool, N, is, x, p + L->w_off, b->save[l], dy, dx, g + L->w_off,
+                            g + L->b_off);
+            break;
+        case TF_RELU:
+            if (dx)
+                cpu_relu_backward(n, x, dy, dx);
+            break;
+        case TF_GELU:
+            if (dx)
+                cpu_gelu_backward(n, x, dy, dx);
+            break;
+        case TF_MAXPOOL:
+            if (dx)
+                cpu_maxpool_backward(b->pool, N, is, os, b->arg[l], dy, dx);
+            break;
+        case TF_AVGPOOL:
+            if (dx)
+                cpu_avgpool_backward(b->pool, N, is, os, L->k, L->stride, L->pad, dy, dx);
+            break;
+        case TF_GAP:
+            if (dx)
+                cpu_gap_backward(N, is, dy, dx);
+            break;
+        case TF_ADD:
+            for (long i = 0; dx && i < n; i++)
+                dx[i] += dy[i];
+            if (b->dact[L->in2])
+                for (long i = 0; i < n; i++)
+                    b->dact[L->in2][i] += dy[i];
+            break;
+        case TF_SCALE:
+            for (long i = 0; dx && i < n; i++)
+                dx[i] += L->scale * dy[i];
+            break;
+        }
+    }
+}
+
+static void optimizer_step(tf_backend *b, float lr)
+{
+    const tf_model_spec *s = b->spec;
+    const float mu = b->cfg.momentum, wd = b->cfg.weight_decay;
+    for (int i = 0; i < s->n_params; i++) {
+        const tf_param *tp = &s->params[i];
+        float *p = b->params + tp->offset, *m = b->momentum + tp->offset,
+              *g = b->grad + tp->offset;
+        float d = tp->no_decay ? 0.0f : wd;
+        for (int64_t j = 0; j < tp->count; j++) {
+            float gj = g[j] + d * p[j];
+            m[j] = mu * m[j] + gj;
+            p[j] -= lr * (b->cfg.nesterov ? gj + mu * m[j] : m[j]);
+            g[j] = 0.0f;
+        }
+    }
+    if (b->ema_params) {
+        const float e = b->cfg.ema_decay;
+        for (int64_t j = 0; j < s->param_count; j++)
+            b->ema_params[j] = e * b->ema_params[j] + (1.0f - e) * b->params[j];
+        for (int64_t j = 0; j < s->stat_count; j++)
+            b->ema_stats[j] = e * b->ema_stats[j] + (1.0f - e) * b->stats[j];
+    }
+    b->step++;
+}
+
+static int cpu_train_step(tf_backend *b, const tf_batch *x, float lr, tf_step_result *res,
+                          fl_error *err)
+{
+    memset(res, 0, sizeof *res);
+    int rc = check_batch(b, x, err);
+    if (rc)
+        return rc;
+    const tf_model_spec *s = b->spec;
+    const int N = (int)x->n, K = s->num_classes;
+    cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std,
+                 b->cfg.crop_pad, b->cfg.flip, b->cfg.aug_seed, x->epoch, x->indices, 0, b->act[0]);
+    forward(b, N, 1, b->params, b->stats);
+    const int lt = s->n_tensors - 1;
+    uint32_t c1 = 0;
+    double loss = cpu_softmax_xent(N, K, b->act[lt], x->labels, b->cfg.label_smoothing,
+                                   1.0f / ((float)N * (float)b->cfg.accum), b->dact[lt], &c1,
+                                   NULL);
+    backward(b, N);
+    b->micro_step++;
+    res->loss = loss / N;
+    res->correct = c1;
+    res->n = x->n;
+    if (++b->accum_count >= (uint32_t)b->cfg.accum) {
+        optimizer_step(b, lr);
+        b->accum_count = 0;
+        res->stepped = 1;
+    }
+    return 0;
+}
+
+static int cpu_eval_batch(tf_backend *b, const tf_batch *x, int flip_tta, int use_ema,
+                          tf_eval_result *res, fl_error *err)
+{
+    memset(res, 0, sizeof *res);
+    int rc = check_batch(b, x, err);
+    if (rc)
+        return rc;
+    if (use_ema && !b->ema_params)
+        return fl_error_set(err, FL_E_INVALID, "evaluation with EMA weights but EMA is off");
+    const tf_model_spec *s = b->spec;
+    const int N = (int)x->n, K = s->num_classes, lt = s->n_tensors - 1;
+    const float *params = use_ema ? b->ema_params : b->params;
+    float *stats = use_ema ? b->ema_stats : b->stats;
+    const float *logits = b->act[lt];
+    for (int pass = 0; pass < (flip_tta ? 2 : 1); pass++) {
+        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0, 0,
+                     NULL, pass, b->act[0]);
+        forward(b, N, 0, params, stats);
+        if (flip_tta) {
+            for (long i = 0; i < (long)N * K; i++)
+                b->logits_sum[i] = pass ? 0.5f * (b->logits_sum[i] + b->act[lt][i]) : b->act[lt][i];
+            logits = b->logits_sum;
+        }
+    }
+    res->loss_sum = cpu_softmax_xent(N, K, logits, x->labels, 0.0f, 0.0f, NULL, &res->correct1,
+                                     &res->correct5);
+    res->n = x->n;
+    return 0;
+}
+
+static int cpu_get_state(tf_backend *b, tf_state *st, fl_error *err)
+{
+    const size_t P = sizeof(float) * (size_t)b->spec->param_count,
+                 S = sizeof(float) * (size_t)b->spec->stat_count;
+    if (st->params)
+        memcpy(st->params, b->params, P);
+    if (st->momentum)
+        memcpy(st->momentum, b->momentum, P);
+    if (st->grad_accum)
+        memcpy(st->grad_accum, b->grad, P);
+    if (st->stats)
+        memcpy(st->stats, b->stats, S);
+    if (st->ema_params && b->ema_params)
+        memcpy(st->ema_params, b->ema_params, P);
+    if (st->ema_stats && b->ema_stats)
+        memcpy(st->ema_stats, b->ema_stats, S);
+    st->step = b->step;
+    st->micro_step = b->micro_step;
+    st->accum_count = b->accum_count;
+    st->loss_scale = 1.0f;
+    st->good_steps = 0;
+    st->skipped_steps = 0;
+    return 0;
+}
+
+static int cpu_set_state(tf_backend *b, const tf_state *st, fl_error *err)
+{
+    const size_t P = sizeof(float) * (size_t)b->spec->param_count,
+                 S = sizeof(float) * (size_t)b->spec->stat_count;
+    if (!st->params || !st->stats)
+        return fl_error_set(err, FL_E_INVALID, "set_state: params and stats are required");
+    memcpy(b->params, st->params, P);
+    memcpy(b->stats, st->stats, S);
+    if (st->momentum)
+        memcpy(b->momentum, st->momentum, P);
+    else
+        memset(b->momentum, 0, P);
+    if (st->grad_accum)
+        memcpy(b->grad, st->grad_accum, P);
+    else
+        memset(b->grad, 0, P);
+    if (b->ema_params) {
+        /* no EMA in the state (fresh start or EMA newly enabled): start it at the weights */
+        memcpy(b->ema_params, st->ema_params ? st->ema_params : st->params, P);
+        memcpy(b->ema_stats, st->ema_stats ? st->ema_stats : st->stats, S);
+    }
+    b->step = st->step;
+    b->micro_step = st->micro_step;
+    b->accum_count = st->accum_count;
+    return 0;
+}
+
+static void cpu_describe(tf_backend *b, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "CPU, %d threads, GEMM %s, fp32", cpu_pool_threads(b->pool),
+             cpu_gemm_name());
+}
+
+static const tf_backend_ops cpu_ops = {
+    .name = "cpu",
+    .available = NULL,
+    .create = cpu_create,
+    .train_step = cpu_train_step,
+    .eval_batch = cpu_eval_batch,
+    .get_state = cpu_get_state,
+    .set_state = cpu_set_state,
+    .probe_batch = NULL,
+    .describe = cpu_describe,
+    .destroy = cpu_destroy,
+};
+
+const tf_backend_ops *tf_backend_cpu(void) { return &cpu_ops; }
