@@ -1,0 +1,61 @@
+/* image_internal.h — private pieces shared by the imaging sources: the decoder object with its
+ * grow-only scratch buffers, the per-format decode entry points, and region resampling.
+ * Not installed; nothing outside imaging/ includes it. */
+#ifndef FL_IMAGE_INTERNAL_H
+#define FL_IMAGE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fl_image.h"
+
+#define FL_DEFAULT_MAX_PIXELS (100ull * 1000 * 1000)
+
+/* One grow-only byte buffer: reallocated only when a call needs more than it holds. */
+typedef struct fl_buf {
+    uint8_t *p;
+    size_t cap;
+} fl_buf;
+
+/* Make b hold at least n bytes (contents not kept). 0 or -ENOMEM. */
+int fl_buf_reserve(fl_buf *b, size_t n);
+void fl_buf_free(fl_buf *b);
+
+struct fl_jpeg_state; /* jpeg_decode.c: persistent libjpeg decompressor + error manager */
+
+struct fl_decoder {
+    uint64_t max_pixels;
+    fl_buf image;   /* decoded output (fl_decode result, or the crop before resampling) */
+    fl_buf rows;    /* row pointers, CMYK scanlines */
+    fl_buf resize;  /* fl_resize scratch */
+    struct fl_jpeg_state *jpeg;
+};
+
+/* JPEG (jpeg_decode.c). Full decode at the smallest DCT scale covering min_w × min_h. */
+int fl_jpeg_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
+                   uint32_t min_w, uint32_t min_h, fl_image *out, fl_error *err);
+/* Decode only the rows/columns of `crop` at a reduced DCT scale into d->image, and report the
+ * exact crop window inside that buffer in its (scaled) pixel coordinates. */
+int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
+                        uint32_t out_w, uint32_t out_h, uint32_t channels, fl_image *out,
+                        double win[4], fl_error *err);
+void fl_jpeg_state_free(struct fl_jpeg_state *s);
+
+/* PNG (png_decode.c). Full decode to `channels`. */
+int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
+                  fl_image *out, fl_error *err);
+
+/* resize.c: resample the window (x0, y0, w, h) of src — fractional source pixel coordinates,
+ * inside [0, sw] × [0, sh] — to dw × dh. fl_resize is this with the whole image. */
+int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
+                     uint32_t channels, const double win[4], uint8_t *dst, uint32_t dw,
+                     uint32_t dh, size_t dstride, int flip, void *scratch, size_t scratch_len,
+                     fl_error *err);
+size_t fl_resize_window_scratch_size(uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
+                                     uint32_t dh, uint32_t channels);
+
+/* RGB → gray with the ITU-R 601 luma weights libjpeg uses (0.299, 0.587, 0.114), fixed point.
+ * In place is allowed (dst == src). */
+void fl_rgb_to_gray(const uint8_t *src, uint8_t *dst, size_t npix);
+
+#endif

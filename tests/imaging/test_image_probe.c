@@ -1,0 +1,64 @@
+/* test_image_probe.c — fl_image_probe: JPEG/PNG recognised by their bytes with the declared
+ * size, progressive flag and components; garbage, empty and truncated headers refused. */
+#include "img_test.h"
+
+int main(void) {
+    fl_error err;
+    fl_image_info info;
+    uint8_t *pix = synth_image(37, 21, 3);
+    size_t len;
+
+    uint8_t *j = write_jpeg(pix, 37, 21, 3, JCS_RGB, 90, 2, 2, 0, &len);
+    CHECK_RC(fl_image_probe(j, len, &info, &err), 0, &err);
+    CHECK(info.format == FL_IMG_JPEG && info.width == 37 && info.height == 21);
+    CHECK(info.components == 3 && info.progressive == 0);
+    /* Header only: the first 300 bytes still carry the SOF. */
+    CHECK_RC(fl_image_probe(j, len < 300 ? len : 300, &info, &err), 0, &err);
+    CHECK(info.width == 37);
+    /* Cut inside the markers before the SOF. */
+    CHECK_RC(fl_image_probe(j, 30, &info, &err), FL_E_DECODE, &err);
+    free(j);
+
+    j = write_jpeg(pix, 37, 21, 3, JCS_RGB, 90, 1, 1, 1, &len);
+    CHECK_RC(fl_image_probe(j, len, &info, &err), 0, &err);
+    CHECK(info.progressive == 1 && info.width == 37 && info.height == 21);
+    free(j);
+
+    uint8_t *g = synth_image(16, 9, 1);
+    j = write_jpeg(g, 16, 9, 1, JCS_GRAYSCALE, 90, 1, 1, 0, &len);
+    CHECK_RC(fl_image_probe(j, len, &info, &err), 0, &err);
+    CHECK(info.components == 1 && info.width == 16 && info.height == 9);
+    free(j);
+
+    uint8_t *p = write_png(pix, 37 * 3, 37, 21, 8, PNG_COLOR_TYPE_RGB, NULL, 0, NULL, 0, 0, &len);
+    CHECK_RC(fl_image_probe(p, len, &info, &err), 0, &err);
+    CHECK(info.format == FL_IMG_PNG && info.width == 37 && info.height == 21 && info.components == 3);
+    CHECK_RC(fl_image_probe(p, 20, &info, &err), FL_E_DECODE, &err);
+    free(p);
+    p = write_png(g, 16, 16, 9, 8, PNG_COLOR_TYPE_GRAY, NULL, 0, NULL, 0, 1, &len);
+    CHECK_RC(fl_image_probe(p, len, &info, &err), 0, &err);
+    CHECK(info.components == 1 && info.progressive == 1);
+    free(p);
+
+    const uint8_t garbage[] = "GIF89a this is not an image we read";
+    CHECK_RC(fl_image_probe(garbage, sizeof garbage, &info, &err), FL_E_DECODE, &err);
+    CHECK(info.format == FL_IMG_UNKNOWN);
+    CHECK(strstr(err.msg, "not a JPEG or PNG") != NULL);
+    CHECK_RC(fl_image_probe(garbage, 0, &info, &err), FL_E_DECODE, &err);
+    const uint8_t soi_only[] = {0xFF, 0xD8, 0xFF};
+    CHECK_RC(fl_image_probe(soi_only, sizeof soi_only, &info, &err), FL_E_DECODE, &err);
+    /* A segment length pointing past the end. */
+    const uint8_t badlen[] = {0xFF, 0xD8, 0xFF, 0xE0, 0xFF, 0xF0, 0, 0};
+    CHECK_RC(fl_image_probe(badlen, sizeof badlen, &info, &err), FL_E_DECODE, &err);
+    /* SOS before any SOF. */
+    const uint8_t nosof[] = {0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x02};
+    CHECK_RC(fl_image_probe(nosof, sizeof nosof, &info, &err), FL_E_DECODE, &err);
+    /* A 60000×60000 SOF is reported as declared (the decoder, not probe, refuses it). */
+    const uint8_t big[] = {0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 8, 0xEA, 0x60, 0xEA, 0x60, 3,
+                           1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1};
+    CHECK_RC(fl_image_probe(big, sizeof big, &info, &err), 0, &err);
+    CHECK(info.width == 60000 && info.height == 60000);
+    free(pix);
+    free(g);
+    TEST_DONE();
+}
