@@ -1,0 +1,89 @@
+/* augment.c — random-resized-crop / center-crop / flip parameter sampling; see augment.h. */
+#include "augment.h"
+
+#include <math.h>
+
+#include "rng.h"
+
+/* Python's int(round(x)): round half to even (the default FP rounding mode). */
+static int64_t pyround(double x)
+{
+    return (int64_t)nearbyint(x);
+}
+
+static uint32_t clampu(int64_t v, uint32_t lo, uint32_t hi)
+{
+    return v < (int64_t)lo ? lo : v > (int64_t)hi ? hi : (uint32_t)v;
+}
+
+static void rrc(const fl_aug_config *c, fl_rng *r, uint32_t W, uint32_t H, fl_rect *out)
+{
+    double area = (double)W * (double)H;
+    double lr0 = log(c->ratio_min), lr1 = log(c->ratio_max);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * (c->scale_min + (c->scale_max - c->scale_min) * fl_rng_uniform(r));
+        double aspect = exp(lr0 + (lr1 - lr0) * fl_rng_uniform(r));
+        int64_t w = pyround(sqrt(target * aspect));
+        int64_t h = pyround(sqrt(target / aspect));
+        if (w > 0 && w <= (int64_t)W && h > 0 && h <= (int64_t)H) {
+            out->y = (uint32_t)fl_rng_below(r, H - (uint64_t)h + 1);
+            out->x = (uint32_t)fl_rng_below(r, W - (uint64_t)w + 1);
+            out->width = (uint32_t)w;
+            out->height = (uint32_t)h;
+            return;
+        }
+    }
+    double in_ratio = (double)W / (double)H;
+    int64_t w, h;
+    if (in_ratio < c->ratio_min) {
+        w = W;
+        h = pyround((double)w / c->ratio_min);
+    } else if (in_ratio > c->ratio_max) {
+        h = H;
+        w = pyround((double)h * c->ratio_max);
+    } else {
+        w = W;
+        h = H;
+    }
+    out->width = clampu(w, 1, W);
+    out->height = clampu(h, 1, H);
+    out->x = (W - out->width) / 2;
+    out->y = (H - out->height) / 2;
+}
+
+/* torchvision eval: Resize(shorter side = out / center_ratio) then CenterCrop(out), expressed
+ * as one crop of the source so it can be decoded and resampled in a single pass. */
+static void center(const fl_aug_config *c, uint32_t W, uint32_t H, fl_rect *out)
+{
+    double omin = c->out_width < c->out_height ? c->out_width : c->out_height;
+    double resized_short = floor(omin / c->center_ratio);
+    if (resized_short < 1)
+        resized_short = 1;
+    double k = resized_short / (double)(W < H ? W : H); /* source → resized scale */
+    out->width = clampu(pyround(c->out_width / k), 1, W);
+    out->height = clampu(pyround(c->out_height / k), 1, H);
+    out->x = (W - out->width) / 2;
+    out->y = (H - out->height) / 2;
+}
+
+void fl_augment_params(const fl_aug_config *c, uint64_t epoch, uint64_t pos, uint32_t W,
+                       uint32_t H, fl_aug_params *out)
+{
+    fl_rng r = fl_rng_init(c->seed, epoch, pos, FL_STREAM_AUGMENT);
+    switch (c->augment) {
+    case FL_AUG_RRC:
+        rrc(c, &r, W, H, &out->crop);
+        break;
+    case FL_AUG_CENTER:
+        center(c, W, H, &out->crop);
+        break;
+    default:
+        out->crop.x = out->crop.y = 0;
+        out->crop.width = W;
+        out->crop.height = H;
+        break;
+    }
+    /* The flip has its own stream so that it does not depend on how many RRC tries ran. */
+    fl_rng rf = fl_rng_init(c->seed, epoch, pos, FL_STREAM_AUGMENT + 16);
+    out->flip = c->flip ? (fl_rng_next(&rf) >> 63) != 0 : 0;
+}

@@ -1,0 +1,33 @@
+/* augment.h — per-sample augmentation parameters: random-resized-crop sampled exactly as
+ * torchvision's RandomResizedCrop.get_params (10 tries, then the center-crop fallback), the
+ * evaluation resize + center crop, and the horizontal flip. Pure functions of
+ * (seed, epoch, sample position) and the image size. Internal. */
+#ifndef FL_AUGMENT_H
+#define FL_AUGMENT_H
+
+#include <stdint.h>
+
+#include "fastload.h"
+#include "fl_image.h"
+
+typedef struct fl_aug_config {
+    fl_augment augment;
+    int flip;
+    double scale_min, scale_max;
+    double ratio_min, ratio_max;
+    double center_ratio;
+    uint32_t out_width, out_height;
+    uint64_t seed;
+} fl_aug_config;
+
+typedef struct fl_aug_params {
+    fl_rect crop; /* region of the source image to resample to the output size */
+    int flip;     /* mirror horizontally */
+} fl_aug_params;
+
+/* Parameters for the sample at epoch-sequence position `pos` of `epoch`, on a source image of
+ * src_width × src_height (both >= 1). */
+void fl_augment_params(const fl_aug_config *c, uint64_t epoch, uint64_t pos, uint32_t src_width,
+                       uint32_t src_height, fl_aug_params *out);
+
+#endif

@@ -1,0 +1,462 @@
+/* loader.c — libfastload's life cycle and batch ring: create (dataset, order plan, ring of
+ * `prefetch` batch slots in pinned memory, readers, workers), next (strictly in order),
+ * release, position, stats and close (joins every thread, frees every buffer, closes every fd). */
+#define _GNU_SOURCE /* O_DIRECT */
+#include "loader_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+double fl_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void logf_(const fl_loader *L, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void logf_(const fl_loader *L, int level, const char *fmt, ...)
+{
+    if (!L->opt.log)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    L->opt.log(L->opt.log_user, level, msg);
+}
+
+static size_t align_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static int open_shards(fl_loader *L, fl_error *err)
+{
+    uint32_t n = fl_dataset_num_shards(L->ds);
+    L->fds = malloc((n ? n : 1) * sizeof *L->fds);
+    if (!L->fds)
+        return fl_error_set(err, -ENOMEM, "out of memory for %u shard descriptors", n);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *p = fl_dataset_shard_path(L->ds, i);
+        int flags = O_RDONLY | O_CLOEXEC;
+        int fd = open(p, flags | (L->direct ? O_DIRECT : 0));
+        if (fd < 0 && L->direct && errno == EINVAL) {
+            /* the filesystem (tmpfs, some overlays) refuses O_DIRECT: buffered gives the same
+             * bytes, so say so once and carry on */
+            logf_(L, 1, "fastload: %s: O_DIRECT not supported by this filesystem; using buffered "
+                        "reads", p);
+            L->direct = 0;
+            for (uint32_t j = 0; j < i; j++) {
+                close(L->fds[j]);
+                L->fds[j] = open(fl_dataset_shard_path(L->ds, j), flags);
+            }
+            fd = open(p, flags);
+        }
+        if (fd < 0) {
+            int e = -errno;
+            L->nfds = i;
+            return fl_error_set(err, e, "%s: cannot open shard: %s", p, strerror(-e));
+        }
+        L->fds[i] = fd;
+        L->nfds = i + 1;
+    }
+    return 0;
+}
+
+static int make_readers(fl_loader *L, fl_error *err)
+{
+    size_t max_len = fl_dataset_max_stored_len(L->ds);
+    int use_uring = L->opt.io != FL_IO_PREAD;
+    for (uint32_t i = 0; i < L->nworkers; i++) {
+        fl_worker *w = &L->workers[i];
+        int rc;
+        if (use_uring) {
+            fl_error e;
+            rc = fl_uring_reader_create(L->chunk, max_len, L->direct, &w->reader, &e);
+            if (rc < 0 && rc != -ENOMEM && L->opt.io == FL_IO_AUTO && i == 0) {
+                logf_(L, 1, "fastload: io_uring unavailable (%s); using pread workers", e.msg);
+                use_uring = 0;
+            } else if (rc < 0) {
+                if (L->opt.io == FL_IO_URING && rc != -ENOMEM)
+                    return fl_error_set(err, FL_E_UNSUPPORTED, "io_uring requested but unavailable: %s",
+                                        e.msg);
+                if (err)
+                    *err = e;
+                return rc;
+            } else {
+                continue;
+            }
+        }
+        rc = fl_pread_reader_create(L->chunk, max_len, L->direct, &w->reader, err);
+        if (rc < 0)
+            return rc;
+    }
+    L->io_backend = use_uring ? "io_uring" : "pread";
+    return 0;
+}
+
+static int cuda_check(fl_loader *L, int rc, const char *what, fl_error *err)
+{
+    if (rc == 0)
+        return 0;
+    return fl_error_set(err, FL_E_CUDA, "device %d: %s: %s", L->opt.device, what,
+                        fl_cuda_strerror(&L->cuda, rc));
+}
+
+static int setup_cuda(fl_loader *L, fl_error *err)
+{
+    if (!L->opt.pinned && L->opt.device < 0)
+        return 0;
+    char why[256] = "";
+    if (fl_cuda_load(&L->cuda, why, sizeof why) == 0) {
+        int count = 0;
+        if (L->cuda.GetDeviceCount(&count) == 0 && count > 0)
+            L->cuda_ok = 1;
+        else
+            snprintf(why, sizeof why, "no CUDA device");
+    }
+    if (L->opt.device < 0)
+        return 0;
+    if (!L->cuda_ok)
+        return fl_error_set(err, FL_E_UNSUPPORTED, "device mode (device %d) needs CUDA: %s",
+                            L->opt.device, why);
+    int rc = cuda_check(L, L->cuda.SetDevice(L->opt.device), "cudaSetDevice", err);
+    if (rc == 0)
+        rc = cuda_check(L, L->cuda.StreamCreateWithFlags(&L->stream, FL_CUDA_STREAM_NON_BLOCKING),
+                        "cudaStreamCreate", err);
+    if (rc == 0)
+        L->dev_on = 1;
+    return rc;
+}
+
+static int make_slots(fl_loader *L, fl_error *err)
+{
+    uint32_t B = L->opt.batch_size;
+    size_t img = align_up(L->sample_bytes * B, 64);
+    L->slots = calloc(L->nslots, sizeof *L->slots);
+    if (!L->slots)
+        return fl_error_set(err, -ENOMEM, "out of memory for %u ring slots", L->nslots);
+    for (uint32_t i = 0; i < L->nslots; i++) {
+        fl_slot *s = &L->slots[i];
+        s->host = fl_host_alloc(L->cuda_ok ? &L->cuda : NULL, img + (size_t)B * sizeof(int32_t),
+                                &s->host_pinned);
+        s->b.indices = calloc(B, sizeof *s->b.indices);
+        if (!s->host || !s->b.indices)
+            return fl_error_set(err, -ENOMEM, "out of memory for a %zu-byte batch slot",
+                                img + (size_t)B * 4);
+        s->b.images = s->host;
+        s->b.labels = (int32_t *)(s->host + img);
+        s->b.size = B;
+        s->b.height = L->out_h;
+        s->b.width = L->out_w;
+        s->b.channels = L->out_c;
+        s->err_k = FL_NO_ERROR_K;
+        if (L->dev_on) {
+            int rc = cuda_check(L, L->cuda.Malloc(&s->dev_images, L->sample_bytes * B),
+                                "cudaMalloc", err);
+            if (rc == 0)
+                rc = cuda_check(L, L->cuda.Malloc(&s->dev_labels, (size_t)B * sizeof(int32_t)),
+                                "cudaMalloc", err);
+            if (rc == 0)
+                rc = cuda_check(L, L->cuda.EventCreateWithFlags(&s->event, FL_CUDA_EVENT_NO_TIMING),
+                                "cudaEventCreate", err);
+            if (rc < 0)
+                return rc;
+            s->b.device_images = s->dev_images;
+            s->b.device_labels = s->dev_labels;
+            s->b.event = s->event;
+            s->b.stream = L->stream;
+        }
+    }
+    return 0;
+}
+
+int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
+                     fl_error *err)
+{
+    *out = NULL;
+    int rc = fl_loader_options_check(opt, err);
+    if (rc < 0)
+        return rc;
+    fl_loader *L = calloc(1, sizeof *L);
+    if (!L)
+        return fl_error_set(err, -ENOMEM, "out of memory");
+    L->opt = *opt;
+    L->t_create = fl_now_s();
+    L->perm_epoch = UINT64_MAX;
+    L->direct = opt->direct;
+    if ((rc = fl_dataset_open(path, &L->ds, err)) < 0)
+        goto fail;
+    L->schema = *fl_dataset_schema(L->ds);
+    L->backend = fl_dataset_backend(L->ds);
+    L->out_h = opt->out_height ? opt->out_height : L->schema.height;
+    L->out_w = opt->out_width ? opt->out_width : L->schema.width;
+    L->out_c = opt->channels ? opt->channels : L->schema.channels;
+    if (!L->out_h || !L->out_w) {
+        rc = fl_error_set(err, FL_E_INVALID,
+                          "%s: images vary in size: set out_height and out_width", path);
+        goto fail;
+    }
+    if (L->out_c != 1 && L->out_c != 3) {
+        rc = fl_error_set(err, FL_E_UNSUPPORTED, "%s: %u channels not supported", path, L->out_c);
+        goto fail;
+    }
+    L->sample_bytes = (size_t)L->out_h * L->out_w * L->out_c;
+    rc = fl_order_plan_init(&L->plan, fl_dataset_count(L->ds), opt->order, opt->quasi_block,
+                            opt->quasi_window, opt->seed, opt->rank, opt->world, opt->batch_size,
+                            opt->drop_last, err);
+    if (rc < 0) {
+        fl_error_prefix(err, "%s", path);
+        goto fail;
+    }
+    L->aug = (fl_aug_config){.augment = opt->augment, .flip = opt->flip,
+                             .scale_min = opt->scale_min, .scale_max = opt->scale_max,
+                             .ratio_min = opt->ratio_min, .ratio_max = opt->ratio_max,
+                             .center_ratio = opt->center_ratio, .out_width = L->out_w,
+                             .out_height = L->out_h, .seed = opt->seed};
+    L->perm = malloc(L->plan.n * sizeof *L->perm);
+    if (!L->perm) {
+        rc = fl_error_set(err, -ENOMEM, "out of memory for the order of %llu records",
+                          (unsigned long long)L->plan.n);
+        goto fail;
+    }
+    L->nworkers = opt->workers;
+    if (L->nworkers == 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        L->nworkers = c > 0 ? (uint32_t)c : 1;
+    }
+    L->nslots = opt->prefetch ? opt->prefetch : L->nworkers + 2;
+    uint32_t qd = opt->queue_depth ? opt->queue_depth : 32;
+    L->chunk = opt->batch_size < qd ? opt->batch_size : qd;
+    L->next_ticket = L->fill_next = opt->start_epoch * L->plan.batches + opt->start_batch;
+
+    if ((rc = setup_cuda(L, err)) < 0 || (rc = make_slots(L, err)) < 0)
+        goto fail;
+    if (L->backend == FL_BACKEND_SHARDS && (rc = open_shards(L, err)) < 0)
+        goto fail;
+    L->workers = calloc(L->nworkers, sizeof *L->workers);
+    if (!L->workers) {
+        rc = fl_error_set(err, -ENOMEM, "out of memory for %u workers", L->nworkers);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < L->nworkers; i++)
+        if ((rc = fl_worker_init(&L->workers[i], L, i, err)) < 0)
+            goto fail;
+    if (L->backend == FL_BACKEND_SHARDS) {
+        if (L->opt.io == FL_IO_URING || L->opt.io == FL_IO_AUTO || L->opt.io == FL_IO_PREAD)
+            if ((rc = make_readers(L, err)) < 0)
+                goto fail;
+    } else {
+        L->io_backend = "mmap";
+    }
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->work_cv, NULL);
+    pthread_cond_init(&L->done_cv, NULL);
+    L->mu_init = 1;
+    for (uint32_t i = 0; i < L->nworkers; i++) {
+        if ((rc = pthread_create(&L->workers[i].thread, NULL, fl_worker_main, &L->workers[i])) !=
+            0) {
+            rc = fl_error_set(err, -rc, "cannot start worker thread %u: %s", i, strerror(rc));
+            goto fail;
+        }
+        L->nstarted = i + 1;
+    }
+    *out = L;
+    return 0;
+fail:
+    fl_loader_close(L);
+    return rc;
+}
+
+int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&L->mu);
+    if (L->failed) {
+        if (err)
+            *err = L->fail_err;
+        pthread_mutex_unlock(&L->mu);
+        return L->fail_err.code;
+    }
+    uint64_t T = L->next_ticket;
+    fl_slot *s = &L->slots[T % L->nslots];
+    if (s->state == SLOT_HELD) {
+        pthread_mutex_unlock(&L->mu);
+        return fl_error_set(err, FL_E_INVALID,
+                            "all %u ring slots are held by the caller: release a batch before "
+                            "asking for the next",
+                            L->nslots);
+    }
+    double t0 = fl_now_s();
+    while (!(s->state == SLOT_READY && s->ticket == T))
+        pthread_cond_wait(&L->done_cv, &L->mu);
+    L->consumer_wait_s += fl_now_s() - t0;
+    if (s->err_k != FL_NO_ERROR_K) {
+        L->failed = 1;
+        L->stop = 1;
+        L->fail_err = s->err;
+        pthread_cond_broadcast(&L->work_cv);
+        if (err)
+            *err = s->err;
+        pthread_mutex_unlock(&L->mu);
+        return s->err.code;
+    }
+    s->state = SLOT_HELD;
+    L->next_ticket++;
+    L->images += s->b.size;
+    L->batches++;
+    pthread_mutex_unlock(&L->mu);
+    if (L->dev_on) {
+        /* uint8 images and labels travel on the loader's own stream; the caller orders its work
+         * after b->event. */
+        int rc = cuda_check(L, L->cuda.SetDevice(L->opt.device), "cudaSetDevice", err);
+        if (rc == 0)
+            rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_images, s->b.images,
+                                                   L->sample_bytes * s->b.size,
+                                                   FL_CUDA_MEMCPY_H2D, L->stream),
+                            "cudaMemcpyAsync", err);
+        if (rc == 0)
+            rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_labels, s->b.labels,
+                                                   sizeof(int32_t) * s->b.size,
+                                                   FL_CUDA_MEMCPY_H2D, L->stream),
+                            "cudaMemcpyAsync", err);
+        if (rc == 0)
+            rc = cuda_check(L, L->cuda.EventRecord(s->event, L->stream), "cudaEventRecord", err);
+        if (rc < 0) {
+            pthread_mutex_lock(&L->mu);
+            L->failed = 1;
+            L->stop = 1;
+            if (err)
+                L->fail_err = *err;
+            else
+                fl_error_set(&L->fail_err, rc, "device copy failed");
+            s->state = SLOT_FREE;
+            pthread_cond_broadcast(&L->work_cv);
+            pthread_mutex_unlock(&L->mu);
+            return rc;
+        }
+    }
+    *out = &s->b;
+    return 0;
+}
+
+void fl_loader_release(fl_loader *L, fl_batch *b)
+{
+    if (!L || !b)
+        return;
+    fl_slot *s = (fl_slot *)b; /* b is the slot's first member */
+    if (s < L->slots || s >= L->slots + L->nslots)
+        return;
+    if (L->dev_on)
+        /* the host buffer is about to be refilled: its H2D copy must have finished */
+        L->cuda.EventSynchronize(s->event);
+    pthread_mutex_lock(&L->mu);
+    if (s->state == SLOT_HELD) {
+        s->state = SLOT_FREE;
+        pthread_cond_broadcast(&L->work_cv);
+    }
+    pthread_mutex_unlock(&L->mu);
+}
+
+uint64_t fl_loader_batches_per_epoch(const fl_loader *L)
+{
+    return L->plan.batches;
+}
+
+uint64_t fl_loader_samples_per_epoch(const fl_loader *L)
+{
+    return L->plan.per_rank;
+}
+
+void fl_loader_position(const fl_loader *L, uint64_t *epoch, uint64_t *batch)
+{
+    fl_loader *M = (fl_loader *)L;
+    pthread_mutex_lock(&M->mu);
+    uint64_t T = L->next_ticket;
+    pthread_mutex_unlock(&M->mu);
+    *epoch = T / L->plan.batches;
+    *batch = T % L->plan.batches;
+}
+
+void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *o)
+{
+    fl_loader *M = (fl_loader *)L;
+    memset(o, 0, sizeof *o);
+    pthread_mutex_lock(&M->mu);
+    o->images = L->images;
+    o->batches = L->batches;
+    o->bytes_read = L->st.bytes_read;
+    o->skipped = L->st.skipped;
+    o->io_wait_s = L->st.io_wait_s;
+    o->decode_s = L->st.decode_s;
+    o->augment_s = L->st.augment_s;
+    o->slot_wait_s = L->st.slot_wait_s;
+    o->consumer_wait_s = L->consumer_wait_s;
+    pthread_mutex_unlock(&M->mu);
+    o->wall_s = fl_now_s() - L->t_create;
+    o->io_backend = L->io_backend;
+    o->pinned_bytes = (uint64_t)L->nslots *
+                      (align_up(L->sample_bytes * L->opt.batch_size, 64) +
+                       (uint64_t)L->opt.batch_size * sizeof(int32_t));
+}
+
+const fl_dataset *fl_loader_dataset(const fl_loader *L)
+{
+    return L->ds;
+}
+
+void fl_loader_close(fl_loader *L)
+{
+    if (!L)
+        return;
+    if (L->mu_init) {
+        pthread_mutex_lock(&L->mu);
+        L->stop = 1;
+        pthread_cond_broadcast(&L->work_cv);
+        pthread_cond_broadcast(&L->done_cv);
+        pthread_mutex_unlock(&L->mu);
+    }
+    for (uint32_t i = 0; i < L->nstarted; i++)
+        pthread_join(L->workers[i].thread, NULL);
+    if (L->workers)
+        for (uint32_t i = 0; i < L->nworkers; i++)
+            fl_worker_free(&L->workers[i]);
+    free(L->workers);
+    if (L->dev_on)
+        L->cuda.StreamSynchronize(L->stream);
+    if (L->slots) {
+        for (uint32_t i = 0; i < L->nslots; i++) {
+            fl_slot *s = &L->slots[i];
+            fl_host_free(L->cuda_ok ? &L->cuda : NULL, s->host, s->host_pinned);
+            free(s->b.indices);
+            if (s->dev_images)
+                L->cuda.Free(s->dev_images);
+            if (s->dev_labels)
+                L->cuda.Free(s->dev_labels);
+            if (s->event)
+                L->cuda.EventDestroy(s->event);
+        }
+        free(L->slots);
+    }
+    if (L->stream)
+        L->cuda.StreamDestroy(L->stream);
+    for (uint32_t i = 0; i < L->nfds; i++)
+        close(L->fds[i]);
+    free(L->fds);
+    free(L->perm);
+    fl_dataset_close(L->ds);
+    if (L->mu_init) {
+        pthread_mutex_destroy(&L->mu);
+        pthread_cond_destroy(&L->work_cv);
+        pthread_cond_destroy(&L->done_cv);
+    }
+    free(L);
+}

@@ -1,0 +1,70 @@
+/* reader.h — the per-worker record reader interface shared by the io_uring reader and the pread
+ * fallback: read up to `depth` records at once into the reader's own buffers (one aligned arena,
+ * one slot per read in flight) and hand each to a callback as soon as it is complete. Internal. */
+#ifndef FL_READER_H
+#define FL_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fl_error.h"
+
+#define FL_DIRECT_ALIGN 4096u
+
+typedef struct fl_read_req {
+    int fd;
+    uint64_t offset;     /* record's first byte in the file */
+    uint32_t len;        /* record length */
+    uint32_t tag;        /* caller's (e.g. the sample's slot in the batch) */
+    const uint8_t *data; /* out: the record's bytes inside the reader's buffer (valid in cb) */
+    int res;             /* out: 0, -errno, or FL_E_TRUNCATED when the file ended early */
+    /* private to the reader */
+    uint64_t span_off;   /* first byte read (aligned down for O_DIRECT) */
+    uint32_t span_len;   /* bytes needed from span_off */
+    uint32_t got;
+    uint8_t *buf;
+} fl_read_req;
+
+/* Called once per request, in completion order, from the thread running fl_reader_run. */
+typedef void (*fl_read_cb)(void *user, fl_read_req *req);
+
+typedef struct fl_reader fl_reader;
+struct fl_reader {
+    /* Read reqs[0..n) (n <= depth); call cb for each as it completes. Adds the time spent
+     * blocked on I/O to *io_wait_s and the bytes read to *bytes. Returns 0, or a negative code
+     * when the reader itself failed (then every req not yet handed to cb has res set and is
+     * handed to cb with that error). */
+    int (*run)(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb, void *user,
+               double *io_wait_s, uint64_t *bytes);
+    void (*destroy)(fl_reader *r);
+    const char *name; /* "io_uring" or "pread" */
+    unsigned depth;
+    int direct;       /* reads are aligned to FL_DIRECT_ALIGN */
+    size_t slot_size; /* bytes per buffer slot */
+    uint8_t *arena;   /* depth × slot_size, FL_DIRECT_ALIGN-aligned */
+};
+
+/* Buffer slot size able to hold any record up to max_len bytes, aligned spans included. */
+size_t fl_reader_slot_size(size_t max_len, int direct);
+
+/* Work out the span to read for req (aligned when direct) into buffer `buf`. */
+void fl_reader_prepare(fl_read_req *req, uint8_t *buf, int direct);
+
+/* Synchronous read of one request into buf (at least fl_reader_slot_size bytes, aligned),
+ * short reads continued; used by the pread reader and for replacement reads. */
+int fl_pread_span(fl_read_req *req, uint8_t *buf, int direct, uint64_t *bytes);
+
+/* Create an io_uring reader: a ring of `depth` entries, buffers registered when the kernel
+ * allows (plain reads otherwise). Errors: -errno of io_uring_queue_init (ENOSYS, EPERM in
+ * restricted containers...), -ENOMEM. */
+int fl_uring_reader_create(unsigned depth, size_t max_len, int direct, fl_reader **out,
+                           fl_error *err);
+
+/* Create a pread reader (same interface, synchronous reads in the calling worker thread). */
+int fl_pread_reader_create(unsigned depth, size_t max_len, int direct, fl_reader **out,
+                           fl_error *err);
+
+/* Allocate depth slots for r (shared by both implementations). */
+int fl_reader_alloc_arena(fl_reader *r, unsigned depth, size_t max_len, int direct);
+
+#endif

@@ -1,0 +1,386 @@
+/* worker.c — a decode worker: claims chunks of the batch being filled, reads their records
+ * (io_uring / pread, or LMDB's mmap), checks CRC32C, decompresses into its own scratch, and
+ * decodes + augments each sample straight into its place in the batch. No per-sample malloc. */
+#include "loader_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static int grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = need + need / 4;
+    uint8_t *p = realloc(*buf, n);
+    if (!p)
+        return -ENOMEM;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+int fl_worker_init(fl_worker *w, fl_loader *L, uint32_t id, fl_error *err)
+{
+    memset(w, 0, sizeof *w);
+    w->L = L;
+    w->id = id;
+    w->err_k = FL_NO_ERROR_K;
+    int rc = fl_decoder_create(0, &w->dec, err);
+    if (rc < 0)
+        return rc;
+    w->payload_cap = fl_dataset_max_raw_len(L->ds);
+    if (w->payload_cap == 0)
+        w->payload_cap = 1;
+    w->payload = malloc(w->payload_cap);
+    w->reqs = calloc(L->chunk, sizeof *w->reqs);
+    w->infos = calloc(L->chunk, sizeof *w->infos);
+    void *sb = NULL;
+    size_t sb_len = fl_reader_slot_size(fl_dataset_max_stored_len(L->ds), L->direct);
+    if (posix_memalign(&sb, FL_DIRECT_ALIGN, sb_len) != 0)
+        sb = NULL;
+    w->sync_buf = sb;
+    if (!w->payload || !w->reqs || !w->infos || !w->sync_buf)
+        return fl_error_set(err, -ENOMEM, "worker %u: out of memory for scratch buffers", id);
+    return 0;
+}
+
+void fl_worker_free(fl_worker *w)
+{
+    if (w->reader)
+        w->reader->destroy(w->reader);
+    fl_decoder_free(w->dec);
+    free(w->payload);
+    free(w->conv);
+    free(w->rs);
+    free(w->sync_buf);
+    free(w->reqs);
+    free(w->infos);
+    memset(w, 0, sizeof *w);
+}
+
+/* Raw pixels: crop (a pointer offset), channel conversion when asked, then a plain copy when
+ * the crop already has the output size (the common no-augment case: one memcpy) or fl_resize. */
+static int raw_sample(fl_worker *w, const uint8_t *pix, uint32_t W, uint32_t C,
+                      const fl_aug_params *ap, uint8_t *dst, fl_error *err)
+{
+    fl_loader *L = w->L;
+    uint32_t oc = L->out_c, ow = L->out_w, oh = L->out_h;
+    const fl_rect *r = &ap->crop;
+    const uint8_t *src = pix + ((size_t)r->y * W + r->x) * C;
+    size_t stride = (size_t)W * C;
+    if (C != oc) {
+        if (grow(&w->conv, &w->conv_cap, (size_t)r->width * r->height * oc) < 0)
+            return fl_error_set(err, -ENOMEM, "out of memory converting channels");
+        uint8_t *o = w->conv;
+        for (uint32_t y = 0; y < r->height; y++) {
+            const uint8_t *s = src + y * stride;
+            for (uint32_t x = 0; x < r->width; x++, s += C) {
+                if (oc == 3) { /* gray → RGB */
+                    *o++ = s[0];
+                    *o++ = s[0];
+                    *o++ = s[0];
+                } else { /* RGB → gray, ITU-R BT.601 luma as libjpeg computes it */
+                    *o++ = (uint8_t)((299u * s[0] + 587u * s[1] + 114u * s[2] + 500u) / 1000u);
+                }
+            }
+        }
+        src = w->conv;
+        stride = (size_t)r->width * oc;
+    }
+    size_t row = (size_t)ow * oc;
+    if (r->width == ow && r->height == oh) {
+        if (!ap->flip) {
+            if (stride == row)
+                memcpy(dst, src, row * oh);
+            else
+                for (uint32_t y = 0; y < oh; y++)
+                    memcpy(dst + y * row, src + y * stride, row);
+        } else {
+            for (uint32_t y = 0; y < oh; y++) {
+                const uint8_t *s = src + y * stride;
+                uint8_t *d = dst + y * row;
+                for (uint32_t x = 0; x < ow; x++)
+                    memcpy(d + (size_t)x * oc, s + (size_t)(ow - 1 - x) * oc, oc);
+            }
+        }
+        return 0;
+    }
+    size_t need = fl_resize_scratch_size(r->width, r->height, ow, oh, oc);
+    if (grow(&w->rs, &w->rs_cap, need) < 0)
+        return fl_error_set(err, -ENOMEM, "out of memory for resize scratch");
+    return fl_resize(src, r->width, r->height, stride, oc, dst, ow, oh, row, ap->flip, w->rs,
+                     w->rs_cap, err);
+}
+
+static const char *where(const fl_loader *L, const fl_record_info *info)
+{
+    const char *p = fl_dataset_shard_path(L->ds, L->backend == FL_BACKEND_LMDB ? 0 : info->shard);
+    return p ? p : "?";
+}
+
+/* Stored bytes of record idx → decoded, augmented sample at dst. `checked`: CRC already verified
+ * (LMDB get with check). Errors name the shard file and record. */
+static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
+                       const uint8_t *stored, size_t len, int checked, uint64_t epoch,
+                       uint64_t pos, uint8_t *dst, fl_error *err)
+{
+    fl_loader *L = w->L;
+    double t0 = fl_now_s();
+    int rc;
+    if (!checked && (rc = fl_dataset_check(L->ds, idx, stored, len, err)) < 0)
+        return rc;
+    const uint8_t *payload;
+    size_t plen;
+    rc = fl_dataset_payload(L->ds, idx, stored, len, w->payload, w->payload_cap, &payload, &plen,
+                            err);
+    if (rc < 0)
+        return fl_error_prefix(err, "%s: record %llu", where(L, info), (unsigned long long)idx);
+    uint32_t W = info->width, H = info->height;
+    if (L->schema.encoding == FL_ENC_RAW) {
+        if (!W || !H) {
+            W = L->schema.width;
+            H = L->schema.height;
+        }
+        uint32_t C = L->schema.channels;
+        if (!W || !H || (uint64_t)W * H * C != plen)
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: record %llu: raw payload of %zu bytes is not %u×%u×%u",
+                                where(L, info), (unsigned long long)idx, plen, H, W, C);
+        double t1 = fl_now_s();
+        w->st.decode_s += t1 - t0;
+        fl_aug_params ap;
+        fl_augment_params(&L->aug, epoch, pos, W, H, &ap);
+        rc = raw_sample(w, payload, W, C, &ap, dst, err);
+        w->st.augment_s += fl_now_s() - t1;
+        if (rc < 0)
+            return fl_error_prefix(err, "%s: record %llu", where(L, info),
+                                   (unsigned long long)idx);
+        return 0;
+    }
+    if (!W || !H) {
+        fl_image_info ii;
+        if ((rc = fl_image_probe(payload, plen, &ii, err)) < 0)
+            return fl_error_prefix(err, "%s: record %llu", where(L, info),
+                                   (unsigned long long)idx);
+        W = ii.width;
+        H = ii.height;
+    }
+    fl_aug_params ap;
+    fl_augment_params(&L->aug, epoch, pos, W, H, &ap);
+    rc = fl_decode_crop_resize(w->dec, payload, plen, &ap.crop, L->out_w, L->out_h, L->out_c,
+                               ap.flip, dst, err);
+    w->st.decode_s += fl_now_s() - t0;
+    if (rc < 0)
+        return fl_error_prefix(err, "%s: record %llu", where(L, info), (unsigned long long)idx);
+    return 0;
+}
+
+/* Read record idx on its own (replacement of a bad record). */
+static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t epoch,
+                    uint64_t pos, uint8_t *dst, fl_error *err)
+{
+    fl_loader *L = w->L;
+    int rc = fl_dataset_record_info(L->ds, idx, info, err);
+    if (rc < 0)
+        return rc;
+    if (L->backend == FL_BACKEND_LMDB) {
+        const uint8_t *data;
+        size_t len;
+        if ((rc = fl_dataset_get(L->ds, idx, &data, &len, 1, err)) < 0)
+            return rc;
+        w->st.bytes_read += len;
+        return load_sample(w, idx, info, data, len, 1, epoch, pos, dst, err);
+    }
+    fl_read_req req = {.fd = L->fds[info->shard], .offset = info->offset, .len = info->stored_len};
+    double t0 = fl_now_s();
+    rc = fl_pread_span(&req, w->sync_buf, L->direct, &w->st.bytes_read);
+    w->st.io_wait_s += fl_now_s() - t0;
+    if (rc < 0)
+        return fl_error_set(err, rc, "%s: record %llu: read failed: %s", where(L, info),
+                            (unsigned long long)idx,
+                            rc == FL_E_TRUNCATED ? "file ends early" : fl_strerror(rc));
+    return load_sample(w, idx, info, req.data, info->stored_len, 0, epoch, pos, dst, err);
+}
+
+/* Sample k of the slot failed with err: with FL_CORRUPT_SKIP replace it by the next good record
+ * in dataset order (deterministic whatever the workers), else remember the error. */
+static void sample_failed(fl_worker *w, uint32_t k, uint64_t idx, uint64_t epoch, uint64_t pos,
+                          uint8_t *dst, fl_error *err)
+{
+    fl_loader *L = w->L;
+    fl_slot *s = w->slot;
+    if (L->opt.on_corrupt == FL_CORRUPT_SKIP) {
+        uint64_t n = L->plan.n;
+        fl_error e2;
+        for (uint64_t t = 1; t < n; t++) {
+            uint64_t j = (idx + t) % n;
+            fl_record_info info;
+            if (load_one(w, j, &info, epoch, pos, dst, &e2) == 0) {
+                s->b.indices[k] = j;
+                s->b.labels[k] = info.label;
+                w->st.skipped++;
+                return;
+            }
+            if (e2.code == -ENOMEM)
+                break;
+        }
+        fl_error_prefix(err, "no good record left to replace it");
+    }
+    if (k < w->err_k) {
+        w->err_k = k;
+        w->err = *err;
+    }
+}
+
+typedef struct chunk_ctx {
+    fl_worker *w;
+    uint64_t epoch, batch;
+} chunk_ctx;
+
+static void on_read(void *user, fl_read_req *req)
+{
+    chunk_ctx *c = user;
+    fl_worker *w = c->w;
+    fl_loader *L = w->L;
+    fl_slot *s = w->slot;
+    uint32_t k = req->tag;
+    const fl_record_info *info = &w->infos[k - w->k0];
+    uint64_t idx = s->b.indices[k];
+    uint64_t pos = fl_order_pos(&L->plan, c->batch, k);
+    uint8_t *dst = s->b.images + (size_t)k * L->sample_bytes;
+    fl_error e;
+    int rc;
+    if (req->res < 0) {
+        rc = fl_error_set(&e, req->res, "%s: record %llu: read failed: %s", where(L, info),
+                          (unsigned long long)idx,
+                          req->res == FL_E_TRUNCATED ? "file ends early" : fl_strerror(req->res));
+    } else {
+        rc = load_sample(w, idx, info, req->data, req->len, 0, c->epoch, pos, dst, &e);
+    }
+    if (rc < 0)
+        sample_failed(w, k, idx, c->epoch, pos, dst, &e);
+    else
+        s->b.labels[k] = info->label;
+}
+
+static void process_chunk(fl_worker *w, uint32_t k0, uint32_t cnt)
+{
+    fl_loader *L = w->L;
+    fl_slot *s = w->slot;
+    chunk_ctx c = {.w = w, .epoch = s->b.epoch, .batch = s->b.batch};
+    w->k0 = k0;
+    unsigned nreq = 0;
+    for (uint32_t i = 0; i < cnt; i++) {
+        uint32_t k = k0 + i;
+        uint64_t idx = s->b.indices[k];
+        fl_record_info *info = &w->infos[i];
+        fl_error e;
+        uint64_t pos = fl_order_pos(&L->plan, c.batch, k);
+        uint8_t *dst = s->b.images + (size_t)k * L->sample_bytes;
+        if (fl_dataset_record_info(L->ds, idx, info, &e) < 0) {
+            sample_failed(w, k, idx, c.epoch, pos, dst, &e);
+            continue;
+        }
+        if (L->backend == FL_BACKEND_LMDB) {
+            const uint8_t *data;
+            size_t len;
+            int rc = fl_dataset_get(L->ds, idx, &data, &len, 1, &e);
+            if (rc == 0) {
+                w->st.bytes_read += len;
+                rc = load_sample(w, idx, info, data, len, 1, c.epoch, pos, dst, &e);
+            }
+            if (rc < 0)
+                sample_failed(w, k, idx, c.epoch, pos, dst, &e);
+            else
+                s->b.labels[k] = info->label;
+            continue;
+        }
+        fl_read_req *r = &w->reqs[nreq++];
+        memset(r, 0, sizeof *r);
+        r->fd = L->fds[info->shard];
+        r->offset = info->offset;
+        r->len = info->stored_len;
+        r->tag = k;
+    }
+    if (nreq > 0)
+        w->reader->run(w->reader, w->reqs, nreq, on_read, &c, &w->st.io_wait_s,
+                       &w->st.bytes_read);
+}
+
+/* Give the slot the next ticket: its place in the epoch order and its record indices. Called
+ * with L->mu held; the epoch's sequence is computed once, when its first batch is assigned. */
+static void assign(fl_loader *L, fl_slot *s, uint64_t ticket)
+{
+    uint64_t epoch = ticket / L->plan.batches, batch = ticket % L->plan.batches;
+    if (L->perm_epoch != epoch) {
+        fl_order_epoch(&L->plan, epoch, L->perm);
+        L->perm_epoch = epoch;
+    }
+    s->ticket = ticket;
+    s->state = SLOT_FILLING;
+    s->claimed = s->done = 0;
+    s->err_k = FL_NO_ERROR_K;
+    s->b.epoch = epoch;
+    s->b.batch = batch;
+    s->b.last_in_epoch = batch + 1 == L->plan.batches;
+    s->b.skipped = 0;
+    for (uint32_t k = 0; k < L->opt.batch_size; k++)
+        s->b.indices[k] = L->perm[fl_order_pos(&L->plan, batch, k) % L->plan.n];
+}
+
+static void merge_stats(fl_stage_stats *dst, fl_stage_stats *src)
+{
+    dst->bytes_read += src->bytes_read;
+    dst->skipped += src->skipped;
+    dst->io_wait_s += src->io_wait_s;
+    dst->decode_s += src->decode_s;
+    dst->augment_s += src->augment_s;
+    dst->slot_wait_s += src->slot_wait_s;
+    memset(src, 0, sizeof *src);
+}
+
+void *fl_worker_main(void *arg)
+{
+    fl_worker *w = arg;
+    fl_loader *L = w->L;
+    uint32_t B = L->opt.batch_size;
+    pthread_mutex_lock(&L->mu);
+    while (!L->stop) {
+        fl_slot *s = L->fill_slot;
+        if (!s || s->claimed == B) {
+            fl_slot *cand = &L->slots[L->fill_next % L->nslots];
+            if (cand->state != SLOT_FREE) {
+                double t0 = fl_now_s();
+                pthread_cond_wait(&L->work_cv, &L->mu);
+                w->st.slot_wait_s += fl_now_s() - t0;
+                continue;
+            }
+            assign(L, cand, L->fill_next++);
+            L->fill_slot = s = cand;
+        }
+        uint32_t k0 = s->claimed;
+        uint32_t cnt = B - k0 < L->chunk ? B - k0 : L->chunk;
+        s->claimed += cnt;
+        pthread_mutex_unlock(&L->mu);
+
+        w->slot = s;
+        w->err_k = FL_NO_ERROR_K;
+        uint64_t skipped0 = w->st.skipped;
+        process_chunk(w, k0, cnt);
+
+        pthread_mutex_lock(&L->mu);
+        s->b.skipped += (uint32_t)(w->st.skipped - skipped0);
+        if (w->err_k < s->err_k) {
+            s->err_k = w->err_k;
+            s->err = w->err;
+        }
+        merge_stats(&L->st, &w->st);
+        s->done += cnt;
+        if (s->done == B) {
+            s->state = SLOT_READY;
+            pthread_cond_broadcast(&L->done_cv);
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
