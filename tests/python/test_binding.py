@@ -1,0 +1,267 @@
+#!/usr/bin/python3
+"""test_binding.py — tests of the Python binding (python/fastload) against the real libfastload.
+
+Makes its own small raw dataset with known pixels (fl_py_make_dataset, a C fixture maker using
+the writer API) and checks: exact pixels/labels in sequential order; zero-copy views of the batch
+memory; batches identical to the C stream of `fastload digest` (SHA-256 per batch) with
+random-resized-crop + flip; state_dict resume mid-epoch and at an epoch boundary; epoch iteration;
+rank/world shares; fastload.Error naming the shard and record on a flipped byte (and skip mode);
+torch tensors when torch is importable.
+Environment (set by CTest): FASTLOAD_LIBRARY, FL_MAKE_DATASET, FASTLOAD_CLI, PYTHONPATH.
+Exit: 0 pass, 1 fail, 77 skip (numpy missing).
+"""
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not importable by", sys.executable)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import fastload  # noqa: E402
+
+MAKER = os.environ.get("FL_MAKE_DATASET")
+CLI = os.environ.get("FASTLOAD_CLI")
+COUNT, H, W, K = 100, 6, 8, 4
+
+
+def expected_pixels(i):
+    y, x, c = np.meshgrid(np.arange(H), np.arange(W), np.arange(3), indexing="ij")
+    return ((int(i) * 7 + y * 13 + x * 29 + c * 71) & 255).astype(np.uint8)
+
+
+def batch_sha(images, labels):
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(images).tobytes())
+    h.update(np.asarray(labels).astype("<i4").tobytes())
+    return h.hexdigest()
+
+
+def make(path, *args):
+    r = subprocess.run([MAKER, path, "--count", str(COUNT), "--height", str(H), "--width", str(W),
+                        "--classes", str(K), *args], capture_output=True, text=True)
+    assert r.returncode == 0, f"fixture maker failed: {r.stderr}"
+    return r.stdout
+
+
+AUG = dict(batch_size=16, augment="rrc", flip=True, size=(4, 5), order="random", seed=7)
+AUG_CLI = ["--batch", "16", "--augment", "rrc,flip", "--size", "5x4", "--order", "random", "--seed", "7"]
+
+
+class Tests:
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.ds = os.path.join(tmp, "ds")
+        make(self.ds)
+        self.bad = os.path.join(tmp, "bad")
+        make(self.bad)
+        out = make(self.bad, "--corrupt", "5")
+        self.bad_shard = os.path.basename(out.split()[0])
+
+    def test_sequential_exact(self):
+        with fastload.Loader(self.ds, batch_size=16, order="seq", workers=2) as L:
+            assert len(L) == (COUNT + 15) // 16, len(L)
+            assert L.dataset_size == COUNT
+            seen = []
+            for images, labels in L:
+                b = L._current
+                assert images.shape[1:] == (H, W, 3) and images.dtype == np.uint8, images.shape
+                assert labels.dtype == np.int32
+                for j, idx in enumerate(b.indices):
+                    assert np.array_equal(images[j], expected_pixels(idx)), f"record {idx} pixels"
+                    assert labels[j] == idx % K, f"record {idx} label {labels[j]}"
+                seen.extend(int(v) for v in b.indices)
+            assert seen[:COUNT] == list(range(COUNT)), seen[:COUNT]
+            assert len(seen) == len(L) * 16  # padded by wrap-around (drop_last=False)
+            names = L.class_names
+            assert names in ([], [f"class{c}" for c in range(K)]), names
+
+    def test_zero_copy(self):
+        with fastload.Loader(self.ds, batch_size=16, order="seq", workers=1) as L:
+            b = L.next_batch()
+            c = b._ptr.contents
+            assert b.images.ctypes.data == b.address != 0
+            assert b.images.ctypes.data == fastload._native.ctypes.addressof(c.images.contents)
+            assert b.labels.ctypes.data == fastload._native.ctypes.addressof(c.labels.contents)
+            assert not b.images.flags.owndata and not b.labels.flags.owndata
+            images, labels = b  # unpacks like a tuple
+            assert images is b.images and labels is b.labels
+            b.release()
+            assert b.released
+            with L.next_batch() as b2:
+                assert b2.batch == 1
+            assert b2.released
+
+    def test_matches_c_digest(self):
+        if not CLI or not os.path.exists(CLI):
+            print("  (fastload CLI not built: digest comparison skipped)")
+            return
+        cmd = [CLI, "digest", self.ds, *AUG_CLI, "--workers", "2", "--epochs", "2"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split("\n")
+        c_batches = [ln.split() for ln in lines if ln and not ln.startswith("stream")]
+        c_stream = [ln.split()[1] for ln in lines if ln.startswith("stream")][0]
+        stream = hashlib.sha256()
+        py = []
+        with fastload.Loader(self.ds, workers=1, **AUG) as L:
+            for _ in range(2):
+                for images, labels in L:
+                    b = L._current
+                    py.append([str(b.epoch), str(b.batch), str(len(labels)), batch_sha(images, labels)])
+                    stream.update(images.tobytes())
+                    stream.update(labels.astype("<i4").tobytes())
+        assert py == c_batches, f"python stream differs from C digest:\n{py[:3]}\n{c_batches[:3]}"
+        assert stream.hexdigest() == c_stream
+        # the stream is the same with other worker counts and I/O modes
+        for extra in (["--workers", "1", "--io", "pread"], ["--workers", "3", "--direct"]):
+            r2 = subprocess.run([CLI, "digest", self.ds, *AUG_CLI, "--epochs", "2", *extra],
+                                capture_output=True, text=True)
+            assert r2.returncode == 0 and r2.stdout == r.stdout, (extra, r2.stderr)
+
+    def _hashes(self, L, n):
+        return [(b.epoch, b.batch, batch_sha(b.images, b.labels)) for b in L.batches(n)]
+
+    def test_resume(self):
+        total = 2 * ((COUNT + 15) // 16)
+        with fastload.Loader(self.ds, workers=2, **AUG) as L:
+            ref = self._hashes(L, total)
+        for k in (3, (COUNT + 15) // 16, 9):
+            with fastload.Loader(self.ds, workers=2, **AUG) as L:
+                first = self._hashes(L, k)
+                state = L.state_dict()
+            assert first == ref[:k]
+            assert (state["epoch"], state["batch"]) == ref[k][:2], (state, ref[k][:2])
+            with fastload.Loader(self.ds, workers=1, **AUG) as L2:
+                L2.load_state_dict(state)
+                rest = self._hashes(L2, total - k)
+            assert rest == ref[k:], f"resume after {k} batches differs"
+            # resuming through the constructor gives the same
+            with fastload.Loader(self.ds, workers=2, start_epoch=state["epoch"],
+                                 start_batch=state["batch"], **AUG) as L3:
+                assert self._hashes(L3, 2) == ref[k:k + 2]
+        try:
+            with fastload.Loader(self.ds, **dict(AUG, seed=8)) as L4:
+                L4.load_state_dict({"epoch": 0, "batch": 1, "seed": 7})
+            raise AssertionError("load_state_dict accepted another seed")
+        except ValueError:
+            pass
+
+    def test_epochs_and_batches(self):
+        with fastload.Loader(self.ds, batch_size=32, order="random", seed=1, drop_last=True) as L:
+            assert len(L) == COUNT // 32
+            epochs = []
+            for e in range(3):
+                got = [(L._current.epoch, L._current.batch) for _ in L]
+                assert got == [(e, i) for i in range(COUNT // 32)], got
+                epochs.append(e)
+            bs = [(b.epoch, b.batch) for b in L.batches(4)]
+            assert bs == [(3, 0), (3, 1), (3, 2), (4, 0)], bs
+            st = L.stats()
+            assert st["images"] >= 13 * 32 and st["io_backend"], st
+        # random order: each epoch is a permutation (drop_last=False, no padding when it divides)
+        with fastload.Loader(self.ds, batch_size=20, order="random", seed=3) as L:
+            for _ in range(2):
+                idx = np.concatenate([L._current.indices.copy() for _ in L])
+                assert sorted(idx.tolist()) == list(range(COUNT))
+
+    def test_rank_world(self):
+        shares = []
+        for r in range(3):
+            with fastload.Loader(self.ds, batch_size=8, order="random", seed=5, rank=r, world=3,
+                                 drop_last=True) as L:
+                shares.append([int(v) for b in L for v in L._current.indices])
+        assert len({len(s) for s in shares}) == 1, [len(s) for s in shares]
+        flat = [v for s in shares for v in s]
+        assert len(flat) == len(set(flat)), "rank shares overlap"
+
+    def test_corrupt(self):
+        try:
+            with fastload.Loader(self.bad, batch_size=16, order="seq", workers=2) as L:
+                for _ in L:
+                    pass
+            raise AssertionError("no error on a flipped byte")
+        except fastload.Error as e:
+            msg = str(e)
+            assert self.bad_shard in msg, f"message does not name the shard {self.bad_shard}: {msg}"
+            assert re.search(r"\b5\b", msg), f"message does not name record 5: {msg}"
+            assert e.code < 0
+        with fastload.Loader(self.bad, batch_size=16, order="seq", on_corrupt="skip") as L:
+            skipped = sum(L._current.skipped for _ in L)
+            assert skipped == 1 and L.stats()["skipped"] == 1, (skipped, L.stats())
+        if CLI and os.path.exists(CLI):
+            r = subprocess.run([CLI, "bench", self.bad, "--batch", "16"], capture_output=True, text=True)
+            assert r.returncode == 1, (r.returncode, r.stderr)
+            assert self.bad_shard in r.stderr and "error" in r.stderr, r.stderr
+            assert len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+    def test_bad_arguments(self):
+        try:
+            fastload.Loader(os.path.join(self.tmp, "missing"))
+            raise AssertionError("missing dataset accepted")
+        except fastload.Error as e:
+            assert "missing" in str(e), str(e)
+        for kw in (dict(order="sorted"), dict(augment="blur"), dict(io="aio"), dict(rank=2, world=2)):
+            try:
+                fastload.Loader(self.ds, **kw)
+                raise AssertionError(f"accepted {kw}")
+            except ValueError:
+                pass
+
+    def test_torch(self):
+        try:
+            import torch
+        except ImportError:
+            print("  (torch not importable: torch_batches test skipped)")
+            return
+        with fastload.Loader(self.ds, batch_size=16, order="seq") as L:
+            ref = [(b.images.copy(), b.labels.copy()) for b in L.batches(len(L))]
+        with fastload.Loader(self.ds, batch_size=16, order="seq") as L:
+            got = list(fastload.torch_batches(L, normalize=True, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25)))
+            assert len(got) == len(ref)
+            for (x, y), (ri, rl) in zip(got, ref):
+                want = (ri.astype(np.float32) / 255 - 0.5) / 0.25
+                assert tuple(x.shape) == (16, 3, H, W) and x.dtype == torch.float32
+                assert np.allclose(x.numpy(), want.transpose(0, 3, 1, 2), atol=1e-5)
+                assert np.array_equal(y.numpy(), rl)
+        with fastload.Loader(self.ds, batch_size=16, order="seq") as L:
+            x, y = next(iter(fastload.torch_batches(L, normalize=False)))
+            assert x.data_ptr() == L._held[next(iter(L._held))].address  # zero-copy uint8 view
+
+
+def main():
+    if not MAKER or not os.path.exists(MAKER):
+        print("SKIP: FL_MAKE_DATASET (the fixture maker) is not set")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="fl-pytest-", dir=os.environ.get("TMPDIR"))
+    failed = 0
+    try:
+        t = Tests(tmp)
+        names = [n for n in dir(t) if n.startswith("test_")]
+        only = sys.argv[1:]
+        for n in names:
+            if only and n not in only:
+                continue
+            try:
+                getattr(t, n)()
+                print(f"ok   {n}")
+            except Exception:
+                failed += 1
+                print(f"FAIL {n}")
+                traceback.print_exc()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{'FAILED' if failed else 'passed'} ({failed} failure(s)); library {fastload.library_path()}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
