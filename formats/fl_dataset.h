@@ -107,7 +107,7 @@ int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size
 
 /* Turn record `i`'s stored bytes into its payload: decompress into dst (capacity dst_cap, must be
  * >= info.raw_len) for compressed datasets; for uncompressed ones copies nothing and returns 0 with
- * *payload = src. On success *payload/*payload_len describe the payload (JPEG/PNG file bytes or raw
+ * *payload = src. On success *payload and *payload_len describe the payload (JPEG/PNG file bytes or raw
  * pixels). Thread-safe (per-thread zstd contexts are created on demand and cached).
  * Errors: FL_E_DECODE (corrupt frame), FL_E_RANGE (dst too small). */
 int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, size_t src_len,

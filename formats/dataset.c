@@ -1,0 +1,397 @@
+/* dataset.c — the reader API (fl_dataset.h): opens a dataset directory through its manifest,
+ * validates every shard (or the LMDB environment), and serves records zero-copy with CRC32C checks
+ * and pooled zstd decompression. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "fl_dataset_impl.h"
+
+#define FL_MAX_MANIFEST_BYTES (256u << 20)
+
+static char *path_join(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *p = malloc(la + lb + 2);
+    if (!p) return NULL;
+    memcpy(p, a, la);
+    p[la] = '/';
+    memcpy(p + la + 1, b, lb + 1);
+    return p;
+}
+
+/* Read a whole small file into a NUL-terminated buffer. */
+static int read_file(const char *path, size_t max, char **out, size_t *out_len, fl_error *err) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return fl_error_set(err, -e, "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return fl_error_set(err, FL_E_FORMAT, "%s: %lld bytes, larger than the %zu-byte limit", path,
+                            (long long)st.st_size, max);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO;
+            free(buf);
+            close(fd);
+            return fl_error_set(err, r < 0 ? -e : FL_E_TRUNCATED, "%s: read failed: %s", path,
+                                r < 0 ? strerror(e) : "file shrank while reading");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    *out = buf;
+    *out_len = n;
+    return 0;
+}
+
+void fl_dataset_close(fl_dataset *ds) {
+    if (!ds) return;
+    if (ds->lmdb) fl_lmdb_reader_close(ds);
+    free(ds->lrec);
+    ZSTD_freeDDict(ds->lmdb_ddict);
+    for (uint32_t i = 0; ds->shards && i < ds->num_files; i++) fl_shard_close(&ds->shards[i]);
+    free(ds->shards);
+    free(ds->shard_first);
+    free(ds->shard_ddict);
+    for (uint32_t i = 0; i < ds->num_ddicts; i++) ZSTD_freeDDict(ds->ddicts_owned[i]);
+    free(ds->ddicts_owned);
+    for (uint32_t i = 0; ds->file_paths && i < ds->num_files; i++) free(ds->file_paths[i]);
+    free(ds->file_paths);
+    for (uint32_t i = 0; i < ds->num_classes; i++) free(ds->classes[i]);
+    free(ds->classes);
+    free(ds->manifest_text);
+    fl_dctx_pool_destroy(&ds->pool);
+    free(ds->dir);
+    free(ds);
+}
+
+static int same_schema(const fl_schema *a, const fl_schema *b) {
+    return a->encoding == b->encoding && a->compression == b->compression &&
+           a->channels == b->channels && a->height == b->height && a->width == b->width;
+}
+
+static int open_shards(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
+    uint32_t n = m->num_shards;
+    ds->shards = calloc(n ? n : 1, sizeof *ds->shards);
+    ds->shard_first = calloc(n ? n : 1, sizeof *ds->shard_first);
+    ds->shard_ddict = calloc(n ? n : 1, sizeof *ds->shard_ddict);
+    ds->ddicts_owned = calloc(n ? n : 1, sizeof *ds->ddicts_owned);
+    if (!ds->shards || !ds->shard_first || !ds->shard_ddict || !ds->ddicts_owned)
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+    uint64_t first = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *path = ds->file_paths[i];
+        fl_shard_view *v = &ds->shards[i];
+        int rc = fl_shard_open(path, v, err);
+        ds->num_files = i + 1; /* so close() releases what is open */
+        if (rc) return rc;
+        if (v->number != i || v->first_record != first || v->count != m->shards[i].records)
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: shard %u holds records [%llu, +%llu), manifest expects shard %u "
+                                "with [%llu, +%llu)",
+                                path, v->number, (unsigned long long)v->first_record,
+                                (unsigned long long)v->count, i, (unsigned long long)first,
+                                (unsigned long long)m->shards[i].records);
+        if (!same_schema(&v->schema, &m->schema))
+            return fl_error_set(err, FL_E_FORMAT, "%s: shard schema differs from the manifest's", path);
+        for (uint64_t k = 0; m->num_classes && k < v->count; k++) {
+            fl_record_info r;
+            fl_shard_entry(v, k, &r, NULL, NULL);
+            if ((uint32_t)r.label >= m->num_classes)
+                return fl_error_set(err, FL_E_FORMAT,
+                                    "%s: record %llu: label %d out of range (%u classes)", path,
+                                    (unsigned long long)(first + k), r.label, m->num_classes);
+        }
+        ds->shard_first[i] = first;
+        first += v->count;
+        ds->total_bytes += v->size;
+        if (v->max_raw_len > ds->max_raw_len) ds->max_raw_len = v->max_raw_len;
+        if (v->max_stored_len > ds->max_stored_len) ds->max_stored_len = v->max_stored_len;
+        if (v->dict) {
+            /* Shards of one run carry the same dictionary: digest it once. */
+            if (i > 0 && ds->shards[i - 1].dict && ds->shards[i - 1].dict_len == v->dict_len &&
+                memcmp(ds->shards[i - 1].dict, v->dict, v->dict_len) == 0) {
+                ds->shard_ddict[i] = ds->shard_ddict[i - 1];
+            } else {
+                ZSTD_DDict *dd = ZSTD_createDDict(v->dict, v->dict_len);
+                if (!dd)
+                    return fl_error_set(err, FL_E_FORMAT, "%s: unusable zstd dictionary", path);
+                ds->ddicts_owned[ds->num_ddicts++] = dd;
+                ds->shard_ddict[i] = dd;
+            }
+        }
+    }
+    return 0;
+}
+
+int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
+    *out = NULL;
+    if (!path || !*path) return fl_error_set(err, FL_E_INVALID, "dataset path is empty");
+    fl_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    fl_dctx_pool_init(&ds->pool);
+    char *abs = realpath(path, NULL);
+    if (!abs) {
+        int e = errno;
+        fl_dataset_close(ds);
+        return fl_error_set(err, -e, "%s: %s", path, strerror(e));
+    }
+    ds->dir = abs;
+    char *mpath = path_join(ds->dir, FL_MANIFEST_NAME);
+    if (!mpath) {
+        fl_dataset_close(ds);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    }
+    size_t mlen = 0;
+    int rc = read_file(mpath, FL_MAX_MANIFEST_BYTES, &ds->manifest_text, &mlen, err);
+    fl_manifest m;
+    memset(&m, 0, sizeof m);
+    if (rc == 0) rc = fl_manifest_parse(ds->manifest_text, mlen, mpath, &m, err);
+    free(mpath);
+    if (rc) {
+        fl_dataset_close(ds);
+        return rc;
+    }
+    ds->backend = m.backend;
+    ds->schema = m.schema;
+    ds->count = m.records;
+    /* take ownership of the class names */
+    ds->classes = m.classes;
+    ds->num_classes = m.num_classes;
+    m.classes = NULL;
+    m.num_classes = 0;
+    ds->file_paths = calloc(m.num_shards ? m.num_shards : 1, sizeof *ds->file_paths);
+    if (!ds->file_paths) {
+        rc = fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < m.num_shards; i++) {
+        ds->file_paths[i] = path_join(ds->dir, m.shards[i].file);
+        if (!ds->file_paths[i]) {
+            ds->num_files = i;
+            rc = fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+            goto fail;
+        }
+    }
+    ds->num_files = m.num_shards;
+    if (ds->backend == FL_BACKEND_SHARDS)
+        rc = open_shards(ds, &m, err);
+    else
+        rc = fl_lmdb_reader_open(ds, &m, err);
+    if (rc) goto fail;
+    fl_manifest_free(&m);
+    *out = ds;
+    return 0;
+fail:
+    fl_manifest_free(&m);
+    fl_dataset_close(ds);
+    return rc;
+}
+
+uint64_t fl_dataset_count(const fl_dataset *ds) { return ds->count; }
+const fl_schema *fl_dataset_schema(const fl_dataset *ds) { return &ds->schema; }
+fl_backend fl_dataset_backend(const fl_dataset *ds) { return ds->backend; }
+uint32_t fl_dataset_num_classes(const fl_dataset *ds) { return ds->num_classes; }
+const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label) {
+    return label < ds->num_classes ? ds->classes[label] : NULL;
+}
+uint32_t fl_dataset_num_shards(const fl_dataset *ds) { return ds->num_files; }
+const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i) {
+    return i < ds->num_files ? ds->file_paths[i] : NULL;
+}
+uint64_t fl_dataset_total_bytes(const fl_dataset *ds) { return ds->total_bytes; }
+const char *fl_dataset_manifest_json(const fl_dataset *ds) { return ds->manifest_text; }
+uint32_t fl_dataset_max_raw_len(const fl_dataset *ds) { return ds->max_raw_len; }
+uint32_t fl_dataset_max_stored_len(const fl_dataset *ds) { return ds->max_stored_len; }
+
+/* Shard holding global record i (i < count). */
+static uint32_t find_shard(const fl_dataset *ds, uint64_t i) {
+    uint32_t lo = 0, hi = ds->num_files; /* invariant: shard_first[lo] <= i < shard_first[hi] */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ds->shard_first[mid] <= i) lo = mid;
+        else hi = mid;
+    }
+    /* empty shards share their first index with the next one: step past them */
+    while (lo + 1 < ds->num_files && ds->shards[lo].count == 0) lo++;
+    return lo;
+}
+
+/* Resolve record i: info, name and stored-bytes pointer. i must be < count. */
+static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const char **name,
+                   size_t *name_len, const uint8_t **stored, uint32_t *shard_out) {
+    if (ds->backend == FL_BACKEND_LMDB) {
+        const fl_lmdb_rec *r = &ds->lrec[i];
+        if (info) {
+            info->shard = 0;
+            info->offset = r->file_offset;
+            info->stored_len = r->stored_len;
+            info->raw_len = r->raw_len;
+            info->label = r->label;
+            info->crc32c = r->crc32c;
+            info->height = r->height;
+            info->width = r->width;
+        }
+        if (name) *name = r->name;
+        if (name_len) *name_len = r->name_len;
+        if (stored) *stored = r->stored;
+        if (shard_out) *shard_out = 0;
+        return;
+    }
+    uint32_t s = find_shard(ds, i);
+    const fl_shard_view *v = &ds->shards[s];
+    fl_record_info r;
+    uint32_t noff, nlen;
+    fl_shard_entry(v, i - ds->shard_first[s], &r, &noff, &nlen);
+    if (info) *info = r;
+    if (name) *name = (const char *)v->names + noff;
+    if (name_len) *name_len = nlen;
+    if (stored) *stored = v->map + r.offset;
+    if (shard_out) *shard_out = s;
+}
+
+static const char *record_file(const fl_dataset *ds, uint64_t i) {
+    return ds->file_paths[ds->backend == FL_BACKEND_LMDB ? 0 : find_shard(ds, i)];
+}
+
+int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err) {
+    if (i >= ds->count)
+        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
+                            (unsigned long long)i, (unsigned long long)ds->count);
+    locate(ds, i, out, NULL, NULL, NULL, NULL);
+    return 0;
+}
+
+const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len) {
+    if (i >= ds->count) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    const char *name;
+    size_t n;
+    locate(ds, i, NULL, &name, &n, NULL, NULL);
+    if (len) *len = n;
+    return name;
+}
+
+int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
+                     fl_error *err) {
+    if (i >= ds->count)
+        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
+                            (unsigned long long)i, (unsigned long long)ds->count);
+    fl_record_info r;
+    locate(ds, i, &r, NULL, NULL, NULL, NULL);
+    if (len != r.stored_len)
+        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %zu bytes, index says %u",
+                            record_file(ds, i), (unsigned long long)i, len, r.stored_len);
+    uint32_t crc = fl_crc32c(0, data, len);
+    if (crc != r.crc32c)
+        return fl_error_set(err, FL_E_CHECKSUM,
+                            "%s: record %llu: CRC32C mismatch (index 0x%08x, data 0x%08x)",
+                            record_file(ds, i), (unsigned long long)i, r.crc32c, crc);
+    return 0;
+}
+
+int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len, int check,
+                   fl_error *err) {
+    if (i >= ds->count)
+        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
+                            (unsigned long long)i, (unsigned long long)ds->count);
+    fl_record_info r;
+    const uint8_t *p;
+    locate(ds, i, &r, NULL, NULL, &p, NULL);
+    if (check) {
+        int rc = fl_dataset_check(ds, i, p, r.stored_len, err);
+        if (rc) return rc;
+    }
+    *data = p;
+    *len = r.stored_len;
+    return 0;
+}
+
+int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, size_t src_len,
+                       uint8_t *dst, size_t dst_cap, const uint8_t **payload, size_t *payload_len,
+                       fl_error *err) {
+    if (i >= ds->count)
+        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
+                            (unsigned long long)i, (unsigned long long)ds->count);
+    if (ds->schema.compression == FL_COMP_NONE) {
+        *payload = src;
+        *payload_len = src_len;
+        return 0;
+    }
+    fl_record_info r;
+    uint32_t s;
+    locate(ds, i, &r, NULL, NULL, NULL, &s);
+    const ZSTD_DDict *dd = ds->backend == FL_BACKEND_LMDB ? ds->lmdb_ddict : ds->shard_ddict[s];
+    char what[PATH_MAX + 64];
+    what[0] = '\0';
+    int rc = fl_zstd_decompress((fl_dctx_pool *)&ds->pool, dd, src, src_len, dst, dst_cap, r.raw_len,
+                                "record", err);
+    if (rc) {
+        /* build the full message only on the error path */
+        snprintf(what, sizeof what, "%s: record %llu", record_file(ds, i), (unsigned long long)i);
+        if (err) fl_error_prefix(err, "%s", what);
+        return rc;
+    }
+    *payload = dst;
+    *payload_len = r.raw_len;
+    return 0;
+}
+
+int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_t *n_bad,
+                      fl_error *err) {
+    uint64_t bad = 0;
+    if (n_bad) *n_bad = 0;
+    uint8_t *buf = NULL;
+    if (ds->schema.compression != FL_COMP_NONE) {
+        buf = malloc(ds->max_raw_len ? ds->max_raw_len : 1);
+        if (!buf) return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+    }
+    int stopped = 0;
+    for (uint64_t i = 0; i < ds->count && !stopped; i++) {
+        fl_error e;
+        fl_error_clear(&e);
+        const uint8_t *p, *pl;
+        size_t n, pn;
+        int rc = fl_dataset_get(ds, i, &p, &n, 1, &e);
+        if (rc == 0 && buf)
+            rc = fl_dataset_payload(ds, i, p, n, buf, ds->max_raw_len, &pl, &pn, &e);
+        if (rc) {
+            bad++;
+            if (cb && cb(user, i, &e)) stopped = 1;
+        }
+    }
+    free(buf);
+    if (n_bad) *n_bad = bad;
+    if (bad)
+        return fl_error_set(err, FL_E_CHECKSUM, "%s: %llu of %llu records are bad%s", ds->dir,
+                            (unsigned long long)bad, (unsigned long long)ds->count,
+                            stopped ? " (stopped early)" : "");
+    return 0;
+}

@@ -1,0 +1,16 @@
+/* fl_crc32c.h — internal: the two CRC32C implementations behind fl_crc32c(), exposed so a test
+ * can check both against known vectors whatever the CPU. */
+#ifndef FL_CRC32C_H
+#define FL_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Table (slice-by-8) implementation; always available. */
+uint32_t fl_crc32c_sw(uint32_t crc, const void *data, size_t len);
+/* SSE4.2 implementation; call only when fl_crc32c_hw_available() (falls back to the table on
+ * non-x86 builds). */
+uint32_t fl_crc32c_hw(uint32_t crc, const void *data, size_t len);
+int fl_crc32c_hw_available(void);
+
+#endif

@@ -1,0 +1,60 @@
+/* fl_dataset_impl.h — internal: the fl_dataset structure shared by the generic reader
+ * (dataset.c), the shard backend and the LMDB backend (lmdb_reader.c). */
+#ifndef FL_DATASET_IMPL_H
+#define FL_DATASET_IMPL_H
+
+#include "fl_dataset.h"
+#include "fl_manifest.h"
+#include "fl_shard.h"
+#include "fl_zstd.h"
+
+struct ZSTD_DDict_s;
+
+/* One LMDB record, resolved once at open: pointers into LMDB's read-only map. */
+typedef struct fl_lmdb_rec {
+    const uint8_t *stored;
+    const char *name;
+    uint64_t file_offset; /* offset of `stored` in data.mdb */
+    uint32_t stored_len;
+    uint32_t raw_len;
+    int32_t label;
+    uint32_t crc32c;
+    uint32_t height;
+    uint32_t width;
+    uint32_t name_len;
+} fl_lmdb_rec;
+
+typedef struct fl_lmdb_reader fl_lmdb_reader;
+
+struct fl_dataset {
+    char *dir;
+    fl_backend backend;
+    fl_schema schema;
+    uint64_t count;
+    char **classes;
+    uint32_t num_classes;
+    char *manifest_text;
+    uint32_t num_files;
+    char **file_paths;          /* absolute paths of shards (or data.mdb) */
+    uint64_t total_bytes;
+    uint32_t max_raw_len;
+    uint32_t max_stored_len;
+    fl_dctx_pool pool;
+    /* shards backend */
+    fl_shard_view *shards;
+    uint64_t *shard_first;      /* first global record of each shard, ascending */
+    struct ZSTD_DDict_s **shard_ddict; /* per shard, may alias each other */
+    struct ZSTD_DDict_s **ddicts_owned;
+    uint32_t num_ddicts;
+    /* LMDB backend */
+    fl_lmdb_reader *lmdb;
+    fl_lmdb_rec *lrec;
+    struct ZSTD_DDict_s *lmdb_ddict;
+};
+
+/* LMDB backend (lmdb_reader.c): open the environment in ds->dir, fill ds->lrec (m->records
+ * entries), dictionary, sizes. Errors: FL_E_LMDB, FL_E_FORMAT, FL_E_CHECKSUM. */
+int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, fl_error *err);
+void fl_lmdb_reader_close(fl_dataset *ds);
+
+#endif

@@ -1,0 +1,35 @@
+/* fl_lmdb.h — internal: the LMDB backend's writer side (lmdb_writer.c), driven by writer.c. The
+ * layout (named DBs "records" and "meta", 8-byte big-endian keys, value header) is in SPEC.md. */
+#ifndef FL_LMDB_H
+#define FL_LMDB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fl_error.h"
+
+#define FL_LMDB_DATA_FILE "data.mdb"
+#define FL_LMDB_LOCK_FILE "lock.mdb"
+#define FL_LMDB_RECORDS_DB "records"
+#define FL_LMDB_META_DB "meta"
+#define FL_LMDB_META_MANIFEST "manifest"
+#define FL_LMDB_META_DICT "zstd.dict"
+#define FL_LMDB_META_VERSION "format_version"
+#define FL_LMDB_VALUE_HEADER 24u /* label, crc32c, raw_len, height, width, name_len: 6 x u32 LE */
+
+typedef struct fl_lmdb_writer fl_lmdb_writer;
+
+/* Open (or, with resume, reopen) the environment in directory `dir`. *existing receives the number
+ * of records already committed (0 when new). The dictionary (may be NULL) is stored under meta. */
+int fl_lmdb_writer_open(const char *dir, int resume, const void *dict, size_t dict_len,
+                        fl_lmdb_writer **out, uint64_t *existing, fl_error *err);
+/* Queue record `index` (must be the next one); commits in batches. */
+int fl_lmdb_writer_add(fl_lmdb_writer *lw, uint64_t index, const void *stored, size_t stored_len,
+                       uint32_t raw_len, int32_t label, uint32_t crc, const char *name,
+                       size_t name_len, uint32_t height, uint32_t width, fl_error *err);
+/* Commit everything, store the manifest text under meta, sync and close. Frees lw. */
+int fl_lmdb_writer_finish(fl_lmdb_writer *lw, const char *manifest, size_t len, fl_error *err);
+/* Commit what is queued (best effort), close, free. */
+void fl_lmdb_writer_abort(fl_lmdb_writer *lw);
+
+#endif

@@ -1,0 +1,124 @@
+/* fl_shard.h — internal: the shard file layout (see SPEC.md) as constants, little-endian field
+ * helpers, and the validated view of one shard file used by the reader and by writer resume. */
+#ifndef FL_SHARD_H
+#define FL_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fl_dataset.h"
+#include "fl_error.h"
+
+#define FL_SHARD_MAGIC "FLSHARD1"       /* 8 bytes at offset 0 */
+#define FL_SHARD_FOOTER_MAGIC "FLSFOOT1" /* 8 bytes at the start of the footer */
+#define FL_SHARD_HEADER_SIZE 4096u
+#define FL_SHARD_ALIGN 4096u
+#define FL_SHARD_FOOTER_SIZE 64u
+#define FL_SHARD_INDEX_ENTRY 40u
+#define FL_MAX_RECORD_BYTES (1u << 30)  /* no single record over 1 GiB (stored or raw) */
+#define FL_MAX_NAME_BYTES 4096u
+#define FL_MAX_DICT_BYTES (16u << 20)
+
+/* header field offsets */
+enum {
+    FLH_MAGIC = 0,          /* 8  "FLSHARD1" */
+    FLH_VERSION = 8,        /* u32 format version */
+    FLH_HEADER_SIZE = 12,   /* u32 4096 */
+    FLH_HEADER_CRC = 16,    /* u32 CRC32C of the 4096 header bytes with this field zero */
+    FLH_ENCODING = 20,      /* u32 fl_encoding */
+    FLH_COMPRESSION = 24,   /* u32 fl_compression */
+    FLH_CHANNELS = 28,      /* u32 */
+    FLH_HEIGHT = 32,        /* u32 (0 = variable) */
+    FLH_WIDTH = 36,         /* u32 (0 = variable) */
+    FLH_SHARD = 40,         /* u32 shard number */
+    FLH_RESERVED0 = 44,     /* u32 0 */
+    FLH_FIRST_RECORD = 48,  /* u64 global index of the shard's first record */
+    FLH_RECORD_COUNT = 56,  /* u64 */
+    FLH_DICT_OFFSET = 64,   /* u64 (0 when no dictionary) */
+    FLH_DICT_LEN = 72,      /* u64 */
+    FLH_DATA_OFFSET = 80,   /* u64 first record byte; multiple of 4096 */
+    FLH_DATA_END = 88,      /* u64 one past the last record byte (== index offset) */
+    FLH_FILE_SIZE = 96,     /* u64 total file size */
+    FLH_END = 104
+};
+
+/* footer field offsets (relative to file_size - 64) */
+enum {
+    FLF_MAGIC = 0,          /* 8  "FLSFOOT1" */
+    FLF_INDEX_OFFSET = 8,   /* u64 */
+    FLF_INDEX_SIZE = 16,    /* u64 = record_count * 40 */
+    FLF_NAMES_OFFSET = 24,  /* u64 = index_offset + index_size */
+    FLF_NAMES_SIZE = 32,    /* u64 */
+    FLF_RECORD_COUNT = 40,  /* u64 */
+    FLF_INDEX_CRC = 48,     /* u32 CRC32C over index bytes then names bytes */
+    FLF_VERSION = 52,       /* u32 format version */
+    FLF_RESERVED = 56,      /* u32 0 */
+    FLF_FOOTER_CRC = 60     /* u32 CRC32C of footer bytes 0..59 */
+};
+
+/* index entry field offsets */
+enum {
+    FLI_OFFSET = 0,      /* u64 absolute file offset of the stored bytes */
+    FLI_STORED_LEN = 8,  /* u32 */
+    FLI_RAW_LEN = 12,    /* u32 */
+    FLI_LABEL = 16,      /* i32 */
+    FLI_CRC = 20,        /* u32 CRC32C of the stored bytes */
+    FLI_HEIGHT = 24,     /* u32 */
+    FLI_WIDTH = 28,      /* u32 */
+    FLI_NAME_OFFSET = 32, /* u32 offset in the names blob */
+    FLI_NAME_LEN = 36     /* u32 */
+};
+
+static inline uint32_t fl_rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v; /* the format is little-endian; so are all hosts we build for (checked in shard.c) */
+}
+static inline uint64_t fl_rd64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline void fl_wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void fl_wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* A validated, read-only mapping of one complete shard file. */
+typedef struct fl_shard_view {
+    char *path;             /* owned */
+    const uint8_t *map;     /* whole file, PROT_READ */
+    uint64_t size;
+    uint32_t number;
+    uint64_t first_record;
+    uint64_t count;
+    fl_schema schema;
+    const uint8_t *dict;    /* inside map, or NULL */
+    size_t dict_len;
+    const uint8_t *index;   /* count * 40 bytes inside map */
+    const uint8_t *names;
+    uint64_t names_size;
+    uint64_t data_offset;
+    uint64_t data_end;
+    uint32_t max_raw_len;
+    uint32_t max_stored_len;
+} fl_shard_view;
+
+/* Map and fully validate the shard at `path` (header, footer, index CRC, every index entry).
+ * Does not check record payload CRCs. Errors: -errno, FL_E_FORMAT, FL_E_VERSION, FL_E_TRUNCATED,
+ * FL_E_CHECKSUM, all naming the path. */
+int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err);
+void fl_shard_close(fl_shard_view *v);
+
+/* Read index entry `i` (< v->count) of a validated shard. */
+void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uint32_t *name_off,
+                    uint32_t *name_len);
+
+const char *fl_encoding_name(fl_encoding e);
+const char *fl_compression_name(fl_compression c);
+/* Parse names back; return 0 when unknown. */
+fl_encoding fl_encoding_from_name(const char *s);
+int fl_compression_from_name(const char *s, fl_compression *out);
+/* Schema sanity (known enums, channels 1..4, sizes both zero or both non-zero and <= 1<<20). */
+int fl_schema_valid(const fl_schema *s);
+
+#endif

@@ -1,0 +1,256 @@
+/* shard_reader.c — maps one shard file and validates everything in it that the reader will trust
+ * later: header, footer, index CRC, and every index entry's offsets and lengths. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fl_shard.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "fastload's on-disk format readers assume a little-endian host"
+#endif
+
+const char *fl_encoding_name(fl_encoding e) {
+    switch (e) {
+    case FL_ENC_JPEG: return "jpeg";
+    case FL_ENC_PNG: return "png";
+    case FL_ENC_RAW: return "raw";
+    }
+    return "unknown";
+}
+
+const char *fl_compression_name(fl_compression c) {
+    switch (c) {
+    case FL_COMP_NONE: return "none";
+    case FL_COMP_ZSTD: return "zstd";
+    }
+    return "unknown";
+}
+
+fl_encoding fl_encoding_from_name(const char *s) {
+    if (!strcmp(s, "jpeg")) return FL_ENC_JPEG;
+    if (!strcmp(s, "png")) return FL_ENC_PNG;
+    if (!strcmp(s, "raw")) return FL_ENC_RAW;
+    return (fl_encoding)0;
+}
+
+int fl_compression_from_name(const char *s, fl_compression *out) {
+    if (!strcmp(s, "none")) *out = FL_COMP_NONE;
+    else if (!strcmp(s, "zstd")) *out = FL_COMP_ZSTD;
+    else return -1;
+    return 0;
+}
+
+int fl_schema_valid(const fl_schema *s) {
+    if (s->encoding != FL_ENC_JPEG && s->encoding != FL_ENC_PNG && s->encoding != FL_ENC_RAW) return 0;
+    if (s->compression != FL_COMP_NONE && s->compression != FL_COMP_ZSTD) return 0;
+    if (s->channels < 1 || s->channels > 4) return 0;
+    if ((s->height == 0) != (s->width == 0)) return 0;
+    if (s->height > (1u << 20) || s->width > (1u << 20)) return 0;
+    return 1;
+}
+
+void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uint32_t *name_off,
+                    uint32_t *name_len) {
+    const uint8_t *e = v->index + i * FL_SHARD_INDEX_ENTRY;
+    out->shard = v->number;
+    out->offset = fl_rd64(e + FLI_OFFSET);
+    out->stored_len = fl_rd32(e + FLI_STORED_LEN);
+    out->raw_len = fl_rd32(e + FLI_RAW_LEN);
+    out->label = (int32_t)fl_rd32(e + FLI_LABEL);
+    out->crc32c = fl_rd32(e + FLI_CRC);
+    out->height = fl_rd32(e + FLI_HEIGHT);
+    out->width = fl_rd32(e + FLI_WIDTH);
+    if (name_off) *name_off = fl_rd32(e + FLI_NAME_OFFSET);
+    if (name_len) *name_len = fl_rd32(e + FLI_NAME_LEN);
+}
+
+void fl_shard_close(fl_shard_view *v) {
+    if (!v) return;
+    if (v->map && v->size) munmap((void *)v->map, v->size);
+    free(v->path);
+    memset(v, 0, sizeof *v);
+}
+
+static int validate(fl_shard_view *v, const char *path, fl_error *err) {
+    const uint8_t *m = v->map;
+    uint64_t size = v->size;
+    if (size < FL_SHARD_HEADER_SIZE)
+        return fl_error_set(err, size >= 8 && memcmp(m, FL_SHARD_MAGIC, 8) != 0 ? FL_E_FORMAT
+                                                                                  : FL_E_TRUNCATED,
+                            "%s: %s (%llu bytes, shorter than the %u-byte header)", path,
+                            size >= 8 && memcmp(m, FL_SHARD_MAGIC, 8) != 0 ? "not a fastload shard"
+                                                                           : "truncated shard",
+                            (unsigned long long)size, FL_SHARD_HEADER_SIZE);
+    if (memcmp(m + FLH_MAGIC, FL_SHARD_MAGIC, 8) != 0)
+        return fl_error_set(err, FL_E_FORMAT, "%s: not a fastload shard (bad magic)", path);
+    uint32_t version = fl_rd32(m + FLH_VERSION);
+    if (version != FL_FORMAT_VERSION)
+        return fl_error_set(err, FL_E_VERSION,
+                            "%s: shard format version %u, this build reads version %u", path,
+                            version, FL_FORMAT_VERSION);
+    if (fl_rd32(m + FLH_HEADER_SIZE) != FL_SHARD_HEADER_SIZE)
+        return fl_error_set(err, FL_E_FORMAT, "%s: bad header size %u", path,
+                            fl_rd32(m + FLH_HEADER_SIZE));
+    uint8_t hdr[FL_SHARD_HEADER_SIZE];
+    memcpy(hdr, m, sizeof hdr);
+    uint32_t want_hcrc = fl_rd32(hdr + FLH_HEADER_CRC);
+    fl_wr32(hdr + FLH_HEADER_CRC, 0);
+    uint32_t got_hcrc = fl_crc32c(0, hdr, sizeof hdr);
+    if (got_hcrc != want_hcrc)
+        return fl_error_set(err, FL_E_CHECKSUM,
+                            "%s: header checksum mismatch (stored 0x%08x, computed 0x%08x)", path,
+                            want_hcrc, got_hcrc);
+    uint64_t file_size = fl_rd64(m + FLH_FILE_SIZE);
+    if (size < file_size)
+        return fl_error_set(err, FL_E_TRUNCATED,
+                            "%s: truncated shard: %llu bytes, header says %llu", path,
+                            (unsigned long long)size, (unsigned long long)file_size);
+    if (size != file_size)
+        return fl_error_set(err, FL_E_FORMAT, "%s: %llu bytes, header says %llu", path,
+                            (unsigned long long)size, (unsigned long long)file_size);
+    fl_schema *s = &v->schema;
+    s->encoding = (fl_encoding)fl_rd32(m + FLH_ENCODING);
+    s->compression = (fl_compression)fl_rd32(m + FLH_COMPRESSION);
+    s->channels = fl_rd32(m + FLH_CHANNELS);
+    s->height = fl_rd32(m + FLH_HEIGHT);
+    s->width = fl_rd32(m + FLH_WIDTH);
+    if (!fl_schema_valid(s))
+        return fl_error_set(err, FL_E_FORMAT, "%s: invalid schema in header", path);
+    v->number = fl_rd32(m + FLH_SHARD);
+    v->first_record = fl_rd64(m + FLH_FIRST_RECORD);
+    v->count = fl_rd64(m + FLH_RECORD_COUNT);
+    uint64_t dict_off = fl_rd64(m + FLH_DICT_OFFSET), dict_len = fl_rd64(m + FLH_DICT_LEN);
+    v->data_offset = fl_rd64(m + FLH_DATA_OFFSET);
+    v->data_end = fl_rd64(m + FLH_DATA_END);
+    if (v->data_offset < FL_SHARD_HEADER_SIZE || v->data_offset % FL_SHARD_ALIGN ||
+        v->data_offset > size || v->data_end < v->data_offset || v->data_end > size)
+        return fl_error_set(err, FL_E_FORMAT, "%s: bad data region [%llu, %llu)", path,
+                            (unsigned long long)v->data_offset, (unsigned long long)v->data_end);
+    if (dict_len) {
+        if (dict_len > FL_MAX_DICT_BYTES || dict_off < FL_SHARD_HEADER_SIZE ||
+            dict_off > v->data_offset || dict_len > v->data_offset - dict_off)
+            return fl_error_set(err, FL_E_FORMAT, "%s: bad dictionary span (offset %llu, %llu bytes)",
+                                path, (unsigned long long)dict_off, (unsigned long long)dict_len);
+        if (s->compression != FL_COMP_ZSTD)
+            return fl_error_set(err, FL_E_FORMAT, "%s: dictionary in an uncompressed shard", path);
+        v->dict = m + dict_off;
+        v->dict_len = dict_len;
+    }
+    /* footer */
+    if (size < (uint64_t)FL_SHARD_HEADER_SIZE + FL_SHARD_FOOTER_SIZE)
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: no footer (unfinished or truncated shard)", path);
+    const uint8_t *f = m + size - FL_SHARD_FOOTER_SIZE;
+    if (memcmp(f + FLF_MAGIC, FL_SHARD_FOOTER_MAGIC, 8) != 0)
+        return fl_error_set(err, FL_E_TRUNCATED,
+                            "%s: no valid footer (unfinished or truncated shard)", path);
+    uint32_t fcrc = fl_crc32c(0, f, FLF_FOOTER_CRC);
+    if (fcrc != fl_rd32(f + FLF_FOOTER_CRC))
+        return fl_error_set(err, FL_E_CHECKSUM,
+                            "%s: footer checksum mismatch (stored 0x%08x, computed 0x%08x)", path,
+                            fl_rd32(f + FLF_FOOTER_CRC), fcrc);
+    if (fl_rd32(f + FLF_VERSION) != FL_FORMAT_VERSION)
+        return fl_error_set(err, FL_E_VERSION, "%s: footer format version %u, this build reads %u",
+                            path, fl_rd32(f + FLF_VERSION), FL_FORMAT_VERSION);
+    uint64_t idx_off = fl_rd64(f + FLF_INDEX_OFFSET), idx_size = fl_rd64(f + FLF_INDEX_SIZE);
+    uint64_t names_off = fl_rd64(f + FLF_NAMES_OFFSET), names_size = fl_rd64(f + FLF_NAMES_SIZE);
+    uint64_t fcount = fl_rd64(f + FLF_RECORD_COUNT);
+    uint64_t tail = size - FL_SHARD_FOOTER_SIZE;
+    if (fcount != v->count)
+        return fl_error_set(err, FL_E_FORMAT, "%s: footer says %llu records, header %llu", path,
+                            (unsigned long long)fcount, (unsigned long long)v->count);
+    if (v->count > tail / FL_SHARD_INDEX_ENTRY || idx_size != v->count * FL_SHARD_INDEX_ENTRY ||
+        idx_off != v->data_end || idx_off > tail || idx_size > tail - idx_off ||
+        names_off != idx_off + idx_size || names_off > tail || names_size != tail - names_off)
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: corrupt footer (index %llu+%llu, names %llu+%llu, %llu records)",
+                            path, (unsigned long long)idx_off, (unsigned long long)idx_size,
+                            (unsigned long long)names_off, (unsigned long long)names_size,
+                            (unsigned long long)v->count);
+    uint32_t icrc = fl_crc32c(0, m + idx_off, idx_size + names_size);
+    if (icrc != fl_rd32(f + FLF_INDEX_CRC))
+        return fl_error_set(err, FL_E_CHECKSUM,
+                            "%s: index checksum mismatch (stored 0x%08x, computed 0x%08x)", path,
+                            fl_rd32(f + FLF_INDEX_CRC), icrc);
+    v->index = m + idx_off;
+    v->names = m + names_off;
+    v->names_size = names_size;
+    /* every entry */
+    uint64_t fixed_raw = 0;
+    if (s->encoding == FL_ENC_RAW && s->height)
+        fixed_raw = (uint64_t)s->height * s->width * s->channels;
+    for (uint64_t i = 0; i < v->count; i++) {
+        fl_record_info r;
+        uint32_t noff, nlen;
+        fl_shard_entry(v, i, &r, &noff, &nlen);
+        const char *why = NULL;
+        if (r.offset < v->data_offset || r.offset > v->data_end ||
+            r.stored_len > v->data_end - r.offset)
+            why = "payload outside the data region";
+        else if (r.stored_len > FL_MAX_RECORD_BYTES || r.raw_len > FL_MAX_RECORD_BYTES)
+            why = "record length over 1 GiB";
+        else if (s->compression == FL_COMP_NONE && r.raw_len != r.stored_len)
+            why = "raw length differs from stored length in an uncompressed shard";
+        else if (fixed_raw && r.raw_len != fixed_raw)
+            why = "raw length does not match the fixed image size";
+        else if (s->height && (r.height != s->height || r.width != s->width))
+            why = "image size does not match the fixed schema";
+        else if (r.label < 0)
+            why = "negative label";
+        else if (nlen > FL_MAX_NAME_BYTES || noff > names_size || nlen > names_size - noff)
+            why = "name outside the names blob";
+        if (why)
+            return fl_error_set(err, FL_E_FORMAT, "%s: record %llu (global %llu): corrupt index: %s",
+                                path, (unsigned long long)i,
+                                (unsigned long long)(v->first_record + i), why);
+        if (r.raw_len > v->max_raw_len) v->max_raw_len = r.raw_len;
+        if (r.stored_len > v->max_stored_len) v->max_stored_len = r.stored_len;
+    }
+    return 0;
+}
+
+int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err) {
+    memset(v, 0, sizeof *v);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return fl_error_set(err, -e, "%s: cannot open shard: %s", path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return fl_error_set(err, -e, "%s: cannot stat shard: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", path);
+    }
+    v->path = strdup(path);
+    if (!v->path) {
+        close(fd);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    }
+    v->size = (uint64_t)st.st_size;
+    if (v->size == 0) {
+        close(fd);
+        fl_shard_close(v);
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: empty shard file (unfinished write?)", path);
+    }
+    void *m = mmap(NULL, v->size, PROT_READ, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (m == MAP_FAILED) {
+        v->size = 0;
+        fl_shard_close(v);
+        return fl_error_set(err, -e, "%s: cannot map shard: %s", path, strerror(e));
+    }
+    v->map = m;
+    int rc = validate(v, path, err);
+    if (rc) fl_shard_close(v);
+    return rc;
+}

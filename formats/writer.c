@@ -1,0 +1,789 @@
+/* writer.c — the writer API (fl_writer.h): builds a dataset under "<dst>.partial/", one shard
+ * at a time (.tmp, fsync, rename), resumes from complete shards, and publishes the finished
+ * dataset with an atomic rename. The LMDB backend's storage lives in lmdb_writer.c. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fl_json.h"
+#include "fl_lmdb.h"
+#include "fl_manifest.h"
+#include "fl_shard.h"
+#include "fl_writer.h"
+
+#define WBUF_SIZE (1u << 20)
+#define DEFAULT_SHARD_BYTES (256ull << 20)
+#define STATE_FILE "state.json"
+#define DICT_FILE "zstd.dict"
+
+typedef struct growbuf {
+    uint8_t *p;
+    size_t len, cap;
+} growbuf;
+
+static int gb_append(growbuf *g, const void *d, size_t n) {
+    if (g->len + n > g->cap) {
+        size_t cap = g->cap ? g->cap : 4096;
+        while (cap < g->len + n) cap *= 2;
+        uint8_t *q = realloc(g->p, cap);
+        if (!q) return -ENOMEM;
+        g->p = q;
+        g->cap = cap;
+    }
+    memcpy(g->p + g->len, d, n);
+    g->len += n;
+    return 0;
+}
+
+struct fl_writer {
+    char *dst;
+    char *partial;
+    fl_writer_options opt;
+    char *options_json;
+    char *tool_version;
+    uint8_t *dict;
+    size_t dict_len;
+    fl_compressor *comp;
+    uint8_t *cbuf; /* compression scratch */
+    size_t cbuf_cap;
+    uint64_t resume_count;
+    uint64_t total; /* records added (including resumed) */
+    int32_t max_label;
+    int failed;     /* a write error happened: the open shard is lost */
+    /* complete shards */
+    fl_manifest_shard *done;
+    uint32_t num_done, cap_done;
+    /* open shard */
+    int fd;
+    char tmp_path[PATH_MAX];
+    uint32_t shard_no;
+    uint64_t shard_first;
+    uint64_t shard_count;
+    uint64_t pos;        /* file position of the next byte */
+    uint64_t data_offset;
+    growbuf index, names;
+    uint8_t *wbuf;
+    size_t wlen;
+    /* LMDB */
+    fl_lmdb_writer *lmdb;
+};
+
+static int write_all(int fd, const void *p, size_t n) {
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t r = write(fd, b, n);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (r == 0) return -EIO;
+        b += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    int rc = fsync(fd) ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* Write a small file atomically: tmp, fsync, rename, dir fsync. */
+static int write_file_atomic(const char *dir, const char *name, const void *data, size_t n,
+                             fl_error *err) {
+    char path[PATH_MAX], tmp[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        return fl_error_set(err, -e, "%s: cannot create: %s", tmp, strerror(e));
+    }
+    int rc = write_all(fd, data, n);
+    if (rc == 0 && fsync(fd)) rc = -errno;
+    close(fd);
+    if (rc == 0 && rename(tmp, path)) rc = -errno;
+    if (rc == 0) rc = fsync_dir(dir);
+    if (rc) {
+        unlink(tmp);
+        return fl_error_set(err, rc, "%s: cannot write: %s", path, strerror(-rc));
+    }
+    return 0;
+}
+
+static int read_small_file(const char *path, size_t max, uint8_t **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    struct stat st;
+    if (fstat(fd, &st) || (uint64_t)st.st_size > max) {
+        close(fd);
+        return FL_E_FORMAT;
+    }
+    uint8_t *b = malloc((size_t)st.st_size + 1);
+    if (!b) {
+        close(fd);
+        return -ENOMEM;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != (size_t)st.st_size) {
+        free(b);
+        return -EIO;
+    }
+    b[got] = 0;
+    *out = b;
+    *len = got;
+    return 0;
+}
+
+/* Remove the regular files in `dir` and the directory itself (a dataset directory is flat). */
+static int remove_flat_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : -errno;
+    struct dirent *e;
+    char p[PATH_MAX];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    return rmdir(dir) ? -errno : 0;
+}
+
+static void shard_name(char *out, size_t n, uint32_t k) { snprintf(out, n, "shard-%05u.fls", k); }
+
+/* ---- state (schema of the partial run) --------------------------------------------------- */
+
+static int state_text(const fl_writer *w, fl_tbuf *b) {
+    const fl_schema *s = &w->opt.schema;
+    fl_tbuf_printf(b,
+                  "{\"backend\": \"%s\", \"encoding\": \"%s\", \"compression\": \"%s\", "
+                  "\"channels\": %u, \"height\": %u, \"width\": %u, \"zstd_level\": %d}\n",
+                  w->opt.backend == FL_BACKEND_LMDB ? "lmdb" : "shards",
+                  fl_encoding_name(s->encoding), fl_compression_name(s->compression), s->channels,
+                  s->height, s->width, s->compression == FL_COMP_ZSTD ? w->opt.zstd_level : 0);
+    return b->failed ? -ENOMEM : 0;
+}
+
+/* ---- shard files ---------------------------------------------------------------------------- */
+
+static int wflush(fl_writer *w) {
+    if (!w->wlen) return 0;
+    int rc = write_all(w->fd, w->wbuf, w->wlen);
+    w->wlen = 0;
+    return rc;
+}
+
+static int wput(fl_writer *w, const void *p, size_t n) {
+    const uint8_t *b = p;
+    w->pos += n;
+    if (n >= WBUF_SIZE) {
+        int rc = wflush(w);
+        return rc ? rc : write_all(w->fd, b, n);
+    }
+    if (w->wlen + n > WBUF_SIZE) {
+        int rc = wflush(w);
+        if (rc) return rc;
+    }
+    memcpy(w->wbuf + w->wlen, b, n);
+    w->wlen += n;
+    return 0;
+}
+
+static int wzeros(fl_writer *w, size_t n) {
+    static const uint8_t z[4096];
+    while (n) {
+        size_t k = n < sizeof z ? n : sizeof z;
+        int rc = wput(w, z, k);
+        if (rc) return rc;
+        n -= k;
+    }
+    return 0;
+}
+
+static int io_fail(fl_writer *w, int rc, const char *what, fl_error *err) {
+    w->failed = rc;
+    return fl_error_set(err, rc, "%s: %s: %s", w->fd >= 0 ? w->tmp_path : w->partial, what,
+                        strerror(-rc));
+}
+
+static int shard_start(fl_writer *w, fl_error *err) {
+    char name[64];
+    shard_name(name, sizeof name, w->shard_no);
+    snprintf(w->tmp_path, sizeof w->tmp_path, "%s/%s.tmp", w->partial, name);
+    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int e = errno;
+        w->failed = -e;
+        return fl_error_set(err, -e, "%s: cannot create: %s", w->tmp_path, strerror(e));
+    }
+    w->pos = 0;
+    w->wlen = 0;
+    w->shard_first = w->total;
+    w->shard_count = 0;
+    w->index.len = 0;
+    w->names.len = 0;
+    int rc = wzeros(w, FL_SHARD_HEADER_SIZE); /* the header is written last, at offset 0 */
+    if (!rc && w->dict_len) rc = wput(w, w->dict, w->dict_len);
+    w->data_offset = (w->pos + FL_SHARD_ALIGN - 1) / FL_SHARD_ALIGN * FL_SHARD_ALIGN;
+    if (!rc) rc = wzeros(w, (size_t)(w->data_offset - w->pos));
+    if (rc) return io_fail(w, rc, "write failed", err);
+    return 0;
+}
+
+static int shard_finish(fl_writer *w, fl_error *err) {
+    uint64_t data_end = w->pos;
+    uint64_t idx_off = data_end, idx_size = w->index.len;
+    uint64_t names_off = idx_off + idx_size, names_size = w->names.len;
+    uint64_t file_size = names_off + names_size + FL_SHARD_FOOTER_SIZE;
+    uint32_t icrc = fl_crc32c(0, w->index.p, w->index.len);
+    icrc = fl_crc32c(icrc, w->names.p, w->names.len);
+    uint8_t foot[FL_SHARD_FOOTER_SIZE] = {0};
+    memcpy(foot + FLF_MAGIC, FL_SHARD_FOOTER_MAGIC, 8);
+    fl_wr64(foot + FLF_INDEX_OFFSET, idx_off);
+    fl_wr64(foot + FLF_INDEX_SIZE, idx_size);
+    fl_wr64(foot + FLF_NAMES_OFFSET, names_off);
+    fl_wr64(foot + FLF_NAMES_SIZE, names_size);
+    fl_wr64(foot + FLF_RECORD_COUNT, w->shard_count);
+    fl_wr32(foot + FLF_INDEX_CRC, icrc);
+    fl_wr32(foot + FLF_VERSION, FL_FORMAT_VERSION);
+    fl_wr32(foot + FLF_FOOTER_CRC, fl_crc32c(0, foot, FLF_FOOTER_CRC));
+    uint8_t *hdr = calloc(1, FL_SHARD_HEADER_SIZE);
+    if (!hdr) return io_fail(w, -ENOMEM, "out of memory", err);
+    memcpy(hdr + FLH_MAGIC, FL_SHARD_MAGIC, 8);
+    fl_wr32(hdr + FLH_VERSION, FL_FORMAT_VERSION);
+    fl_wr32(hdr + FLH_HEADER_SIZE, FL_SHARD_HEADER_SIZE);
+    fl_wr32(hdr + FLH_ENCODING, (uint32_t)w->opt.schema.encoding);
+    fl_wr32(hdr + FLH_COMPRESSION, (uint32_t)w->opt.schema.compression);
+    fl_wr32(hdr + FLH_CHANNELS, w->opt.schema.channels);
+    fl_wr32(hdr + FLH_HEIGHT, w->opt.schema.height);
+    fl_wr32(hdr + FLH_WIDTH, w->opt.schema.width);
+    fl_wr32(hdr + FLH_SHARD, w->shard_no);
+    fl_wr64(hdr + FLH_FIRST_RECORD, w->shard_first);
+    fl_wr64(hdr + FLH_RECORD_COUNT, w->shard_count);
+    fl_wr64(hdr + FLH_DICT_OFFSET, w->dict_len ? FL_SHARD_HEADER_SIZE : 0);
+    fl_wr64(hdr + FLH_DICT_LEN, w->dict_len);
+    fl_wr64(hdr + FLH_DATA_OFFSET, w->data_offset);
+    fl_wr64(hdr + FLH_DATA_END, data_end);
+    fl_wr64(hdr + FLH_FILE_SIZE, file_size);
+    fl_wr32(hdr + FLH_HEADER_CRC, fl_crc32c(0, hdr, FL_SHARD_HEADER_SIZE));
+    int rc = wput(w, w->index.p, w->index.len);
+    if (!rc) rc = wput(w, w->names.p, w->names.len);
+    if (!rc) rc = wput(w, foot, sizeof foot);
+    if (!rc) rc = wflush(w);
+    if (!rc && pwrite(w->fd, hdr, FL_SHARD_HEADER_SIZE, 0) != (ssize_t)FL_SHARD_HEADER_SIZE)
+        rc = errno ? -errno : -EIO;
+    free(hdr);
+    if (!rc && fsync(w->fd)) rc = -errno;
+    if (rc) return io_fail(w, rc, "write failed", err);
+    close(w->fd);
+    w->fd = -1;
+    char name[64], path[PATH_MAX];
+    shard_name(name, sizeof name, w->shard_no);
+    snprintf(path, sizeof path, "%s/%s", w->partial, name);
+    if (rename(w->tmp_path, path)) return io_fail(w, -errno, "rename failed", err);
+    rc = fsync_dir(w->partial);
+    if (rc) return io_fail(w, rc, "directory fsync failed", err);
+    if (w->num_done == w->cap_done) {
+        uint32_t cap = w->cap_done ? w->cap_done * 2 : 16;
+        fl_manifest_shard *d = realloc(w->done, cap * sizeof *d);
+        if (!d) return io_fail(w, -ENOMEM, "out of memory", err);
+        w->done = d;
+        w->cap_done = cap;
+    }
+    fl_manifest_shard *d = &w->done[w->num_done];
+    d->file = strdup(name);
+    if (!d->file) return io_fail(w, -ENOMEM, "out of memory", err);
+    d->records = w->shard_count;
+    d->bytes = file_size;
+    w->num_done++;
+    w->shard_no++;
+    return 0;
+}
+
+/* ---- resume --------------------------------------------------------------------------------- */
+
+static int add_done(fl_writer *w, const char *name, uint64_t records, uint64_t bytes) {
+    if (w->num_done == w->cap_done) {
+        uint32_t cap = w->cap_done ? w->cap_done * 2 : 16;
+        fl_manifest_shard *d = realloc(w->done, cap * sizeof *d);
+        if (!d) return -ENOMEM;
+        w->done = d;
+        w->cap_done = cap;
+    }
+    w->done[w->num_done].file = strdup(name);
+    if (!w->done[w->num_done].file) return -ENOMEM;
+    w->done[w->num_done].records = records;
+    w->done[w->num_done].bytes = bytes;
+    w->num_done++;
+    return 0;
+}
+
+/* Keep the complete shards 0..k-1 of an earlier run; delete the first bad one, everything after it,
+ * and leftover .tmp files. */
+static int resume_shards(fl_writer *w, fl_error *err) {
+    char name[64], path[PATH_MAX];
+    int stop = 0;
+    for (uint32_t k = 0;; k++) {
+        shard_name(name, sizeof name, k);
+        snprintf(path, sizeof path, "%s/%s", w->partial, name);
+        if (access(path, F_OK) != 0) break;
+        if (!stop) {
+            fl_shard_view v;
+            fl_error e;
+            int rc = fl_shard_open(path, &v, &e);
+            if (rc == 0) {
+                int ok = v.number == k && v.first_record == w->total &&
+                         v.schema.encoding == w->opt.schema.encoding &&
+                         v.schema.compression == w->opt.schema.compression &&
+                         v.schema.channels == w->opt.schema.channels &&
+                         v.schema.height == w->opt.schema.height &&
+                         v.schema.width == w->opt.schema.width &&
+                         v.dict_len == w->dict_len &&
+                         (!w->dict_len || memcmp(v.dict, w->dict, w->dict_len) == 0);
+                if (ok) {
+                    for (uint64_t i = 0; i < v.count; i++) {
+                        fl_record_info r;
+                        fl_shard_entry(&v, i, &r, NULL, NULL);
+                        if (r.label > w->max_label) w->max_label = r.label;
+                    }
+                    w->total += v.count;
+                    if (add_done(w, name, v.count, v.size)) {
+                        fl_shard_close(&v);
+                        return fl_error_set(err, -ENOMEM, "%s: out of memory", w->partial);
+                    }
+                    fl_shard_close(&v);
+                    continue;
+                }
+                fl_shard_close(&v);
+            }
+            stop = 1;
+        }
+        unlink(path); /* not usable: redo from here */
+    }
+    w->shard_no = w->num_done;
+    /* leftover temporaries */
+    DIR *d = opendir(w->partial);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t n = strlen(e->d_name);
+            if (n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) {
+                snprintf(path, sizeof path, "%s/%s", w->partial, e->d_name);
+                unlink(path);
+            }
+        }
+        closedir(d);
+    }
+    w->resume_count = w->total;
+    return 0;
+}
+
+/* ---- API ------------------------------------------------------------------------------------ */
+
+static void writer_free(fl_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    free(w->dst);
+    free(w->partial);
+    free(w->options_json);
+    free(w->tool_version);
+    free(w->dict);
+    fl_compressor_free(w->comp);
+    free(w->cbuf);
+    for (uint32_t i = 0; i < w->num_done; i++) free(w->done[i].file);
+    free(w->done);
+    free(w->index.p);
+    free(w->names.p);
+    free(w->wbuf);
+    free(w);
+}
+
+int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **out, fl_error *err) {
+    *out = NULL;
+    if (!dst || !*dst || !opt) return fl_error_set(err, FL_E_INVALID, "writer: no destination");
+    if (strlen(dst) > PATH_MAX - 64)
+        return fl_error_set(err, FL_E_INVALID, "%s: path too long", dst);
+    if (opt->backend != FL_BACKEND_SHARDS && opt->backend != FL_BACKEND_LMDB)
+        return fl_error_set(err, FL_E_INVALID, "%s: unknown backend %d", dst, (int)opt->backend);
+    if (!fl_schema_valid(&opt->schema))
+        return fl_error_set(err, FL_E_INVALID, "%s: invalid schema", dst);
+    if (opt->zstd_dict_len > FL_MAX_DICT_BYTES)
+        return fl_error_set(err, FL_E_INVALID, "%s: zstd dictionary over %u bytes", dst, FL_MAX_DICT_BYTES);
+    if (opt->part_count ? opt->part_index >= opt->part_count : opt->part_index != 0)
+        return fl_error_set(err, FL_E_INVALID, "%s: bad part %u/%u", dst, opt->part_index, opt->part_count);
+    if (opt->options_json && opt->options_json[0]) {
+        fl_jdoc *doc;
+        int rc = fl_jparse(opt->options_json, strlen(opt->options_json), "options", &doc, err);
+        if (rc) return rc;
+        int is_obj = fl_jroot(doc)->type == FL_J_OBJECT;
+        fl_jfree(doc);
+        if (!is_obj) return fl_error_set(err, FL_E_INVALID, "%s: options must be a JSON object", dst);
+    }
+    struct stat st;
+    if (!opt->overwrite && stat(dst, &st) == 0)
+        return fl_error_set(err, -EEXIST, "%s: already exists (overwrite not requested)", dst);
+
+    fl_writer *w = calloc(1, sizeof *w);
+    if (!w) return fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+    w->fd = -1;
+    w->opt = *opt;
+    w->max_label = -1;
+    if (!w->opt.shard_bytes) w->opt.shard_bytes = DEFAULT_SHARD_BYTES;
+    w->dst = strdup(dst);
+    w->partial = malloc(strlen(dst) + 16);
+    w->options_json = strdup(opt->options_json ? opt->options_json : "");
+    w->tool_version = strdup(opt->tool_version ? opt->tool_version : "");
+    w->wbuf = malloc(WBUF_SIZE);
+    if (!w->dst || !w->partial || !w->options_json || !w->tool_version || !w->wbuf) {
+        writer_free(w);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+    }
+    w->opt.options_json = w->options_json;
+    w->opt.tool_version = w->tool_version;
+    w->opt.zstd_dict = NULL;
+    sprintf(w->partial, "%s.partial", dst);
+
+    int rc = 0;
+    fl_tbuf state = {0};
+    if (state_text(w, &state)) {
+        rc = fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+        goto fail;
+    }
+    int fresh = 1;
+    if (opt->resume && stat(w->partial, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char p[PATH_MAX];
+        uint8_t *old = NULL;
+        size_t old_len = 0;
+        snprintf(p, sizeof p, "%s/%s", w->partial, STATE_FILE);
+        if (read_small_file(p, 1 << 16, &old, &old_len) == 0) {
+            int same = old_len == state.len && memcmp(old, state.data, old_len) == 0;
+            free(old);
+            if (!same) {
+                rc = fl_error_set(err, FL_E_INVALID,
+                                  "%s: cannot resume: the partial dataset was started with other "
+                                  "settings (backend, schema or zstd level); remove it or do not resume",
+                                  w->partial);
+                goto fail;
+            }
+            fresh = 0;
+            snprintf(p, sizeof p, "%s/%s", w->partial, DICT_FILE);
+            int drc = read_small_file(p, FL_MAX_DICT_BYTES, &w->dict, &w->dict_len);
+            if (drc && drc != -ENOENT) {
+                rc = fl_error_set(err, FL_E_FORMAT, "%s: unreadable saved dictionary", p);
+                goto fail;
+            }
+            if (drc == 0 && w->dict_len == 0) {
+                free(w->dict);
+                w->dict = NULL;
+            }
+        }
+    }
+    if (fresh) {
+        /* start over: an unusable or unwanted partial directory is ours to clear */
+        rc = remove_flat_dir(w->partial);
+        if (rc && rc != -ENOENT) {
+            rc = fl_error_set(err, rc, "%s: cannot clear: %s", w->partial, strerror(-rc));
+            goto fail;
+        }
+        if (mkdir(w->partial, 0755)) {
+            int e = errno;
+            rc = fl_error_set(err, -e, "%s: cannot create: %s", w->partial, strerror(e));
+            goto fail;
+        }
+        if (opt->schema.compression == FL_COMP_ZSTD && opt->zstd_dict && opt->zstd_dict_len) {
+            w->dict = malloc(opt->zstd_dict_len);
+            if (!w->dict) {
+                rc = fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+                goto fail;
+            }
+            memcpy(w->dict, opt->zstd_dict, opt->zstd_dict_len);
+            w->dict_len = opt->zstd_dict_len;
+        }
+        /* the dictionary first, then the state that says the directory is resumable */
+        rc = write_file_atomic(w->partial, DICT_FILE, w->dict ? (const void *)w->dict : "",
+                               w->dict_len, err);
+        if (!rc) rc = write_file_atomic(w->partial, STATE_FILE, state.data, state.len, err);
+        if (rc) goto fail;
+    }
+    if (opt->schema.compression == FL_COMP_ZSTD) {
+        rc = fl_compressor_create(opt->zstd_level, w->dict, w->dict_len, &w->comp, err);
+        if (rc) goto fail;
+    }
+    if (opt->backend == FL_BACKEND_LMDB) {
+        uint64_t existing = 0;
+        rc = fl_lmdb_writer_open(w->partial, !fresh, w->dict, w->dict_len, &w->lmdb, &existing, err);
+        if (rc) goto fail;
+        w->total = w->resume_count = existing;
+        /* labels of resumed records are checked by the reader; track the max from here on */
+    } else if (!fresh) {
+        rc = resume_shards(w, err);
+        if (rc) goto fail;
+    }
+    fl_tbuf_free(&state);
+    *out = w;
+    return 0;
+fail:
+    fl_tbuf_free(&state);
+    writer_free(w);
+    return rc;
+}
+
+uint64_t fl_writer_resume_count(const fl_writer *w) { return w->resume_count; }
+
+const void *fl_writer_dictionary(const fl_writer *w, size_t *len) {
+    if (len) *len = w->dict_len;
+    return w->dict_len ? w->dict : NULL;
+}
+
+static int check_record(fl_writer *w, size_t raw_len, int32_t label, const char *name,
+                        uint32_t height, uint32_t width, size_t *name_len, fl_error *err) {
+    if (w->failed)
+        return fl_error_set(err, w->failed, "%s: writer stopped after an earlier error", w->partial);
+    const fl_schema *s = &w->opt.schema;
+    if (!name) name = "";
+    *name_len = strnlen(name, FL_MAX_NAME_BYTES + 1);
+    if (*name_len > FL_MAX_NAME_BYTES)
+        return fl_error_set(err, FL_E_INVALID, "record %llu: name longer than %u bytes",
+                            (unsigned long long)w->total, FL_MAX_NAME_BYTES);
+    if (label < 0)
+        return fl_error_set(err, FL_E_LABEL, "record %llu (%s): negative label %d",
+                            (unsigned long long)w->total, name, label);
+    if (raw_len > FL_MAX_RECORD_BYTES)
+        return fl_error_set(err, FL_E_INVALID, "record %llu (%s): %zu bytes, over the 1 GiB limit",
+                            (unsigned long long)w->total, name, raw_len);
+    if (s->height && (height != s->height || width != s->width))
+        return fl_error_set(err, FL_E_INVALID, "record %llu (%s): %ux%u image in a %ux%u dataset",
+                            (unsigned long long)w->total, name, width, height, s->width, s->height);
+    if (s->encoding == FL_ENC_RAW && (uint64_t)height * width * s->channels != raw_len)
+        return fl_error_set(err, FL_E_INVALID,
+                            "record %llu (%s): %zu raw bytes, %ux%ux%u pixels need %llu",
+                            (unsigned long long)w->total, name, raw_len, width, height, s->channels,
+                            (unsigned long long)height * width * s->channels);
+    return 0;
+}
+
+static int add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
+                      int32_t label, const char *name, size_t name_len, uint32_t height,
+                      uint32_t width, fl_error *err) {
+    if (stored_len > FL_MAX_RECORD_BYTES)
+        return fl_error_set(err, FL_E_INVALID, "record %llu (%s): stored size over 1 GiB",
+                            (unsigned long long)w->total, name);
+    uint32_t crc = fl_crc32c(0, stored, stored_len);
+    int rc;
+    if (w->lmdb) {
+        rc = fl_lmdb_writer_add(w->lmdb, w->total, stored, stored_len, (uint32_t)raw_len, label,
+                                crc, name, name_len, height, width, err);
+        if (rc) {
+            w->failed = rc;
+            return rc;
+        }
+    } else {
+        if (w->fd >= 0 && w->shard_count > 0 &&
+            (w->pos + stored_len > w->opt.shard_bytes || w->names.len + name_len > (1u << 30))) {
+            rc = shard_finish(w, err);
+            if (rc) return rc;
+        }
+        if (w->fd < 0) {
+            rc = shard_start(w, err);
+            if (rc) return rc;
+        }
+        uint8_t e[FL_SHARD_INDEX_ENTRY];
+        fl_wr64(e + FLI_OFFSET, w->pos);
+        fl_wr32(e + FLI_STORED_LEN, (uint32_t)stored_len);
+        fl_wr32(e + FLI_RAW_LEN, (uint32_t)raw_len);
+        fl_wr32(e + FLI_LABEL, (uint32_t)label);
+        fl_wr32(e + FLI_CRC, crc);
+        fl_wr32(e + FLI_HEIGHT, height);
+        fl_wr32(e + FLI_WIDTH, width);
+        fl_wr32(e + FLI_NAME_OFFSET, (uint32_t)w->names.len);
+        fl_wr32(e + FLI_NAME_LEN, (uint32_t)name_len);
+        if (gb_append(&w->index, e, sizeof e) || gb_append(&w->names, name, name_len))
+            return io_fail(w, -ENOMEM, "out of memory", err);
+        rc = wput(w, stored, stored_len);
+        if (rc) return io_fail(w, rc, "write failed", err);
+        w->shard_count++;
+    }
+    if (label > w->max_label) w->max_label = label;
+    w->total++;
+    return 0;
+}
+
+int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, const char *name,
+                  uint32_t height, uint32_t width, fl_error *err) {
+    size_t name_len = 0;
+    int rc = check_record(w, len, label, name, height, width, &name_len, err);
+    if (rc) return rc;
+    if (!name) name = "";
+    if (!w->comp)
+        return add_stored(w, payload, len, len, label, name, name_len, height, width, err);
+    size_t bound = fl_compress_bound(len);
+    if (bound > w->cbuf_cap) {
+        uint8_t *b = realloc(w->cbuf, bound);
+        if (!b) return fl_error_set(err, -ENOMEM, "record %llu: out of memory", (unsigned long long)w->total);
+        w->cbuf = b;
+        w->cbuf_cap = bound;
+    }
+    size_t clen;
+    rc = fl_compressor_compress(w->comp, payload, len, w->cbuf, w->cbuf_cap, &clen, err);
+    if (rc) return fl_error_prefix(err, "record %llu (%s)", (unsigned long long)w->total, name);
+    return add_stored(w, w->cbuf, clen, len, label, name, name_len, height, width, err);
+}
+
+int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
+                         int32_t label, const char *name, uint32_t height, uint32_t width,
+                         fl_error *err) {
+    size_t name_len = 0;
+    int rc = check_record(w, raw_len, label, name, height, width, &name_len, err);
+    if (rc) return rc;
+    if (!name) name = "";
+    if (w->opt.schema.compression == FL_COMP_NONE && stored_len != raw_len)
+        return fl_error_set(err, FL_E_INVALID, "record %llu (%s): stored %zu bytes != raw %zu in an "
+                            "uncompressed dataset", (unsigned long long)w->total, name, stored_len, raw_len);
+    return add_stored(w, stored, stored_len, raw_len, label, name, name_len, height, width, err);
+}
+
+int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_classes,
+                     fl_error *err) {
+    int rc = 0;
+    fl_tbuf text = {0};
+    if (w->failed) {
+        rc = fl_error_set(err, w->failed, "%s: cannot finish after an earlier write error", w->partial);
+        goto out;
+    }
+    if (num_classes && w->max_label >= 0 && (uint32_t)w->max_label >= num_classes) {
+        rc = fl_error_set(err, FL_E_LABEL, "%s: label %d used but only %u class names given",
+                          w->dst, w->max_label, num_classes);
+        goto out;
+    }
+    for (uint32_t i = 0; i < num_classes; i++)
+        if (!class_names || !class_names[i]) {
+            rc = fl_error_set(err, FL_E_INVALID, "%s: class name %u is NULL", w->dst, i);
+            goto out;
+        }
+    if (w->fd >= 0 && w->shard_count > 0) {
+        rc = shard_finish(w, err);
+        if (rc) goto out;
+    }
+    fl_manifest m;
+    memset(&m, 0, sizeof m);
+    m.backend = w->opt.backend;
+    m.schema = w->opt.schema;
+    m.records = w->total;
+    m.classes = (char **)class_names;
+    m.num_classes = num_classes;
+    m.zstd_level = w->opt.zstd_level;
+    m.dict_bytes = w->dict_len;
+    m.tool_version = w->tool_version;
+    m.options_json = w->options_json;
+    m.part_index = w->opt.part_index;
+    m.part_count = w->opt.part_count;
+    fl_manifest_shard lm = {.file = FL_LMDB_DATA_FILE, .records = w->total, .bytes = 0};
+    if (w->lmdb) {
+        /* "bytes" of data.mdb is only known after the last commit: store the manifest in the
+         * environment first, then write manifest.json with the final size. */
+        m.shards = &lm;
+        m.num_shards = 1;
+        if (fl_manifest_write(&text, &m)) {
+            rc = fl_error_set(err, -ENOMEM, "%s: out of memory", w->dst);
+            goto out;
+        }
+        rc = fl_lmdb_writer_finish(w->lmdb, text.data, text.len, err);
+        w->lmdb = NULL;
+        if (rc) goto out;
+        char p[PATH_MAX];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", w->partial, FL_LMDB_DATA_FILE);
+        lm.bytes = stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+        fl_tbuf_free(&text);
+    } else {
+        m.shards = w->done;
+        m.num_shards = w->num_done;
+    }
+    if (fl_manifest_write(&text, &m)) {
+        rc = fl_error_set(err, -ENOMEM, "%s: out of memory", w->dst);
+        goto out;
+    }
+    rc = write_file_atomic(w->partial, FL_MANIFEST_NAME, text.data, text.len, err);
+    if (rc) goto out;
+    /* the run's bookkeeping is not part of the dataset */
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", w->partial, STATE_FILE);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/%s", w->partial, DICT_FILE);
+    unlink(p);
+    fsync_dir(w->partial);
+    /* publish: move an old dataset aside, rename, then delete the old one */
+    char old[PATH_MAX];
+    int have_old = 0;
+    struct stat st;
+    if (lstat(w->dst, &st) == 0) {
+        if (!w->opt.overwrite) {
+            rc = fl_error_set(err, -EEXIST, "%s: already exists (overwrite not requested)", w->dst);
+            goto out;
+        }
+        snprintf(old, sizeof old, "%s.old", w->dst);
+        remove_flat_dir(old);
+        if (rename(w->dst, old)) {
+            int e = errno;
+            rc = fl_error_set(err, -e, "%s: cannot move the old dataset aside: %s", w->dst, strerror(e));
+            goto out;
+        }
+        have_old = 1;
+    }
+    if (rename(w->partial, w->dst)) {
+        int e = errno;
+        if (have_old) rename(old, w->dst);
+        rc = fl_error_set(err, -e, "%s: cannot rename %s into place: %s", w->dst, w->partial, strerror(e));
+        goto out;
+    }
+    {
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%s", w->dst);
+        char *slash = strrchr(parent, '/');
+        if (slash == parent) parent[1] = '\0';
+        else if (slash) *slash = '\0';
+        else strcpy(parent, ".");
+        fsync_dir(parent);
+    }
+    if (have_old) {
+        if (S_ISDIR(st.st_mode)) remove_flat_dir(old);
+        else unlink(old);
+    }
+out:
+    fl_tbuf_free(&text);
+    if (w->lmdb) fl_lmdb_writer_abort(w->lmdb);
+    w->lmdb = NULL;
+    writer_free(w);
+    return rc;
+}
+
+void fl_writer_abort(fl_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+        unlink(w->tmp_path);
+    }
+    if (w->lmdb) fl_lmdb_writer_abort(w->lmdb);
+    w->lmdb = NULL;
+    writer_free(w);
+}
