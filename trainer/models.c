@@ -193,7 +193,7 @@ static int linear(builder *b, int in, int cout, const char *name)
 static int cba(builder *b, int in, int cout, int k, int stride, int pad, const char *name,
                int with_act)
 {
-    char n1[40], n2[40];
+    char n1[64], n2[64];
     snprintf(n1, sizeof n1, "%s.conv", name);
     snprintf(n2, sizeof n2, "%s.bn", name);
     int t = conv(b, in, cout, k, stride, pad, 0, n1);
@@ -240,7 +240,7 @@ static void build_resnet(builder *b, int depth)
         int width = 64 << l;
         for (int i = 0; i < nb[l]; i++) {
             int stride = (l > 0 && i == 0) ? 2 : 1;
-            char name[32];
+            char name[48];
             int r;
             if (depth == 18) {
                 snprintf(name, sizeof name, "layer%d.%d.a", l + 1, i);

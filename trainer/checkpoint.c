@@ -1,0 +1,410 @@
+/* checkpoint.c — serialise, verify and atomically write trainfast checkpoints (checkpoint.h). */
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fl_dataset.h"
+
+static const char MAGIC[8] = {'T', 'F', 'C', 'K', 'P', 'T', '\r', '\n'};
+
+#define FLAG_EMA 1u
+
+/* fixed header, written field by field (little-endian hosts only: x86-64/aarch64) */
+typedef struct __attribute__((packed)) tf_ckpt_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_bytes;
+    char model[32];
+    uint32_t spec_id;
+    int32_t in_c, in_h, in_w, num_classes;
+    int32_t width, residual, gelu;
+    float mean[3], std[3];
+    int64_t param_count, stat_count;
+    uint32_t flags;
+    uint32_t accum_count;
+    uint64_t step, micro_step;
+    float loss_scale;
+    uint32_t good_steps;
+    uint64_t skipped_steps;
+    uint64_t epoch, batch, seed;
+    double epoch_loss_sum;
+    uint64_t epoch_correct, epoch_seen;
+    double wall_s;
+    uint64_t config_len;
+} tf_ckpt_header;
+
+int tf_checkpoint_alloc(tf_checkpoint *ck, int64_t P, int64_t S, int has_ema)
+{
+    memset(ck, 0, sizeof *ck);
+    if (P < 0 || S < 0)
+        return -EINVAL;
+    size_t n = (size_t)(3 * P + S + (has_ema ? P + S : 0));
+    ck->storage = calloc(n ? n : 1, sizeof(float));
+    ck->config_json = calloc(1, 1);
+    if (!ck->storage || !ck->config_json) {
+        tf_checkpoint_free(ck);
+        return -ENOMEM;
+    }
+    ck->param_count = P;
+    ck->stat_count = S;
+    ck->has_ema = has_ema;
+    float *p = ck->storage;
+    ck->st.params = p;
+    p += P;
+    ck->st.momentum = p;
+    p += P;
+    ck->st.grad_accum = p;
+    p += P;
+    ck->st.stats = p;
+    p += S;
+    if (has_ema) {
+        ck->st.ema_params = p;
+        p += P;
+        ck->st.ema_stats = p;
+    }
+    ck->st.loss_scale = 1.0f;
+    return 0;
+}
+
+void tf_checkpoint_free(tf_checkpoint *ck)
+{
+    if (!ck)
+        return;
+    free(ck->storage);
+    free(ck->config_json);
+    memset(ck, 0, sizeof *ck);
+}
+
+static size_t array_floats(int64_t P, int64_t S, int ema)
+{
+    return (size_t)(3 * P + S + (ema ? P + S : 0));
+}
+
+int tf_checkpoint_serialize(const tf_checkpoint *ck, uint8_t **out, size_t *len)
+{
+    tf_ckpt_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAGIC, 8);
+    h.version = TF_CKPT_VERSION;
+    h.header_bytes = sizeof h;
+    memcpy(h.model, ck->model, sizeof h.model);
+    h.spec_id = ck->spec_id;
+    h.in_c = ck->in_c;
+    h.in_h = ck->in_h;
+    h.in_w = ck->in_w;
+    h.num_classes = ck->num_classes;
+    h.width = ck->mopt.width;
+    h.residual = ck->mopt.residual;
+    h.gelu = ck->mopt.gelu;
+    memcpy(h.mean, ck->mean, sizeof h.mean);
+    memcpy(h.std, ck->std, sizeof h.std);
+    h.param_count = ck->param_count;
+    h.stat_count = ck->stat_count;
+    h.flags = ck->has_ema ? FLAG_EMA : 0;
+    h.accum_count = ck->st.accum_count;
+    h.step = ck->st.step;
+    h.micro_step = ck->st.micro_step;
+    h.loss_scale = ck->st.loss_scale;
+    h.good_steps = ck->st.good_steps;
+    h.skipped_steps = ck->st.skipped_steps;
+    h.epoch = ck->epoch;
+    h.batch = ck->batch;
+    h.seed = ck->seed;
+    h.epoch_loss_sum = ck->epoch_loss_sum;
+    h.epoch_correct = ck->epoch_correct;
+    h.epoch_seen = ck->epoch_seen;
+    h.wall_s = ck->wall_s;
+    size_t clen = ck->config_json ? strlen(ck->config_json) : 0;
+    h.config_len = clen;
+    size_t arr = array_floats(ck->param_count, ck->stat_count, ck->has_ema) * sizeof(float);
+    size_t total = sizeof h + arr + clen + 4;
+    uint8_t *buf = malloc(total);
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, ck->storage, arr);
+    if (clen)
+        memcpy(buf + sizeof h + arr, ck->config_json, clen);
+    uint32_t crc = fl_crc32c(0, buf, total - 4);
+    memcpy(buf + total - 4, &crc, 4);
+    *out = buf;
+    *len = total;
+    return 0;
+}
+
+int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_checkpoint *ck,
+                        fl_error *err)
+{
+    memset(ck, 0, sizeof *ck);
+    const uint8_t *buf = data;
+    if (!name)
+        name = "checkpoint";
+    if (len < 16 || memcmp(buf, MAGIC, 8) != 0)
+        return fl_error_set(err, FL_E_FORMAT, "%s: not a trainfast checkpoint (bad magic)", name);
+    uint32_t version, hbytes;
+    memcpy(&version, buf + 8, 4);
+    memcpy(&hbytes, buf + 12, 4);
+    if (version != TF_CKPT_VERSION)
+        return fl_error_set(err, FL_E_VERSION,
+                            "%s: checkpoint version %u, this trainfast reads version %u", name,
+                            version, TF_CKPT_VERSION);
+    if (hbytes != sizeof(tf_ckpt_header))
+        return fl_error_set(err, FL_E_FORMAT, "%s: header size %u, expected %zu", name, hbytes,
+                            sizeof(tf_ckpt_header));
+    if (len < sizeof(tf_ckpt_header) + 4)
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: truncated: %zu bytes, header needs %zu",
+                            name, len, sizeof(tf_ckpt_header) + 4);
+    tf_ckpt_header h;
+    memcpy(&h, buf, sizeof h);
+    /* bound the declared sizes before any multiplication can overflow */
+    const int64_t LIM = (int64_t)1 << 36;
+    if (h.param_count < 0 || h.param_count > LIM || h.stat_count < 0 || h.stat_count > LIM ||
+        h.config_len > ((uint64_t)1 << 30) || (h.flags & ~FLAG_EMA))
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: implausible sizes (params %" PRId64 ", stats %" PRId64
+                            ", config %" PRIu64 ", flags %#x)",
+                            name, h.param_count, h.stat_count, h.config_len, h.flags);
+    int ema = (h.flags & FLAG_EMA) != 0;
+    uint64_t arr = (uint64_t)array_floats(h.param_count, h.stat_count, ema) * 4u;
+    uint64_t need = sizeof h + arr + h.config_len + 4;
+    if (len < need)
+        return fl_error_set(err, FL_E_TRUNCATED,
+                            "%s: truncated: %zu bytes, its header declares %" PRIu64
+                            " (unfinished write?)",
+                            name, len, need);
+    if (len > need)
+        return fl_error_set(err, FL_E_FORMAT, "%s: %zu bytes, header declares %" PRIu64, name,
+                            len, need);
+    uint32_t want, got = fl_crc32c(0, buf, len - 4);
+    memcpy(&want, buf + len - 4, 4);
+    if (got != want)
+        return fl_error_set(err, FL_E_CHECKSUM,
+                            "%s: checksum mismatch (stored %08x, computed %08x): file is damaged",
+                            name, want, got);
+    if (h.model[sizeof h.model - 1] != 0 || h.in_c <= 0 || h.in_h <= 0 || h.in_w <= 0 ||
+        h.num_classes < 2)
+        return fl_error_set(err, FL_E_FORMAT, "%s: bad model description", name);
+    if (tf_checkpoint_alloc(ck, h.param_count, h.stat_count, ema))
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", name);
+    char *cfg = malloc(h.config_len + 1);
+    if (!cfg) {
+        tf_checkpoint_free(ck);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", name);
+    }
+    free(ck->config_json);
+    ck->config_json = cfg;
+    memcpy(cfg, buf + sizeof h + arr, h.config_len);
+    cfg[h.config_len] = 0;
+    memcpy(ck->storage, buf + sizeof h, arr);
+    memcpy(ck->model, h.model, sizeof ck->model);
+    ck->spec_id = h.spec_id;
+    ck->in_c = h.in_c;
+    ck->in_h = h.in_h;
+    ck->in_w = h.in_w;
+    ck->num_classes = h.num_classes;
+    ck->mopt.width = h.width;
+    ck->mopt.residual = h.residual;
+    ck->mopt.gelu = h.gelu;
+    memcpy(ck->mean, h.mean, sizeof ck->mean);
+    memcpy(ck->std, h.std, sizeof ck->std);
+    ck->st.accum_count = h.accum_count;
+    ck->st.step = h.step;
+    ck->st.micro_step = h.micro_step;
+    ck->st.loss_scale = h.loss_scale;
+    ck->st.good_steps = h.good_steps;
+    ck->st.skipped_steps = h.skipped_steps;
+    ck->epoch = h.epoch;
+    ck->batch = h.batch;
+    ck->seed = h.seed;
+    ck->epoch_loss_sum = h.epoch_loss_sum;
+    ck->epoch_correct = h.epoch_correct;
+    ck->epoch_seen = h.epoch_seen;
+    ck->wall_s = h.wall_s;
+    return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* step number of "ckpt-<digits>.tfc", or -1 */
+static long long ckpt_step(const char *name)
+{
+    if (strncmp(name, "ckpt-", 5) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(name + 5, &end, 10);
+    if (errno || end == name + 5 || strcmp(end, ".tfc") != 0 || v < 0)
+        return -1;
+    return v;
+}
+
+/* newest-first list of checkpoint steps in dir */
+static int list_steps(const char *dir, long long **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long s = ckpt_step(e->d_name);
+        if (s < 0)
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            long long *np = realloc(*out, sizeof(long long) * (size_t)cap);
+            if (!np) {
+                closedir(d);
+                return -ENOMEM;
+            }
+            *out = np;
+        }
+        (*out)[(*n)++] = s;
+    }
+    closedir(d);
+    for (int i = 1; i < *n; i++) /* insertion sort, descending */
+        for (int j = i; j > 0 && (*out)[j] > (*out)[j - 1]; j--) {
+            long long t = (*out)[j];
+            (*out)[j] = (*out)[j - 1];
+            (*out)[j - 1] = t;
+        }
+    return 0;
+}
+
+int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out, size_t cap,
+                       fl_error *err)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return fl_error_set(err, -errno, "%s: cannot create checkpoint directory: %s", dir,
+                            strerror(errno));
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/ckpt-%08llu.tfc", dir, (unsigned long long)ck->st.micro_step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    uint8_t *buf;
+    size_t len;
+    if (tf_checkpoint_serialize(ck, &buf, &len))
+        return fl_error_set(err, -ENOMEM, "%s: out of memory serialising checkpoint", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        free(buf);
+        return fl_error_set(err, -e, "%s: %s", tmp, strerror(e));
+    }
+    int rc = write_all(fd, buf, len);
+    free(buf);
+    if (!rc && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && !rc)
+        rc = -errno;
+    if (!rc && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc) {
+        unlink(tmp);
+        return fl_error_set(err, rc, "%s: writing checkpoint failed: %s", path, strerror(-rc));
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd); /* make the rename durable */
+        close(dfd);
+    }
+    if (path_out)
+        snprintf(path_out, cap, "%s", path);
+    /* keep the newest two: the one just written and its predecessor */
+    long long *steps;
+    int n;
+    if (list_steps(dir, &steps, &n) == 0) {
+        for (int i = 2; i < n; i++) {
+            char old[4096];
+            snprintf(old, sizeof old, "%s/ckpt-%08llu.tfc", dir, steps[i]);
+            unlink(old);
+        }
+        free(steps);
+    }
+    return 0;
+}
+
+int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err)
+{
+    memset(ck, 0, sizeof *ck);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fl_error_set(err, -errno, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fl_error_set(err, -e, "%s: %s", path, strerror(e));
+    }
+    size_t len = (size_t)sb.st_size;
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) {
+        close(fd);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory (%zu bytes)", path, len);
+    }
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    int rc = tf_checkpoint_parse(buf, got, path, ck, err);
+    free(buf);
+    return rc;
+}
+
+int tf_checkpoint_load_latest(const char *dir, tf_checkpoint *ck, char *path_out, size_t cap,
+                              char *skipped, size_t skipped_cap, fl_error *err)
+{
+    memset(ck, 0, sizeof *ck);
+    if (skipped && skipped_cap)
+        skipped[0] = 0;
+    long long *steps;
+    int n;
+    int rc = list_steps(dir, &steps, &n);
+    if (rc)
+        return fl_error_set(err, rc, "%s: %s", dir, strerror(-rc));
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/ckpt-%08llu.tfc", dir, steps[i]);
+        fl_error e;
+        if (tf_checkpoint_load(path, ck, &e) == 0) {
+            if (path_out)
+                snprintf(path_out, cap, "%s", path);
+            free(steps);
+            return 0;
+        }
+        if (skipped && skipped_cap) {
+            size_t l = strlen(skipped);
+            snprintf(skipped + l, skipped_cap - l, "%s%s", l ? "\n" : "", e.msg);
+        }
+    }
+    free(steps);
+    return fl_error_set(err, -ENOENT, "%s: no valid checkpoint (%d damaged ones skipped)", dir, n);
+}
