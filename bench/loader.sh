@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# loader.sh — libfastload throughput beside its peers and physical limits, measured in the same run
+# (each figure: median of --runs runs of the tool's own JSON rate):
+#   (a) `fastload bench`: random-resized-crop 224 + flip, batch 256, 2 workers, on photo-like JPEGs
+#       (~400x350 average, cut from real photographs by bench/make_photos.py, packed --encode keep);
+#   (b) the naive limit: single-core libjpeg-turbo full-size decode rate of the same files x 2;
+#   (c) PyTorch DataLoader + torchvision ImageFolder + PIL, same augmentation, num_workers=2;
+#   raw uint8 records (64x64x3 cut from the photos; Fashion-MNIST when samples/fashion-mnist/packed
+#   exists): fastload MB/s of batch bytes delivered vs single-thread memcpy bandwidth;
+#   the Python binding (bench/loader_python.py) vs `fastload bench` on the same data.
+# Targets: (a) >= 5x (c), (a) >= 1.2x (b), raw >= 40% of memcpy, binding within 10%.
+# Data is read from the page cache (buffered I/O; the files fit in RAM).
+# Usage: bench/loader.sh [--count N (2000)] [--runs R (3)] [--epochs E (3)] [--build DIR]
+#                        [--quick] [--no-setup]
+#   --quick: a smoke run (200 images, 1 run, 1 epoch; the PyTorch peer only if torch is installed)
+#   --no-setup: do not apt-get install python3-skimage python3-torch python3-torchvision
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+count=2000 runs=3 epochs=3 build="$root/build" quick=0 setup=1
+while (($#)); do
+    case "$1" in
+        --count) count=$2; shift 2 ;;
+        --runs) runs=$2; shift 2 ;;
+        --epochs) epochs=$2; shift 2 ;;
+        --build) build=$2; shift 2 ;;
+        --quick) quick=1; shift ;;
+        --no-setup) setup=0; shift ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "loader.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+if ((quick)); then
+    count=200 runs=1 epochs=1 setup=0
+fi
+py=/usr/bin/python3
+
+setup_packages() { # the photographs and the PyTorch peer come from Debian packages
+    local missing=()
+    for p in python3-skimage python3-torch python3-torchvision python3-pil python3-numpy; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    local sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    echo "loader.sh: installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+((setup)) && setup_packages
+
+fastload="$build/tools/fastload/fastload"
+packdata="$build/tools/packdata/packdata"
+decbench="$(find "$build" -name fl_decode_bench -type f -perm -u+x 2>/dev/null | head -1)"
+[[ -x "$fastload" ]] || { echo "loader.sh: $fastload not built (run scripts/setup.sh)" >&2; exit 1; }
+[[ -x "$packdata" ]] || { echo "loader.sh: $packdata not built" >&2; exit 1; }
+$py -c "import numpy, PIL" 2>/dev/null || { echo "loader.sh: needs python3-numpy and python3-pil" >&2; exit 1; }
+have_torch=0
+$py -c "import torch, torchvision" 2>/dev/null && have_torch=1
+export FASTLOAD_LIBRARY="$build/libfastload.so"
+
+out="$root/bench/out/loader"
+mkdir -p "$out"
+photos="$root/bench/out/photos-400x350-$count"
+[[ -d "$photos" ]] || $py "$root/bench/make_photos.py" "$photos" --count "$count" --mean-pixels 140000
+jpeg="$out/jpeg-keep-$count"
+[[ -d "$jpeg" ]] || "$packdata" pack "$photos" "$jpeg" --encode keep --quiet
+raw="$out/raw64-$count"
+[[ -d "$raw" ]] || "$packdata" pack "$photos" "$raw" --encode raw --resize 64x64 --compress none --quiet
+fmnist="$root/samples/fashion-mnist/packed"
+mapfile -t files < <(find "$photos" -name '*.jpg' | sort)
+echo "loader bench: ${#files[@]} JPEGs ($(du -sh "$photos" | cut -f1)), $(nproc) cores, runs=$runs, epochs=$epochs"
+
+# median of key $1 over $runs runs of a command printing one JSON object; each run's JSON is kept
+median_of() { # name key command...
+    local name=$1 key=$2; shift 2
+    local i vals=()
+    for ((i = 0; i < runs; i++)); do
+        "$@" >"$out/$name.$i.json"
+        vals+=("$($py -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$out/$name.$i.json" "$key")")
+    done
+    printf '%s\n' "${vals[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+}
+
+aug=(--batch 256 --workers 2 --size 224 --augment rrc,flip --order random)
+# (a) fastload
+a=$(median_of fastload-jpeg images_per_sec "$fastload" bench "$jpeg" "${aug[@]}" --epochs "$epochs" --json)
+# (b) naive limit: 1-core full-size decode x 2 cores
+if [[ -n "$decbench" ]]; then
+    dec=$(median_of decode-1core full_decode_per_sec taskset -c 0 "$decbench" --json "${files[@]}")
+    b=$($py -c "print(2 * float('$dec'))")
+else
+    echo "loader.sh: fl_decode_bench not built: naive limit skipped" >&2
+    b=nan
+fi
+# (c) PyTorch DataLoader
+if ((have_torch)); then
+    c=$(median_of pytorch-dataloader images_per_sec $py "$root/bench/pytorch_dataloader.py" "$photos" \
+        --workers 2 --batch 256 --size 224 --epochs "$epochs")
+else
+    echo "loader.sh: torch/torchvision not importable by $py: PyTorch peer skipped" >&2
+    c=nan
+fi
+# raw records vs memcpy
+raw_epochs=$((quick ? 2 : 40))
+rawmb=$(median_of fastload-raw64 mb_per_sec "$fastload" bench "$raw" --batch 256 --workers 2 --order random \
+        --epochs "$raw_epochs" --json)
+memcpy=$(median_of memcpy memcpy_mb_per_sec "$fastload" bench --memcpy --json)
+fm=nan
+if [[ -d "$fmnist" ]]; then
+    fm=$(median_of fastload-fmnist mb_per_sec "$fastload" bench "$fmnist" --batch 256 --workers 2 --order random \
+         --epochs $((quick ? 1 : 5)) --json)
+fi
+# Python binding vs fastload bench, same data and options
+pya=$(median_of python-jpeg images_per_sec $py "$root/bench/loader_python.py" "$jpeg" --batch 256 --workers 2 \
+      --size 224 --augment rrc,flip --order random --epochs "$epochs")
+pyraw=$(median_of python-raw64 mb_per_sec $py "$root/bench/loader_python.py" "$raw" --batch 256 --workers 2 \
+        --order random --epochs "$raw_epochs")
+
+$py - "$a" "$b" "$c" "$rawmb" "$memcpy" "$fm" "$pya" "$pyraw" "$out/summary.json" <<'PY'
+import json, math, sys
+a, b, c, raw, mem, fm, pya, pyraw = map(float, sys.argv[1:9])
+rows = [  # figure, value, unit, peer, peer value, target ratio (None: shown only), compare as
+    ("fastload JPEG rrc224+flip, 2 workers", a, "img/s", "PyTorch DataLoader (2 workers)", c, 5.0),
+    ("fastload JPEG rrc224+flip, 2 workers", a, "img/s", "2 x 1-core full decode", b, 1.2),
+    ("fastload raw 64x64x3, 2 workers", raw, "MB/s", "1-thread memcpy", mem, 0.4),
+    ("fastload Fashion-MNIST (as packed)", fm, "MB/s", "1-thread memcpy", mem, 0.4),
+    ("python binding JPEG rrc224+flip", pya, "img/s", "fastload bench (same)", a, 0.9),
+    ("python binding raw 64x64x3", pyraw, "MB/s", "fastload bench (same)", raw, 0.9),
+]
+print(f"{'figure':40} {'value':>10} {'unit':5}  {'peer':32} {'peer value':>10} {'ratio':>7} {'target':>7}")
+summary = []
+for name, v, unit, peer, pv, target in rows:
+    if math.isnan(v) or math.isnan(pv) or pv == 0:
+        print(f"{name:40} {v:10.0f} {unit:5}  {peer:32} {'n/a':>10}")
+        summary.append(dict(figure=name, value=v if not math.isnan(v) else None, peer=peer, verdict="n/a"))
+        continue
+    r = v / pv
+    verdict = "PASS" if r >= target else "MISS"
+    tgt = f">={target:g}x"
+    print(f"{name:40} {v:10.0f} {unit:5}  {peer:32} {pv:10.0f} {r:6.2f}x {tgt:>7} {verdict}")
+    summary.append(dict(figure=name, value=v, unit=unit, peer=peer, peer_value=pv, ratio=r, target=target,
+                        verdict=verdict))
+json.dump(summary, open(sys.argv[9], "w"), indent=1)
+print("(medians of the tools' own rates; data in the page cache; per-run JSON under bench/out/loader/)")
+PY
