@@ -20,12 +20,11 @@ FL_AUG_FN uint64_t fl_aug_mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-/* 64 random bits for (seed, epoch, index); the stream tag keeps this draw independent of other
- * users of the same keys (the loader's shuffle, its random-resized-crop). */
+/* 64 random bits for (seed, epoch, index). This is, bit for bit, the hash of tf_aug_params in
+ * trainer/backend.h (the CPU backend's augmentation): mix(mix(mix(seed) ^ epoch) ^ index).
+ * tests/gpu/test_kernels checks the two agree. */
 FL_AUG_FN uint64_t fl_aug_hash(uint64_t seed, uint64_t epoch, uint64_t index) {
-    uint64_t x = fl_aug_mix64(seed ^ 0x63726F70ull);
-    x = fl_aug_mix64(x ^ epoch);
-    return fl_aug_mix64(x ^ index);
+    return fl_aug_mix64(fl_aug_mix64(fl_aug_mix64(seed) ^ epoch) ^ index);
 }
 
 /* Crop offsets and flip for one sample: dy, dx in [0, 2·pad] are the top-left corner of the

@@ -44,7 +44,7 @@ typedef struct flk_input_params {
     int nchw;                /* 1: write NCHW, 0: write NHWC */
     int pad;                 /* random crop with padding: 0 = no crop; the output stays h × w */
     flk_pad_mode pad_mode;
-    int flip;                /* random horizontal flip with p = 0.5 */
+    int flip;                /* 1: random horizontal flip with p = 0.5; 2: flip every sample (TTA) */
     uint64_t seed, epoch;    /* randomness keys */
 } flk_input_params;
 
@@ -73,10 +73,27 @@ cudaError_t flk_act_backward(flk_act act, const void *x, const void *dy, void *d
 /* y = a + b (residual add), n elements; y may alias a or b. */
 cudaError_t flk_add(const void *a, const void *b, void *y, flk_dtype dt, size_t n, cudaStream_t stream);
 
+/* y = s · x, n elements (y may equal x). */
+cudaError_t flk_scale(const void *x, void *y, flk_dtype dt, size_t n, float s, cudaStream_t stream);
+
 /* acc[i] = beta * acc[i] + scale * (float)g[i]: accumulate a half/fp32 gradient into fp32 (beta 0
  * overwrites, 1 accumulates for --accum). */
 cudaError_t flk_accum_grad(const void *g, flk_dtype dt, float *acc, size_t n, float scale, float beta,
                            cudaStream_t stream);
+
+/* ---- layout changes ---------------------------------------------------------------------------- */
+
+/* Convolution weights: fp32 master OIHW [o][i][kh][kw] → dst of type dt in OHWI [o][kh][kw][i]
+ * (cuDNN's NHWC filter layout, "KRSC"). */
+cudaError_t flk_filter_to_ohwi(const float *w_oihw, void *dst, flk_dtype dt, int o, int i, int kh,
+                               int kw, cudaStream_t stream);
+/* Filter gradient back: acc_oihw = beta·acc_oihw + scale·g_ohwi (permuted), fp32 out. */
+cudaError_t flk_filter_grad_from_ohwi(const void *g_ohwi, flk_dtype dt, float *acc_oihw, int o, int i,
+                                      int kh, int kw, float scale, float beta, cudaStream_t stream);
+/* Per-sample layout change of n samples of (c, h, w): to_nchw 1: NHWC → NCHW, 0: NCHW → NHWC.
+ * src and dst must not alias. */
+cudaError_t flk_transpose_chw(const void *src, void *dst, flk_dtype dt, int n, int c, int h, int w,
+                              int to_nchw, cudaStream_t stream);
 
 /* ---- bias (linear layers) --------------------------------------------------------------------- */
 

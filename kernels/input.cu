@@ -45,6 +45,7 @@ __global__ void input_u8_kernel(const uint8_t *__restrict__ src, T *__restrict__
         if (p.pad > 0 || p.flip) {
             uint64_t idx = indices ? indices[s] : (uint64_t)s;
             fl_aug_crop_flip(p.seed, p.epoch, idx, p.pad, p.flip, &dy, &dx, &fl);
+            if (p.flip == 2) fl = 1;
         }
         int cx = fl ? p.w - 1 - ox : ox;
         int sy = fl_aug_src(oy, dy, p.pad, p.h, p.reflect);

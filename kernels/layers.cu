@@ -85,6 +85,96 @@ extern "C" cudaError_t flk_accum_grad(const void *g, flk_dtype dt, float *acc, s
     return cudaGetLastError();
 }
 
+template <typename T>
+__global__ void scale_kernel(const T *x, T *y, size_t n, float s) {
+    GRID_STRIDE(i, n) flk_st(&y[i], s * flk_ld(&x[i]));
+}
+
+extern "C" cudaError_t flk_scale(const void *x, void *y, flk_dtype dt, size_t n, float s,
+                                 cudaStream_t stream) {
+    if (n == 0) return cudaSuccess;
+    unsigned th = 256, bl = flk_blocks(n, th);
+    FLK_DISPATCH(dt, T, scale_kernel<T><<<bl, th, 0, stream>>>((const T *)x, (T *)y, n, s));
+    return cudaGetLastError();
+}
+
+/* ---- layout changes ------------------------------------------------------------------------------
+ * One thread per destination element; these run once per step on weights (small) or on the
+ * flattened input of a linear layer, so simple indexing beats a tiled transpose in code size. */
+
+template <typename T>
+__global__ void filter_to_ohwi_kernel(const float *src, T *dst, int o, int ci, int kk) {
+    size_t n = (size_t)o * ci * kk;
+    GRID_STRIDE(d, n) { /* d indexes OHWI: ((oo * kk + r) * ci + c) */
+        int c = (int)(d % ci);
+        size_t rest = d / ci;
+        int r = (int)(rest % kk), oo = (int)(rest / kk);
+        flk_st(&dst[d], src[((size_t)oo * ci + c) * kk + r]);
+    }
+}
+
+template <typename T>
+__global__ void filter_grad_kernel(const T *g, float *acc, int o, int ci, int kk, float scale,
+                                   float beta) {
+    size_t n = (size_t)o * ci * kk;
+    GRID_STRIDE(d, n) { /* d indexes OIHW: ((oo * ci + c) * kk + r) */
+        int r = (int)(d % kk);
+        size_t rest = d / kk;
+        int c = (int)(rest % ci), oo = (int)(rest / ci);
+        float v = scale * flk_ld(&g[((size_t)oo * kk + r) * ci + c]);
+        acc[d] = (beta != 0.0f ? beta * acc[d] : 0.0f) + v;
+    }
+}
+
+extern "C" cudaError_t flk_filter_to_ohwi(const float *w_oihw, void *dst, flk_dtype dt, int o, int i,
+                                          int kh, int kw, cudaStream_t stream) {
+    size_t n = (size_t)o * i * kh * kw;
+    if (n == 0) return cudaSuccess;
+    unsigned th = 256, bl = flk_blocks(n, th);
+    FLK_DISPATCH(dt, T, filter_to_ohwi_kernel<T><<<bl, th, 0, stream>>>(w_oihw, (T *)dst, o, i,
+                                                                        kh * kw));
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t flk_filter_grad_from_ohwi(const void *g_ohwi, flk_dtype dt, float *acc_oihw,
+                                                 int o, int i, int kh, int kw, float scale,
+                                                 float beta, cudaStream_t stream) {
+    size_t n = (size_t)o * i * kh * kw;
+    if (n == 0) return cudaSuccess;
+    unsigned th = 256, bl = flk_blocks(n, th);
+    FLK_DISPATCH(dt, T, filter_grad_kernel<T><<<bl, th, 0, stream>>>((const T *)g_ohwi, acc_oihw, o,
+                                                                     i, kh * kw, scale, beta));
+    return cudaGetLastError();
+}
+
+template <typename T>
+__global__ void transpose_chw_kernel(const T *src, T *dst, int n, int c, int hw, int to_nchw) {
+    size_t total = (size_t)n * c * hw;
+    GRID_STRIDE(d, total) {
+        size_t b = d / ((size_t)c * hw);
+        size_t r = d % ((size_t)c * hw);
+        size_t s;
+        if (to_nchw) { /* d = (b, ch, p) reads (b, p, ch) */
+            int ch = (int)(r / hw), p = (int)(r % hw);
+            s = (b * hw + p) * c + ch;
+        } else {       /* d = (b, p, ch) reads (b, ch, p) */
+            int p = (int)(r / c), ch = (int)(r % c);
+            s = (b * c + ch) * hw + p;
+        }
+        dst[d] = src[s];
+    }
+}
+
+extern "C" cudaError_t flk_transpose_chw(const void *src, void *dst, flk_dtype dt, int n, int c,
+                                         int h, int w, int to_nchw, cudaStream_t stream) {
+    size_t total = (size_t)n * c * h * w;
+    if (total == 0) return cudaSuccess;
+    unsigned th = 256, bl = flk_blocks(total, th);
+    FLK_DISPATCH(dt, T, transpose_chw_kernel<T><<<bl, th, 0, stream>>>((const T *)src, (T *)dst, n,
+                                                                       c, h * w, to_nchw));
+    return cudaGetLastError();
+}
+
 /* ---- linear bias ------------------------------------------------------------------------------- */
 
 template <typename T>

@@ -1,0 +1,446 @@
+/* test_kernels.c — every CUDA kernel of kernels/ against its CPU reference (kernels_ref.c) in fp32,
+ * fp16 and bf16 with a tolerance scaled by the precision's unit roundoff. Without a GPU only the
+ * host-side checks run (augmentation hash = the CPU backend's, fp16/bf16 conversions, loss-scale
+ * logic), then the test exits 77 with a "no GPU" line. */
+#include "gpu_test.h"
+
+#include "backend.h"
+#include "fl_aug_rng.h"
+
+static const flk_dtype DTS[3] = {FLK_F32, FLK_F16, FLK_BF16};
+
+/* ---- host-only checks -------------------------------------------------------------------------- */
+
+static void check_host(void) {
+    /* the GPU's augmentation draw must equal the CPU backend's tf_aug_params for every key */
+    for (uint64_t i = 0; i < 20000; i++) {
+        uint64_t seed = i * 7919u, epoch = i % 13, idx = i * 31 + 5;
+        int pad = (int)(i % 5), fl = (int)(i & 1);
+        int a, b, c, d, e, f;
+        fl_aug_crop_flip(seed, epoch, idx, pad, fl, &a, &b, &c);
+        tf_aug_params(seed, epoch, idx, pad, fl, &d, &e, &f);
+        if (a != d || b != e || c != f) {
+            GT_ASSERT(0, "augmentation draw differs from tf_aug_params at key %llu", (unsigned long long)i);
+            break;
+        }
+    }
+    /* conversions: exact values, rounding to nearest even, overflow, subnormals */
+    GT_ASSERT(flk_ref_f16_to_f32(flk_ref_f32_to_f16(1.0f)) == 1.0f, "fp16 1.0");
+    GT_ASSERT(flk_ref_f32_to_f16(65504.0f) == 0x7BFF, "fp16 max");
+    GT_ASSERT(flk_ref_f32_to_f16(1e6f) == 0x7C00, "fp16 overflow to inf");
+    GT_ASSERT(flk_ref_f16_to_f32(flk_ref_f32_to_f16(ldexpf(1.0f, -24))) == ldexpf(1.0f, -24), "fp16 min subnormal");
+    GT_ASSERT(flk_ref_f32_to_f16(1.0f + ldexpf(1.0f, -11)) == 0x3C00, "fp16 tie to even (down)");
+    GT_ASSERT(flk_ref_f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)) == 0x3C02, "fp16 tie to even (up)");
+    GT_ASSERT(flk_ref_f32_to_bf16(1.0f + ldexpf(1.0f, -8)) == 0x3F80, "bf16 tie to even (down)");
+    GT_ASSERT(flk_ref_bf16_to_f32(flk_ref_f32_to_bf16(3.0f)) == 3.0f, "bf16 3.0");
+    /* dynamic loss scale: halve on overflow, double after the window, clamp */
+    float s = 65536.0f;
+    int good = 0;
+    GT_ASSERT(flk_loss_scale_update(&s, &good, 1, 3) == 1 && s == 32768.0f && good == 0, "halve");
+    flk_loss_scale_update(&s, &good, 0, 3);
+    flk_loss_scale_update(&s, &good, 0, 3);
+    GT_ASSERT(s == 32768.0f && good == 2, "no growth before the window");
+    flk_loss_scale_update(&s, &good, 0, 3);
+    GT_ASSERT(s == 65536.0f && good == 0, "growth after the window");
+    s = 1.0f;
+    flk_loss_scale_update(&s, &good, 1, 3);
+    GT_ASSERT(s == 1.0f, "scale never below 1");
+}
+
+/* ---- kernels ------------------------------------------------------------------------------------- */
+
+static void test_input(flk_dtype dt) {
+    int n = 6, h = 7, w = 9, c = 3;
+    size_t total = (size_t)n * h * w * c;
+    uint8_t *img = malloc(total);
+    uint64_t idx[6] = {3, 99, 1000, 7, 12345678901ull, 0};
+    for (size_t i = 0; i < total; i++) img[i] = (uint8_t)(gt_uniform() * 256);
+    uint8_t *dimg = gt_alloc(total);
+    uint64_t *didx = gt_alloc(sizeof idx);
+    GT_CUDA(cudaMemcpy(dimg, img, total, cudaMemcpyHostToDevice));
+    GT_CUDA(cudaMemcpy(didx, idx, sizeof idx, cudaMemcpyHostToDevice));
+    void *dout = gt_alloc(total * 4);
+    float *want = malloc(total * 4);
+    for (int v = 0; v < 8; v++) {
+        flk_input_params p = {n, h, w, c, {125.3f, 122.9f, 113.8f, 0}, {63.0f, 62.1f, 66.7f, 1}, 0, 0,
+                              FLK_PAD_ZERO, 0, 42, 3};
+        p.nchw = v & 1;
+        p.pad = (v & 2) ? 2 : 0;
+        p.pad_mode = (v & 4) ? FLK_PAD_REFLECT : FLK_PAD_ZERO;
+        p.flip = v == 7 ? 2 : (v >> 1) & 1;
+        const uint64_t *hi = (v & 1) ? idx : NULL;
+        GT_CUDA(flk_input_u8(dimg, dout, dt, &p, (v & 1) ? didx : NULL, 0));
+        flk_ref_input_u8(img, want, &p, hi);
+        flk_ref_round(want, dt, total);
+        float *got = gt_download(dout, total, dt);
+        char what[64];
+        snprintf(what, sizeof what, "input_u8 variant %d", v);
+        gt_close(what, got, want, total, dt, 4.0, 1.0);
+        free(got);
+    }
+    free(img);
+    free(want);
+    cudaFree(dimg);
+    cudaFree(didx);
+    cudaFree(dout);
+}
+
+static void test_elementwise(flk_dtype dt) {
+    size_t n = 10007;
+    float *x = gt_randn_array(n, 2.0f, 0.0f), *g = gt_randn_array(n, 1.0f, 0.0f);
+    flk_ref_round(x, dt, n);
+    flk_ref_round(g, dt, n);
+    void *dx = gt_upload(x, n, dt), *dg = gt_upload(g, n, dt), *dy = gt_alloc(n * 4);
+    float *want = malloc(n * 4), *got;
+    for (int a = FLK_ACT_RELU; a <= FLK_ACT_GELU; a++) {
+        GT_CUDA(flk_act_forward((flk_act)a, dx, dy, dt, n, 0));
+        flk_ref_act_forward((flk_act)a, x, want, n);
+        flk_ref_round(want, dt, n);
+        got = gt_download(dy, n, dt);
+        gt_close(a == FLK_ACT_RELU ? "relu forward" : "gelu forward", got, want, n, dt, 4.0, 1e-3);
+        free(got);
+        GT_CUDA(flk_act_backward((flk_act)a, dx, dg, dy, dt, n, 0));
+        flk_ref_act_backward((flk_act)a, x, g, want, n);
+        flk_ref_round(want, dt, n);
+        got = gt_download(dy, n, dt);
+        gt_close(a == FLK_ACT_RELU ? "relu backward" : "gelu backward", got, want, n, dt, 4.0, 1e-3);
+        free(got);
+    }
+    GT_CUDA(flk_add(dx, dg, dy, dt, n, 0));
+    for (size_t i = 0; i < n; i++) want[i] = x[i] + g[i];
+    flk_ref_round(want, dt, n);
+    got = gt_download(dy, n, dt);
+    gt_close("add", got, want, n, dt, 4.0, 1e-6);
+    free(got);
+    GT_CUDA(flk_scale(dx, dy, dt, n, 0.37f, 0));
+    for (size_t i = 0; i < n; i++) want[i] = 0.37f * x[i];
+    flk_ref_round(want, dt, n);
+    got = gt_download(dy, n, dt);
+    gt_close("scale", got, want, n, dt, 4.0, 1e-6);
+    free(got);
+    /* accumulate into fp32: overwrite then add */
+    float *dacc = gt_alloc(n * 4);
+    GT_CUDA(flk_accum_grad(dx, dt, dacc, n, 0.5f, 0.0f, 0));
+    GT_CUDA(flk_accum_grad(dg, dt, dacc, n, 2.0f, 1.0f, 0));
+    for (size_t i = 0; i < n; i++) want[i] = 0.5f * x[i] + 2.0f * g[i];
+    got = gt_download(dacc, n, FLK_F32);
+    gt_close("accum_grad", got, want, n, FLK_F32, 4.0, 1.0);
+    free(got);
+    /* cast dt -> fp32 is exact; fp32 -> dt rounds like the host */
+    GT_CUDA(flk_cast(dx, dt, dacc, FLK_F32, n, 0));
+    got = gt_download(dacc, n, FLK_F32);
+    gt_close("cast to fp32", got, x, n, FLK_F32, 0.0, 0.0);
+    free(got);
+    float *xf = gt_randn_array(n, 3.0f, 0.0f);
+    float *dxf = gt_upload(xf, n, FLK_F32);
+    GT_CUDA(flk_cast(dxf, FLK_F32, dy, dt, n, 0));
+    memcpy(want, xf, n * 4);
+    flk_ref_round(want, dt, n);
+    got = gt_download(dy, n, dt);
+    gt_close("cast from fp32", got, want, n, dt, 0.0, 0.0);
+    free(got);
+    free(x); free(g); free(xf); free(want);
+    cudaFree(dx); cudaFree(dg); cudaFree(dy); cudaFree(dacc); cudaFree(dxf);
+}
+
+static void test_layout(flk_dtype dt) {
+    int o = 5, ci = 3, k = 3, n = 4, c = 6, h = 3, w = 5;
+    size_t nf = (size_t)o * ci * k * k, na = (size_t)n * c * h * w;
+    float *wt = gt_randn_array(nf, 1.0f, 0.0f), *want = malloc(na * 4 + nf * 4), *got;
+    float *dw = gt_upload(wt, nf, FLK_F32);
+    void *dpk = gt_alloc(nf * 4);
+    GT_CUDA(flk_filter_to_ohwi(dw, dpk, dt, o, ci, k, k, 0));
+    flk_ref_filter_to_ohwi(wt, want, o, ci, k, k);
+    flk_ref_round(want, dt, nf);
+    got = gt_download(dpk, nf, dt);
+    gt_close("filter_to_ohwi", got, want, nf, dt, 0.0, 0.0);
+    free(got);
+    /* and back: the gradient path must invert the permutation exactly */
+    float *dacc = gt_alloc(nf * 4);
+    GT_CUDA(flk_filter_grad_from_ohwi(dpk, dt, dacc, o, ci, k, k, 1.0f, 0.0f, 0));
+    memcpy(want, wt, nf * 4);
+    flk_ref_round(want, dt, nf);
+    got = gt_download(dacc, nf, FLK_F32);
+    gt_close("filter_grad_from_ohwi", got, want, nf, FLK_F32, 0.0, 0.0);
+    free(got);
+    float *x = gt_randn_array(na, 1.0f, 0.0f);
+    flk_ref_round(x, dt, na);
+    void *dx = gt_upload(x, na, dt), *dy = gt_alloc(na * 4), *dz = gt_alloc(na * 4);
+    GT_CUDA(flk_transpose_chw(dx, dy, dt, n, c, h, w, 1, 0));
+    flk_ref_transpose_chw(x, want, n, c, h, w, 1);
+    got = gt_download(dy, na, dt);
+    gt_close("transpose to nchw", got, want, na, dt, 0.0, 0.0);
+    free(got);
+    GT_CUDA(flk_transpose_chw(dy, dz, dt, n, c, h, w, 0, 0));
+    got = gt_download(dz, na, dt);
+    gt_close("transpose round trip", got, x, na, dt, 0.0, 0.0);
+    free(got);
+    free(wt); free(want); free(x);
+    cudaFree(dw); cudaFree(dpk); cudaFree(dacc); cudaFree(dx); cudaFree(dy); cudaFree(dz);
+}
+
+static void test_bias(flk_dtype dt) {
+    int rows = 300, cols = 37;
+    size_t n = (size_t)rows * cols;
+    float *y = gt_randn_array(n, 1.0f, 0.0f), *b = gt_randn_array(cols, 1.0f, 0.0f), *want = malloc(n * 4);
+    flk_ref_round(y, dt, n);
+    void *dy = gt_upload(y, n, dt);
+    float *db = gt_upload(b, cols, FLK_F32), *dg = gt_alloc(cols * 4);
+    GT_CUDA(flk_bias_add(dy, dt, db, rows, cols, 0));
+    for (size_t i = 0; i < n; i++) want[i] = y[i] + b[i % cols];
+    flk_ref_round(want, dt, n);
+    float *got = gt_download(dy, n, dt);
+    gt_close("bias_add", got, want, n, dt, 4.0, 1e-6);
+    free(got);
+    GT_CUDA(flk_bias_backward(dy, dt, dg, rows, cols, 0.0f, 0));
+    float *dyh = gt_download(dy, n, dt);
+    flk_ref_bias_backward(dyh, want, rows, cols);
+    got = gt_download(dg, cols, FLK_F32);
+    gt_close("bias_backward", got, want, cols, FLK_F32, 64.0 * rows, 1.0);
+    free(got); free(dyh); free(y); free(b); free(want);
+    cudaFree(dy); cudaFree(db); cudaFree(dg);
+}
+
+static void test_bn(flk_dtype dt) {
+    int rows = 2 * 9 * 11 + 5000, c = 40; /* rows not a multiple of the block tile */
+    size_t n = (size_t)rows * c;
+    float *x = gt_randn_array(n, 1.5f, 0.7f), *dyv = gt_randn_array(n, 1.0f, 0.0f);
+    flk_ref_round(x, dt, n);
+    flk_ref_round(dyv, dt, n);
+    float *gam = gt_randn_array(c, 0.3f, 1.0f), *bet = gt_randn_array(c, 0.3f, 0.0f);
+    float *rm = calloc(c, 4), *rv = malloc(c * 4), *sm = malloc(c * 4), *si = malloc(c * 4);
+    float *dgam = malloc(c * 4), *dbet = malloc(c * 4);
+    for (int i = 0; i < c; i++) rv[i] = 1.0f;
+    void *dx = gt_upload(x, n, dt), *ddy = gt_upload(dyv, n, dt), *dy = gt_alloc(n * 4),
+         *ddx = gt_alloc(n * 4);
+    float *dgm = gt_upload(gam, c, FLK_F32), *dbt = gt_upload(bet, c, FLK_F32);
+    float *drm = gt_upload(rm, c, FLK_F32), *drv = gt_upload(rv, c, FLK_F32);
+    float *dsm = gt_alloc(c * 4), *dsi = gt_alloc(c * 4), *ddg = gt_alloc(c * 4), *ddb = gt_alloc(c * 4);
+    void *ws = gt_alloc(flk_bn_ws_bytes(rows, c));
+    float *want = malloc(n * 4), *got;
+    for (int fused = 0; fused < 2; fused++) {
+        flk_act act = fused ? FLK_ACT_RELU : FLK_ACT_NONE;
+        GT_CUDA(flk_bn_forward_train(dx, dy, dt, rows, c, dgm, dbt, drm, drv, 0.1f, 1e-5f, dsm, dsi,
+                                     act, ws, 0));
+        flk_ref_bn_forward_train(x, want, rows, c, gam, bet, rm, rv, 0.1f, 1e-5f, sm, si, act);
+        flk_ref_round(want, dt, n);
+        got = gt_download(dy, n, dt);
+        gt_close(fused ? "bn+relu forward" : "bn forward", got, want, n, dt, 4.0, 1.0);
+        float *y = got; /* the backward mask must use the GPU's own output */
+        got = gt_download(dsm, c, FLK_F32);
+        gt_close("bn save_mean", got, sm, c, FLK_F32, 4096.0, 1.0);
+        free(got);
+        got = gt_download(dsi, c, FLK_F32);
+        gt_close("bn save_invstd", got, si, c, FLK_F32, 4096.0, 1.0);
+        free(got);
+        got = gt_download(drm, c, FLK_F32);
+        gt_close("bn running_mean", got, rm, c, FLK_F32, 4096.0, 1.0);
+        free(got);
+        got = gt_download(drv, c, FLK_F32);
+        gt_close("bn running_var", got, rv, c, FLK_F32, 4096.0, 1.0);
+        free(got);
+        GT_CUDA(flk_bn_backward(dx, dy, ddy, ddx, dt, rows, c, dgm, dsm, dsi, ddg, ddb, 0.0f, act, ws, 0));
+        flk_ref_bn_backward(x, y, dyv, want, rows, c, gam, sm, si, dgam, dbet, act);
+        flk_ref_round(want, dt, n);
+        got = gt_download(ddx, n, dt);
+        gt_close(fused ? "bn+relu backward dx" : "bn backward dx", got, want, n, dt, 8.0, 1.0);
+        free(got);
+        got = gt_download(ddg, c, FLK_F32);
+        gt_close("bn dgamma", got, dgam, c, FLK_F32, 64.0 * rows, 10.0);
+        free(got);
+        got = gt_download(ddb, c, FLK_F32);
+        gt_close("bn dbeta", got, dbet, c, FLK_F32, 64.0 * rows, 10.0);
+        free(got);
+        free(y);
+    }
+    /* eval with the running statistics */
+    GT_CUDA(flk_bn_forward_eval(dx, dy, dt, rows, c, dgm, dbt, drm, drv, 1e-5f, FLK_ACT_NONE, 0));
+    for (int r = 0; r < rows; r++)
+        for (int ch = 0; ch < c; ch++) {
+            size_t i = (size_t)r * c + ch;
+            want[i] = (float)((x[i] - rm[ch]) / sqrt(rv[ch] + 1e-5) * gam[ch] + bet[ch]);
+        }
+    flk_ref_round(want, dt, n);
+    got = gt_download(dy, n, dt);
+    gt_close("bn eval", got, want, n, dt, 4.0, 1.0);
+    free(got);
+    free(x); free(dyv); free(gam); free(bet); free(rm); free(rv); free(sm); free(si);
+    free(dgam); free(dbet); free(want);
+    cudaFree(dx); cudaFree(ddy); cudaFree(dy); cudaFree(ddx); cudaFree(dgm); cudaFree(dbt);
+    cudaFree(drm); cudaFree(drv); cudaFree(dsm); cudaFree(dsi); cudaFree(ddg); cudaFree(ddb);
+    cudaFree(ws);
+}
+
+static void test_pool(flk_dtype dt) {
+    flk_pool_params cases[3] = {{3, 8, 10, 5, 2, 2, 0, FLK_POOL_MAX},
+                                {3, 9, 9, 4, 3, 2, 1, FLK_POOL_MAX},
+                                {2, 8, 6, 7, 2, 2, 0, FLK_POOL_AVG}};
+    for (int t = 0; t < 3; t++) {
+        flk_pool_params p = cases[t];
+        int oh, ow;
+        flk_pool_out_dims(&p, &oh, &ow);
+        size_t ni = (size_t)p.n * p.h * p.w * p.c, no = (size_t)p.n * oh * ow * p.c;
+        float *x = gt_randn_array(ni, 1.0f, 0.0f), *dyv = gt_randn_array(no, 1.0f, 0.0f);
+        flk_ref_round(x, dt, ni);
+        flk_ref_round(dyv, dt, no);
+        void *dx = gt_upload(x, ni, dt), *ddy = gt_upload(dyv, no, dt), *dy = gt_alloc(no * 4),
+             *ddx = gt_alloc(ni * 4);
+        float *want = malloc(ni * 4), *got;
+        GT_CUDA(flk_pool_forward(&p, dx, dy, dt, 0));
+        flk_ref_pool_forward(&p, x, want);
+        flk_ref_round(want, dt, no);
+        got = gt_download(dy, no, dt);
+        gt_close(p.kind == FLK_POOL_MAX ? "maxpool forward" : "avgpool forward", got, want, no, dt, 4.0, 1.0);
+        free(got);
+        GT_CUDA(flk_pool_backward(&p, dx, ddy, ddx, dt, 0));
+        flk_ref_pool_backward(&p, x, dyv, want);
+        flk_ref_round(want, dt, ni);
+        got = gt_download(ddx, ni, dt);
+        gt_close(p.kind == FLK_POOL_MAX ? "maxpool backward" : "avgpool backward", got, want, ni, dt, 4.0, 1.0);
+        free(got); free(x); free(dyv); free(want);
+        cudaFree(dx); cudaFree(ddy); cudaFree(dy); cudaFree(ddx);
+    }
+    /* global average pool */
+    int n = 5, hw = 49, c = 33;
+    size_t ni = (size_t)n * hw * c, no = (size_t)n * c;
+    float *x = gt_randn_array(ni, 1.0f, 0.5f), *want = malloc(ni * 4), *got;
+    flk_ref_round(x, dt, ni);
+    void *dx = gt_upload(x, ni, dt), *dy = gt_alloc(no * 4), *ddx = gt_alloc(ni * 4);
+    GT_CUDA(flk_gap_forward(dx, dy, dt, n, hw, c, 0));
+    flk_ref_gap_forward(x, want, n, hw, c);
+    flk_ref_round(want, dt, no);
+    got = gt_download(dy, no, dt);
+    gt_close("gap forward", got, want, no, dt, 4.0, 1.0);
+    GT_CUDA(flk_gap_backward(dy, ddx, dt, n, hw, c, 0));
+    for (size_t i = 0; i < ni; i++) want[i] = got[(i / ((size_t)hw * c)) * c + i % c] / hw;
+    flk_ref_round(want, dt, ni);
+    free(got);
+    got = gt_download(ddx, ni, dt);
+    gt_close("gap backward", got, want, ni, dt, 4.0, 1e-3);
+    free(got); free(x); free(want);
+    cudaFree(dx); cudaFree(dy); cudaFree(ddx);
+}
+
+static void test_xent(flk_dtype dt) {
+    int shapes[2][2] = {{37, 10}, {129, 100}};
+    for (int s = 0; s < 2; s++) {
+        int n = shapes[s][0], k = shapes[s][1];
+        size_t nk = (size_t)n * k;
+        float *z = gt_randn_array(nk, 3.0f, 0.0f), *loss = malloc(n * 4), *dl = malloc(nk * 4);
+        flk_ref_round(z, dt, nk);
+        int32_t *lab = malloc(n * 4);
+        for (int i = 0; i < n; i++) lab[i] = (int32_t)(gt_uniform() * k);
+        z[(size_t)1 * k + lab[1]] = 50.0f; /* a sure top-1 hit */
+        void *dz = gt_upload(z, nk, dt), *ddl = gt_alloc(nk * 4);
+        int32_t *dlab = gt_alloc(n * 4);
+        GT_CUDA(cudaMemcpy(dlab, lab, n * 4, cudaMemcpyHostToDevice));
+        float *dloss = gt_alloc(n * 4), *dsum = gt_alloc(4);
+        long long *dcnt = gt_alloc(16), cnt[2] = {0, 0}, gcnt[2];
+        float gs = 1.0f / n;
+        GT_CUDA(flk_xent_forward_backward(dz, dt, dlab, n, k, 0.1f, gs, dloss, ddl, dcnt, 0));
+        flk_ref_xent(z, lab, n, k, 0.1f, gs, loss, dl, cnt);
+        float *got = gt_download(dloss, n, FLK_F32);
+        gt_close("xent loss", got, loss, n, FLK_F32, 64.0 * k, 1.0);
+        free(got);
+        flk_ref_round(dl, dt, nk);
+        got = gt_download(ddl, nk, dt);
+        gt_close("xent dlogits", got, dl, nk, dt, 4.0, 1.0 / n);
+        free(got);
+        GT_CUDA(cudaMemcpy(gcnt, dcnt, 16, cudaMemcpyDeviceToHost));
+        GT_ASSERT(gcnt[0] == cnt[0] && gcnt[1] == cnt[1], "xent counts gpu %lld/%lld ref %lld/%lld",
+                  gcnt[0], gcnt[1], cnt[0], cnt[1]);
+        GT_ASSERT(cnt[0] >= 1, "the planted top-1 hit was not counted");
+        GT_CUDA(flk_sum(dloss, n, dsum, 0));
+        double want = 0;
+        for (int i = 0; i < n; i++) want += loss[i];
+        float fw = (float)want;
+        got = gt_download(dsum, 1, FLK_F32);
+        gt_close("sum", got, &fw, 1, FLK_F32, 64.0 * n, 1.0);
+        free(got);
+        free(z); free(loss); free(dl); free(lab);
+        cudaFree(dz); cudaFree(ddl); cudaFree(dlab); cudaFree(dloss); cudaFree(dsum); cudaFree(dcnt);
+    }
+}
+
+static void test_optim(flk_dtype dt) {
+    size_t n = 5003;
+    float *w = gt_randn_array(n, 1.0f, 0.0f), *g = gt_randn_array(n, 0.1f, 0.0f), *v = gt_randn_array(n, 0.1f, 0.0f);
+    float *dw = gt_upload(w, n, FLK_F32), *dg = gt_upload(g, n, FLK_F32), *dv = gt_upload(v, n, FLK_F32);
+    void *dcopy = gt_alloc(n * 4);
+    int *dskip = gt_alloc(4), one = 1;
+    for (int nest = 0; nest < 2; nest++) {
+        GT_CUDA(flk_sgd_step(dw, dg, dv, n, 0.05f, 0.9f, 5e-4f, nest, dcopy, dt, dskip, 0));
+        flk_ref_sgd_step(w, g, v, n, 0.05f, 0.9f, 5e-4f, nest);
+        float *got = gt_download(dw, n, FLK_F32);
+        gt_close("sgd weights", got, w, n, FLK_F32, 8.0, 1.0);
+        free(got);
+        got = gt_download(dv, n, FLK_F32);
+        gt_close("sgd momentum", got, v, n, FLK_F32, 8.0, 1.0);
+        free(got);
+        float *wr = malloc(n * 4);
+        memcpy(wr, w, n * 4);
+        flk_ref_round(wr, dt, n);
+        got = gt_download(dcopy, n, dt);
+        gt_close("sgd half copy", got, wr, n, dt, 4.0, 1e-3);
+        free(got);
+        free(wr);
+    }
+    /* a skipped step changes nothing */
+    GT_CUDA(cudaMemcpy(dskip, &one, 4, cudaMemcpyHostToDevice));
+    GT_CUDA(flk_sgd_step(dw, dg, dv, n, 0.05f, 0.9f, 5e-4f, 1, dcopy, dt, dskip, 0));
+    float *got = gt_download(dw, n, FLK_F32);
+    gt_close("sgd skipped", got, w, n, FLK_F32, 8.0, 1.0);
+    free(got);
+    /* unscale + inf check */
+    int found = 0, *dfound = gt_alloc(4);
+    GT_CUDA(flk_unscale_check(dg, n, 0.5f, dfound, 0));
+    GT_CUDA(cudaMemcpy(&found, dfound, 4, cudaMemcpyDeviceToHost));
+    GT_ASSERT(found == 0, "finite gradients flagged");
+    for (size_t i = 0; i < n; i++) g[i] *= 0.5f;
+    got = gt_download(dg, n, FLK_F32);
+    gt_close("unscale", got, g, n, FLK_F32, 1.0, 1e-6);
+    free(got);
+    float inf = INFINITY;
+    GT_CUDA(cudaMemcpy(dg + 4321, &inf, 4, cudaMemcpyHostToDevice));
+    GT_CUDA(flk_unscale_check(dg, n, 0.5f, dfound, 0));
+    GT_CUDA(cudaMemcpy(&found, dfound, 4, cudaMemcpyDeviceToHost));
+    GT_ASSERT(found == 1, "an inf gradient was not flagged");
+    /* EMA */
+    float *ema = gt_randn_array(n, 1.0f, 0.0f), *dema = gt_upload(ema, n, FLK_F32);
+    GT_CUDA(flk_ema_update(dema, dw, n, 0.99f, NULL, 0));
+    for (size_t i = 0; i < n; i++) ema[i] = 0.99f * ema[i] + (1.0f - 0.99f) * w[i];
+    got = gt_download(dema, n, FLK_F32);
+    gt_close("ema", got, ema, n, FLK_F32, 8.0, 1.0);
+    free(got);
+    free(w); free(g); free(v); free(ema);
+    cudaFree(dw); cudaFree(dg); cudaFree(dv); cudaFree(dcopy); cudaFree(dskip); cudaFree(dfound);
+    cudaFree(dema);
+}
+
+int main(void) {
+    check_host();
+    if (gt_failures) {
+        fprintf(stderr, "test_kernels: %d host-side failures\n", gt_failures);
+        return 1;
+    }
+    gt_require_gpu("test_kernels");
+    for (int d = 0; d < 3; d++) {
+        flk_dtype dt = DTS[d];
+        test_input(dt);
+        test_elementwise(dt);
+        test_layout(dt);
+        test_bias(dt);
+        test_bn(dt);
+        test_pool(dt);
+        test_xent(dt);
+        test_optim(dt);
+        printf("test_kernels: %s done (%d failures so far)\n", flk_dtype_name(dt), gt_failures);
+    }
+    GT_CUDA(cudaDeviceSynchronize());
+    if (gt_failures) {
+        fprintf(stderr, "test_kernels: %d failures\n", gt_failures);
+        return 1;
+    }
+    printf("test_kernels: all kernels match the CPU reference\n");
+    return 0;
+}
