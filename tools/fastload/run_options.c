@@ -206,6 +206,7 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
     ro->augment_text = "none";
     ro->memcpy_bytes = 256ull << 20;
     fl_loader_options *o = &ro->opt;
+    o->order = FL_ORDER_RANDOM; /* what training uses; the library's own default is sequential */
     o->log = run_log_stderr;
     o->log_user = ro;
     int rc = 0;
