@@ -304,9 +304,10 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
             else rc = bad(a, v, "expected error or skip");
         } else if (!strcmp(a, "--device")) {
             const char *v = NEXT(); NEED(v);
-            uint32_t d;
+            uint32_t d = 0;
             rc = parse_u32(a, v, 0, 255, &d);
-            o->device = (int)d;
+            if (!rc)
+                o->device = (int)d;
         } else if (!strcmp(a, "--no-pinned")) {
             o->pinned = 0;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
