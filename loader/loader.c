@@ -313,6 +313,7 @@ int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err)
     L->next_ticket++;
     L->images += s->b.size;
     L->batches++;
+    L->skipped += s->b.skipped;
     pthread_mutex_unlock(&L->mu);
     if (L->dev_on) {
         /* uint8 images and labels travel on the loader's own stream; the caller orders its work
@@ -394,7 +395,7 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *o)
     o->images = L->images;
     o->batches = L->batches;
     o->bytes_read = L->st.bytes_read;
-    o->skipped = L->st.skipped;
+    o->skipped = L->skipped;
     o->io_wait_s = L->st.io_wait_s;
     o->decode_s = L->st.decode_s;
     o->augment_s = L->st.augment_s;

@@ -82,7 +82,7 @@ struct fl_loader {
     void *stream;
 
     fl_stage_stats st;      /* summed worker stats (under mu) */
-    uint64_t images, batches;
+    uint64_t images, batches, skipped; /* delivered to the consumer */
     double consumer_wait_s;
     double t_create;
     const char *io_backend;

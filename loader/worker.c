@@ -134,7 +134,7 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
     rc = fl_dataset_payload(L->ds, idx, stored, len, w->payload, w->payload_cap, &payload, &plen,
                             err);
     if (rc < 0)
-        return fl_error_prefix(err, "%s: record %llu", where(L, info), (unsigned long long)idx);
+        return rc; /* the reader's message names the file and record */
     uint32_t W = info->width, H = info->height;
     if (L->schema.encoding == FL_ENC_RAW) {
         if (!W || !H) {

@@ -1,0 +1,81 @@
+/* fixture.h — small datasets for the loader tests, written with fl_writer (shards or LMDB):
+ * raw records whose pixels are a known function of (record, y, x, c), and JPEG records encoded
+ * from such pixels; plus a temp-dir helper and hashing of batch streams. */
+#ifndef FL_TEST_LOADER_FIXTURE_H
+#define FL_TEST_LOADER_FIXTURE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fastload.h"
+#include "fl_writer.h"
+
+#define CHECK(cond)                                                                             \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+#define CHECK_OK(expr, errp)                                                                    \
+    do {                                                                                        \
+        int rc_ = (expr);                                                                       \
+        if (rc_ != 0) {                                                                         \
+            fprintf(stderr, "%s:%d: %s failed: %d %s\n", __FILE__, __LINE__, #expr, rc_,        \
+                    (errp)->msg);                                                               \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+/* Pixel value of raw record i at (y, x, c). */
+static inline uint8_t fx_pixel(uint64_t i, uint32_t y, uint32_t x, uint32_t c)
+{
+    return (uint8_t)(i * 37u + y * 5u + x * 3u + c * 101u + ((x * y) >> 3));
+}
+
+/* Label of record i when the dataset has `classes` classes sorted by class (class-contiguous). */
+static inline int32_t fx_label(uint64_t i, uint64_t n, uint32_t classes)
+{
+    return (int32_t)(i * classes / n);
+}
+
+typedef struct fx_spec {
+    fl_backend backend;
+    fl_encoding encoding;     /* FL_ENC_RAW or FL_ENC_JPEG */
+    fl_compression compression;
+    uint32_t n, height, width, channels, classes;
+    uint64_t shard_bytes;     /* small, to get several shards */
+    int vary_size;            /* JPEG: sizes vary per record (schema size 0) */
+} fx_spec;
+
+/* A fresh directory under $TMPDIR (or /tmp); exits on failure. Caller frees. */
+char *fx_tmpdir(const char *tag);
+/* rm -rf dir. */
+void fx_rmrf(const char *dir);
+/* Write the dataset to dir/name; returns the malloc'ed path. Exits on failure; returns NULL
+ * when the LMDB backend is asked for and this build does not have it. */
+char *fx_make(const char *dir, const char *name, const fx_spec *s);
+/* Size of record i for vary_size datasets. */
+void fx_size(const fx_spec *s, uint64_t i, uint32_t *h, uint32_t *w);
+/* Fill an HWC image of record i. */
+void fx_fill(uint64_t i, uint32_t h, uint32_t w, uint32_t c, uint8_t *px);
+
+/* FNV-1a 64 over bytes, chained. */
+static inline uint64_t fx_hash(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+/* Hash of one batch (images, labels, indices, epoch, batch). */
+uint64_t fx_batch_hash(const fl_batch *b);
+/* Hash of `nb` consecutive batches from a new loader; exits on error; returns 0 when
+ * FL_IO_URING is asked for and the kernel refuses io_uring. */
+uint64_t fx_stream_hash(const char *path, const fl_loader_options *o, uint64_t nb,
+                        uint64_t *per_batch /* nb entries or NULL */);
+/* Quiet loader options for tests: no pinned memory lookup, small batches. */
+void fx_options(fl_loader_options *o);
+
+#endif
