@@ -1,0 +1,517 @@
+/* inspect.c — `packdata info`, `packdata verify` and `packdata extract`: read a packed dataset
+ * through the reader API (formats/fl_dataset.h) and report on it. */
+#include "packdata.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fl_cli.h"
+#include "fl_image.h"
+
+static const char *enc_str(fl_encoding e) {
+    return e == FL_ENC_JPEG ? "jpeg" : e == FL_ENC_PNG ? "png" : e == FL_ENC_RAW ? "raw" : "unknown";
+}
+
+/* Copy the JSON value of top-level-ish "key" from manifest text (naive: first occurrence).
+ * Good enough for printing scalars like "packdata_version" or "part". */
+static int json_lookup(const char *json, const char *key, char *out, size_t cap) {
+    char pat[80];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    if (!p) return -1;
+    p += strlen(pat);
+    while (*p == ' ' || *p == '\n' || *p == '\t') p++;
+    if (*p != ':') return -1;
+    p++;
+    while (*p == ' ' || *p == '\n' || *p == '\t') p++;
+    size_t n = 0;
+    if (*p == '"') {
+        p++;
+        while (p[n] && p[n] != '"') n += p[n] == '\\' && p[n + 1] ? 2 : 1;
+    } else if (*p == '{' || *p == '[') {
+        int depth = 0, instr = 0;
+        for (; p[n]; n++) {
+            char c = p[n];
+            if (instr) {
+                if (c == '\\' && p[n + 1]) n++;
+                else if (c == '"') instr = 0;
+            } else if (c == '"') {
+                instr = 1;
+            } else if (c == '{' || c == '[') {
+                depth++;
+            } else if (c == '}' || c == ']') {
+                if (--depth == 0) {
+                    n++;
+                    break;
+                }
+            }
+        }
+    } else {
+        while (p[n] && p[n] != ',' && p[n] != '}' && p[n] != '\n') n++;
+    }
+    if (n >= cap) n = cap - 1;
+    memcpy(out, p, n);
+    out[n] = 0;
+    return 0;
+}
+
+static int open_ds(const char *path, fl_dataset **ds) {
+    fl_error err;
+    fl_error_clear(&err);
+    int r = fl_dataset_open(path, ds, &err);
+    if (r) {
+        fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+        return FL_EXIT_DATA;
+    }
+    return 0;
+}
+
+/* ---- info ---------------------------------------------------------------------------------- */
+
+static const char info_help[] =
+"usage: packdata info DST [--json]\n"
+"\n"
+"Print what a packed dataset holds: records, classes (label order), shards, bytes, encoding,\n"
+"schema, compression, part, packdata version and the options it was packed with.\n"
+"  --json    one JSON object on stdout (records, classes, shards, bytes, encoding, compression,\n"
+"            channels, height, width, backend, manifest)\n";
+
+int pd_cmd_info(int argc, char **argv) {
+    const char *dst = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (fl_cli_is_help(argv[i])) {
+            fputs(info_help, stdout);
+            return FL_EXIT_OK;
+        } else if (fl_cli_is_version(argv[i])) {
+            fl_cli_print_version(stdout, PD_TOOL);
+            return FL_EXIT_OK;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] == '-' || dst) {
+            fl_cli_error(PD_TOOL, "info: unexpected argument '%s' (see packdata info --help)", argv[i]);
+            return FL_EXIT_USAGE;
+        } else {
+            dst = argv[i];
+        }
+    }
+    if (!dst) {
+        fl_cli_error(PD_TOOL, "info: needs DST (see packdata info --help)");
+        return FL_EXIT_USAGE;
+    }
+    fl_dataset *ds;
+    int r = open_ds(dst, &ds);
+    if (r) return r;
+    const fl_schema *sc = fl_dataset_schema(ds);
+    const char *manifest = fl_dataset_manifest_json(ds);
+    uint32_t nc = fl_dataset_num_classes(ds);
+    char version[64] = "?", part[64] = "", created[64] = "";
+    json_lookup(manifest, "packdata_version", version, sizeof version);
+    json_lookup(manifest, "part", part, sizeof part);
+    json_lookup(manifest, "created", created, sizeof created);
+    if (json) {
+        fl_json j;
+        fl_json_init(&j);
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "path");
+        fl_json_string(&j, dst);
+        fl_json_key(&j, "records");
+        fl_json_uint(&j, fl_dataset_count(ds));
+        fl_json_key(&j, "classes");
+        fl_json_begin_array(&j);
+        for (uint32_t i = 0; i < nc; i++) fl_json_string(&j, fl_dataset_class_name(ds, i));
+        fl_json_end_array(&j);
+        fl_json_key(&j, "num_classes");
+        fl_json_uint(&j, nc);
+        fl_json_key(&j, "shards");
+        fl_json_uint(&j, fl_dataset_num_shards(ds));
+        fl_json_key(&j, "bytes");
+        fl_json_uint(&j, fl_dataset_total_bytes(ds));
+        fl_json_key(&j, "encoding");
+        fl_json_string(&j, enc_str(sc->encoding));
+        fl_json_key(&j, "compression");
+        fl_json_string(&j, sc->compression == FL_COMP_ZSTD ? "zstd" : "none");
+        fl_json_key(&j, "channels");
+        fl_json_uint(&j, sc->channels);
+        fl_json_key(&j, "height");
+        fl_json_uint(&j, sc->height);
+        fl_json_key(&j, "width");
+        fl_json_uint(&j, sc->width);
+        fl_json_key(&j, "backend");
+        fl_json_string(&j, fl_dataset_backend(ds) == FL_BACKEND_LMDB ? "lmdb" : "shards");
+        fl_json_key(&j, "version");
+        fl_json_string(&j, version);
+        fl_json_key(&j, "manifest");
+        if (manifest && (manifest[0] == '{' || manifest[strspn(manifest, " \n\t")] == '{'))
+            fl_json_raw(&j, manifest);
+        else
+            fl_json_null(&j);
+        fl_json_end_object(&j);
+        printf("%s\n", fl_json_text(&j));
+        fl_json_free(&j);
+    } else {
+        char b[32];
+        printf("dataset:     %s\n", dst);
+        printf("records:     %" PRIu64 "\n", fl_dataset_count(ds));
+        printf("classes:     %u:", nc);
+        for (uint32_t i = 0; i < nc && i < 1000; i++) printf(" %s%s", fl_dataset_class_name(ds, i), i + 1 < nc ? "," : "");
+        if (nc > 1000) printf(" ...");
+        printf("\n");
+        printf("backend:     %s\n", fl_dataset_backend(ds) == FL_BACKEND_LMDB ? "lmdb" : "shards");
+        printf("shards:      %u\n", fl_dataset_num_shards(ds));
+        printf("bytes:       %" PRIu64 " (%s)\n", fl_dataset_total_bytes(ds),
+               fl_cli_human_bytes(fl_dataset_total_bytes(ds), b, sizeof b));
+        printf("encoding:    %s\n", enc_str(sc->encoding));
+        if (sc->width) printf("schema:      %ux%u, %u channel%s (fixed size)\n", sc->width, sc->height, sc->channels, sc->channels == 1 ? "" : "s");
+        else printf("schema:      variable size, %u channel%s\n", sc->channels, sc->channels == 1 ? "" : "s");
+        printf("compression: %s\n", sc->compression == FL_COMP_ZSTD ? "zstd" : "none");
+        if (part[0] && strcmp(part, "null")) printf("part:        %s\n", part);
+        printf("version:     packdata %s (format %u)\n", version, FL_FORMAT_VERSION);
+        if (created[0]) printf("created:     %s\n", created);
+        char opts[2048];
+        if (!json_lookup(manifest, "options", opts, sizeof opts)) printf("options:     %s\n", opts);
+    }
+    fl_dataset_close(ds);
+    return FL_EXIT_OK;
+}
+
+/* ---- verify -------------------------------------------------------------------------------- */
+
+static const char verify_help[] =
+"usage: packdata verify DST [--decode] [--json] [--quiet]\n"
+"\n"
+"Check every record's CRC32C (and that compressed records decompress). With --decode, also\n"
+"decode every image (JPEG/PNG) or check every raw record's size. Each bad record is named\n"
+"(index, shard, source name). Exit status 1 when any record is bad.\n";
+
+typedef struct verify_ctx {
+    const fl_dataset *ds;
+    fl_json *j;
+    uint64_t bad;
+} verify_ctx;
+
+static void report_bad(verify_ctx *v, uint64_t i, const char *why) {
+    fl_record_info ri;
+    memset(&ri, 0, sizeof ri);
+    fl_dataset_record_info(v->ds, i, &ri, NULL);
+    size_t nl = 0;
+    const char *name = fl_dataset_record_name(v->ds, i, &nl);
+    v->bad++;
+    fprintf(stderr, PD_TOOL ": bad record %" PRIu64 " (shard %u, source %.*s): %s\n", i, ri.shard,
+            (int)nl, name ? name : "?", why);
+    if (v->j) {
+        fl_json_begin_object(v->j);
+        fl_json_key(v->j, "index");
+        fl_json_uint(v->j, i);
+        fl_json_key(v->j, "shard");
+        fl_json_uint(v->j, ri.shard);
+        fl_json_key(v->j, "name");
+        fl_json_string_n(v->j, name ? name : "", name ? nl : 0);
+        fl_json_key(v->j, "error");
+        fl_json_string(v->j, why);
+        fl_json_end_object(v->j);
+    }
+}
+
+static int verify_cb(void *user, uint64_t index, const fl_error *err) {
+    report_bad(user, index, err->msg[0] ? err->msg : fl_strerror(err->code));
+    return 0;
+}
+
+int pd_cmd_verify(int argc, char **argv) {
+    const char *dst = NULL;
+    int decode = 0, json = 0, quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        if (fl_cli_is_help(argv[i])) {
+            fputs(verify_help, stdout);
+            return FL_EXIT_OK;
+        } else if (fl_cli_is_version(argv[i])) {
+            fl_cli_print_version(stdout, PD_TOOL);
+            return FL_EXIT_OK;
+        } else if (!strcmp(argv[i], "--decode")) {
+            decode = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+            quiet = 1;
+        } else if (argv[i][0] == '-' || dst) {
+            fl_cli_error(PD_TOOL, "verify: unexpected argument '%s' (see packdata verify --help)", argv[i]);
+            return FL_EXIT_USAGE;
+        } else {
+            dst = argv[i];
+        }
+    }
+    if (!dst) {
+        fl_cli_error(PD_TOOL, "verify: needs DST (see packdata verify --help)");
+        return FL_EXIT_USAGE;
+    }
+    fl_dataset *ds;
+    int r = open_ds(dst, &ds);
+    if (r) {
+        if (json) printf("{\"path\":\"%s\",\"ok\":false,\"error\":\"cannot open\"}\n", "");
+        return r;
+    }
+    double t0 = fl_cli_now();
+    fl_json j;
+    fl_json_init(&j);
+    verify_ctx v = {ds, json ? &j : NULL, 0};
+    if (json) {
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "bad_records");
+        fl_json_begin_array(&j);
+    }
+    uint64_t n = fl_dataset_count(ds);
+    fl_error err;
+    fl_error_clear(&err);
+    int status = FL_EXIT_OK;
+    if (!decode) {
+        uint64_t nbad = 0;
+        r = fl_dataset_verify(ds, verify_cb, &v, &nbad, &err);
+        if (r && r != FL_E_CHECKSUM) {
+            fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+            status = FL_EXIT_DATA;
+        }
+    } else {
+        const fl_schema *sc = fl_dataset_schema(ds);
+        size_t cap = fl_dataset_max_raw_len(ds) + 1;
+        uint8_t *buf = malloc(cap);
+        fl_decoder *dec = NULL;
+        if (!buf || fl_decoder_create(0, &dec, &err)) {
+            fl_cli_error(PD_TOOL, "out of memory");
+            free(buf);
+            fl_dataset_close(ds);
+            fl_json_free(&j);
+            return FL_EXIT_DATA;
+        }
+        fl_progress *p = fl_progress_start("verifying", n, "rec", quiet || json);
+        for (uint64_t i = 0; i < n; i++) {
+            const uint8_t *data, *pl;
+            size_t len, pll;
+            fl_record_info ri;
+            fl_error_clear(&err);
+            if ((r = fl_dataset_record_info(ds, i, &ri, &err)) ||
+                (r = fl_dataset_get(ds, i, &data, &len, 1, &err)) ||
+                (r = fl_dataset_payload(ds, i, data, len, buf, cap, &pl, &pll, &err))) {
+                report_bad(&v, i, err.msg[0] ? err.msg : fl_strerror(r));
+                continue;
+            }
+            if (sc->encoding == FL_ENC_RAW) {
+                uint64_t want = (uint64_t)ri.height * ri.width * sc->channels;
+                if (pll != want) {
+                    char why[160];
+                    snprintf(why, sizeof why, "raw payload is %zu bytes, want %ux%ux%u = %" PRIu64,
+                             pll, ri.width, ri.height, sc->channels, want);
+                    report_bad(&v, i, why);
+                }
+            } else {
+                fl_image img;
+                r = fl_decode(dec, pl, pll, sc->channels, 0, 0, &img, &err);
+                if (r) {
+                    report_bad(&v, i, err.msg[0] ? err.msg : fl_strerror(r));
+                } else if (img.width != ri.width || img.height != ri.height) {
+                    char why[160];
+                    snprintf(why, sizeof why, "decodes to %ux%u but the index says %ux%u",
+                             img.width, img.height, ri.width, ri.height);
+                    report_bad(&v, i, why);
+                }
+            }
+            fl_progress_update(p, i + 1);
+        }
+        fl_progress_finish(p);
+        fl_decoder_free(dec);
+        free(buf);
+    }
+    double el = fl_cli_now() - t0;
+    if (v.bad) status = FL_EXIT_DATA;
+    if (json) {
+        fl_json_end_array(&j);
+        fl_json_key(&j, "path");
+        fl_json_string(&j, dst);
+        fl_json_key(&j, "records");
+        fl_json_uint(&j, n);
+        fl_json_key(&j, "bad");
+        fl_json_uint(&j, v.bad);
+        fl_json_key(&j, "decoded");
+        fl_json_bool(&j, decode);
+        fl_json_key(&j, "ok");
+        fl_json_bool(&j, status == FL_EXIT_OK);
+        fl_json_key(&j, "seconds");
+        fl_json_double(&j, el);
+        fl_json_end_object(&j);
+        printf("%s\n", fl_json_text(&j));
+    } else if (!quiet || v.bad) {
+        char t[32];
+        fprintf(stderr, PD_TOOL ": %s: %" PRIu64 " records checked%s, %" PRIu64 " bad (%s)\n", dst, n,
+                decode ? " and decoded" : "", v.bad, fl_cli_human_duration(el, t, sizeof t));
+    }
+    fl_json_free(&j);
+    fl_dataset_close(ds);
+    return status;
+}
+
+/* ---- extract ------------------------------------------------------------------------------- */
+
+static const char extract_help[] =
+"usage: packdata extract DST INDEX [-o FILE] [--pnm]\n"
+"\n"
+"Write record INDEX's payload to FILE: the original bytes for kept JPEG/PNG records, the stored\n"
+"JPEG for re-encoded ones, raw pixels as PNG (or as PGM/PPM with --pnm). The default file name\n"
+"comes from the record's source name (in the current directory); -o - writes to stdout.\n"
+"Prints the label and source name on stderr.\n";
+
+static int write_all(const char *path, const uint8_t *d, size_t n) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
+    if (!f) return -errno;
+    size_t w = fwrite(d, 1, n, f);
+    int e = (w != n || fflush(f)) ? -EIO : 0;
+    if (f != stdout && fclose(f)) e = -errno;
+    return e;
+}
+
+int pd_cmd_extract(int argc, char **argv) {
+    const char *dst = NULL, *idx = NULL, *outp = NULL;
+    int pnm = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int m;
+        if (fl_cli_is_help(argv[i])) {
+            fputs(extract_help, stdout);
+            return FL_EXIT_OK;
+        } else if (fl_cli_is_version(argv[i])) {
+            fl_cli_print_version(stdout, PD_TOOL);
+            return FL_EXIT_OK;
+        } else if (!strcmp(argv[i], "--pnm")) {
+            pnm = 1;
+        } else if ((m = fl_cli_opt_value(argc, argv, &i, "-o", &v, PD_TOOL)) != 0 ||
+                   (m = fl_cli_opt_value(argc, argv, &i, "--output", &v, PD_TOOL)) != 0) {
+            if (m < 0) return FL_EXIT_USAGE;
+            outp = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fl_cli_error(PD_TOOL, "extract: unknown option '%s' (see packdata extract --help)", argv[i]);
+            return FL_EXIT_USAGE;
+        } else if (!dst) {
+            dst = argv[i];
+        } else if (!idx) {
+            idx = argv[i];
+        } else {
+            fl_cli_error(PD_TOOL, "extract: unexpected argument '%s'", argv[i]);
+            return FL_EXIT_USAGE;
+        }
+    }
+    uint64_t index;
+    if (!dst || !idx) {
+        fl_cli_error(PD_TOOL, "extract: needs DST and INDEX (see packdata extract --help)");
+        return FL_EXIT_USAGE;
+    }
+    if (fl_cli_parse_u64(idx, 0, UINT64_MAX, &index)) {
+        fl_cli_error(PD_TOOL, "extract: INDEX must be a record number (got '%s')", idx);
+        return FL_EXIT_USAGE;
+    }
+    fl_dataset *ds;
+    int r = open_ds(dst, &ds);
+    if (r) return r;
+    int status = FL_EXIT_DATA;
+    uint64_t n = fl_dataset_count(ds);
+    uint8_t *buf = NULL;
+    fl_encoder *enc = NULL;
+    char *fname = NULL;
+    fl_error err;
+    fl_error_clear(&err);
+    if (index >= n) {
+        fl_cli_error(PD_TOOL, "%s: record %" PRIu64 " does not exist (%" PRIu64 " records: 0..%" PRIu64 ")",
+                     dst, index, n, n ? n - 1 : 0);
+        goto out;
+    }
+    const fl_schema *sc = fl_dataset_schema(ds);
+    fl_record_info ri;
+    const uint8_t *data, *pl;
+    size_t len, pll;
+    size_t cap = fl_dataset_max_raw_len(ds) + 1;
+    if (!(buf = malloc(cap))) goto oom;
+    if ((r = fl_dataset_record_info(ds, index, &ri, &err)) ||
+        (r = fl_dataset_get(ds, index, &data, &len, 1, &err)) ||
+        (r = fl_dataset_payload(ds, index, data, len, buf, cap, &pl, &pll, &err))) {
+        fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+        goto out;
+    }
+    size_t nl;
+    const char *name = fl_dataset_record_name(ds, index, &nl);
+    char base[512];
+    {
+        /* default name: last path component of the source name, '#' → '_' */
+        size_t s = 0;
+        for (size_t i = 0; i < nl; i++)
+            if (name[i] == '/') s = i + 1;
+        size_t k = 0;
+        for (size_t i = s; i < nl && k < sizeof base - 16; i++) {
+            char c = name[i];
+            base[k++] = (c == '#' || c == '\\' || (unsigned char)c < 0x20) ? '_' : c;
+        }
+        base[k] = 0;
+        if (!k) snprintf(base, sizeof base, "record_%" PRIu64, index);
+    }
+    const uint8_t *out = pl;
+    size_t out_len = pll;
+    const char *ext = NULL;
+    uint8_t *pnmbuf = NULL;
+    if (sc->encoding == FL_ENC_RAW) {
+        uint64_t want = (uint64_t)ri.height * ri.width * sc->channels;
+        if (pll != want || (sc->channels != 1 && sc->channels != 3)) {
+            fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": raw payload is %zu bytes, want %ux%ux%u",
+                         dst, index, pll, ri.width, ri.height, sc->channels);
+            goto out;
+        }
+        if (pnm) {
+            char hdr[64];
+            int hl = snprintf(hdr, sizeof hdr, "P%c\n%u %u\n255\n", sc->channels == 1 ? '5' : '6',
+                              ri.width, ri.height);
+            if (!(pnmbuf = malloc((size_t)hl + pll))) goto oom;
+            memcpy(pnmbuf, hdr, (size_t)hl);
+            memcpy(pnmbuf + hl, pl, pll);
+            out = pnmbuf;
+            out_len = (size_t)hl + pll;
+            ext = sc->channels == 1 ? ".pgm" : ".ppm";
+        } else {
+            fl_image img = {(uint8_t *)pl, ri.width, ri.height, sc->channels, (size_t)ri.width * sc->channels};
+            if ((r = fl_encoder_create(&enc, &err)) || (r = fl_encode_png(enc, &img, &out, &out_len, &err))) {
+                fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": PNG encoding failed: %s", dst, index, err.msg);
+                goto out;
+            }
+            ext = ".png";
+        }
+    } else {
+        /* keep the source name when it already has a fitting extension */
+        const char *dot = strrchr(base, '.');
+        int has = dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpe"));
+        if (!has || sc->encoding == FL_ENC_JPEG) {
+            fl_image_info info;
+            fl_image_format f = fl_image_probe(pl, pll, &info, NULL) == 0 ? info.format : FL_IMG_UNKNOWN;
+            if (!has) ext = f == FL_IMG_PNG ? ".png" : ".jpg";
+        }
+    }
+    if (!outp) {
+        if (asprintf(&fname, "%s%s", base, ext ? ext : "") < 0) goto oom;
+        outp = fname;
+    }
+    r = write_all(outp, out, out_len);
+    free(pnmbuf);
+    if (r) {
+        fl_cli_error(PD_TOOL, "%s: cannot write: %s", outp, strerror(-r));
+        goto out;
+    }
+    fprintf(stderr, PD_TOOL ": record %" PRIu64 " (label %d %s, %ux%u, source %.*s) -> %s\n", index,
+            ri.label, fl_dataset_class_name(ds, (uint32_t)ri.label) ? fl_dataset_class_name(ds, (uint32_t)ri.label) : "?",
+            ri.width, ri.height, (int)nl, name, outp);
+    status = FL_EXIT_OK;
+    goto out;
+oom:
+    fl_cli_error(PD_TOOL, "out of memory");
+out:
+    free(fname);
+    if (enc) fl_encoder_free(enc);
+    free(buf);
+    fl_dataset_close(ds);
+    return status;
+}

@@ -1,0 +1,366 @@
+/* items.c — the deterministic input list (arena-backed strings, owned pixel blocks, shuffle,
+ * --part slicing), bad-input reporting, and small file helpers shared by the source parsers. */
+#include "packdata.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define ARENA_BLOCK (1u << 20)
+
+void pd_items_init(pd_items *it) { memset(it, 0, sizeof *it); }
+
+void pd_items_free(pd_items *it) {
+    free(it->v);
+    for (uint32_t i = 0; i < it->num_classes; i++) free(it->class_names[i]);
+    free(it->class_names);
+    for (size_t i = 0; i < it->n_arena; i++) free(it->arena[i]);
+    free(it->arena);
+    for (size_t i = 0; i < it->n_blocks; i++) free(it->pixel_blocks[i]);
+    free(it->pixel_blocks);
+    memset(it, 0, sizeof *it);
+}
+
+char *pd_items_strndup(pd_items *it, const char *s, size_t n) {
+    if (!it->n_arena || it->arena_used + n + 1 > it->arena_cap) {
+        size_t cap = n + 1 > ARENA_BLOCK ? n + 1 : ARENA_BLOCK;
+        char **a = realloc(it->arena, (it->n_arena + 1) * sizeof *a);
+        if (!a) return NULL;
+        it->arena = a;
+        if (!(a[it->n_arena] = malloc(cap))) return NULL;
+        it->n_arena++;
+        it->arena_used = 0;
+        it->arena_cap = cap;
+    }
+    char *d = it->arena[it->n_arena - 1] + it->arena_used;
+    memcpy(d, s, n);
+    d[n] = 0;
+    it->arena_used += n + 1;
+    return d;
+}
+
+char *pd_items_strdup(pd_items *it, const char *s) { return pd_items_strndup(it, s, strlen(s)); }
+
+int pd_items_push(pd_items *it, const pd_item *item) {
+    if (it->n == it->cap) {
+        size_t cap = it->cap ? it->cap * 2 : 1024;
+        pd_item *v = realloc(it->v, cap * sizeof *v);
+        if (!v) return -ENOMEM;
+        it->v = v;
+        it->cap = cap;
+    }
+    it->v[it->n++] = *item;
+    return 0;
+}
+
+int pd_items_own_block(pd_items *it, uint8_t *block) {
+    uint8_t **b = realloc(it->pixel_blocks, (it->n_blocks + 1) * sizeof *b);
+    if (!b) {
+        free(block);
+        return -ENOMEM;
+    }
+    it->pixel_blocks = b;
+    b[it->n_blocks++] = block;
+    return 0;
+}
+
+int pd_items_set_classes(pd_items *it, char *const *names, uint32_t n) {
+    for (uint32_t i = 0; i < it->num_classes; i++) free(it->class_names[i]);
+    free(it->class_names);
+    it->num_classes = 0;
+    it->class_names = calloc(n ? n : 1, sizeof *it->class_names);
+    if (!it->class_names) return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(it->class_names[i] = strdup(names[i]))) return -ENOMEM;
+        it->num_classes = i + 1;
+    }
+    return 0;
+}
+
+int pd_items_numeric_classes(pd_items *it, uint32_t n) {
+    char **names = calloc(n ? n : 1, sizeof *names);
+    if (!names) return -ENOMEM;
+    int rc = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        char b[16];
+        snprintf(b, sizeof b, "%u", i);
+        if (!(names[i] = strdup(b))) rc = -ENOMEM;
+    }
+    if (!rc) rc = pd_items_set_classes(it, names, n);
+    for (uint32_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void pd_items_shuffle(pd_items *it, uint64_t seed) {
+    uint64_t s = seed;
+    for (size_t i = it->n; i > 1; i--) {
+        /* unbiased bounded draw (rejection), so the permutation is a pure function of seed */
+        uint64_t bound = i, lim = UINT64_MAX - UINT64_MAX % bound, r;
+        do r = splitmix64(&s); while (r >= lim);
+        size_t j = (size_t)(r % bound);
+        pd_item t = it->v[i - 1];
+        it->v[i - 1] = it->v[j];
+        it->v[j] = t;
+    }
+}
+
+void pd_items_slice(pd_items *it, uint32_t index, uint32_t count) {
+    if (!count) return;
+    size_t lo = (size_t)((unsigned __int128)it->n * index / count);
+    size_t hi = (size_t)((unsigned __int128)it->n * (index + 1) / count);
+    memmove(it->v, it->v + lo, (hi - lo) * sizeof *it->v);
+    it->n = hi - lo;
+}
+
+int pd_reject(pd_reject_ctx *rc, const char *source, const char *fmt, ...) {
+    char why[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (rc->report) {
+        /* TSV: keep tabs and newlines out of the fields */
+        for (const char *p = source; *p; p++) fputc(*p == '\t' || *p == '\n' ? ' ' : *p, rc->report);
+        fputc('\t', rc->report);
+        for (const char *p = why; *p; p++) fputc(*p == '\t' || *p == '\n' ? ' ' : *p, rc->report);
+        fputc('\n', rc->report);
+        fflush(rc->report);
+    }
+    if (!rc->skip) {
+        fprintf(stderr, PD_TOOL ": error: %s: %s\n", source, why);
+        return -1;
+    }
+    rc->skipped++;
+    if (!rc->quiet_limit || rc->printed < (uint64_t)rc->quiet_limit)
+        fprintf(stderr, PD_TOOL ": skipping %s: %s\n", source, why);
+    else if (rc->printed == (uint64_t)rc->quiet_limit)
+        fprintf(stderr, PD_TOOL ": (further skips are not printed%s)\n",
+                rc->report ? "; see the report" : "");
+    rc->printed++;
+    return 0;
+}
+
+int pd_fail_reported(fl_error *err, int code) {
+    if (err) {
+        err->code = code;
+        err->msg[0] = 0;
+    }
+    return code;
+}
+
+char *pd_path_join(const char *dir, const char *name) {
+    if (!dir || !*dir || name[0] == '/') return strdup(name);
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (a && dir[a - 1] != '/') p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
+static int read_plain(const char *path, size_t max_len, uint8_t **data, size_t *len, fl_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fl_error_set(err, -errno, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return fl_error_set(err, -e, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fl_error_set(err, -EISDIR, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max_len) {
+        close(fd);
+        return fl_error_set(err, FL_E_TOO_LARGE, "%s: file is %lld bytes, over the %zu-byte limit",
+                            path, (long long)st.st_size, max_len);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b) {
+        close(fd);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, b + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            free(b);
+            close(fd);
+            return fl_error_set(err, -e, "%s: read: %s", path, strerror(e));
+        }
+        if (r == 0) break; /* file shrank: keep what we got */
+        got += (size_t)r;
+    }
+    close(fd);
+    *data = b;
+    *len = got;
+    return 0;
+}
+
+int pd_read_file(const char *path, int gunzip, size_t max_len, uint8_t **data, size_t *len,
+                 fl_error *err) {
+    uint8_t *raw = NULL;
+    size_t n = 0;
+    int rc = read_plain(path, max_len, &raw, &n, err);
+    if (rc) return rc;
+    if (!gunzip || n < 2 || raw[0] != 0x1f || raw[1] != 0x8b) {
+        *data = raw;
+        *len = n;
+        return 0;
+    }
+    /* gzip: inflate (possibly concatenated members) into a growing buffer, bounded by max_len */
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
+        free(raw);
+        return fl_error_set(err, -ENOMEM, "%s: zlib init failed", path);
+    }
+    size_t cap = n * 4 + 1024, used = 0;
+    if (cap > max_len + 1) cap = max_len + 1;
+    uint8_t *out = malloc(cap);
+    if (!out) {
+        inflateEnd(&zs);
+        free(raw);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    }
+    zs.next_in = raw;
+    zs.avail_in = (uInt)n; /* files > 4 GiB are refused above by max_len in practice */
+    int zr = Z_OK;
+    for (;;) {
+        if (used == cap) {
+            if (cap > max_len) {
+                zr = Z_MEM_ERROR;
+                break;
+            }
+            size_t nc = cap * 2;
+            if (nc > max_len + 1) nc = max_len + 1;
+            uint8_t *o = realloc(out, nc);
+            if (!o) {
+                zr = Z_MEM_ERROR;
+                break;
+            }
+            out = o;
+            cap = nc;
+        }
+        zs.next_out = out + used;
+        zs.avail_out = (uInt)(cap - used > 1u << 30 ? 1u << 30 : cap - used);
+        uInt before = zs.avail_out;
+        zr = inflate(&zs, Z_NO_FLUSH);
+        used += before - zs.avail_out;
+        if (zr == Z_STREAM_END) {
+            if (zs.avail_in >= 2 && zs.next_in[0] == 0x1f && zs.next_in[1] == 0x8b) {
+                inflateReset(&zs);
+                continue;
+            }
+            break;
+        }
+        if (zr != Z_OK && !(zr == Z_BUF_ERROR && zs.avail_out == 0)) break;
+    }
+    inflateEnd(&zs);
+    free(raw);
+    if (zr != Z_STREAM_END) {
+        free(out);
+        if (zr == Z_MEM_ERROR && used >= cap)
+            return fl_error_set(err, FL_E_TOO_LARGE, "%s: decompressed size over the %zu-byte limit", path, max_len);
+        return fl_error_set(err, FL_E_DECODE, "%s: corrupt or truncated gzip data", path);
+    }
+    *data = out;
+    *len = used;
+    return 0;
+}
+
+int pd_parse_label(const char *s, const pd_source_opts *so, int32_t *label, char *why, size_t cap) {
+    const char *p = s;
+    while (*p == ' ' || *p == '\t') p++;
+    size_t n = strlen(p);
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r')) n--;
+    if (!n) {
+        snprintf(why, cap, "missing label");
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    int numeric = end == p + n && !errno && (p[0] == '-' || (p[0] >= '0' && p[0] <= '9'));
+    if (!numeric) {
+        for (uint32_t i = 0; i < so->n_class_names; i++) {
+            if (strlen(so->class_names[i]) == n && !memcmp(so->class_names[i], p, n)) {
+                *label = (int32_t)i;
+                return 0;
+            }
+        }
+        snprintf(why, cap, "label '%.*s' is not a number%s", (int)(n > 64 ? 64 : n), p,
+                 so->n_class_names ? " nor a class name" : "");
+        return -1;
+    }
+    long limit = so->num_classes > 0 ? so->num_classes
+                 : so->n_class_names ? (long)so->n_class_names : (long)INT32_MAX;
+    if (v < 0 || v >= limit) {
+        if (limit == (long)INT32_MAX) snprintf(why, cap, "label %ld is out of range (must be >= 0)", v);
+        else snprintf(why, cap, "label %ld is out of range (%ld classes: 0..%ld)", v, limit, limit - 1);
+        return -1;
+    }
+    *label = (int32_t)v;
+    return 0;
+}
+
+static uint64_t str_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+int pd_strset_add(pd_strset *s, const char *str) {
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 1024;
+        const char **ns = calloc(nc, sizeof *ns);
+        if (!ns) return -ENOMEM;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->slots[i]) continue;
+            size_t k = str_hash(s->slots[i]) & (nc - 1);
+            while (ns[k]) k = (k + 1) & (nc - 1);
+            ns[k] = s->slots[i];
+        }
+        free(s->slots);
+        s->slots = ns;
+        s->cap = nc;
+    }
+    size_t k = str_hash(str) & (s->cap - 1);
+    while (s->slots[k]) {
+        if (!strcmp(s->slots[k], str)) return 0;
+        k = (k + 1) & (s->cap - 1);
+    }
+    s->slots[k] = str;
+    s->n++;
+    return 1;
+}
+
+void pd_strset_free(pd_strset *s) {
+    free(s->slots);
+    memset(s, 0, sizeof *s);
+}
+
+int pd_items_finish_classes(pd_items *it, const pd_source_opts *so, int32_t max_label) {
+    if (so->n_class_names) return pd_items_set_classes(it, so->class_names, so->n_class_names);
+    uint32_t n = so->num_classes > 0 ? (uint32_t)so->num_classes : (uint32_t)(max_label + 1);
+    return pd_items_numeric_classes(it, n);
+}

@@ -1,0 +1,106 @@
+/* pack_internal.h — what the pieces of `packdata pack` share: parsed options, the plan (schema
+ * and per-item transform), the per-thread worker context and the reorder-ring slot. */
+#ifndef PACK_INTERNAL_H
+#define PACK_INTERNAL_H
+
+#include "packdata.h"
+
+#include "fl_image.h"
+#include "fl_writer.h"
+
+typedef enum pd_encode { PD_ENC_DEFAULT = 0, PD_ENC_KEEP, PD_ENC_JPEG, PD_ENC_RAW } pd_encode;
+
+typedef struct pd_pack_opts {
+    const char *src, *dst;
+    pd_source_opts so;
+    pd_encode encode;
+    int quality;
+    uint32_t max_side;
+    uint32_t resize_w, resize_h;
+    int gray;
+    int compress;          /* -1 default (zstd for raw, none otherwise), 0 none, 1 zstd */
+    int level;
+    int dict;              /* train a dictionary for zstd (default on) */
+    fl_backend backend;
+    uint64_t shard_size;
+    int shuffle;
+    uint64_t seed;
+    uint32_t workers;
+    uint32_t part_index, part_count;
+    int on_error_skip;
+    const char *report;
+    int resume, force, quiet, json;
+    char *class_list_buf;  /* storage behind so.class_names */
+} pd_pack_opts;
+
+/* Parse `pack` arguments. Returns -1 when the pack should run, otherwise the exit status to
+ * return at once (0 after --help/--version, 2 after a usage error, already printed). */
+int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po);
+void pd_pack_opts_free(pd_pack_opts *po);
+
+/* What every record becomes. */
+typedef struct pd_plan {
+    fl_schema schema;
+    pd_encode encode;         /* KEEP, JPEG or RAW (resolved) */
+    uint32_t channels;
+    uint32_t resize_w, resize_h; /* exact output size, or 0 */
+    uint32_t max_side;        /* longer side limit, or 0 */
+    uint32_t fixed_w, fixed_h;/* raw: every record must have this size */
+    int quality;
+    int level;
+    uint64_t max_pixels;
+    fl_image_format keep_format; /* KEEP: the format every input must have */
+} pd_plan;
+
+int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_plan *plan,
+                 fl_error *err);
+void pd_plan_free(pd_plan *plan);
+
+enum { PD_SLOT_OK = 0, PD_SLOT_REJECT, PD_SLOT_FATAL };
+
+/* One entry of the reorder ring: written by one worker, then read by the writer thread. */
+typedef struct pd_slot {
+    int state;          /* guarded by the pipeline mutex */
+    int status;         /* PD_SLOT_* */
+    uint8_t *buf;       /* stored bytes (grow-only, reused) */
+    size_t len, cap;
+    size_t raw_len;     /* payload size before compression */
+    uint32_t height, width;
+    uint64_t in_bytes;  /* input bytes (file size or raw pixels) */
+    const char *source; /* item name or path, for messages */
+    char msg[800];
+} pd_slot;
+
+/* Per-thread state: codecs, compressor and grow-only scratch. */
+typedef struct pd_worker_ctx {
+    fl_decoder *dec;
+    fl_encoder *enc;
+    fl_compressor *comp;
+    uint8_t *file;      /* file bytes */
+    size_t file_cap;
+    uint8_t *pix;       /* converted / resized pixels */
+    size_t pix_cap;
+    uint8_t *scratch;   /* resize scratch */
+    size_t scratch_cap;
+} pd_worker_ctx;
+
+int pd_worker_init(pd_worker_ctx *c, const pd_plan *plan, const void *dict, size_t dict_len,
+                   fl_error *err);
+void pd_worker_free(pd_worker_ctx *c);
+/* Turn one item into its stored bytes in `s` (status, buf/len, raw_len, size, msg). */
+void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s);
+
+/* Train the zstd dictionary from evenly spaced items. *dict malloc'ed (NULL, 0 when training
+ * is not worth it or fails on too little data). */
+int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict, size_t *len,
+                        fl_error *err);
+
+/* The options object stored in the manifest (malloc'ed JSON text). */
+char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
+                      size_t dict_len);
+
+void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
+                      uint64_t records, uint64_t skipped, uint64_t parse_skipped,
+                      uint64_t bytes_in, uint64_t bytes_out, double seconds);
+
+#endif

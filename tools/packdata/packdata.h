@@ -1,0 +1,151 @@
+/* packdata.h — internal interfaces of the packdata tool: the item list every source parser
+ * produces, the handling of rejected inputs (--on-error, --report), and the subcommands. */
+#ifndef PACKDATA_H
+#define PACKDATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fl_dataset.h"
+#include "fl_error.h"
+
+#define PD_TOOL "packdata"
+
+/* One input image: a file to read, or raw pixels held in memory (IDX, CIFAR). */
+typedef struct pd_item {
+    const char *name;      /* source name: relative path, or "file#index" (in the list's arena) */
+    const char *path;      /* file to read, or NULL for in-memory pixels */
+    const uint8_t *pixels; /* in-memory HWC pixels (points into pd_items.pixel_blocks) */
+    uint32_t height, width, channels; /* of the in-memory pixels */
+    int32_t label;
+} pd_item;
+
+/* How bad inputs are handled; shared by the parsers and the pack pipeline. */
+typedef struct pd_reject_ctx {
+    int skip;           /* --on-error skip: report and continue; otherwise fail */
+    FILE *report;       /* --report FILE (TSV: source, reason), or NULL */
+    uint64_t skipped;   /* inputs skipped so far */
+    int quiet_limit;    /* after this many messages, stop printing each one (still reported) */
+    uint64_t printed;
+} pd_reject_ctx;
+
+/* Report one bad input: prints "packdata: error|skipping: SOURCE: REASON" on stderr (both
+ * modes), appends "SOURCE\tREASON" to the report. Returns 0 when the caller should skip it and
+ * continue (skip mode), -1 when it must fail. */
+int pd_reject(pd_reject_ctx *rc, const char *source, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* For a parser after pd_reject() said "fail": the message was already printed, so set the code
+ * with an empty message. Returns code. */
+int pd_fail_reported(fl_error *err, int code);
+
+/* The deterministic input list plus everything it points into. */
+typedef struct pd_items {
+    pd_item *v;
+    size_t n, cap;
+    char **class_names;   /* label order; owned */
+    uint32_t num_classes;
+    int in_memory;        /* items carry pixels (IDX/CIFAR) rather than paths */
+    const char *form;     /* "imagefolder", "list", "csv", "idx", "cifar10", "cifar100" */
+    /* storage */
+    char **arena;         /* string arena blocks */
+    size_t n_arena, arena_used, arena_cap;
+    uint8_t **pixel_blocks;
+    size_t n_blocks;
+} pd_items;
+
+void pd_items_init(pd_items *it);
+void pd_items_free(pd_items *it);
+/* Copy a string into the list's arena. Returns NULL on -ENOMEM. */
+char *pd_items_strdup(pd_items *it, const char *s);
+char *pd_items_strndup(pd_items *it, const char *s, size_t n);
+/* Append an item (its strings must already live in the arena). Returns 0 or -ENOMEM. */
+int pd_items_push(pd_items *it, const pd_item *item);
+/* Keep ownership of a malloc'ed pixel block. Returns 0 or -ENOMEM (block freed). */
+int pd_items_own_block(pd_items *it, uint8_t *block);
+/* Set class names (copied). */
+int pd_items_set_classes(pd_items *it, char *const *names, uint32_t n);
+/* Default class names "0".."n-1". */
+int pd_items_numeric_classes(pd_items *it, uint32_t n);
+/* Permute deterministically from `seed` (Fisher-Yates with splitmix64). */
+void pd_items_shuffle(pd_items *it, uint64_t seed);
+/* Keep only slice `index` of `count` (contiguous, sizes differ by at most one). */
+void pd_items_slice(pd_items *it, uint32_t index, uint32_t count);
+
+/* Source options shared by the parsers. */
+typedef struct pd_source_opts {
+    const char *root;          /* --root: base directory of list/CSV paths (default: list's dir) */
+    const char *csv;           /* --csv FILE */
+    const char *path_column;   /* --path-column (default "path") */
+    const char *label_column;  /* --label-column (default "label") */
+    const char *idx_images;    /* --idx IMAGES LABELS */
+    const char *idx_labels;
+    const char *split;         /* --split PREFIX: which IDX pair / CIFAR batches of a directory */
+    int cifar100_coarse;       /* --cifar100-labels coarse */
+    long num_classes;          /* --num-classes, or -1 */
+    char **class_names;        /* --classes FILE / --class-names a,b,c; NULL when not given */
+    uint32_t n_class_names;
+    uint64_t max_pixels;       /* --max-pixels */
+} pd_source_opts;
+
+/* Build the item list from SRC (autodetected or forced by the options). Rejected entries go
+ * through `rc`. Returns 0, or a negative code with err->msg naming the file/line and reason. */
+int pd_source_load(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                   fl_error *err);
+
+int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx *rc,
+                       pd_items *out, fl_error *err);
+int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                fl_error *err);
+int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+               fl_error *err);
+/* IDX from memory (for the fuzzer): parse an idx3 image file and idx1 label file. */
+int pd_idx_parse(const uint8_t *img, size_t img_len, const uint8_t *lab, size_t lab_len,
+                 const char *img_name, const char *lab_name, uint64_t max_pixels,
+                 pd_items *out, fl_error *err);
+int pd_src_idx(const char *images, const char *labels, const pd_source_opts *so,
+               pd_reject_ctx *rc, pd_items *out, fl_error *err);
+/* Find the IDX pair in a directory; 1 when found (paths malloc'ed), 0 when none, <0 error. */
+int pd_idx_find(const char *dir, const char *split, char **images, char **labels, fl_error *err);
+/* CIFAR: parse one batch in memory (the fuzzer uses this). `cifar100` selects 3074-byte records
+ * (coarse, fine, pixels) over 3073-byte ones (label, pixels). */
+int pd_cifar_parse(const uint8_t *data, size_t len, const char *file_name, int cifar100,
+                   int coarse, pd_items *out, fl_error *err);
+int pd_src_cifar(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                 fl_error *err);
+/* 1 when `dir` holds CIFAR batch files. */
+int pd_cifar_detect(const char *dir);
+
+/* Parse a label field: an integer, or a class name when class names are known. Returns 0 and
+ * stores the label, or -1 with a reason in `why`. */
+int pd_parse_label(const char *s, const pd_source_opts *so, int32_t *label, char *why, size_t cap);
+
+/* Read a whole file (gzip transparently when `gunzip` is set and the file is gzip'ed).
+ * *data is malloc'ed. Errors: -errno, FL_E_TOO_LARGE (over max_len), FL_E_DECODE (bad gzip). */
+int pd_read_file(const char *path, int gunzip, size_t max_len, uint8_t **data, size_t *len,
+                 fl_error *err);
+
+/* Join dir + "/" + name into a malloc'ed string. */
+char *pd_path_join(const char *dir, const char *name);
+
+/* A set of strings for duplicate detection (open addressing; strings not copied). */
+typedef struct pd_strset {
+    const char **slots;
+    size_t cap, n;
+} pd_strset;
+/* Insert; returns 1 when inserted, 0 when already present, -ENOMEM. */
+int pd_strset_add(pd_strset *s, const char *str);
+void pd_strset_free(pd_strset *s);
+
+/* Set class names for a list/CSV source: --classes/--class-names when given, else "0".."N-1"
+ * with N = --num-classes or max label + 1. */
+int pd_items_finish_classes(pd_items *it, const pd_source_opts *so, int32_t max_label);
+
+/* Subcommands: argc/argv start at the subcommand name. Return the process exit status. */
+int pd_cmd_pack(int argc, char **argv);
+int pd_cmd_info(int argc, char **argv);
+int pd_cmd_verify(int argc, char **argv);
+int pd_cmd_extract(int argc, char **argv);
+
+#endif

@@ -1,0 +1,289 @@
+/* plan.c — decide what every record becomes (schema, size, channels, compression), train the
+ * zstd dictionary from evenly spaced records, build the options object kept in the manifest,
+ * and print the final summary. */
+#include "pack_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fl_cli.h"
+
+static const char *enc_name(pd_encode e) {
+    return e == PD_ENC_KEEP ? "keep" : e == PD_ENC_JPEG ? "jpeg" : e == PD_ENC_RAW ? "raw" : "default";
+}
+
+/* First file input that reads and probes: its info. Returns 0 when found. */
+static int probe_first(const pd_items *items, uint64_t max_pixels, fl_image_info *info) {
+    for (size_t i = 0; i < items->n && i < 1000; i++) {
+        uint8_t *d;
+        size_t n;
+        fl_error e;
+        if (!items->v[i].path || pd_read_file(items->v[i].path, 0, 1ull << 31, &d, &n, &e)) continue;
+        int r = fl_image_probe(d, n, info, &e);
+        free(d);
+        if (!r && info->width && info->height && (uint64_t)info->width * info->height <= max_pixels)
+            return 0;
+    }
+    return -1;
+}
+
+int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_plan *plan,
+                 fl_error *err) {
+    (void)rc;
+    memset(plan, 0, sizeof *plan);
+    pd_encode e = po->encode;
+    if (e == PD_ENC_DEFAULT) e = items->in_memory ? PD_ENC_RAW : PD_ENC_KEEP;
+    if (e == PD_ENC_KEEP && items->in_memory)
+        return fl_error_set(err, FL_E_INVALID, "--encode keep needs JPEG/PNG files, but %s (%s) "
+                            "holds raw pixels: use --encode raw (the default here) or --encode jpeg",
+                            po->src ? po->src : "the input", items->form);
+    if (e == PD_ENC_KEEP && (po->resize_w || po->max_side || po->gray))
+        return fl_error_set(err, FL_E_INVALID, "--encode keep stores the files unchanged: "
+                            "--resize, --max-side and --gray need --encode jpeg or raw");
+    plan->encode = e;
+    plan->quality = po->quality;
+    plan->max_side = po->max_side;
+    plan->resize_w = po->resize_w;
+    plan->resize_h = po->resize_h;
+    plan->max_pixels = po->so.max_pixels;
+    plan->channels = po->gray ? 1 : items->in_memory ? items->v[0].channels : 3;
+    int comp = po->compress;
+    if (comp < 0) comp = e == PD_ENC_RAW ? 1 : 0;
+    plan->level = po->level ? po->level : (e == PD_ENC_RAW ? 19 : 3);
+    plan->schema.compression = comp ? FL_COMP_ZSTD : FL_COMP_NONE;
+    plan->schema.channels = plan->channels;
+
+    if (e == PD_ENC_KEEP) {
+        fl_image_info info;
+        plan->keep_format = probe_first(items, plan->max_pixels, &info) ? FL_IMG_JPEG : info.format;
+        plan->schema.encoding = plan->keep_format == FL_IMG_PNG ? FL_ENC_PNG : FL_ENC_JPEG;
+        return 0;
+    }
+    plan->schema.encoding = e == PD_ENC_RAW ? FL_ENC_RAW : FL_ENC_JPEG;
+    uint32_t w = 0, h = 0;
+    if (po->resize_w) {
+        w = po->resize_w;
+        h = po->resize_h;
+    } else if (items->in_memory) {
+        /* IDX/CIFAR: one size for all; apply --max-side like the workers do */
+        w = items->v[0].width;
+        h = items->v[0].height;
+        if (po->max_side && (w > po->max_side || h > po->max_side)) {
+            uint32_t m = w > h ? w : h;
+            uint32_t nw = (uint32_t)(((uint64_t)w * po->max_side + m / 2) / m);
+            uint32_t nh = (uint32_t)(((uint64_t)h * po->max_side + m / 2) / m);
+            w = nw ? nw : 1;
+            h = nh ? nh : 1;
+        }
+    } else if (e == PD_ENC_RAW) {
+        fl_image_info info;
+        if (probe_first(items, plan->max_pixels, &info) == 0) {
+            w = info.width;
+            h = info.height;
+            if (po->max_side && (w > po->max_side || h > po->max_side)) {
+                if (w >= h) {
+                    uint32_t nh = (uint32_t)(((uint64_t)h * po->max_side + w / 2) / w);
+                    w = po->max_side;
+                    h = nh ? nh : 1;
+                } else {
+                    uint32_t nw = (uint32_t)(((uint64_t)w * po->max_side + h / 2) / h);
+                    h = po->max_side;
+                    w = nw ? nw : 1;
+                }
+            }
+        }
+    }
+    if (e == PD_ENC_RAW) {
+        plan->fixed_w = w;
+        plan->fixed_h = h;
+    }
+    if (e == PD_ENC_RAW || po->resize_w || items->in_memory) {
+        plan->schema.width = w;
+        plan->schema.height = h;
+    }
+    return 0;
+}
+
+void pd_plan_free(pd_plan *plan) { (void)plan; }
+
+int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict, size_t *len,
+                        fl_error *err) {
+    *dict = NULL;
+    *len = 0;
+    size_t k = items->n < 2000 ? items->n : 2000;
+    if (k < 16) return 0; /* too little data for a useful dictionary */
+    pd_plan p = *plan;
+    p.schema.compression = FL_COMP_NONE;
+    pd_worker_ctx c;
+    int r = pd_worker_init(&c, &p, NULL, 0, err);
+    if (r) return r;
+    pd_slot s;
+    memset(&s, 0, sizeof s);
+    uint8_t *samples = NULL;
+    size_t used = 0, cap = 0;
+    size_t *sizes = calloc(k, sizeof *sizes);
+    unsigned ns = 0;
+    if (!sizes) goto oom;
+    for (size_t i = 0; i < k; i++) {
+        const pd_item *it = &items->v[i * items->n / k];
+        pd_process_item(&c, &p, it, &s);
+        if (s.status != PD_SLOT_OK) continue; /* bad inputs are reported by the real pass */
+        if (used + s.len > cap) {
+            size_t nc = cap ? cap * 2 : 1 << 20;
+            while (nc < used + s.len) nc *= 2;
+            uint8_t *b = realloc(samples, nc);
+            if (!b) goto oom;
+            samples = b;
+            cap = nc;
+        }
+        memcpy(samples + used, s.buf, s.len);
+        used += s.len;
+        sizes[ns++] = s.len;
+    }
+    size_t dcap = 110 * 1024;
+    if (used / 10 < dcap) dcap = used / 10; /* keep the dictionary well under the sample size */
+    if (ns >= 16 && dcap >= 1024) {
+        void *d = malloc(dcap);
+        if (!d) goto oom;
+        fl_error e2;
+        if (fl_zstd_train_dictionary(samples, sizes, ns, d, dcap, len, &e2) == 0 && *len) {
+            *dict = d;
+        } else {
+            free(d); /* too little or too uniform data: compress without a dictionary */
+            *len = 0;
+        }
+    }
+    free(samples);
+    free(sizes);
+    free(s.buf);
+    pd_worker_free(&c);
+    return 0;
+oom:
+    free(samples);
+    free(sizes);
+    free(s.buf);
+    pd_worker_free(&c);
+    return fl_error_set(err, -ENOMEM, "out of memory while training the zstd dictionary");
+}
+
+char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
+                      size_t dict_len) {
+    fl_json j;
+    fl_json_init(&j);
+    char b[64];
+    fl_json_begin_object(&j);
+    fl_json_key(&j, "source");
+    fl_json_string(&j, po->src ? po->src : (po->so.csv ? po->so.csv : po->so.idx_images));
+    fl_json_key(&j, "source_form");
+    fl_json_string(&j, items->form);
+    fl_json_key(&j, "encode");
+    fl_json_string(&j, enc_name(plan->encode));
+    if (plan->encode == PD_ENC_JPEG) {
+        fl_json_key(&j, "quality");
+        fl_json_int(&j, plan->quality);
+    }
+    fl_json_key(&j, "max_side");
+    fl_json_uint(&j, plan->max_side);
+    fl_json_key(&j, "resize");
+    if (plan->resize_w) {
+        snprintf(b, sizeof b, "%ux%u", plan->resize_w, plan->resize_h);
+        fl_json_string(&j, b);
+    } else {
+        fl_json_null(&j);
+    }
+    fl_json_key(&j, "gray");
+    fl_json_bool(&j, po->gray);
+    fl_json_key(&j, "compress");
+    if (plan->schema.compression == FL_COMP_ZSTD) {
+        snprintf(b, sizeof b, "zstd:%d", plan->level);
+        fl_json_string(&j, b);
+    } else {
+        fl_json_string(&j, "none");
+    }
+    fl_json_key(&j, "dictionary_bytes");
+    fl_json_uint(&j, dict_len);
+    fl_json_key(&j, "shuffle");
+    fl_json_bool(&j, po->shuffle);
+    fl_json_key(&j, "seed");
+    fl_json_uint(&j, po->seed);
+    fl_json_key(&j, "part");
+    if (po->part_count) {
+        snprintf(b, sizeof b, "%u/%u", po->part_index, po->part_count);
+        fl_json_string(&j, b);
+    } else {
+        fl_json_null(&j);
+    }
+    fl_json_key(&j, "on_error");
+    fl_json_string(&j, po->on_error_skip ? "skip" : "fail");
+    fl_json_key(&j, "max_pixels");
+    fl_json_uint(&j, po->so.max_pixels);
+    fl_json_key(&j, "backend");
+    fl_json_string(&j, po->backend == FL_BACKEND_LMDB ? "lmdb" : "shards");
+    fl_json_key(&j, "shard_size");
+    fl_json_uint(&j, po->shard_size);
+    fl_json_end_object(&j);
+    char *s = fl_json_failed(&j) ? NULL : strdup(fl_json_text(&j));
+    fl_json_free(&j);
+    return s;
+}
+
+void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
+                      uint64_t records, uint64_t skipped, uint64_t parse_skipped,
+                      uint64_t bytes_in, uint64_t bytes_out, double seconds) {
+    double ratio = bytes_in ? (double)bytes_out / (double)bytes_in : 0;
+    double rate = seconds > 0 ? (double)records / seconds : 0;
+    const char *enc = plan->schema.encoding == FL_ENC_RAW ? "raw"
+                      : plan->schema.encoding == FL_ENC_PNG ? "png" : "jpeg";
+    if (po->json) {
+        fl_json j;
+        fl_json_init(&j);
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "dst");
+        fl_json_string(&j, po->dst);
+        fl_json_key(&j, "records");
+        fl_json_uint(&j, records);
+        fl_json_key(&j, "classes");
+        fl_json_begin_array(&j);
+        for (uint32_t i = 0; i < items->num_classes; i++) fl_json_string(&j, items->class_names[i]);
+        fl_json_end_array(&j);
+        fl_json_key(&j, "encoding");
+        fl_json_string(&j, enc);
+        fl_json_key(&j, "mode");
+        fl_json_string(&j, enc_name(plan->encode));
+        fl_json_key(&j, "compression");
+        fl_json_string(&j, plan->schema.compression == FL_COMP_ZSTD ? "zstd" : "none");
+        fl_json_key(&j, "bytes_in");
+        fl_json_uint(&j, bytes_in);
+        fl_json_key(&j, "bytes_out");
+        fl_json_uint(&j, bytes_out);
+        fl_json_key(&j, "ratio");
+        fl_json_double(&j, ratio);
+        fl_json_key(&j, "seconds");
+        fl_json_double(&j, seconds);
+        fl_json_key(&j, "images_per_second");
+        fl_json_double(&j, rate);
+        fl_json_key(&j, "skipped");
+        fl_json_uint(&j, skipped);
+        fl_json_key(&j, "skipped_while_listing");
+        fl_json_uint(&j, parse_skipped);
+        fl_json_key(&j, "workers");
+        fl_json_uint(&j, po->workers);
+        fl_json_end_object(&j);
+        printf("%s\n", fl_json_text(&j));
+        fflush(stdout);
+        fl_json_free(&j);
+        return;
+    }
+    char bi[32], bo[32], t[32], r[48];
+    fl_cli_human_bytes(bytes_in, bi, sizeof bi);
+    fl_cli_human_bytes(bytes_out, bo, sizeof bo);
+    fl_cli_human_duration(seconds, t, sizeof t);
+    fl_cli_human_rate(rate, "img/s", r, sizeof r);
+    fprintf(stderr, PD_TOOL ": packed %llu records, %u classes into %s (%s", (unsigned long long)records,
+            items->num_classes, po->dst, enc);
+    if (plan->schema.width) fprintf(stderr, " %ux%ux%u", plan->schema.width, plan->schema.height, plan->channels);
+    if (plan->schema.compression == FL_COMP_ZSTD) fprintf(stderr, ", zstd:%d", plan->level);
+    fprintf(stderr, ")\n" PD_TOOL ": bytes in %s, out %s (ratio %.3f); %s, %s, %u workers; skipped %llu\n",
+            bi, bo, ratio, t, r, po->workers, (unsigned long long)skipped);
+}

@@ -1,0 +1,263 @@
+/* process.c — what a worker thread does to one input item: read the file (or take the in-memory
+ * pixels), check it (probe, declared size, truncation), then keep the bytes, or decode at the
+ * smallest sufficient DCT scale, resize and encode (JPEG) or store pixels (raw), and compress.
+ * Everything goes into the caller's slot; buffers are grow-only and reused across items. */
+#include "pack_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int pd_worker_init(pd_worker_ctx *c, const pd_plan *plan, const void *dict, size_t dict_len,
+                   fl_error *err) {
+    memset(c, 0, sizeof *c);
+    int r = fl_decoder_create(plan->max_pixels, &c->dec, err);
+    if (!r) r = fl_encoder_create(&c->enc, err);
+    if (!r && plan->schema.compression == FL_COMP_ZSTD)
+        r = fl_compressor_create(plan->level, dict, dict_len, &c->comp, err);
+    return r;
+}
+
+void pd_worker_free(pd_worker_ctx *c) {
+    if (c->dec) fl_decoder_free(c->dec);
+    if (c->enc) fl_encoder_free(c->enc);
+    if (c->comp) fl_compressor_free(c->comp);
+    free(c->file);
+    free(c->pix);
+    free(c->scratch);
+    memset(c, 0, sizeof *c);
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap : 4096;
+    while (n < need) n *= 2;
+    uint8_t *b = realloc(*buf, n);
+    if (!b) return -ENOMEM;
+    *buf = b;
+    *cap = n;
+    return 0;
+}
+
+/* Read a whole file into a grow-only buffer. Returns 0 or -errno (EISDIR for non-files). */
+static int read_into(const char *path, uint8_t **buf, size_t *cap, size_t *len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        int e = S_ISREG(st.st_mode) ? errno : EISDIR;
+        close(fd);
+        return -e;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    if (grow(buf, cap, n + 1)) {
+        close(fd);
+        return -ENOMEM;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, *buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    *len = got;
+    return 0;
+}
+
+/* A complete JPEG ends with the EOI marker, a complete PNG with an IEND chunk. Entropy-coded
+ * JPEG data never holds FF D9 (0xFF is stuffed), so finding it near the end is reliable. */
+static int looks_complete(fl_image_format f, const uint8_t *d, size_t n) {
+    size_t lo = n > 4096 ? n - 4096 : 0;
+    if (f == FL_IMG_JPEG) {
+        for (size_t i = n; i >= lo + 2; i--)
+            if (d[i - 2] == 0xFF && d[i - 1] == 0xD9) return 1;
+        return 0;
+    }
+    if (f == FL_IMG_PNG) {
+        for (size_t i = n; i >= lo + 4; i--)
+            if (!memcmp(d + i - 4, "IEND", 4)) return 1;
+        return 0;
+    }
+    return 1;
+}
+
+static void target_size(const pd_plan *p, uint32_t w, uint32_t h, uint32_t *tw, uint32_t *th) {
+    if (p->resize_w) {
+        *tw = p->resize_w;
+        *th = p->resize_h;
+    } else if (p->max_side && (w > p->max_side || h > p->max_side)) {
+        if (w >= h) {
+            *tw = p->max_side;
+            *th = (uint32_t)(((uint64_t)h * p->max_side + w / 2) / w);
+        } else {
+            *th = p->max_side;
+            *tw = (uint32_t)(((uint64_t)w * p->max_side + h / 2) / h);
+        }
+        if (!*tw) *tw = 1;
+        if (!*th) *th = 1;
+    } else {
+        *tw = w;
+        *th = h;
+    }
+}
+
+#define REJECT(...) do { s->status = PD_SLOT_REJECT; snprintf(s->msg, sizeof s->msg, __VA_ARGS__); return; } while (0)
+#define FATAL(...) do { s->status = PD_SLOT_FATAL; snprintf(s->msg, sizeof s->msg, __VA_ARGS__); return; } while (0)
+
+static const char *fmt_name(fl_image_format f) {
+    return f == FL_IMG_JPEG ? "JPEG" : f == FL_IMG_PNG ? "PNG" : "unknown";
+}
+
+/* Store `len` payload bytes into the slot, compressing when the schema says so. */
+static void store(pd_worker_ctx *c, const pd_plan *plan, const uint8_t *payload, size_t len,
+                  pd_slot *s) {
+    s->raw_len = len;
+    if (plan->schema.compression == FL_COMP_ZSTD) {
+        size_t bound = fl_compress_bound(len);
+        if (grow(&s->buf, &s->cap, bound)) FATAL("out of memory");
+        fl_error err;
+        fl_error_clear(&err);
+        if (fl_compressor_compress(c->comp, payload, len, s->buf, s->cap, &s->len, &err))
+            FATAL("%s: zstd compression failed: %s", s->source, err.msg);
+        return;
+    }
+    if (payload != s->buf) {
+        if (grow(&s->buf, &s->cap, len ? len : 1)) FATAL("out of memory");
+        memcpy(s->buf, payload, len);
+    }
+    s->len = len;
+}
+
+void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s) {
+    fl_error err;
+    fl_error_clear(&err);
+    s->status = PD_SLOT_OK;
+    s->msg[0] = 0;
+    s->len = s->raw_len = 0;
+    s->in_bytes = 0;
+    s->source = it->path ? it->path : it->name;
+    const uint32_t ch = plan->channels;
+    const uint8_t *pix;
+    uint32_t w, h;
+    size_t stride;
+
+    if (it->path) {
+        /* keep without compression: read straight into the slot, no copy */
+        int direct = plan->encode == PD_ENC_KEEP && plan->schema.compression == FL_COMP_NONE;
+        uint8_t **buf = direct ? &s->buf : &c->file;
+        size_t *cap = direct ? &s->cap : &c->file_cap;
+        size_t len = 0;
+        int r = read_into(it->path, buf, cap, &len);
+        if (r == -ENOMEM) FATAL("out of memory reading %s", it->path);
+        if (r == -ENOENT) REJECT("missing file (No such file or directory)");
+        if (r == -EISDIR) REJECT("not a regular file");
+        if (r) REJECT("cannot read: %s", strerror(-r));
+        const uint8_t *data = *buf;
+        s->in_bytes = len;
+        if (len == 0) REJECT("empty file");
+        fl_image_info info;
+        if (fl_image_probe(data, len, &info, &err)) REJECT("not a JPEG or PNG image");
+        uint64_t px = (uint64_t)info.width * info.height;
+        if (px > plan->max_pixels)
+            REJECT("declared size %ux%u (%llu pixels) is over --max-pixels %llu", info.width,
+                   info.height, (unsigned long long)px, (unsigned long long)plan->max_pixels);
+        if (!info.width || !info.height) REJECT("declared size %ux%u is empty", info.width, info.height);
+        if (!looks_complete(info.format, data, len))
+            REJECT("truncated %s (%s)", fmt_name(info.format),
+                   info.format == FL_IMG_JPEG ? "no end-of-image marker" : "no IEND chunk");
+        if (plan->encode == PD_ENC_KEEP) {
+            if (info.format != plan->keep_format)
+                FATAL("%s: is a %s image but this dataset keeps %s (the first input was %s): "
+                      "--encode keep stores one format; pass --encode jpeg to re-encode all inputs",
+                      it->path, fmt_name(info.format), fmt_name(plan->keep_format),
+                      fmt_name(plan->keep_format));
+            s->height = info.height;
+            s->width = info.width;
+            if (direct) {
+                s->len = s->raw_len = len;
+                return;
+            }
+            store(c, plan, data, len, s);
+            return;
+        }
+        uint32_t tw, th;
+        target_size(plan, info.width, info.height, &tw, &th);
+        fl_image img;
+        r = fl_decode(c->dec, data, len, ch, tw, th, &img, &err);
+        if (r == -ENOMEM) FATAL("out of memory decoding %s", it->path);
+        if (r) REJECT("cannot decode %s: %s", fmt_name(info.format), err.msg[0] ? err.msg : fl_strerror(r));
+        pix = img.pixels;
+        w = img.width;
+        h = img.height;
+        stride = img.stride;
+    } else {
+        w = it->width;
+        h = it->height;
+        s->in_bytes = (uint64_t)w * h * it->channels;
+        pix = it->pixels;
+        stride = (size_t)w * it->channels;
+        if (it->channels != ch) {
+            /* gray <-> RGB for in-memory sources (ITU-R BT.601 luma) */
+            if (grow(&c->file, &c->file_cap, (size_t)w * h * ch)) FATAL("out of memory");
+            uint8_t *o = c->file;
+            size_t np = (size_t)w * h;
+            if (ch == 1 && it->channels == 3) {
+                for (size_t i = 0; i < np; i++)
+                    o[i] = (uint8_t)((299u * pix[3 * i] + 587u * pix[3 * i + 1] + 114u * pix[3 * i + 2] + 500u) / 1000u);
+            } else if (ch == 3 && it->channels == 1) {
+                for (size_t i = 0; i < np; i++) o[3 * i] = o[3 * i + 1] = o[3 * i + 2] = pix[i];
+            } else {
+                FATAL("%s: cannot convert %u channels to %u", it->name, it->channels, ch);
+            }
+            pix = o;
+            stride = (size_t)w * ch;
+        }
+    }
+
+    uint32_t tw, th;
+    target_size(plan, w, h, &tw, &th);
+    if (tw != w || th != h) {
+        size_t need = fl_resize_scratch_size(w, h, tw, th, ch);
+        if (grow(&c->scratch, &c->scratch_cap, need ? need : 1) ||
+            grow(&c->pix, &c->pix_cap, (size_t)tw * th * ch))
+            FATAL("out of memory");
+        if (fl_resize(pix, w, h, stride, ch, c->pix, tw, th, (size_t)tw * ch, 0, c->scratch,
+                      c->scratch_cap, &err))
+            FATAL("%s: resize failed: %s", s->source, err.msg);
+        pix = c->pix;
+        w = tw;
+        h = th;
+        stride = (size_t)tw * ch;
+    }
+    s->width = w;
+    s->height = h;
+    if (plan->encode == PD_ENC_RAW) {
+        if (plan->fixed_w && (w != plan->fixed_w || h != plan->fixed_h))
+            REJECT("image is %ux%u but this raw dataset's records are %ux%u: pass --resize WxH to "
+                   "give every record one size", w, h, plan->fixed_w, plan->fixed_h);
+        size_t row = (size_t)w * ch;
+        if (stride != row) {
+            if (grow(&c->pix, &c->pix_cap, row * h)) FATAL("out of memory");
+            for (uint32_t y = 0; y < h; y++) memmove(c->pix + y * row, pix + y * stride, row);
+            pix = c->pix;
+        }
+        store(c, plan, pix, row * h, s);
+        return;
+    }
+    /* JPEG re-encode */
+    fl_image img = {(uint8_t *)pix, w, h, ch, stride};
+    const uint8_t *out;
+    size_t out_len;
+    if (fl_encode_jpeg(c->enc, &img, plan->quality, &out, &out_len, &err))
+        FATAL("%s: JPEG encoding failed: %s", s->source, err.msg);
+    store(c, plan, out, out_len, s);
+}

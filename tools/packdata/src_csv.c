@@ -1,0 +1,213 @@
+/* src_csv.c — CSV sources: a header row naming the columns, then one image per row. Fields follow
+ * RFC 4180 (quotes, "" inside quotes, CRLF or LF); the path and label columns are chosen by name
+ * (--path-column, --label-column). Paths are relative to --root (default: the CSV's folder). */
+#include "packdata.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct csv_row {
+    char **f;
+    size_t n, cap;
+    char *buf;
+    size_t blen, bcap;
+} csv_row;
+
+static int push_char(csv_row *r, char c) {
+    if (r->blen + 1 >= r->bcap) {
+        size_t nc = r->bcap ? r->bcap * 2 : 256;
+        char *b = realloc(r->buf, nc);
+        if (!b) return -1;
+        r->buf = b;
+        r->bcap = nc;
+    }
+    r->buf[r->blen++] = c;
+    return 0;
+}
+
+/* Parse one record starting at *pos. Fields are NUL-separated in r->buf; r->f holds offsets
+ * (as pointers after the record is complete). Returns 1 when a record was read, 0 at the end,
+ * -1 on a malformed record (unterminated quote), -2 out of memory. *lines counts newlines. */
+static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *lines) {
+    size_t p = *pos;
+    if (p >= len) return 0;
+    r->n = 0;
+    r->blen = 0;
+    size_t starts[4096];
+    size_t ns = 0;
+    starts[ns++] = 0;
+    int quoted = 0, at_start = 1;
+    for (;;) {
+        if (p >= len) {
+            if (quoted) return -1;
+            break;
+        }
+        char c = d[p];
+        if (quoted) {
+            if (c == '"') {
+                if (p + 1 < len && d[p + 1] == '"') {
+                    if (push_char(r, '"')) return -2;
+                    p += 2;
+                    continue;
+                }
+                quoted = 0;
+                p++;
+                continue;
+            }
+            if (c == '\n') (*lines)++;
+            if (push_char(r, c)) return -2;
+            p++;
+            continue;
+        }
+        if (c == '"' && at_start) {
+            quoted = 1;
+            at_start = 0;
+            p++;
+            continue;
+        }
+        if (c == ',') {
+            if (push_char(r, 0)) return -2;
+            if (ns == 4096) return -1;
+            starts[ns++] = r->blen;
+            at_start = 1;
+            p++;
+            continue;
+        }
+        if (c == '\r' && p + 1 < len && d[p + 1] == '\n') {
+            p++;
+            continue;
+        }
+        if (c == '\n') {
+            (*lines)++;
+            p++;
+            break;
+        }
+        if (push_char(r, c)) return -2;
+        at_start = 0;
+        p++;
+    }
+    if (push_char(r, 0)) return -2;
+    if (ns > r->cap) {
+        char **f = realloc(r->f, ns * sizeof *f);
+        if (!f) return -2;
+        r->f = f;
+        r->cap = ns;
+    }
+    for (size_t i = 0; i < ns; i++) r->f[i] = r->buf + starts[i];
+    r->n = ns;
+    *pos = p;
+    return 1;
+}
+
+static char *dir_of(const char *file) {
+    const char *s = strrchr(file, '/');
+    if (!s) return strdup(".");
+    if (s == file) return strdup("/");
+    return strndup(file, (size_t)(s - file));
+}
+
+int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+               fl_error *err) {
+    uint8_t *data;
+    size_t len;
+    int r = pd_read_file(file, 0, 1ull << 32, &data, &len, err);
+    if (r) return r;
+    const char *d = (const char *)data;
+    size_t pos = 0, lines = 0;
+    if (len >= 3 && !memcmp(d, "\xEF\xBB\xBF", 3)) pos = 3; /* UTF-8 BOM */
+    const char *pc = so->path_column ? so->path_column : "path";
+    const char *lc = so->label_column ? so->label_column : "label";
+    csv_row row = {0};
+    pd_strset seen = {0};
+    char *root = so->root ? strdup(so->root) : dir_of(file);
+    int32_t maxl = -1;
+    long ip = -1, il = -1;
+    size_t ncols = 0;
+    if (!root) goto oom;
+    int k = csv_next(d, len, &pos, &row, &lines);
+    if (k == -2) goto oom;
+    if (k <= 0) {
+        r = fl_error_set(err, FL_E_FORMAT, "%s: %s", file, k == 0 ? "empty CSV: expected a header row" : "malformed header row");
+        goto done;
+    }
+    ncols = row.n;
+    for (size_t i = 0; i < row.n; i++) {
+        char *f = row.f[i];
+        size_t l = strlen(f);
+        while (l && (f[l - 1] == ' ' || f[l - 1] == '\r')) f[--l] = 0;
+        while (*f == ' ') f++;
+        if (!strcmp(f, pc) && ip < 0) ip = (long)i;
+        if (!strcmp(f, lc) && il < 0) il = (long)i;
+    }
+    if (ip < 0 || il < 0) {
+        r = fl_error_set(err, FL_E_INVALID, "%s:1: header has no column named '%s' (choose with "
+                         "%s): columns are %s%s%s%s", file, ip < 0 ? pc : lc,
+                         ip < 0 ? "--path-column" : "--label-column", row.n > 0 ? row.f[0] : "",
+                         row.n > 1 ? ", " : "", row.n > 1 ? row.f[1] : "", row.n > 2 ? ", ..." : "");
+        goto done;
+    }
+    for (;;) {
+        size_t line_no = lines + 1;
+        k = csv_next(d, len, &pos, &row, &lines);
+        if (k == 0) break;
+        if (k == -2) goto oom;
+        char src[4200];
+        snprintf(src, sizeof src, "%s:%zu", file, line_no);
+        if (k == -1) {
+            if (pd_reject(rc, src, "malformed CSV record (unterminated quote or too many fields)")) goto fail;
+            break; /* the rest of the file cannot be framed */
+        }
+        if (row.n == 1 && row.f[0][0] == 0) continue; /* blank line */
+        if (row.n != ncols) {
+            if (pd_reject(rc, src, "has %zu fields but the header has %zu", row.n, ncols)) goto fail;
+            continue;
+        }
+        const char *path = row.f[ip];
+        if (!*path) {
+            if (pd_reject(rc, src, "empty path")) goto fail;
+            continue;
+        }
+        int32_t label;
+        char why[256];
+        if (pd_parse_label(row.f[il], so, &label, why, sizeof why)) {
+            if (pd_reject(rc, src, "%s (path %.200s)", why, path)) goto fail;
+            continue;
+        }
+        pd_item it = {0};
+        it.name = pd_items_strdup(out, path);
+        char *full = pd_path_join(root, path);
+        if (!it.name || !full) {
+            free(full);
+            goto oom;
+        }
+        it.path = pd_items_strdup(out, full);
+        free(full);
+        if (!it.path) goto oom;
+        int ins = pd_strset_add(&seen, it.name);
+        if (ins < 0) goto oom;
+        if (!ins) {
+            if (pd_reject(rc, src, "duplicate entry: %.400s is listed twice", path)) goto fail;
+            continue;
+        }
+        it.label = label;
+        if (label > maxl) maxl = label;
+        if (pd_items_push(out, &it)) goto oom;
+    }
+    out->form = "csv";
+    if (pd_items_finish_classes(out, so, maxl)) goto oom;
+    r = 0;
+    goto done;
+oom:
+    r = fl_error_set(err, -ENOMEM, "out of memory reading %s", file);
+    goto done;
+fail:
+    r = pd_fail_reported(err, FL_E_LABEL);
+done:
+    free(row.f);
+    free(row.buf);
+    free(root);
+    free(data);
+    pd_strset_free(&seen);
+    return r;
+}

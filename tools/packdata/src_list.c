@@ -1,0 +1,108 @@
+/* src_list.c — Caffe convert_imageset-style list files: one "relative/path label" per line.
+ * The label is the last whitespace-separated field, so paths may contain spaces; blank lines and
+ * lines starting with '#' are skipped; paths are relative to --root (default: the list's folder). */
+#include "packdata.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dir_of(const char *file) {
+    const char *s = strrchr(file, '/');
+    if (!s) return strdup(".");
+    if (s == file) return strdup("/");
+    return strndup(file, (size_t)(s - file));
+}
+
+int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                fl_error *err) {
+    uint8_t *data;
+    size_t len;
+    int r = pd_read_file(file, 0, 1ull << 32, &data, &len, err);
+    if (r) return r;
+    char *root = so->root ? strdup(so->root) : dir_of(file);
+    pd_strset seen = {0};
+    int32_t maxl = -1;
+    size_t line_no = 0, pos = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    r = 0;
+    if (!root) goto oom;
+    while (pos < len) {
+        size_t e = pos;
+        while (e < len && data[e] != '\n') e++;
+        size_t n = e - pos;
+        line_no++;
+        if (n + 1 > line_cap) {
+            line_cap = n + 1;
+            char *nl = realloc(line, line_cap);
+            if (!nl) goto oom;
+            line = nl;
+        }
+        memcpy(line, data + pos, n);
+        line[n] = 0;
+        pos = e + 1;
+        while (n && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t')) line[--n] = 0;
+        char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p || *p == '#') continue;
+        char where[64];
+        char src[4200];
+        snprintf(where, sizeof where, ":%zu", line_no);
+        snprintf(src, sizeof src, "%s%s", file, where);
+        if (memchr(line, 0, n) != NULL && strlen(line) != n) {
+            if (pd_reject(rc, src, "line contains a NUL byte")) goto fail;
+            continue;
+        }
+        char *sp = p + strlen(p);
+        while (sp > p && sp[-1] != ' ' && sp[-1] != '\t') sp--;
+        if (sp == p) {
+            if (pd_reject(rc, src, "expected \"path label\", found one field '%.200s'", p)) goto fail;
+            continue;
+        }
+        char *lab = sp;
+        char *pe = sp;
+        while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t')) pe--;
+        *pe = 0;
+        int32_t label;
+        char why[256];
+        if (pd_parse_label(lab, so, &label, why, sizeof why)) {
+            if (pd_reject(rc, src, "%s (path %.200s)", why, p)) goto fail;
+            continue;
+        }
+        pd_item it = {0};
+        it.name = pd_items_strdup(out, p);
+        char *full = pd_path_join(root, p);
+        if (!it.name || !full) {
+            free(full);
+            goto oom;
+        }
+        it.path = pd_items_strdup(out, full);
+        free(full);
+        if (!it.path) goto oom;
+        int ins = pd_strset_add(&seen, it.name);
+        if (ins < 0) goto oom;
+        if (ins == 0) {
+            if (pd_reject(rc, src, "duplicate entry: %.400s is listed twice", p)) goto fail;
+            continue;
+        }
+        it.label = label;
+        if (label > maxl) maxl = label;
+        if (pd_items_push(out, &it)) goto oom;
+    }
+    out->form = "list";
+    r = pd_items_finish_classes(out, so, maxl);
+    if (r) goto oom;
+    goto done;
+oom:
+    r = fl_error_set(err, -ENOMEM, "out of memory reading %s", file);
+    goto done;
+fail:
+    r = pd_fail_reported(err, FL_E_LABEL);
+done:
+    free(line);
+    free(root);
+    free(data);
+    pd_strset_free(&seen);
+    return r;
+}
