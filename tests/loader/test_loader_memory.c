@@ -106,7 +106,13 @@ int main(void)
            fd0, fd1, th0, th1, r0, r1);
     CHECK(fd1 == fd0);
     CHECK(th1 == th0);
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan keeps freed blocks in quarantine, so RSS grows by design; LeakSanitizer checks the
+     * frees at exit instead. */
+    (void)r0;
+#else
     CHECK(r1 - r0 < 2048);
+#endif
     free(p);
     fx_rmrf(dir);
     free(dir);

@@ -78,6 +78,43 @@ static void gray_as_rgb(const char *path, const fx_spec *s)
     fl_loader_close(L);
 }
 
+/* Default options (pinned = 1): the CUDA runtime is looked up at run time; without a GPU the
+ * ring falls back to page-aligned memory and batches are the same. Device mode without a GPU
+ * is refused cleanly. */
+static void pinned_default(const char *path, const fx_spec *s)
+{
+    fl_loader_options o;
+    fl_loader_options_init(&o);
+    o.batch_size = 5;
+    o.workers = 1;
+    fl_loader *L;
+    fl_error err;
+    CHECK_OK(fl_loader_create(path, &o, &L, &err), &err);
+    fl_batch *b;
+    CHECK_OK(fl_loader_next(L, &b, &err), &err);
+    size_t sb = (size_t)s->height * s->width * s->channels;
+    uint8_t *want = malloc(sb);
+    fx_fill(4, s->height, s->width, s->channels, want);
+    CHECK(memcmp(b->images + 4 * sb, want, sb) == 0);
+    CHECK(((uintptr_t)b->images & 4095) == 0);
+    CHECK(b->device_images == NULL);
+    free(want);
+    fl_loader_release(L, b);
+    fl_loader_close(L);
+    o.device = 0;
+    int rc = fl_loader_create(path, &o, &L, &err);
+    if (rc == 0) {
+        printf("device mode available (GPU present)\n");
+        CHECK_OK(fl_loader_next(L, &b, &err), &err);
+        CHECK(b->device_images != NULL && b->event != NULL);
+        fl_loader_release(L, b);
+        fl_loader_close(L);
+    } else {
+        printf("device mode refused as expected: %s\n", err.msg);
+        CHECK(rc == FL_E_UNSUPPORTED && L == NULL);
+    }
+}
+
 static void bad_options(const char *path)
 {
     fl_loader_options o;
@@ -120,6 +157,7 @@ int main(void)
     check_stream(p, &s, FL_IO_AUTO, 0);
     check_stream(p, &s, FL_IO_PREAD, 1);
     bad_options(p);
+    pinned_default(p, &s);
     free(p);
 
     s.compression = FL_COMP_ZSTD;
