@@ -1,6 +1,6 @@
 /* resize.c — separable antialiased resampling (triangle filter whose support widens with the
  * shrink factor, like PIL's BILINEAR), fixed point and therefore bit-identical on every run and
- * thread: a horizontal pass into 8.8 fixed-point rows, then a vertical pass. */
+ * thread: a vertical pass into 8-bit rows, then a horizontal pass (SSSE3 for RGB). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -37,12 +37,12 @@ static int axis_init(axis *a, double x0, double len, uint32_t size, uint32_t out
 }
 
 /* Spans and fixed-point weights for each output coordinate. */
-static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt) {
+static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int32_t wstride) {
     double fw[512];
     double *w = a->ksize <= 512 ? fw : malloc(sizeof(double) * (size_t)a->ksize);
     for (uint32_t o = 0; o < out; o++) {
-        int16_t *q = wt + (size_t)o * a->ksize;
-        memset(q, 0, sizeof(int16_t) * (size_t)a->ksize);
+        int16_t *q = wt + (size_t)o * wstride;
+        memset(q, 0, sizeof(int16_t) * (size_t)wstride);
         double center = a->x0 + (o + 0.5) * a->scale;
         int32_t xmin = (int32_t)floor(center - a->support + 0.5);
         int32_t xmax = (int32_t)floor(center + a->support + 0.5);
@@ -85,22 +85,25 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 typedef struct layout {
     axis ax, ay;
+    int32_t kx2;  /* horizontal taps rounded up to even: the SIMD kernel takes them in pairs */
+    size_t tw;    /* bytes of one intermediate row: window columns × channels */
     size_t off_xs, off_ys, off_xw, off_yw, off_tmp, off_acc, total;
-    int32_t rows; /* source rows the vertical pass can touch */
 } layout;
 
 static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
                        uint32_t dh, uint32_t channels) {
     if (axis_init(&L->ax, win[0], win[2], sw, dw) || axis_init(&L->ay, win[1], win[3], sh, dh))
         return -1;
-    L->rows = L->ay.hi - L->ay.lo;
+    L->kx2 = (L->ax.ksize + 1) & ~1;
+    L->tw = (size_t)(L->ax.hi - L->ax.lo) * channels;
     size_t o = 0;
     L->off_xs = o, o += align64(sizeof(span) * dw);
     L->off_ys = o, o += align64(sizeof(span) * dh);
-    L->off_xw = o, o += align64(sizeof(int16_t) * (size_t)dw * L->ax.ksize);
+    L->off_xw = o, o += align64(sizeof(int16_t) * (size_t)dw * L->kx2);
     L->off_yw = o, o += align64(sizeof(int16_t) * (size_t)dh * L->ay.ksize);
-    L->off_tmp = o, o += align64(sizeof(uint16_t) * (size_t)L->rows * dw * channels);
-    L->off_acc = o, o += align64(sizeof(int32_t) * (size_t)dw * channels);
+    /* +64: the SIMD kernel loads 8 bytes from the last pixel pair of the last row. */
+    L->off_tmp = o, o += align64(L->tw * dh + 64);
+    L->off_acc = o, o += align64(sizeof(int32_t) * L->tw);
     L->total = o + 64; /* room to align the base */
     return 0;
 }
@@ -118,14 +121,48 @@ size_t fl_resize_scratch_size(uint32_t sw, uint32_t sh, uint32_t dw, uint32_t dh
     return fl_resize_window_scratch_size(sw, sh, win, dw, dh, channels);
 }
 
-/* One source row → dw fixed-point (value << 8) pixels, mirrored when flip. */
-static void hpass_row(const uint8_t *src, uint16_t *out, uint32_t dw, uint32_t ch, const span *xs,
-                      const int16_t *xw, int32_t kx, int flip) {
+static inline uint8_t round_px(int32_t acc) {
+    int32_t v = (acc + (1 << (WBITS - 1))) >> WBITS;
+    return (uint8_t)(v > 255 ? 255 : v);
+}
+
+/* Vertical pass first (it vectorizes across the whole row): dh rows of the window's columns,
+ * rounded to 8 bits like PIL does between its passes. Compiled for AVX2 and baseline x86-64,
+ * picked at load time; integer arithmetic makes both clones give identical bytes. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void vpass(const uint8_t *src, size_t sstride, size_t col0, size_t tw, const span *ys,
+                  const int16_t *yw, int32_t ky, uint32_t dh, uint8_t *tmp, int32_t *acc) {
+    for (uint32_t o = 0; o < dh; o++) {
+        const int16_t *w = yw + (size_t)o * ky;
+        const uint8_t *s = src + (size_t)ys[o].start * sstride + col0;
+        uint8_t *t = tmp + (size_t)o * tw;
+        int32_t n = ys[o].n;
+        if (n == 1 || (n == 2 && w[1] == 0)) { /* identity row (no vertical scaling) */
+            memcpy(t, s, tw);
+            continue;
+        }
+        int32_t w0 = w[0], w1 = w[1];
+        const uint8_t *s1 = s + sstride;
+        for (size_t x = 0; x < tw; x++) acc[x] = w0 * s[x] + w1 * s1[x];
+        for (int32_t k = 2; k < n; k++) {
+            const uint8_t *sk = s + (size_t)k * sstride;
+            int32_t wk = w[k];
+            for (size_t x = 0; x < tw; x++) acc[x] += wk * sk[x];
+        }
+        for (size_t x = 0; x < tw; x++) t[x] = round_px(acc[x]);
+    }
+}
+
+/* Horizontal pass, portable: any channel count. */
+static void hpass_scalar(const uint8_t *t, uint8_t *d, uint32_t dw, uint32_t ch, const span *xs,
+                         const int16_t *xw, int32_t kx2, int flip) {
     for (uint32_t o = 0; o < dw; o++) {
-        const int16_t *w = xw + (size_t)o * kx;
-        const uint8_t *p = src + (size_t)xs[o].start * ch;
+        const int16_t *w = xw + (size_t)o * kx2;
+        const uint8_t *p = t + (size_t)xs[o].start * ch;
         int32_t n = xs[o].n;
-        uint16_t *t = out + (size_t)(flip ? dw - 1 - o : o) * ch;
+        uint8_t *q = d + (size_t)(flip ? dw - 1 - o : o) * ch;
         if (ch == 3) {
             int32_t r = 0, g = 0, b = 0;
             for (int32_t k = 0; k < n; k++, p += 3) {
@@ -133,22 +170,50 @@ static void hpass_row(const uint8_t *src, uint16_t *out, uint32_t dw, uint32_t c
                 g += w[k] * p[1];
                 b += w[k] * p[2];
             }
-            t[0] = (uint16_t)((r + 32) >> 6);
-            t[1] = (uint16_t)((g + 32) >> 6);
-            t[2] = (uint16_t)((b + 32) >> 6);
-        } else if (ch == 1) {
-            int32_t v = 0;
-            for (int32_t k = 0; k < n; k++) v += w[k] * p[k];
-            t[0] = (uint16_t)((v + 32) >> 6);
+            q[0] = round_px(r), q[1] = round_px(g), q[2] = round_px(b);
         } else {
             for (uint32_t c = 0; c < ch; c++) {
                 int32_t v = 0;
                 for (int32_t k = 0; k < n; k++) v += w[k] * p[(size_t)k * ch + c];
-                t[c] = (uint16_t)((v + 32) >> 6);
+                q[c] = round_px(v);
             }
         }
     }
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define FL_HAVE_SSSE3_KERNEL 1
+/* Horizontal pass for RGB with SSSE3: two taps per step; pshufb turns the 6 bytes of pixels
+ * k, k+1 into int16 pairs (r_k, r_k+1, g_k, g_k+1, b_k, b_k+1) and pmaddwd multiplies them
+ * by (w_k, w_k+1) and adds, giving the same integer sums as hpass_scalar. Reads up to 5 bytes
+ * past a row's last pixel (the intermediate buffer is padded). */
+__attribute__((target("ssse3"))) static void hpass_rgb_ssse3(const uint8_t *t, uint8_t *d,
+                                                              uint32_t dw, const span *xs,
+                                                              const int16_t *xw, int32_t kx2,
+                                                              int flip) {
+    const __m128i shuf = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m128i half = _mm_set1_epi32(1 << (WBITS - 1));
+    for (uint32_t o = 0; o < dw; o++) {
+        const int16_t *w = xw + (size_t)o * kx2;
+        const uint8_t *p = t + (size_t)xs[o].start * 3;
+        int32_t n = xs[o].n;
+        __m128i acc = half;
+        for (int32_t k = 0; k < n; k += 2, p += 6) {
+            __m128i px = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)p), shuf);
+            int32_t wp;
+            memcpy(&wp, w + k, 4); /* (w_k, w_k+1); w_n is 0 when n is odd */
+            acc = _mm_add_epi32(acc, _mm_madd_epi16(px, _mm_set1_epi32(wp)));
+        }
+        acc = _mm_srai_epi32(acc, WBITS);
+        acc = _mm_packs_epi32(acc, acc);
+        acc = _mm_packus_epi16(acc, acc);
+        uint32_t v = (uint32_t)_mm_cvtsi128_si32(acc);
+        uint8_t *q = d + (size_t)(flip ? dw - 1 - o : o) * 3;
+        q[0] = (uint8_t)v, q[1] = (uint8_t)(v >> 8), q[2] = (uint8_t)(v >> 16);
+    }
+}
+#endif
 
 int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
                      uint32_t channels, const double win[4], uint8_t *dst, uint32_t dw,
@@ -179,39 +244,24 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     span *xs = (span *)(void *)(base + L.off_xs), *ys = (span *)(void *)(base + L.off_ys);
     int16_t *xw = (int16_t *)(void *)(base + L.off_xw), *yw = (int16_t *)(void *)(base + L.off_yw);
-    uint16_t *tmp = (uint16_t *)(void *)(base + L.off_tmp);
+    uint8_t *tmp = base + L.off_tmp;
     int32_t *acc = (int32_t *)(void *)(base + L.off_acc);
-    axis_weights(&L.ax, dw, xs, xw);
-    axis_weights(&L.ay, dh, ys, yw);
+    axis_weights(&L.ax, dw, xs, xw, L.kx2);
+    axis_weights(&L.ay, dh, ys, yw, L.ay.ksize);
+    for (uint32_t o = 0; o < dw; o++) xs[o].start -= L.ax.lo; /* relative to the window */
+    memset(tmp + L.tw * dh, 0, 64);
 
-    /* Horizontal pass over only the source rows some output row uses. */
-    int32_t r0 = ys[0].start, r1 = ys[0].start + ys[0].n;
-    for (uint32_t o = 1; o < dh; o++) {
-        if (ys[o].start < r0) r0 = ys[o].start;
-        if (ys[o].start + ys[o].n > r1) r1 = ys[o].start + ys[o].n;
+    vpass(src, sstride, (size_t)L.ax.lo * channels, L.tw, ys, yw, L.ay.ksize, dh, tmp, acc);
+#ifdef FL_HAVE_SSSE3_KERNEL
+    if (channels == 3 && __builtin_cpu_supports("ssse3")) {
+        for (uint32_t o = 0; o < dh; o++)
+            hpass_rgb_ssse3(tmp + (size_t)o * L.tw, dst + o * dstride, dw, xs, xw, L.kx2, flip);
+        free(mem);
+        return 0;
     }
-    size_t rowlen = (size_t)dw * channels;
-    for (int32_t r = r0; r < r1; r++)
-        hpass_row(src + (size_t)r * sstride, tmp + (size_t)(r - L.ay.lo) * rowlen, dw, channels, xs,
-                  xw, L.ax.ksize, flip);
-
-    /* Vertical pass: accumulate whole rows so the inner loop vectorizes. */
-    for (uint32_t o = 0; o < dh; o++) {
-        const int16_t *w = yw + (size_t)o * L.ay.ksize;
-        const uint16_t *t = tmp + (size_t)(ys[o].start - L.ay.lo) * rowlen;
-        int32_t w0 = w[0];
-        for (size_t x = 0; x < rowlen; x++) acc[x] = w0 * t[x];
-        for (int32_t k = 1; k < ys[o].n; k++) {
-            const uint16_t *tk = t + (size_t)k * rowlen;
-            int32_t wk = w[k];
-            for (size_t x = 0; x < rowlen; x++) acc[x] += wk * tk[x];
-        }
-        uint8_t *d = dst + o * dstride;
-        for (size_t x = 0; x < rowlen; x++) {
-            int32_t v = (acc[x] + (1 << 21)) >> 22;
-            d[x] = (uint8_t)(v > 255 ? 255 : v);
-        }
-    }
+#endif
+    for (uint32_t o = 0; o < dh; o++)
+        hpass_scalar(tmp + (size_t)o * L.tw, dst + o * dstride, dw, channels, xs, xw, L.kx2, flip);
     free(mem);
     return 0;
 }

@@ -1,0 +1,249 @@
+/* decode_bench.c — fl_decode_bench: single-core decode rates of JPEG files, measured in one run:
+ * full-size decode (fl_decode and plain TurboJPEG tjDecompress2) against the loader's hot path,
+ * random-resized-crop with DCT-scaled cropped decode + resample to S×S (fl_decode_crop_resize).
+ *   fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] FILE...
+ * --reencode decodes each input (JPEG or PNG) and re-encodes it in memory as a JPEG of quality Q
+ * (longest side shrunk to MAXSIDE), so photographs shipped as PNG can be measured as JPEGs. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <turbojpeg.h>
+
+#include "fl_image.h"
+
+typedef struct blob {
+    uint8_t *data;
+    size_t len;
+    uint32_t w, h;
+} blob;
+
+static double now(clockid_t clk) {
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int read_file(const char *path, uint8_t **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -errno;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (n <= 0) {
+        fclose(f);
+        return -EINVAL;
+    }
+    *data = malloc((size_t)n);
+    *len = fread(*data, 1, (size_t)n, f);
+    fclose(f);
+    return *len == (size_t)n ? 0 : -EIO;
+}
+
+/* Random-resized-crop parameters as torchvision draws them (area 8–100%, ratio 3/4–4/3),
+ * from a small deterministic generator, falling back to the whole image. */
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static fl_rect rrc(uint32_t w, uint32_t h) {
+    for (int t = 0; t < 10; t++) {
+        double area = w * (double)h * (0.08 + 0.92 * urand());
+        double ratio = exp(log(3.0 / 4) + urand() * (log(4.0 / 3) - log(3.0 / 4)));
+        uint32_t cw = (uint32_t)lround(sqrt(area * ratio)), ch = (uint32_t)lround(sqrt(area / ratio));
+        if (cw >= 1 && ch >= 1 && cw <= w && ch <= h) {
+            fl_rect r = {(uint32_t)(urand() * (w - cw + 1)), (uint32_t)(urand() * (h - ch + 1)), cw, ch};
+            if (r.x + cw > w) r.x = w - cw;
+            if (r.y + ch > h) r.y = h - ch;
+            return r;
+        }
+    }
+    fl_rect r = {0, 0, w, h};
+    return r;
+}
+
+typedef struct rate {
+    double per_sec, per_cpu_sec;
+} rate;
+
+enum { MODE_FULL, MODE_TJ, MODE_CROP, MODE_SCALED };
+
+static int run_mode(int mode, blob *b, int n, double seconds, uint32_t size, fl_decoder *d,
+                    tjhandle tj, uint8_t *buf, rate *out) {
+    fl_error err;
+    long count = 0;
+    double t0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID), t1;
+    do {
+        for (int i = 0; i < n; i++, count++) {
+            fl_image img;
+            int rc = 0;
+            if (mode == MODE_FULL) {
+                rc = fl_decode(d, b[i].data, b[i].len, 3, 0, 0, &img, &err);
+            } else if (mode == MODE_SCALED) {
+                rc = fl_decode(d, b[i].data, b[i].len, 3, size, size, &img, &err);
+            } else if (mode == MODE_TJ) {
+                if (tjDecompress2(tj, b[i].data, (unsigned long)b[i].len, buf, (int)b[i].w, 0,
+                                  (int)b[i].h, TJPF_RGB, 0) != 0 && tjGetErrorCode(tj) == TJERR_FATAL) {
+                    fprintf(stderr, "tjDecompress2: %s\n", tjGetErrorStr2(tj));
+                    return 1;
+                }
+            } else {
+                fl_rect r = rrc(b[i].w, b[i].h);
+                rc = fl_decode_crop_resize(d, b[i].data, b[i].len, &r, size, size, 3, (int)(count & 1),
+                                           buf, &err);
+            }
+            if (rc) {
+                fprintf(stderr, "decode failed: %s\n", err.msg);
+                return 1;
+            }
+        }
+        t1 = now(CLOCK_MONOTONIC);
+    } while (t1 - t0 < seconds);
+    out->per_sec = count / (t1 - t0);
+    out->per_cpu_sec = count / (now(CLOCK_PROCESS_CPUTIME_ID) - c0);
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] FILE...\n"
+               "  single-core images/s: full-size decode vs random-resized-crop decode to SxS (default 224)\n");
+}
+
+int main(int argc, char **argv) {
+    int json = 0, quality = 0;
+    const char *only = NULL; /* profiling aid: run one mode only */
+    uint32_t size = 224, maxside = 0;
+    double seconds = 1.0;
+    int nfiles = 0;
+    char **files = calloc((size_t)argc, sizeof *files);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reencode") && i + 1 < argc) {
+            char *colon;
+            quality = (int)strtol(argv[++i], &colon, 10);
+            if (*colon == ':') maxside = (uint32_t)atoi(colon + 1);
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-') {
+            usage(stderr);
+            return 2;
+        } else files[nfiles++] = argv[i];
+    }
+    if (nfiles == 0 || size == 0 || seconds <= 0 || (quality && (quality < 1 || quality > 100))) {
+        usage(stderr);
+        return 2;
+    }
+    fl_error err;
+    fl_decoder *d;
+    fl_encoder *e;
+    if (fl_decoder_create(0, &d, &err) || fl_encoder_create(&e, &err)) {
+        fprintf(stderr, "fl_decode_bench: %s\n", err.msg);
+        return 1;
+    }
+    blob *b = calloc((size_t)nfiles, sizeof *b);
+    int n = 0;
+    double pixels = 0, bytes = 0;
+    size_t maxpix = 0;
+    for (int i = 0; i < nfiles; i++) {
+        uint8_t *data = NULL;
+        size_t len = 0;
+        int rc = read_file(files[i], &data, &len);
+        if (rc) {
+            fprintf(stderr, "fl_decode_bench: %s: %s\n", files[i], fl_strerror(rc));
+            return 1;
+        }
+        if (quality) {
+            fl_image img;
+            if (fl_decode(d, data, len, 3, 0, 0, &img, &err)) {
+                fprintf(stderr, "fl_decode_bench: %s: %s\n", files[i], err.msg);
+                return 1;
+            }
+            uint32_t w = img.width, h = img.height;
+            if (maxside && (w > maxside || h > maxside)) {
+                double s = (double)maxside / (w > h ? w : h);
+                w = (uint32_t)lround(w * s), h = (uint32_t)lround(h * s);
+                if (!w) w = 1;
+                if (!h) h = 1;
+            }
+            uint8_t *px = malloc((size_t)w * h * 3);
+            fl_resize(img.pixels, img.width, img.height, img.stride, 3, px, w, h, (size_t)w * 3, 0,
+                      NULL, 0, NULL);
+            fl_image small = {px, w, h, 3, (size_t)w * 3};
+            const uint8_t *out;
+            size_t out_len;
+            if (fl_encode_jpeg(e, &small, quality, &out, &out_len, &err)) {
+                fprintf(stderr, "fl_decode_bench: %s: %s\n", files[i], err.msg);
+                return 1;
+            }
+            free(data);
+            free(px);
+            data = malloc(out_len);
+            memcpy(data, out, out_len);
+            len = out_len;
+        }
+        fl_image_info info;
+        if (fl_image_probe(data, len, &info, &err) || info.format != FL_IMG_JPEG) {
+            fprintf(stderr, "fl_decode_bench: %s: not a JPEG (use --reencode Q for PNG inputs)\n", files[i]);
+            return 1;
+        }
+        b[n].data = data;
+        b[n].len = len;
+        b[n].w = info.width;
+        b[n].h = info.height;
+        pixels += (double)info.width * info.height;
+        bytes += (double)len;
+        if ((size_t)info.width * info.height > maxpix) maxpix = (size_t)info.width * info.height;
+        n++;
+    }
+    uint8_t *buf = malloc(maxpix * 3 > (size_t)size * size * 3 ? maxpix * 3 : (size_t)size * size * 3);
+    tjhandle tj = tjInitDecompress();
+    rate full, tjr, crop, scaled;
+    if (only) {
+        int mode = !strcmp(only, "full") ? MODE_FULL : !strcmp(only, "tj") ? MODE_TJ
+                 : !strcmp(only, "scaled") ? MODE_SCALED : MODE_CROP;
+        if (run_mode(mode, b, n, seconds, size, d, tj, buf, &full)) return 1;
+        printf("%s: %.1f images/s, %.1f per CPU second\n", only, full.per_sec, full.per_cpu_sec);
+        return 0;
+    }
+    /* Warm up the decoder's scratch and the caches, then measure. */
+    run_mode(MODE_CROP, b, n, 0.05, size, d, tj, buf, &crop);
+    if (run_mode(MODE_FULL, b, n, seconds, size, d, tj, buf, &full) ||
+        run_mode(MODE_TJ, b, n, seconds, size, d, tj, buf, &tjr) ||
+        run_mode(MODE_CROP, b, n, seconds, size, d, tj, buf, &crop) ||
+        run_mode(MODE_SCALED, b, n, seconds, size, d, tj, buf, &scaled))
+        return 1;
+    if (json) {
+        printf("{\"files\": %d, \"avg_megapixels\": %.4f, \"avg_bytes\": %.0f, \"size\": %u, "
+               "\"full_decode_per_sec\": %.1f, \"tj_full_decode_per_sec\": %.1f, "
+               "\"scaled_crop_per_sec\": %.1f, \"scaled_decode_per_sec\": %.1f, "
+               "\"full_decode_per_cpu_sec\": %.1f, \"scaled_crop_per_cpu_sec\": %.1f}\n",
+               n, pixels / n / 1e6, bytes / n, size, full.per_sec, tjr.per_sec, crop.per_sec,
+               scaled.per_sec, full.per_cpu_sec, crop.per_cpu_sec);
+    } else {
+        printf("%d JPEG files, %.3f megapixels and %.0f bytes on average; one thread, %.1f s per mode\n",
+               n, pixels / n / 1e6, bytes / n, seconds);
+        printf("full-size decode (fl_decode, libjpeg API)   %9.1f images/s\n", full.per_sec);
+        printf("full-size decode (TurboJPEG tjDecompress2)  %9.1f images/s\n", tjr.per_sec);
+        printf("random-resized-crop decode -> %ux%u        %9.1f images/s  (%.2fx full-size)\n", size,
+               size, crop.per_sec, crop.per_sec / full.per_sec);
+        printf("DCT-scaled decode, side >= %u               %9.1f images/s  (%.2fx full-size)\n", size,
+               scaled.per_sec, scaled.per_sec / full.per_sec);
+    }
+    tjDestroy(tj);
+    for (int i = 0; i < n; i++) free(b[i].data);
+    free(b);
+    free(buf);
+    free(files);
+    fl_encoder_free(e);
+    fl_decoder_free(d);
+    return 0;
+}
