@@ -1,0 +1,747 @@
+/* train.c — the trainfast loop: libfastload batches -> backend train_step with the LR schedule,
+ * per-epoch evaluation, checkpoints (every N steps, at epoch ends, on SIGTERM/SIGINT), exact
+ * resume, and the end-of-run summary with the step-time split. Also `trainfast eval`. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "fastload.h"
+#include "fl_cli.h"
+#include "train.h"
+
+#define TOOL "trainfast"
+
+void tf_options_init(tf_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "fastcnn";
+    o->epochs = 4;
+    o->batch = 0;
+    o->lr = 0.2f;
+    o->wd = 5e-4f;
+    o->momentum = 0.9f;
+    o->label_smoothing = 0.1f;
+    o->nesterov = 1;
+    o->cosine = 0;
+    o->warmup_epochs = 0.5f;
+    o->precision = TF_FP32;
+    o->device = "auto";
+    o->seed = 0;
+    o->accum = 1;
+    o->tta = 1;
+    o->crop_pad = -1;
+    o->flip = 1;
+}
+
+/* ---- backend choice ---------------------------------------------------------------------- */
+int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice, size_t cap,
+                    fl_error *err)
+{
+    if (notice && cap)
+        notice[0] = 0;
+    if (!strcmp(device, "cpu")) {
+        *ops = tf_backend_cpu();
+        return 0;
+    }
+    if (strcmp(device, "cuda") && strcmp(device, "auto"))
+        return fl_error_set(err, FL_E_INVALID, "--device %s: expected cpu, cuda or auto", device);
+    char why[256] = "this trainfast was built without the CUDA backend";
+#ifdef TF_HAVE_GPU_BACKEND
+    const tf_backend_ops *g = tf_backend_cuda();
+    if (!g->available || g->available(why, sizeof why)) {
+        *ops = g;
+        return 0;
+    }
+#endif
+    if (!strcmp(device, "cuda"))
+        return fl_error_set(err, FL_E_UNSUPPORTED, "--device cuda: %s", why);
+    if (notice)
+        snprintf(notice, cap, "no GPU (%s): training on the CPU in fp32", why);
+    *ops = tf_backend_cpu();
+    return 0;
+}
+
+/* ---- signals: the handler only sets a flag; the loop stops at the next step boundary ------ */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_signal(int sig) { g_stop_signal = sig; }
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* ---- LR schedule over optimizer steps: linear warm-up, then linear or cosine decay to 0 ---- */
+static float lr_at(const tf_options *o, uint64_t step, uint64_t total, uint64_t warmup)
+{
+    if (warmup > 0 && step < warmup)
+        return o->lr * (float)(step + 1) / (float)warmup;
+    if (total <= warmup)
+        return o->lr;
+    double t = (double)(step - warmup) / (double)(total - warmup);
+    if (t > 1.0)
+        t = 1.0;
+    double f = o->cosine ? 0.5 * (1.0 + cos(M_PI * t)) : 1.0 - t;
+    return (float)(o->lr * f);
+}
+
+static void loader_log(void *user, int level, const char *msg)
+{
+    int quiet = *(int *)user;
+    if (!quiet || level > 0)
+        fprintf(stderr, "%s: %s%s\n", TOOL, level > 0 ? "warning: " : "", msg);
+}
+
+/* ---- evaluation over a whole dataset ---------------------------------------------------------- */
+typedef struct eval_out {
+    double loss, top1, top5;
+    uint64_t n;
+    double seconds;
+} eval_out;
+
+static int evaluate(const tf_backend_ops *ops, tf_backend *b, const char *path, uint32_t batch,
+                    uint32_t size, int tta, int use_ema, int workers, int *quiet, eval_out *out,
+                    fl_error *err)
+{
+    double t0 = fl_cli_now();
+    memset(out, 0, sizeof *out);
+    fl_loader_options lo;
+    fl_loader_options_init(&lo);
+    lo.batch_size = batch;
+    lo.workers = (uint32_t)workers;
+    lo.order = FL_ORDER_SEQUENTIAL;
+    lo.drop_last = 0;
+    lo.log = loader_log;
+    lo.log_user = quiet;
+    if (size) {
+        lo.out_height = lo.out_width = size;
+        lo.augment = FL_AUG_CENTER;
+    }
+    fl_loader *L;
+    int rc = fl_loader_create(path, &lo, &L, err);
+    if (rc)
+        return rc;
+    const uint64_t count = fl_dataset_count(fl_loader_dataset(L));
+    const uint64_t nb = fl_loader_batches_per_epoch(L);
+    double loss = 0;
+    uint64_t c1 = 0, c5 = 0, seen = 0;
+    for (uint64_t i = 0; i < nb && seen < count; i++) {
+        fl_batch *fb;
+        rc = fl_loader_next(L, &fb, err);
+        if (rc)
+            break;
+        uint32_t n = fb->size;
+        if (seen + n > count) /* a wrapped-around tail would count samples twice */
+            n = (uint32_t)(count - seen);
+        tf_batch x = {.images = fb->images, .labels = fb->labels, .indices = fb->indices,
+                      .epoch = fb->epoch, .n = n, .h = fb->height, .w = fb->width,
+                      .c = fb->channels, .device_images = fb->device_images,
+                      .device_labels = fb->device_labels, .event = fb->event,
+                      .stream = fb->stream};
+        tf_eval_result r;
+        rc = ops->eval_batch(b, &x, tta, use_ema, &r, err);
+        fl_loader_release(L, fb);
+        if (rc)
+            break;
+        loss += r.loss_sum;
+        c1 += r.correct1;
+        c5 += r.correct5;
+        seen += r.n;
+    }
+    fl_loader_close(L);
+    if (rc)
+        return fl_error_prefix(err, "%s", path);
+    out->n = seen;
+    out->loss = seen ? loss / (double)seen : 0;
+    out->top1 = seen ? (double)c1 / (double)seen : 0;
+    out->top5 = seen ? (double)c5 / (double)seen : 0;
+    out->seconds = fl_cli_now() - t0;
+    return 0;
+}
+
+static const char *precision_name(tf_precision p)
+{
+    return p == TF_BF16 ? "bf16" : p == TF_FP16 ? "fp16" : "fp32";
+}
+
+static void options_json(const tf_options *o, uint32_t batch, const char *device, fl_json *j)
+{
+    fl_json_begin_object(j);
+    fl_json_key(j, "model");
+    fl_json_string(j, o->model);
+    fl_json_key(j, "width");
+    fl_json_int(j, o->mopt.width);
+    fl_json_key(j, "epochs");
+    fl_json_int(j, o->epochs);
+    fl_json_key(j, "batch");
+    fl_json_uint(j, batch);
+    fl_json_key(j, "lr");
+    fl_json_double(j, o->lr);
+    fl_json_key(j, "wd");
+    fl_json_double(j, o->wd);
+    fl_json_key(j, "momentum");
+    fl_json_double(j, o->momentum);
+    fl_json_key(j, "label_smoothing");
+    fl_json_double(j, o->label_smoothing);
+    fl_json_key(j, "schedule");
+    fl_json_string(j, o->cosine ? "cosine" : "linear");
+    fl_json_key(j, "warmup_epochs");
+    fl_json_double(j, o->warmup_epochs);
+    fl_json_key(j, "accum");
+    fl_json_int(j, o->accum);
+    fl_json_key(j, "ema");
+    fl_json_double(j, o->ema);
+    fl_json_key(j, "seed");
+    fl_json_uint(j, o->seed);
+    fl_json_key(j, "device");
+    fl_json_string(j, device);
+    fl_json_key(j, "data");
+    fl_json_string(j, o->data);
+    fl_json_end_object(j);
+}
+
+/* everything the loop needs to write a checkpoint */
+typedef struct ckpt_ctx {
+    const tf_options *o;
+    const tf_backend_ops *ops;
+    tf_backend *b;
+    const tf_model_spec *spec;
+    tf_checkpoint ck; /* allocated once */
+    char last_path[4096];
+} ckpt_ctx;
+
+static int save_checkpoint(ckpt_ctx *c, uint64_t epoch, uint64_t batch, double loss_sum,
+                           uint64_t correct, uint64_t seen, double wall, fl_error *err)
+{
+    int rc = c->ops->get_state(c->b, &c->ck.st, err);
+    if (rc)
+        return rc;
+    c->ck.epoch = epoch;
+    c->ck.batch = batch;
+    c->ck.epoch_loss_sum = loss_sum;
+    c->ck.epoch_correct = correct;
+    c->ck.epoch_seen = seen;
+    c->ck.wall_s = wall;
+    return tf_checkpoint_save(c->o->ckpt_dir, &c->ck, c->last_path, sizeof c->last_path, err);
+}
+
+int tf_train_main(const tf_options *o)
+{
+    double t_start = fl_cli_now();
+    fl_error err;
+    int quiet = o->quiet;
+    if (!o->data || !o->val) {
+        fl_cli_error(TOOL, "train needs --data DIR and --val DIR");
+        return FL_EXIT_USAGE;
+    }
+    if (o->resume && !o->ckpt_dir) {
+        fl_cli_error(TOOL, "--resume needs --checkpoint DIR");
+        return FL_EXIT_USAGE;
+    }
+    /* backend */
+    const tf_backend_ops *ops;
+    char notice[400];
+    if (tf_pick_backend(o->device, &ops, notice, sizeof notice, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    const int on_cpu = !strcmp(ops->name, "cpu");
+    if (notice[0])
+        fprintf(stderr, "%s: %s\n", TOOL, notice);
+    tf_precision prec = o->precision_given ? o->precision : (on_cpu ? TF_FP32 : TF_BF16);
+    if (on_cpu && prec != TF_FP32) {
+        fprintf(stderr, "%s: the CPU backend computes in fp32: --precision %s falls back to fp32\n",
+                TOOL, precision_name(prec));
+        prec = TF_FP32;
+    }
+    uint32_t batch = o->batch ? o->batch : (on_cpu ? 128 : 512);
+    int workers = o->workers > 0 ? o->workers : (on_cpu ? 1 : 0);
+
+    /* resume: read the checkpoint first, since the loader starts at its position */
+    tf_checkpoint rck;
+    memset(&rck, 0, sizeof rck);
+    int resumed = 0;
+    char rpath[4096] = "";
+    if (o->resume) {
+        char skipped[4096];
+        int rc = tf_checkpoint_load_latest(o->ckpt_dir, &rck, rpath, sizeof rpath, skipped,
+                                           sizeof skipped, &err);
+        if (skipped[0])
+            fprintf(stderr, "%s: warning: skipped damaged checkpoint(s): %s\n", TOOL, skipped);
+        if (rc == 0) {
+            resumed = 1;
+        } else if (rc == -ENOENT && !skipped[0]) {
+            fprintf(stderr, "%s: --resume: no checkpoint in %s yet, starting fresh\n", TOOL,
+                    o->ckpt_dir);
+        } else {
+            fl_cli_error(TOOL, "--resume: %s", err.msg);
+            return FL_EXIT_DATA;
+        }
+    }
+    uint64_t seed = resumed ? rck.seed : o->seed;
+
+    /* train loader */
+    fl_loader_options lo;
+    fl_loader_options_init(&lo);
+    lo.batch_size = batch;
+    lo.workers = (uint32_t)workers;
+    lo.order = FL_ORDER_RANDOM;
+    lo.seed = seed;
+    lo.flip = o->flip;
+    lo.drop_last = 1; /* full batches only: BN statistics and the schedule stay uniform */
+    lo.log = loader_log;
+    lo.log_user = &quiet;
+    lo.start_epoch = resumed ? rck.epoch : 0;
+    lo.start_batch = resumed ? rck.batch : 0;
+    fl_dataset *probe;
+    if (fl_dataset_open(o->data, &probe, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    fl_schema schema = *fl_dataset_schema(probe);
+    uint32_t num_classes = fl_dataset_num_classes(probe);
+    fl_dataset_close(probe);
+    uint32_t size = 0;
+    if (schema.height == 0 || schema.width == 0) {
+        size = o->size ? o->size : 224;
+        lo.out_height = lo.out_width = size;
+        lo.augment = FL_AUG_RRC;
+    }
+    int in_h = size ? (int)size : (int)schema.height, in_w = size ? (int)size : (int)schema.width;
+    int in_c = (int)schema.channels;
+
+    /* model */
+    tf_model_spec spec;
+    tf_model_options mopt = resumed ? rck.mopt : o->mopt;
+    if (!resumed && mopt.width == 0 && !strcmp(o->model, "fastcnn"))
+        mopt.width = 32;
+    const char *model = resumed ? rck.model : o->model;
+    if (tf_model_build(model, in_c, in_h, in_w, (int)num_classes, &mopt, &spec, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        tf_checkpoint_free(&rck);
+        return FL_EXIT_DATA;
+    }
+    if (resumed && (rck.spec_id != spec.spec_id || rck.param_count != spec.param_count ||
+                    rck.stat_count != spec.stat_count)) {
+        fl_cli_error(TOOL,
+                     "%s was written for a different model (%s, spec %08x) than this run builds "
+                     "(%s %dx%dx%d, %u classes, spec %08x)",
+                     rpath, rck.model, rck.spec_id, spec.name, in_c, in_h, in_w, num_classes,
+                     spec.spec_id);
+        tf_model_free(&spec);
+        tf_checkpoint_free(&rck);
+        return FL_EXIT_DATA;
+    }
+    int crop = o->crop_pad >= 0 ? o->crop_pad : 0;
+
+    tf_train_config cfg;
+    tf_train_config_init(&cfg);
+    cfg.precision = prec;
+    cfg.label_smoothing = o->label_smoothing;
+    cfg.momentum = o->momentum;
+    cfg.nesterov = o->nesterov;
+    cfg.weight_decay = o->wd;
+    cfg.accum = o->accum;
+    cfg.ema_decay = o->ema;
+    cfg.crop_pad = crop;
+    cfg.flip = 0; /* the loader flips */
+    cfg.aug_seed = seed;
+    cfg.threads = o->threads;
+    cfg.max_batch = batch;
+    if (resumed && (rck.has_ema != (o->ema > 0))) {
+        fl_cli_error(TOOL, "%s: EMA was %s when it was written; pass the same --ema", rpath,
+                     rck.has_ema ? "on" : "off");
+        tf_model_free(&spec);
+        tf_checkpoint_free(&rck);
+        return FL_EXIT_USAGE;
+    }
+    tf_backend *b;
+    if (ops->create(&spec, &cfg, &b, &err)) {
+        fl_cli_error(TOOL, "%s backend: %s", ops->name, err.msg);
+        tf_model_free(&spec);
+        tf_checkpoint_free(&rck);
+        return FL_EXIT_DATA;
+    }
+    ckpt_ctx cc = {.o = o, .ops = ops, .b = b, .spec = &spec};
+    if (tf_checkpoint_alloc(&cc.ck, spec.param_count, spec.stat_count, o->ema > 0)) {
+        fl_cli_error(TOOL, "out of memory");
+        return FL_EXIT_DATA;
+    }
+    snprintf(cc.ck.model, sizeof cc.ck.model, "%s", spec.name);
+    cc.ck.spec_id = spec.spec_id;
+    cc.ck.in_c = spec.in_c;
+    cc.ck.in_h = spec.in_h;
+    cc.ck.in_w = spec.in_w;
+    cc.ck.num_classes = spec.num_classes;
+    cc.ck.mopt = mopt;
+    memcpy(cc.ck.mean, spec.mean, sizeof spec.mean);
+    memcpy(cc.ck.std, spec.std, sizeof spec.std);
+    cc.ck.seed = seed;
+    {
+        fl_json j;
+        fl_json_init(&j);
+        options_json(o, batch, ops->name, &j);
+        free(cc.ck.config_json);
+        cc.ck.config_json = strdup(fl_json_text(&j));
+        fl_json_free(&j);
+    }
+    double epoch_loss = 0, wall_before = 0;
+    uint64_t epoch_correct = 0, epoch_seen = 0;
+    if (resumed) {
+        if (ops->set_state(b, &rck.st, &err)) {
+            fl_cli_error(TOOL, "%s: %s", rpath, err.msg);
+            return FL_EXIT_DATA;
+        }
+        epoch_loss = rck.epoch_loss_sum;
+        epoch_correct = rck.epoch_correct;
+        epoch_seen = rck.epoch_seen;
+        wall_before = rck.wall_s;
+    } else {
+        tf_model_init(&spec, seed, cc.ck.st.params, cc.ck.st.stats);
+        tf_state init = {.params = cc.ck.st.params, .stats = cc.ck.st.stats, .loss_scale = 1.0f};
+        if (ops->set_state(b, &init, &err)) {
+            fl_cli_error(TOOL, "%s", err.msg);
+            return FL_EXIT_DATA;
+        }
+    }
+    if (!on_cpu)
+        lo.device = cfg.device;
+    fl_loader *L;
+    if (fl_loader_create(o->data, &lo, &L, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        ops->destroy(b);
+        return FL_EXIT_DATA;
+    }
+    const uint64_t bpe = fl_loader_batches_per_epoch(L);
+    const uint64_t spe = fl_loader_samples_per_epoch(L);
+    if (bpe == 0) {
+        fl_cli_error(TOOL, "%s: fewer samples than one batch of %u", o->data, batch);
+        fl_loader_close(L);
+        ops->destroy(b);
+        return FL_EXIT_DATA;
+    }
+    const uint64_t total_micro = bpe * (uint64_t)o->epochs;
+    const uint64_t total_steps = total_micro / (uint64_t)o->accum;
+    const uint64_t warmup = (uint64_t)(o->warmup_epochs * (double)bpe / o->accum);
+    uint64_t micro = resumed ? rck.st.micro_step : 0;
+
+    char desc[256] = "";
+    if (ops->describe)
+        ops->describe(b, desc, sizeof desc);
+    if (!quiet) {
+        fprintf(stderr,
+                "%s: %s (%.2f M params, %.1f MFLOP/img) on %s | %s: %llu train images, %u "
+                "classes, %dx%dx%d | batch %u x %d accum, %d epochs, lr %g %s, %s\n",
+                TOOL, spec.name, spec.param_count / 1e6, 2 * tf_model_flops(&spec) / 1e6,
+                desc[0] ? desc : ops->name, o->data, (unsigned long long)spe, num_classes, in_h,
+                in_w, in_c, batch, o->accum, o->epochs, o->lr, o->cosine ? "cosine" : "linear",
+                precision_name(prec));
+        if (resumed)
+            fprintf(stderr, "%s: resumed from %s at epoch %llu batch %llu (step %llu)\n", TOOL,
+                    rpath, (unsigned long long)rck.epoch + 1, (unsigned long long)rck.batch,
+                    (unsigned long long)micro);
+    }
+    tf_checkpoint_free(&rck);
+    FILE *log = NULL;
+    if (o->log_path && !(log = fopen(o->log_path, resumed ? "a" : "w"))) {
+        fl_cli_error(TOOL, "%s: %s", o->log_path, strerror(errno));
+        return FL_EXIT_DATA;
+    }
+    install_signals();
+
+    tf_live live;
+    tf_live_start(&live, quiet);
+    double data_wait = 0, compute = 0, h2d = 0, eval_s = 0, ckpt_s = 0;
+    double ep_wait = 0, ep_compute = 0, ep_t0 = fl_cli_now();
+    uint64_t images = 0, ep_images = 0;
+    uint64_t epoch = lo.start_epoch, bpos = lo.start_batch;
+    eval_out ev = {0};
+    int have_eval = 0, status = FL_EXIT_OK;
+    float lr = 0;
+    while (epoch < (uint64_t)o->epochs) {
+        double t0 = fl_cli_now();
+        fl_batch *fb;
+        if (fl_loader_next(L, &fb, &err)) {
+            tf_live_clear(&live);
+            fl_cli_error(TOOL, "%s", err.msg);
+            status = FL_EXIT_DATA;
+            break;
+        }
+        double t1 = fl_cli_now();
+        tf_batch x = {.images = fb->images, .labels = fb->labels, .indices = fb->indices,
+                      .epoch = fb->epoch, .n = fb->size, .h = fb->height, .w = fb->width,
+                      .c = fb->channels, .device_images = fb->device_images,
+                      .device_labels = fb->device_labels, .event = fb->event,
+                      .stream = fb->stream};
+        lr = lr_at(o, micro / (uint64_t)o->accum, total_steps, warmup);
+        tf_step_result r;
+        int rc = ops->train_step(b, &x, lr, &r, &err);
+        double t2 = fl_cli_now();
+        int last = fb->last_in_epoch;
+        epoch = fb->epoch;
+        bpos = fb->batch;
+        fl_loader_release(L, fb);
+        if (rc) {
+            tf_live_clear(&live);
+            fl_cli_error(TOOL, "step %llu: %s", (unsigned long long)micro, err.msg);
+            status = FL_EXIT_DATA;
+            break;
+        }
+        micro++;
+        data_wait += t1 - t0;
+        compute += t2 - t1;
+        h2d += r.h2d_s;
+        ep_wait += t1 - t0;
+        ep_compute += t2 - t1;
+        images += r.n;
+        ep_images += r.n;
+        epoch_loss += r.loss * r.n;
+        epoch_correct += r.correct;
+        epoch_seen += r.n;
+        /* position of the next batch */
+        if (last) {
+            epoch++;
+            bpos = 0;
+        } else {
+            bpos++;
+        }
+        tf_live_update(&live, (int)(last ? epoch : epoch + 1), o->epochs,
+                       last ? spe : bpos * batch, spe, epoch_seen ? epoch_loss / epoch_seen : 0,
+                       epoch_seen ? (double)epoch_correct / epoch_seen : 0,
+                       ep_images / (ep_wait + ep_compute + 1e-9));
+        if (last) {
+            tf_live_clear(&live);
+            rc = evaluate(ops, b, o->val, batch, size, o->tta, o->ema > 0,
+                          o->workers > 0 ? o->workers : 1, &quiet, &ev, &err);
+            if (rc) {
+                fl_cli_error(TOOL, "evaluation: %s", err.msg);
+                status = FL_EXIT_DATA;
+                break;
+            }
+            have_eval = 1;
+            eval_s += ev.seconds;
+            tf_epoch_report er = {
+                .epoch = (int)epoch, .epochs = o->epochs,
+                .train_loss = epoch_seen ? epoch_loss / epoch_seen : 0,
+                .train_acc = epoch_seen ? (double)epoch_correct / epoch_seen : 0,
+                .val_loss = ev.loss, .val_top1 = ev.top1,
+                .val_top5 = num_classes > 10 ? ev.top5 : -1, .lr = lr,
+                .images_per_sec = ep_images / (ep_wait + ep_compute + 1e-9),
+                .data_wait_fraction = ep_wait / (ep_wait + ep_compute + 1e-9),
+                .epoch_seconds = fl_cli_now() - ep_t0,
+                .wall_seconds = wall_before + fl_cli_now() - t_start, .steps = micro};
+            tf_report_epoch(&er, quiet, log);
+            epoch_loss = 0;
+            epoch_correct = epoch_seen = 0;
+            ep_wait = ep_compute = 0;
+            ep_images = 0;
+            ep_t0 = fl_cli_now();
+        }
+        int stop = g_stop_signal;
+        int want_ckpt = o->ckpt_dir && (last || stop || (o->ckpt_every && micro % o->ckpt_every == 0));
+        if (want_ckpt) {
+            double c0 = fl_cli_now();
+            if (save_checkpoint(&cc, epoch, bpos, epoch_loss, epoch_correct, epoch_seen,
+                                wall_before + fl_cli_now() - t_start, &err)) {
+                tf_live_clear(&live);
+                fl_cli_error(TOOL, "checkpoint: %s", err.msg);
+                status = FL_EXIT_DATA;
+                break;
+            }
+            ckpt_s += fl_cli_now() - c0;
+        }
+        if (stop) {
+            tf_live_clear(&live);
+            fprintf(stderr,
+                    "%s: stopped by %s at epoch %llu batch %llu (step %llu)%s%s%s\n", TOOL,
+                    stop == SIGTERM ? "SIGTERM" : stop == SIGINT ? "SIGINT" : "a signal",
+                    (unsigned long long)epoch + 1, (unsigned long long)bpos,
+                    (unsigned long long)micro, o->ckpt_dir ? "; checkpoint " : "; no --checkpoint DIR, progress lost",
+                    o->ckpt_dir ? cc.last_path : "", o->ckpt_dir ? "; continue with --resume" : "");
+            status = 128 + stop;
+            break;
+        }
+    }
+    fl_loader_stats ls;
+    fl_loader_stats_get(L, &ls);
+    fl_loader_close(L);
+    if (status == FL_EXIT_OK && !have_eval) {
+        /* resumed from a checkpoint taken after the last epoch: evaluate once */
+        if (evaluate(ops, b, o->val, batch, size, o->tta, o->ema > 0, 1, &quiet, &ev, &err)) {
+            fl_cli_error(TOOL, "evaluation: %s", err.msg);
+            status = FL_EXIT_DATA;
+        } else {
+            have_eval = 1;
+        }
+    }
+    uint64_t skipped_steps = 0;
+    if (ops->get_state(b, &cc.ck.st, &err) == 0)
+        skipped_steps = cc.ck.st.skipped_steps;
+    double wall = fl_cli_now() - t_start;
+    double busy = data_wait + compute;
+    double ips = busy > 0 ? images / busy : 0, dwf = busy > 0 ? data_wait / busy : 0;
+    if (status == FL_EXIT_OK && !quiet) {
+        char rate[32];
+        fl_cli_human_rate(ips, "img/s", rate, sizeof rate);
+        fprintf(stderr,
+                "%s: done: val top1 %.2f%% loss %.4f after %d epochs | %s | wall %.1f s "
+                "(train %.1f s, eval %.1f s, checkpoints %.1f s)\n",
+                TOOL, 100.0 * ev.top1, ev.loss, o->epochs, rate, wall, busy, eval_s, ckpt_s);
+        fprintf(stderr,
+                "%s: step time split: compute %.1f%% (%.2f s)%s, waiting for data %.1f%% (%.2f s)"
+                " | loader: %s, %u workers, decode %.2f s, io wait %.2f s%s\n",
+                TOOL, busy > 0 ? 100.0 * (compute - h2d) / busy : 0, compute - h2d,
+                on_cpu ? "" : "", 100.0 * dwf, data_wait, ls.io_backend ? ls.io_backend : "?",
+                (unsigned)workers, ls.decode_s, ls.io_wait_s,
+                dwf > 0.1 ? " -> the input pipeline is the bottleneck: raise --workers" : "");
+        if (!on_cpu)
+            fprintf(stderr, "%s: host-to-device copies %.2f s (%.1f%%)%s\n", TOOL, h2d,
+                    busy > 0 ? 100.0 * h2d / busy : 0,
+                    skipped_steps ? " (fp16 steps skipped for inf/nan: see JSON)" : "");
+    }
+    if (o->json && status == FL_EXIT_OK) {
+        fl_json j;
+        fl_json_init(&j);
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "val_top1");
+        fl_json_double(&j, ev.top1);
+        if (num_classes > 10) {
+            fl_json_key(&j, "val_top5");
+            fl_json_double(&j, ev.top5);
+        }
+        fl_json_key(&j, "val_loss");
+        fl_json_double(&j, ev.loss);
+        fl_json_key(&j, "epochs");
+        fl_json_int(&j, o->epochs);
+        fl_json_key(&j, "images_per_sec");
+        fl_json_double(&j, ips);
+        fl_json_key(&j, "data_wait_fraction");
+        fl_json_double(&j, dwf);
+        fl_json_key(&j, "device");
+        fl_json_string(&j, ops->name);
+        fl_json_key(&j, "precision");
+        fl_json_string(&j, precision_name(prec));
+        fl_json_key(&j, "wall_seconds");
+        fl_json_double(&j, wall);
+        fl_json_key(&j, "train_seconds");
+        fl_json_double(&j, busy);
+        fl_json_key(&j, "compute_seconds");
+        fl_json_double(&j, compute - h2d);
+        fl_json_key(&j, "data_wait_seconds");
+        fl_json_double(&j, data_wait);
+        fl_json_key(&j, "h2d_seconds");
+        fl_json_double(&j, h2d);
+        fl_json_key(&j, "eval_seconds");
+        fl_json_double(&j, eval_s);
+        fl_json_key(&j, "model");
+        fl_json_string(&j, spec.name);
+        fl_json_key(&j, "batch");
+        fl_json_uint(&j, batch);
+        fl_json_key(&j, "steps");
+        fl_json_uint(&j, micro);
+        fl_json_key(&j, "images");
+        fl_json_uint(&j, images);
+        fl_json_key(&j, "skipped_steps");
+        fl_json_uint(&j, skipped_steps);
+        fl_json_key(&j, "resumed");
+        fl_json_bool(&j, resumed);
+        fl_json_key(&j, "backend");
+        fl_json_string(&j, desc);
+        fl_json_end_object(&j);
+        printf("%s\n", fl_json_text(&j));
+        fflush(stdout);
+        fl_json_free(&j);
+    }
+    if (log)
+        fclose(log);
+    tf_checkpoint_free(&cc.ck);
+    ops->destroy(b);
+    tf_model_free(&spec);
+    return status;
+}
+
+int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tta, int json,
+                 const char *device, int threads)
+{
+    fl_error err;
+    tf_checkpoint ck;
+    if (tf_checkpoint_load(ckpt_path, &ck, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    tf_model_spec spec;
+    if (tf_model_build(ck.model, ck.in_c, ck.in_h, ck.in_w, ck.num_classes, &ck.mopt, &spec,
+                       &err)) {
+        fl_cli_error(TOOL, "%s: %s", ckpt_path, err.msg);
+        tf_checkpoint_free(&ck);
+        return FL_EXIT_DATA;
+    }
+    if (spec.spec_id != ck.spec_id || spec.param_count != ck.param_count) {
+        fl_cli_error(TOOL, "%s: model %s does not match this build's definition", ckpt_path,
+                     ck.model);
+        return FL_EXIT_DATA;
+    }
+    memcpy(spec.mean, ck.mean, sizeof spec.mean);
+    memcpy(spec.std, ck.std, sizeof spec.std);
+    const tf_backend_ops *ops;
+    char notice[400];
+    if (tf_pick_backend(device, &ops, notice, sizeof notice, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    if (notice[0] && !json)
+        fprintf(stderr, "%s: %s\n", TOOL, notice);
+    tf_train_config cfg;
+    tf_train_config_init(&cfg);
+    cfg.precision = strcmp(ops->name, "cpu") ? TF_BF16 : TF_FP32;
+    cfg.max_batch = batch ? batch : 256;
+    cfg.threads = threads;
+    cfg.ema_decay = ck.has_ema ? 0.5f : 0.0f;
+    tf_backend *b;
+    if (ops->create(&spec, &cfg, &b, &err) || ops->set_state(b, &ck.st, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    fl_dataset *probe;
+    if (fl_dataset_open(data, &probe, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    uint32_t size = fl_dataset_schema(probe)->height ? 0 : (uint32_t)ck.in_h;
+    fl_dataset_close(probe);
+    int quiet = json;
+    eval_out ev;
+    int rc = evaluate(ops, b, data, cfg.max_batch, size, tta, ck.has_ema, 1, &quiet, &ev, &err);
+    ops->destroy(b);
+    if (rc) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        tf_model_free(&spec);
+        tf_checkpoint_free(&ck);
+        return FL_EXIT_DATA;
+    }
+    if (json) {
+        printf("{\"checkpoint\":");
+        fl_json_fputs(stdout, ckpt_path, strlen(ckpt_path));
+        printf(",\"model\":\"%s\",\"images\":%llu,\"top1\":%.6g,\"top5\":%.6g,\"loss\":%.6g,"
+               "\"epoch\":%llu,\"steps\":%llu,\"device\":\"%s\",\"seconds\":%.3f}\n",
+               spec.name, (unsigned long long)ev.n, ev.top1, ev.top5, ev.loss,
+               (unsigned long long)ck.epoch, (unsigned long long)ck.st.micro_step, ops->name,
+               ev.seconds);
+    } else {
+        printf("%s on %s: %llu images, top1 %.2f%%, top5 %.2f%%, loss %.4f (%.1f s)\n", ckpt_path,
+               data, (unsigned long long)ev.n, 100 * ev.top1, 100 * ev.top5, ev.loss, ev.seconds);
+    }
+    tf_model_free(&spec);
+    tf_checkpoint_free(&ck);
+    return 0;
+}

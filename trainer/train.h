@@ -1,0 +1,93 @@
+/* train.h — the trainfast training loop and evaluation (train.c), reporting (report.c) and the
+ * environment check (doctor.c). Front end: main.c. These functions print (they are the front
+ * end's layer) and return a process exit status. */
+#ifndef TF_TRAIN_H
+#define TF_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tf_options {
+    const char *data, *val;      /* packed datasets (train, validation) */
+    const char *model;           /* "fastcnn" */
+    tf_model_options mopt;
+    int epochs;
+    uint32_t batch;              /* 0 = auto */
+    float lr, wd, momentum, label_smoothing;
+    int nesterov;
+    int cosine;                  /* 1 cosine, 0 linear decay */
+    float warmup_epochs;
+    tf_precision precision;
+    int precision_given;         /* --precision was on the command line */
+    const char *device;          /* "cpu", "cuda", "auto" */
+    int workers;                 /* 0 = auto */
+    uint64_t seed;
+    const char *ckpt_dir;
+    uint64_t ckpt_every;         /* steps; 0 = only at epoch ends and on signals */
+    int resume;
+    const char *log_path;
+    int json, quiet;
+    int threads;                 /* CPU compute threads; 0 = cores */
+    int accum;
+    float ema;
+    int tta;                     /* flip TTA at evaluation */
+    int crop_pad;                /* random crop padding (-1 = auto: 2 for <= 64 px, else 0) */
+    int flip;                    /* random horizontal flip (loader) */
+    uint32_t size;               /* output size for variable-size datasets (0 = 224) */
+} tf_options;
+
+void tf_options_init(tf_options *o);
+
+/* Run `trainfast train`. Returns the exit status: 0, 1 (data/runtime error), 2 (usage),
+ * 130/143 (stopped by SIGINT/SIGTERM after checkpointing). */
+int tf_train_main(const tf_options *o);
+
+/* Run `trainfast eval CKPT DATA`. */
+int tf_eval_main(const char *ckpt, const char *data, uint32_t batch, int tta, int json,
+                 const char *device, int threads);
+
+/* ---- report.c ---- */
+typedef struct tf_live {        /* the progress line on a terminal */
+    int active;                 /* stderr is a TTY and not quiet */
+    double last_draw;
+    double t_start;
+} tf_live;
+
+void tf_live_start(tf_live *lv, int quiet);
+/* Redraw (at most ~8 times a second) "epoch e/E [bar] done/total loss acc img/s". */
+void tf_live_update(tf_live *lv, int epoch, int epochs, uint64_t done, uint64_t total,
+                    double loss, double acc, double img_per_s);
+void tf_live_clear(tf_live *lv);
+
+typedef struct tf_epoch_report {
+    int epoch, epochs;
+    double train_loss, train_acc;
+    double val_loss, val_top1, val_top5; /* val_top5 < 0: not reported (<= 10 classes) */
+    double lr;
+    double images_per_sec, data_wait_fraction;
+    double epoch_seconds, wall_seconds;
+    uint64_t steps;
+} tf_epoch_report;
+
+/* One line on stderr (unless quiet) and one JSON object line in `log` (may be NULL). */
+void tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log);
+
+/* Run `trainfast doctor`. */
+int tf_doctor_main(int json);
+
+/* Pick a backend for --device (cpu|cuda|auto). On success *ops is set and, when auto fell back
+ * to the CPU, notice holds a one-line explanation. Errors: FL_E_UNSUPPORTED with the reason. */
+int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice, size_t cap,
+                    fl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
