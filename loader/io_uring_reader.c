@@ -32,7 +32,7 @@ static void queue_read(uring_reader *u, fl_read_req *req, unsigned slot)
     uint8_t *dst = req->buf + req->got;
     unsigned len = req->span_len - req->got;
     uint64_t off = req->span_off + req->got;
-    if (u->fixed)
+    if (u->fixed && !req->dst)
         io_uring_prep_read_fixed(sqe, req->fd, dst, len, off, (int)slot);
     else
         io_uring_prep_read(sqe, req->fd, dst, len, off);
@@ -52,7 +52,10 @@ static int uring_run(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb,
         return -EIO;
     }
     for (unsigned i = 0; i < n; i++) {
-        fl_reader_prepare(&reqs[i], r->arena + (size_t)i * r->slot_size, r->direct);
+        if (reqs[i].dst && r->direct)
+            reqs[i].dst = NULL; /* O_DIRECT needs the aligned span buffer */
+        fl_reader_prepare(&reqs[i], reqs[i].dst ? reqs[i].dst : r->arena + (size_t)i * r->slot_size,
+                          reqs[i].dst ? 0 : r->direct);
         queue_read(u, &reqs[i], i);
     }
     unsigned pending = n;

@@ -238,6 +238,9 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
     L->chunk = opt->batch_size < qd ? opt->batch_size : qd;
     L->next_ticket = L->fill_next = opt->start_epoch * L->plan.batches + opt->start_batch;
 
+    L->read_in_place = L->schema.encoding == FL_ENC_RAW && L->schema.compression == FL_COMP_NONE &&
+                       opt->augment == FL_AUG_NONE && !opt->flip && L->out_c == L->schema.channels &&
+                       L->out_h == L->schema.height && L->out_w == L->schema.width;
     if ((rc = setup_cuda(L, err)) < 0 || (rc = make_slots(L, err)) < 0)
         goto fail;
     if (L->backend == FL_BACKEND_SHARDS && (rc = open_shards(L, err)) < 0)

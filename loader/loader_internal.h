@@ -51,6 +51,7 @@ struct fl_loader {
     size_t sample_bytes;   /* out_h * out_w * out_c */
     uint32_t chunk;        /* samples a worker claims at once */
     int direct;            /* effective O_DIRECT */
+    int read_in_place;     /* raw, uncompressed, unchanged samples: read into the batch */
 
     uint64_t *perm;        /* sequence of the epoch perm_epoch (n entries) */
     uint64_t perm_epoch;

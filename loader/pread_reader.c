@@ -89,7 +89,10 @@ static int pread_run(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb,
 {
     for (unsigned i = 0; i < n; i++) {
         double t0 = now_s();
-        fl_pread_span(&reqs[i], r->arena + (size_t)i * r->slot_size, r->direct, bytes);
+        if (reqs[i].dst && !r->direct)
+            fl_pread_span(&reqs[i], reqs[i].dst, 0, bytes);
+        else
+            fl_pread_span(&reqs[i], r->arena + (size_t)i * r->slot_size, r->direct, bytes);
         *io_wait_s += now_s() - t0;
         cb(user, &reqs[i]);
     }

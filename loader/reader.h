@@ -16,6 +16,8 @@ typedef struct fl_read_req {
     uint64_t offset;     /* record's first byte in the file */
     uint32_t len;        /* record length */
     uint32_t tag;        /* caller's (e.g. the sample's slot in the batch) */
+    uint8_t *dst;        /* optional: read straight here instead of into the reader's buffer
+                            (buffered reads only: no alignment is required of dst) */
     const uint8_t *data; /* out: the record's bytes inside the reader's buffer (valid in cb) */
     int res;             /* out: 0, -errno, or FL_E_TRUNCATED when the file ended early */
     /* private to the reader */
