@@ -119,13 +119,13 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
                                 (unsigned long long)m->shards[i].records);
         if (!same_schema(&v->schema, &m->schema))
             return fl_error_set(err, FL_E_FORMAT, "%s: shard schema differs from the manifest's", path);
-        for (uint64_t k = 0; m->num_classes && k < v->count; k++) {
+        for (uint64_t k = 0; ds->num_classes && k < v->count; k++) {
             fl_record_info r;
             fl_shard_entry(v, k, &r, NULL, NULL);
-            if ((uint32_t)r.label >= m->num_classes)
+            if ((uint32_t)r.label >= ds->num_classes)
                 return fl_error_set(err, FL_E_FORMAT,
                                     "%s: record %llu: label %d out of range (%u classes)", path,
-                                    (unsigned long long)(first + k), r.label, m->num_classes);
+                                    (unsigned long long)(first + k), r.label, ds->num_classes);
         }
         ds->shard_first[i] = first;
         first += v->count;
@@ -169,6 +169,19 @@ int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
     }
     size_t mlen = 0;
     int rc = read_file(mpath, FL_MAX_MANIFEST_BYTES, &ds->manifest_text, &mlen, err);
+    if (rc == -ENOENT) {
+        struct stat st;
+        char *partial = malloc(strlen(path) + 16);
+        int unfinished = 0;
+        if (partial) {
+            sprintf(partial, "%s.partial", path);
+            unfinished = stat(partial, &st) == 0;
+        }
+        free(partial);
+        fl_error_set(err, -ENOENT, "%s: no %s: not a fastload dataset%s", ds->dir,
+                     FL_MANIFEST_NAME,
+                     unfinished ? " (an unfinished one is in .partial: resume packing it)" : "");
+    }
     fl_manifest m;
     memset(&m, 0, sizeof m);
     if (rc == 0) rc = fl_manifest_parse(ds->manifest_text, mlen, mpath, &m, err);

@@ -19,6 +19,10 @@
 
 typedef struct fl_lmdb_writer fl_lmdb_writer;
 
+/* Map size a new environment starts with (default 64 MiB; doubled on MDB_MAP_FULL). Tests lower
+ * it to exercise growth. */
+extern size_t fl_lmdb_initial_mapsize;
+
 /* Open (or, with resume, reopen) the environment in directory `dir`. *existing receives the number
  * of records already committed (0 when new). The dictionary (may be NULL) is stored under meta. */
 int fl_lmdb_writer_open(const char *dir, int resume, const void *dict, size_t dict_len,

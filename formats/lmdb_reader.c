@@ -126,7 +126,7 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
                     why = "raw length does not match the fixed image size";
                 else if (s->height && (e->height != s->height || e->width != s->width))
                     why = "image size does not match the fixed schema";
-                else if (e->label < 0 || (m->num_classes && (uint32_t)e->label >= m->num_classes))
+                else if (e->label < 0 || (ds->num_classes && (uint32_t)e->label >= ds->num_classes))
                     why = "label out of range";
             }
         }

@@ -15,7 +15,7 @@
 
 #define BATCH_RECORDS 4096u
 #define BATCH_BYTES (32u << 20)
-#define INITIAL_MAP (64ull << 20)
+size_t fl_lmdb_initial_mapsize = 64u << 20;
 
 struct fl_lmdb_writer {
     char *dir;
@@ -39,7 +39,7 @@ static void key_of(uint64_t i, uint8_t k[8]) {
 }
 
 static int lmdb_err(const fl_lmdb_writer *lw, int rc, const char *what, fl_error *err) {
-    return fl_error_set(err, rc == ENOSPC ? -ENOSPC : rc == EIO ? -EIO : FL_E_LMDB,
+    return fl_error_set(err, rc > 0 && rc < 4096 ? -rc : FL_E_LMDB, /* errno or MDB_* code */
                         "%s/%s: %s: %s", lw->dir, FL_LMDB_DATA_FILE, what, mdb_strerror(rc));
 }
 
@@ -141,7 +141,7 @@ int fl_lmdb_writer_open(const char *dir, int resume, const void *dict, size_t di
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, FL_LMDB_DATA_FILE);
     struct stat st;
-    lw->mapsize = INITIAL_MAP;
+    lw->mapsize = fl_lmdb_initial_mapsize < (1u << 20) ? (1u << 20) : fl_lmdb_initial_mapsize;
     if (resume && stat(path, &st) == 0)
         while (lw->mapsize < (size_t)st.st_size * 2) lw->mapsize *= 2;
     int rc = mdb_env_create(&lw->env);
