@@ -10,9 +10,33 @@
  * byte-identical batches whatever the worker count, I/O mode or backend, and a loader created with
  * a saved position (start_epoch, start_batch) continues exactly as an uninterrupted run would.
  *
- * Thread safety: one loader is driven by one consumer thread (next/release/position/stats);
- * distinct loaders are independent (no global state). The library never prints or exits; errors
- * come back as codes (fl_error.h) with a message naming shard, record and reason. */
+ * Thread safety: one loader is driven by one consumer thread (next/release); position, stats and
+ * the counts may be read from any thread. Distinct loaders are independent (no global state).
+ * The library never prints or exits; errors come back as codes (fl_error.h) with a message
+ * naming shard, record and reason; notes (I/O fallbacks) go only to the optional log callback.
+ *
+ * How it works: `workers` threads claim chunks of up to queue_depth samples of the batch being
+ * filled, read their records (io_uring with registered buffers, or pread; LMDB through its mmap),
+ * check each record's CRC32C, decompress into a per-worker scratch buffer and decode + augment
+ * straight into the sample's place in the batch. Raw, uncompressed records that need no change
+ * are read into the batch directly. Batches are handed out strictly in order.
+ *
+ * Order: the epoch's sequence of records (sequential, a random permutation, or quasi-random:
+ * blocks of quasi_block consecutive records shuffled, then the samples of each window of
+ * quasi_window blocks shuffled together) is dealt round-robin to the ranks: sample j of rank r
+ * is sequence position j*world + r (as PyTorch's DistributedSampler). Every rank gets the same
+ * number of full batches: with drop_last the tail is dropped, otherwise positions past the end
+ * wrap to the start of the sequence. Sample augmentation draws from (seed, epoch, position).
+ *
+ * Memory bound (resident, whatever the dataset size and the number of epochs):
+ *   ring      prefetch × batch_size × (out_height × out_width × channels + 4)   (pinned)
+ *   indices   prefetch × batch_size × 8
+ *   order     8 bytes per dataset record (the epoch's sequence)
+ *   per worker  queue_depth × (largest stored record [+ 8 KiB with O_DIRECT]) read buffers
+ *             + largest decompressed record + decoder/resize scratch (grow-only, bounded by
+ *             the largest image) + one replacement-read buffer
+ *   plus the dataset's index (fl_dataset) and, for LMDB, the pages its mmap touches.
+ * fl_loader_stats.pinned_bytes reports the ring. */
 #ifndef FASTLOAD_H
 #define FASTLOAD_H
 
@@ -44,14 +68,17 @@ typedef enum fl_augment {
 } fl_augment;
 
 typedef enum fl_io_mode {
-    FL_IO_AUTO = 0,  /* io_uring when the kernel allows it, else the pread pool (one log line) */
+    FL_IO_AUTO = 0,  /* io_uring when the kernel allows it, else the pread pool (one log line)
+                        (LMDB datasets are always read through LMDB's mmap) */
     FL_IO_URING = 1, /* io_uring only; fails when unavailable */
     FL_IO_PREAD = 2  /* a pool of pread threads */
 } fl_io_mode;
 
 typedef enum fl_on_corrupt {
     FL_CORRUPT_ERROR = 0, /* a bad record makes fl_loader_next fail */
-    FL_CORRUPT_SKIP = 1   /* a bad record is replaced by the next good one and counted */
+    FL_CORRUPT_SKIP = 1   /* a bad record (checksum, decompression or decode failure) is
+                             replaced by the next good record in dataset order (index+1, +2, ...)
+                             with the same augmentation draw, and counted (fl_batch.skipped) */
 } fl_on_corrupt;
 
 /* Optional log sink (the library's only output); level 0 info, 1 warning. */
@@ -60,7 +87,8 @@ typedef void (*fl_log_fn)(void *user, int level, const char *msg);
 typedef struct fl_loader_options {
     uint32_t batch_size;     /* samples per batch (default 256) */
     uint32_t workers;        /* decode threads; 0 = number of online CPUs */
-    uint32_t prefetch;       /* batches in the ring (bound on memory); 0 = workers + 2 */
+    uint32_t prefetch;       /* batches in the ring (bound on memory); 0 = workers + 2.
+                                The caller may hold at most prefetch - 1 batches at once. */
     uint32_t out_height;     /* output size; 0 = the dataset's fixed size */
     uint32_t out_width;
     uint32_t channels;       /* 1 or 3; 0 = the dataset's */
@@ -77,13 +105,17 @@ typedef struct fl_loader_options {
     int drop_last;           /* 1: drop the incomplete tail batch / uneven samples; 0: pad by
                                 wrapping around so every rank gets the same number of full batches */
     fl_io_mode io;
-    int direct;              /* O_DIRECT reads (for datasets larger than RAM) */
-    uint32_t queue_depth;    /* io_uring reads in flight per worker (default 32) */
+    int direct;              /* O_DIRECT reads (for datasets larger than RAM): the 4 KiB-aligned
+                                span covering each record is read. Where the filesystem refuses
+                                O_DIRECT (tmpfs), buffered reads are used with one log line. */
+    uint32_t queue_depth;    /* io_uring reads in flight per worker, also the number of samples
+                                a worker claims at once (default 32; 0 = 32; at most 4096) */
     fl_on_corrupt on_corrupt;
     int pinned;              /* 1 (default): cudaHostAlloc when a CUDA runtime can be loaded */
     int device;              /* -1 (default): host only; >= 0: also copy each batch to this GPU
-                                on the loader's own stream */
-    uint64_t start_epoch;    /* resume position: first batch returned is (start_epoch, start_batch) */
+                                on the loader's own stream (see fl_batch.device_images) */
+    uint64_t start_epoch;    /* resume position: first batch returned is (start_epoch, start_batch);
+                                start_batch >= batches per epoch carries into later epochs */
     uint64_t start_batch;
     fl_log_fn log;           /* may be NULL: nothing is logged */
     void *log_user;
@@ -92,7 +124,11 @@ typedef struct fl_loader_options {
 /* Fill `o` with the defaults documented above. */
 void fl_loader_options_init(fl_loader_options *o);
 
-/* One batch. All pointers stay valid until fl_loader_release(batch). */
+/* One batch. All pointers stay valid until fl_loader_release(batch). Every batch is full
+ * (size == batch_size): the epoch's tail is padded or dropped (see drop_last).
+ * Device mode: device_images/device_labels are filled by an asynchronous copy on `stream`;
+ * order your work after `event` (cudaStreamWaitEvent) and release the batch only once that work
+ * has finished reading them: the next copy into the same device buffers follows the release. */
 typedef struct fl_batch {
     uint8_t *images;      /* size × height × width × channels uint8, NHWC, pinned host memory */
     int32_t *labels;      /* size labels */
@@ -111,18 +147,26 @@ typedef struct fl_batch {
 
 typedef struct fl_loader fl_loader;
 
-/* Open the dataset at `path` and start the workers. The options are copied.
- * Errors: those of fl_dataset_open, FL_E_INVALID (bad option: message says which),
- * FL_E_UNSUPPORTED (FL_IO_URING without io_uring, device mode without CUDA), -ENOMEM. */
+/* Open the dataset at `path` and start the workers. The options are copied. On success *out
+ * owns the loader (fl_loader_close); on failure *out is NULL and nothing is left open.
+ * Errors: those of fl_dataset_open (a truncated or corrupt shard index: FL_E_TRUNCATED /
+ * FL_E_FORMAT / FL_E_CHECKSUM naming the file), FL_E_INVALID (bad option, or a variable-size
+ * dataset without out_height/out_width, or no full batch for this rank: the message says which),
+ * FL_E_UNSUPPORTED (FL_IO_URING without io_uring, device mode without a CUDA runtime or GPU),
+ * FL_E_CUDA, -ENOMEM, -errno opening a shard. */
 int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
                      fl_error *err);
 
 /* Block until the next batch in order is complete and return it. Epochs follow each other without
- * end; check batch->epoch / last_in_epoch. Errors: FL_E_CHECKSUM / FL_E_DECODE / -EIO naming the
- * shard and record (with FL_CORRUPT_ERROR). After an error the loader can only be closed. */
+ * end; check batch->epoch / last_in_epoch. Errors: FL_E_CHECKSUM / FL_E_DECODE / FL_E_FORMAT /
+ * FL_E_TRUNCATED / -EIO naming the shard file and record (with FL_CORRUPT_ERROR; when several
+ * records of a batch are bad, the first in batch order is reported); after such an error the
+ * loader can only be closed (next returns the same error again). FL_E_INVALID when the caller
+ * holds every ring slot (release one and call again: not fatal). */
 int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err);
 
-/* Give a batch's slot back to the ring. Batches may be released in any order. */
+/* Give a batch's slot back to the ring. Batches may be released in any order; a pointer that is
+ * not a held batch of L is ignored. Device mode: waits for the batch's host-to-device copy. */
 void fl_loader_release(fl_loader *L, fl_batch *b);
 
 /* Batches each epoch yields for this rank, and samples they hold. */
@@ -133,18 +177,20 @@ uint64_t fl_loader_samples_per_epoch(const fl_loader *L);
  * as start_epoch/start_batch to continue exactly. */
 void fl_loader_position(const fl_loader *L, uint64_t *epoch, uint64_t *batch);
 
+/* Counters since create. Stage times are summed over workers and include batches prefetched
+ * but not yet delivered. */
 typedef struct fl_loader_stats {
     uint64_t images;          /* samples delivered */
     uint64_t batches;
-    uint64_t bytes_read;      /* stored bytes read from disk */
-    uint64_t skipped;         /* corrupt records skipped */
+    uint64_t bytes_read;      /* stored bytes read (aligned spans with O_DIRECT) */
+    uint64_t skipped;         /* corrupt records replaced in the delivered batches */
     double io_wait_s;         /* summed over workers: waiting for reads */
     double decode_s;          /* decompression + image decode */
     double augment_s;         /* crop/resize/flip outside the decoder */
     double slot_wait_s;       /* workers waiting for a free ring slot (consumer is the bottleneck) */
     double consumer_wait_s;   /* consumer blocked in fl_loader_next (loader is the bottleneck) */
     double wall_s;            /* since create */
-    const char *io_backend;   /* "io_uring" or "pread" */
+    const char *io_backend;   /* "io_uring", "pread", or "mmap" (LMDB) */
     uint64_t pinned_bytes;    /* ring memory */
 } fl_loader_stats;
 
