@@ -58,6 +58,7 @@ int main(void)
     o.out_height = o.out_width = 48;
     fl_loader *L;
     fl_error err;
+    long rss_before = rss_kib();
     CHECK_OK(fl_loader_create(p, &o, &L, &err), &err);
     uint64_t bpe = fl_loader_batches_per_epoch(L);
     long rss1 = 0, peak = 0;
@@ -79,6 +80,18 @@ int main(void)
     printf("RSS after epoch 2: %ld KiB, peak over 20 epochs: %ld KiB (ring %ld KiB, %d workers)\n",
            rss1, peak, ring_kib, (int)o.workers);
     CHECK(st.images == 20 * bpe * 32);
+    /* the bound documented in fastload.h, plus a constant 8 MiB for thread stacks, io_uring
+     * rings, zstd and decoder state and the dataset's index */
+    const fl_dataset *ds = fl_loader_dataset(L);
+    uint64_t per_worker = 32ull * (fl_dataset_max_stored_len(ds) + 8192) +
+                          fl_dataset_max_raw_len(ds) * 3ull + fl_dataset_max_stored_len(ds);
+    uint64_t bound = st.pinned_bytes + 4ull * 32 * 8 + fl_dataset_count(ds) * 8 +
+                     o.workers * per_worker;
+    long bound_kib = (long)(bound / 1024) + 8192;
+    printf("loader RSS %ld KiB, documented bound %ld KiB\n", peak - rss_before, bound_kib);
+#ifndef __SANITIZE_ADDRESS__
+    CHECK(peak - rss_before < bound_kib);
+#endif
     fl_loader_close(L);
     CHECK(peak - rss1 < 1024); /* flat: under 1 MiB of drift across 18 epochs */
 
