@@ -51,7 +51,14 @@ int fl_error_prefix(fl_error *err, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    size_t n = strlen(prefix);
+    if (n > sizeof err->msg - 3) n = sizeof err->msg - 3;
+    memcpy(err->msg, prefix, n);
+    memcpy(err->msg + n, ": ", 2);
+    size_t room = sizeof err->msg - n - 3, len = strnlen(old, sizeof old - 1);
+    if (len > room) len = room;
+    memcpy(err->msg + n + 2, old, len);
+    err->msg[n + 2 + len] = '\0';
     return err->code;
 }
 
