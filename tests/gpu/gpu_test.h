@@ -38,7 +38,7 @@ static int gt_failures;
     } while (0)
 
 /* Exit 77 with a clear line when no usable GPU is present. */
-static void gt_require_gpu(const char *test) {
+static inline void gt_require_gpu(const char *test) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -52,15 +52,15 @@ static void gt_require_gpu(const char *test) {
 }
 
 static uint64_t gt_rng_state = 0x1234567ull;
-static double gt_uniform(void) { /* [0, 1) */
+static inline double gt_uniform(void) { /* [0, 1) */
     gt_rng_state = gt_rng_state * 6364136223846793005ull + 1442695040888963407ull;
     return (double)(gt_rng_state >> 11) * (1.0 / 9007199254740992.0);
 }
-static float gt_randn(void) {
+static inline float gt_randn(void) {
     double u1 = gt_uniform() + 1e-12, u2 = gt_uniform();
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
-static float *gt_randn_array(size_t n, float scale, float offset) {
+static inline float *gt_randn_array(size_t n, float scale, float offset) {
     float *x = (float *)malloc(n * sizeof(float) + 1);
     for (size_t i = 0; i < n; i++) x[i] = offset + scale * gt_randn();
     return x;
@@ -68,7 +68,7 @@ static float *gt_randn_array(size_t n, float scale, float offset) {
 
 /* Device copy of n floats stored as dt (rounding happens here; round the host array with
  * flk_ref_round first to give the reference the same inputs). */
-static void *gt_upload(const float *x, size_t n, flk_dtype dt) {
+static inline void *gt_upload(const float *x, size_t n, flk_dtype dt) {
     size_t bytes = n * flk_dtype_size(dt) + 16;
     void *h = malloc(bytes), *d = NULL;
     flk_ref_pack(x, h, dt, n);
@@ -77,13 +77,13 @@ static void *gt_upload(const float *x, size_t n, flk_dtype dt) {
     free(h);
     return d;
 }
-static void *gt_alloc(size_t bytes) {
+static inline void *gt_alloc(size_t bytes) {
     void *d = NULL;
     GT_CUDA(cudaMalloc(&d, bytes + 16));
     GT_CUDA(cudaMemset(d, 0, bytes + 16));
     return d;
 }
-static float *gt_download(const void *d, size_t n, flk_dtype dt) {
+static inline float *gt_download(const void *d, size_t n, flk_dtype dt) {
     GT_CUDA(cudaDeviceSynchronize());
     size_t bytes = n * flk_dtype_size(dt);
     void *h = malloc(bytes + 16);
@@ -97,7 +97,7 @@ static float *gt_download(const void *d, size_t n, flk_dtype dt) {
 /* |got − want| ≤ (tol_rel · eps(dt) + 32 · 2^-24) · (|want| + scale) for all i (the second term is
  * the fp32 arithmetic every kernel does whatever it stores; tol_rel 0 demands exact equality);
  * reports the worst element. `scale` is the typical magnitude of the data (slack near 0). */
-static int gt_close(const char *what, const float *got, const float *want, size_t n, flk_dtype dt,
+static inline int gt_close(const char *what, const float *got, const float *want, size_t n, flk_dtype dt,
                     double tol_rel, double scale) {
     double eps = flk_ref_eps(dt), worst = 0;
     size_t wi = 0;
