@@ -69,51 +69,49 @@ fmnist="$root/samples/fashion-mnist/packed"
 mapfile -t files < <(find "$photos" -name '*.jpg' | sort)
 echo "loader bench: ${#files[@]} JPEGs ($(du -sh "$photos" | cut -f1)), $(nproc) cores, runs=$runs, epochs=$epochs"
 
-# median of key $1 over $runs runs of a command printing one JSON object; each run's JSON is kept
-median_of() { # name key command...
-    local name=$1 key=$2; shift 2
-    local i vals=()
-    for ((i = 0; i < runs; i++)); do
-        "$@" >"$out/$name.$i.json"
-        vals+=("$($py -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$out/$name.$i.json" "$key")")
-    done
-    printf '%s\n' "${vals[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+# Runs are interleaved (run 1 of every figure, then run 2, ...) so that a figure and its peer see
+# the same machine conditions; each figure is the median of its runs. Every run's JSON is kept.
+one() { # name key run command...
+    local name=$1 key=$2 i=$3; shift 3
+    "$@" >"$out/$name.$i.json"
+    $py -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$out/$name.$i.json" "$key" \
+        >>"$out/$name.vals"
 }
-
+median() { # name -> median of its values ("nan" when it has none)
+    [[ -s "$out/$1.vals" ]] || { echo nan; return; }
+    sort -g "$out/$1.vals" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+}
+rm -f "$out"/*.vals
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 aug=(--batch 256 --workers 2 --size 224 --augment rrc,flip --order random)
-# (a) fastload
-a=$(median_of fastload-jpeg images_per_sec "$fastload" bench "$jpeg" "${aug[@]}" --epochs "$epochs" --json)
-# (b) naive limit: 1-core full-size decode x 2 cores
-if [[ -n "$decbench" ]]; then
-    dec=$(median_of decode-1core full_decode_per_sec taskset -c 0 "$decbench" --json "${files[@]}")
-    b=$($py -c "print(2 * float('$dec'))")
-else
-    echo "loader.sh: fl_decode_bench not built: naive limit skipped" >&2
-    b=nan
-fi
-# (c) PyTorch DataLoader
-if ((have_torch)); then
-    c=$(median_of pytorch-dataloader images_per_sec $py "$root/bench/pytorch_dataloader.py" "$photos" \
-        --workers 2 --batch 256 --size 224 --epochs "$epochs")
-else
-    echo "loader.sh: torch/torchvision not importable by $py: PyTorch peer skipped" >&2
-    c=nan
-fi
-# raw records vs memcpy
 raw_epochs=$((quick ? 2 : 40))
-rawmb=$(median_of fastload-raw64 mb_per_sec "$fastload" bench "$raw" --batch 256 --workers 2 --order random \
-        --epochs "$raw_epochs" --json)
-memcpy=$(median_of memcpy memcpy_mb_per_sec "$fastload" bench --memcpy --json)
-fm=nan
-if [[ -d "$fmnist" ]]; then
-    fm=$(median_of fastload-fmnist mb_per_sec "$fastload" bench "$fmnist" --batch 256 --workers 2 --order random \
-         --epochs $((quick ? 1 : 5)) --json)
-fi
-# Python binding vs fastload bench, same data and options
-pya=$(median_of python-jpeg images_per_sec $py "$root/bench/loader_python.py" "$jpeg" --batch 256 --workers 2 \
-      --size 224 --augment rrc,flip --order random --epochs "$epochs")
-pyraw=$(median_of python-raw64 mb_per_sec $py "$root/bench/loader_python.py" "$raw" --batch 256 --workers 2 \
-        --order random --epochs "$raw_epochs")
+if [[ -z "$decbench" ]]; then echo "loader.sh: fl_decode_bench not built: naive limit skipped" >&2; fi
+((have_torch)) || echo "loader.sh: torch/torchvision not importable by $py: PyTorch peer skipped" >&2
+for ((i = 0; i < runs; i++)); do
+    # (a) fastload, and the Python binding on the same data and options
+    one fastload-jpeg images_per_sec "$i" "$fastload" bench "$jpeg" "${aug[@]}" --epochs "$epochs" --json
+    one python-jpeg images_per_sec "$i" $py "$root/bench/loader_python.py" "$jpeg" --batch 256 --workers 2 \
+        --size 224 --augment rrc,flip --order random --epochs "$epochs"
+    # (b) naive limit: 1-core full-size decode of the same files (x 2 cores below)
+    [[ -z "$decbench" ]] || one decode-1core full_decode_per_sec "$i" taskset -c 0 "$decbench" --json "${files[@]}"
+    # (c) PyTorch DataLoader
+    ((have_torch == 0)) || one pytorch-dataloader images_per_sec "$i" $py "$root/bench/pytorch_dataloader.py" \
+        "$photos" --workers 2 --batch 256 --size 224 --epochs "$epochs"
+    # raw records vs single-thread memcpy, and the binding on them
+    one memcpy memcpy_mb_per_sec "$i" "$fastload" bench --memcpy --json
+    one fastload-raw64 mb_per_sec "$i" "$fastload" bench "$raw" --batch 256 --workers 2 --order random \
+        --epochs "$raw_epochs" --json
+    one python-raw64 mb_per_sec "$i" $py "$root/bench/loader_python.py" "$raw" --batch 256 --workers 2 \
+        --order random --epochs "$raw_epochs"
+    [[ ! -d "$fmnist" ]] || one fastload-fmnist mb_per_sec "$i" "$fastload" bench "$fmnist" --batch 256 \
+        --workers 2 --order random --epochs $((quick ? 1 : 5)) --json
+done
+a=$(median fastload-jpeg) pya=$(median python-jpeg) c=$(median pytorch-dataloader)
+dec=$(median decode-1core)
+b=$($py -c "print(2 * float('$dec'))")
+memcpy=$(median memcpy) rawmb=$(median fastload-raw64) pyraw=$(median python-raw64) fm=$(median fastload-fmnist)
+echo "machine load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
+((quick)) && echo "(--quick: a smoke run; start-up dominates such short runs, the ratios below mean little)"
 
 $py - "$a" "$b" "$c" "$rawmb" "$memcpy" "$fm" "$pya" "$pyraw" "$out/summary.json" <<'PY'
 import json, math, sys
