@@ -56,9 +56,9 @@ static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int
             xmax = xmin + 1;
         }
         int32_t n = xmax - xmin;
-        double sum = 0;
+        double sum = 0, inv = 1.0 / a->fscale;
         for (int32_t k = 0; k < n; k++) {
-            double t = fabs((xmin + k - center + 0.5) / a->fscale);
+            double t = fabs((xmin + k - center + 0.5) * inv);
             w[k] = t < 1.0 ? 1.0 - t : 0.0;
             sum += w[k];
         }
@@ -69,8 +69,9 @@ static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int
             sum = 1;
         }
         int32_t total = 0, kmax = 0;
+        double norm = (1 << WBITS) / sum;
         for (int32_t k = 0; k < n; k++) {
-            q[k] = (int16_t)floor(w[k] / sum * (1 << WBITS) + 0.5);
+            q[k] = (int16_t)(int32_t)(w[k] * norm + 0.5); /* w >= 0: truncation rounds */
             total += q[k];
             if (q[k] > q[kmax]) kmax = k;
         }
@@ -127,11 +128,8 @@ static inline uint8_t round_px(int32_t acc) {
 }
 
 /* Vertical pass first (it vectorizes across the whole row): dh rows of the window's columns,
- * rounded to 8 bits like PIL does between its passes. Compiled for AVX2 and baseline x86-64,
- * picked at load time; integer arithmetic makes both clones give identical bytes. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
-#endif
+ * rounded to 8 bits like PIL does between its passes. Portable version; vpass_avx2 computes the
+ * same integer sums. */
 static void vpass(const uint8_t *src, size_t sstride, size_t col0, size_t tw, const span *ys,
                   const int16_t *yw, int32_t ky, uint32_t dh, uint8_t *tmp, int32_t *acc) {
     for (uint32_t o = 0; o < dh; o++) {
@@ -213,7 +211,114 @@ __attribute__((target("ssse3"))) static void hpass_rgb_ssse3(const uint8_t *t, u
         q[0] = (uint8_t)v, q[1] = (uint8_t)(v >> 8), q[2] = (uint8_t)(v >> 16);
     }
 }
+
+/* The same sums for four rows at once with AVX2: rows share the span and weights of an output
+ * column, so their loads go into the two 128-bit lanes of two registers and the per-pixel
+ * bookkeeping is paid once for four rows. Output columns are visited in destination order so the
+ * 4-byte stores of a pixel are overwritten by its right neighbour (the last one stores 3 bytes). */
+__attribute__((target("avx2"))) static void hpass_rgb_avx2_x4(const uint8_t *t, size_t tw,
+                                                                uint8_t *d, size_t dstride,
+                                                                uint32_t dw, const span *xs,
+                                                                const int16_t *xw, int32_t kx2,
+                                                                int flip) {
+    const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m256i half = _mm256_set1_epi32(1 << (WBITS - 1));
+    for (uint32_t j = 0; j < dw; j++) {
+        uint32_t o = flip ? dw - 1 - j : j;
+        const int16_t *w = xw + (size_t)o * kx2;
+        const uint8_t *p = t + (size_t)xs[o].start * 3;
+        int32_t n = xs[o].n;
+        __m256i a01 = half, a23 = half;
+        for (int32_t k = 0; k < n; k += 2, p += 6) {
+            int32_t wp;
+            memcpy(&wp, w + k, 4);
+            __m256i wv = _mm256_set1_epi32(wp);
+            __m256i x01 = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(const void *)p)),
+                _mm_loadl_epi64((const __m128i *)(const void *)(p + tw)), 1);
+            __m256i x23 = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(const void *)(p + 2 * tw))),
+                _mm_loadl_epi64((const __m128i *)(const void *)(p + 3 * tw)), 1);
+            a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, shuf), wv));
+            a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, shuf), wv));
+        }
+        a01 = _mm256_srai_epi32(a01, WBITS);
+        a23 = _mm256_srai_epi32(a23, WBITS);
+        __m256i pk = _mm256_packs_epi32(a01, a23); /* lane 0: rows 0, 2; lane 1: rows 1, 3 */
+        pk = _mm256_packus_epi16(pk, pk);
+        uint32_t v[4] = {(uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
+                         (uint32_t)_mm256_extract_epi32(pk, 1), (uint32_t)_mm256_extract_epi32(pk, 5)};
+        uint8_t *q = d + (size_t)j * 3;
+        if (j + 1 < dw) {
+            for (int r = 0; r < 4; r++) memcpy(q + r * dstride, &v[r], 4);
+        } else {
+            for (int r = 0; r < 4; r++) memcpy(q + r * dstride, &v[r], 3);
+        }
+    }
+}
+
+/* Vertical pass with AVX2: 16 columns at a time, two source rows per pmaddwd (their bytes
+ * interleaved into int16 pairs, multiplied by (w_k, w_k+1)). */
+__attribute__((target("avx2"))) static void vpass_avx2(const uint8_t *src, size_t sstride,
+                                                       size_t col0, size_t tw, const span *ys,
+                                                       const int16_t *yw, int32_t ky, uint32_t dh,
+                                                       uint8_t *tmp) {
+    const __m256i half = _mm256_set1_epi32(1 << (WBITS - 1));
+    const __m128i zero = _mm_setzero_si128();
+    for (uint32_t o = 0; o < dh; o++) {
+        const int16_t *w = yw + (size_t)o * ky;
+        const uint8_t *s = src + (size_t)ys[o].start * sstride + col0;
+        uint8_t *t = tmp + (size_t)o * tw;
+        int32_t n = ys[o].n;
+        if (n == 1 || (n == 2 && w[1] == 0)) {
+            memcpy(t, s, tw);
+            continue;
+        }
+        size_t x = 0;
+        for (; x + 16 <= tw; x += 16) {
+            __m256i lo = half, hi = half;
+            int32_t k = 0;
+            for (; k + 1 < n; k += 2) {
+                __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)k * sstride + x));
+                __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)(k + 1) * sstride + x));
+                __m256i wv = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)w[k] | (uint32_t)(uint16_t)w[k + 1] << 16));
+                lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), wv));
+                hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), wv));
+            }
+            if (k < n) {
+                __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)k * sstride + x));
+                __m256i wv = _mm256_set1_epi32((int32_t)(uint32_t)(uint16_t)w[k]);
+                lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, zero)), wv));
+                hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, zero)), wv));
+            }
+            __m256i p16 = _mm256_packs_epi32(_mm256_srai_epi32(lo, WBITS), _mm256_srai_epi32(hi, WBITS));
+            p16 = _mm256_permute4x64_epi64(p16, 0xD8); /* columns back in order */
+            __m128i p8 = _mm_packus_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+            _mm_storeu_si128((__m128i *)(void *)(t + x), p8);
+        }
+        for (; x < tw; x++) {
+            int32_t v = 0;
+            for (int32_t k = 0; k < n; k++) v += w[k] * s[(size_t)k * sstride + x];
+            t[x] = round_px(v);
+        }
+    }
+}
 #endif
+
+/* Highest SIMD kernel level used: 2 AVX2, 1 SSSE3, 0 portable. Lowered only by tests (before any
+ * resize runs) to check that every level gives the same bytes. */
+static int simd_limit = 2;
+void fl_resize_set_simd_limit(int level) { simd_limit = level; }
+
+static int simd_level(void) {
+#ifdef FL_HAVE_SSSE3_KERNEL
+    int lvl = __builtin_cpu_supports("avx2") ? 2 : __builtin_cpu_supports("ssse3") ? 1 : 0;
+    return lvl < simd_limit ? lvl : simd_limit;
+#else
+    return 0;
+#endif
+}
 
 int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
                      uint32_t channels, const double win[4], uint8_t *dst, uint32_t dw,
@@ -251,10 +356,21 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     for (uint32_t o = 0; o < dw; o++) xs[o].start -= L.ax.lo; /* relative to the window */
     memset(tmp + L.tw * dh, 0, 64);
 
-    vpass(src, sstride, (size_t)L.ax.lo * channels, L.tw, ys, yw, L.ay.ksize, dh, tmp, acc);
+    int lvl = simd_level();
 #ifdef FL_HAVE_SSSE3_KERNEL
-    if (channels == 3 && __builtin_cpu_supports("ssse3")) {
-        for (uint32_t o = 0; o < dh; o++)
+    if (lvl >= 2)
+        vpass_avx2(src, sstride, (size_t)L.ax.lo * channels, L.tw, ys, yw, L.ay.ksize, dh, tmp);
+    else
+#endif
+        vpass(src, sstride, (size_t)L.ax.lo * channels, L.tw, ys, yw, L.ay.ksize, dh, tmp, acc);
+#ifdef FL_HAVE_SSSE3_KERNEL
+    if (channels == 3 && lvl >= 1) {
+        uint32_t o = 0;
+        if (lvl >= 2)
+            for (; o + 4 <= dh; o += 4)
+                hpass_rgb_avx2_x4(tmp + (size_t)o * L.tw, L.tw, dst + o * dstride, dstride, dw, xs,
+                                  xw, L.kx2, flip);
+        for (; o < dh; o++)
             hpass_rgb_ssse3(tmp + (size_t)o * L.tw, dst + o * dstride, dw, xs, xw, L.kx2, flip);
         free(mem);
         return 0;
