@@ -11,12 +11,12 @@
 # Targets: (a) >= 5x (c), (a) >= 1.2x (b), raw >= 40% of memcpy, binding within 10%.
 # Data is read from the page cache (buffered I/O; the files fit in RAM).
 # Usage: bench/loader.sh [--count N (2000)] [--runs R (3)] [--epochs E (3)] [--build DIR]
-#                        [--quick] [--no-setup]
+#                        [--quick] [--no-setup] [--out DIR (bench/out/loader)]
 #   --quick: a smoke run (200 images, 1 run, 1 epoch; the PyTorch peer only if torch is installed)
 #   --no-setup: do not apt-get install python3-skimage python3-torch python3-torchvision
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-count=2000 runs=3 epochs=3 build="$root/build" quick=0 setup=1
+count=2000 runs=3 epochs=3 build="$root/build" quick=0 setup=1 out="$root/bench/out/loader"
 while (($#)); do
     case "$1" in
         --count) count=$2; shift 2 ;;
@@ -24,8 +24,9 @@ while (($#)); do
         --epochs) epochs=$2; shift 2 ;;
         --build) build=$2; shift 2 ;;
         --quick) quick=1; shift ;;
+        --out) out=$2; shift 2 ;;
         --no-setup) setup=0; shift ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "loader.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -57,9 +58,8 @@ have_torch=0
 $py -c "import torch, torchvision" 2>/dev/null && have_torch=1
 export FASTLOAD_LIBRARY="$build/libfastload.so"
 
-out="$root/bench/out/loader"
 mkdir -p "$out"
-photos="$root/bench/out/photos-400x350-$count"
+photos="$out/photos-400x350-$count"
 [[ -d "$photos" ]] || $py "$root/bench/make_photos.py" "$photos" --count "$count" --mean-pixels 140000
 jpeg="$out/jpeg-keep-$count"
 [[ -d "$jpeg" ]] || "$packdata" pack "$photos" "$jpeg" --encode keep --quiet
