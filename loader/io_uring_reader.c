@@ -157,6 +157,7 @@ int fl_uring_reader_create(unsigned depth, size_t max_len, int direct, fl_reader
     /* Registration pins the arena once instead of per read; it can fail on RLIMIT_MEMLOCK,
      * in which case plain reads into the same buffers give the same bytes. */
     u->fixed = io_uring_register_buffers(&u->ring, iov, depth) == 0;
+    u->base.registered = u->fixed;
     u->base.run = uring_run;
     u->base.destroy = uring_destroy;
     u->base.name = "io_uring";

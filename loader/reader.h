@@ -40,6 +40,7 @@ struct fl_reader {
                double *io_wait_s, uint64_t *bytes);
     void (*destroy)(fl_reader *r);
     const char *name; /* "io_uring" or "pread" */
+    int registered;   /* io_uring: the arena is registered (fixed-buffer reads) */
     unsigned depth;
     int direct;       /* reads are aligned to FL_DIRECT_ALIGN */
     size_t slot_size; /* bytes per buffer slot */
