@@ -235,6 +235,10 @@ class Loader:
         except Exception:
             pass
 
+    def _check_handle(self):
+        if self._handle is None:
+            raise Error(-22, f"{self.path}: loader is closed")
+
     def _check_open(self):
         if self._handle is None:
             raise Error(-22, f"{self.path}: loader is closed")
@@ -303,6 +307,7 @@ class Loader:
         self.release()
 
     def __len__(self):
+        self._check_handle()
         return int(self._lib.fl_loader_batches_per_epoch(self._handle))
 
     # ---- position / resume ------------------------------------------------------------------
@@ -335,6 +340,7 @@ class Loader:
 
     @property
     def samples_per_epoch(self):
+        self._check_handle()
         return int(self._lib.fl_loader_samples_per_epoch(self._handle))
 
     @property
@@ -343,10 +349,12 @@ class Loader:
 
     @property
     def dataset_size(self):
+        self._check_handle()
         return int(self._lib.fl_dataset_count(self._lib.fl_loader_dataset(self._handle)))
 
     @property
     def class_names(self):
+        self._check_handle()
         ds = self._lib.fl_loader_dataset(self._handle)
         try:
             n = self._lib.fl_dataset_num_classes(ds)

@@ -99,6 +99,18 @@ class Tests:
             with L.next_batch() as b2:
                 assert b2.batch == 1
             assert b2.released
+            # several batches may be held at once (up to prefetch - 1)
+            held = [L.next_batch() for _ in range(2)]
+            assert [h.batch for h in held] == [2, 3] and held[0].address != held[1].address
+            for h in held:
+                h.release()
+        # a closed loader raises instead of touching freed memory
+        for f in (len, lambda l: l.next_batch(), lambda l: l.state_dict()):
+            try:
+                f(L)
+                raise AssertionError("closed loader accepted a call")
+            except fastload.Error as e:
+                assert "closed" in str(e)
 
     def test_matches_c_digest(self):
         if not CLI or not os.path.exists(CLI):

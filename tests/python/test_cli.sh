@@ -45,6 +45,15 @@ assert (d['height'], d['width'], d['channels']) == (4, 4, 3), d
 assert len(d['rss_mib_per_epoch']) == 3
 "
 fi
+# memory stays flat over 20 epochs (the ring is allocated up front)
+"$cli" bench "$tmp/ds" --batch 16 --epochs 20 --workers 2 --augment rrc,flip --size 8 --json >"$tmp/rss.json"
+if /usr/bin/python3 -c "import json" 2>/dev/null; then
+    check "bench RSS flat over 20 epochs" /usr/bin/python3 -c "
+import json
+r = json.load(open('$tmp/rss.json'))['rss_mib_per_epoch']
+assert len(r) == 20 and max(r[1:]) - r[1] < 2.0, r
+"
+fi
 check "bench --memcpy" bash -c "'$cli' bench --memcpy --memcpy-bytes 8M --json | grep -q '\"memcpy_mb_per_sec\"'"
 
 # digest: same stream whatever the workers and I/O mode
