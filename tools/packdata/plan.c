@@ -111,6 +111,8 @@ int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict,
                         fl_error *err) {
     *dict = NULL;
     *len = 0;
+    /* 2000 samples: measured on Fashion-MNIST, 10000 samples or COVER-optimised training gain
+     * under 0.3% while costing seconds to a minute */
     size_t k = items->n < 2000 ? items->n : 2000;
     if (k < 16) return 0; /* too little data for a useful dictionary */
     pd_plan p = *plan;

@@ -1,6 +1,6 @@
 /* src_cifar.c — CIFAR-10/100 binary batches. CIFAR-10 records are 1 label byte + 3072 pixel bytes
  * (1024 R, 1024 G, 1024 B: planar 32×32); CIFAR-100 records have a coarse and a fine label byte
- * first. Pixels are converted to HWC once at load; names are "<batch file>#<index>". Class names
+ * first. Pixels are converted to HWC once at load; names are "<batch file without .bin>#<index>". Class names
  * come from batches.meta.txt / fine_label_names.txt / coarse_label_names.txt next to the batches. */
 #include "packdata.h"
 
@@ -31,6 +31,9 @@ int pd_cifar_parse(const uint8_t *data, size_t len, const char *file_name, int c
     int r = pd_items_own_block(out, hwc);
     if (r) return fl_error_set(err, r, "out of memory");
     const char *bn = base_name(file_name);
+    size_t bl = strlen(bn);
+    if (bl > 4 && !strcmp(bn + bl - 4, ".bin")) bl -= 4; /* "data_batch_1#17" */
+    if (bl > 200) bl = 200;
     char name[512];
     for (size_t i = 0; i < n; i++) {
         const uint8_t *rp = data + i * rec;
@@ -42,7 +45,7 @@ int pd_cifar_parse(const uint8_t *data, size_t len, const char *file_name, int c
             o[3 * k + 2] = px[2048 + k];
         }
         pd_item it = {0};
-        snprintf(name, sizeof name, "%s#%zu", bn, i);
+        snprintf(name, sizeof name, "%.*s#%zu", (int)bl, bn, i);
         if (!(it.name = pd_items_strdup(out, name))) return fl_error_set(err, -ENOMEM, "out of memory");
         it.pixels = o;
         it.height = it.width = 32;

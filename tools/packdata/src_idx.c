@@ -1,6 +1,6 @@
 /* src_idx.c — MNIST-style IDX input: an idx3-ubyte image file (N × rows × cols uint8) and an
  * idx1-ubyte label file (N uint8), each optionally gzip'ed. Items point into the decompressed
- * image buffer; names are "<image file name>#<index>". */
+ * image buffer; names are "<file prefix>#<index>" ("train#17" for train-images-idx3-ubyte.gz). */
 #include "packdata.h"
 
 #include <dirent.h>
@@ -47,10 +47,16 @@ int pd_idx_parse(const uint8_t *img, size_t img_len, const uint8_t *lab, size_t 
     if (lab_len < 8 + (uint64_t)n)
         return fl_error_set(err, FL_E_TRUNCATED, "%s: truncated: header declares %u labels but "
                             "the file holds %zu bytes", lab_name, n, lab_len - 8);
+    /* names stay short (they are stored per record): "train#17" for train-images-idx3-ubyte.gz */
     const char *bn = base_name(img_name);
+    size_t bl = strlen(bn);
+    const char *cut = strstr(bn, "-images");
+    if (cut) bl = (size_t)(cut - bn);
+    else if (bl > 3 && !strcmp(bn + bl - 3, ".gz")) bl -= 3;
+    if (bl > 200) bl = 200;
     char name[512];
     for (uint32_t i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "%s#%u", bn, i);
+        snprintf(name, sizeof name, "%.*s#%u", (int)bl, bn, i);
         pd_item it = {0};
         if (!(it.name = pd_items_strdup(out, name))) return fl_error_set(err, -ENOMEM, "out of memory");
         it.pixels = img + 16 + (size_t)i * rows * cols;
