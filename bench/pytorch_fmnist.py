@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""pytorch_fmnist.py — the PyTorch reference for trainfast's GPU figure: the same fastcnn model
+(3 × [conv3x3 no bias → maxpool2 → BN → ReLU], widths w, 2w, 4w; global average pool; linear),
+the same optimizer (SGD, Nesterov 0.9, weight decay on conv/linear weights only), label smoothing,
+linear warm-up then linear decay, random crop with zero padding + flip, trained with AMP bf16
+autocast and channels_last — PyTorch's recommended fast eager recipe — with the whole dataset on
+the GPU (so PyTorch never waits for data). Prints images/s of the training steps and test top-1.
+
+Data, in order of preference: a packed fastload dataset (--data/--val, read once through the
+fastload Python binding), IDX files (--idx DIR), else synthetic data (images/s only; says so).
+
+Usage: pytorch_fmnist.py --data samples/fashion-mnist/packed/train --val samples/fashion-mnist/packed/test \
+           --epochs 16 --batch 512 --width 64 [--json]
+The last stdout line with --json is one JSON object (images_per_sec, val_top1, ...).
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", help="packed training set (fastload)")
+    ap.add_argument("--val", help="packed test set (fastload)")
+    ap.add_argument("--idx", help="directory with {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz")
+    ap.add_argument("--epochs", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.2)
+    ap.add_argument("--wd", type=float, default=5e-4)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--label-smoothing", type=float, default=0.1)
+    ap.add_argument("--warmup", type=float, default=0.5, help="warm-up length in epochs")
+    ap.add_argument("--crop-pad", type=int, default=2)
+    ap.add_argument("--no-flip", action="store_true")
+    ap.add_argument("--no-tta", action="store_true")
+    ap.add_argument("--precision", choices=["bf16", "fp16", "fp32"], default="bf16")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (default: eager)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (a smoke test of the script)")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N training samples")
+    ap.add_argument("--json", action="store_true")
+    return ap.parse_args()
+
+
+def load_fastload(path):
+    """Whole packed dataset as (N, H, W, C) uint8 and (N,) int64 numpy arrays, in record order."""
+    import numpy as np
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "python"))
+    import fastload
+    with fastload.Loader(path, batch_size=4096, workers=os.cpu_count() or 1, order="seq", pinned=False,
+                         augment="none", flip=False, seed=0, drop_last=False) as L:
+        n = L.dataset_size
+        xs, ys, got = [], [], 0
+        for images, labels in L.epoch():
+            take = min(len(labels), n - got)
+            xs.append(np.array(images[:take], copy=True))
+            ys.append(np.array(labels[:take], copy=True).astype(np.int64))
+            got += take
+            if got >= n:
+                break
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def load_idx(directory, prefix):
+    import numpy as np
+
+    def read(name):
+        with gzip.open(os.path.join(directory, name), "rb") as f:
+            return f.read()
+    img = read(f"{prefix}-images-idx3-ubyte.gz")
+    lab = read(f"{prefix}-labels-idx1-ubyte.gz")
+    n, h, w = (int.from_bytes(img[o:o + 4], "big") for o in (4, 8, 12))
+    x = np.frombuffer(img, dtype=np.uint8, offset=16).reshape(n, h, w, 1).copy()
+    y = np.frombuffer(lab, dtype=np.uint8, offset=8).astype(np.int64)
+    return x, y
+
+
+def load_data(a):
+    import numpy as np
+    if a.data and a.val:
+        try:
+            return load_fastload(a.data), load_fastload(a.val), "fastload"
+        except Exception as e:  # binding or library missing: say so and fall back
+            print(f"pytorch_fmnist: fastload binding unavailable ({e}); trying IDX", file=sys.stderr)
+    if a.idx and os.path.exists(os.path.join(a.idx, "train-images-idx3-ubyte.gz")):
+        return load_idx(a.idx, "train"), load_idx(a.idx, "t10k"), "idx"
+    print("pytorch_fmnist: no dataset found: synthetic data (images/s only, accuracy meaningless)",
+          file=sys.stderr)
+    rng = np.random.default_rng(0)
+    tr = (rng.integers(0, 256, (60000, 28, 28, 1), dtype=np.uint8), rng.integers(0, 10, 60000))
+    te = (rng.integers(0, 256, (10000, 28, 28, 1), dtype=np.uint8), rng.integers(0, 10, 10000))
+    return tr, te, "synthetic"
+
+
+def main():
+    a = parse_args()
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("SKIP pytorch_fmnist: no GPU (torch.cuda.is_available() is False)")
+        return 77
+    torch.manual_seed(a.seed)
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+    (xtr, ytr), (xte, yte), source = load_data(a)
+    if a.limit:
+        xtr, ytr = xtr[:a.limit], ytr[:a.limit]
+    classes = int(max(ytr.max(), yte.max())) + 1
+    in_c = xtr.shape[3]
+    Xtr = torch.from_numpy(np.ascontiguousarray(xtr)).to(dev)  # (N, H, W, C) uint8, stays uint8
+    Ytr = torch.from_numpy(ytr).to(dev)
+    Xte = torch.from_numpy(np.ascontiguousarray(xte)).to(dev)
+    Yte = torch.from_numpy(yte).to(dev)
+    N, H, W, C = Xtr.shape
+    mean, std = 0.5, 0.25  # trainfast's fastcnn defaults
+
+    class FastCNN(nn.Module):
+        def __init__(self, w):
+            super().__init__()
+            layers, c = [], in_c
+            for wi in (w, 2 * w, 4 * w):
+                layers += [nn.Conv2d(c, wi, 3, padding=1, bias=False), nn.MaxPool2d(2),
+                           nn.BatchNorm2d(wi), nn.ReLU(inplace=True)]
+                c = wi
+            self.features = nn.Sequential(*layers)
+            self.head = nn.Linear(c, classes)
+
+        def forward(self, x):
+            return self.head(self.features(x).mean((2, 3)))
+
+    model = FastCNN(a.width).to(dev).to(memory_format=torch.channels_last)
+    decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": a.wd},
+                           {"params": no_decay, "weight_decay": 0.0}],
+                          lr=a.lr, momentum=a.momentum, nesterov=True)
+    crit = nn.CrossEntropyLoss(label_smoothing=a.label_smoothing)
+    run = torch.compile(model) if a.compile else model
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[a.precision]
+    try:
+        scaler = torch.amp.GradScaler("cuda", enabled=a.precision == "fp16" and cuda)
+    except (AttributeError, TypeError):  # torch < 2.3
+        scaler = torch.cuda.amp.GradScaler(enabled=a.precision == "fp16" and cuda)
+    steps_per_epoch = (N + a.batch - 1) // a.batch
+    total = steps_per_epoch * a.epochs
+    warm = max(1, int(a.warmup * steps_per_epoch))
+
+    def lr_at(step):
+        if step < warm:
+            return a.lr * (step + 1) / warm
+        return a.lr * max(0.0, (total - step) / max(1, total - warm))
+
+    p = a.crop_pad
+    ar_h = torch.arange(H, device=dev)
+    ar_w = torch.arange(W, device=dev)
+
+    def augment(xb):
+        """uint8 NHWC batch → normalized float NCHW (channels_last), random crop with zero padding
+        and flip, all on the GPU."""
+        B = xb.shape[0]
+        x = xb.permute(0, 3, 1, 2)  # (B, C, H, W) view
+        if p > 0:
+            x = F.pad(x, (p, p, p, p))
+            dy = torch.randint(0, 2 * p + 1, (B,), device=dev)
+            dx = torch.randint(0, 2 * p + 1, (B,), device=dev)
+            rows = (dy[:, None] + ar_h)[:, :, None]      # (B, H, 1)
+            cols = (dx[:, None] + ar_w)[:, None, :]      # (B, 1, W)
+            bidx = torch.arange(B, device=dev)[:, None, None]
+            x = x[bidx, :, rows, cols].permute(0, 3, 1, 2)  # (B, H, W, C) → (B, C, H, W)
+        if not a.no_flip:
+            flip = torch.rand(B, device=dev) < 0.5
+            x = torch.where(flip[:, None, None, None], x.flip(3), x)
+        x = (x.float() * (1.0 / (255.0 * std)) - mean / std)
+        return x.contiguous(memory_format=torch.channels_last)
+
+    def to_input(xb):
+        x = xb.permute(0, 3, 1, 2).float() * (1.0 / (255.0 * std)) - mean / std
+        return x.contiguous(memory_format=torch.channels_last)
+
+    epoch_times, step = [], 0
+    model.train()
+    t_all = time.perf_counter()
+    for ep in range(a.epochs):
+        sync()
+        t0 = time.perf_counter()
+        perm = torch.randperm(N, device=dev)
+        for i in range(steps_per_epoch):
+            idx = perm[i * a.batch:(i + 1) * a.batch]
+            x, y = augment(Xtr[idx]), Ytr[idx]
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step)
+            with torch.autocast(dev.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+                loss = crit(run(x), y)
+            opt.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            step += 1
+        sync()
+        epoch_times.append(time.perf_counter() - t0)
+    train_s = time.perf_counter() - t_all
+
+    model.eval()
+    correct, loss_sum = 0, 0.0
+    with torch.no_grad(), torch.autocast(dev.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+        for i in range(0, Xte.shape[0], 2000):
+            x = to_input(Xte[i:i + 2000])
+            logits = run(x).float()
+            if not a.no_tta:
+                logits = 0.5 * (logits + run(x.flip(3)).float())
+            correct += (logits.argmax(1) == Yte[i:i + 2000]).sum().item()
+            loss_sum += F.cross_entropy(logits, Yte[i:i + 2000], reduction="sum").item()
+    top1 = correct / Xte.shape[0]
+    steady = epoch_times[1:] if len(epoch_times) > 1 else epoch_times
+    ips_steady = N * len(steady) / sum(steady)
+    ips_all = N * a.epochs / train_s
+    res = {"images_per_sec": ips_steady, "images_per_sec_all_epochs": ips_all, "val_top1": top1,
+           "val_loss": loss_sum / Xte.shape[0], "train_seconds": train_s, "epochs": a.epochs,
+           "batch": a.batch, "width": a.width, "precision": a.precision,
+           "channels_last": True, "compile": a.compile, "data_source": source,
+           "torch": torch.__version__, "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
+    print(f"pytorch_fmnist: {a.epochs} epochs in {train_s:.2f} s, {ips_steady:,.0f} img/s "
+          f"(steady state, epochs 2+), {ips_all:,.0f} img/s over all epochs, test top-1 "
+          f"{100 * top1:.2f}% ({source} data, {a.precision} AMP, channels_last)")
+    if a.json:
+        print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
