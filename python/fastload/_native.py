@@ -114,8 +114,8 @@ def _candidates():
         return  # an explicit choice is not second-guessed: a wrong path is an error
     here = os.path.dirname(os.path.abspath(__file__))
     # installed layouts: the library beside the package, or in the lib/ dir above site-packages
-    for d in (here, os.path.normpath(os.path.join(here, "..", "..", "..")),
-              os.path.normpath(os.path.join(here, "..", "..", "..", ".."))):
+    libdir = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    for d in [here, libdir] + sorted(glob.glob(os.path.join(libdir, "*-linux-gnu*"))):
         for name in ("libfastload.so", "libfastload.so.0"):
             yield os.path.join(d, name)
     # the build tree of a source checkout: <repo>/build*/libfastload.so (build/ first)
