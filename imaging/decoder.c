@@ -34,6 +34,10 @@ int fl_decoder_create(uint64_t max_pixels, fl_decoder **out, fl_error *err) {
     return 0;
 }
 
+void fl_decoder_set_flags(fl_decoder *d, unsigned flags) {
+    if (d) d->flags = flags & FL_DECODE_FAST;
+}
+
 void fl_decoder_free(fl_decoder *d) {
     if (!d) return;
     fl_jpeg_state_free(d->jpeg);

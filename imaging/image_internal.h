@@ -25,6 +25,7 @@ struct fl_jpeg_state; /* jpeg_decode.c: persistent libjpeg decompressor + error 
 
 struct fl_decoder {
     uint64_t max_pixels;
+    unsigned flags; /* FL_DECODE_* */
     fl_buf image;   /* decoded output (fl_decode result, or the crop before resampling) */
     fl_buf rows;    /* row pointers, CMYK scanlines */
     fl_buf resize;  /* fl_resize scratch */

@@ -116,6 +116,10 @@ static int jpeg_setup(fl_decoder *d, const uint8_t *data, size_t len, uint32_t c
         return fl_error_set(err, FL_E_TOO_LARGE, "JPEG: %ux%u over the pixel limit %llu",
                             ci->image_width, ci->image_height, (unsigned long long)d->max_pixels);
     *cmyk = 0;
+    /* Merged (box) chroma upsampling and the fast integer IDCT: a few levels of difference for
+     * a few percent of speed; off unless the caller asks (fl_decoder_set_flags). */
+    ci->do_fancy_upsampling = (d->flags & FL_DECODE_FAST_UPSAMPLE) ? FALSE : TRUE;
+    ci->dct_method = (d->flags & FL_DECODE_FAST_DCT) ? JDCT_IFAST : JDCT_ISLOW;
     switch (ci->jpeg_color_space) {
     case JCS_CMYK:
     case JCS_YCCK:

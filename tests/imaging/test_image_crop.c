@@ -77,6 +77,14 @@ int main(void) {
             crop_suite(f, len, W, H, 0, names[s]);
             free(f);
         }
+    /* FL_DECODE_FAST (box chroma upsampling, fast IDCT) stays within the same tolerance. */
+    {
+        fl_decoder_set_flags(d, FL_DECODE_FAST);
+        uint8_t *ff = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 0, &len);
+        crop_suite(ff, len, W, H, 0, "jpeg 4:2:0 fast");
+        free(ff);
+        fl_decoder_set_flags(d, 0);
+    }
     uint8_t *f = write_jpeg(gray, W, H, 1, JCS_GRAYSCALE, 90, 1, 1, 0, &len);
     crop_suite(f, len, W, H, 0, "jpeg gray");
     free(f);

@@ -36,6 +36,14 @@ int main(void) {
     printf("q90 4:2:0 PSNR %.1f dB, %zu bytes\n", p, enc_len);
     CHECK_RC(fl_encode_jpeg(e, &src, 95, &enc, &enc_len, &err), 0, &err);
     CHECK(decode_psnr(enc, enc_len, rgb, w, h) > 35);
+    {
+        fl_decoder *fast;
+        CHECK_RC(fl_decoder_create(0, &fast, &err), 0, &err);
+        fl_decoder_set_flags(fast, FL_DECODE_FAST);
+        CHECK_RC(fl_decode(fast, enc, enc_len, 3, 0, 0, &img, &err), 0, &err);
+        CHECK(psnr(img.pixels, rgb, (size_t)w * h * 3) > 35);
+        fl_decoder_free(fast);
+    }
     const uint8_t *reused = enc;
     CHECK_RC(fl_encode_jpeg(e, &src, 95, &enc, &enc_len, &err), 0, &err);
     CHECK(enc == reused); /* the encoder's buffer is reused */
