@@ -60,7 +60,11 @@ export FASTLOAD_LIBRARY="$build/libfastload.so"
 
 mkdir -p "$out"
 photos="$out/photos-400x350-$count"
-[[ -d "$photos" ]] || $py "$root/bench/make_photos.py" "$photos" --count "$count" --mean-pixels 140000
+if [[ ! -d "$photos" ]]; then # made under a temporary name: an interrupted run leaves no half folder
+    rm -rf "$photos.tmp"
+    $py "$root/bench/make_photos.py" "$photos.tmp" --count "$count" --mean-pixels 140000
+    mv "$photos.tmp" "$photos"
+fi
 jpeg="$out/jpeg-keep-$count"
 [[ -d "$jpeg" ]] || "$packdata" pack "$photos" "$jpeg" --encode keep --quiet
 raw="$out/raw64-$count"
