@@ -1,7 +1,8 @@
 /* test_loader_raw.c — the sequential raw path: with no augmentation every batch holds exactly
  * the stored pixels and labels of its records, in order, for uncompressed and zstd shards and
  * for LMDB; epochs follow each other; the tail is padded by wrap-around or dropped; positions,
- * counts and stats are right; a gray dataset can be read as RGB. */
+ * counts and stats are right; a gray dataset can be read as RGB; quasi-random order mixes the
+ * classes of a class-sorted dataset within a batch; bad options are refused by name. */
 #include <string.h>
 
 #include "fixture.h"
@@ -115,6 +116,50 @@ static void pinned_default(const char *path, const fx_spec *s)
     }
 }
 
+/* The dataset is sorted by class: sequential batches hold one or two classes, quasi-random
+ * batches (blocks of 8 shuffled, then windows of 8 blocks shuffled) hold many. */
+static double mean_classes(const char *path, fl_order order)
+{
+    fl_loader_options o;
+    fx_options(&o);
+    o.batch_size = 32;
+    o.order = order;
+    o.quasi_block = 8;
+    o.quasi_window = 8;
+    o.seed = 1;
+    o.drop_last = 1;
+    fl_loader *L;
+    fl_error err;
+    CHECK_OK(fl_loader_create(path, &o, &L, &err), &err);
+    uint64_t bpe = fl_loader_batches_per_epoch(L), distinct = 0;
+    for (uint64_t b = 0; b < bpe; b++) {
+        fl_batch *bt;
+        CHECK_OK(fl_loader_next(L, &bt, &err), &err);
+        int seen[16] = {0};
+        for (uint32_t k = 0; k < bt->size; k++)
+            distinct += !seen[bt->labels[k]]++;
+        fl_loader_release(L, bt);
+    }
+    fl_loader_close(L);
+    return (double)distinct / bpe;
+}
+
+static void quasi_mixes(const char *dir)
+{
+    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_NONE, .n = 1024, .height = 2, .width = 2, .channels = 1,
+                 .classes = 16, .shard_bytes = 1 << 20};
+    char *p = fx_make(dir, "sorted", &s);
+    double seq = mean_classes(p, FL_ORDER_SEQUENTIAL), quasi = mean_classes(p, FL_ORDER_QUASI),
+           rnd = mean_classes(p, FL_ORDER_RANDOM);
+    printf("classes per batch of 32 (16 classes, sorted): sequential %.2f, quasi %.2f, random %.2f\n",
+           seq, quasi, rnd);
+    CHECK(seq < 1.6);
+    CHECK(quasi >= 5.0);
+    CHECK(rnd >= 10.0);
+    free(p);
+}
+
 static void bad_options(const char *path)
 {
     fl_loader_options o;
@@ -179,6 +224,7 @@ int main(void)
     gray_as_rgb(p, &g);
     free(p);
 
+    quasi_mixes(dir);
     fx_rmrf(dir);
     free(dir);
     printf("ok\n");
