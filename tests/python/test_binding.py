@@ -262,6 +262,23 @@ class Tests:
             gen.close()  # releases the batch
             assert not L._held
 
+    def test_example_pytorch_train(self):
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("  (torch not importable: example test skipped)")
+            return
+        ex = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "pytorch_train.py")
+        ck = os.path.join(self.tmp, "ck.pt")
+        base = [sys.executable, ex, self.ds, "--model", "small", "--size", "8", "--batch", "16",
+                "--workers", "2", "--device", "cpu", "--checkpoint", ck]
+        r = subprocess.run(base + ["--epochs", "1", "--val", self.ds], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "epoch 0: loss" in r.stdout and "val top-1" in r.stdout, r.stdout
+        r = subprocess.run(base + ["--epochs", "2"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "resumed from" in r.stdout and "epoch 1: loss" in r.stdout and "epoch 0:" not in r.stdout, r.stdout
+
 
 def main():
     if not MAKER or not os.path.exists(MAKER):
