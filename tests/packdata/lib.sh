@@ -1,0 +1,49 @@
+# lib.sh — shared setup for the packdata shell tests: tool paths, a temp dir with fixtures,
+# and small assertion helpers. Sourced by test_*.sh; exits 77 (skip) when the tools are missing.
+set -u
+B="${FL_BINARY_DIR:?FL_BINARY_DIR not set (run through ctest)}"
+P="$B/tools/packdata/packdata"
+FIX="$B/tests/packdata/pd_fixture"
+for t in "$P" "$FIX"; do
+    [[ -x "$t" ]] || { echo "SKIP: $t not built"; exit 77; }
+done
+T="$(mktemp -d "${TMPDIR:-/tmp}/packdata-test.XXXXXX")"
+trap 'rm -rf "$T"' EXIT
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+"$FIX" make "$T/fx" >/dev/null || { echo "FAIL: fixture generation"; exit 1; }
+FX="$T/fx"
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+# expect_status WANT DESCRIPTION -- command...   (stderr captured in $T/err)
+expect_status() {
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    local got=$?
+    if [[ $got -ne $want ]]; then
+        fail "$what: exit $got, want $want"
+        sed 's/^/    /' "$T/err" | head -5
+        return 1
+    fi
+    return 0
+}
+
+# expect_err SUBSTRING DESCRIPTION: the last command's stderr contains SUBSTRING
+expect_err() {
+    if grep -qF -- "$1" "$T/err"; then return 0; fi
+    fail "$2: stderr lacks '$1'"
+    sed 's/^/    /' "$T/err" | head -5
+    return 1
+}
+
+finish() {
+    if [[ $failures -ne 0 ]]; then
+        echo "$failures failure(s)"
+        exit 1
+    fi
+    echo "all passed"
+    exit 0
+}
