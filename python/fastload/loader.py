@@ -204,7 +204,7 @@ class Loader:
         self._opts.s.start_epoch, self._opts.s.start_batch = epoch, batch
         h = ctypes.c_void_p()
         err = fl_error()
-        rc = self._lib.fl_loader_create(self.path.encode(), ctypes.byref(self._opts), ctypes.byref(h),
+        rc = self._lib.fl_loader_create(os.fsencode(self.path), ctypes.byref(self._opts), ctypes.byref(h),
                                         ctypes.byref(err))
         if rc:
             _raise(rc, err)
