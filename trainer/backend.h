@@ -155,7 +155,9 @@ typedef struct tf_backend_ops {
 const tf_backend_ops *tf_backend_cpu(void);
 
 #ifdef FL_HAVE_CUDA
-/* The CUDA backend (trainer/gpu), only in builds with FL_HAVE_CUDA. */
+/* The CUDA backend (trainer/gpu), only in builds with FL_HAVE_CUDA. trainer/gpu/CMakeLists.txt
+ * builds it as the static library target `tf_gpu` (linking tf_core); trainfast links tf_gpu and
+ * compiles with TF_HAVE_GPU_BACKEND when that target exists. */
 const tf_backend_ops *tf_backend_cuda(void);
 #endif
 

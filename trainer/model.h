@@ -86,7 +86,7 @@ typedef struct tf_model_spec {
 
 /* Options of the model builders. Zero fields take the defaults noted. */
 typedef struct tf_model_options {
-    int width;        /* fastcnn: channels of the first block (default 64); doubles per block */
+    int width;        /* fastcnn: channels of the first block (default 24); doubles per block */
     int residual;     /* fastcnn: add a residual conv pair per block (default 0) */
     int gelu;         /* use GELU instead of ReLU (default 0) */
 } tf_model_options;

@@ -206,7 +206,7 @@ static void build_fastcnn(builder *b, const tf_model_options *o)
     /* airbench shape: per block conv3x3 -> maxpool2 -> BN -> act (pooling before BN halves the
      * BN/activation work), optional residual pair of conv-BN-act; then GAP, linear, and a fixed
      * logit scale. Three blocks take 28 px to 3 px and 64 px to 8 px. */
-    int w = o && o->width > 0 ? o->width : 32;
+    int w = o && o->width > 0 ? o->width : 24;
     int t = 0;
     int widths[3] = {w, 2 * w, 4 * w};
     for (int i = 0; i < 3; i++) {

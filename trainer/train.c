@@ -20,7 +20,7 @@ void tf_options_init(tf_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "fastcnn";
-    o->epochs = 4;
+    o->epochs = 3;
     o->batch = 0;
     o->lr = 0.2f;
     o->wd = 5e-4f;
@@ -289,6 +289,19 @@ int tf_train_main(const tf_options *o)
         }
     }
     uint64_t seed = resumed ? rck.seed : o->seed;
+    if (resumed) {
+        /* exact resume needs the batches of the interrupted run: same batch size */
+        const char *bs = rck.config_json ? strstr(rck.config_json, "\"batch\":") : NULL;
+        uint32_t stored = bs ? (uint32_t)strtoul(bs + 8, NULL, 10) : 0;
+        if (stored && o->batch && o->batch != stored) {
+            fl_cli_error(TOOL, "%s was written by a run with --batch %u; resume with the same batch "
+                         "size (or leave --batch out)", rpath, stored);
+            tf_checkpoint_free(&rck);
+            return FL_EXIT_USAGE;
+        }
+        if (stored)
+            batch = stored;
+    }
 
     /* train loader */
     fl_loader_options lo;
@@ -324,7 +337,7 @@ int tf_train_main(const tf_options *o)
     tf_model_spec spec;
     tf_model_options mopt = resumed ? rck.mopt : o->mopt;
     if (!resumed && mopt.width == 0 && !strcmp(o->model, "fastcnn"))
-        mopt.width = 32;
+        mopt.width = 24;
     const char *model = resumed ? rck.model : o->model;
     if (tf_model_build(model, in_c, in_h, in_w, (int)num_classes, &mopt, &spec, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
@@ -364,6 +377,20 @@ int tf_train_main(const tf_options *o)
         tf_model_free(&spec);
         tf_checkpoint_free(&rck);
         return FL_EXIT_USAGE;
+    }
+    if (o->batch == 0 && !resumed && ops->probe_batch) {
+        /* --batch auto: the largest power of two that fits, found by the backend by trying */
+        uint32_t fit = 0;
+        if (ops->probe_batch(&spec, &cfg, 4096, &fit, &err) || fit == 0) {
+            fl_cli_error(TOOL, "--batch auto: %s", fit ? err.msg : "not even a batch of 1 fits");
+            tf_model_free(&spec);
+            tf_checkpoint_free(&rck);
+            return FL_EXIT_DATA;
+        }
+        fprintf(stderr, "%s: --batch auto: %u is the largest power of two that fits\n", TOOL, fit);
+        batch = fit;
+        cfg.max_batch = batch;
+        lo.batch_size = batch;
     }
     tf_backend *b;
     if (ops->create(&spec, &cfg, &b, &err)) {
@@ -521,7 +548,9 @@ int tf_train_main(const tf_options *o)
                        ep_images / (ep_wait + ep_compute + 1e-9));
         if (last) {
             tf_live_clear(&live);
-            rc = evaluate(ops, b, o->val, batch, size, o->tta, o->ema > 0,
+            /* flip TTA doubles the cost: only for the final evaluation */
+            rc = evaluate(ops, b, o->val, batch, size, o->tta && epoch == (uint64_t)o->epochs,
+                          o->ema > 0,
                           o->workers > 0 ? o->workers : 1, &quiet, &ev, &err);
             if (rc) {
                 fl_cli_error(TOOL, "evaluation: %s", err.msg);

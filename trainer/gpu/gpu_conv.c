@@ -11,7 +11,8 @@ int gpu_conv_setup(tf_backend *b, int li, fl_error *err) {
     GPU_CUDNN(cudnnCreateFilterDescriptor(&G->wdesc));
     GPU_CUDNN(cudnnCreateConvolutionDescriptor(&G->cdesc));
     /* NHWC filter layout = OHWI ("KRSC"); flk_filter_to_ohwi packs the OIHW master into it */
-    GPU_CUDNN(cudnnSetFilter4dDescriptor(G->wdesc, b->cudnn_dt, CUDNN_TENSOR_NHWC, L->cout, L->cin,
+    G->cin_pad = L->in == 0 ? b->in_cpad : L->cin;
+    GPU_CUDNN(cudnnSetFilter4dDescriptor(G->wdesc, b->cudnn_dt, CUDNN_TENSOR_NHWC, L->cout, G->cin_pad,
                                          L->k, L->k));
     GPU_CUDNN(cudnnSetConvolution2dDescriptor(G->cdesc, L->pad, L->pad, L->stride, L->stride, 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
@@ -31,7 +32,8 @@ void gpu_conv_teardown(gpu_layer *G) {
 static int set_io_desc(tf_backend *b, int li, int n, fl_error *err) {
     const tf_layer *L = &b->spec->layers[li];
     tf_shape si = b->spec->tensors[L->in], so = b->spec->tensors[L->out];
-    GPU_CUDNN(cudnnSetTensor4dDescriptor(b->xdesc, CUDNN_TENSOR_NHWC, b->cudnn_dt, n, si.c, si.h, si.w));
+    int ci = b->L[li].cin_pad;
+    GPU_CUDNN(cudnnSetTensor4dDescriptor(b->xdesc, CUDNN_TENSOR_NHWC, b->cudnn_dt, n, ci, si.h, si.w));
     GPU_CUDNN(cudnnSetTensor4dDescriptor(b->ydesc, CUDNN_TENSOR_NHWC, b->cudnn_dt, n, so.c, so.h, so.w));
     return 0;
 }
@@ -140,7 +142,7 @@ int gpu_conv_backward(tf_backend *b, int li, int n, fl_error *err) {
                                              G->cdesc, p->bwd_filter, b->ws, b->ws_bytes, &zero,
                                              G->wdesc, b->wgrad));
     GPU_K(flk_filter_grad_from_ohwi(b->wgrad, b->dt, b->gmicro + L->w_off, L->cout, L->cin, L->k, L->k,
-                                    1.0f, 0.0f, b->stream));
+                                    G->cin_pad, 1.0f, 0.0f, b->stream));
     if (L->in != 0) { /* the network input needs no gradient */
         const float beta = b->ginit[L->in] ? 1.0f : 0.0f;
         GPU_CUDNN(cudnnConvolutionBackwardData(b->cudnn, &one, G->wdesc, G->wc, b->ydesc, dy, G->cdesc,

@@ -29,6 +29,7 @@ typedef struct gpu_layer {
     int next_plan;
     /* TF_CONV / TF_LINEAR: compute-type copy of the weight (conv: OHWI, linear: [cout][cin]) */
     void *wc;
+    int cin_pad; /* TF_CONV: input channels as stored (the network input may be zero-padded) */
     /* TF_BN: batch statistics of the last training forward (fp32, c each) */
     float *save_mean, *save_invstd;
     int fuse_relu; /* TF_BN followed by a TF_RELU reading only its output: one fused kernel */
@@ -50,6 +51,8 @@ struct tf_backend {
     cudaDataType_t blas_dt;
     size_t esize;          /* bytes per activation element */
     int max_batch;
+    int in_cpad;           /* channels of act[0]: in_c rounded up for tensor cores when only
+                              convolutions read the input (zero channels, zero weights) */
     char devname[160];
     size_t dev_mem;
     int cc_major, cc_minor;
