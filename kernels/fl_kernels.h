@@ -46,6 +46,8 @@ typedef struct flk_input_params {
     flk_pad_mode pad_mode;
     int flip;                /* 1: random horizontal flip with p = 0.5; 2: flip every sample (TTA) */
     uint64_t seed, epoch;    /* randomness keys */
+    int c_out;               /* channels written (0 = c); channels c..c_out-1 are zero: pads the
+                                input to a tensor-core friendly channel count (c_out <= 16) */
 } flk_input_params;
 
 /* uint8 NHWC `src` (n × h × w × c) → `dst` of type `dt` (NCHW or NHWC), normalized, with the
@@ -83,13 +85,16 @@ cudaError_t flk_accum_grad(const void *g, flk_dtype dt, float *acc, size_t n, fl
 
 /* ---- layout changes ---------------------------------------------------------------------------- */
 
-/* Convolution weights: fp32 master OIHW [o][i][kh][kw] → dst of type dt in OHWI [o][kh][kw][i]
- * (cuDNN's NHWC filter layout, "KRSC"). */
+/* Convolution weights: fp32 master OIHW [o][i][kh][kw] → dst of type dt in OHWI [o][kh][kw][ipad]
+ * (cuDNN's NHWC filter layout, "KRSC"); input channels i..ipad-1 are written as zeros (ipad >= i:
+ * the weights of a zero-padded input). */
 cudaError_t flk_filter_to_ohwi(const float *w_oihw, void *dst, flk_dtype dt, int o, int i, int kh,
-                               int kw, cudaStream_t stream);
-/* Filter gradient back: acc_oihw = beta·acc_oihw + scale·g_ohwi (permuted), fp32 out. */
+                               int kw, int ipad, cudaStream_t stream);
+/* Filter gradient back: acc_oihw = beta·acc_oihw + scale·g_ohwi (permuted; g_ohwi has ipad input
+ * channels, the padded ones are ignored), fp32 out. */
 cudaError_t flk_filter_grad_from_ohwi(const void *g_ohwi, flk_dtype dt, float *acc_oihw, int o, int i,
-                                      int kh, int kw, float scale, float beta, cudaStream_t stream);
+                                      int kh, int kw, int ipad, float scale, float beta,
+                                      cudaStream_t stream);
 /* Per-sample layout change of n samples of (c, h, w): to_nchw 1: NHWC → NCHW, 0: NCHW → NHWC.
  * src and dst must not alias. */
 cudaError_t flk_transpose_chw(const void *src, void *dst, flk_dtype dt, int n, int c, int h, int w,

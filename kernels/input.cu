@@ -16,7 +16,7 @@ extern "C" const char *flk_dtype_name(flk_dtype dt) {
 }
 
 struct flk_input_k {
-    int n, h, w, c, nchw, pad, reflect, flip;
+    int n, h, w, c, co, nchw, pad, reflect, flip; /* co: channels written (>= c) */
     float scale[4], shift[4]; /* y = x·scale + shift = (x − mean)/std */
     uint64_t seed, epoch;
 };
@@ -26,7 +26,7 @@ struct flk_input_k {
 template <typename T>
 __global__ void input_u8_kernel(const uint8_t *__restrict__ src, T *__restrict__ dst, flk_input_k p,
                                 const uint64_t *__restrict__ indices) {
-    size_t total = (size_t)p.n * p.h * p.w * p.c;
+    size_t total = (size_t)p.n * p.h * p.w * p.co;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         int ch, ox, oy, s;
@@ -34,13 +34,17 @@ __global__ void input_u8_kernel(const uint8_t *__restrict__ src, T *__restrict__
         if (p.nchw) {
             ox = (int)(r % p.w); r /= p.w;
             oy = (int)(r % p.h); r /= p.h;
-            ch = (int)(r % p.c); r /= p.c;
+            ch = (int)(r % p.co); r /= p.co;
         } else {
-            ch = (int)(r % p.c); r /= p.c;
+            ch = (int)(r % p.co); r /= p.co;
             ox = (int)(r % p.w); r /= p.w;
             oy = (int)(r % p.h); r /= p.h;
         }
         s = (int)r;
+        if (ch >= p.c) { /* channel padding */
+            flk_st(&dst[i], 0.0f);
+            continue;
+        }
         int dy = 0, dx = 0, fl = 0;
         if (p.pad > 0 || p.flip) {
             uint64_t idx = indices ? indices[s] : (uint64_t)s;
@@ -60,11 +64,13 @@ extern "C" cudaError_t flk_input_u8(const uint8_t *src, void *dst, flk_dtype dt,
                                     const flk_input_params *p, const uint64_t *indices,
                                     cudaStream_t stream) {
     if (!p || p->c < 1 || p->c > 4 || p->n < 0 || p->h < 1 || p->w < 1 || p->pad < 0 ||
-        (p->pad_mode == FLK_PAD_REFLECT && (p->pad >= p->h || p->pad >= p->w)))
+        (p->pad_mode == FLK_PAD_REFLECT && (p->pad >= p->h || p->pad >= p->w)) ||
+        (p->c_out != 0 && (p->c_out < p->c || p->c_out > 16)))
         return cudaErrorInvalidValue;
     if (p->n == 0) return cudaSuccess;
     flk_input_k k;
     k.n = p->n; k.h = p->h; k.w = p->w; k.c = p->c; k.nchw = p->nchw; k.pad = p->pad;
+    k.co = p->c_out ? p->c_out : p->c;
     k.reflect = p->pad_mode == FLK_PAD_REFLECT; k.flip = p->flip;
     k.seed = p->seed; k.epoch = p->epoch;
     for (int c = 0; c < 4; c++) {
@@ -72,7 +78,7 @@ extern "C" cudaError_t flk_input_u8(const uint8_t *src, void *dst, flk_dtype dt,
         k.scale[c] = 1.0f / sd;
         k.shift[c] = c < p->c ? -p->mean[c] / sd : 0.0f;
     }
-    size_t total = (size_t)p->n * p->h * p->w * p->c;
+    size_t total = (size_t)p->n * p->h * p->w * k.co;
     unsigned th = 256, bl = flk_blocks(total, th);
     FLK_DISPATCH(dt, T, input_u8_kernel<T><<<bl, th, 0, stream>>>(src, (T *)dst, k, indices));
     return cudaGetLastError();

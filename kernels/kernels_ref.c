@@ -84,7 +84,8 @@ double flk_ref_eps(flk_dtype dt) {
 
 void flk_ref_input_u8(const uint8_t *src, float *dst, const flk_input_params *p,
                       const uint64_t *indices) {
-    int reflect = p->pad_mode == FLK_PAD_REFLECT;
+    int reflect = p->pad_mode == FLK_PAD_REFLECT, co = p->c_out ? p->c_out : p->c;
+    memset(dst, 0, sizeof(float) * (size_t)p->n * p->h * p->w * co);
     for (int s = 0; s < p->n; s++) {
         int dy = 0, dx = 0, fl = 0;
         fl_aug_crop_flip(p->seed, p->epoch, indices ? indices[s] : (uint64_t)s, p->pad, p->flip, &dy,
@@ -100,8 +101,8 @@ void flk_ref_input_u8(const uint8_t *src, float *dst, const flk_input_params *p,
                     float sd = p->stddev[ch] != 0.0f ? p->stddev[ch] : 1.0f;
                     /* the kernel computes v·(1/sd) − mean/sd; do the same for bitwise-close results */
                     float y = v * (1.0f / sd) + (-p->mean[ch] / sd);
-                    size_t o = p->nchw ? (((size_t)s * p->c + ch) * p->h + oy) * p->w + ox
-                                       : (((size_t)s * p->h + oy) * p->w + ox) * p->c + ch;
+                    size_t o = p->nchw ? (((size_t)s * co + ch) * p->h + oy) * p->w + ox
+                                       : (((size_t)s * p->h + oy) * p->w + ox) * co + ch;
                     dst[o] = y;
                 }
     }
@@ -128,12 +129,12 @@ void flk_ref_act_backward(flk_act act, const float *x, const float *dy, float *d
     }
 }
 
-void flk_ref_filter_to_ohwi(const float *w, float *dst, int o, int ci, int kh, int kw) {
+void flk_ref_filter_to_ohwi(const float *w, float *dst, int o, int ci, int kh, int kw, int ipad) {
     int kk = kh * kw;
     for (int a = 0; a < o; a++)
-        for (int c = 0; c < ci; c++)
+        for (int c = 0; c < ipad; c++)
             for (int r = 0; r < kk; r++)
-                dst[((size_t)a * kk + r) * ci + c] = w[((size_t)a * ci + c) * kk + r];
+                dst[((size_t)a * kk + r) * ipad + c] = c < ci ? w[((size_t)a * ci + c) * kk + r] : 0.0f;
 }
 
 void flk_ref_transpose_chw(const float *src, float *dst, int n, int c, int h, int w, int to_nchw) {

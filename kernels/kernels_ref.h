@@ -32,7 +32,7 @@ void flk_ref_input_u8(const uint8_t *src, float *dst, const flk_input_params *p,
                       const uint64_t *indices);
 void flk_ref_act_forward(flk_act act, const float *x, float *y, size_t n);
 void flk_ref_act_backward(flk_act act, const float *x, const float *dy, float *dx, size_t n);
-void flk_ref_filter_to_ohwi(const float *w_oihw, float *dst, int o, int i, int kh, int kw);
+void flk_ref_filter_to_ohwi(const float *w_oihw, float *dst, int o, int i, int kh, int kw, int ipad);
 void flk_ref_transpose_chw(const float *src, float *dst, int n, int c, int h, int w, int to_nchw);
 void flk_ref_bias_backward(const float *dy, float *dbias, int rows, int cols);
 

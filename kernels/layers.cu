@@ -103,47 +103,49 @@ extern "C" cudaError_t flk_scale(const void *x, void *y, flk_dtype dt, size_t n,
  * flattened input of a linear layer, so simple indexing beats a tiled transpose in code size. */
 
 template <typename T>
-__global__ void filter_to_ohwi_kernel(const float *src, T *dst, int o, int ci, int kk) {
-    size_t n = (size_t)o * ci * kk;
-    GRID_STRIDE(d, n) { /* d indexes OHWI: ((oo * kk + r) * ci + c) */
-        int c = (int)(d % ci);
-        size_t rest = d / ci;
+__global__ void filter_to_ohwi_kernel(const float *src, T *dst, int o, int ci, int kk, int cp) {
+    size_t n = (size_t)o * cp * kk;
+    GRID_STRIDE(d, n) { /* d indexes OHWI: ((oo * kk + r) * cp + c) */
+        int c = (int)(d % cp);
+        size_t rest = d / cp;
         int r = (int)(rest % kk), oo = (int)(rest / kk);
-        flk_st(&dst[d], src[((size_t)oo * ci + c) * kk + r]);
+        flk_st(&dst[d], c < ci ? src[((size_t)oo * ci + c) * kk + r] : 0.0f);
     }
 }
 
 template <typename T>
-__global__ void filter_grad_kernel(const T *g, float *acc, int o, int ci, int kk, float scale,
-                                   float beta) {
+__global__ void filter_grad_kernel(const T *g, float *acc, int o, int ci, int kk, int cp,
+                                   float scale, float beta) {
     size_t n = (size_t)o * ci * kk;
     GRID_STRIDE(d, n) { /* d indexes OIHW: ((oo * ci + c) * kk + r) */
         int r = (int)(d % kk);
         size_t rest = d / kk;
         int c = (int)(rest % ci), oo = (int)(rest / ci);
-        float v = scale * flk_ld(&g[((size_t)oo * kk + r) * ci + c]);
+        float v = scale * flk_ld(&g[((size_t)oo * kk + r) * cp + c]);
         acc[d] = (beta != 0.0f ? beta * acc[d] : 0.0f) + v;
     }
 }
 
 extern "C" cudaError_t flk_filter_to_ohwi(const float *w_oihw, void *dst, flk_dtype dt, int o, int i,
-                                          int kh, int kw, cudaStream_t stream) {
-    size_t n = (size_t)o * i * kh * kw;
+                                          int kh, int kw, int ipad, cudaStream_t stream) {
+    if (ipad < i) return cudaErrorInvalidValue;
+    size_t n = (size_t)o * ipad * kh * kw;
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
     FLK_DISPATCH(dt, T, filter_to_ohwi_kernel<T><<<bl, th, 0, stream>>>(w_oihw, (T *)dst, o, i,
-                                                                        kh * kw));
+                                                                        kh * kw, ipad));
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t flk_filter_grad_from_ohwi(const void *g_ohwi, flk_dtype dt, float *acc_oihw,
-                                                 int o, int i, int kh, int kw, float scale,
+                                                 int o, int i, int kh, int kw, int ipad, float scale,
                                                  float beta, cudaStream_t stream) {
+    if (ipad < i) return cudaErrorInvalidValue;
     size_t n = (size_t)o * i * kh * kw;
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
     FLK_DISPATCH(dt, T, filter_grad_kernel<T><<<bl, th, 0, stream>>>((const T *)g_ohwi, acc_oihw, o,
-                                                                     i, kh * kw, scale, beta));
+                                                                     i, kh * kw, ipad, scale, beta));
     return cudaGetLastError();
 }
 

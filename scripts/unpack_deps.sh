@@ -11,9 +11,11 @@ prefix="${2:-$root/.deps/root}"
 compgen -G "$debs/*.deb" >/dev/null || { echo "unpack_deps.sh: no .deb files in $debs (run scripts/fetch_gpu_deps.sh where there is network)" >&2; exit 1; }
 mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
-# a prefix unpacked under another path (carried from another machine) has stale absolute paths
-if [[ -f "$prefix/.unpacked" && "$(cat "$prefix/.unpacked")" != "$prefix" ]]; then
-    echo "unpack_deps: $prefix was unpacked at $(cat "$prefix/.unpacked"); unpacking again" >&2
+# the stamp names the prefix and the packages: a prefix unpacked elsewhere (carried from another
+# machine: stale absolute paths) or from another package set is unpacked again
+stamp="$(echo "$prefix"; cd "$debs" && ls -1 *.deb)"
+if [[ -f "$prefix/.unpacked" && "$(cat "$prefix/.unpacked")" != "$stamp" ]]; then
+    echo "unpack_deps: $prefix is stale (other path or package set); unpacking again" >&2
     find "$prefix" -mindepth 1 -delete
 fi
 if [[ ! -f "$prefix/.unpacked" ]]; then
@@ -45,11 +47,12 @@ if [[ ! -f "$prefix/.unpacked" ]]; then
         t="$(readlink "$l")"
         [[ -e "$prefix$t" ]] && ln -sfn "$prefix$t" "$l"
     done
-    echo "$prefix" > "$prefix/.unpacked"
+    echo "$stamp" > "$prefix/.unpacked"
 fi
 lib="$prefix/usr/lib/x86_64-linux-gnu"
 echo "export PKG_CONFIG_PATH=\"$lib/pkgconfig:$prefix/usr/share/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}\""
 echo "export CMAKE_PREFIX_PATH=\"$prefix/usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}\""
 echo "export LIBRARY_PATH=\"$lib:$prefix/lib/x86_64-linux-gnu\${LIBRARY_PATH:+:\$LIBRARY_PATH}\""
 echo "export LD_LIBRARY_PATH=\"$lib:$lib/openblas-pthread:$prefix/lib/x86_64-linux-gnu\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\""
+echo "export PATH=\"\$PATH:$prefix/usr/bin\""   # system tools first; ours (pkg-config, make) only when missing
 echo "export CPATH=\"$prefix/usr/include:$prefix/usr/include/x86_64-linux-gnu\${CPATH:+:\$CPATH}\""

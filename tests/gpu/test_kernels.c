@@ -59,23 +59,25 @@ static void test_input(flk_dtype dt) {
     uint64_t *didx = gt_alloc(sizeof idx);
     GT_CUDA(cudaMemcpy(dimg, img, total, cudaMemcpyHostToDevice));
     GT_CUDA(cudaMemcpy(didx, idx, sizeof idx, cudaMemcpyHostToDevice));
-    void *dout = gt_alloc(total * 4);
-    float *want = malloc(total * 4);
-    for (int v = 0; v < 8; v++) {
+    void *dout = gt_alloc(total * 4 * 3);
+    float *want = malloc(total * 4 * 3);
+    for (int v = 0; v < 10; v++) {
         flk_input_params p = {n, h, w, c, {125.3f, 122.9f, 113.8f, 0}, {63.0f, 62.1f, 66.7f, 1}, 0, 0,
                               FLK_PAD_ZERO, 0, 42, 3};
         p.nchw = v & 1;
         p.pad = (v & 2) ? 2 : 0;
         p.pad_mode = (v & 4) ? FLK_PAD_REFLECT : FLK_PAD_ZERO;
         p.flip = v == 7 ? 2 : (v >> 1) & 1;
+        if (v >= 8) p.c_out = 8; /* zero channel padding, NHWC (8) and NCHW (9) */
+        size_t tot = (size_t)n * h * w * (p.c_out ? p.c_out : c);
         const uint64_t *hi = (v & 1) ? idx : NULL;
         GT_CUDA(flk_input_u8(dimg, dout, dt, &p, (v & 1) ? didx : NULL, 0));
         flk_ref_input_u8(img, want, &p, hi);
-        flk_ref_round(want, dt, total);
-        float *got = gt_download(dout, total, dt);
+        flk_ref_round(want, dt, tot);
+        float *got = gt_download(dout, tot, dt);
         char what[64];
         snprintf(what, sizeof what, "input_u8 variant %d", v);
-        gt_close(what, got, want, total, dt, 4.0, 1.0);
+        gt_close(what, got, want, tot, dt, 4.0, 1.0);
         free(got);
     }
     free(img);
@@ -145,24 +147,28 @@ static void test_elementwise(flk_dtype dt) {
 
 static void test_layout(flk_dtype dt) {
     int o = 5, ci = 3, k = 3, n = 4, c = 6, h = 3, w = 5;
-    size_t nf = (size_t)o * ci * k * k, na = (size_t)n * c * h * w;
-    float *wt = gt_randn_array(nf, 1.0f, 0.0f), *want = malloc(na * 4 + nf * 4), *got;
+    size_t nf = (size_t)o * ci * k * k, na = (size_t)n * c * h * w, nfp = (size_t)o * 8 * k * k;
+    float *wt = gt_randn_array(nf, 1.0f, 0.0f), *want = malloc(na * 4 + nfp * 4), *got;
     float *dw = gt_upload(wt, nf, FLK_F32);
-    void *dpk = gt_alloc(nf * 4);
-    GT_CUDA(flk_filter_to_ohwi(dw, dpk, dt, o, ci, k, k, 0));
-    flk_ref_filter_to_ohwi(wt, want, o, ci, k, k);
-    flk_ref_round(want, dt, nf);
-    got = gt_download(dpk, nf, dt);
-    gt_close("filter_to_ohwi", got, want, nf, dt, 0.0, 0.0);
-    free(got);
-    /* and back: the gradient path must invert the permutation exactly */
+    void *dpk = gt_alloc(nfp * 4);
     float *dacc = gt_alloc(nf * 4);
-    GT_CUDA(flk_filter_grad_from_ohwi(dpk, dt, dacc, o, ci, k, k, 1.0f, 0.0f, 0));
-    memcpy(want, wt, nf * 4);
-    flk_ref_round(want, dt, nf);
-    got = gt_download(dacc, nf, FLK_F32);
-    gt_close("filter_grad_from_ohwi", got, want, nf, FLK_F32, 0.0, 0.0);
-    free(got);
+    for (int ip = ci; ip <= 8; ip += 8 - ci) { /* unpadded, then input channels padded to 8 */
+        size_t np = (size_t)o * ip * k * k;
+        GT_CUDA(flk_filter_to_ohwi(dw, dpk, dt, o, ci, k, k, ip, 0));
+        flk_ref_filter_to_ohwi(wt, want, o, ci, k, k, ip);
+        flk_ref_round(want, dt, np);
+        got = gt_download(dpk, np, dt);
+        gt_close(ip == ci ? "filter_to_ohwi" : "filter_to_ohwi padded", got, want, np, dt, 0.0, 0.0);
+        free(got);
+        /* and back: the gradient path must invert the permutation exactly */
+        GT_CUDA(flk_filter_grad_from_ohwi(dpk, dt, dacc, o, ci, k, k, ip, 1.0f, 0.0f, 0));
+        memcpy(want, wt, nf * 4);
+        flk_ref_round(want, dt, nf);
+        got = gt_download(dacc, nf, FLK_F32);
+        gt_close(ip == ci ? "filter_grad_from_ohwi" : "filter_grad_from_ohwi padded", got, want, nf,
+                 FLK_F32, 0.0, 0.0);
+        free(got);
+    }
     float *x = gt_randn_array(na, 1.0f, 0.0f);
     flk_ref_round(x, dt, na);
     void *dx = gt_upload(x, na, dt), *dy = gt_alloc(na * 4), *dz = gt_alloc(na * 4);

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# check.sh — the GPU machine's whole check in one script (≤ 8 min on one H200): (1) find or unpack
+# the Debian dependencies, configure with CUDA ON and build; (2) run ctest, GPU tests included;
+# (3) train Fashion-MNIST in bf16 with trainfast and time it; (4) train the same model in PyTorch
+# (AMP bf16, channels_last) and compare images/s; (5) report trainfast's data-wait fraction;
+# (6) print a table of these figures beside their targets. Self-contained: no network needed.
+#
+# Usage: tests/gpu/check.sh [--build DIR] [--deps PREFIX] [--quick]
+#   --build DIR    build directory (default: build-gpu in the repository)
+#   --deps PREFIX  an unpacked dependency prefix; default: system libraries when pkg-config finds
+#                  them, else .deps/root unpacked from .deps/debs (scripts/fetch_gpu_deps.sh)
+#   --quick        build + GPU tests only (no training runs)
+# Environment: OUT (logs and JSON results go there; default BUILD/gpu-check), PYTHON (default
+#   python3), CHECK_EPOCHS / CHECK_WIDTH / CHECK_BATCH / CHECK_LR (the Fashion-MNIST recipe, same
+#   for both trainers), CHECK_TRAIN_ARGS (extra trainfast options), CHECK_BUDGET_S (default 480).
+# Exit status: 0 when every target is met, 1 when one is missed or a step failed, 2 usage.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="$root/build-gpu"
+deps=""
+quick=0
+while (($#)); do
+    case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --deps) deps="$2"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+mkdir -p "$build"
+build="$(cd "$build" && pwd)"
+OUT="${OUT:-$build/gpu-check}"
+mkdir -p "$OUT"
+PYTHON="${PYTHON:-python3}"
+EPOCHS="${CHECK_EPOCHS:-20}" WIDTH="${CHECK_WIDTH:-64}" BATCH="${CHECK_BATCH:-512}" LR="${CHECK_LR:-0.2}"
+BUDGET="${CHECK_BUDGET_S:-480}"
+T0=$SECONDS
+declare -A RES   # figure -> value, filled as steps finish
+STATUS=0
+
+log() { echo "[check $((SECONDS - T0))s] $*" | tee -a "$OUT/check.log"; }
+left() { echo $((BUDGET - (SECONDS - T0))); }
+# run_step NAME MAX_SECONDS CMD...: runs CMD with timeout min(MAX, budget left), log in $OUT/NAME.log
+run_step() {
+    local name="$1" max="$2"
+    shift 2
+    local t=$(left)
+    ((t > max)) && t=$max
+    if ((t < 5)); then
+        log "$name: skipped, time budget of ${BUDGET}s spent"
+        return 124
+    fi
+    log "$name: $* (timeout ${t}s, log $OUT/$name.log)"
+    local s=$SECONDS
+    timeout --kill-after=10 "$t" "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    log "$name: exit $rc after $((SECONDS - s))s"
+    ((rc == 124)) && log "$name: TIMED OUT"
+    return $rc
+}
+json_field() { # json_field FILE KEY: KEY of the last JSON line of FILE
+    "$PYTHON" - "$1" "$2" <<'EOF' 2>/dev/null
+import json, sys
+last = None
+for line in open(sys.argv[1], errors="replace"):
+    line = line.strip()
+    if line.startswith("{") and line.endswith("}"):
+        try:
+            last = json.loads(line)
+        except ValueError:
+            pass
+v = (last or {}).get(sys.argv[2])
+print("" if v is None else v)
+EOF
+}
+
+log "fastload GPU check in $root, build $build, logs $OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee -a "$OUT/check.log" ||
+    log "nvidia-smi not available"
+
+# ---- (1) dependencies, configure, build ------------------------------------------------------------
+have_sys_deps() {
+    command -v pkg-config >/dev/null || return 1
+    local m
+    for m in libzstd lmdb liburing libturbojpeg libjpeg libpng zlib; do pkg-config --exists "$m" || return 1; done
+}
+if [[ -n "$deps" ]]; then
+    eval "$("$root/scripts/unpack_deps.sh" "$root/.deps/debs" "$deps")" || { log "cannot use --deps $deps"; exit 1; }
+elif have_sys_deps; then
+    log "dependencies: system libraries (pkg-config finds them all)"
+elif [[ -d "$root/.deps/debs" ]]; then
+    log "dependencies: unpacking $root/.deps/debs into $root/.deps/root"
+    env_lines="$("$root/scripts/unpack_deps.sh" "$root/.deps/debs" "$root/.deps/root" 2>>"$OUT/check.log")" ||
+        { log "unpack_deps.sh failed (see $OUT/check.log)"; exit 1; }
+    eval "$env_lines"
+else
+    log "dependencies missing: no system -dev packages and no $root/.deps/debs"
+    log "  fix: run scripts/fetch_gpu_deps.sh on a machine with network and carry .deps/debs here"
+    exit 1
+fi
+
+cuda_home="${CUDA_HOME:-${CUDA_PATH:-/usr/local/cuda}}"
+nvcc="$(command -v nvcc || true)"
+[[ -z "$nvcc" && -x "$cuda_home/bin/nvcc" ]] && nvcc="$cuda_home/bin/nvcc"
+[[ -n "$nvcc" ]] || { log "nvcc not found (PATH, CUDA_HOME, /usr/local/cuda): cannot build the GPU backend"; exit 1; }
+cmake_args=(-DFL_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90)
+# cuDNN: the toolkit's, else the one that ships with PyTorch's wheels (nvidia/cudnn)
+if [[ ! -f "$cuda_home/include/cudnn.h" && ! -f /usr/include/cudnn.h ]]; then
+    cudnn_dir="$("$PYTHON" -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null ||
+                 "$PYTHON" -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null || true)"
+    if [[ -n "$cudnn_dir" && -f "$cudnn_dir/include/cudnn.h" ]]; then
+        lib="$(ls "$cudnn_dir"/lib/libcudnn.so* 2>/dev/null | head -1)"
+        log "cuDNN from PyTorch's wheel: $cudnn_dir ($lib)"
+        cmake_args+=(-DCUDNN_INCLUDE_DIR="$cudnn_dir/include" -DCUDNN_LIBRARY="$lib")
+        export LD_LIBRARY_PATH="$cudnn_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    else
+        log "cuDNN headers not found in $cuda_home/include, /usr/include or PyTorch's nvidia.cudnn"
+    fi
+fi
+gen=()
+if ! command -v make >/dev/null && command -v ninja >/dev/null; then gen=(-G Ninja); fi
+jobs="$(nproc 2>/dev/null || echo 8)"
+if ! run_step configure 90 cmake -S "$root" -B "$build" "${gen[@]}" "${cmake_args[@]}"; then
+    tail -30 "$OUT/configure.log"
+    log "configure failed"
+    exit 1
+fi
+grep -E "fastload .* configuration|CUDA|cuDNN|OpenBLAS|zstd" "$OUT/configure.log" | sed 's/^/    /'
+if ! run_step build 240 cmake --build "$build" -j "$jobs"; then
+    grep -E "error|Error" "$OUT/build.log" | head -30
+    log "build failed"
+    exit 1
+fi
+RES[build]=ok
+trainfast="$build/trainer/trainfast"
+packdata="$build/tools/packdata/packdata"
+
+# ---- (2) tests: the GPU ones first (they must pass), then the whole suite -------------------------
+run_step ctest_gpu 120 ctest --test-dir "$build" -L gpu --output-on-failure -j 2
+rc=$?
+RES[gpu_tests]="$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$OUT/ctest_gpu.log" | tail -1)"
+grep -E "Test +#|SKIP|FAIL|Passed|Failed" "$OUT/ctest_gpu.log" | sed 's/^/    /' | head -20
+if ((rc != 0)) || grep -q "Skipped\|\*\*\*Skipped" "$OUT/ctest_gpu.log"; then
+    STATUS=1
+    RES[gpu_tests_ok]=no
+else
+    RES[gpu_tests_ok]=yes
+fi
+if ((!quick)); then
+    run_step ctest_all 150 ctest --test-dir "$build" -LE gpu -j "$jobs" --timeout 120
+    RES[all_tests]="$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$OUT/ctest_all.log" | tail -1)"
+    grep -E "\(Failed\)|\(Timeout\)|\*\*\*" "$OUT/ctest_all.log" | sed 's/^/    /' | head -20
+fi
+
+# ---- (3) Fashion-MNIST with trainfast, bf16 ---------------------------------------------------------
+fm="$root/samples/fashion-mnist"
+packed="$fm/packed"
+if ((!quick)) && [[ ! -f "$packed/train/manifest.json" || ! -f "$packed/test/manifest.json" ]]; then
+    if [[ -s "$fm/data/train-images-idx3-ubyte.gz" ]]; then
+        log "packing Fashion-MNIST from the IDX files (zstd:3)"
+        for split in train:train test:t10k; do
+            name=${split%%:*} prefix=${split##*:}
+            run_step "pack_$name" 60 "$packdata" pack --idx "$fm/data/$prefix-images-idx3-ubyte.gz" \
+                "$fm/data/$prefix-labels-idx1-ubyte.gz" "$packed/$name" --class-names "$fm/data/classes.txt" \
+                --compress zstd:3 --resume
+        done
+    else
+        log "no Fashion-MNIST here ($packed or $fm/data): carry samples/fashion-mnist/packed to train"
+    fi
+fi
+recipe=(--model fastcnn --width "$WIDTH" --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --crop-pad 2)
+if ((!quick)) && [[ -f "$packed/train/manifest.json" ]]; then
+    # shellcheck disable=SC2086
+    run_step trainfast 120 "$trainfast" train --data "$packed/train" --val "$packed/test" "${recipe[@]}" \
+        --precision bf16 --device cuda --json --log "$OUT/trainfast.jsonl" ${CHECK_TRAIN_ARGS:-}
+    rc=$?
+    tail -12 "$OUT/trainfast.log" | sed 's/^/    /'
+    ((rc != 0)) && STATUS=1
+    j="$OUT/trainfast.log"
+    RES[tf_top1]="$(json_field "$j" val_top1)"
+    RES[tf_wall]="$(json_field "$j" wall_seconds)"
+    RES[tf_ips]="$(json_field "$j" images_per_sec)"
+    RES[tf_wait]="$(json_field "$j" data_wait_fraction)"
+    RES[tf_backend]="$(json_field "$j" backend)"
+    RES[tf_skipped]="$(json_field "$j" skipped_steps)"
+
+    # ---- (4) the same model in PyTorch, AMP bf16 + channels_last ------------------------------------
+    export FASTLOAD_LIBRARY="$build/libfastload.so"
+    run_step pytorch 150 "$PYTHON" "$root/bench/pytorch_fmnist.py" --data "$packed/train" --val "$packed/test" \
+        --idx "$fm/data" --width "$WIDTH" --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --crop-pad 2 \
+        --precision bf16 --json
+    rc=$?
+    tail -3 "$OUT/pytorch.log" | sed 's/^/    /'
+    ((rc != 0)) && STATUS=1
+    RES[pt_ips]="$(json_field "$OUT/pytorch.log" images_per_sec)"
+    RES[pt_top1]="$(json_field "$OUT/pytorch.log" val_top1)"
+    RES[pt_torch]="$(json_field "$OUT/pytorch.log" torch)"
+fi
+
+# ---- (6) summary -------------------------------------------------------------------------------------
+"$PYTHON" - "$OUT/summary.json" <<EOF
+import json, sys
+R = {k: v for k, v in [l.split("=", 1) for l in """$(for k in "${!RES[@]}"; do echo "$k=${RES[$k]}"; done)""".splitlines() if "=" in l]}
+def num(k):
+    try:
+        return float(R.get(k, ""))
+    except ValueError:
+        return None
+rows, ok = [], True
+def row(name, value, target, passed):
+    global ok
+    verdict = "-" if passed is None else ("PASS" if passed else "MISS")
+    if passed is False:
+        ok = False
+    rows.append((name, value, target, verdict))
+t1, wall, ips, wait, pt = num("tf_top1"), num("tf_wall"), num("tf_ips"), num("tf_wait"), num("pt_ips")
+row("GPU tests (ctest -L gpu)", R.get("gpu_tests", "not run") or "not run", "all pass, none skipped",
+    R.get("gpu_tests_ok") == "yes")
+if "all_tests" in R:
+    row("whole suite (ctest -LE gpu)", R["all_tests"] or "not run", "all pass", None)
+row("Fashion-MNIST test top-1, bf16", f"{100*t1:.2f}%" if t1 is not None else "not run", ">= 94%",
+    None if t1 is None else t1 >= 0.94)
+row("trainfast wall time", f"{wall:.2f} s" if wall is not None else "not run", "<= 10 s",
+    None if wall is None else wall <= 10.0)
+row("trainfast images/s", f"{ips:,.0f}" if ips is not None else "not run", "", None)
+row("PyTorch AMP bf16 channels_last images/s", f"{pt:,.0f}" if pt is not None else "not run", "", None)
+sp = ips / pt if ips and pt else None
+row("trainfast / PyTorch images/s", f"{sp:.2f}x" if sp else "n/a", ">= 1.2x", None if sp is None else sp >= 1.2)
+row("trainfast data-wait fraction", f"{100*wait:.2f}%" if wait is not None else "not run", "< 2%",
+    None if wait is None else wait < 0.02)
+pt1 = num("pt_top1")
+if pt1 is not None:
+    row("PyTorch test top-1 (reference)", f"{100*pt1:.2f}%", "", None)
+w = [max(len(r[i]) for r in rows + [("figure", "measured", "target", "result")]) for i in range(4)]
+print()
+print("  ".join(h.ljust(w[i]) for i, h in enumerate(("figure", "measured", "target", "result"))))
+print("  ".join("-" * w[i] for i in range(4)))
+for r in rows:
+    print("  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)))
+if R.get("tf_backend"):
+    print(f"\ntrainfast backend: {R['tf_backend']}; fp16/bf16 skipped steps: {R.get('tf_skipped', '?')}")
+if R.get("pt_torch"):
+    print(f"PyTorch {R['pt_torch']}")
+json.dump({"rows": rows, "raw": R, "all_targets_met": ok}, open(sys.argv[1], "w"), indent=1)
+sys.exit(0 if ok else 1)
+EOF
+py_rc=$?
+((STATUS == 0)) && STATUS=$py_rc
+log "total $((SECONDS - T0)) s (budget ${BUDGET} s); summary in $OUT/summary.json"
+exit $STATUS
