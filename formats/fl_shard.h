@@ -43,20 +43,21 @@ enum {
     FLH_END = 104
 };
 
-/* footer field offsets (relative to file_size - 64) */
+/* footer field offsets (relative to file_size - 64). The index block is the index entries
+ * (record_count x 40 bytes) followed by the names blob, stored as is or as one zstd frame. */
 enum {
     FLF_MAGIC = 0,          /* 8  "FLSFOOT1" */
-    FLF_INDEX_OFFSET = 8,   /* u64 */
-    FLF_INDEX_SIZE = 16,    /* u64 = record_count * 40 */
-    FLF_NAMES_OFFSET = 24,  /* u64 = index_offset + index_size */
-    FLF_NAMES_SIZE = 32,    /* u64 */
+    FLF_INDEX_OFFSET = 8,   /* u64 file offset of the index block (== header data_end) */
+    FLF_INDEX_STORED = 16,  /* u64 bytes of the index block on disk (ends at the footer) */
+    FLF_INDEX_SIZE = 24,    /* u64 = record_count * 40 (uncompressed index entries) */
+    FLF_NAMES_SIZE = 32,    /* u64 uncompressed names blob bytes */
     FLF_RECORD_COUNT = 40,  /* u64 */
-    FLF_INDEX_CRC = 48,     /* u32 CRC32C over index bytes then names bytes */
+    FLF_INDEX_CRC = 48,     /* u32 CRC32C of the index block as stored on disk */
     FLF_VERSION = 52,       /* u32 format version */
-    FLF_RESERVED = 56,      /* u32 0 */
+    FLF_FLAGS = 56,         /* u32 bit 0: index block is a zstd frame; other bits 0 */
     FLF_FOOTER_CRC = 60     /* u32 CRC32C of footer bytes 0..59 */
 };
-
+#define FL_FOOTER_INDEX_ZSTD 1u
 /* index entry field offsets */
 enum {
     FLI_OFFSET = 0,      /* u64 absolute file offset of the stored bytes */
@@ -94,8 +95,9 @@ typedef struct fl_shard_view {
     fl_schema schema;
     const uint8_t *dict;    /* inside map, or NULL */
     size_t dict_len;
-    const uint8_t *index;   /* count * 40 bytes inside map */
+    const uint8_t *index;   /* count * 40 bytes: inside map, or in index_heap when compressed */
     const uint8_t *names;
+    uint8_t *index_heap;    /* owned: the decompressed index block, or NULL */
     uint64_t names_size;
     uint64_t data_offset;
     uint64_t data_end;
@@ -112,6 +114,10 @@ void fl_shard_close(fl_shard_view *v);
 /* Read index entry `i` (< v->count) of a validated shard. */
 void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uint32_t *name_off,
                     uint32_t *name_len);
+
+/* Writers compress the index block when that saves space (default 1); tests set 0 to get
+ * plain index entries they can patch. */
+extern int fl_shard_compress_index;
 
 const char *fl_encoding_name(fl_encoding e);
 const char *fl_compression_name(fl_compression c);

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "fl_shard.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -72,6 +74,7 @@ void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uin
 void fl_shard_close(fl_shard_view *v) {
     if (!v) return;
     if (v->map && v->size) munmap((void *)v->map, v->size);
+    free(v->index_heap);
     free(v->path);
     memset(v, 0, sizeof *v);
 }
@@ -156,28 +159,47 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
     if (fl_rd32(f + FLF_VERSION) != FL_FORMAT_VERSION)
         return fl_error_set(err, FL_E_VERSION, "%s: footer format version %u, this build reads %u",
                             path, fl_rd32(f + FLF_VERSION), FL_FORMAT_VERSION);
-    uint64_t idx_off = fl_rd64(f + FLF_INDEX_OFFSET), idx_size = fl_rd64(f + FLF_INDEX_SIZE);
-    uint64_t names_off = fl_rd64(f + FLF_NAMES_OFFSET), names_size = fl_rd64(f + FLF_NAMES_SIZE);
+    uint64_t idx_off = fl_rd64(f + FLF_INDEX_OFFSET), idx_stored = fl_rd64(f + FLF_INDEX_STORED);
+    uint64_t idx_size = fl_rd64(f + FLF_INDEX_SIZE), names_size = fl_rd64(f + FLF_NAMES_SIZE);
     uint64_t fcount = fl_rd64(f + FLF_RECORD_COUNT);
+    uint32_t flags = fl_rd32(f + FLF_FLAGS);
     uint64_t tail = size - FL_SHARD_FOOTER_SIZE;
     if (fcount != v->count)
         return fl_error_set(err, FL_E_FORMAT, "%s: footer says %llu records, header %llu", path,
                             (unsigned long long)fcount, (unsigned long long)v->count);
-    if (v->count > tail / FL_SHARD_INDEX_ENTRY || idx_size != v->count * FL_SHARD_INDEX_ENTRY ||
-        idx_off != v->data_end || idx_off > tail || idx_size > tail - idx_off ||
-        names_off != idx_off + idx_size || names_off > tail || names_size != tail - names_off)
+    int zindex = (flags & FL_FOOTER_INDEX_ZSTD) != 0;
+    /* A compressed block may not claim more than 4096x its size (+1 MiB): a forged footer cannot
+     * make us allocate gigabytes. */
+    uint64_t raw_cap = zindex ? (idx_stored < (1ull << 40) ? idx_stored * 4096 + (1u << 20) : 0)
+                              : idx_stored;
+    if ((flags & ~FL_FOOTER_INDEX_ZSTD) != 0 || v->count > (1ull << 40) ||
+        idx_size != v->count * FL_SHARD_INDEX_ENTRY || idx_off != v->data_end ||
+        idx_off > tail || idx_stored != tail - idx_off || names_size > raw_cap ||
+        idx_size > raw_cap - names_size || (!zindex && idx_size + names_size != idx_stored))
         return fl_error_set(err, FL_E_FORMAT,
-                            "%s: corrupt footer (index %llu+%llu, names %llu+%llu, %llu records)",
-                            path, (unsigned long long)idx_off, (unsigned long long)idx_size,
-                            (unsigned long long)names_off, (unsigned long long)names_size,
-                            (unsigned long long)v->count);
-    uint32_t icrc = fl_crc32c(0, m + idx_off, idx_size + names_size);
+                            "%s: corrupt footer (index block %llu+%llu, index %llu, names %llu, "
+                            "%llu records, flags 0x%x)",
+                            path, (unsigned long long)idx_off, (unsigned long long)idx_stored,
+                            (unsigned long long)idx_size, (unsigned long long)names_size,
+                            (unsigned long long)v->count, flags);
+    uint32_t icrc = fl_crc32c(0, m + idx_off, idx_stored);
     if (icrc != fl_rd32(f + FLF_INDEX_CRC))
         return fl_error_set(err, FL_E_CHECKSUM,
                             "%s: index checksum mismatch (stored 0x%08x, computed 0x%08x)", path,
                             fl_rd32(f + FLF_INDEX_CRC), icrc);
-    v->index = m + idx_off;
-    v->names = m + names_off;
+    if (zindex) {
+        size_t raw = (size_t)(idx_size + names_size);
+        v->index_heap = malloc(raw ? raw : 1);
+        if (!v->index_heap) return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
+        size_t r = ZSTD_decompress(v->index_heap, raw, m + idx_off, idx_stored);
+        if (ZSTD_isError(r) || r != raw)
+            return fl_error_set(err, FL_E_FORMAT, "%s: corrupt compressed index (%s)", path,
+                                ZSTD_isError(r) ? ZSTD_getErrorName(r) : "wrong size");
+        v->index = v->index_heap;
+    } else {
+        v->index = m + idx_off;
+    }
+    v->names = v->index + idx_size;
     v->names_size = names_size;
     /* every entry */
     uint64_t fixed_raw = 0;

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "fl_json.h"
 #include "fl_lmdb.h"
 #include "fl_manifest.h"
@@ -249,25 +251,61 @@ static int shard_start(fl_writer *w, fl_error *err) {
     return 0;
 }
 
+int fl_shard_compress_index = 1;
+
 static int shard_finish(fl_writer *w, fl_error *err) {
     uint64_t data_end = w->pos;
-    uint64_t idx_off = data_end, idx_size = w->index.len;
-    uint64_t names_off = idx_off + idx_size, names_size = w->names.len;
-    uint64_t file_size = names_off + names_size + FL_SHARD_FOOTER_SIZE;
-    uint32_t icrc = fl_crc32c(0, w->index.p, w->index.len);
-    icrc = fl_crc32c(icrc, w->names.p, w->names.len);
+    uint64_t idx_size = w->index.len, names_size = w->names.len;
+    /* index block = entries then names; one zstd frame when that is smaller (it usually is:
+     * offsets grow slowly, names share prefixes), read back whole at open */
+    const uint8_t *block = NULL;
+    uint64_t block_len = 0;
+    uint32_t flags = 0;
+    uint8_t *zblock = NULL;
+    if (fl_shard_compress_index && idx_size + names_size > 64) {
+        if (gb_append(&w->index, w->names.p, w->names.len))
+            return io_fail(w, -ENOMEM, "out of memory", err);
+        size_t cap = ZSTD_compressBound(w->index.len);
+        zblock = malloc(cap);
+        if (zblock) {
+            size_t z = ZSTD_compress(zblock, cap, w->index.p, w->index.len, 9);
+            if (!ZSTD_isError(z) && z < w->index.len) {
+                block = zblock;
+                block_len = z;
+                flags = FL_FOOTER_INDEX_ZSTD;
+            }
+        }
+        if (!block) {
+            block = w->index.p;
+            block_len = w->index.len;
+        }
+    }
+    uint64_t idx_off = data_end;
+    uint64_t idx_stored = block ? block_len : idx_size + names_size;
+    uint64_t file_size = idx_off + idx_stored + FL_SHARD_FOOTER_SIZE;
+    uint32_t icrc;
+    if (block) {
+        icrc = fl_crc32c(0, block, block_len);
+    } else {
+        icrc = fl_crc32c(0, w->index.p, w->index.len);
+        icrc = fl_crc32c(icrc, w->names.p, w->names.len);
+    }
     uint8_t foot[FL_SHARD_FOOTER_SIZE] = {0};
     memcpy(foot + FLF_MAGIC, FL_SHARD_FOOTER_MAGIC, 8);
     fl_wr64(foot + FLF_INDEX_OFFSET, idx_off);
+    fl_wr64(foot + FLF_INDEX_STORED, idx_stored);
     fl_wr64(foot + FLF_INDEX_SIZE, idx_size);
-    fl_wr64(foot + FLF_NAMES_OFFSET, names_off);
     fl_wr64(foot + FLF_NAMES_SIZE, names_size);
     fl_wr64(foot + FLF_RECORD_COUNT, w->shard_count);
     fl_wr32(foot + FLF_INDEX_CRC, icrc);
     fl_wr32(foot + FLF_VERSION, FL_FORMAT_VERSION);
+    fl_wr32(foot + FLF_FLAGS, flags);
     fl_wr32(foot + FLF_FOOTER_CRC, fl_crc32c(0, foot, FLF_FOOTER_CRC));
     uint8_t *hdr = calloc(1, FL_SHARD_HEADER_SIZE);
-    if (!hdr) return io_fail(w, -ENOMEM, "out of memory", err);
+    if (!hdr) {
+        free(zblock);
+        return io_fail(w, -ENOMEM, "out of memory", err);
+    }
     memcpy(hdr + FLH_MAGIC, FL_SHARD_MAGIC, 8);
     fl_wr32(hdr + FLH_VERSION, FL_FORMAT_VERSION);
     fl_wr32(hdr + FLH_HEADER_SIZE, FL_SHARD_HEADER_SIZE);
@@ -285,8 +323,14 @@ static int shard_finish(fl_writer *w, fl_error *err) {
     fl_wr64(hdr + FLH_DATA_END, data_end);
     fl_wr64(hdr + FLH_FILE_SIZE, file_size);
     fl_wr32(hdr + FLH_HEADER_CRC, fl_crc32c(0, hdr, FL_SHARD_HEADER_SIZE));
-    int rc = wput(w, w->index.p, w->index.len);
-    if (!rc) rc = wput(w, w->names.p, w->names.len);
+    int rc;
+    if (block) {
+        rc = wput(w, block, block_len);
+    } else {
+        rc = wput(w, w->index.p, w->index.len);
+        if (!rc) rc = wput(w, w->names.p, w->names.len);
+    }
+    free(zblock);
     if (!rc) rc = wput(w, foot, sizeof foot);
     if (!rc) rc = wflush(w);
     if (!rc && pwrite(w->fd, hdr, FL_SHARD_HEADER_SIZE, 0) != (ssize_t)FL_SHARD_HEADER_SIZE)

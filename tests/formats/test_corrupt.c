@@ -125,18 +125,42 @@ int main(void) {
     flipped_record_test(FL_BACKEND_SHARDS);
     flipped_record_test(FL_BACKEND_LMDB);
 
-    /* a compressed record whose frame is damaged but CRC matches (CRC recomputed): verify says decode */
     fl_writer_options o = tt_options(FL_BACKEND_SHARDS, FL_ENC_JPEG, 0);
     o.shard_bytes = 20000;
-    const char *good = tt_path("good");
-    tt_write(good, &o, 60);
-    char shard0[PATH_MAX + 300], shard1[PATH_MAX + 300], manifest[PATH_MAX + 300];
+    /* compressed index block (the default): a flipped byte in it is caught by the index CRC */
+    const char *zgood = tt_path("zgood");
+    tt_write(zgood, &o, 60);
     const char *bad = tt_path("bad");
+    char shard0[PATH_MAX + 300], shard1[PATH_MAX + 300], manifest[PATH_MAX + 300];
     snprintf(shard0, sizeof shard0, "%s/shard-00000.fls", bad);
     snprintf(shard1, sizeof shard1, "%s/shard-00001.fls", bad);
     snprintf(manifest, sizeof manifest, "%s/manifest.json", bad);
     size_t n;
     uint8_t *m;
+    copy_dir(zgood, bad);
+    m = slurp(shard0, &n);
+    CHECK(fl_rd32(m + n - 64 + FLF_FLAGS) == FL_FOOTER_INDEX_ZSTD);
+    m[fl_rd64(m + n - 64 + FLF_INDEX_OFFSET) + 5] ^= 0x01;
+    spit(shard0, m, n);
+    free(m);
+    expect_open_fail(bad, FL_E_CHECKSUM, "index checksum", "compressed index bit flip");
+    /* ... and garbage in its place with a matching CRC is a format error */
+    m = slurp(shard0, &n);
+    {
+        uint8_t *f = m + n - 64;
+        uint64_t off = fl_rd64(f + FLF_INDEX_OFFSET), st = fl_rd64(f + FLF_INDEX_STORED);
+        memset(m + off, 0x5A, st);
+        fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + off, st));
+        fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
+    }
+    spit(shard0, m, n);
+    free(m);
+    expect_open_fail(bad, FL_E_FORMAT, "corrupt compressed index", "compressed index garbage");
+
+    /* the rest patches index entries in place: plain index blocks */
+    fl_shard_compress_index = 0;
+    const char *good = tt_path("good");
+    tt_write(good, &o, 60);
 
     /* truncations */
     size_t cuts[] = {1, 64, 100, 5000};
@@ -222,7 +246,7 @@ int main(void) {
         uint8_t *e = m + idx_off + 5 * 40 + forged[k].field;
         if (forged[k].wide) fl_wr64(e, forged[k].val);
         else fl_wr32(e, (uint32_t)forged[k].val);
-        uint64_t span = fl_rd64(f + FLF_INDEX_SIZE) + fl_rd64(f + FLF_NAMES_SIZE);
+        uint64_t span = fl_rd64(f + FLF_INDEX_STORED);
         fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + idx_off, span));
         fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
         spit(shard0, m, n);
@@ -237,7 +261,7 @@ int main(void) {
         uint8_t *f = m + n - 64;
         idx_off = fl_rd64(f + FLF_INDEX_OFFSET);
         fl_wr32(m + idx_off + 2 * 40 + FLI_LABEL, 3);
-        uint64_t span = fl_rd64(f + FLF_INDEX_SIZE) + fl_rd64(f + FLF_NAMES_SIZE);
+        uint64_t span = fl_rd64(f + FLF_INDEX_STORED);
         fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + idx_off, span));
         fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
     }
