@@ -43,6 +43,16 @@ static void on_emit_message(j_common_ptr c, int level) {
     if (level >= 0) return;
     struct fl_jpeg_err *e = (struct fl_jpeg_err *)c->err;
     c->err->num_warnings++;
+    /* End of data in a single-scan file: if pixels are really missing, the Huffman decoder runs
+     * out of bits and raises JWRN_HIT_MARKER, which is fatal below; if not, the file only lacks
+     * its EOI marker and every pixel is there (PIL and browsers accept those too). A progressive
+     * or multi-scan file that ends early just loses scans silently, so there it stays fatal. */
+    if (c->err->msg_code == JWRN_JPEG_EOF && c->is_decompressor) {
+        j_decompress_ptr dc = (j_decompress_ptr)c;
+        /* Sequential files hold each component in exactly one scan: all in one scan = single-scan. */
+        if (!dc->progressive_mode && dc->comps_in_scan > 0 && dc->comps_in_scan == dc->num_components)
+            return;
+    }
     switch (c->err->msg_code) {
     case JWRN_JPEG_EOF:
     case JWRN_HIT_MARKER:
