@@ -11,9 +11,9 @@ W="$(mktemp -d "${TMPDIR:-/tmp}/tf_cli.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$MK" "$W/train" 6000 16 16 1 4 1 || fail "fixture"
+"$MK" "$W/train" 4000 16 16 1 4 1 || fail "fixture"
 "$MK" "$W/val" 400 16 16 1 4 2 || fail "fixture"
-common=(--data "$W/train" --val "$W/val" --width 8 --batch 50 --epochs 5 --seed 7 --threads 2 --quiet)
+common=(--data "$W/train" --val "$W/val" --width 8 --batch 50 --epochs 4 --seed 7 --threads 2 --quiet)
 
 # 1. uninterrupted run: trains, JSON summary is the last stdout line
 "$T" train "${common[@]}" --checkpoint "$W/a" --json --log "$W/a.jsonl" > "$W/a.out" 2> "$W/a.err" \
@@ -24,7 +24,7 @@ for k in val_top1 val_loss epochs images_per_sec data_wait_fraction device preci
 done
 top1=$(sed 's/.*"val_top1":\([0-9.e-]*\).*/\1/' <<< "$last")
 awk -v t="$top1" 'BEGIN { exit !(t >= 0.95) }' || fail "val_top1 $top1 < 0.95"
-[[ $(wc -l < "$W/a.jsonl") -eq 5 ]] || fail "expected 5 JSONL epoch lines"
+[[ $(wc -l < "$W/a.jsonl") -eq 4 ]] || fail "expected 4 JSONL epoch lines"
 echo "ok   reference run: val_top1 $top1"
 
 # 2. the same run, killed with SIGTERM mid-training, then resumed
