@@ -83,7 +83,7 @@ static double pack_ratio(const char *name, int level, const void *dict, size_t d
 }
 
 int main(void) {
-    enum { TRAIN = 3000, N = 6000 };
+    enum { TRAIN = 3000, N = 3000 };
     uint8_t *samples = malloc((size_t)TRAIN * PIX);
     size_t *sizes = malloc(TRAIN * sizeof *sizes);
     CHECK(samples && sizes);

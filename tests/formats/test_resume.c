@@ -10,7 +10,7 @@
 
 static fl_writer_options opts(fl_backend b) {
     fl_writer_options o = tt_options(b, FL_ENC_RAW, 1);
-    o.shard_bytes = 12288; /* 4 KiB header + ~ 20 records of ~ 400 compressed bytes */
+    o.shard_bytes = 24576; /* 4 KiB header + ~ 50 records of ~ 400 compressed bytes */
     o.resume = 1;
     return o;
 }
