@@ -140,10 +140,11 @@ int pd_reject(pd_reject_ctx *rc, const char *source, const char *fmt, ...) {
         fflush(rc->report);
     }
     if (!rc->skip) {
-        fprintf(stderr, PD_TOOL ": error: %s: %s\n", source, why);
+        if (!rc->silent) fprintf(stderr, PD_TOOL ": error: %s: %s\n", source, why);
         return -1;
     }
     rc->skipped++;
+    if (rc->silent) return 0;
     if (!rc->quiet_limit || rc->printed < (uint64_t)rc->quiet_limit)
         fprintf(stderr, PD_TOOL ": skipping %s: %s\n", source, why);
     else if (rc->printed == (uint64_t)rc->quiet_limit)
@@ -313,9 +314,10 @@ int pd_parse_label(const char *s, const pd_source_opts *so, int32_t *label, char
         return -1;
     }
     long limit = so->num_classes > 0 ? so->num_classes
-                 : so->n_class_names ? (long)so->n_class_names : (long)INT32_MAX;
+                 : so->n_class_names ? (long)so->n_class_names : (long)PD_MAX_CLASSES;
     if (v < 0 || v >= limit) {
-        if (limit == (long)INT32_MAX) snprintf(why, cap, "label %ld is out of range (must be >= 0)", v);
+        if (!(so->num_classes > 0) && !so->n_class_names)
+            snprintf(why, cap, "label %ld is out of range (0..%d without --num-classes)", v, PD_MAX_CLASSES - 1);
         else snprintf(why, cap, "label %ld is out of range (%ld classes: 0..%ld)", v, limit, limit - 1);
         return -1;
     }

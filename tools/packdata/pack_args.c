@@ -260,7 +260,7 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
             else return usage("--cifar100-labels must be fine or coarse (got '%s')", v);
         } else if (OPT("--num-classes")) {
             if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_u64(v, 1, 1u << 30, &u)) return usage("--num-classes wants a positive integer (got '%s')", v);
+            if (fl_cli_parse_u64(v, 1, PD_MAX_CLASSES, &u)) return usage("--num-classes wants 1..1000000 (got '%s')", v);
             po->so.num_classes = (long)u;
         } else if (OPT("--classes") || OPT("--class-names")) {
             /* either a file with one name per line, or "A,B,C" */

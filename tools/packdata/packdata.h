@@ -11,6 +11,8 @@
 #include "fl_error.h"
 
 #define PD_TOOL "packdata"
+/* Most classes a dataset may have (class names are listed in the manifest). */
+#define PD_MAX_CLASSES 1000000
 
 /* One input image: a file to read, or raw pixels held in memory (IDX, CIFAR). */
 typedef struct pd_item {
@@ -28,6 +30,7 @@ typedef struct pd_reject_ctx {
     uint64_t skipped;   /* inputs skipped so far */
     int quiet_limit;    /* after this many messages, stop printing each one (still reported) */
     uint64_t printed;
+    int silent;         /* print nothing (fuzzing) */
 } pd_reject_ctx;
 
 /* Report one bad input: prints "packdata: error|skipping: SOURCE: REASON" on stderr (both
