@@ -103,6 +103,19 @@ static int make_readers(fl_loader *L, fl_error *err)
     return 0;
 }
 
+/* FL_IO_AUTO's choice of the mapping: small records (one system call each would cost more
+ * than the copy) of a dataset that stays in the page cache. */
+static int auto_mmap(const fl_loader *L)
+{
+    if (L->direct)
+        return 0;
+    uint64_t n = fl_dataset_count(L->ds), total = fl_dataset_total_bytes(L->ds);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psz <= 0)
+        return 0;
+    return n > 0 && total / n <= 16384 && total <= (uint64_t)pages * (uint64_t)psz / 2;
+}
+
 static int cuda_check(fl_loader *L, int rc, const char *what, fl_error *err)
 {
     if (rc == 0)
@@ -243,7 +256,9 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
                        L->out_h == L->schema.height && L->out_w == L->schema.width;
     if ((rc = setup_cuda(L, err)) < 0 || (rc = make_slots(L, err)) < 0)
         goto fail;
-    if (L->backend == FL_BACKEND_SHARDS && (rc = open_shards(L, err)) < 0)
+    L->mapped = L->backend == FL_BACKEND_LMDB || opt->io == FL_IO_MMAP ||
+                (opt->io == FL_IO_AUTO && auto_mmap(L));
+    if (!L->mapped && (rc = open_shards(L, err)) < 0)
         goto fail;
     L->workers = calloc(L->nworkers, sizeof *L->workers);
     if (!L->workers) {
@@ -253,10 +268,9 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
     for (uint32_t i = 0; i < L->nworkers; i++)
         if ((rc = fl_worker_init(&L->workers[i], L, i, err)) < 0)
             goto fail;
-    if (L->backend == FL_BACKEND_SHARDS) {
-        if (L->opt.io == FL_IO_URING || L->opt.io == FL_IO_AUTO || L->opt.io == FL_IO_PREAD)
-            if ((rc = make_readers(L, err)) < 0)
-                goto fail;
+    if (!L->mapped) {
+        if ((rc = make_readers(L, err)) < 0)
+            goto fail;
     } else {
         L->io_backend = "mmap";
     }

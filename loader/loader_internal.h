@@ -52,6 +52,7 @@ struct fl_loader {
     uint32_t chunk;        /* samples a worker claims at once */
     int direct;            /* effective O_DIRECT */
     int read_in_place;     /* raw, uncompressed, unchanged samples: read into the batch */
+    int mapped;            /* records come from the dataset's mapping (LMDB, FL_IO_MMAP) */
 
     uint64_t *perm;        /* sequence of the epoch perm_epoch (n entries) */
     uint64_t perm_epoch;

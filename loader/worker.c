@@ -183,7 +183,7 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
     int rc = fl_dataset_record_info(L->ds, idx, info, err);
     if (rc < 0)
         return rc;
-    if (L->backend == FL_BACKEND_LMDB) {
+    if (L->mapped) {
         const uint8_t *data;
         size_t len;
         if ((rc = fl_dataset_get(L->ds, idx, &data, &len, 1, err)) < 0)
@@ -285,7 +285,7 @@ static void process_chunk(fl_worker *w, uint32_t k0, uint32_t cnt)
             sample_failed(w, k, idx, c.epoch, pos, dst, &e);
             continue;
         }
-        if (L->backend == FL_BACKEND_LMDB) {
+        if (L->mapped) {
             const uint8_t *data;
             size_t len;
             int rc = fl_dataset_get(L->ds, idx, &data, &len, 1, &e);

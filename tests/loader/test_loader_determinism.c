@@ -1,6 +1,6 @@
 /* test_loader_determinism.c — same seed, same batches: a shuffled, augmented (RRC + flip)
- * stream is byte-identical with 1, 2 and 8 workers, io_uring and pread, buffered and O_DIRECT,
- * shards and LMDB, for raw+zstd and JPEG records; a loader created at a saved position
+ * stream is byte-identical with 1, 2 and 8 workers, io_uring, pread and mmap, buffered and
+ * O_DIRECT, shards and LMDB, for raw+zstd and JPEG records; a loader created at a saved position
  * continues exactly as the uninterrupted run (resume), also for quasi order and rank 1 of 2. */
 #include <string.h>
 
@@ -27,7 +27,8 @@ static void matrix(const char *shards, const char *lmdb, const fl_loader_options
     static const variant vs[] = {
         {"2 workers", 2, FL_IO_PREAD, 0, 0},  {"8 workers", 8, FL_IO_PREAD, 0, 0},
         {"io_uring", 2, FL_IO_URING, 0, 0},   {"io_uring O_DIRECT", 3, FL_IO_URING, 1, 0},
-        {"pread O_DIRECT", 2, FL_IO_PREAD, 1, 0}, {"LMDB", 2, FL_IO_AUTO, 0, 1},
+        {"pread O_DIRECT", 2, FL_IO_PREAD, 1, 0}, {"mmap", 2, FL_IO_MMAP, 0, 0},
+        {"auto", 2, FL_IO_AUTO, 0, 0},        {"LMDB", 2, FL_IO_AUTO, 0, 1},
     };
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
         if (vs[i].lmdb && !lmdb)

@@ -48,9 +48,10 @@ int main(void)
 {
     char *dir = fx_tmpdir("fallback");
     fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_ZSTD, .n = 120, .height = 12, .width = 10, .channels = 3,
+                 .compression = FL_COMP_NONE, .n = 120, .height = 96, .width = 64, .channels = 3,
                  .classes = 3, .shard_bytes = 8192};
     char *p = fx_make(dir, "raw", &s);
+    /* records of 18 KiB: FL_IO_AUTO reads them with io_uring (small ones it maps) */
     fl_loader_options o;
     fx_options(&o);
     o.order = FL_ORDER_RANDOM;
