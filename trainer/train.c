@@ -61,7 +61,9 @@ int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice
     if (!strcmp(device, "cuda"))
         return fl_error_set(err, FL_E_UNSUPPORTED, "--device cuda: %s", why);
     if (notice)
-        snprintf(notice, cap, "no GPU (%s): training on the CPU in fp32", why);
+        snprintf(notice, cap, strncmp(why, "no GPU", 6) ? "no GPU (%s): training on the CPU in fp32"
+                                                        : "%s: training on the CPU in fp32",
+                 why);
     *ops = tf_backend_cpu();
     return 0;
 }

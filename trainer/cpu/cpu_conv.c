@@ -51,11 +51,18 @@ static void im2col(const conv_job *J, const float *x, int nb, float *col)
                         const float *xr = xp + (long)iy * W;
                         float *orow = o + (long)oy * Wo;
                         if (st == 1) {
+                            /* valid columns form one run: zero the edges, copy the middle */
                             int ix0 = -pd + kx;
-                            for (int ox = 0; ox < Wo; ox++) {
-                                int ix = ix0 + ox;
-                                orow[ox] = (ix >= 0 && ix < W) ? xr[ix] : 0.0f;
-                            }
+                            int lo = ix0 < 0 ? -ix0 : 0;
+                            int hi = W - ix0 < Wo ? W - ix0 : Wo;
+                            if (hi < lo)
+                                hi = lo;
+                            for (int ox = 0; ox < lo; ox++)
+                                orow[ox] = 0.0f;
+                            if (hi > lo)
+                                memcpy(orow + lo, xr + ix0 + lo, sizeof(float) * (size_t)(hi - lo));
+                            for (int ox = hi; ox < Wo; ox++)
+                                orow[ox] = 0.0f;
                         } else {
                             for (int ox = 0; ox < Wo; ox++) {
                                 int ix = ox * st - pd + kx;
@@ -85,6 +92,15 @@ static void col2im_add(const conv_job *J, const float *col, int nb, float *dx)
                             continue;
                         float *xr = xp + (long)iy * W;
                         const float *orow = o + (long)oy * Wo;
+                        if (st == 1) {
+                            int ix0 = -pd + kx;
+                            int lo = ix0 < 0 ? -ix0 : 0;
+                            int hi = W - ix0 < Wo ? W - ix0 : Wo;
+                            float *xd = xr + ix0;
+                            for (int ox = lo; ox < hi; ox++)
+                                xd[ox] += orow[ox];
+                            continue;
+                        }
                         for (int ox = 0; ox < Wo; ox++) {
                             int ix = ox * st - pd + kx;
                             if (ix >= 0 && ix < W)

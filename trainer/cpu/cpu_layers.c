@@ -191,6 +191,22 @@ static void maxpool_fwd_thread(void *a, int tid, int nt)
         const float *xp = J->x + nc * H * W;
         float *yp = J->y + nc * Ho * Wo;
         int32_t *ap = J->arg + nc * Ho * Wo;
+        if (J->k == 2 && J->stride == 2 && J->pad == 0) {
+            /* the common 2x2/2 pool: every window is inside the image; same tie rule (first max
+             * in scan order wins) as the general loop */
+            for (int oy = 0; oy < Ho; oy++)
+                for (int ox = 0; ox < Wo; ox++) {
+                    int i0 = 2 * oy * W + 2 * ox;
+                    int bi = i0;
+                    float best = xp[i0];
+                    if (xp[i0 + 1] > best) { best = xp[i0 + 1]; bi = i0 + 1; }
+                    if (xp[i0 + W] > best) { best = xp[i0 + W]; bi = i0 + W; }
+                    if (xp[i0 + W + 1] > best) { best = xp[i0 + W + 1]; bi = i0 + W + 1; }
+                    yp[oy * Wo + ox] = best;
+                    ap[oy * Wo + ox] = bi;
+                }
+            continue;
+        }
         for (int oy = 0; oy < Ho; oy++)
             for (int ox = 0; ox < Wo; ox++) {
                 float best = -INFINITY;
