@@ -118,16 +118,32 @@ static const char *where(const fl_loader *L, const fl_record_info *info)
     return p ? p : "?";
 }
 
-/* Stored bytes of record idx → decoded, augmented sample at dst. `checked`: CRC already verified
- * (LMDB get with check). Errors name the shard file and record. */
+/* Length and CRC32C of the stored bytes against the index entry already at hand (what
+ * fl_dataset_check does, without looking the entry up again). */
+static int check_record(const fl_loader *L, uint64_t idx, const fl_record_info *info,
+                        const uint8_t *data, size_t len, fl_error *err)
+{
+    if (len != info->stored_len)
+        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %zu bytes, index says %u",
+                            where(L, info), (unsigned long long)idx, len, info->stored_len);
+    uint32_t crc = fl_crc32c(0, data, len);
+    if (crc != info->crc32c)
+        return fl_error_set(err, FL_E_CHECKSUM,
+                            "%s: record %llu: CRC32C mismatch (index 0x%08x, data 0x%08x)",
+                            where(L, info), (unsigned long long)idx, info->crc32c, crc);
+    return 0;
+}
+
+/* Stored bytes of record idx → checked (CRC32C), decoded, augmented sample at dst. Errors name
+ * the shard file and record. */
 static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
-                       const uint8_t *stored, size_t len, int checked, uint64_t epoch,
+                       const uint8_t *stored, size_t len, uint64_t epoch,
                        uint64_t pos, uint8_t *dst, fl_error *err)
 {
     fl_loader *L = w->L;
     double t0 = fl_now_s();
     int rc;
-    if (!checked && (rc = fl_dataset_check(L->ds, idx, stored, len, err)) < 0)
+    if ((rc = check_record(L, idx, info, stored, len, err)) < 0)
         return rc;
     const uint8_t *payload;
     size_t plen;
@@ -186,10 +202,10 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
     if (L->mapped) {
         const uint8_t *data;
         size_t len;
-        if ((rc = fl_dataset_get(L->ds, idx, &data, &len, 1, err)) < 0)
+        if ((rc = fl_dataset_get(L->ds, idx, &data, &len, 0, err)) < 0)
             return rc;
         w->st.bytes_read += len;
-        return load_sample(w, idx, info, data, len, 1, epoch, pos, dst, err);
+        return load_sample(w, idx, info, data, len, epoch, pos, dst, err);
     }
     fl_read_req req = {.fd = L->fds[info->shard], .offset = info->offset, .len = info->stored_len};
     double t0 = fl_now_s();
@@ -199,7 +215,7 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
         return fl_error_set(err, rc, "%s: record %llu: read failed: %s", where(L, info),
                             (unsigned long long)idx,
                             rc == FL_E_TRUNCATED ? "file ends early" : fl_strerror(rc));
-    return load_sample(w, idx, info, req.data, info->stored_len, 0, epoch, pos, dst, err);
+    return load_sample(w, idx, info, req.data, info->stored_len, epoch, pos, dst, err);
 }
 
 /* Sample k of the slot failed with err: with FL_CORRUPT_SKIP replace it by the next good record
@@ -256,10 +272,10 @@ static void on_read(void *user, fl_read_req *req)
                           req->res == FL_E_TRUNCATED ? "file ends early" : fl_strerror(req->res));
     } else if (req->data == dst) {
         double t0 = fl_now_s();
-        rc = fl_dataset_check(L->ds, idx, dst, req->len, &e);
+        rc = check_record(L, idx, info, dst, req->len, &e);
         w->st.decode_s += fl_now_s() - t0;
     } else {
-        rc = load_sample(w, idx, info, req->data, req->len, 0, c->epoch, pos, dst, &e);
+        rc = load_sample(w, idx, info, req->data, req->len, c->epoch, pos, dst, &e);
     }
     if (rc < 0)
         sample_failed(w, k, idx, c->epoch, pos, dst, &e);
@@ -288,10 +304,10 @@ static void process_chunk(fl_worker *w, uint32_t k0, uint32_t cnt)
         if (L->mapped) {
             const uint8_t *data;
             size_t len;
-            int rc = fl_dataset_get(L->ds, idx, &data, &len, 1, &e);
+            int rc = fl_dataset_get(L->ds, idx, &data, &len, 0, &e);
             if (rc == 0) {
                 w->st.bytes_read += len;
-                rc = load_sample(w, idx, info, data, len, 1, c.epoch, pos, dst, &e);
+                rc = load_sample(w, idx, info, data, len, c.epoch, pos, dst, &e);
             }
             if (rc < 0)
                 sample_failed(w, k, idx, c.epoch, pos, dst, &e);
