@@ -9,7 +9,9 @@ for t in "$P" "$FIX"; do
 done
 T="$(mktemp -d "${TMPDIR:-/tmp}/packdata-test.XXXXXX")"
 trap 'rm -rf "$T"' EXIT
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+# sanitizer reports must not look like packdata exit status 1 (data error)
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1:exitcode=86"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1:halt_on_error=1:exitcode=86"
 "$FIX" make "$T/fx" >/dev/null || { echo "FAIL: fixture generation"; exit 1; }
 FX="$T/fx"
 failures=0

@@ -228,7 +228,7 @@ static int run_pack(const pd_pack_opts *po) {
     uint64_t n_records = 0, bytes_in = 0;
 
     if (po->report) {
-        rc.report = fopen(po->report, po->resume ? "w" : "w");
+        rc.report = fopen(po->report, "w"); /* on resume the journal re-reports earlier skips */
         if (!rc.report) {
             fl_cli_error(PD_TOOL, "--report %s: %s", po->report, strerror(errno));
             return FL_EXIT_USAGE;
