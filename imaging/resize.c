@@ -37,9 +37,11 @@ static int axis_init(axis *a, double x0, double len, uint32_t size, uint32_t out
 }
 
 /* Spans and fixed-point weights for each output coordinate. */
+/* Spans and fixed-point weights for each output coordinate. Weights are rounded by their running
+ * sum (q_k = round(C_k+1) - round(C_k)), so they are never negative and add up to exactly
+ * 1 << WBITS even when thousands of taps each carry a fraction of a unit. */
 static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int32_t wstride) {
-    double fw[512];
-    double *w = a->ksize <= 512 ? fw : malloc(sizeof(double) * (size_t)a->ksize);
+    double inv = 1.0 / a->fscale;
     for (uint32_t o = 0; o < out; o++) {
         int16_t *q = wt + (size_t)o * wstride;
         memset(q, 0, sizeof(int16_t) * (size_t)wstride);
@@ -56,30 +58,29 @@ static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int
             xmax = xmin + 1;
         }
         int32_t n = xmax - xmin;
-        double sum = 0, inv = 1.0 / a->fscale;
+        double sum = 0;
         for (int32_t k = 0; k < n; k++) {
             double t = fabs((xmin + k - center + 0.5) * inv);
-            w[k] = t < 1.0 ? 1.0 - t : 0.0;
-            sum += w[k];
+            sum += t < 1.0 ? 1.0 - t : 0.0;
         }
-        if (!(sum > 0)) { /* window narrower than a pixel between taps: take the nearest */
-            for (int32_t k = 0; k < n; k++) w[k] = 0;
+        if (!(sum > 0)) { /* no tap inside the filter: take the nearest pixel */
             int32_t k = (int32_t)floor(center) - xmin;
-            w[k < 0 ? 0 : k >= n ? n - 1 : k] = 1;
-            sum = 1;
+            q[k < 0 ? 0 : k >= n ? n - 1 : k] = 1 << WBITS;
+        } else {
+            double norm = (1 << WBITS) / sum, c = 0;
+            int32_t prev = 0;
+            for (int32_t k = 0; k < n; k++) {
+                double t = fabs((xmin + k - center + 0.5) * inv);
+                c += (t < 1.0 ? 1.0 - t : 0.0) * norm;
+                int32_t r = k == n - 1 ? 1 << WBITS : (int32_t)(c + 0.5);
+                if (r > 1 << WBITS) r = 1 << WBITS;
+                q[k] = (int16_t)(r - prev);
+                prev = r;
+            }
         }
-        int32_t total = 0, kmax = 0;
-        double norm = (1 << WBITS) / sum;
-        for (int32_t k = 0; k < n; k++) {
-            q[k] = (int16_t)(int32_t)(w[k] * norm + 0.5); /* w >= 0: truncation rounds */
-            total += q[k];
-            if (q[k] > q[kmax]) kmax = k;
-        }
-        q[kmax] = (int16_t)(q[kmax] + ((1 << WBITS) - total)); /* exact unit sum */
         sp[o].start = xmin;
         sp[o].n = n;
     }
-    if (w != fw) free(w);
 }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }

@@ -129,6 +129,23 @@ int main(void) {
         free(s);
     }
 
+    /* Extreme shrink (thousands of taps per output pixel): still a true weighted average. */
+    {
+        uint32_t sw = 20000;
+        uint8_t *s = malloc((size_t)sw * 2);
+        for (uint32_t x = 0; x < sw; x++) s[x] = s[sw + x] = (uint8_t)(x * 255ull / (sw - 1));
+        uint8_t d1 = 0, d4[4];
+        CHECK_RC(fl_resize(s, sw, 2, sw, 1, &d1, 1, 1, 1, 0, NULL, 0, &err), 0, &err);
+        CHECK(d1 >= 126 && d1 <= 129);
+        CHECK_RC(fl_resize(s, sw, 2, sw, 1, d4, 4, 1, 4, 0, NULL, 0, &err), 0, &err);
+        /* PIL's Image.resize((4, 1), BILINEAR) of the same ramp gives 37 95 159 217. */
+        CHECK(abs(d4[0] - 37) <= 1 && abs(d4[1] - 95) <= 1 && abs(d4[2] - 159) <= 1 && abs(d4[3] - 217) <= 1);
+        memset(s, 77, (size_t)sw * 2);
+        CHECK_RC(fl_resize(s, sw, 2, sw, 1, d4, 4, 1, 4, 1, NULL, 0, &err), 0, &err);
+        CHECK(d4[0] == 77 && d4[1] == 77 && d4[2] == 77 && d4[3] == 77);
+        free(s);
+    }
+
     /* Deterministic: repeated calls and concurrent threads give identical bytes. */
     {
         uint8_t *s = synth_image(301, 199, 3);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# vs_pil.sh — fl_resize agrees with PIL's Image.resize(BILINEAR) (+ ImageOps.mirror for flip)
+# within one level on a real photograph (python3-skimage's astronaut, else a synthetic image),
+# shrinking and enlarging, RGB and gray. Skips (77) without Debian's python3 + numpy + PIL.
+set -euo pipefail
+py=/usr/bin/python3
+tool="$FL_BINARY_DIR/tests/imaging/resize_raw"
+[[ -x "$tool" ]] || { echo "vs_pil: $tool not built"; exit 1; }
+$py -c "import numpy, PIL" 2>/dev/null || { echo "vs_pil: numpy/PIL not importable by $py: skip"; exit 77; }
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/vs_pil.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+$py - "$tool" "$tmp" <<'PY'
+import os, subprocess, sys
+import numpy as np
+from PIL import Image, ImageOps
+tool, tmp = sys.argv[1], sys.argv[2]
+photo = "/usr/lib/python3/dist-packages/skimage/data/astronaut.png"
+if os.path.exists(photo):
+    img = Image.open(photo).convert("RGB")
+    src = "astronaut"
+else:
+    y, x = np.mgrid[0:300, 0:400]
+    rng = np.random.default_rng(1)
+    a = (128 + 60 * np.sin(x / 13.0)[..., None] * np.cos(y / 7.0)[..., None] + rng.integers(-40, 40, (300, 400, 3)))
+    img = Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
+    src = "synthetic"
+worst = 0
+for mode in ("RGB", "L"):
+    im = img.convert(mode)
+    a = np.asarray(im)
+    h, w = a.shape[:2]
+    ch = 3 if mode == "RGB" else 1
+    a.tofile(os.path.join(tmp, "in.raw"))
+    for dw, dh in ((224, 224), (97, 61), (w - 1, h // 2), (w + 37, h + 11), (3, 700), (1, 1)):
+        for flip in (0, 1):
+            out = os.path.join(tmp, "out.raw")
+            subprocess.run([tool, os.path.join(tmp, "in.raw"), str(w), str(h), str(ch), out, str(dw), str(dh), str(flip)], check=True)
+            got = np.fromfile(out, np.uint8).reshape((dh, dw, ch) if ch == 3 else (dh, dw)).astype(int)
+            ref = im.resize((dw, dh), Image.BILINEAR)
+            if flip:
+                ref = ImageOps.mirror(ref)
+            d = np.abs(got - np.asarray(ref).astype(int))
+            worst = max(worst, int(d.max()))
+            if d.max() > 1:
+                print(f"vs_pil: {src} {mode} {w}x{h} -> {dw}x{dh} flip {flip}: max diff {d.max()} (mean {d.mean():.3f})")
+                sys.exit(1)
+print(f"vs_pil: fl_resize within {worst} level(s) of PIL BILINEAR on {src} (RGB and L, 6 sizes, flip)")
+PY
