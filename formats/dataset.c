@@ -74,7 +74,7 @@ void fl_dataset_close(fl_dataset *ds) {
     if (ds->lmdb) fl_lmdb_reader_close(ds);
     free(ds->lrec);
     ZSTD_freeDDict(ds->lmdb_ddict);
-    for (uint32_t i = 0; ds->shards && i < ds->num_files; i++) fl_shard_close(&ds->shards[i]);
+    for (uint32_t i = 0; ds->shards && i < ds->num_open; i++) fl_shard_close(&ds->shards[i]);
     free(ds->shards);
     free(ds->shard_first);
     free(ds->shard_ddict);
@@ -108,7 +108,7 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
         const char *path = ds->file_paths[i];
         fl_shard_view *v = &ds->shards[i];
         int rc = fl_shard_open(path, v, err);
-        ds->num_files = i + 1; /* so close() releases what is open */
+        ds->num_open = i + 1; /* so close() releases what is open */
         if (rc) return rc;
         if (v->number != i || v->first_record != first || v->count != m->shards[i].records)
             return fl_error_set(err, FL_E_FORMAT,

@@ -42,6 +42,7 @@ struct fl_dataset {
     fl_dctx_pool pool;
     /* shards backend */
     fl_shard_view *shards;
+    uint32_t num_open;          /* shards[0..num_open) are mapped */
     uint64_t *shard_first;      /* first global record of each shard, ascending */
     struct ZSTD_DDict_s **shard_ddict; /* per shard, may alias each other */
     struct ZSTD_DDict_s **ddicts_owned;

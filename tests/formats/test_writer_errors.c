@@ -24,7 +24,7 @@ static void write_fail_child(const char *dst, fl_backend b) {
     fl_writer *w;
     fl_error err;
     if (fl_writer_open(dst, &o, &w, &err)) _exit(11);
-    static uint8_t buf[1 << 16];
+    static uint8_t buf[1 << 17]; /* room for the oversized record */
     char name[128];
     for (uint64_t i = 0; i < 400; i++) {
         size_t n = tt_payload(i, FL_ENC_JPEG, 28, 28, 3, buf, sizeof buf);

@@ -1,0 +1,171 @@
+/* fuzz_dataset.c — libFuzzer harness for the dataset reader: each input is tried (1) as a shard
+ * file, beside a manifest made to match whatever its header claims, and (2) as manifest.json,
+ * beside a valid shard; every dataset that opens is fully read (info, names, CRC-checked get,
+ * decompression) and verified. Any crash, leak or sanitizer report is a bug in formats/. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fl_dataset.h"
+#include "fl_writer.h"
+
+static char base[256];
+static char shard_dir[300], manifest_dir[300];
+
+static void put_file(const char *dir, const char *name, const void *data, size_t n) {
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    if (!f) abort();
+    if (n && fwrite(data, 1, n, f) != n) abort();
+    fclose(f);
+}
+
+static void cleanup(void) {
+    char p[400];
+    const char *dirs[2] = {shard_dir, manifest_dir};
+    const char *names[3] = {"shard-00000.fls", "manifest.json", "data.mdb"};
+    for (int d = 0; d < 2; d++) {
+        for (int k = 0; k < 3; k++) {
+            snprintf(p, sizeof p, "%s/%s", dirs[d], names[k]);
+            unlink(p);
+        }
+        rmdir(dirs[d]);
+    }
+    snprintf(p, sizeof p, "%s/seed/shard-00000.fls", base);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/seed/manifest.json", base);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/seed", base);
+    rmdir(p);
+    rmdir(base);
+}
+
+static int no_stop(void *u, uint64_t i, const fl_error *e) {
+    (void)u, (void)i, (void)e;
+    return 0;
+}
+
+static void exercise(const char *dir) {
+    fl_dataset *ds;
+    fl_error err;
+    if (fl_dataset_open(dir, &ds, &err) != 0) {
+        if (!err.msg[0]) abort(); /* every failure must say why */
+        return;
+    }
+    uint64_t n = fl_dataset_count(ds);
+    (void)fl_dataset_schema(ds);
+    for (uint32_t c = 0; c <= fl_dataset_num_classes(ds); c++) (void)fl_dataset_class_name(ds, c);
+    for (uint32_t s = 0; s <= fl_dataset_num_shards(ds); s++) (void)fl_dataset_shard_path(ds, s);
+    (void)fl_dataset_total_bytes(ds);
+    (void)strlen(fl_dataset_manifest_json(ds));
+    size_t cap = fl_dataset_max_raw_len(ds);
+    uint8_t *buf = cap <= (64u << 20) ? malloc(cap ? cap : 1) : NULL;
+    for (uint64_t i = 0; i < n && i < 4096; i++) {
+        fl_record_info info;
+        if (fl_dataset_record_info(ds, i, &info, &err)) abort();
+        size_t nl;
+        const char *nm = fl_dataset_record_name(ds, i, &nl);
+        if (!nm && nl) abort();
+        volatile uint8_t sink = 0;
+        for (size_t k = 0; k < nl; k++) sink ^= (uint8_t)nm[k];
+        const uint8_t *p, *pl;
+        size_t len, pn;
+        if (fl_dataset_get(ds, i, &p, &len, 0, &err)) abort();
+        for (size_t k = 0; k < len; k++) sink ^= p[k]; /* every byte must be mapped */
+        (void)fl_dataset_check(ds, i, p, len, &err);
+        if (buf && fl_dataset_payload(ds, i, p, len, buf, cap, &pl, &pn, &err) == 0 && pn != info.raw_len &&
+            fl_dataset_schema(ds)->compression != FL_COMP_NONE)
+            abort();
+    }
+    free(buf);
+    uint64_t bad;
+    (void)fl_dataset_verify(ds, no_stop, NULL, &bad, &err);
+    fl_dataset_close(ds);
+}
+
+static void setup(void) {
+    const char *t = getenv("TMPDIR");
+    snprintf(base, sizeof base, "%s/fl-fuzz-dataset-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(base)) abort();
+    snprintf(shard_dir, sizeof shard_dir, "%s/s", base);
+    snprintf(manifest_dir, sizeof manifest_dir, "%s/m", base);
+    mkdir(shard_dir, 0755);
+    mkdir(manifest_dir, 0755);
+    /* a valid one-shard dataset whose shard the manifest inputs will point at */
+    char seed[300];
+    snprintf(seed, sizeof seed, "%s/seed", base);
+    fl_writer_options o;
+    memset(&o, 0, sizeof o);
+    o.backend = FL_BACKEND_SHARDS;
+    o.schema = (fl_schema){FL_ENC_RAW, FL_COMP_ZSTD, 1, 4, 4};
+    o.zstd_level = 3;
+    fl_writer *w;
+    fl_error err;
+    if (fl_writer_open(seed, &o, &w, &err)) abort();
+    for (int i = 0; i < 5; i++) {
+        uint8_t px[16];
+        for (int k = 0; k < 16; k++) px[k] = (uint8_t)(i * k);
+        char nm[16];
+        snprintf(nm, sizeof nm, "img%d", i);
+        if (fl_writer_add(w, px, 16, i % 2, nm, 4, 4, &err)) abort();
+    }
+    const char *cls[2] = {"a", "b"};
+    if (fl_writer_finish(w, cls, 2, &err)) abort();
+    char p[400];
+    snprintf(p, sizeof p, "%s/shard-00000.fls", seed);
+    FILE *f = fopen(p, "rb");
+    if (!f) abort();
+    static uint8_t sbuf[1 << 16];
+    size_t n = fread(sbuf, 1, sizeof sbuf, f);
+    fclose(f);
+    put_file(manifest_dir, "shard-00000.fls", sbuf, n);
+    atexit(cleanup);
+}
+
+static uint32_t rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static uint64_t rd64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!base[0]) setup();
+    /* (1) the input as a shard, with a manifest agreeing with its header */
+    put_file(shard_dir, "shard-00000.fls", data, size);
+    static const char *enc[4] = {"jpeg", "jpeg", "png", "raw"};
+    uint32_t e = 1, c = 0, ch = 3, h = 0, wd = 0;
+    uint64_t count = 0;
+    if (size >= 104) {
+        e = rd32(data + 20) % 4;
+        c = rd32(data + 24) & 1;
+        ch = rd32(data + 28) % 5;
+        h = rd32(data + 32) % 4096;
+        wd = rd32(data + 36) % 4096;
+        count = rd64(data + 56) % 1000000;
+    }
+    char man[1024];
+    int mn = snprintf(man, sizeof man,
+                      "{\"format\": \"fastload-dataset\", \"format_version\": 1, \"backend\": \"shards\", "
+                      "\"records\": %llu, \"classes\": [\"a\", \"b\", \"c\", \"d\"], \"schema\": "
+                      "{\"encoding\": \"%s\", \"compression\": \"%s\", \"channels\": %u, \"height\": %u, "
+                      "\"width\": %u}, \"shards\": [{\"file\": \"shard-00000.fls\", \"records\": %llu, "
+                      "\"bytes\": %zu}], \"options\": {}}",
+                      (unsigned long long)count, enc[e], c ? "zstd" : "none", ch, h, wd,
+                      (unsigned long long)count, size);
+    put_file(shard_dir, "manifest.json", man, (size_t)mn);
+    exercise(shard_dir);
+    /* (2) the input as a manifest, beside a valid shard */
+    put_file(manifest_dir, "manifest.json", data, size);
+    exercise(manifest_dir);
+    return 0;
+}
