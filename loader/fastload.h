@@ -126,6 +126,11 @@ typedef struct fl_loader_options {
     uint64_t start_batch;
     fl_log_fn log;           /* may be NULL: nothing is logged */
     void *log_user;
+    /* Fields added after 0.1.0 (fl_loader_options_init sets them; keep structs you allocate
+     * yourself zero-filled or initialised by it). */
+    uint32_t decode_flags;   /* JPEG speed/accuracy flags of fl_image.h (FL_DECODE_FAST...);
+                                0 (default): libjpeg's accurate IDCT and smooth upsampling.
+                                Output stays deterministic for any value. */
 } fl_loader_options;
 
 /* Fill `o` with the defaults documented above. */

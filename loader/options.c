@@ -73,6 +73,8 @@ int fl_loader_options_check(const fl_loader_options *o, fl_error *err)
     if (o->rank >= world)
         return fl_error_set(err, FL_E_INVALID, "rank %u out of range for world %u", o->rank,
                             world);
+    if (o->decode_flags & ~(uint32_t)FL_DECODE_FAST)
+        return fl_error_set(err, FL_E_INVALID, "unknown decode_flags 0x%x", o->decode_flags);
     if (o->queue_depth > 4096)
         return fl_error_set(err, FL_E_INVALID, "queue_depth %u over 4096", o->queue_depth);
     if (o->workers > 1024)

@@ -28,6 +28,7 @@ int fl_worker_init(fl_worker *w, fl_loader *L, uint32_t id, fl_error *err)
     int rc = fl_decoder_create(0, &w->dec, err);
     if (rc < 0)
         return rc;
+    fl_decoder_set_flags(w->dec, L->opt.decode_flags);
     w->payload_cap = fl_dataset_max_raw_len(L->ds);
     if (w->payload_cap == 0)
         w->payload_cap = 1;

@@ -75,10 +75,11 @@ static void raw_case(const char *path, const fx_spec *s, fl_augment aug)
     fl_loader_close(L);
 }
 
-static void jpeg_case(const char *path)
+static void jpeg_case(const char *path, unsigned flags)
 {
     fl_loader_options o;
     fx_options(&o);
+    o.decode_flags = flags;
     o.batch_size = 4;
     o.order = FL_ORDER_RANDOM;
     o.augment = FL_AUG_RRC;
@@ -91,6 +92,7 @@ static void jpeg_case(const char *path)
     const fl_dataset *ds = fl_loader_dataset(L);
     fl_decoder *d;
     CHECK_OK(fl_decoder_create(0, &d, &err), &err);
+    fl_decoder_set_flags(d, flags);
     size_t ob = 24 * 24 * 3;
     uint8_t *ref = malloc(ob), *ref2 = malloc(ob);
     double sum_diff = 0;
@@ -122,8 +124,8 @@ static void jpeg_case(const char *path)
         fl_loader_release(L, b);
     }
     double mad = sum_diff / nsamples;
-    printf("JPEG RRC: exact vs fl_decode_crop_resize; mean |diff| vs full decode→crop→resize %.2f\n",
-           mad);
+    printf("JPEG RRC (decode flags %u): exact vs fl_decode_crop_resize; mean |diff| vs full "
+           "decode→crop→resize %.2f\n", flags, mad);
     CHECK(mad < 6.0);
     free(ref);
     free(ref2);
@@ -145,7 +147,8 @@ int main(void)
                  .compression = FL_COMP_NONE, .n = 16, .height = 96, .width = 128, .channels = 3,
                  .classes = 2, .shard_bytes = 65536, .vary_size = 1};
     p = fx_make(dir, "jpeg", &j);
-    jpeg_case(p);
+    jpeg_case(p, 0);
+    jpeg_case(p, FL_DECODE_FAST);
     free(p);
     fx_rmrf(dir);
     free(dir);
