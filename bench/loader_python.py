@@ -9,6 +9,7 @@ Usage: /usr/bin/python3 bench/loader_python.py DST [--workers 2] [--batch 256] [
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -36,15 +37,19 @@ def main():
         sys.exit(f"loader_python.py: error: {e}")
     n = nbytes = 0
     t0 = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     with L:
         for _ in range(a.epochs):
             for images, labels in L:
                 n += len(labels)
                 nbytes += images.nbytes + labels.nbytes
         dt = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
         st = L.stats()
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     print(json.dumps({"images_per_sec": n / dt, "mb_per_sec": nbytes / dt / 1e6, "images": n,
-                      "seconds": dt, "epochs": a.epochs, "workers": a.workers,
+                      "seconds": dt, "cpu_seconds": cpu, "images_per_cpu_sec": n / cpu if cpu else 0,
+                      "epochs": a.epochs, "workers": a.workers,
                       "io_backend": st["io_backend"], "library": fastload.library_path()}))
 
 

@@ -133,8 +133,11 @@ class Tests:
                     stream.update(labels.astype("<i4").tobytes())
         assert py == c_batches, f"python stream differs from C digest:\n{py[:3]}\n{c_batches[:3]}"
         assert stream.hexdigest() == c_stream
-        # the stream is the same with other worker counts and I/O modes
-        for extra in (["--workers", "1", "--io", "pread"], ["--workers", "3", "--direct"]):
+        # the stream is the same with other worker counts and I/O modes, and through the binding
+        with fastload.Loader(self.ds, workers=3, io="mmap", **AUG) as L:
+            assert [batch_sha(b.images, b.labels) for b in L.batches(len(py))] == [x[3] for x in py]
+        for extra in (["--workers", "1", "--io", "pread"], ["--workers", "3", "--direct"],
+                      ["--workers", "2", "--io", "mmap"], ["--workers", "2", "--io", "uring"]):
             r2 = subprocess.run([CLI, "digest", self.ds, *AUG_CLI, "--epochs", "2", *extra],
                                 capture_output=True, text=True)
             assert r2.returncode == 0 and r2.stdout == r.stdout, (extra, r2.stderr)

@@ -60,11 +60,13 @@ check "bench --memcpy" bash -c "'$cli' bench --memcpy --memcpy-bytes 8M --json |
 opts=(--batch 16 --augment rrc,flip --size 5x4 --order random --seed 3 --epochs 2)
 "$cli" digest "$tmp/ds" "${opts[@]}" --workers 1 >"$tmp/d1" && \
 "$cli" digest "$tmp/ds" "${opts[@]}" --workers 2 --io pread >"$tmp/d2" && \
-"$cli" digest "$tmp/ds" "${opts[@]}" --workers 3 --direct >"$tmp/d3"
+"$cli" digest "$tmp/ds" "${opts[@]}" --workers 3 --direct >"$tmp/d3" && \
+"$cli" digest "$tmp/ds" "${opts[@]}" --workers 2 --io mmap >"$tmp/d6"
 check "digest runs" test $? -eq 0
 check "digest lines" test "$(grep -c '^[01] ' "$tmp/d1")" -eq 14
 check "digest 1 worker == 2 workers pread" cmp -s "$tmp/d1" "$tmp/d2"
 check "digest == 3 workers O_DIRECT" cmp -s "$tmp/d1" "$tmp/d3"
+check "digest == 2 workers mmap" cmp -s "$tmp/d1" "$tmp/d6"
 "$cli" digest "$tmp/ds" "${opts[@]}" --seed 4 >"$tmp/d4"
 check "digest differs with another seed" bash -c "! cmp -s '$tmp/d1' '$tmp/d4'"
 # resume: start at epoch 0 batch 3 = the tail of the full stream

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -11,6 +12,15 @@
 #include "fastload_cli.h"
 #include "fl_cli.h"
 #include "run_options.h"
+
+/* CPU seconds (user + system) this process has used, all threads together. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru))
+        return 0;
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
 
 static double now_s(void)
 {
@@ -105,7 +115,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "fastload bench: error: %s\n", err.msg[0] ? err.msg : fl_strerror(err.code));
         return 1;
     }
-    double t_start = now_s();
+    double t_start = now_s(), cpu_start = cpu_s();
     const fl_dataset *ds = fl_loader_dataset(L);
     uint64_t per_epoch = fl_loader_batches_per_epoch(L);
     if (per_epoch == 0) {
@@ -159,6 +169,7 @@ int cmd_bench(int argc, char **argv)
         }
     }
     double wall = now_s() - t_start;
+    double cpu = cpu_s() - cpu_start;
     if (status) {
         free(rss_epoch);
         free(ips_epoch);
@@ -189,6 +200,9 @@ int cmd_bench(int argc, char **argv)
         fl_json_key(&j, "batches"); fl_json_uint(&j, batches);
         fl_json_key(&j, "seconds"); fl_json_double(&j, wall);
         fl_json_key(&j, "startup_seconds"); fl_json_double(&j, t_start - t_create);
+        /* CPU time of all threads: images per CPU-second is a figure that holds on a busy machine */
+        fl_json_key(&j, "cpu_seconds"); fl_json_double(&j, cpu);
+        fl_json_key(&j, "images_per_cpu_sec"); fl_json_double(&j, cpu > 0 ? images / cpu : 0);
         fl_json_key(&j, "workers"); fl_json_uint(&j, workers);
         fl_json_key(&j, "batch_size"); fl_json_uint(&j, ro.opt.batch_size);
         fl_json_key(&j, "height"); fl_json_uint(&j, h);
@@ -247,6 +261,8 @@ int cmd_bench(int argc, char **argv)
                "%.1f MB/s out, %.1f MB/s read (startup %.3f s)\n",
                (unsigned long long)images, (unsigned long long)batches,
                (unsigned long long)epochs_done, wall, ips, mbs, rmbs, t_start - t_create);
+        printf("  cpu: %.3f s over all threads, %.1f images per CPU-second\n", cpu,
+               cpu > 0 ? images / cpu : 0.0);
         printf("  stages (s, summed over workers): io wait %.3f, decode %.3f, augment %.3f, "
                "slot wait %.3f; consumer waited %.3f\n",
                st.io_wait_s, st.decode_s, st.augment_s, st.slot_wait_s, st.consumer_wait_s);

@@ -22,7 +22,8 @@ static const char *const usage_common =
     "  --start-batch B    resume position: first batch in that epoch (default 0)\n"
     "  --rank R --world W this process's share of each epoch (default 0 of 1)\n"
     "  --drop-last        drop the incomplete tail instead of padding by wrap-around\n"
-    "  --io MODE          auto | uring | pread (default auto)\n"
+    "  --io MODE          auto | uring | pread | mmap (default auto: mmap for small records\n"
+    "                     of a dataset that fits in RAM, else io_uring, else pread)\n"
     "  --direct           O_DIRECT reads (datasets larger than RAM)\n"
     "  --queue-depth N    io_uring reads in flight per worker (default 32)\n"
     "  --prefetch N       batches in the ring (default workers + 2)\n"
@@ -77,6 +78,7 @@ const char *run_io_name(fl_io_mode m)
     case FL_IO_AUTO: return "auto";
     case FL_IO_URING: return "uring";
     case FL_IO_PREAD: return "pread";
+    case FL_IO_MMAP: return "mmap";
     }
     return "?";
 }
@@ -288,7 +290,8 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
             if (!strcmp(v, "auto")) o->io = FL_IO_AUTO;
             else if (!strcmp(v, "uring") || !strcmp(v, "io_uring")) o->io = FL_IO_URING;
             else if (!strcmp(v, "pread")) o->io = FL_IO_PREAD;
-            else rc = bad(a, v, "expected auto, uring or pread");
+            else if (!strcmp(v, "mmap")) o->io = FL_IO_MMAP;
+            else rc = bad(a, v, "expected auto, uring, pread or mmap");
         } else if (!strcmp(a, "--direct")) {
             o->direct = 1;
         } else if (!strcmp(a, "--queue-depth")) {
