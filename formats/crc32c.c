@@ -2,6 +2,7 @@
  * instruction when the CPU has it (chosen once at run time), a slice-by-8 table otherwise. */
 #include "fl_crc32c.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 #define CRC32C_POLY 0x82F63B78u /* reflected Castagnoli polynomial */
 
 static uint32_t crc_table[8][256];
-static atomic_int table_ready;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 static void build_table(void) {
     for (uint32_t i = 0; i < 256; i++) {
@@ -24,13 +25,7 @@ static void build_table(void) {
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
 }
 
-static void ensure_table(void) {
-    /* Building twice from two threads writes identical values, so a plain flag suffices. */
-    if (!atomic_load_explicit(&table_ready, memory_order_acquire)) {
-        build_table();
-        atomic_store_explicit(&table_ready, 1, memory_order_release);
-    }
-}
+static void ensure_table(void) { pthread_once(&table_once, build_table); }
 
 uint32_t fl_crc32c_sw(uint32_t crc, const void *data, size_t len) {
     ensure_table();

@@ -48,7 +48,10 @@ typedef struct fl_schema {
 /* Where a record lives and what the index says about it. */
 typedef struct fl_record_info {
     uint32_t shard;      /* shard number (0 for LMDB) */
-    uint64_t offset;     /* byte offset of the stored payload in the shard file (0 for LMDB) */
+    uint64_t offset;     /* byte offset of the stored payload in the shard file (0 for LMDB).
+                          * Records are packed back to back from a 4 KiB-aligned start: an
+                          * O_DIRECT reader reads [offset & ~4095, align_up(offset + stored_len))
+                          * clamped to the file size (see SPEC.md). */
     uint32_t stored_len; /* bytes on disk (compressed size when compressed) */
     uint32_t raw_len;    /* bytes after decompression (== stored_len when uncompressed) */
     int32_t label;       /* integer class label, 0 <= label < num_classes */
@@ -60,10 +63,13 @@ typedef struct fl_record_info {
 typedef struct fl_dataset fl_dataset;
 
 /* Open the dataset at `path` (a dataset directory written by packdata, shards or LMDB backend).
- * Reads and validates the manifest and every shard's header, footer and index (index CRC checked);
- * maps the shards read-only. Record payload checksums are checked by fl_dataset_get/verify.
+ * Reads and validates the manifest and every shard's header, footer and index (index CRC checked,
+ * every entry bounds-checked, labels < number of classes); maps the shards read-only. For LMDB,
+ * opens data.mdb read-only without a lock file and resolves every record once (see SPEC.md).
+ * Record payload checksums are checked by fl_dataset_get/check/verify.
  * On success *out owns the dataset; release with fl_dataset_close.
- * Errors: -ENOENT/-EACCES..., FL_E_FORMAT, FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB. */
+ * Errors: -ENOENT (no such directory, no manifest.json, missing shard), -EACCES..., FL_E_FORMAT,
+ * FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB, -ENOMEM; err->msg names the file. */
 int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err);
 
 /* Close and unmap. NULL is allowed. */
@@ -94,7 +100,8 @@ int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out
  * *len receives its length. Returns NULL on FL_E_RANGE. */
 const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len);
 
-/* Zero-copy access to record `i`'s stored bytes (points into the mapping; valid until close).
+/* Zero-copy access to record `i`'s stored bytes (points into the shard mapping or LMDB's map;
+ * valid until close).
  * When `check` is non-zero the CRC32C is verified first (FL_E_CHECKSUM names shard and record).
  * Errors: FL_E_RANGE, FL_E_CHECKSUM, FL_E_LMDB. */
 int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len, int check,
@@ -108,7 +115,8 @@ int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size
 /* Turn record `i`'s stored bytes into its payload: decompress into dst (capacity dst_cap, must be
  * >= info.raw_len) for compressed datasets; for uncompressed ones copies nothing and returns 0 with
  * *payload = src. On success *payload and *payload_len describe the payload (JPEG/PNG file bytes or raw
- * pixels). Thread-safe (per-thread zstd contexts are created on demand and cached).
+ * pixels). Thread-safe: zstd contexts come from a per-dataset pool of 64 that are created on
+ * first use and reused (no allocation once warm; a 65th concurrent caller gets a temporary one).
  * Errors: FL_E_DECODE (corrupt frame), FL_E_RANGE (dst too small). */
 int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, size_t src_len,
                        uint8_t *dst, size_t dst_cap, const uint8_t **payload, size_t *payload_len,
@@ -118,7 +126,8 @@ int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, siz
  * Return non-zero to stop early. */
 typedef int (*fl_verify_cb)(void *user, uint64_t index, const fl_error *err);
 
-/* Check every record's CRC32C (and that compressed payloads decompress to raw_len).
+/* Check every record's CRC32C (and that compressed payloads decompress to raw_len), in order,
+ * on the calling thread. The messages passed to `cb` name the file and the record.
  * Calls `cb` for each bad record. Returns 0 when all are good, FL_E_CHECKSUM when any is bad,
  * or another error when the walk itself failed. *n_bad receives the number of bad records. */
 int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_t *n_bad,

@@ -40,8 +40,12 @@ typedef struct fl_writer_options {
 
 typedef struct fl_writer fl_writer;
 
-/* Start writing the dataset that will appear at `dst`. Errors: -EEXIST (dst exists and
- * !overwrite), -errno from mkdir/open, FL_E_INVALID, FL_E_FORMAT (unreadable partial state). */
+/* Start writing the dataset that will appear at `dst`. Without `resume`, an existing
+ * "<dst>.partial/" is cleared. With `resume`, it is reused only if it was started with the same
+ * backend, schema and zstd level (else FL_E_INVALID); its saved dictionary replaces opt->zstd_dict.
+ * Errors: -EEXIST (dst exists and !overwrite), -errno from mkdir/open, FL_E_INVALID (bad schema,
+ * level, part, options_json not a JSON object, resume mismatch), FL_E_FORMAT (options_json is not
+ * JSON, unreadable partial state), FL_E_LMDB. */
 int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **out, fl_error *err);
 
 /* Records already durably written by an earlier run (0 unless resuming). */
@@ -52,8 +56,11 @@ const void *fl_writer_dictionary(const fl_writer *w, size_t *len);
 
 /* Append one record. `payload` is the uncompressed payload (JPEG/PNG bytes or raw HWC pixels);
  * the writer compresses it when the schema says so. `name` is the source name (NUL-terminated).
- * `height`/`width` are the image's decoded size. Errors: -ENOSPC/-EIO (nothing complete is lost),
- * FL_E_INVALID (raw payload size does not match a fixed schema), FL_E_LMDB. */
+ * `height`/`width` are the image's decoded size. Errors: -ENOSPC/-EIO/-EFBIG (nothing complete
+ * is lost; every later call fails the same way: abort, then resume), FL_E_INVALID (raw payload
+ * size != height*width*channels, size differs from a fixed schema, name over 4096 bytes, record
+ * over 1 GiB), FL_E_LABEL (negative label), FL_E_LMDB. Record-level refusals (INVALID, LABEL)
+ * leave the writer usable. */
 int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, const char *name,
                   uint32_t height, uint32_t width, fl_error *err);
 
@@ -64,20 +71,26 @@ int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, si
                          fl_error *err);
 
 /* Finish: close the last shard, write the manifest with the class names (label order), fsync,
- * rename into place. Frees `w` whatever the outcome. */
+ * rename into place. Frees `w` whatever the outcome. Errors: FL_E_LABEL (a label >= num_classes
+ * was added; num_classes 0 skips the check), -errno, FL_E_LMDB; on error <dst> is untouched. */
 int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_classes,
                      fl_error *err);
 
-/* Stop without finishing (error path): closes files, leaves complete shards for --resume,
- * frees `w`. */
+/* Stop without finishing (error path): closes files, deletes the open .tmp shard, leaves complete
+ * shards (LMDB: commits the queued batch) for --resume, frees `w`. */
 void fl_writer_abort(fl_writer *w);
 
 /* Train a zstd dictionary of at most dict_cap bytes from `n` samples laid end to end in
- * `samples` (sizes[i] bytes each). On success *dict_len is the dictionary size. */
+ * `samples` (sizes[i] bytes each). On success *dict_len is the dictionary size.
+ * Guidance: a few thousand samples and 16-64 KiB of dictionary; for Fashion-MNIST, 10,000 images
+ * and 64 KiB at level 19 store records in 55% of their raw bytes (SPEC.md).
+ * Errors: FL_E_INVALID (too few or too uniform samples: zstd's message is included). */
 int fl_zstd_train_dictionary(const void *samples, const size_t *sizes, unsigned n, void *dict,
                              size_t dict_cap, size_t *dict_len, fl_error *err);
 
-/* One thread's zstd compression context bound to a level and an optional dictionary. */
+/* One thread's zstd compression context bound to a level and an optional dictionary. Frames are
+ * written without content size, checksum or dictionary ID (the index has raw_len and a CRC32C),
+ * exactly as fl_writer_add writes them, so fl_writer_add_stored accepts its output. */
 typedef struct fl_compressor fl_compressor;
 int fl_compressor_create(int level, const void *dict, size_t dict_len, fl_compressor **out,
                          fl_error *err);
