@@ -53,6 +53,15 @@ for k in 1 4 7 11; do
 done
 pass "kill -9 at 4 points + --resume = uninterrupted pack"
 
+# the LMDB backend resumes too
+"$P" pack "$FX/cifar10" "$O/lref" --split train --backend lmdb --quiet 2>/dev/null || fail "lmdb reference"
+PACKDATA_TEST_KILL_AFTER=5 "$P" pack "$FX/cifar10" "$O/l5" --split train --backend lmdb --quiet 2>/dev/null
+[[ $? -eq 137 && ! -e $O/l5 ]] || fail "lmdb kill: want exit 137 and no DST"
+expect_status 0 "lmdb resume" -- "$P" pack "$FX/cifar10" "$O/l5" --split train --backend lmdb --resume --quiet
+"$FIX" check "$O/l5" cifar10 raw >/dev/null || fail "lmdb resume: content check"
+expect_status 0 "lmdb verify after resume" -- "$P" verify "$O/l5" --decode
+pass "LMDB kill -9 + --resume"
+
 # kill during a pack that replaces an existing dataset: the old one stays intact
 cp -r "$O/ref" "$O/old"
 PACKDATA_TEST_KILL_AFTER=5 "$P" pack "$FX/cifar10" "$O/old" --split test --shard-size 4K --force --quiet 2>/dev/null
