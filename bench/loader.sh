@@ -88,16 +88,22 @@ median() { # name -> median of its values ("nan" when it has none)
 rm -f "$out"/*.vals
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 aug=(--batch 256 --workers 2 --size 224 --augment rrc,flip --order random)
-raw_epochs=$((quick ? 2 : 40))
+raw_epochs=$((quick ? 2 : 100))
 if [[ -z "$decbench" ]]; then echo "loader.sh: fl_decode_bench not built: naive limit skipped" >&2; fi
 ((have_torch)) || echo "loader.sh: torch/torchvision not importable by $py: PyTorch peer skipped" >&2
 for ((i = 0; i < runs; i++)); do
     # (a) fastload, and the Python binding on the same data and options
     one fastload-jpeg images_per_sec "$i" "$fastload" bench "$jpeg" "${aug[@]}" --epochs "$epochs" --json
+    $py -c "import json,sys; print(json.load(open(sys.argv[1]))['images_per_cpu_sec'])" \
+        "$out/fastload-jpeg.$i.json" >>"$out/fastload-jpeg-cpu.vals"
     one python-jpeg images_per_sec "$i" $py "$root/bench/loader_python.py" "$jpeg" --batch 256 --workers 2 \
         --size 224 --augment rrc,flip --order random --epochs "$epochs"
     # (b) naive limit: 1-core full-size decode of the same files (x 2 cores below)
-    [[ -z "$decbench" ]] || one decode-1core full_decode_per_sec "$i" taskset -c 0 "$decbench" --json "${files[@]}"
+    if [[ -n "$decbench" ]]; then
+        one decode-1core full_decode_per_sec "$i" taskset -c 0 "$decbench" --json "${files[@]}"
+        $py -c "import json,sys; print(json.load(open(sys.argv[1]))['full_decode_per_cpu_sec'])" \
+            "$out/decode-1core.$i.json" >>"$out/decode-1core-cpu.vals"
+    fi
     # (c) PyTorch DataLoader
     ((have_torch == 0)) || one pytorch-dataloader images_per_sec "$i" $py "$root/bench/pytorch_dataloader.py" \
         "$photos" --workers 2 --batch 256 --size 224 --epochs "$epochs"
@@ -111,18 +117,20 @@ for ((i = 0; i < runs; i++)); do
         --workers 2 --order random --epochs $((quick ? 1 : 5)) --json
 done
 a=$(median fastload-jpeg) pya=$(median python-jpeg) c=$(median pytorch-dataloader)
-dec=$(median decode-1core)
+dec=$(median decode-1core) acpu=$(median fastload-jpeg-cpu) deccpu=$(median decode-1core-cpu)
 b=$($py -c "print(2 * float('$dec'))")
 memcpy=$(median memcpy) rawmb=$(median fastload-raw64) pyraw=$(median python-raw64) fm=$(median fastload-fmnist)
 echo "machine load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 ((quick)) && echo "(--quick: a smoke run; start-up dominates such short runs, the ratios below mean little)"
 
-$py - "$a" "$b" "$c" "$rawmb" "$memcpy" "$fm" "$pya" "$pyraw" "$out/summary.json" <<'PY'
+$py - "$a" "$b" "$c" "$rawmb" "$memcpy" "$fm" "$pya" "$pyraw" "$acpu" "$deccpu" "$out/summary.json" <<'PY'
 import json, math, sys
-a, b, c, raw, mem, fm, pya, pyraw = map(float, sys.argv[1:9])
+a, b, c, raw, mem, fm, pya, pyraw, acpu, deccpu = map(float, sys.argv[1:11])
 rows = [  # figure, value, unit, peer, peer value, target ratio (None: shown only), compare as
     ("fastload JPEG rrc224+flip, 2 workers", a, "img/s", "PyTorch DataLoader (2 workers)", c, 5.0),
     ("fastload JPEG rrc224+flip, 2 workers", a, "img/s", "2 x 1-core full decode", b, 1.2),
+    # the same comparison per CPU-second (both sides' CPU time): holds when the machine is busy
+    ("  same, per CPU-second", acpu, "img/s", "1-core full decode per CPU-s", deccpu, 1.2),
     ("fastload raw 64x64x3, 2 workers", raw, "MB/s", "1-thread memcpy", mem, 0.4),
     ("fastload Fashion-MNIST (as packed)", fm, "MB/s", "1-thread memcpy", mem, 0.4),
     ("python binding JPEG rrc224+flip", pya, "img/s", "fastload bench (same)", a, 0.9),
@@ -141,6 +149,6 @@ for name, v, unit, peer, pv, target in rows:
     print(f"{name:40} {v:10.0f} {unit:5}  {peer:32} {pv:10.0f} {r:6.2f}x {tgt:>7} {verdict}")
     summary.append(dict(figure=name, value=v, unit=unit, peer=peer, peer_value=pv, ratio=r, target=target,
                         verdict=verdict))
-json.dump(summary, open(sys.argv[9], "w"), indent=1)
+json.dump(summary, open(sys.argv[11], "w"), indent=1)
 print("(medians of the tools' own rates; data in the page cache; per-run JSON under bench/out/loader/)")
 PY
