@@ -1,0 +1,101 @@
+# lib.sh — shared setup for the reliability shell tests: tool paths, a temp work dir, the
+# fault-injection shim, assertions, and dataset comparison. Sourced by test_*.sh.
+# Exit codes: 0 pass, 1 fail, 77 skip (the tools or the shim are not built, or the build is
+# sanitized where the test needs LD_PRELOAD).
+set -u
+B="${FL_BINARY_DIR:?FL_BINARY_DIR not set (run through ctest)}"
+P="$B/tools/packdata/packdata"
+FLT="$B/tools/fastload/fastload"
+TF="$B/trainer/trainfast"
+MKIDX="$B/tests/reliability/rel_make_idx"
+SHIM="$B/tests/reliability/fault_inject.so"
+LONG="${FL_LONG_TESTS:-0}"
+[[ $LONG == 1 || $LONG == ON || $LONG == on ]] && LONG=1 || LONG=0
+T="$(mktemp -d "${TMPDIR:-/tmp}/fl-rel.XXXXXX")"
+cleanup_hooks=()
+on_exit() {
+    local h
+    for h in "${cleanup_hooks[@]+"${cleanup_hooks[@]}"}"; do eval "$h"; done
+    rm -rf "$T"
+}
+trap on_exit EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+skip() { echo "SKIP: $*"; exit 77; }
+die() { echo "FAIL: $*"; exit 1; }
+
+# need TOOL...: skip unless each path is an executable
+need() {
+    local t
+    for t in "$@"; do [[ -x $t ]] || skip "$t not built"; done
+}
+
+# need_preload: LD_PRELOAD of the shim does not mix with ASan/TSan runtimes
+need_preload() {
+    [[ -f $SHIM ]] || skip "$SHIM not built"
+    case "${FL_SANITIZE:-}" in ON|on|1|TRUE|true|YES|yes) skip "sanitized build: LD_PRELOAD fault injection runs in the plain build only" ;; esac
+    case "${FL_TSAN:-}" in ON|on|1|TRUE|true|YES|yes) skip "TSan build: LD_PRELOAD fault injection runs in the plain build only" ;; esac
+}
+
+# sanitized: true in ASan/TSan builds (slow: tests shrink their loops)
+sanitized() {
+    case "${FL_SANITIZE:-}${FL_TSAN:-}" in *ON*|*on*|*1*|*TRUE*|*true*|*YES*|*yes*) return 0 ;; esac
+    return 1
+}
+
+# expect_status WANT DESCRIPTION -- command...   (stdout in $T/out, stderr in $T/err)
+expect_status() {
+    local want=$1 what=$2
+    shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    local got=$?
+    if [[ $got -ne $want ]]; then
+        fail "$what: exit $got, want $want"
+        sed 's/^/    /' "$T/err" | head -5
+        return 1
+    fi
+    return 0
+}
+
+# expect_err SUBSTRING DESCRIPTION: the last command's stderr contains SUBSTRING
+expect_err() {
+    grep -qF -- "$1" "$T/err" && return 0
+    fail "$2: stderr lacks '$1'"
+    sed 's/^/    /' "$T/err" | head -5
+    return 1
+}
+
+# with_faults VAR=VALUE... -- command...: run command with the shim preloaded
+with_faults() {
+    local envs=()
+    while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" LD_PRELOAD="$SHIM" "$@"
+}
+
+# same_dataset A B: shards (and LMDB files) byte-identical, manifests identical but for "created"
+same_dataset() {
+    local a=$1 b=$2 f
+    [[ -d $a && -d $b ]] || { echo "not both directories: $a $b"; return 1; }
+    [[ "$(cd "$a" && ls)" == "$(cd "$b" && ls)" ]] || { echo "file lists differ: $(cd "$a" && ls | tr '\n' ' ') / $(cd "$b" && ls | tr '\n' ' ')"; return 1; }
+    for f in "$a"/*; do
+        f=$(basename "$f")
+        if [[ $f == manifest.json ]]; then
+            cmp -s <(grep -v '"created"' "$a/$f") <(grep -v '"created"' "$b/$f") || { echo "$f differs (beyond created)"; return 1; }
+        else
+            cmp -s "$a/$f" "$b/$f" || { echo "$f differs"; return 1; }
+        fi
+    done
+    return 0
+}
+
+finish() {
+    if [[ $failures -ne 0 ]]; then
+        echo "$failures failure(s)"
+        exit 1
+    fi
+    echo "all passed"
+    exit 0
+}
