@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "pinned.h"
 
 static void check_stream(const char *path, const fx_spec *s, fl_io_mode io, int drop_last)
 {
@@ -112,11 +113,26 @@ static void pinned_default(const char *path, const fx_spec *s)
     o.device = 0;
     int rc = fl_loader_create(path, &o, &L, &err);
     if (rc == 0) {
-        printf("device mode available (GPU present)\n");
-        CHECK_OK(fl_loader_next(L, &b, &err), &err);
-        CHECK(b->device_images != NULL && b->event != NULL);
-        fl_loader_release(L, b);
+        /* the device copy holds the same bytes as the host batch */
+        fl_cuda cu;
+        CHECK(fl_cuda_load(&cu, NULL, 0) == 0);
+        for (int i = 0; i < 3; i++) {
+            CHECK_OK(fl_loader_next(L, &b, &err), &err);
+            CHECK(b->device_images != NULL && b->device_labels != NULL && b->event != NULL);
+            size_t bytes = (size_t)b->size * sb;
+            uint8_t *back = malloc(bytes);
+            int32_t labels[5];
+            CHECK(cu.EventSynchronize(b->event) == 0);
+            CHECK(cu.MemcpyAsync(back, b->device_images, bytes, 2, b->stream) == 0);
+            CHECK(cu.MemcpyAsync(labels, b->device_labels, sizeof labels, 2, b->stream) == 0);
+            CHECK(cu.StreamSynchronize(b->stream) == 0);
+            CHECK(memcmp(back, b->images, bytes) == 0);
+            CHECK(memcmp(labels, b->labels, sizeof labels) == 0);
+            free(back);
+            fl_loader_release(L, b);
+        }
         fl_loader_close(L);
+        printf("device mode: device copies equal the host batches\n");
     } else {
         printf("device mode refused as expected: %s\n", err.msg);
         CHECK(rc == FL_E_UNSUPPORTED && L == NULL);
