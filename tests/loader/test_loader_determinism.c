@@ -14,6 +14,7 @@ typedef struct variant {
     fl_io_mode io;
     int direct;
     int lmdb;
+    uint32_t prefetch, queue_depth; /* 0: defaults */
 } variant;
 
 static void matrix(const char *shards, const char *lmdb, const fl_loader_options *base,
@@ -29,6 +30,9 @@ static void matrix(const char *shards, const char *lmdb, const fl_loader_options
         {"io_uring", 2, FL_IO_URING, 0, 0},   {"io_uring O_DIRECT", 3, FL_IO_URING, 1, 0},
         {"pread O_DIRECT", 2, FL_IO_PREAD, 1, 0}, {"mmap", 2, FL_IO_MMAP, 0, 0},
         {"auto", 2, FL_IO_AUTO, 0, 0},        {"LMDB", 2, FL_IO_AUTO, 0, 1},
+        /* a one-slot ring and one-sample chunks: maximal hand-offs between threads */
+        {"8 workers, prefetch 1, chunks of 1", 8, FL_IO_URING, 0, 0, 1, 1},
+        {"3 workers, prefetch 2, chunks of 3", 3, FL_IO_PREAD, 0, 0, 2, 3},
     };
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
         if (vs[i].lmdb && !lmdb)
@@ -37,6 +41,9 @@ static void matrix(const char *shards, const char *lmdb, const fl_loader_options
         o.workers = vs[i].workers;
         o.io = vs[i].io;
         o.direct = vs[i].direct;
+        o.prefetch = vs[i].prefetch;
+        if (vs[i].queue_depth)
+            o.queue_depth = vs[i].queue_depth;
         uint64_t h = fx_stream_hash(vs[i].lmdb ? lmdb : shards, &o, NB, NULL);
         if (h == 0)
             continue; /* io_uring not allowed here */
