@@ -30,6 +30,8 @@ int main(int argc, char **argv) {
     if (fl_decoder_create(0, &d, &err)) return 1;
     if (fl_decode(d, data, (size_t)n, (uint32_t)atoi(argv[2]), 0, 0, &img, &err)) {
         fprintf(stderr, "decode_raw: %s: %s\n", argv[1], err.msg);
+        fl_decoder_free(d);
+        free(data);
         return 2;
     }
     f = fopen(argv[3], "wb");
