@@ -47,10 +47,14 @@ static int read_into(const char *path, uint8_t **buf, size_t *cap, size_t *len) 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -errno;
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        int e = S_ISREG(st.st_mode) ? errno : EISDIR;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
         close(fd);
         return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EISDIR;
     }
     size_t n = (size_t)st.st_size, got = 0;
     if (grow(buf, cap, n + 1)) {
