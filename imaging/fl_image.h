@@ -73,8 +73,11 @@ void fl_decoder_set_flags(fl_decoder *d, unsigned flags);
  * own for JPEG, the same weights in fixed point for PNG); CMYK/YCCK JPEG → RGB by hand, R = C·K/255
  * for Adobe (inverted, Photoshop) files, R = (255−C)(255−K)/255 otherwise; PNG alpha is dropped,
  * not composited (as PIL's convert("RGB")); 16-bit PNG keeps the high byte; palettes expand.
+ * EXIF orientation and ICC profiles are not applied (as PIL's Image.open + convert). RGB output
+ * equals PIL's convert("RGB") byte for byte on JPEG and PNG (same libjpeg-turbo/libpng defaults).
  * Corrupt-data warnings that mean missing pixels (premature end of data, bad Huffman code,
- * lost sync) are errors. The result points into the decoder's scratch and is valid until the
+ * lost sync) are errors; a single-scan JPEG that lacks only its EOI marker decodes (all pixels
+ * are there), a progressive one that ends early does not (scans could be missing). The result points into the decoder's scratch and is valid until the
  * next call on `d`; scratch only grows, so same-size images do not allocate.
  * Errors: FL_E_DECODE (not an image, corrupt, truncated), FL_E_TOO_LARGE, FL_E_UNSUPPORTED,
  * FL_E_INVALID (channels not 1 or 3), -ENOMEM. */
