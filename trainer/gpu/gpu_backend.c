@@ -199,8 +199,10 @@ static int create_inner(tf_backend *b, fl_error *err) {
         GPU_TRY(dalloc((void **)&b->ema_p, P * 4, "EMA weights", err));
         GPU_TRY(dalloc((void **)&b->ema_s, S * 4 + 4, "EMA statistics", err));
     }
+    /* everything runs on b->stream, a non-blocking stream that does not order with the legacy
+     * default stream: so no plain cudaMemset/cudaMemcpy here or in set_state */
     void *zero_these[] = {b->params, b->mom, b->gacc, b->gmicro};
-    for (int i = 0; i < 4; i++) GPU_CUDA(cudaMemset(zero_these[i], 0, P * 4));
+    for (int i = 0; i < 4; i++) GPU_CUDA(cudaMemsetAsync(zero_these[i], 0, P * 4, b->stream));
 
     b->L = calloc((size_t)s->n_layers, sizeof *b->L);
     b->act = calloc((size_t)s->n_tensors, sizeof *b->act);
@@ -279,7 +281,7 @@ static int create_inner(tf_backend *b, fl_error *err) {
     GPU_TRY(dalloc((void **)&b->loss, (size_t)nb * 4, "per-sample loss", err));
     GPU_TRY(dalloc((void **)&b->drb, sizeof(gpu_readback), "step results", err));
     GPU_CUDA(cudaMallocHost((void **)&b->hrb, sizeof(gpu_readback)));
-    GPU_CUDA(cudaDeviceSynchronize());
+    GPU_CUDA(cudaStreamSynchronize(b->stream));
     return 0;
 }
 
@@ -654,17 +656,30 @@ static int gpu_eval_batch(tf_backend *b, const tf_batch *bt, int flip_tta, int u
 
 /* ---- state ---------------------------------------------------------------------------------------- */
 
+/* Host <-> device copies of the state, ordered on b->stream and waited for. */
+static int copy_in(tf_backend *b, void *dst, const void *src, size_t bytes, fl_error *err) {
+    if (bytes == 0) return 0;
+    if (src) GPU_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->stream));
+    else GPU_CUDA(cudaMemsetAsync(dst, 0, bytes, b->stream));
+    return 0;
+}
+
+static int copy_out(tf_backend *b, void *dst, const void *src, size_t bytes, fl_error *err) {
+    if (bytes && dst && src)
+        GPU_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, b->stream));
+    return 0;
+}
+
 static int gpu_get_state(tf_backend *b, tf_state *st, fl_error *err) {
     size_t P = (size_t)b->spec->param_count * 4, S = (size_t)b->spec->stat_count * 4;
     GPU_CUDA(cudaSetDevice(b->cfg.device));
+    GPU_TRY(copy_out(b, st->params, b->params, P, err));
+    GPU_TRY(copy_out(b, st->momentum, b->mom, P, err));
+    GPU_TRY(copy_out(b, st->grad_accum, b->gacc, P, err));
+    GPU_TRY(copy_out(b, st->stats, b->stats, S, err));
+    GPU_TRY(copy_out(b, st->ema_params, b->ema_p, P, err));
+    GPU_TRY(copy_out(b, st->ema_stats, b->ema_s, S, err));
     GPU_CUDA(cudaStreamSynchronize(b->stream));
-    if (st->params) GPU_CUDA(cudaMemcpy(st->params, b->params, P, cudaMemcpyDeviceToHost));
-    if (st->momentum) GPU_CUDA(cudaMemcpy(st->momentum, b->mom, P, cudaMemcpyDeviceToHost));
-    if (st->grad_accum) GPU_CUDA(cudaMemcpy(st->grad_accum, b->gacc, P, cudaMemcpyDeviceToHost));
-    if (st->stats && S) GPU_CUDA(cudaMemcpy(st->stats, b->stats, S, cudaMemcpyDeviceToHost));
-    if (b->ema_p && st->ema_params) GPU_CUDA(cudaMemcpy(st->ema_params, b->ema_p, P, cudaMemcpyDeviceToHost));
-    if (b->ema_s && st->ema_stats && S)
-        GPU_CUDA(cudaMemcpy(st->ema_stats, b->ema_s, S, cudaMemcpyDeviceToHost));
     st->step = b->step;
     st->micro_step = b->micro_step;
     st->accum_count = b->accum_count;
@@ -677,23 +692,16 @@ static int gpu_get_state(tf_backend *b, tf_state *st, fl_error *err) {
 static int gpu_set_state(tf_backend *b, const tf_state *st, fl_error *err) {
     size_t P = (size_t)b->spec->param_count * 4, S = (size_t)b->spec->stat_count * 4;
     if (!st->params) return fl_error_set(err, FL_E_INVALID, "cuda backend: set_state without params");
+    if (S && !st->stats)
+        return fl_error_set(err, FL_E_INVALID, "cuda backend: set_state without BN statistics");
     GPU_CUDA(cudaSetDevice(b->cfg.device));
-    GPU_CUDA(cudaStreamSynchronize(b->stream));
-    GPU_CUDA(cudaMemcpy(b->params, st->params, P, cudaMemcpyHostToDevice));
-    if (st->momentum) GPU_CUDA(cudaMemcpy(b->mom, st->momentum, P, cudaMemcpyHostToDevice));
-    else GPU_CUDA(cudaMemset(b->mom, 0, P));
-    if (st->grad_accum) GPU_CUDA(cudaMemcpy(b->gacc, st->grad_accum, P, cudaMemcpyHostToDevice));
-    else GPU_CUDA(cudaMemset(b->gacc, 0, P));
-    if (S) {
-        if (st->stats) GPU_CUDA(cudaMemcpy(b->stats, st->stats, S, cudaMemcpyHostToDevice));
-        else return fl_error_set(err, FL_E_INVALID, "cuda backend: set_state without BN statistics");
-    }
+    GPU_TRY(copy_in(b, b->params, st->params, P, err));
+    GPU_TRY(copy_in(b, b->mom, st->momentum, P, err));     /* NULL: zeros */
+    GPU_TRY(copy_in(b, b->gacc, st->grad_accum, P, err));  /* NULL: zeros */
+    GPU_TRY(copy_in(b, b->stats, st->stats, S, err));
     if (b->ema_p) { /* EMA starts from the weights when the state has none */
-        GPU_CUDA(cudaMemcpy(b->ema_p, st->ema_params ? st->ema_params : st->params, P,
-                            cudaMemcpyHostToDevice));
-        if (S)
-            GPU_CUDA(cudaMemcpy(b->ema_s, st->ema_stats ? st->ema_stats : st->stats, S,
-                                cudaMemcpyHostToDevice));
+        GPU_TRY(copy_in(b, b->ema_p, st->ema_params ? st->ema_params : st->params, P, err));
+        GPU_TRY(copy_in(b, b->ema_s, st->ema_stats ? st->ema_stats : st->stats, S, err));
     }
     b->step = st->step;
     b->micro_step = st->micro_step;
@@ -702,6 +710,7 @@ static int gpu_set_state(tf_backend *b, const tf_state *st, fl_error *err) {
     b->skipped_steps = st->skipped_steps;
     if (b->dt == FLK_F16) b->loss_scale = st->loss_scale > 0 ? st->loss_scale : b->loss_scale;
     GPU_TRY(refresh_weights(b, b->params, err));
+    /* the host arrays may be freed as soon as we return */
     GPU_CUDA(cudaStreamSynchronize(b->stream));
     return 0;
 }
