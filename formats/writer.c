@@ -493,6 +493,10 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
     w->max_label = -1;
     if (!w->opt.shard_bytes) w->opt.shard_bytes = DEFAULT_SHARD_BYTES;
     w->dst = strdup(dst);
+    if (w->dst) { /* "out/" names the same dataset as "out"; the partial dir must be "out.partial" */
+        size_t l = strlen(w->dst);
+        while (l > 1 && w->dst[l - 1] == '/') w->dst[--l] = '\0';
+    }
     w->partial = malloc(strlen(dst) + 16);
     w->options_json = strdup(opt->options_json ? opt->options_json : "");
     w->tool_version = strdup(opt->tool_version ? opt->tool_version : "");
@@ -504,7 +508,7 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
     w->opt.options_json = w->options_json;
     w->opt.tool_version = w->tool_version;
     w->opt.zstd_dict = NULL;
-    sprintf(w->partial, "%s.partial", dst);
+    sprintf(w->partial, "%s.partial", w->dst);
 
     int rc = 0;
     fl_tbuf state = {0};

@@ -85,6 +85,16 @@ int main(void) {
     tt_check_all(ds, 12);
     fl_dataset_close(ds);
 
+    /* a trailing slash names the same dataset */
+    char slash[PATH_MAX + 300];
+    snprintf(slash, sizeof slash, "%s/", tt_path("slash"));
+    fl_writer_options os = tt_options(FL_BACKEND_SHARDS, FL_ENC_PNG, 0);
+    tt_write(slash, &os, 5);
+    CHECK_OK(fl_dataset_open(tt_path("slash"), &ds, &err), &err);
+    tt_check_all(ds, 5);
+    fl_dataset_close(ds);
+    CHECK(!exists(tt_path("slash/.partial")) && !exists(tt_path("slash.partial")));
+
     /* record-level refusals leave the writer usable */
     fl_writer_options orw = tt_options(FL_BACKEND_SHARDS, FL_ENC_RAW, 0);
     const char *d2 = tt_path("refuse");
