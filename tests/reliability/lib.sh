@@ -99,3 +99,25 @@ finish() {
     echo "all passed"
     exit 0
 }
+
+# make_train_data DIR NTRAIN NVAL: DIR/train and DIR/val, packed raw 28x28 gray, 10 classes
+make_train_data() {
+    mkdir -p "$1" || return 1
+    "$MKIDX" "$1/train-idx" "$2" 28 28 1 >/dev/null || return 1
+    "$MKIDX" "$1/val-idx" "$3" 28 28 2 >/dev/null || return 1
+    "$P" pack "$1/train-idx" "$1/train" --compress none --quiet 2>/dev/null || return 1
+    "$P" pack "$1/val-idx" "$1/val" --compress none --quiet 2>/dev/null || return 1
+}
+
+# newest_ckpt DIR: path of the newest ckpt-*.tfc (empty when none)
+newest_ckpt() { ls "$1"/ckpt-*.tfc 2>/dev/null | sort | tail -n 1; }
+
+# same_weights A B: the trainer's checkpoint comparator when built, else eval figures
+same_weights() {
+    local cmpt="$B/tests/trainer/tf_ckpt_compare"
+    if [[ -x $cmpt ]]; then
+        "$cmpt" "$1" "$2" >/dev/null
+    else
+        [[ "$("$TF" eval "$1" "$T/data/val" --json 2>/dev/null)" == "$("$TF" eval "$2" "$T/data/val" --json 2>/dev/null)" ]]
+    fi
+}
