@@ -24,8 +24,10 @@ static void make_batch(fixture *f, uint64_t seed, tf_batch *bt) {
         f->labels[i] = (int32_t)(gt_uniform() * CLASSES);
         f->indices[i] = 1000 + (uint64_t)i * 7;
         for (int p = 0; p < HW * HW; p++) {
-            /* class-dependent stripes plus noise: learnable, not trivial */
-            int stripe = ((p % HW) + f->labels[i]) % 5 == 0;
+            /* stripes plus noise; the class sets orientation (label < 5: vertical) and period
+             * (2..6 pixels), which survive the random crop shift and the flip */
+            int y = f->labels[i], coord = y < 5 ? p % HW : p / HW;
+            int stripe = coord % (2 + y % 5) == 0;
             f->img[i * HW * HW + p] = (uint8_t)(stripe * 150 + gt_uniform() * 100);
         }
     }
@@ -225,7 +227,8 @@ static void test_model(const char *name, const tf_model_options *mo) {
     tf_model_free(&spec);
 }
 
-/* bf16 training makes progress on the striped task (loss falls by half within 60 steps). */
+/* bf16 training makes progress on the striped task: the mean loss of the last 10 of 80 steps is
+ * below half the first step's. */
 static void test_learns(void) {
     tf_model_spec spec;
     fl_error err;
@@ -236,15 +239,17 @@ static void test_learns(void) {
     const tf_backend_ops *gpu = tf_backend_cuda();
     tf_backend *b = make(gpu, &spec, TF_BF16, p0, s0);
     double first = 0, last = 0;
-    for (int t = 0; t < 60; t++) {
+    for (int t = 0; t < 80; t++) {
         fixture f;
         tf_batch bt;
         make_batch(&f, 7000 + (uint64_t)t, &bt);
-        last = step(gpu, b, &bt, 0.05f);
-        if (t == 0) first = last;
+        double l = step(gpu, b, &bt, 0.2f);
+        if (t == 0) first = l;
+        if (t >= 70) last += l / 10;
     }
     GT_ASSERT(last < 0.5 * first, "bf16 fastcnn did not learn: loss %.4f -> %.4f", first, last);
-    printf("test_gpu_backend: bf16 learns: loss %.4f -> %.4f in 60 steps\n", first, last);
+    printf("test_gpu_backend: bf16 learns: loss %.4f -> %.4f (mean of the last 10 of 80 steps)\n",
+           first, last);
     gpu->destroy(b);
     free(p0);
     free(s0);
