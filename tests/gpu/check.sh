@@ -154,6 +154,7 @@ if ((rc != 0)) || ((nskip > 0)) || [[ -z "$total" ]]; then
 else
     RES[gpu_tests_ok]=yes
 fi
+run_step kernel_bench 30 "$build/tests/gpu/test_kernels" --bench && sed 's/^/    /' "$OUT/kernel_bench.log"
 if ((!quick)) && [[ "${CHECK_SUITE:-1}" != 0 ]]; then
     run_step ctest_all 150 ctest --test-dir "$build" -LE gpu -j "$jobs" --timeout 120
     RES[all_tests]="$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$OUT/ctest_all.log" | tail -1)"

@@ -423,13 +423,82 @@ static void test_optim(flk_dtype dt) {
     cudaFree(dema);
 }
 
-int main(void) {
+/* ---- --bench: time the per-step kernels at the Fashion-MNIST fastcnn sizes ------------------------ */
+
+typedef struct bench_t {
+    cudaEvent_t a, b;
+} bench_t;
+
+static void bench_report(const char *what, bench_t *t, int reps, double bytes) {
+    float ms = 0;
+    GT_CUDA(cudaEventSynchronize(t->b));
+    GT_CUDA(cudaEventElapsedTime(&ms, t->a, t->b));
+    double us = 1000.0 * ms / reps;
+    printf("  %-44s %9.1f us  %8.1f GB/s\n", what, us, bytes / (us * 1e-6) / 1e9);
+}
+
+#define BENCH(what, bytes, call)                                                                   \
+    do {                                                                                           \
+        GT_CUDA(call); /* warm-up */                                                               \
+        GT_CUDA(cudaEventRecord(t.a, 0));                                                          \
+        for (int r_ = 0; r_ < reps; r_++) GT_CUDA(call);                                           \
+        GT_CUDA(cudaEventRecord(t.b, 0));                                                          \
+        bench_report(what, &t, reps, (double)(bytes));                                             \
+    } while (0)
+
+static void bench(void) {
+    const int reps = 50, n = 512, c = 64, hw = 28, ph = 14;
+    const flk_dtype dt = FLK_BF16;
+    bench_t t;
+    GT_CUDA(cudaEventCreate(&t.a));
+    GT_CUDA(cudaEventCreate(&t.b));
+    printf("test_kernels --bench (bf16, batch %d, fastcnn block 1: %dx%d input, %d channels)\n", n, hw, hw, c);
+    size_t in_elems = (size_t)n * hw * hw;
+    uint8_t *u8 = gt_alloc(in_elems);
+    void *x8 = gt_alloc(in_elems * 8 * 2);
+    flk_input_params ip = {n, hw, hw, 1, {127.5f}, {63.75f}, 0, 2, FLK_PAD_ZERO, 1, 1, 2, 8};
+    BENCH("input u8 -> bf16 NHWC (crop+flip, 1->8 ch)", in_elems + in_elems * 8 * 2,
+          flk_input_u8(u8, x8, dt, &ip, NULL, 0));
+    size_t big = (size_t)n * hw * hw * c, small = (size_t)n * ph * ph * c;
+    void *a = gt_alloc(big * 2), *p = gt_alloc(small * 2), *q = gt_alloc(small * 2), *g = gt_alloc(big * 2);
+    flk_pool_params pp = {n, hw, hw, c, 2, 2, 0, FLK_POOL_MAX};
+    BENCH("maxpool 2x2 forward", (big + small) * 2, flk_pool_forward(&pp, a, p, dt, 0));
+    BENCH("maxpool 2x2 backward (gather)", (2 * big + small) * 2, flk_pool_backward(&pp, a, p, g, dt, 0));
+    int rows = n * ph * ph;
+    float *gam = gt_alloc(c * 4), *bet = gt_alloc(c * 4), *rm = gt_alloc(c * 4), *rv = gt_alloc(c * 4);
+    float *sm = gt_alloc(c * 4), *si = gt_alloc(c * 4), *dg = gt_alloc(c * 4), *db = gt_alloc(c * 4);
+    void *ws = gt_alloc(flk_bn_ws_bytes(rows, c));
+    BENCH("BN+ReLU forward (train)", 3 * small * 2,
+          flk_bn_forward_train(p, q, dt, rows, c, gam, bet, rm, rv, 0.1f, 1e-5f, sm, si, FLK_ACT_RELU, ws, 0));
+    BENCH("BN+ReLU backward", 6 * small * 2,
+          flk_bn_backward(p, q, q, p, dt, rows, c, gam, sm, si, dg, db, 0.0f, FLK_ACT_RELU, ws, 0));
+    BENCH("GAP forward (7x7x256)", (size_t)n * 49 * 256 * 2, flk_gap_forward(a, p, dt, n, 49, 256, 0));
+    float *loss = gt_alloc(n * 4);
+    int32_t *lab = gt_alloc(n * 4);
+    long long *cnt = gt_alloc(16);
+    BENCH("softmax CE fwd+bwd (10 classes)", (size_t)n * 10 * 4,
+          flk_xent_forward_backward(a, dt, lab, n, 10, 0.1f, 1.0f / n, loss, g, cnt, 0));
+    size_t P = 1200000;
+    float *w = gt_alloc(P * 4), *gr = gt_alloc(P * 4), *v = gt_alloc(P * 4);
+    BENCH("SGD Nesterov step (1.2 M params)", P * 4 * 5, flk_sgd_step(w, gr, v, P, 0.1f, 0.9f, 5e-4f, 1, NULL, FLK_F32, NULL, 0));
+    BENCH("filter pack OIHW->OHWI bf16 (256x128x3x3)", (size_t)256 * 128 * 9 * 6,
+          flk_filter_to_ohwi(w, g, dt, 256, 128, 3, 3, 128, 0));
+    void *frees[] = {u8, x8, a, p, q, g, gam, bet, rm, rv, sm, si, dg, db, ws, loss, lab, cnt, w, gr, v};
+    for (size_t i = 0; i < sizeof frees / sizeof frees[0]; i++) cudaFree(frees[i]);
+}
+
+int main(int argc, char **argv) {
+    int do_bench = argc > 1 && !strcmp(argv[1], "--bench");
     check_host();
     if (gt_failures) {
         fprintf(stderr, "test_kernels: %d host-side failures\n", gt_failures);
         return 1;
     }
     gt_require_gpu("test_kernels");
+    if (do_bench) {
+        bench();
+        return 0;
+    }
     for (int d = 0; d < 3; d++) {
         flk_dtype dt = DTS[d];
         test_input(dt);
