@@ -79,6 +79,7 @@ for i in 0 1 2; do
     r=$("$P" info "$O/part$i" --json | grep -o '"records":[0-9]*' | cut -d: -f2)
     total=$((total + r))
     grep -q '"part":"'$i'/3"' "$O/part$i/manifest.json" || fail "--part $i/3 not in the manifest options"
+    "$P" info "$O/part$i" | grep -q "^part: *$i/3" || fail "info does not show part $i/3"
 done
 [[ $total -eq 40 ]] || fail "--part 0..2/3 hold $total records, want 40"
 pass "--part"

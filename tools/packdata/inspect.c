@@ -57,6 +57,23 @@ static int json_lookup(const char *json, const char *key, char *out, size_t cap)
     return 0;
 }
 
+/* The manifest's "part": {"index": I, "count": N} object (wherever the key first holds an
+ * object). Returns 0 and fills index/count when found. */
+static int manifest_part(const char *json, unsigned *index, unsigned *count) {
+    for (const char *p = json; p && (p = strstr(p, "\"part\"")); p += 6) {
+        const char *q = p + 6;
+        while (*q == ' ' || *q == ':' || *q == '\n' || *q == '\t') q++;
+        if (*q != '{') continue;
+        const char *e = strchr(q, '}');
+        const char *i = strstr(q, "\"index\""), *c = strstr(q, "\"count\"");
+        if (!e || !i || !c || i > e || c > e) return -1;
+        *index = (unsigned)strtoul(i + 7 + strspn(i + 7, " :"), NULL, 10);
+        *count = (unsigned)strtoul(c + 7 + strspn(c + 7, " :"), NULL, 10);
+        return 0;
+    }
+    return -1;
+}
+
 static int open_ds(const char *path, fl_dataset **ds) {
     fl_error err;
     fl_error_clear(&err);
@@ -109,7 +126,8 @@ int pd_cmd_info(int argc, char **argv) {
     uint32_t nc = fl_dataset_num_classes(ds);
     char version[64] = "?", part[64] = "", created[64] = "";
     json_lookup(manifest, "packdata_version", version, sizeof version);
-    json_lookup(manifest, "part", part, sizeof part);
+    unsigned part_i = 0, part_n = 0;
+    if (!manifest_part(manifest, &part_i, &part_n) && part_n) snprintf(part, sizeof part, "%u/%u", part_i, part_n);
     json_lookup(manifest, "created", created, sizeof created);
     if (json) {
         fl_json j;
@@ -143,6 +161,9 @@ int pd_cmd_info(int argc, char **argv) {
         fl_json_string(&j, fl_dataset_backend(ds) == FL_BACKEND_LMDB ? "lmdb" : "shards");
         fl_json_key(&j, "version");
         fl_json_string(&j, version);
+        fl_json_key(&j, "part");
+        if (part[0]) fl_json_string(&j, part);
+        else fl_json_null(&j);
         fl_json_key(&j, "manifest");
         if (manifest && (manifest[0] == '{' || manifest[strspn(manifest, " \n\t")] == '{'))
             fl_json_raw(&j, manifest);
@@ -167,7 +188,7 @@ int pd_cmd_info(int argc, char **argv) {
         if (sc->width) printf("schema:      %ux%u, %u channel%s (fixed size)\n", sc->width, sc->height, sc->channels, sc->channels == 1 ? "" : "s");
         else printf("schema:      variable size, %u channel%s\n", sc->channels, sc->channels == 1 ? "" : "s");
         printf("compression: %s\n", sc->compression == FL_COMP_ZSTD ? "zstd" : "none");
-        if (part[0] && strcmp(part, "null")) printf("part:        %s\n", part);
+        if (part[0]) printf("part:        %s\n", part);
         printf("version:     packdata %s (format %u)\n", version, FL_FORMAT_VERSION);
         if (created[0]) printf("created:     %s\n", created);
         char opts[2048];
