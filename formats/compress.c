@@ -105,14 +105,18 @@ int fl_zstd_decompress(fl_dctx_pool *p, const struct ZSTD_DDict_s *ddict, const 
     /* Claim a free slot (acquire pairs with the release below, so the holder sees the slot's
      * context fully built by the previous holder). More than FL_DCTX_SLOTS concurrent callers
      * fall back to a temporary context. */
+    /* Each thread starts at the slot it used last, so steady-state claims do not contend. */
+    static __thread unsigned last_slot = ~0u;
     int slot = -1;
-    unsigned start = atomic_fetch_add_explicit(&p->hint, 1, memory_order_relaxed);
+    unsigned start = last_slot;
+    if (start == ~0u) start = atomic_fetch_add_explicit(&p->hint, 1, memory_order_relaxed);
     for (int k = 0; k < FL_DCTX_SLOTS; k++) {
         int i = (int)((start + (unsigned)k) % FL_DCTX_SLOTS);
         int expected = 0;
         if (atomic_compare_exchange_strong_explicit(&p->busy[i], &expected, 1,
                                                     memory_order_acquire, memory_order_relaxed)) {
             slot = i;
+            last_slot = (unsigned)i;
             break;
         }
     }

@@ -788,8 +788,12 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
             rc = fl_error_set(err, -EEXIST, "%s: already exists (overwrite not requested)", w->dst);
             goto out;
         }
-        snprintf(old, sizeof old, "%s.old", w->dst);
-        remove_flat_dir(old);
+        /* a name nobody uses: never delete what might be the user's "<dst>.old" */
+        struct stat ost;
+        for (unsigned k = 0;; k++) {
+            snprintf(old, sizeof old, "%s.old-%ld-%u", w->dst, (long)getpid(), k);
+            if (lstat(old, &ost) != 0) break;
+        }
         if (rename(w->dst, old)) {
             int e = errno;
             rc = fl_error_set(err, -e, "%s: cannot move the old dataset aside: %s", w->dst, strerror(e));

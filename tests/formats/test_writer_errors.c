@@ -73,9 +73,17 @@ int main(void) {
     CHECK_OK(fl_dataset_open(dst, &ds, &err), &err);
     tt_check_all(ds, 25);
     fl_dataset_close(ds);
+    /* nothing left beside it, and a user's own "<dst>.old" is not touched */
     char old[PATH_MAX + 300];
     snprintf(old, sizeof old, "%s.old", dst);
-    CHECK(!exists(old));
+    CHECK(mkdir(old, 0755) == 0);
+    tt_write(dst, &o, 25);
+    CHECK(exists(old));
+    CHECK(rmdir(old) == 0);
+    DIR *dir = opendir(tt_tmpdir());
+    CHECK(dir);
+    for (struct dirent *e; (e = readdir(dir));) CHECK(!strstr(e->d_name, "exists.old-"));
+    closedir(dir);
     /* overwrite with another backend */
     fl_writer_options ol = tt_options(FL_BACKEND_LMDB, FL_ENC_JPEG, 0);
     ol.overwrite = 1;
