@@ -47,12 +47,15 @@ int main(void) {
 
     char b[64];
     CHECK_STR(fl_cli_human_bytes(512, b, sizeof b), "512 B");
-    CHECK_STR(fl_cli_human_bytes(1536, b, sizeof b), "1.50 KiB");
-    CHECK_STR(fl_cli_human_bytes(3ull << 30, b, sizeof b), "3.00 GiB");
+    CHECK_STR(fl_cli_human_bytes(1536, b, sizeof b), "1.5 KiB");
+    CHECK_STR(fl_cli_human_bytes(3ull << 30, b, sizeof b), "3.0 GiB");
     CHECK_STR(fl_cli_human_bytes(50ull << 20, b, sizeof b), "50.0 MiB");
-    CHECK_STR(fl_cli_human_rate(2345, "img/s", b, sizeof b), "2.35 k img/s");
+    CHECK_STR(fl_cli_human_bytes(118ull << 20, b, sizeof b), "118 MiB");
+    CHECK_STR(fl_cli_human_count(1.2e6, b, sizeof b), "1.2 M");
+    CHECK_STR(fl_cli_human_count(118000, b, sizeof b), "118 k");
+    CHECK_STR(fl_cli_human_rate(2345, "img/s", b, sizeof b), "2.3 k img/s");
     CHECK_STR(fl_cli_human_rate(950, "img/s", b, sizeof b), "950 img/s");
-    CHECK_STR(fl_cli_human_rate(1.5 * 1048576, "B/s", b, sizeof b), "1.50 MiB/s");
+    CHECK_STR(fl_cli_human_rate(1.5 * 1048576, "B/s", b, sizeof b), "1.5 MiB/s");
     CHECK_STR(fl_cli_human_duration(0.42, b, sizeof b), "0.42 s");
     CHECK_STR(fl_cli_human_duration(245, b, sizeof b), "4m 05s");
     CHECK_STR(fl_cli_human_duration(7380, b, sizeof b), "2h 03m");
@@ -95,6 +98,24 @@ int main(void) {
     CHECK_STR(fl_json_text(&j), "{\"records\":70000,\"classes\":[\"a\\\"b\\\\c\\n\\u0001\",\"\xc3\xa9t\xc3\xa9\"],"
                                 "\"ratio\":0.5,\"nested\":{\"x\":true,\"y\":null},\"neg\":-3}");
     fl_json_free(&j);
+
+    fl_json_init(&j);
+    fl_json_begin_array(&j);
+    fl_json_double(&j, 0.0 / 0.0);
+    fl_json_string_n(&j, "a\0b", 3);
+    fl_json_raw(&j, "{\"k\":1}");
+    fl_json_begin_array(&j);
+    fl_json_end_array(&j);
+    fl_json_end_array(&j);
+    CHECK_STR(fl_json_text(&j), "[null,\"a\\u0000b\",{\"k\":1},[]]");
+    fl_json_free(&j);
+    FILE *tf = tmpfile();
+    fl_json_fputs(tf, "q\"\t", 3);
+    rewind(tf);
+    char line[64] = "";
+    CHECK(fgets(line, sizeof line, tf) != NULL);
+    CHECK_STR(line, "\"q\\\"\\t\"");
+    fclose(tf);
 
     fl_progress *p = fl_progress_start("test", 10, "img", 1);
     CHECK(p && !fl_progress_active(p));

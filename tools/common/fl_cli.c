@@ -128,8 +128,7 @@ char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap) {
         v /= 1024.0;
         u++;
     }
-    if (v < 10) snprintf(buf, cap, "%.2f %s", v, units[u]);
-    else if (v < 100) snprintf(buf, cap, "%.1f %s", v, units[u]);
+    if (v < 99.95) snprintf(buf, cap, "%.1f %s", v, units[u]);
     else snprintf(buf, cap, "%.0f %s", v, units[u]);
     return buf;
 }
@@ -149,9 +148,7 @@ char *fl_cli_human_count(double n, char *buf, size_t cap) {
     if (u == 0) {
         if (v == floor(v)) snprintf(buf, cap, "%.0f", v);
         else snprintf(buf, cap, "%.1f", v);
-    } else if (fabs(v) < 10) {
-        snprintf(buf, cap, "%.2f%s", v, pre[u]);
-    } else if (fabs(v) < 100) {
+    } else if (fabs(v) < 99.95) {
         snprintf(buf, cap, "%.1f%s", v, pre[u]);
     } else {
         snprintf(buf, cap, "%.0f%s", v, pre[u]);

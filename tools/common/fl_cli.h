@@ -53,10 +53,10 @@ int fl_cli_parse_int(const char *s, long min, long max, long *out);
  * "1.5G", "4096". Returns 0 on success, -1 on a malformed or overflowing string. */
 int fl_cli_parse_size(const char *s, uint64_t *out);
 
-/* Format a byte count: "512 B", "1.5 KiB", "23.4 MiB", "1.02 GiB". Writes at most `cap` bytes
+/* Format a byte count: "512 B", "1.5 KiB", "23.4 MiB", "118 MiB" (one decimal below 100). Writes at most `cap` bytes
  * (NUL-terminated) into buf and returns buf. */
 char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
-/* Format a count with an SI prefix: "950", "2.3 k", "1.20 M". Returns buf. */
+/* Format a count with an SI prefix: "950", "2.3 k", "1.2 M", "118 k". Returns buf. */
 char *fl_cli_human_count(double n, char *buf, size_t cap);
 /* Format a rate: fl_cli_human_rate(2345, "img/s") → "2.3 k img/s"; with unit "B/s" the binary
  * byte form is used ("12.3 MiB/s"). Returns buf. */
