@@ -95,4 +95,17 @@ for i in 0 5 11; do
     grep -q "12x8," "$T/err" || fail "max-side 12: record $i is not 12x8 ($(cat "$T/err"))"
 done
 pass "--max-side / --resize"
+
+# progress bar: drawn on a terminal (rate + ETA), absent when stderr is not one or with --quiet
+"$P" pack "$FX/png" "$O/np" --encode raw 2>"$T/err" >/dev/null || fail "pack without a tty"
+grep -q "ETA" "$T/err" && fail "progress bar drawn although stderr is not a terminal"
+grep -q "packed 12 records, 3 classes" "$T/err" || fail "summary missing: $(cat "$T/err")"
+grep -q "skipped 0" "$T/err" || fail "summary lacks the skip count"
+if command -v script >/dev/null; then
+    script -qec "$P pack $FX/png $O/tty --encode raw --workers 1" /dev/null >"$T/tty" 2>&1 || fail "pack on a pty"
+    grep -q "ETA" "$T/tty" || fail "no progress bar on a terminal: $(head -c 300 "$T/tty")"
+    script -qec "$P pack $FX/png $O/tty2 --encode raw --quiet" /dev/null >"$T/tty" 2>&1
+    grep -q "ETA" "$T/tty" && fail "--quiet still draws the progress bar"
+    pass "progress bar only on a terminal"
+fi
 finish
