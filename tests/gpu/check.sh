@@ -122,6 +122,15 @@ if [[ ! -f "$cuda_home/include/cudnn.h" && ! -f /usr/include/cudnn.h ]]; then
         log "cuDNN headers not found in $cuda_home/include, /usr/include or PyTorch's nvidia.cudnn"
     fi
 fi
+# NCCL (optional, for the data-parallel path): the toolkit's, else PyTorch's nvidia.nccl wheel
+if [[ ! -f "$cuda_home/include/nccl.h" && ! -f /usr/include/nccl.h ]]; then
+    nccl_dir="$("$PYTHON" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)"
+    if [[ -n "$nccl_dir" && -f "$nccl_dir/include/nccl.h" ]]; then
+        log "NCCL from PyTorch's wheel: $nccl_dir"
+        cmake_args+=(-DNCCL_ROOT="$nccl_dir")
+        export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+fi
 gen=()
 if ! command -v make >/dev/null && command -v ninja >/dev/null; then gen=(-G Ninja); fi
 jobs="$(nproc 2>/dev/null || echo 8)"
@@ -130,7 +139,7 @@ if ! run_step configure 90 cmake -S "$root" -B "$build" "${gen[@]}" "${cmake_arg
     log "configure failed"
     exit 1
 fi
-grep -E "fastload .* configuration|CUDA|cuDNN|OpenBLAS|zstd" "$OUT/configure.log" | sed 's/^/    /'
+grep -E "fastload .* configuration|CUDA|cuDNN|NCCL|OpenBLAS|zstd" "$OUT/configure.log" | sed 's/^/    /'
 if ! run_step build 240 cmake --build "$build" -j "$jobs"; then
     grep -E "error|Error" "$OUT/build.log" | head -30
     log "build failed"
@@ -147,7 +156,7 @@ total="$(grep -Eo 'tests failed out of [0-9]+' "$OUT/ctest_gpu.log" | grep -Eo '
 nfail="$(grep -Eo '[0-9]+ tests failed out of' "$OUT/ctest_gpu.log" | grep -Eo '^[0-9]+' | tail -1)"
 nskip="$(grep -c '\*\*\*Skipped' "$OUT/ctest_gpu.log")"
 RES[gpu_tests]="${total:-0} run: $(( ${total:-0} - ${nfail:-0} - nskip )) passed, ${nfail:-?} failed, $nskip skipped"
-grep -E "Test +#|SKIP|FAIL|: all |learns|done \(" "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //; s/^/    /' | head -30
+grep -E "Test +#|SKIP|FAIL|: all |learns|done \(|bit-identical" "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //; s/^/    /' | head -30
 if ((rc != 0)) || ((nskip > 0)) || [[ -z "$total" ]]; then
     STATUS=1
     RES[gpu_tests_ok]=no

@@ -1,11 +1,13 @@
 /* test_gpu_backend.c — the CUDA backend against the CPU fp32 reference backend on the same model,
  * weights and batches: per-parameter-tensor gradients (one SGD step with lr 1, no momentum/decay:
  * grad = p_before − p_after) in fp32 / bf16 / fp16 with precision-scaled tolerances, losses of a
- * few training steps, eval (loss, top-1, flip TTA), state get/set round trip, fp16 loss scaling,
- * and that a small model learns a separable task on the GPU. Exits 77 without a GPU. */
+ * few training steps, eval (loss, top-1, flip TTA), state get/set round trip, that a small model
+ * learns a toy task, bit-identical repeated runs, and the NCCL path with world size 1 equal to the
+ * plain run. Exits 77 without a GPU. */
 #include "gpu_test.h"
 
 #include "backend.h"
+#include "gpu_dist.h"
 #include "model.h"
 
 #define N 32
@@ -256,6 +258,56 @@ static void test_learns(void) {
     tf_model_free(&spec);
 }
 
+/* Same inputs, same bits: two runs agree exactly (deterministic cuDNN algorithms, no float
+ * atomics), and the NCCL path with world size 1 (gradients averaged over one rank) equals the
+ * plain run bit for bit. */
+static void test_determinism_and_nccl(tf_precision prec) {
+    tf_model_spec spec;
+    fl_error err;
+    tf_model_options mo = {8, 1, 0};
+    if (tf_model_build("fastcnn", 1, HW, HW, CLASSES, &mo, &spec, &err)) exit(1);
+    float *p0 = malloc((size_t)spec.param_count * 4), *s0 = malloc((size_t)spec.stat_count * 4 + 4);
+    tf_model_init(&spec, 3, p0, s0);
+    const tf_backend_ops *gpu = tf_backend_cuda();
+    void *comm = NULL;
+    int with_nccl = tf_gpu_nccl_available(NULL);
+    if (with_nccl && tf_gpu_comm_init_single(0, &comm, &err)) {
+        GT_ASSERT(0, "NCCL world size 1: %s", err.msg);
+        with_nccl = 0;
+    }
+    tf_backend *runs[3];
+    int nruns = with_nccl ? 3 : 2;
+    for (int r = 0; r < nruns; r++) {
+        runs[r] = make(gpu, &spec, prec, p0, s0);
+        if (r == 2 && tf_gpu_set_comm(runs[r], comm, &err)) GT_ASSERT(0, "tf_gpu_set_comm: %s", err.msg);
+        for (int t = 0; t < 3; t++) {
+            fixture f;
+            tf_batch bt;
+            make_batch(&f, 300 + (uint64_t)t, &bt);
+            step(gpu, runs[r], &bt, 0.1f);
+        }
+    }
+    tf_state st[3];
+    for (int r = 0; r < nruns; r++) state_params(gpu, runs[r], &spec, &st[r]);
+    const char *pn = prec == TF_FP32 ? "fp32" : prec == TF_BF16 ? "bf16" : "fp16";
+    GT_ASSERT(!memcmp(st[0].params, st[1].params, (size_t)spec.param_count * 4) &&
+              !memcmp(st[0].stats, st[1].stats, (size_t)spec.stat_count * 4),
+              "%s: two identical runs differ (non-deterministic kernels?)", pn);
+    if (with_nccl)
+        GT_ASSERT(!memcmp(st[0].params, st[2].params, (size_t)spec.param_count * 4),
+                  "%s: the NCCL world-size-1 run differs from the plain run", pn);
+    printf("test_gpu_backend: %s runs bit-identical%s\n", pn,
+           with_nccl ? "; NCCL world size 1 = plain run" : " (no NCCL in this build)");
+    for (int r = 0; r < nruns; r++) {
+        free_state(&st[r]);
+        gpu->destroy(runs[r]);
+    }
+    tf_gpu_comm_destroy(comm);
+    free(p0);
+    free(s0);
+    tf_model_free(&spec);
+}
+
 int main(void) {
     char why[256];
     const tf_backend_ops *gpu = tf_backend_cuda();
@@ -270,6 +322,8 @@ int main(void) {
     test_model("fastcnn", &res_gelu);
     printf("test_gpu_backend: fastcnn residual+gelu done (%d failures)\n", gt_failures);
     test_learns();
+    test_determinism_and_nccl(TF_FP32);
+    test_determinism_and_nccl(TF_BF16);
     if (gt_failures) {
         fprintf(stderr, "test_gpu_backend: %d failures\n", gt_failures);
         return 1;

@@ -576,6 +576,8 @@ static int gpu_train_step(tf_backend *b, const tf_batch *bt, float lr, tf_step_r
     b->micro_step++;
     int stepped = 0;
     if ((int)b->accum_count >= b->cfg.accum) {
+        /* data-parallel: average before the inf check, so every rank skips or steps together */
+        GPU_TRY(gpu_allreduce_grads(b, err));
         if (b->dt == FLK_F16)
             GPU_K(flk_unscale_check(b->gacc, (size_t)s->param_count, 1.0f, &b->drb->found_inf,
                                     b->stream));

@@ -38,7 +38,9 @@ static int set_io_desc(tf_backend *b, int li, int n, fl_error *err) {
     return 0;
 }
 
-/* The first heuristic choice that succeeds and fits in ws_limit bytes. */
+/* The first heuristic choice that succeeds, fits in ws_limit bytes and is deterministic (same
+ * inputs, same bits: exact resume and reproducible runs); a non-deterministic one only when no
+ * deterministic algorithm qualifies. */
 int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_need,
                       gpu_conv_plan **out, fl_error *err) {
     gpu_layer *G = &b->L[li];
@@ -57,12 +59,14 @@ int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_
     GPU_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(b->cudnn, b->xdesc, G->wdesc, G->cdesc, b->ydesc,
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp));
     found = 0;
-    for (int i = 0; i < got && !found; i++)
-        if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= ws_limit) {
-            p.fwd = fp[i].algo;
-            need = fp[i].memory > need ? fp[i].memory : need;
-            found = 1;
-        }
+    for (int pass = 0; pass < 2 && !found; pass++)
+        for (int i = 0; i < got && !found; i++)
+            if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= ws_limit &&
+                (pass == 1 || fp[i].determinism == CUDNN_DETERMINISTIC)) {
+                p.fwd = fp[i].algo;
+                need = fp[i].memory > need ? fp[i].memory : need;
+                found = 1;
+            }
     if (!found)
         return fl_error_set(err, FL_E_CUDA, "layer %d (conv %dx%d, %d->%d): cuDNN offers no forward "
                             "algorithm within %zu MiB of workspace", li, b->spec->layers[li].k,
@@ -74,12 +78,14 @@ int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_
                                                           b->xdesc,
                                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dp));
     found = 0;
-    for (int i = 0; i < got && !found; i++)
-        if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= ws_limit) {
-            p.bwd_data = dp[i].algo;
-            need = dp[i].memory > need ? dp[i].memory : need;
-            found = 1;
-        }
+    for (int pass = 0; pass < 2 && !found; pass++)
+        for (int i = 0; i < got && !found; i++)
+            if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= ws_limit &&
+                (pass == 1 || dp[i].determinism == CUDNN_DETERMINISTIC)) {
+                p.bwd_data = dp[i].algo;
+                need = dp[i].memory > need ? dp[i].memory : need;
+                found = 1;
+            }
     if (!found)
         return fl_error_set(err, FL_E_CUDA, "layer %d (conv): cuDNN offers no backward-data "
                             "algorithm within %zu MiB of workspace", li, ws_limit >> 20);
@@ -90,12 +96,14 @@ int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                             &got, wp));
     found = 0;
-    for (int i = 0; i < got && !found; i++)
-        if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= ws_limit) {
-            p.bwd_filter = wp[i].algo;
-            need = wp[i].memory > need ? wp[i].memory : need;
-            found = 1;
-        }
+    for (int pass = 0; pass < 2 && !found; pass++)
+        for (int i = 0; i < got && !found; i++)
+            if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= ws_limit &&
+                (pass == 1 || wp[i].determinism == CUDNN_DETERMINISTIC)) {
+                p.bwd_filter = wp[i].algo;
+                need = wp[i].memory > need ? wp[i].memory : need;
+                found = 1;
+            }
     if (!found)
         return fl_error_set(err, FL_E_CUDA, "layer %d (conv): cuDNN offers no backward-filter "
                             "algorithm within %zu MiB of workspace", li, ws_limit >> 20);

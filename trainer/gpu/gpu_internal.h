@@ -81,6 +81,8 @@ struct tf_backend {
     gpu_readback *hrb;     /* pinned host */
     cudaEvent_t ev_h2d0, ev_h2d1;
 
+    void *comm;            /* ncclComm_t when data-parallel (gpu_dist.h), else NULL */
+
     uint64_t step, micro_step;
     uint32_t accum_count, good_steps;
     float loss_scale;
@@ -98,6 +100,9 @@ void gpu_conv_teardown(gpu_layer *G);
 /* gpu_linear.c */
 int gpu_linear_forward(tf_backend *b, int li, int n, const float *P, fl_error *err);
 int gpu_linear_backward(tf_backend *b, int li, int n, fl_error *err);
+
+/* gpu_nccl.c: average gacc across ranks (no-op without a communicator) */
+int gpu_allreduce_grads(tf_backend *b, fl_error *err);
 
 /* gpu_backend.c: where the gradient of tensor t goes (grad[t] or scratch), then fold it in. */
 void *gpu_dx_begin(tf_backend *b, int t);

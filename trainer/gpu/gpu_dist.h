@@ -1,0 +1,34 @@
+/* gpu_dist.h — data-parallel hooks of the CUDA backend: with an NCCL communicator attached, every
+ * optimizer step first averages the accumulated fp32 gradients across ranks (ncclAllReduce with
+ * ncclAvg on the backend's stream), so all ranks apply the same update to identical weights.
+ * BatchNorm statistics stay per process (each rank normalizes with its own batch statistics and
+ * keeps its own running averages, as PyTorch DDP without SyncBatchNorm). Builds without NCCL keep
+ * these functions and return FL_E_UNSUPPORTED. */
+#ifndef TF_GPU_DIST_H
+#define TF_GPU_DIST_H
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when this build has NCCL; its version in *version (e.g. 22805) when not NULL. */
+int tf_gpu_nccl_available(int *version);
+
+/* Attach `comm` (an ncclComm_t, owned by the caller, for the backend's device) to the CUDA backend
+ * `b`; NULL detaches. Errors: FL_E_UNSUPPORTED (no NCCL in this build). */
+int tf_gpu_set_comm(tf_backend *b, void *comm, fl_error *err);
+
+/* A communicator of world size 1 on `device` (ncclCommInitAll): the single-process path, used by
+ * the tests to check that the distributed step equals the plain one. Free with
+ * tf_gpu_comm_destroy. Errors: FL_E_UNSUPPORTED, FL_E_CUDA (NCCL's message). */
+int tf_gpu_comm_init_single(int device, void **comm, fl_error *err);
+
+/* Destroy a communicator made by tf_gpu_comm_init_single. NULL allowed. */
+void tf_gpu_comm_destroy(void *comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,79 @@
+/* gpu_nccl.c — NCCL gradient averaging for the CUDA backend (gpu_dist.h). Compiled with
+ * FL_HAVE_NCCL when CMake finds nccl.h and libnccl; otherwise the same functions report
+ * FL_E_UNSUPPORTED, so callers need no #ifdef. */
+#include <stddef.h>
+
+#include "gpu_dist.h"
+#include "gpu_internal.h"
+
+#ifdef FL_HAVE_NCCL
+#include <nccl.h>
+
+#define GPU_NCCL(call)                                                                             \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess)                                                                     \
+            return fl_error_set(err, FL_E_CUDA, "%s:%d: %s: NCCL %s%s", __FILE__, __LINE__, #call,  \
+                                ncclGetErrorString(r_),                                            \
+                                r_ == ncclSystemError ? " (hint: NCCL_DEBUG=INFO shows why)" : ""); \
+    } while (0)
+
+int tf_gpu_nccl_available(int *version) {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) return 0;
+    if (version) *version = v;
+    return 1;
+}
+
+int tf_gpu_set_comm(tf_backend *b, void *comm, fl_error *err) {
+    (void)err;
+    b->comm = comm;
+    return 0;
+}
+
+int tf_gpu_comm_init_single(int device, void **comm, fl_error *err) {
+    ncclComm_t c = NULL;
+    GPU_NCCL(ncclCommInitAll(&c, 1, &device));
+    *comm = c;
+    return 0;
+}
+
+void tf_gpu_comm_destroy(void *comm) {
+    if (comm) ncclCommDestroy((ncclComm_t)comm);
+}
+
+int gpu_allreduce_grads(tf_backend *b, fl_error *err) {
+    if (!b->comm) return 0;
+    size_t n = (size_t)b->spec->param_count;
+    GPU_NCCL(ncclAllReduce(b->gacc, b->gacc, n, ncclFloat, ncclAvg, (ncclComm_t)b->comm, b->stream));
+    return 0;
+}
+
+#else /* no NCCL in this build */
+
+int tf_gpu_nccl_available(int *version) {
+    if (version) *version = 0;
+    return 0;
+}
+
+int tf_gpu_set_comm(tf_backend *b, void *comm, fl_error *err) {
+    (void)b;
+    if (!comm) return 0;
+    return fl_error_set(err, FL_E_UNSUPPORTED, "this build has no NCCL (nccl.h/libnccl not found "
+                        "at configure time): data-parallel GPU training is unavailable");
+}
+
+int tf_gpu_comm_init_single(int device, void **comm, fl_error *err) {
+    (void)device;
+    *comm = NULL;
+    return fl_error_set(err, FL_E_UNSUPPORTED, "this build has no NCCL");
+}
+
+void tf_gpu_comm_destroy(void *comm) { (void)comm; }
+
+int gpu_allreduce_grads(tf_backend *b, fl_error *err) {
+    (void)b;
+    (void)err;
+    return 0;
+}
+#endif
