@@ -10,8 +10,6 @@
 
 #include "gpu_internal.h"
 
-/* Upper bound for the cuDNN workspace; the actual size is the largest any chosen algorithm needs. */
-#define GPU_WS_LIMIT ((size_t)512 << 20)
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
@@ -28,6 +26,17 @@ static int dalloc(void **p, size_t bytes, const char *what, fl_error *err) {
                                 ? " (hint: out of GPU memory: lower --batch, or use --batch auto)"
                                 : "");
     }
+    return 0;
+}
+
+int gpu_ensure_ws(tf_backend *b, size_t bytes, fl_error *err) {
+    if (bytes <= b->ws_bytes) return 0;
+    GPU_CUDA(cudaStreamSynchronize(b->stream)); /* the old workspace may still be in use */
+    cudaFree(b->ws);
+    b->ws = NULL;
+    b->ws_bytes = 0;
+    GPU_TRY(dalloc(&b->ws, bytes, "cuDNN workspace", err));
+    b->ws_bytes = bytes;
     return 0;
 }
 

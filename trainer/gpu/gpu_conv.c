@@ -47,11 +47,11 @@ int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_
     for (int i = 0; i < 2; i++)
         if (G->plans[i].n == n) {
             *out = &G->plans[i];
-            if (ws_need) *ws_need = 0;
+            if (ws_need) *ws_need = G->plans[i].ws;
             return 0;
         }
     GPU_TRY(set_io_desc(b, li, n, err));
-    gpu_conv_plan p = {n, 0, 0, 0};
+    gpu_conv_plan p = {n, 0, 0, 0, 0};
     size_t need = 0;
     int got = 0, found;
 
@@ -108,6 +108,7 @@ int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_
         return fl_error_set(err, FL_E_CUDA, "layer %d (conv): cuDNN offers no backward-filter "
                             "algorithm within %zu MiB of workspace", li, ws_limit >> 20);
 
+    p.ws = need;
     G->plans[G->next_plan] = p;
     *out = &G->plans[G->next_plan];
     G->next_plan ^= 1;
@@ -119,7 +120,9 @@ int gpu_conv_forward(tf_backend *b, int li, int n, const float *P, fl_error *err
     const tf_layer *L = &b->spec->layers[li];
     gpu_layer *G = &b->L[li];
     gpu_conv_plan *p;
-    GPU_TRY(gpu_conv_plan_for(b, li, n, b->ws_bytes, NULL, &p, err));
+    size_t need = 0;
+    GPU_TRY(gpu_conv_plan_for(b, li, n, GPU_WS_LIMIT, &need, &p, err));
+    GPU_TRY(gpu_ensure_ws(b, need, err));
     GPU_TRY(set_io_desc(b, li, n, err));
     const float one = 1.0f, zero = 0.0f;
     GPU_CUDNN(cudnnConvolutionForward(b->cudnn, &one, b->xdesc, b->act[L->in], G->wdesc, G->wc,
@@ -138,7 +141,9 @@ int gpu_conv_backward(tf_backend *b, int li, int n, fl_error *err) {
     const tf_layer *L = &b->spec->layers[li];
     gpu_layer *G = &b->L[li];
     gpu_conv_plan *p;
-    GPU_TRY(gpu_conv_plan_for(b, li, n, b->ws_bytes, NULL, &p, err));
+    size_t need = 0;
+    GPU_TRY(gpu_conv_plan_for(b, li, n, GPU_WS_LIMIT, &need, &p, err));
+    GPU_TRY(gpu_ensure_ws(b, need, err));
     GPU_TRY(set_io_desc(b, li, n, err));
     tf_shape so = b->spec->tensors[L->out];
     const void *dy = b->grad[L->out];

@@ -14,8 +14,12 @@
 #include "gpu_check.h"
 
 /* Convolution algorithms chosen for one batch size (two cached: train and eval sizes). */
+/* Upper bound for the cuDNN workspace; the allocation is the largest any chosen algorithm needs. */
+#define GPU_WS_LIMIT ((size_t)512 << 20)
+
 typedef struct gpu_conv_plan {
     int n; /* batch size this plan is for; 0 = empty */
+    size_t ws; /* workspace bytes the three algorithms need */
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
@@ -100,6 +104,10 @@ void gpu_conv_teardown(gpu_layer *G);
 /* gpu_linear.c */
 int gpu_linear_forward(tf_backend *b, int li, int n, const float *P, fl_error *err);
 int gpu_linear_backward(tf_backend *b, int li, int n, fl_error *err);
+
+/* gpu_backend.c: grow the cuDNN workspace to at least `bytes` (rare: a new batch size whose
+ * algorithms need more than the full batch's did). */
+int gpu_ensure_ws(tf_backend *b, size_t bytes, fl_error *err);
 
 /* gpu_nccl.c: average gacc across ranks (no-op without a communicator) */
 int gpu_allreduce_grads(tf_backend *b, fl_error *err);
