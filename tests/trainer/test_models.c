@@ -245,7 +245,7 @@ int main(void)
         printf("ok   input stage crop-with-padding + flip matches backend.h (%d of %d flipped)\n",
                flips, N);
     }
-    overfit("resnet18", 12, 1);
+    overfit("resnet18", 6, 1);
 #ifndef __SANITIZE_ADDRESS__ /* 25 M params: initialising them is slow under ASan at -O0 */
     overfit("resnet50", 2, 0);
 #endif
