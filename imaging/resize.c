@@ -358,6 +358,7 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     memset(tmp + L.tw * dh, 0, 64);
 
     int lvl = simd_level();
+    (void)lvl; /* only the x86-64 kernels look at it */
 #ifdef FL_HAVE_SSSE3_KERNEL
     if (lvl >= 2)
         vpass_avx2(src, sstride, (size_t)L.ax.lo * channels, L.tw, ys, yw, L.ay.ksize, dh, tmp);
