@@ -110,7 +110,10 @@ make_train_data() {
 }
 
 # newest_ckpt DIR: path of the newest ckpt-*.tfc (empty when none)
-newest_ckpt() { ls "$1"/ckpt-*.tfc 2>/dev/null | sort | tail -n 1; }
+newest_ckpt() {
+    local f=("$1"/ckpt-*.tfc)
+    (( ${#f[@]} )) && [[ -e ${f[0]} ]] && printf '%s\n' "${f[@]}" | sort | tail -n 1
+}
 
 # same_weights A B: the trainer's checkpoint comparator when built, else eval figures
 same_weights() {
