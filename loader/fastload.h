@@ -16,7 +16,8 @@
  * naming shard, record and reason; notes (I/O fallbacks) go only to the optional log callback.
  *
  * How it works: `workers` threads claim chunks of up to queue_depth samples of the batch being
- * filled, read their records (io_uring with registered buffers, or pread; LMDB through its mmap),
+ * filled (each worker claims its next chunk and starts its reads before decoding the current
+ * one), read their records (io_uring with registered buffers, or pread; LMDB through its mmap),
  * check each record's CRC32C, decompress into a per-worker scratch buffer and decode + augment
  * straight into the sample's place in the batch. Raw, uncompressed records that need no change
  * are read into the batch directly. Batches are handed out strictly in order.
@@ -32,7 +33,8 @@
  *   ring      prefetch × batch_size × (out_height × out_width × channels + 4)   (pinned)
  *   indices   prefetch × batch_size × 8
  *   order     8 bytes per dataset record (the epoch's sequence)
- *   per worker  queue_depth × (largest stored record [+ 8 KiB with O_DIRECT]) read buffers
+ *   per worker  2 × queue_depth × (largest stored record [+ 8 KiB with O_DIRECT]) read buffers
+ *             (the next chunk's reads are in flight while the current chunk decodes)
  *             + largest decompressed record + decoder/resize scratch (grow-only, bounded by
  *             the largest image) + one replacement-read buffer
  *   plus the dataset's index (fl_dataset) and, for LMDB and FL_IO_MMAP, the page-cache pages of

@@ -1,7 +1,8 @@
 /* io_uring_reader.c — the record reader of each decode worker: one io_uring of `depth` entries
  * whose fixed buffers (io_uring_register_buffers) are slots of one aligned arena. All reads of
- * a chunk are submitted at once and each record is handed on as soon as its read completes;
- * short reads are continued, O_DIRECT reads cover the 4 KiB-aligned span of the record. */
+ * a group are submitted at once (the next group can be in flight while one is processed) and
+ * each record is handed on as soon as its read completes; short reads are continued, O_DIRECT
+ * reads cover the 4 KiB-aligned span of the record. */
 #include "reader.h"
 
 #include <errno.h>
@@ -25,7 +26,7 @@ static double fl_mono_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void queue_read(uring_reader *u, fl_read_req *req, unsigned slot)
+static void queue_read(uring_reader *u, fl_read_req *req)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
     /* never NULL: at most depth reads are in flight on a ring of depth entries */
@@ -33,35 +34,66 @@ static void queue_read(uring_reader *u, fl_read_req *req, unsigned slot)
     unsigned len = req->span_len - req->got;
     uint64_t off = req->span_off + req->got;
     if (u->fixed && !req->dst)
-        io_uring_prep_read_fixed(sqe, req->fd, dst, len, off, (int)slot);
+        io_uring_prep_read_fixed(sqe, req->fd, dst, len, off, (int)req->slot);
     else
         io_uring_prep_read(sqe, req->fd, dst, len, off);
-    io_uring_sqe_set_data64(sqe, slot);
+    io_uring_sqe_set_data(sqe, req);
 }
 
-static int uring_run(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb, void *user,
-                     double *io_wait_s, uint64_t *bytes)
+static uint32_t needed(const fl_read_req *req)
+{
+    return (uint32_t)(req->offset - req->span_off) + req->len;
+}
+
+static void uring_submit(fl_reader *r, fl_read_req *reqs, unsigned n, unsigned first_slot,
+                         double *io_wait_s)
 {
     uring_reader *u = (uring_reader *)r;
-    if (u->broken) {
-        for (unsigned i = 0; i < n; i++) {
-            fl_reader_prepare(&reqs[i], r->arena + (size_t)i * r->slot_size, r->direct);
-            reqs[i].res = -EIO;
-            cb(user, &reqs[i]);
-        }
-        return -EIO;
-    }
     for (unsigned i = 0; i < n; i++) {
-        if (reqs[i].dst && r->direct)
-            reqs[i].dst = NULL; /* O_DIRECT needs the aligned span buffer */
-        fl_reader_prepare(&reqs[i], reqs[i].dst ? reqs[i].dst : r->arena + (size_t)i * r->slot_size,
-                          reqs[i].dst ? 0 : r->direct);
-        queue_read(u, &reqs[i], i);
+        fl_read_req *q = &reqs[i];
+        q->slot = first_slot + i;
+        q->done = q->delivered = 0;
+        if (q->dst && r->direct)
+            q->dst = NULL; /* O_DIRECT needs the aligned span buffer */
+        fl_reader_prepare(q, q->dst ? q->dst : r->arena + (size_t)q->slot * r->slot_size,
+                          q->dst ? 0 : r->direct);
+        if (u->broken) {
+            q->res = -EIO;
+            q->done = 1;
+            continue;
+        }
+        queue_read(u, q);
     }
-    unsigned pending = n;
-    int rc = 0;
-    while (pending > 0) {
-        /* Submitting runs buffered reads of cached pages inline, so the wait covers them too. */
+    if (!u->broken) {
+        /* buffered reads of cached pages run inline here: count them as I/O time */
+        double t0 = fl_mono_s();
+        io_uring_submit(&u->ring); /* a refusal is retried by drain's submit_and_wait */
+        *io_wait_s += fl_mono_s() - t0;
+    }
+}
+
+static int in_group(const fl_read_req *q, const fl_read_req *reqs, unsigned n)
+{
+    return q >= reqs && q < reqs + n;
+}
+
+static int uring_drain(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb, void *user,
+                       double *io_wait_s, uint64_t *bytes)
+{
+    uring_reader *u = (uring_reader *)r;
+    unsigned left = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (reqs[i].delivered)
+            continue;
+        if (reqs[i].done) { /* completed while another group was drained */
+            reqs[i].delivered = 1;
+            cb(user, &reqs[i]);
+        } else {
+            left++;
+        }
+    }
+    int rc = u->broken ? -EIO : 0;
+    while (left > 0 && rc == 0) {
         double t0 = fl_mono_s();
         int s = io_uring_submit_and_wait(&u->ring, 1);
         *io_wait_s += fl_mono_s() - t0;
@@ -80,43 +112,44 @@ static int uring_run(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb,
         io_uring_for_each_cqe(&u->ring, head, cqe)
         {
             seen++;
-            unsigned i = (unsigned)io_uring_cqe_get_data64(cqe);
-            fl_read_req *req = &reqs[i];
+            fl_read_req *req = io_uring_cqe_get_data(cqe);
             int res = cqe->res;
-            uint32_t need = (uint32_t)(req->offset - req->span_off) + req->len;
             if (res == -EINTR || res == -EAGAIN) {
-                queue_read(u, req, i);
+                queue_read(u, req);
                 continue;
             }
             if (res < 0) {
                 req->res = res;
-            } else if (res == 0 && req->got < need) {
+            } else if (res == 0 && req->got < needed(req)) {
                 req->res = FL_E_TRUNCATED;
             } else {
                 req->got += (uint32_t)res;
                 *bytes += (uint64_t)res;
-                if (req->got < need && req->got < req->span_len) {
-                    queue_read(u, req, i); /* short read: continue where it stopped */
+                if (req->got < needed(req) && req->got < req->span_len) {
+                    queue_read(u, req); /* short read: continue where it stopped */
                     continue;
                 }
                 req->res = 0;
             }
-            pending--;
-            cb(user, req);
+            req->done = 1;
+            if (in_group(req, reqs, n)) {
+                left--;
+                req->delivered = 1;
+                cb(user, req);
+            }
         }
         io_uring_cq_advance(&u->ring, seen);
     }
     if (rc < 0) {
+        /* The ring itself failed: reads may still be in flight, so it is never used again;
+         * what this group still waits for fails with rc. */
         u->broken = 1;
-        /* The ring itself failed: drain what can be drained, then fail the rest. Requests
-         * already handed to cb have res set and got == need or an error; the others get rc. */
-        for (unsigned i = 0; i < n; i++) {
-            uint32_t need = (uint32_t)(reqs[i].offset - reqs[i].span_off) + reqs[i].len;
-            if (reqs[i].res == 0 && reqs[i].got < need) {
-                reqs[i].res = rc;
+        for (unsigned i = 0; i < n; i++)
+            if (!reqs[i].delivered) {
+                reqs[i].res = reqs[i].done ? reqs[i].res : rc;
+                reqs[i].done = reqs[i].delivered = 1;
                 cb(user, &reqs[i]);
             }
-        }
     }
     return rc;
 }
@@ -165,7 +198,8 @@ int fl_uring_reader_create(unsigned depth, size_t max_len, int direct, fl_reader
     u->fixed = io_uring_register_buffers(&u->ring, iov, depth) == 0;
     u->base.registered = u->fixed;
     free(iov);
-    u->base.run = uring_run;
+    u->base.submit = uring_submit;
+    u->base.drain = uring_drain;
     u->base.destroy = uring_destroy;
     u->base.name = "io_uring";
     *out = &u->base;

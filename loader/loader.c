@@ -80,7 +80,7 @@ static int make_readers(fl_loader *L, fl_error *err)
         int rc;
         if (use_uring) {
             fl_error e;
-            rc = fl_uring_reader_create(L->chunk, max_len, L->direct, &w->reader, &e);
+            rc = fl_uring_reader_create(2 * L->chunk, max_len, L->direct, &w->reader, &e);
             if (rc < 0 && rc != -ENOMEM && L->opt.io == FL_IO_AUTO && i == 0) {
                 logf_(L, 1, "fastload: io_uring unavailable (%s); using pread workers", e.msg);
                 use_uring = 0;
@@ -95,7 +95,7 @@ static int make_readers(fl_loader *L, fl_error *err)
                 continue;
             }
         }
-        rc = fl_pread_reader_create(L->chunk, max_len, L->direct, &w->reader, err);
+        rc = fl_pread_reader_create(2 * L->chunk, max_len, L->direct, &w->reader, err);
         if (rc < 0)
             return rc;
     }

@@ -39,6 +39,7 @@ typedef struct fl_slot {
 } fl_slot;
 
 typedef struct fl_worker fl_worker;
+typedef struct fl_chunk fl_chunk;
 
 struct fl_loader {
     fl_loader_options opt;
@@ -103,13 +104,8 @@ struct fl_worker {
     uint8_t *rs;            /* fl_resize scratch (grow-only) */
     size_t rs_cap;
     uint8_t *sync_buf;      /* aligned buffer for replacement reads (FL_CORRUPT_SKIP) */
-    fl_read_req *reqs;      /* chunk's reads */
-    fl_record_info *infos;  /* chunk's index entries (by chunk position) */
-    /* chunk being processed */
-    fl_slot *slot;
-    uint32_t k0;
-    uint32_t err_k;
-    fl_error err;
+    fl_read_req *reqs;      /* reads of the worker's two chunks (2 × chunk) */
+    fl_record_info *infos;  /* their index entries (2 × chunk) */
     fl_stage_stats st;
 };
 

@@ -84,17 +84,28 @@ int fl_reader_alloc_arena(fl_reader *r, unsigned depth, size_t max_len, int dire
     return 0;
 }
 
-static int pread_run(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb, void *user,
-                     double *io_wait_s, uint64_t *bytes)
+static void pread_submit(fl_reader *r, fl_read_req *reqs, unsigned n, unsigned first_slot,
+                         double *io_wait_s)
 {
     for (unsigned i = 0; i < n; i++) {
+        reqs[i].slot = first_slot + i;
+        reqs[i].done = reqs[i].delivered = 0;
+    }
+}
+
+static int pread_drain(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb, void *user,
+                       double *io_wait_s, uint64_t *bytes)
+{
+    for (unsigned i = 0; i < n; i++) {
+        fl_read_req *q = &reqs[i];
         double t0 = now_s();
-        if (reqs[i].dst && !r->direct)
-            fl_pread_span(&reqs[i], reqs[i].dst, 0, bytes);
+        if (q->dst && !r->direct)
+            fl_pread_span(q, q->dst, 0, bytes);
         else
-            fl_pread_span(&reqs[i], r->arena + (size_t)i * r->slot_size, r->direct, bytes);
+            fl_pread_span(q, r->arena + (size_t)q->slot * r->slot_size, r->direct, bytes);
         *io_wait_s += now_s() - t0;
-        cb(user, &reqs[i]);
+        q->done = q->delivered = 1;
+        cb(user, q);
     }
     return 0;
 }
@@ -115,7 +126,8 @@ int fl_pread_reader_create(unsigned depth, size_t max_len, int direct, fl_reader
         free(r);
         return fl_error_set(err, -ENOMEM, "pread reader: out of memory for %u buffers", depth);
     }
-    r->run = pread_run;
+    r->submit = pread_submit;
+    r->drain = pread_drain;
     r->destroy = pread_destroy;
     r->name = "pread";
     *out = r;

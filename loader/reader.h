@@ -1,6 +1,7 @@
 /* reader.h — the per-worker record reader interface shared by the io_uring reader and the pread
- * fallback: read up to `depth` records at once into the reader's own buffers (one aligned arena,
- * one slot per read in flight) and hand each to a callback as soon as it is complete. Internal. */
+ * fallback: queue a group of reads into the reader's own buffers (one aligned arena, one slot per
+ * read in flight), queue the next group while the first is being processed, and hand each record
+ * of a group to a callback as soon as it is complete. Internal. */
 #ifndef FL_READER_H
 #define FL_READER_H
 
@@ -24,20 +25,29 @@ typedef struct fl_read_req {
     uint64_t span_off;   /* first byte read (aligned down for O_DIRECT) */
     uint32_t span_len;   /* bytes needed from span_off */
     uint32_t got;
+    uint32_t slot;       /* arena slot (registered buffer index) */
+    uint8_t done;        /* the read finished (res set) */
+    uint8_t delivered;   /* handed to the callback */
     uint8_t *buf;
 } fl_read_req;
 
-/* Called once per request, in completion order, from the thread running fl_reader_run. */
+/* Called once per request, in completion order, from the thread draining its group. */
 typedef void (*fl_read_cb)(void *user, fl_read_req *req);
 
 typedef struct fl_reader fl_reader;
 struct fl_reader {
-    /* Read reqs[0..n) (n <= depth); call cb for each as it completes. Adds the time spent
-     * blocked on I/O to *io_wait_s and the bytes read to *bytes. Returns 0, or a negative code
-     * when the reader itself failed (then every req not yet handed to cb has res set and is
-     * handed to cb with that error). */
-    int (*run)(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb, void *user,
-               double *io_wait_s, uint64_t *bytes);
+    /* Queue reqs[0..n) into arena slots first_slot .. first_slot+n-1 (<= depth); the requests
+     * must stay in place until drained. io_uring starts the reads (buffered reads of cached
+     * pages complete inside this call: that time is added to *io_wait_s); pread only records
+     * them. Groups using disjoint slots may be queued before the earlier one is drained. */
+    void (*submit)(fl_reader *r, fl_read_req *reqs, unsigned n, unsigned first_slot,
+                   double *io_wait_s);
+    /* Wait for every request of a submitted group, calling cb for each as it completes
+     * (completions of other groups seen meanwhile are kept for their own drain). Adds the time
+     * blocked to *io_wait_s and the bytes read to *bytes. Returns 0, or a negative code when
+     * the reader itself failed (the group's requests not yet delivered then reach cb with it). */
+    int (*drain)(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb, void *user,
+                 double *io_wait_s, uint64_t *bytes);
     void (*destroy)(fl_reader *r);
     const char *name; /* "io_uring" or "pread" */
     int registered;   /* io_uring: the arena is registered (fixed-buffer reads) */
@@ -46,6 +56,14 @@ struct fl_reader {
     size_t slot_size; /* bytes per buffer slot */
     uint8_t *arena;   /* depth × slot_size, FL_DIRECT_ALIGN-aligned */
 };
+
+/* Submit and drain one group using slots from 0. */
+static inline int fl_reader_run(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb cb,
+                                void *user, double *io_wait_s, uint64_t *bytes)
+{
+    r->submit(r, reqs, n, 0, io_wait_s);
+    return r->drain(r, reqs, n, cb, user, io_wait_s, bytes);
+}
 
 /* Buffer slot size able to hold any record up to max_len bytes, aligned spans included. */
 size_t fl_reader_slot_size(size_t max_len, int direct);

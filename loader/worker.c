@@ -24,7 +24,6 @@ int fl_worker_init(fl_worker *w, fl_loader *L, uint32_t id, fl_error *err)
     memset(w, 0, sizeof *w);
     w->L = L;
     w->id = id;
-    w->err_k = FL_NO_ERROR_K;
     int rc = fl_decoder_create(0, &w->dec, err);
     if (rc < 0)
         return rc;
@@ -33,8 +32,8 @@ int fl_worker_init(fl_worker *w, fl_loader *L, uint32_t id, fl_error *err)
     if (w->payload_cap == 0)
         w->payload_cap = 1;
     w->payload = malloc(w->payload_cap);
-    w->reqs = calloc(L->chunk, sizeof *w->reqs);
-    w->infos = calloc(L->chunk, sizeof *w->infos);
+    w->reqs = calloc(2 * (size_t)L->chunk, sizeof *w->reqs);
+    w->infos = calloc(2 * (size_t)L->chunk, sizeof *w->infos);
     void *sb = NULL;
     size_t sb_len = fl_reader_slot_size(fl_dataset_max_stored_len(L->ds), L->direct);
     if (posix_memalign(&sb, FL_DIRECT_ALIGN, sb_len) != 0)
@@ -219,23 +218,40 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
     return load_sample(w, idx, info, req.data, info->stored_len, epoch, pos, dst, err);
 }
 
-/* Sample k of the slot failed with err: with FL_CORRUPT_SKIP replace it by the next good record
+/* One claimed run of samples of a batch, with its reads. A worker has two, so the reads of the
+ * next chunk are in flight while the current one is decoded. */
+struct fl_chunk {
+    fl_worker *w;
+    fl_slot *slot;
+    uint32_t k0, cnt;
+    uint64_t epoch, batch;
+    unsigned first_slot;     /* reader arena slots of this chunk */
+    fl_read_req *reqs;
+    fl_record_info *infos;   /* by chunk position */
+    unsigned nreq;
+    uint32_t err_k;          /* lowest failed sample (FL_NO_ERROR_K: none) and its error */
+    fl_error err;
+    uint32_t skipped;
+};
+
+/* Sample k of the chunk failed with err: with FL_CORRUPT_SKIP replace it by the next good record
  * in dataset order (deterministic whatever the workers), else remember the error. */
-static void sample_failed(fl_worker *w, uint32_t k, uint64_t idx, uint64_t epoch, uint64_t pos,
-                          uint8_t *dst, fl_error *err)
+static void sample_failed(fl_chunk *c, uint32_t k, uint64_t idx, uint64_t pos, uint8_t *dst,
+                          fl_error *err)
 {
+    fl_worker *w = c->w;
     fl_loader *L = w->L;
-    fl_slot *s = w->slot;
+    fl_slot *s = c->slot;
     if (L->opt.on_corrupt == FL_CORRUPT_SKIP) {
         uint64_t n = L->plan.n;
         fl_error e2;
         for (uint64_t t = 1; t < n; t++) {
             uint64_t j = (idx + t) % n;
             fl_record_info info;
-            if (load_one(w, j, &info, epoch, pos, dst, &e2) == 0) {
+            if (load_one(w, j, &info, c->epoch, pos, dst, &e2) == 0) {
                 s->b.indices[k] = j;
                 s->b.labels[k] = info.label;
-                w->st.skipped++;
+                c->skipped++;
                 return;
             }
             if (e2.code == -ENOMEM)
@@ -243,25 +259,20 @@ static void sample_failed(fl_worker *w, uint32_t k, uint64_t idx, uint64_t epoch
         }
         fl_error_prefix(err, "no good record left to replace it");
     }
-    if (k < w->err_k) {
-        w->err_k = k;
-        w->err = *err;
+    if (k < c->err_k) {
+        c->err_k = k;
+        c->err = *err;
     }
 }
 
-typedef struct chunk_ctx {
-    fl_worker *w;
-    uint64_t epoch, batch;
-} chunk_ctx;
-
 static void on_read(void *user, fl_read_req *req)
 {
-    chunk_ctx *c = user;
+    fl_chunk *c = user;
     fl_worker *w = c->w;
     fl_loader *L = w->L;
-    fl_slot *s = w->slot;
+    fl_slot *s = c->slot;
     uint32_t k = req->tag;
-    const fl_record_info *info = &w->infos[k - w->k0];
+    const fl_record_info *info = &c->infos[k - c->k0];
     uint64_t idx = s->b.indices[k];
     uint64_t pos = fl_order_pos(&L->plan, c->batch, k);
     uint8_t *dst = s->b.images + (size_t)k * L->sample_bytes;
@@ -279,27 +290,30 @@ static void on_read(void *user, fl_read_req *req)
         rc = load_sample(w, idx, info, req->data, req->len, c->epoch, pos, dst, &e);
     }
     if (rc < 0)
-        sample_failed(w, k, idx, c->epoch, pos, dst, &e);
+        sample_failed(c, k, idx, pos, dst, &e);
     else
         s->b.labels[k] = info->label;
 }
 
-static void process_chunk(fl_worker *w, uint32_t k0, uint32_t cnt)
+/* Look the chunk's records up; mapped records are processed right away, the others are queued
+ * on the reader. */
+static void chunk_start(fl_chunk *c)
 {
+    fl_worker *w = c->w;
     fl_loader *L = w->L;
-    fl_slot *s = w->slot;
-    chunk_ctx c = {.w = w, .epoch = s->b.epoch, .batch = s->b.batch};
-    w->k0 = k0;
-    unsigned nreq = 0;
-    for (uint32_t i = 0; i < cnt; i++) {
-        uint32_t k = k0 + i;
+    fl_slot *s = c->slot;
+    c->nreq = 0;
+    c->err_k = FL_NO_ERROR_K;
+    c->skipped = 0;
+    for (uint32_t i = 0; i < c->cnt; i++) {
+        uint32_t k = c->k0 + i;
         uint64_t idx = s->b.indices[k];
-        fl_record_info *info = &w->infos[i];
+        fl_record_info *info = &c->infos[i];
         fl_error e;
-        uint64_t pos = fl_order_pos(&L->plan, c.batch, k);
+        uint64_t pos = fl_order_pos(&L->plan, c->batch, k);
         uint8_t *dst = s->b.images + (size_t)k * L->sample_bytes;
         if (fl_dataset_record_info(L->ds, idx, info, &e) < 0) {
-            sample_failed(w, k, idx, c.epoch, pos, dst, &e);
+            sample_failed(c, k, idx, pos, dst, &e);
             continue;
         }
         if (L->mapped) {
@@ -308,15 +322,15 @@ static void process_chunk(fl_worker *w, uint32_t k0, uint32_t cnt)
             int rc = fl_dataset_get(L->ds, idx, &data, &len, 0, &e);
             if (rc == 0) {
                 w->st.bytes_read += len;
-                rc = load_sample(w, idx, info, data, len, c.epoch, pos, dst, &e);
+                rc = load_sample(w, idx, info, data, len, c->epoch, pos, dst, &e);
             }
             if (rc < 0)
-                sample_failed(w, k, idx, c.epoch, pos, dst, &e);
+                sample_failed(c, k, idx, pos, dst, &e);
             else
                 s->b.labels[k] = info->label;
             continue;
         }
-        fl_read_req *r = &w->reqs[nreq++];
+        fl_read_req *r = &c->reqs[c->nreq++];
         memset(r, 0, sizeof *r);
         r->fd = L->fds[info->shard];
         r->offset = info->offset;
@@ -327,9 +341,17 @@ static void process_chunk(fl_worker *w, uint32_t k0, uint32_t cnt)
         if (L->read_in_place && info->stored_len == L->sample_bytes)
             r->dst = dst;
     }
-    if (nreq > 0)
-        w->reader->run(w->reader, w->reqs, nreq, on_read, &c, &w->st.io_wait_s,
-                       &w->st.bytes_read);
+    if (c->nreq > 0)
+        w->reader->submit(w->reader, c->reqs, c->nreq, c->first_slot, &w->st.io_wait_s);
+}
+
+/* Process the chunk's reads as they complete. */
+static void chunk_finish(fl_chunk *c)
+{
+    fl_worker *w = c->w;
+    if (c->nreq > 0)
+        w->reader->drain(w->reader, c->reqs, c->nreq, on_read, c, &w->st.io_wait_s,
+                         &w->st.bytes_read);
 }
 
 /* Give the slot the next ticket: its place in the epoch order and its record indices. Called
@@ -364,17 +386,19 @@ static void merge_stats(fl_stage_stats *dst, fl_stage_stats *src)
     memset(src, 0, sizeof *src);
 }
 
-void *fl_worker_main(void *arg)
+/* Claim the next run of samples (L->mu held). With `block`, wait for a free ring slot;
+ * returns 0 when stopping or, without `block`, when no slot is free. */
+static int claim(fl_worker *w, fl_chunk *c, int block)
 {
-    fl_worker *w = arg;
     fl_loader *L = w->L;
     uint32_t B = L->opt.batch_size;
-    pthread_mutex_lock(&L->mu);
     while (!L->stop) {
         fl_slot *s = L->fill_slot;
         if (!s || s->claimed == B) {
             fl_slot *cand = &L->slots[L->fill_next % L->nslots];
             if (cand->state != SLOT_FREE) {
+                if (!block)
+                    return 0;
                 double t0 = fl_now_s();
                 pthread_cond_wait(&L->work_cv, &L->mu);
                 w->st.slot_wait_s += fl_now_s() - t0;
@@ -383,27 +407,80 @@ void *fl_worker_main(void *arg)
             assign(L, cand, L->fill_next++);
             L->fill_slot = s = cand;
         }
-        uint32_t k0 = s->claimed;
-        uint32_t cnt = B - k0 < L->chunk ? B - k0 : L->chunk;
-        s->claimed += cnt;
-        pthread_mutex_unlock(&L->mu);
+        c->slot = s;
+        c->k0 = s->claimed;
+        c->cnt = B - c->k0 < L->chunk ? B - c->k0 : L->chunk;
+        c->epoch = s->b.epoch;
+        c->batch = s->b.batch;
+        s->claimed += c->cnt;
+        return 1;
+    }
+    return 0;
+}
 
-        w->slot = s;
-        w->err_k = FL_NO_ERROR_K;
-        uint64_t skipped0 = w->st.skipped;
-        process_chunk(w, k0, cnt);
+/* Account a finished chunk to its slot (L->mu held). */
+static void complete(fl_loader *L, fl_worker *w, fl_chunk *c)
+{
+    fl_slot *s = c->slot;
+    s->b.skipped += c->skipped;
+    if (c->err_k < s->err_k) {
+        s->err_k = c->err_k;
+        s->err = c->err;
+    }
+    merge_stats(&L->st, &w->st);
+    s->done += c->cnt;
+    if (s->done == L->opt.batch_size) {
+        s->state = SLOT_READY;
+        pthread_cond_broadcast(&L->done_cv);
+    }
+}
 
-        pthread_mutex_lock(&L->mu);
-        s->b.skipped += (uint32_t)(w->st.skipped - skipped0);
-        if (w->err_k < s->err_k) {
-            s->err_k = w->err_k;
-            s->err = w->err;
+void *fl_worker_main(void *arg)
+{
+    fl_worker *w = arg;
+    fl_loader *L = w->L;
+    fl_chunk ch[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&ch[i], 0, sizeof ch[i]);
+        ch[i].w = w;
+        ch[i].first_slot = i ? L->chunk : 0;
+        ch[i].reqs = w->reqs + (i ? L->chunk : 0);
+        ch[i].infos = w->infos + (i ? L->chunk : 0);
+    }
+    fl_chunk *cur = NULL;
+    int next_i = 0;
+    pthread_mutex_lock(&L->mu);
+    for (;;) {
+        if (!cur) {
+            if (!claim(w, &ch[next_i], 1))
+                break;
+            cur = &ch[next_i];
+            next_i ^= 1;
+            pthread_mutex_unlock(&L->mu);
+            chunk_start(cur);
+            pthread_mutex_lock(&L->mu);
         }
-        merge_stats(&L->st, &w->st);
-        s->done += cnt;
-        if (s->done == B) {
-            s->state = SLOT_READY;
-            pthread_cond_broadcast(&L->done_cv);
+        /* Claim ahead so that the next chunk's reads are in flight while this one decodes;
+         * never wait for a slot while holding a chunk. */
+        fl_chunk *nxt = NULL;
+        if (claim(w, &ch[next_i], 0)) {
+            nxt = &ch[next_i];
+            next_i ^= 1;
+        }
+        pthread_mutex_unlock(&L->mu);
+        if (nxt)
+            chunk_start(nxt);
+        chunk_finish(cur);
+        pthread_mutex_lock(&L->mu);
+        complete(L, w, cur);
+        cur = nxt;
+        if (L->stop && cur) {
+            /* its reads target buffers still alive until close has joined us: let them land */
+            pthread_mutex_unlock(&L->mu);
+            chunk_finish(cur);
+            pthread_mutex_lock(&L->mu);
+            complete(L, w, cur);
+            cur = NULL;
         }
     }
     pthread_mutex_unlock(&L->mu);

@@ -88,7 +88,7 @@ int main(void)
     /* the bound documented in fastload.h, plus a constant 8 MiB for thread stacks, io_uring
      * rings, zstd and decoder state and the dataset's index */
     const fl_dataset *ds = fl_loader_dataset(L);
-    uint64_t per_worker = 32ull * (fl_dataset_max_stored_len(ds) + 8192) +
+    uint64_t per_worker = 2 * 32ull * (fl_dataset_max_stored_len(ds) + 8192) +
                           fl_dataset_max_raw_len(ds) * 3ull + fl_dataset_max_stored_len(ds);
     uint64_t bound = st.pinned_bytes + 4ull * 32 * 8 + fl_dataset_count(ds) * 8 +
                      o.workers * per_worker;

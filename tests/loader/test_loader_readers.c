@@ -1,7 +1,8 @@
 /* test_loader_readers.c — the record readers on their own: io_uring (registered buffers) and
  * pread, buffered and O_DIRECT, give the exact bytes of records anywhere in a file (unaligned,
  * ending at EOF, empty, read straight into a caller buffer), report a record past the end of
- * the file as FL_E_TRUNCATED and a bad descriptor as -EBADF. */
+ * the file as FL_E_TRUNCATED and a bad descriptor as -EBADF; two groups can be in flight and
+ * drained in either order. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -59,13 +60,43 @@ static void run(fl_reader *rd, int fd, int bad_fd, int into_dst)
     e.res[n] = -EBADF;
     double wait = 0;
     uint64_t bytes = 0;
-    rd->run(rd, reqs, n + 1, on_done, &e, &wait, &bytes);
+    fl_reader_run(rd, reqs, n + 1, on_done, &e, &wait, &bytes);
     for (unsigned i = 0; i <= n; i++)
         CHECK(seen[i] == 1);
     CHECK(bytes >= 30000);
     if (into_dst && !rd->direct)
         CHECK(reqs[3].data == dst);
     free(dst);
+}
+
+/* Two groups in flight at once, drained in the opposite order: completions of one group seen
+ * while draining the other are kept for it. */
+static void run_two(fl_reader *rd, int fd)
+{
+    fl_read_req a[8], b[8];
+    expect e;
+    memset(&e, 0, sizeof e);
+    memset(seen, 0, sizeof seen);
+    for (unsigned i = 0; i < 8; i++) {
+        memset(&a[i], 0, sizeof a[i]);
+        a[i].fd = fd;
+        a[i].offset = 1000 + i * 9000;
+        a[i].len = 5000 + i;
+        a[i].tag = i;
+        b[i] = a[i];
+        b[i].offset += 3;
+        b[i].tag = 8 + i;
+    }
+    double wait = 0;
+    uint64_t bytes = 0;
+    rd->submit(rd, a, 8, 0, &wait);
+    rd->submit(rd, b, 8, 8, &wait);
+    CHECK(rd->drain(rd, b, 8, on_done, &e, &wait, &bytes) == 0);
+    for (unsigned i = 0; i < 16; i++)
+        CHECK(seen[i] == (i >= 8));
+    CHECK(rd->drain(rd, a, 8, on_done, &e, &wait, &bytes) == 0);
+    for (unsigned i = 0; i < 16; i++)
+        CHECK(seen[i] == 1);
 }
 
 int main(void)
@@ -96,12 +127,14 @@ int main(void)
                    rd->registered ? "yes" : "no");
             run(rd, f, bad, 1);
             run(rd, f, bad, 0); /* the ring is reusable after errors */
+            run_two(rd, f);
             rd->destroy(rd);
         } else {
             printf("io_uring unavailable (%s): that part is skipped\n", err.msg);
         }
         CHECK_OK(fl_pread_reader_create(16, 30000, direct, &rd, &err), &err);
         run(rd, f, bad, 1);
+        run_two(rd, f);
         rd->destroy(rd);
     }
     close(bfd);
