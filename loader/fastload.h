@@ -80,7 +80,9 @@ typedef enum fl_io_mode {
     FL_IO_MMAP = 3   /* shards read through the dataset's read-only mapping: no system call per
                         record, the fastest for small records held in the page cache (measured:
                         per-record io_uring reads top out near 1 M records/s on 2 cores);
-                        not combinable with `direct` */
+                        not combinable with `direct`. As with any mapping (LMDB too), a shard
+                        truncated while the loader runs faults (SIGBUS) instead of failing a
+                        read: use FL_IO_URING/PREAD where files may change under the loader. */
 } fl_io_mode;
 
 typedef enum fl_on_corrupt {
