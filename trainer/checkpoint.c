@@ -369,8 +369,15 @@ int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err)
         ssize_t r = read(fd, buf + got, len - got);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0)
-            break;
+        if (r < 0) {
+            /* an I/O error is not a damaged file: say which it was */
+            int e = errno;
+            close(fd);
+            free(buf);
+            return fl_error_set(err, -e, "%s: read error at byte %zu: %s", path, got, strerror(e));
+        }
+        if (r == 0)
+            break; /* shrank since fstat: parse reports it as truncated */
         got += (size_t)r;
     }
     close(fd);

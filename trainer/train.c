@@ -279,7 +279,8 @@ int tf_train_main(const tf_options *o)
         int rc = tf_checkpoint_load_latest(o->ckpt_dir, &rck, rpath, sizeof rpath, skipped,
                                            sizeof skipped, &err);
         if (skipped[0])
-            fprintf(stderr, "%s: warning: skipped damaged checkpoint(s): %s\n", TOOL, skipped);
+            fprintf(stderr, "%s: warning: skipped unreadable or damaged checkpoint(s): %s\n", TOOL,
+                    skipped);
         if (rc == 0) {
             resumed = 1;
         } else if (rc == -ENOENT && !skipped[0]) {
