@@ -53,7 +53,11 @@ void tf_train_config_init(tf_train_config *cfg);
 
 /* A batch as the core hands it to a backend. Images are uint8 NHWC exactly as libfastload
  * delivers them; the backend normalises them with spec->mean/std (and applies crop/flip when the
- * config asks, using tf_aug_params so every backend augments identically). */
+ * config asks, using tf_aug_params so every backend augments identically).
+ * Lifetime: the core gives the batch's memory (host and device) back to the loader as soon as
+ * train_step/eval_batch returns, so a backend that reads it asynchronously must finish (or copy)
+ * before returning, e.g. by recording its own event after its last read and waiting on it before
+ * the slot can be overwritten. */
 typedef struct tf_batch {
     const uint8_t *images;       /* host: n * h * w * c bytes, NHWC (always set) */
     const int32_t *labels;       /* host: n labels in [0, num_classes) (always set) */
