@@ -74,32 +74,34 @@ static int open_shards(fl_loader *L, fl_error *err)
 static int make_readers(fl_loader *L, fl_error *err)
 {
     size_t max_len = fl_dataset_max_stored_len(L->ds);
-    int use_uring = L->opt.io != FL_IO_PREAD;
-    for (uint32_t i = 0; i < L->nworkers; i++) {
-        fl_worker *w = &L->workers[i];
-        int rc;
-        if (use_uring) {
-            fl_error e;
-            rc = fl_uring_reader_create(2 * L->chunk, max_len, L->direct, &w->reader, &e);
-            if (rc < 0 && rc != -ENOMEM && L->opt.io == FL_IO_AUTO && i == 0) {
-                logf_(L, 1, "fastload: io_uring unavailable (%s); using pread workers", e.msg);
-                use_uring = 0;
-            } else if (rc < 0) {
-                if (L->opt.io == FL_IO_URING && rc != -ENOMEM)
-                    return fl_error_set(err, FL_E_UNSUPPORTED, "io_uring requested but unavailable: %s",
-                                        e.msg);
-                if (err)
-                    *err = e;
-                return rc;
-            } else {
-                continue;
-            }
+    unsigned depth = 2 * L->chunk; /* two chunks in flight per worker */
+    if (L->opt.io != FL_IO_PREAD) {
+        fl_error e;
+        int rc = 0;
+        uint32_t i;
+        for (i = 0; i < L->nworkers && rc == 0; i++)
+            rc = fl_uring_reader_create(depth, max_len, L->direct, &L->workers[i].reader, &e);
+        if (rc == 0) {
+            L->io_backend = "io_uring";
+            return 0;
         }
-        rc = fl_pread_reader_create(2 * L->chunk, max_len, L->direct, &w->reader, err);
+        for (uint32_t j = 0; j < L->nworkers; j++)
+            if (L->workers[j].reader) {
+                L->workers[j].reader->destroy(L->workers[j].reader);
+                L->workers[j].reader = NULL;
+            }
+        if (L->opt.io == FL_IO_URING)
+            return fl_error_set(err, FL_E_UNSUPPORTED, "io_uring requested but unavailable: %s",
+                                e.msg);
+        /* FL_IO_AUTO: seccomp'ed containers, old kernels, memlock limits on the rings */
+        logf_(L, 1, "fastload: io_uring unavailable (%s); using pread workers", e.msg);
+    }
+    for (uint32_t i = 0; i < L->nworkers; i++) {
+        int rc = fl_pread_reader_create(depth, max_len, L->direct, &L->workers[i].reader, err);
         if (rc < 0)
             return rc;
     }
-    L->io_backend = use_uring ? "io_uring" : "pread";
+    L->io_backend = "pread";
     return 0;
 }
 
