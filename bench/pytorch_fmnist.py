@@ -29,6 +29,8 @@ def parse_args():
     ap.add_argument("--epochs", type=int, default=16)
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--residual", action="store_true",
+                    help="fastcnn --residual: after each block, x + cba(cba(x)) (conv-BN-ReLU pairs)")
     ap.add_argument("--lr", type=float, default=0.2)
     ap.add_argument("--wd", type=float, default=5e-4)
     ap.add_argument("--momentum", type=float, default=0.9)
@@ -127,6 +129,17 @@ def main():
     N, H, W, C = Xtr.shape
     mean, std = 0.5, 0.25  # trainfast's fastcnn defaults
 
+    def cba(ci, co):
+        return [nn.Conv2d(ci, co, 3, padding=1, bias=False), nn.BatchNorm2d(co), nn.ReLU(inplace=True)]
+
+    class Residual(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.f = nn.Sequential(*cba(c, c), *cba(c, c))
+
+        def forward(self, x):
+            return x + self.f(x)
+
     class FastCNN(nn.Module):
         def __init__(self, w):
             super().__init__()
@@ -134,6 +147,8 @@ def main():
             for wi in (w, 2 * w, 4 * w):
                 layers += [nn.Conv2d(c, wi, 3, padding=1, bias=False), nn.MaxPool2d(2),
                            nn.BatchNorm2d(wi), nn.ReLU(inplace=True)]
+                if a.residual:
+                    layers.append(Residual(wi))
                 c = wi
             self.features = nn.Sequential(*layers)
             self.head = nn.Linear(c, classes)
@@ -229,7 +244,7 @@ def main():
     ips_all = N * a.epochs / train_s
     res = {"images_per_sec": ips_steady, "images_per_sec_all_epochs": ips_all, "val_top1": top1,
            "val_loss": loss_sum / Xte.shape[0], "train_seconds": train_s, "epochs": a.epochs,
-           "batch": a.batch, "width": a.width, "precision": a.precision,
+           "batch": a.batch, "width": a.width, "residual": a.residual, "precision": a.precision,
            "channels_last": True, "compile": a.compile, "data_source": source,
            "torch": torch.__version__, "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
     print(f"pytorch_fmnist: {a.epochs} epochs in {train_s:.2f} s, {ips_steady:,.0f} img/s "

@@ -13,7 +13,7 @@
 # Environment: OUT (logs and JSON results go there; default BUILD/gpu-check), PYTHON (default
 #   python3), CHECK_EPOCHS / CHECK_WIDTH / CHECK_BATCH / CHECK_LR (the Fashion-MNIST recipe, same
 #   for both trainers), CHECK_TRAIN_ARGS (extra trainfast options), CHECK_BUDGET_S (default 480),
-#   CHECK_SUITE=0 (skip the non-GPU tests), CHECK_DEVICE=cpu (dry run of the script without a GPU),
+#   CHECK_RESIDUAL=1 (fastcnn --residual in both trainers), CHECK_SUITE=0 (skip the non-GPU tests), CHECK_DEVICE=cpu (dry run of the script without a GPU),
 #   CHECK_DATA (packed Fashion-MNIST with train/ and test/; default samples/fashion-mnist/packed,
 #   packed there from samples/fashion-mnist/data when only the IDX files were carried).
 # Exit status: 0 when every target is met, 1 when one is missed or a step failed, 2 usage.
@@ -188,6 +188,8 @@ if ((!quick)) && [[ ! -f "$packed/train/manifest.json" || ! -f "$packed/test/man
     fi
 fi
 recipe=(--model fastcnn --width "$WIDTH" --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --crop-pad 2)
+pt_extra=()
+if [[ "${CHECK_RESIDUAL:-0}" == 1 ]]; then recipe+=(--residual); pt_extra+=(--residual); fi
 if ((!quick)) && [[ -f "$packed/train/manifest.json" ]]; then
     # shellcheck disable=SC2086
     run_step trainfast 120 "$trainfast" train --data "$packed/train" --val "$packed/test" "${recipe[@]}" \
@@ -207,7 +209,7 @@ if ((!quick)) && [[ -f "$packed/train/manifest.json" ]]; then
     export FASTLOAD_LIBRARY="$build/libfastload.so"
     run_step pytorch 150 "$PYTHON" "$root/bench/pytorch_fmnist.py" --data "$packed/train" --val "$packed/test" \
         --idx "$fm/data" --width "$WIDTH" --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --crop-pad 2 \
-        --precision bf16 --device "$DEVICE" --json
+        --precision bf16 --device "$DEVICE" --json "${pt_extra[@]}"
     rc=$?
     tail -3 "$OUT/pytorch.log" | sed 's/^/    /'
     ((rc != 0)) && STATUS=1
