@@ -395,17 +395,23 @@ int tf_train_main(const tf_options *o)
         cfg.max_batch = batch;
         lo.batch_size = batch;
     }
-    tf_backend *b;
+    /* from here on, failures leave through `out`, which frees whatever exists */
+    int status = FL_EXIT_OK;
+    tf_backend *b = NULL;
+    fl_loader *L = NULL;
+    FILE *log = NULL;
+    ckpt_ctx cc = {.o = o, .ops = ops, .spec = &spec};
     if (ops->create(&spec, &cfg, &b, &err)) {
         fl_cli_error(TOOL, "%s backend: %s", ops->name, err.msg);
-        tf_model_free(&spec);
-        tf_checkpoint_free(&rck);
-        return FL_EXIT_DATA;
+        b = NULL;
+        status = FL_EXIT_DATA;
+        goto out;
     }
-    ckpt_ctx cc = {.o = o, .ops = ops, .b = b, .spec = &spec};
+    cc.b = b;
     if (tf_checkpoint_alloc(&cc.ck, spec.param_count, spec.stat_count, o->ema > 0)) {
         fl_cli_error(TOOL, "out of memory");
-        return FL_EXIT_DATA;
+        status = FL_EXIT_DATA;
+        goto out;
     }
     snprintf(cc.ck.model, sizeof cc.ck.model, "%s", spec.name);
     cc.ck.spec_id = spec.spec_id;
@@ -430,7 +436,8 @@ int tf_train_main(const tf_options *o)
     if (resumed) {
         if (ops->set_state(b, &rck.st, &err)) {
             fl_cli_error(TOOL, "%s: %s", rpath, err.msg);
-            return FL_EXIT_DATA;
+            status = FL_EXIT_DATA;
+            goto out;
         }
         epoch_loss = rck.epoch_loss_sum;
         epoch_correct = rck.epoch_correct;
@@ -441,24 +448,24 @@ int tf_train_main(const tf_options *o)
         tf_state init = {.params = cc.ck.st.params, .stats = cc.ck.st.stats, .loss_scale = 1.0f};
         if (ops->set_state(b, &init, &err)) {
             fl_cli_error(TOOL, "%s", err.msg);
-            return FL_EXIT_DATA;
+            status = FL_EXIT_DATA;
+            goto out;
         }
     }
     if (!on_cpu)
         lo.device = cfg.device;
-    fl_loader *L;
     if (fl_loader_create(o->data, &lo, &L, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
-        ops->destroy(b);
-        return FL_EXIT_DATA;
+        L = NULL;
+        status = FL_EXIT_DATA;
+        goto out;
     }
     const uint64_t bpe = fl_loader_batches_per_epoch(L);
     const uint64_t spe = fl_loader_samples_per_epoch(L);
     if (bpe == 0) {
         fl_cli_error(TOOL, "%s: fewer samples than one batch of %u", o->data, batch);
-        fl_loader_close(L);
-        ops->destroy(b);
-        return FL_EXIT_DATA;
+        status = FL_EXIT_DATA;
+        goto out;
     }
     const uint64_t total_micro = bpe * (uint64_t)o->epochs;
     const uint64_t total_steps = total_micro / (uint64_t)o->accum;
@@ -482,10 +489,10 @@ int tf_train_main(const tf_options *o)
                     (unsigned long long)micro);
     }
     tf_checkpoint_free(&rck);
-    FILE *log = NULL;
     if (o->log_path && !(log = fopen(o->log_path, resumed ? "a" : "w"))) {
         fl_cli_error(TOOL, "%s: %s", o->log_path, strerror(errno));
-        return FL_EXIT_DATA;
+        status = FL_EXIT_DATA;
+        goto out;
     }
     install_signals();
 
@@ -496,7 +503,7 @@ int tf_train_main(const tf_options *o)
     uint64_t images = 0, ep_images = 0;
     uint64_t epoch = lo.start_epoch, bpos = lo.start_batch;
     eval_out ev = {0};
-    int have_eval = 0, status = FL_EXIT_OK;
+    int have_eval = 0;
     float lr = 0;
     while (epoch < (uint64_t)o->epochs) {
         double t0 = fl_cli_now();
@@ -607,6 +614,7 @@ int tf_train_main(const tf_options *o)
     fl_loader_stats ls;
     fl_loader_stats_get(L, &ls);
     fl_loader_close(L);
+    L = NULL;
     if (status == FL_EXIT_OK && !have_eval) {
         /* resumed from a checkpoint taken after the last epoch: evaluate once */
         if (evaluate(ops, b, o->val, batch, size, o->tta, o->ema > 0, 1, &quiet, &ev, &err)) {
@@ -694,9 +702,12 @@ int tf_train_main(const tf_options *o)
         fflush(stdout);
         fl_json_free(&j);
     }
+out:
     if (log)
         fclose(log);
+    fl_loader_close(L);
     tf_checkpoint_free(&cc.ck);
+    tf_checkpoint_free(&rck);
     ops->destroy(b);
     tf_model_free(&spec);
     return status;
