@@ -98,6 +98,13 @@ elif [[ -d "$root/.deps/debs" ]]; then
     env_lines="$("$root/scripts/unpack_deps.sh" "$root/.deps/debs" "$root/.deps/root" 2>>"$OUT/check.log")" ||
         { log "unpack_deps.sh failed (see $OUT/check.log)"; exit 1; }
     eval "$env_lines"
+    # Debian 12's OpenBLAS needs glibc >= 2.34; on an older system build without it (it is
+    # optional: the CPU backend then uses its own GEMM) rather than link something that cannot run
+    glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+    if [[ -n "$glibc" ]] && [[ "$(printf '%s\n2.34\n' "$glibc" | sort -V | head -1)" != 2.34 ]]; then
+        log "glibc $glibc < 2.34: building without the carried OpenBLAS"
+        rm -f "$root/.deps/root/usr/lib/x86_64-linux-gnu/pkgconfig/openblas.pc"
+    fi
 else
     log "dependencies missing: no system -dev packages and no $root/.deps/debs"
     log "  fix: run scripts/fetch_gpu_deps.sh on a machine with network and carry .deps/debs here"
