@@ -49,7 +49,8 @@ left() { echo $((BUDGET - (SECONDS - T0))); }
 run_step() {
     local name="$1" max="$2"
     shift 2
-    local t=$(left)
+    local t
+    t=$(left)
     ((t > max)) && t=$max
     if ((t < 5)); then
         log "$name: skipped, time budget of ${BUDGET}s spent"
