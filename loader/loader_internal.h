@@ -52,7 +52,8 @@ struct fl_loader {
     size_t sample_bytes;   /* out_h * out_w * out_c */
     uint32_t chunk;        /* samples a worker claims at once */
     int direct;            /* effective O_DIRECT */
-    int read_in_place;     /* raw, uncompressed, unchanged samples: read into the batch */
+    int read_in_place;     /* raw, uncompressed, unchanged samples: read (or, mapped, copied
+                              with a fused CRC) straight into the batch */
     int mapped;            /* records come from the dataset's mapping (LMDB, FL_IO_MMAP) */
 
     uint64_t *perm;        /* sequence of the epoch perm_epoch (n entries) */
