@@ -24,7 +24,7 @@ static void usage(FILE *out)
 "  --width N              fastcnn channels of the first block (default 24; doubles per block)\n"
 "  --residual             fastcnn: add a residual conv pair per block\n"
 "  --gelu                 GELU instead of ReLU\n"
-"  --epochs E             default 3\n"
+"  --epochs E             default 2\n"
 "  --batch B|auto         default 128 on CPU, 512 on GPU; auto: largest power of two that fits\n"
 "  --lr LR                peak learning rate (default 0.2)\n"
 "  --wd WD                weight decay, not on BN/bias (default 5e-4)\n"

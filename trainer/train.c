@@ -20,7 +20,7 @@ void tf_options_init(tf_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "fastcnn";
-    o->epochs = 3;
+    o->epochs = 2;
     o->batch = 0;
     o->lr = 0.2f;
     o->wd = 5e-4f;
