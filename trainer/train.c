@@ -12,6 +12,7 @@
 #include "checkpoint.h"
 #include "fastload.h"
 #include "fl_cli.h"
+#include "nvml.h"
 #include "train.h"
 
 #define TOOL "trainfast"
@@ -495,6 +496,11 @@ int tf_train_main(const tf_options *o)
         goto out;
     }
     install_signals();
+    /* GPU utilisation and memory, sampled about once a second while training (GPU runs only) */
+    tf_nvml *nv = on_cpu ? NULL : tf_nvml_open();
+    double nv_last = 0, nv_util_sum = 0;
+    int nv_samples = 0;
+    unsigned long long nv_mem_max = 0, nv_mem_total = 0;
 
     tf_live live;
     tf_live_start(&live, quiet);
@@ -535,6 +541,17 @@ int tf_train_main(const tf_options *o)
             break;
         }
         micro++;
+        if (nv && t2 - nv_last >= 1.0) {
+            int u;
+            unsigned long long used, tot;
+            nv_last = t2;
+            if (tf_nvml_sample(nv, (unsigned)cfg.device, &u, &used, &tot) == 0 && u >= 0) {
+                nv_util_sum += u;
+                nv_samples++;
+                nv_mem_max = used > nv_mem_max ? used : nv_mem_max;
+                nv_mem_total = tot;
+            }
+        }
         data_wait += t1 - t0;
         compute += t2 - t1;
         h2d += r.h2d_s;
@@ -648,6 +665,16 @@ int tf_train_main(const tf_options *o)
             fprintf(stderr, "%s: host-to-device copies %.2f s (%.1f%%)%s\n", TOOL, h2d,
                     busy > 0 ? 100.0 * h2d / busy : 0,
                     skipped_steps ? " (fp16 steps skipped for inf/nan: see JSON)" : "");
+        if (nv_samples) {
+            char m1[32], m2[32];
+            fl_cli_human_bytes(nv_mem_max, m1, sizeof m1);
+            fl_cli_human_bytes(nv_mem_total, m2, sizeof m2);
+            fprintf(stderr, "%s: GPU utilisation %.0f%% on average (%d samples), memory used up to "
+                    "%s of %s (NVML)\n", TOOL, nv_util_sum / nv_samples, nv_samples, m1, m2);
+        } else if (!on_cpu) {
+            fprintf(stderr, "%s: GPU utilisation: not available (no NVML or run too short)\n",
+                    TOOL);
+        }
     }
     if (o->json && status == FL_EXIT_OK) {
         fl_json j;
@@ -697,11 +724,22 @@ int tf_train_main(const tf_options *o)
         fl_json_bool(&j, resumed);
         fl_json_key(&j, "backend");
         fl_json_string(&j, desc);
+        fl_json_key(&j, "gpu_utilization");
+        if (nv_samples)
+            fl_json_double(&j, nv_util_sum / nv_samples / 100.0);
+        else
+            fl_json_null(&j);
+        fl_json_key(&j, "gpu_memory_used_bytes");
+        if (nv_samples)
+            fl_json_uint(&j, nv_mem_max);
+        else
+            fl_json_null(&j);
         fl_json_end_object(&j);
         printf("%s\n", fl_json_text(&j));
         fflush(stdout);
         fl_json_free(&j);
     }
+    tf_nvml_close(nv);
 out:
     if (log)
         fclose(log);
