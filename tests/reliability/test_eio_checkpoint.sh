@@ -2,8 +2,8 @@
 # test_eio_checkpoint.sh — EIO (injected by the LD_PRELOAD shim) while trainfast reads a
 # checkpoint: `eval` must fail naming the file and the I/O error (not call a healthy file
 # damaged), and `--resume` must say why it passed over the unreadable newest checkpoint.
-# KNOWN FAILING (docs/RELIABILITY.md, "Open findings"): tf_checkpoint_load ignores read(2)
-# errors and parses the bytes it got, so an I/O error is reported as "bad magic"/"truncated".
+# Regression test of a finding (docs/RELIABILITY.md): tf_checkpoint_load used to ignore read(2)
+# errors and parse the bytes it got, reporting EIO as "bad magic" (fixed in 964e38e).
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX" "$TF"
 need_preload
