@@ -139,9 +139,40 @@ static void test_conv(cpu_pool *P, int N, int C, int H, int W, int Co, int k, in
     free(t.x); free(t.w); free(t.b); free(r); free(dx); free(dw); free(db);
 }
 
+/* the column-cached convolution must give the same bits as the plain one (big enough for
+ * several chunks per thread, 1x1 included) */
+static void test_conv_cache(cpu_pool *P, int N, int C, int H, int Co, int k, int st, int pad)
+{
+    tf_shape in = {C, H, H}, out = {Co, (H + 2 * pad - k) / st + 1, (H + 2 * pad - k) / st + 1};
+    long nx = (long)N * C * H * H, ny = (long)N * Co * out.h * out.w, nw = (long)Co * C * k * k;
+    float *x = malloc(4 * nx), *w = malloc(4 * nw), *b = malloc(4 * Co), *dy = malloc(4 * ny);
+    float *y1 = malloc(4 * ny), *y2 = malloc(4 * ny), *dx1 = calloc(nx, 4), *dx2 = calloc(nx, 4);
+    float *dw1 = calloc(nw, 4), *dw2 = calloc(nw, 4), *db1 = calloc(Co, 4), *db2 = calloc(Co, 4);
+    float *cache = malloc(4 * (size_t)N * C * k * k * out.h * out.w);
+    fill(x, nx, 1); fill(w, nw, 0.3f); fill(b, Co, 0.3f); fill(dy, ny, 1);
+    cpu_conv_forward(P, N, in, out, k, st, pad, x, w, b, y1);
+    cpu_conv_forward_cached(P, N, in, out, k, st, pad, x, w, b, y2, cache);
+    cpu_conv_backward(P, N, in, out, k, st, pad, x, w, dy, dx1, dw1, db1);
+    cpu_conv_backward_cached(P, N, in, out, k, st, pad, x, w, dy, dx2, dw2, db2, cache);
+    int same = !memcmp(y1, y2, 4 * ny) && !memcmp(dx1, dx2, 4 * nx) && !memcmp(dw1, dw2, 4 * nw) &&
+               !memcmp(db1, db2, 4 * Co);
+    if (!same) {
+        printf("FAIL cached conv %dx%d k%d s%d differs from the plain one\n", H, H, k, st);
+        g_fail = 1;
+    } else {
+        printf("ok   cached conv N=%d %dx%dx%d k%d s%d p%d: bit-identical to the plain one\n", N, C,
+               H, H, k, st, pad);
+    }
+    free(x); free(w); free(b); free(dy); free(y1); free(y2); free(dx1); free(dx2);
+    free(dw1); free(dw2); free(db1); free(db2); free(cache);
+}
+
 int main(void)
 {
     cpu_pool *P1 = cpu_pool_create(1), *P2 = cpu_pool_create(2);
+    test_conv_cache(P2, 37, 16, 28, 24, 3, 1, 1);
+    test_conv_cache(P2, 9, 8, 9, 6, 1, 1, 0);
+    test_conv_cache(P1, 5, 4, 11, 5, 3, 2, 1);
     test_conv(P1, 2, 3, 5, 6, 4, 3, 1, 1, 1, "conv3x3 s1 p1 bias");
     test_conv(P2, 3, 2, 7, 7, 3, 3, 2, 1, 0, "conv3x3 s2 p1 (2 threads)");
     test_conv(P2, 2, 3, 6, 5, 2, 1, 2, 0, 0, "conv1x1 s2");

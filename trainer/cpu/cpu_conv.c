@@ -17,6 +17,7 @@ typedef struct conv_job {
     float *y, *dx, *dw, *db;
     long wcount; /* cout * cin * k * k */
     cpu_pool *P;
+    float *cache; /* optional: the whole batch's im2col, chunk at sample s starts at s * R * P */
 } conv_job;
 
 static int chunk_samples(long R, long P, long n)
@@ -127,7 +128,7 @@ static void conv_fwd_thread(void *arg, int tid, int nt)
     for (long s = lo; s < hi; s += nbmax) {
         int nb = (int)(hi - s < nbmax ? hi - s : nbmax);
         long ld = (long)nb * P;
-        if (J->k == 1 && J->stride == 1 && J->pad == 0 && nb == 1) {
+        if (J->k == 1 && J->stride == 1 && J->pad == 0 && nb == 1 && !J->cache) {
             /* a single sample's [cin][P] already is its column matrix: write straight to y */
             float *y = J->y + s * osz;
             cpu_sgemm(0, 0, Co, (int)P, (int)R, 1.0f, J->w, (int)R, J->x + s * isz, (int)P, 0.0f,
@@ -138,8 +139,9 @@ static void conv_fwd_thread(void *arg, int tid, int nt)
                         y[co * P + p] += J->b[co];
             continue;
         }
-        im2col(J, J->x + s * isz, nb, col);
-        cpu_sgemm(0, 0, Co, (int)ld, (int)R, 1.0f, J->w, (int)R, col, (int)ld, 0.0f, tmp, (int)ld);
+        float *c = J->cache ? J->cache + s * R * P : col;
+        im2col(J, J->x + s * isz, nb, c);
+        cpu_sgemm(0, 0, Co, (int)ld, (int)R, 1.0f, J->w, (int)R, c, (int)ld, 0.0f, tmp, (int)ld);
         for (int j = 0; j < nb; j++)
             for (int co = 0; co < Co; co++) {
                 float *y = J->y + (s + j) * osz + co * P;
@@ -151,12 +153,19 @@ static void conv_fwd_thread(void *arg, int tid, int nt)
     }
 }
 
+void cpu_conv_forward_cached(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int stride,
+                             int pad, const float *x, const float *w, const float *b, float *y,
+                             float *col_cache)
+{
+    conv_job J = {.N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad,
+                  .x = x, .w = w, .b = b, .y = y, .P = P, .cache = col_cache};
+    cpu_pool_run(P, conv_fwd_thread, &J);
+}
+
 void cpu_conv_forward(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int stride, int pad,
                       const float *x, const float *w, const float *b, float *y)
 {
-    conv_job J = {.N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad,
-                  .x = x, .w = w, .b = b, .y = y, .P = P};
-    cpu_pool_run(P, conv_fwd_thread, &J);
+    cpu_conv_forward_cached(P, N, in, out, k, stride, pad, x, w, b, y, NULL);
 }
 
 static void conv_bwd_thread(void *arg, int tid, int nt)
@@ -172,11 +181,15 @@ static void conv_bwd_thread(void *arg, int tid, int nt)
     cpu_range(J->N, tid, nt, &lo, &hi);
     if (lo < hi) {
         const int nbmax = chunk_samples(R, P, hi - lo);
-        float *col = cpu_pool_scratch(J->P, tid, 0, (size_t)(R * P * nbmax));
+        float *scr = J->cache ? NULL : cpu_pool_scratch(J->P, tid, 0, (size_t)(R * P * nbmax));
         float *dyc = cpu_pool_scratch(J->P, tid, 1, (size_t)(Co * P * nbmax));
         for (long s = lo; s < hi; s += nbmax) {
             int nb = (int)(hi - s < nbmax ? hi - s : nbmax);
             long ld = (long)nb * P;
+            /* with a cache the forward pass left this chunk's columns there (same partition:
+             * same N, thread count and chunk size); they are dead after this layer, so the
+             * input gradient's columns overwrite them */
+            float *col = J->cache ? J->cache + s * R * P : scr;
             for (int j = 0; j < nb; j++)
                 for (int co = 0; co < Co; co++)
                     memcpy(dyc + co * ld + j * P, J->dy + (s + j) * osz + co * P,
@@ -189,7 +202,8 @@ static void conv_bwd_thread(void *arg, int tid, int nt)
                         acc += d[p];
                     part[Co * R + co] += acc;
                 }
-            im2col(J, J->x + s * isz, nb, col);
+            if (!J->cache)
+                im2col(J, J->x + s * isz, nb, col);
             cpu_sgemm(0, 1, Co, (int)R, (int)ld, 1.0f, dyc, (int)ld, col, (int)ld, 1.0f, part,
                       (int)R);
             if (J->dx) {
@@ -231,8 +245,16 @@ void cpu_conv_backward(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int
                        const float *x, const float *w, const float *dy, float *dx, float *dw,
                        float *db)
 {
+    cpu_conv_backward_cached(P, N, in, out, k, stride, pad, x, w, dy, dx, dw, db, NULL);
+}
+
+void cpu_conv_backward_cached(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int stride,
+                              int pad, const float *x, const float *w, const float *dy, float *dx,
+                              float *dw, float *db, float *col_cache)
+{
     conv_job J = {.N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad,
-                  .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .P = P};
+                  .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .P = P,
+                  .cache = col_cache};
     cpu_pool_run(P, conv_bwd_thread, &J);
     long R = (long)in.c * k * k;
     reduce_job RJ = {.P = P, .n = out.c * R + out.c, .slot = 2, .dst = dw, .split = out.c * R,

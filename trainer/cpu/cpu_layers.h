@@ -37,6 +37,16 @@ void cpu_conv_backward(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int
                        const float *x, const float *w, const float *dy, float *dx, float *dw,
                        float *db);
 
+/* The same with a column cache of N * cin*k*k * Ho*Wo floats (col_cache, or NULL): the forward
+ * pass leaves its im2col there and the backward of the SAME batch (same N and pool) reuses it
+ * instead of recomputing it, and overwrites it. Results are bit-identical to the uncached calls. */
+void cpu_conv_forward_cached(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int stride,
+                             int pad, const float *x, const float *w, const float *b, float *y,
+                             float *col_cache);
+void cpu_conv_backward_cached(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int stride,
+                              int pad, const float *x, const float *w, const float *dy, float *dx,
+                              float *dw, float *db, float *col_cache);
+
 /* Linear: x is [N][cin] (a flattened tensor), w [cout][cin], b [cout] (may be NULL). */
 void cpu_linear_forward(cpu_pool *P, int N, int cin, int cout, const float *x, const float *w,
                         const float *b, float *y);
