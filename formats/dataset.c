@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -95,8 +96,13 @@ static int same_schema(const fl_schema *a, const fl_schema *b) {
            a->channels == b->channels && a->height == b->height && a->width == b->width;
 }
 
-static int open_shards(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
+/* part_start[i]: non-zero when shard i is the first of a --part dataset (numbering restarts);
+ * NULL for a plain dataset. */
+static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part_start,
+                       fl_error *err) {
     uint32_t n = m->num_shards;
+    uint32_t local = 0;     /* shard number inside its part */
+    uint64_t local_first = 0;
     ds->shards = calloc(n ? n : 1, sizeof *ds->shards);
     ds->shard_first = calloc(n ? n : 1, sizeof *ds->shard_first);
     ds->shard_ddict = calloc(n ? n : 1, sizeof *ds->shard_ddict);
@@ -107,16 +113,22 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
     for (uint32_t i = 0; i < n; i++) {
         const char *path = ds->file_paths[i];
         fl_shard_view *v = &ds->shards[i];
+        if (part_start && part_start[i]) {
+            local = 0;
+            local_first = 0;
+        }
         int rc = fl_shard_open(path, v, err);
         ds->num_open = i + 1; /* so close() releases what is open */
         if (rc) return rc;
-        if (v->number != i || v->first_record != first || v->count != m->shards[i].records)
+        if (v->number != local || v->first_record != local_first || v->count != m->shards[i].records)
             return fl_error_set(err, FL_E_FORMAT,
                                 "%s: shard %u holds records [%llu, +%llu), manifest expects shard %u "
                                 "with [%llu, +%llu)",
                                 path, v->number, (unsigned long long)v->first_record,
-                                (unsigned long long)v->count, i, (unsigned long long)first,
+                                (unsigned long long)v->count, local, (unsigned long long)local_first,
                                 (unsigned long long)m->shards[i].records);
+        local++;
+        local_first += v->count;
         if (!same_schema(&v->schema, &m->schema))
             return fl_error_set(err, FL_E_FORMAT, "%s: shard schema differs from the manifest's", path);
         for (uint64_t k = 0; ds->num_classes && k < v->count; k++) {
@@ -149,6 +161,165 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
     return 0;
 }
 
+/* ---- datasets packed in parts (packdata --part I/N) ------------------------------------------
+ * A directory without a manifest whose sub-directories are the N parts of one job (each a complete
+ * dataset whose manifest says part I of N) opens as one dataset: the parts' records in part order.
+ * All parts must be present once, use the shards backend and share schema and classes. */
+
+typedef struct fl_part_dir {
+    char *dir;
+    fl_manifest m;
+} fl_part_dir;
+
+static int cmp_part(const void *a, const void *b) {
+    const fl_part_dir *x = a, *y = b;
+    return (x->m.part_index > y->m.part_index) - (x->m.part_index < y->m.part_index);
+}
+
+static int same_classes(const fl_manifest *a, const fl_manifest *b) {
+    if (a->num_classes != b->num_classes) return 0;
+    for (uint32_t i = 0; i < a->num_classes; i++)
+        if (strcmp(a->classes[i], b->classes[i]) != 0) return 0;
+    return 1;
+}
+
+/* Returns -ENOENT (with err untouched) when ds->dir holds no part datasets at all. */
+static int open_parts(fl_dataset *ds, fl_error *err) {
+    DIR *d = opendir(ds->dir);
+    if (!d) return -ENOENT;
+    fl_part_dir *parts = NULL;
+    uint32_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char *sub = path_join(ds->dir, e->d_name);
+        char *mp = sub ? path_join(sub, FL_MANIFEST_NAME) : NULL;
+        char *text = NULL;
+        size_t len = 0;
+        struct stat st;
+        if (!mp || stat(mp, &st) != 0 || !S_ISREG(st.st_mode)) {
+            free(sub);
+            free(mp);
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            fl_part_dir *np = realloc(parts, cap * sizeof *parts);
+            if (!np) {
+                free(sub);
+                free(mp);
+                rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+                break;
+            }
+            parts = np;
+        }
+        memset(&parts[n], 0, sizeof parts[n]);
+        parts[n].dir = sub;
+        rc = read_file(mp, FL_MAX_MANIFEST_BYTES, &text, &len, err);
+        if (rc == 0) rc = fl_manifest_parse(text, len, mp, &parts[n].m, err);
+        free(text);
+        free(mp);
+        n++;
+        if (rc) break;
+    }
+    closedir(d);
+    if (rc == 0 && n == 0) rc = -ENOENT;
+    if (rc == 0) {
+        qsort(parts, n, sizeof *parts, cmp_part);
+        uint32_t count = parts[0].m.part_count;
+        if (count == 0)
+            rc = fl_error_set(err, FL_E_FORMAT,
+                              "%s: no manifest.json, and %s is a whole dataset, not a --part of one",
+                              ds->dir, parts[0].dir);
+        else if (n != count)
+            rc = fl_error_set(err, FL_E_FORMAT, "%s: %u part dataset(s) found, their manifests say %u parts",
+                              ds->dir, n, count);
+        for (uint32_t i = 0; rc == 0 && i < n; i++) {
+            const fl_manifest *pm = &parts[i].m;
+            if (pm->part_count != count || pm->part_index != i)
+                rc = fl_error_set(err, FL_E_FORMAT, "%s: part %u of %u is missing or duplicated (%s says %u/%u)",
+                                  ds->dir, i, count, parts[i].dir, pm->part_index, pm->part_count);
+            else if (pm->backend != FL_BACKEND_SHARDS)
+                rc = fl_error_set(err, FL_E_UNSUPPORTED, "%s: only shard datasets can be combined from parts",
+                                  parts[i].dir);
+            else if (!same_schema(&pm->schema, &parts[0].m.schema) || !same_classes(pm, &parts[0].m))
+                rc = fl_error_set(err, FL_E_FORMAT, "%s: schema or classes differ from %s's", parts[i].dir,
+                                  parts[0].dir);
+        }
+    }
+    /* Build the combined manifest: every part's shards in part order. */
+    fl_manifest all;
+    memset(&all, 0, sizeof all);
+    uint8_t *part_start = NULL;
+    if (rc == 0) {
+        uint32_t shards = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            shards += parts[i].m.num_shards;
+            all.records += parts[i].m.records;
+        }
+        all.backend = FL_BACKEND_SHARDS;
+        all.schema = parts[0].m.schema;
+        all.num_shards = shards;
+        all.shards = calloc(shards ? shards : 1, sizeof *all.shards);
+        ds->file_paths = calloc(shards ? shards : 1, sizeof *ds->file_paths);
+        part_start = calloc(shards ? shards : 1, 1);
+        if (!all.shards || !ds->file_paths || !part_start)
+            rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+        uint32_t k = 0;
+        for (uint32_t i = 0; rc == 0 && i < n; i++) {
+            const char *base = strrchr(parts[i].dir, '/') + 1;
+            for (uint32_t j = 0; rc == 0 && j < parts[i].m.num_shards; j++, k++) {
+                all.shards[k] = parts[i].m.shards[j];
+                part_start[k] = j == 0;
+                ds->file_paths[k] = path_join(parts[i].dir, parts[i].m.shards[j].file);
+                size_t fl = strlen(base) + strlen(parts[i].m.shards[j].file) + 2;
+                char *rel = malloc(fl);
+                if (rel) snprintf(rel, fl, "%s/%s", base, parts[i].m.shards[j].file);
+                all.shards[k].file = rel;
+                ds->num_files = k + 1;
+                if (!ds->file_paths[k] || !rel) rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+            }
+        }
+    }
+    if (rc == 0) {
+        ds->backend = FL_BACKEND_SHARDS;
+        ds->schema = all.schema;
+        ds->count = all.records;
+        ds->classes = parts[0].m.classes;
+        ds->num_classes = parts[0].m.num_classes;
+        parts[0].m.classes = NULL;
+        parts[0].m.num_classes = 0;
+        rc = open_shards(ds, &all, part_start, err);
+    }
+    if (rc == 0) {
+        fl_tbuf b;
+        memset(&b, 0, sizeof b);
+        all.classes = ds->classes;
+        all.num_classes = ds->num_classes;
+        all.tool_version = "combined parts";
+        all.part_count = n;
+        if (fl_manifest_write(&b, &all) != 0 || !b.data) {
+            rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+        } else {
+            ds->manifest_text = b.data;
+            b.data = NULL;
+        }
+        fl_tbuf_free(&b);
+        all.classes = NULL;
+        all.num_classes = 0;
+    }
+    for (uint32_t k = 0; all.shards && k < all.num_shards; k++) free(all.shards[k].file);
+    free(all.shards);
+    free(part_start);
+    for (uint32_t i = 0; i < n; i++) {
+        free(parts[i].dir);
+        fl_manifest_free(&parts[i].m);
+    }
+    free(parts);
+    return rc;
+}
+
 int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
     *out = NULL;
     if (!path || !*path) return fl_error_set(err, FL_E_INVALID, "dataset path is empty");
@@ -170,6 +341,16 @@ int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
     size_t mlen = 0;
     int rc = read_file(mpath, FL_MAX_MANIFEST_BYTES, &ds->manifest_text, &mlen, err);
     if (rc == -ENOENT) {
+        int prc = open_parts(ds, err);
+        if (prc != -ENOENT) {
+            free(mpath);
+            if (prc) {
+                fl_dataset_close(ds);
+                return prc;
+            }
+            *out = ds;
+            return 0;
+        }
         struct stat st;
         char *partial = malloc(strlen(path) + 16);
         int unfinished = 0;
@@ -213,7 +394,7 @@ int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
     }
     ds->num_files = m.num_shards;
     if (ds->backend == FL_BACKEND_SHARDS)
-        rc = open_shards(ds, &m, err);
+        rc = open_shards(ds, &m, NULL, err);
     else
         rc = fl_lmdb_reader_open(ds, &m, err);
     if (rc) goto fail;

@@ -28,7 +28,7 @@ typedef struct fl_manifest {
     uint32_t num_classes;
     fl_manifest_shard *shards;
     uint32_t num_shards;
-    /* written only (ignored by the parser beyond a type check) */
+    /* written only (ignored by the parser beyond a type check), except part_index/part_count */
     int zstd_level;
     uint64_t dict_bytes;
     const char *tool_version;

@@ -113,6 +113,15 @@ int fl_manifest_parse(const char *text, size_t len, const char *what, fl_manifes
             (unsigned long long)m->records);
     if (m->backend == FL_BACKEND_LMDB && m->num_shards != 1)
         BAD("%s: an LMDB dataset lists exactly one data file", what);
+    const fl_jnode *part = fl_jget(root, "part");
+    if (part) { /* optional: which slice of a --part I/N job this dataset is */
+        uint64_t pi = 0, pn = 0;
+        if (part->type != FL_J_OBJECT || get_u64(part, "index", UINT32_MAX, &pi) ||
+            get_u64(part, "count", UINT32_MAX, &pn) || (pn && pi >= pn))
+            BAD("%s: bad \"part\" object (want index < count)", what);
+        m->part_index = (uint32_t)pi;
+        m->part_count = (uint32_t)pn;
+    }
     rc = 0;
     goto out;
 nomem:
