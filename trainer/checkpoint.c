@@ -332,6 +332,21 @@ int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out,
     }
     if (path_out)
         snprintf(path_out, cap, "%s", path);
+    /* leftovers of a run killed mid-write (never renamed, so never valid checkpoints) */
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t l = strlen(e->d_name);
+            if (strncmp(e->d_name, "ckpt-", 5) == 0 && l > 8 &&
+                strcmp(e->d_name + l - 8, ".tfc.tmp") == 0) {
+                char old[4400];
+                snprintf(old, sizeof old, "%s/%s", dir, e->d_name);
+                unlink(old);
+            }
+        }
+        closedir(d);
+    }
     /* keep the newest two: the one just written and its predecessor */
     long long *steps;
     int n;

@@ -273,8 +273,14 @@ int main(void)
         snprintf(d2, sizeof d2, "%s/torn", dir);
         a.st.micro_step = 10;
         CHECK(tf_checkpoint_save(d2, &a, path, sizeof path, &err) == 0, "save: %s", err.msg);
+        char stale[700];
+        snprintf(stale, sizeof stale, "%s/ckpt-00000015.tfc.tmp", d2);
+        FILE *sf = fopen(stale, "w");
+        if (sf)
+            fclose(sf);
         a.st.micro_step = 20;
         CHECK(tf_checkpoint_save(d2, &a, path, sizeof path, &err) == 0, "save: %s", err.msg);
+        CHECK(access(stale, F_OK) != 0, "stale .tmp of a killed write not removed");
         CHECK(truncate(path, 1000) == 0, "truncate");
         CHECK(tf_checkpoint_load_latest(d2, &c, path, sizeof path, skipped, sizeof skipped,
                                         &err) == 0 && c.st.micro_step == 10 &&
