@@ -12,7 +12,7 @@ if ((LONG)); then epochs=500 cycles=1000; else epochs=50 cycles=200; fi
 rss_bound=4096
 if sanitized; then
     ((LONG)) || { epochs=10 cycles=40; }
-    rss_bound=0 # ASan's quarantine and shadow memory make RSS meaningless; LeakSanitizer checks
+    rss_bound=0 # ASan maps memory and quarantines freed blocks itself: RSS and mappings are not judged (LeakSanitizer checks leaks)
 fi
 "$MKIDX" "$T/idx" 2000 || die "fixture"
 "$P" pack "$T/idx" "$T/raw" --compress zstd:3 --shard-size 256K --quiet 2>"$T/err" || die "pack raw: $(cat "$T/err")"
