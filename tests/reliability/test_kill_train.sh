@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# test_kill_train.sh — SIGTERM and SIGKILL at random points of `trainfast train --device cpu`
-# with frequent checkpoints: after each signal every ckpt-*.tfc left verifies (never a torn
-# one under the final name); `--resume` continues from the newest complete checkpoint and ends
-# with weights bit-identical to an uninterrupted run; SIGTERM exits 143 after saving. Then the
-# newest checkpoint is truncated (a torn file, as a non-atomic filesystem could leave): resume
-# falls back to the previous one with a warning naming the file, again to identical weights;
-# with every checkpoint damaged, resume fails clearly.
-# Default: 3 SIGTERM + 5 SIGKILL trials; FL_LONG_TESTS=1: 10 + 25. FL_REL_SEED=S replays.
+# test_kill_train.sh — SIGTERM (one trial SIGINT) and SIGKILL at random points of
+# `trainfast train --device cpu` with frequent checkpoints: after each signal every ckpt-*.tfc
+# left verifies (never a torn one under the final name); `--resume` continues from the newest
+# complete checkpoint and ends with weights bit-identical to an uninterrupted run; SIGTERM/SIGINT
+# exit 143/130 after saving. Then the newest checkpoint is truncated (a torn file, as a
+# non-atomic filesystem could leave): resume falls back to the previous one with a warning naming
+# the file, again to identical weights; with every checkpoint damaged, resume fails clearly.
+# Default: 3 SIGTERM/SIGINT + 5 SIGKILL trials; FL_LONG_TESTS=1: 10 + 25. FL_REL_SEED=S replays.
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX" "$TF"
 if ((LONG)); then nterm=10 nkill=25; else nterm=3 nkill=5; fi
 sanitized && ((!LONG)) && nterm=2 nkill=3
 seed=${FL_REL_SEED:-$(( $(date +%s) % 100000 ))}
 RANDOM=$seed
-echo "seed $seed (FL_REL_SEED=$seed replays these kill points), $nterm SIGTERM + $nkill SIGKILL trials"
+echo "seed $seed (FL_REL_SEED=$seed replays these kill points), $nterm SIGTERM/SIGINT + $nkill SIGKILL trials"
 make_train_data "$T/data" 1500 200 || die "fixture"
 every=5
 common=(--data "$T/data/train" --val "$T/data/val" --device cpu --width 8 --batch 50 --epochs 2
@@ -48,15 +48,17 @@ all_verify() {
 }
 
 for ((i = 0; i < nterm + nkill; i++)); do
-    if ((i < nterm)); then sig=TERM want=143; else sig=KILL want=137; fi
+    if ((i == nterm - 1)); then sig=INT want=130
+    elif ((i < nterm)); then sig=TERM want=143
+    else sig=KILL want=137; fi
     d="$T/run$i"
     step=$(( (RANDOM * 32768 + RANDOM) % steps )) ms=$((RANDOM % 40))
     resume= signal_at $sig $step $ms "$d"
     st=$?
     where="SIG$sig after step $step + $ms ms"
     if [[ $st -ne 0 && $st -ne $want ]]; then fail "$where: exit $st, want $want"; sed 's/^/    /' "$T/kerr" | head -3; continue; fi
-    if [[ $sig == TERM && $st -eq 143 ]]; then
-        grep -q "stopped by SIGTERM" "$T/kerr" || fail "$where: no stop line: $(head -2 "$T/kerr")"
+    if [[ $sig != KILL && $st -eq $want ]]; then
+        grep -q "stopped by SIG$sig" "$T/kerr" || fail "$where: no stop line: $(head -2 "$T/kerr")"
     fi
     msg=$(all_verify "$d") || fail "$where: a checkpoint left does not verify: $msg"
     left=$(newest_step "$d")
