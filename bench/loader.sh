@@ -81,10 +81,6 @@ one() { # name key run command...
     $py -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$out/$name.$i.json" "$key" \
         >>"$out/$name.vals"
 }
-median() { # name -> median of its values ("nan" when it has none)
-    [[ -s "$out/$1.vals" ]] || { echo nan; return; }
-    sort -g "$out/$1.vals" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
-}
 rm -f "$out"/*.vals
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 aug=(--batch 256 --workers 2 --size 224 --augment rrc,flip --order random)
@@ -122,43 +118,46 @@ for ((i = 0; i < runs; i++)); do
     [[ ! -d "$fmnist" ]] || one fastload-fmnist mb_per_sec "$i" "$fastload" bench "$fmnist" --batch 256 \
         --workers 2 --order random --epochs $((quick ? 1 : 5)) --json
 done
-a=$(median fastload-jpeg) pya=$(median python-jpeg) c=$(median pytorch-dataloader)
-dec=$(median decode-1core) acpu=$(median fastload-jpeg-cpu) deccpu=$(median decode-1core-cpu)
-pyacpu=$(median python-jpeg-cpu) ccpu=$(median pytorch-dataloader-cpu)
-b=$($py -c "print(2 * float('$dec'))")
-memcpy=$(median memcpy) rawmb=$(median fastload-raw64) pyraw=$(median python-raw64) fm=$(median fastload-fmnist)
 echo "machine load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 ((quick)) && echo "(--quick: a smoke run; start-up dominates such short runs, the ratios below mean little)"
 
-$py - "$a" "$b" "$c" "$rawmb" "$memcpy" "$fm" "$pya" "$pyraw" "$acpu" "$deccpu" "$pyacpu" "$ccpu" "$out/summary.json" <<'PY'
-import json, math, sys
-a, b, c, raw, mem, fm, pya, pyraw, acpu, deccpu, pyacpu, ccpu = map(float, sys.argv[1:13])
-rows = [  # figure, value, unit, peer, peer value, target ratio (None: shown only), compare as
-    ("fastload JPEG rrc224+flip, 2 workers", a, "img/s", "PyTorch DataLoader (2 workers)", c, 5.0),
+$py - "$out" <<'PY'
+import json, math, os, statistics, sys
+out = sys.argv[1]
+
+def series(name, scale=1.0):
+    p = os.path.join(out, name + ".vals")
+    vals = [float(x) * scale for x in open(p).read().split()] if os.path.exists(p) else []
+    return (statistics.median(vals), max(vals)) if vals else (math.nan, math.nan)
+
+rows = [  # figure, series, unit, peer, peer series, target ratio
+    ("fastload JPEG rrc224+flip, 2 workers", "fastload-jpeg", "img/s", "PyTorch DataLoader (2 workers)", "pytorch-dataloader", 5.0),
     # per CPU-second (CPU time of every thread/process of each side): holds when the machine is busy
-    ("  same, per CPU-second", acpu, "img/s", "PyTorch DataLoader per CPU-s", ccpu, 5.0),
-    ("fastload JPEG rrc224+flip, 2 workers", a, "img/s", "2 x 1-core full decode", b, 1.2),
-    ("  same, per CPU-second", acpu, "img/s", "1-core full decode per CPU-s", deccpu, 1.2),
-    ("fastload raw 64x64x3, 2 workers", raw, "MB/s", "1-thread memcpy", mem, 0.4),
-    ("fastload Fashion-MNIST (as packed)", fm, "MB/s", "1-thread memcpy", mem, 0.4),
-    ("python binding JPEG rrc224+flip", pya, "img/s", "fastload bench (same)", a, 0.9),
-    ("  same, per CPU-second", pyacpu, "img/s", "fastload bench per CPU-s", acpu, 0.9),
-    ("python binding raw 64x64x3", pyraw, "MB/s", "fastload bench (same)", raw, 0.9),
+    ("  same, per CPU-second", "fastload-jpeg-cpu", "img/s", "PyTorch DataLoader per CPU-s", "pytorch-dataloader-cpu", 5.0),
+    ("fastload JPEG rrc224+flip, 2 workers", "fastload-jpeg", "img/s", "2 x 1-core full decode", ("decode-1core", 2.0), 1.2),
+    ("  same, per CPU-second", "fastload-jpeg-cpu", "img/s", "1-core full decode per CPU-s", "decode-1core-cpu", 1.2),
+    ("fastload raw 64x64x3, 2 workers", "fastload-raw64", "MB/s", "1-thread memcpy", "memcpy", 0.4),
+    ("fastload Fashion-MNIST (as packed)", "fastload-fmnist", "MB/s", "1-thread memcpy", "memcpy", 0.4),
+    ("python binding JPEG rrc224+flip", "python-jpeg", "img/s", "fastload bench (same)", "fastload-jpeg", 0.9),
+    ("  same, per CPU-second", "python-jpeg-cpu", "img/s", "fastload bench per CPU-s", "fastload-jpeg-cpu", 0.9),
+    ("python binding raw 64x64x3", "python-raw64", "MB/s", "fastload bench (same)", "fastload-raw64", 0.9),
 ]
-print(f"{'figure':40} {'value':>10} {'unit':5}  {'peer':32} {'peer value':>10} {'ratio':>7} {'target':>7}")
+print(f"{'figure':38} {'value':>8} {'unit':5}  {'peer':31} {'peer':>8} {'ratio':>7} {'target':>7}        {'best/best':>9}")
 summary = []
-for name, v, unit, peer, pv, target in rows:
+for name, sname, unit, peer, pname, target in rows:
+    v, vb = series(sname)
+    pv, pvb = series(*pname) if isinstance(pname, tuple) else series(pname)
     if math.isnan(v) or math.isnan(pv) or pv == 0:
-        print(f"{name:40} {v:10.0f} {unit:5}  {peer:32} {'n/a':>10}")
-        summary.append(dict(figure=name, value=v if not math.isnan(v) else None, peer=peer, verdict="n/a"))
+        print(f"{name:38} {v:8.0f} {unit:5}  {peer:31} {'n/a':>8}")
+        summary.append(dict(figure=name, value=None if math.isnan(v) else v, peer=peer, verdict="n/a"))
         continue
-    r = v / pv
+    r, rb = v / pv, vb / pvb
     verdict = "PASS" if r >= target else "MISS"
-    tgt = f">={target:g}x"
-    print(f"{name:40} {v:10.0f} {unit:5}  {peer:32} {pv:10.0f} {r:6.2f}x {tgt:>7} {verdict}")
+    print(f"{name:38} {v:8.0f} {unit:5}  {peer:31} {pv:8.0f} {r:6.2f}x {'>=%gx' % target:>7} {verdict}  {rb:8.2f}x")
     summary.append(dict(figure=name, value=v, unit=unit, peer=peer, peer_value=pv, ratio=r, target=target,
-                        verdict=verdict))
-json.dump(summary, open(sys.argv[13], "w"), indent=1)
-print("(medians of the tools' own rates; data in the page cache; per-run JSON under bench/out/loader/;")
-print(" per CPU-second rows divide by the CPU time of all threads and worker processes of each side)")
+                        verdict=verdict, best_value=vb, best_peer_value=pvb, best_ratio=rb))
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+print("(value/peer: medians of the runs' own rates, PASS/MISS judged on them; best/best: ratio of the best")
+print(" runs; per CPU-second rows divide by the CPU time of every thread and worker process of each side;")
+print(" data in the page cache; per-run JSON under " + out + ")")
 PY
