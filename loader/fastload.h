@@ -29,7 +29,8 @@
  * number of full batches: with drop_last the tail is dropped, otherwise positions past the end
  * wrap to the start of the sequence. Sample augmentation draws from (seed, epoch, position).
  *
- * Memory bound (resident, whatever the dataset size and the number of epochs):
+ * Memory bound (resident, whatever the dataset size and the number of epochs; the ring and the
+ * read buffers are touched at create, so they are resident from the start):
  *   ring      prefetch × batch_size × (out_height × out_width × channels + 4)   (pinned)
  *   indices   prefetch × batch_size × 8
  *   order     8 bytes per dataset record (the epoch's sequence)

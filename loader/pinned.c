@@ -66,6 +66,7 @@ void *fl_host_alloc(fl_cuda *c, size_t bytes, int *pinned)
         void *p = NULL;
         if (c->HostAlloc(&p, bytes, 0) == 0 && p) {
             *pinned = 1;
+            memset(p, 0, bytes);
             return p;
         }
     }
@@ -75,6 +76,10 @@ void *fl_host_alloc(fl_cuda *c, size_t bytes, int *pinned)
     if (posix_memalign(&p, a, rounded) != 0)
         return NULL;
     madvise(p, rounded, MADV_HUGEPAGE); /* a hint: fewer TLB misses on large rings */
+    /* Touch it now: the ring is resident for the loader's life anyway (it is the memory bound),
+     * no page faults later in the hot path, and tools like valgrind, which cannot see the
+     * kernel's io_uring writes, see defined bytes. */
+    memset(p, 0, rounded);
     return p;
 }
 
