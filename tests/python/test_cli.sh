@@ -67,6 +67,13 @@ check "digest lines" test "$(grep -c '^[01] ' "$tmp/d1")" -eq 14
 check "digest 1 worker == 2 workers pread" cmp -s "$tmp/d1" "$tmp/d2"
 check "digest == 3 workers O_DIRECT" cmp -s "$tmp/d1" "$tmp/d3"
 check "digest == 2 workers mmap" cmp -s "$tmp/d1" "$tmp/d6"
+# the same records in an LMDB environment give the same stream
+if "$maker" "$tmp/lmdb" --count 100 --height 6 --width 8 --classes 4 --lmdb; then
+    "$cli" digest "$tmp/lmdb" "${opts[@]}" --workers 2 >"$tmp/dl"
+    check "digest shards == LMDB" cmp -s "$tmp/d1" "$tmp/dl"
+else
+    echo "FAIL LMDB fixture"; fail=1
+fi
 "$cli" digest "$tmp/ds" "${opts[@]}" --seed 4 >"$tmp/d4"
 check "digest differs with another seed" bash -c "! cmp -s '$tmp/d1' '$tmp/d4'"
 # resume: start at epoch 0 batch 3 = the tail of the full stream
