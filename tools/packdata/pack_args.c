@@ -65,7 +65,8 @@ static const char pack_help[] =
 "  --part I/N             pack only slice I of N (0 <= I < N) of the (shuffled) input list\n"
 "  --workers N            worker threads (default: all cores); the output does not depend on it\n"
 "  --resume               finish an interrupted run from DST.partial\n"
-"  --force                replace an existing DST (after the new one is complete) or a stale DST.partial\n"
+"  --force                replace an existing DST (after the new one is complete) or a stale DST.partial;\n"
+"                         with --resume: finish an interrupted replacement\n"
 "\n"
 "Bad inputs:\n"
 "  --on-error fail|skip   fail (default): stop at the first bad input, exit 1, nothing at DST;\n"
@@ -304,8 +305,7 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
     }
     if (po->so.num_classes > 0 && po->so.n_class_names && (long)po->so.n_class_names != po->so.num_classes)
         return usage("%s", "--num-classes does not match the number of class names given");
-    if (po->resume && po->force)
-        return usage("%s", "--resume and --force contradict each other");
+    /* --resume --force together: finish an interrupted replacement of an existing DST. */
     size_t dl = strlen(po->dst);
     while (dl > 1 && po->dst[dl - 1] == '/') ((char *)po->dst)[--dl] = 0;
     return -1;
