@@ -45,6 +45,15 @@ typedef struct tf_train_config {
     uint32_t max_batch;     /* largest batch that train_step/eval_batch will be given */
     float loss_scale_init;  /* fp16: initial dynamic loss scale (0 = 65536) */
     int loss_scale_window;  /* fp16: good steps before the scale doubles (0 = 1000) */
+    /* Data parallel over `world` processes (1 or 0: single process). Before each optimizer step
+     * the backend sums its accumulated gradients over the ranks with grad_allreduce (in place,
+     * param_count floats; user = grad_allreduce_user) and multiplies them by 1/world, so every rank
+     * applies the same averaged update. NULL: no reduction. A backend with its own collective
+     * (the CUDA backend's NCCL communicator, gpu_dist.h) ignores these. A failure of the callback
+     * makes train_step fail with its error (the weights are then out of step: abort the job). */
+    int world;
+    int (*grad_allreduce)(void *user, float *buf, int64_t n, fl_error *err);
+    void *grad_allreduce_user;
 } tf_train_config;
 
 /* Fill defaults: fp32, label smoothing 0, momentum 0.9, nesterov 1, wd 5e-4, accum 1, no EMA,

@@ -1,10 +1,13 @@
 /* main.c — the trainfast command line: `train`, `eval`, `doctor`, --help, --version. Parses
  * options into tf_options and hands over to train.c / doctor.c. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fl_cli.h"
+#include "dist.h"
 #include "train.h"
 
 #define TOOL "trainfast"
@@ -50,6 +53,12 @@ static void usage(FILE *out)
 "  --json                 last stdout line: a JSON summary (val_top1, images_per_sec, ...)\n"
 "  --quiet                no progress or per-epoch lines\n"
 "\n"
+"data parallel (docs/DISTRIBUTED.md): run under `mpirun -np N` or `srun --mpi=pmix`, or:\n"
+"  --nproc N              start N local processes (re-execs under mpirun -np N); --batch is\n"
+"                         per process, the global batch is N x batch\n"
+"  --sync-bn              synchronized BatchNorm (not supported yet: statistics are per process)\n"
+"  --nccl                 GPU: average gradients through NCCL even with one process\n"
+"\n"
 "Exit status: 0 done, 1 data or runtime error, 2 usage, 130/143 stopped by SIGINT/SIGTERM\n"
 "(after writing a checkpoint when --checkpoint is given).\n");
 }
@@ -73,6 +82,76 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
         return -1;
     }
     return 0;
+}
+
+/* `--nproc N`: replace this process by `mpirun -np N <this trainfast> train <args minus --nproc>`.
+ * Returns only on failure. */
+static int run_nproc(int argc, char **argv, int nproc)
+{
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) {
+        fl_cli_error(TOOL, "--nproc: already started by an MPI launcher; leave --nproc out");
+        return FL_EXIT_USAGE;
+    }
+    if (!tf_dist_have_mpi()) {
+        fl_cli_error(TOOL, "--nproc: this trainfast was built without MPI (install "
+                     "libopenmpi-dev and rebuild)");
+        return FL_EXIT_USAGE;
+    }
+    /* find mpirun on PATH (execvp would, but then we could not say clearly that it is missing) */
+    const char *path = getenv("PATH");
+    char mpirun[4096] = "";
+    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        snprintf(mpirun, sizeof mpirun, "%.*s/mpirun", (int)len, p);
+        if (access(mpirun, X_OK) == 0)
+            break;
+        mpirun[0] = 0;
+        p += len + (e ? 1 : 0);
+    }
+    if (!mpirun[0]) {
+        fl_cli_error(TOOL, "--nproc %d: mpirun not found on PATH (install openmpi-bin, or launch "
+                     "with srun --mpi=pmix)", nproc);
+        return FL_EXIT_USAGE;
+    }
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) {
+        fl_cli_error(TOOL, "--nproc: cannot find this executable (/proc/self/exe)");
+        return FL_EXIT_DATA;
+    }
+    self[sl] = 0;
+    char np[16];
+    snprintf(np, sizeof np, "%d", nproc);
+    char **av = calloc((size_t)argc + 16, sizeof *av);
+    if (!av)
+        return FL_EXIT_DATA;
+    int k = 0;
+    av[k++] = mpirun;
+    if (geteuid() == 0)
+        av[k++] = "--allow-run-as-root";
+    av[k++] = "--oversubscribe";
+    av[k++] = "--bind-to";
+    av[k++] = "none";
+    av[k++] = "-np";
+    av[k++] = np;
+    av[k++] = self;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--nproc")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--nproc=", 8))
+            continue;
+        av[k++] = argv[i];
+    }
+    av[k] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    execv(mpirun, av);
+    fl_cli_error(TOOL, "--nproc: cannot run %s: %s", mpirun, strerror(errno));
+    free(av);
+    return FL_EXIT_DATA;
 }
 
 static int cmd_train(int argc, char **argv)
@@ -199,6 +278,13 @@ static int cmd_train(int argc, char **argv)
             o.log_path = v;
         } else if (!strcmp(argv[i], "--json")) {
             o.json = 1;
+        } else if (VAL("--nproc")) {
+            if (m < 0 || parse_int("--nproc", v, 1, 4096, &n)) return FL_EXIT_USAGE;
+            o.nproc = (int)n;
+        } else if (!strcmp(argv[i], "--sync-bn")) {
+            o.sync_bn = 1;
+        } else if (!strcmp(argv[i], "--nccl")) {
+            o.nccl = 1;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             o.quiet = 1;
         } else {
@@ -207,6 +293,8 @@ static int cmd_train(int argc, char **argv)
         }
 #undef VAL
     }
+    if (o.nproc > 0)
+        return run_nproc(argc, argv, o.nproc);
     return tf_train_main(&o);
 }
 

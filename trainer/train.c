@@ -10,10 +10,14 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "dist.h"
 #include "fastload.h"
 #include "fl_cli.h"
 #include "nvml.h"
 #include "train.h"
+#ifdef TF_HAVE_GPU_BACKEND
+#include "gpu_dist.h"
+#endif
 
 #define TOOL "trainfast"
 
@@ -177,9 +181,16 @@ static const char *precision_name(tf_precision p)
     return p == TF_BF16 ? "bf16" : p == TF_FP16 ? "fp16" : "fp32";
 }
 
-static void options_json(const tf_options *o, uint32_t batch, const char *device, fl_json *j)
+static void options_json(const tf_options *o, uint32_t batch, const char *device, int world,
+                         int pad_tail, fl_json *j)
 {
     fl_json_begin_object(j);
+    fl_json_key(j, "world");
+    fl_json_int(j, world);
+    fl_json_key(j, "global_batch");
+    fl_json_uint(j, (uint64_t)batch * (uint64_t)world);
+    fl_json_key(j, "pad_tail");
+    fl_json_int(j, pad_tail);
     fl_json_key(j, "model");
     fl_json_string(j, o->model);
     fl_json_key(j, "width");
@@ -219,16 +230,41 @@ typedef struct ckpt_ctx {
     const tf_backend_ops *ops;
     tf_backend *b;
     const tf_model_spec *spec;
+    const tf_dist *d;
     tf_checkpoint ck; /* allocated once */
     char last_path[4096];
 } ckpt_ctx;
 
+/* Every rank calls this at the same step (it holds collectives); rank 0 writes the file. */
 static int save_checkpoint(ckpt_ctx *c, uint64_t epoch, uint64_t batch, double loss_sum,
                            uint64_t correct, uint64_t seen, double wall, fl_error *err)
 {
     int rc = c->ops->get_state(c->b, &c->ck.st, err);
     if (rc)
         return rc;
+    if (c->d->world > 1) {
+        /* the epoch's running figures of all ranks, so a resumed run (on any world size)
+         * reports the same epoch totals; rank 0 alone restores them */
+        double m[3] = {loss_sum, (double)correct, (double)seen};
+        if ((rc = tf_dist_allreduce_f64(c->d, m, 3, 0, err)))
+            return rc;
+        loss_sum = m[0];
+        correct = (uint64_t)m[1];
+        seen = (uint64_t)m[2];
+        if (c->ck.st.accum_count) {
+            /* mid accumulation group: each rank holds its own partial gradient sum; store their
+             * mean, which resume hands to every rank scaled by old/new world (docs) */
+            rc = tf_dist_allreduce_f32(c->d, c->ck.st.grad_accum, (size_t)c->spec->param_count,
+                                       0, err);
+            if (rc)
+                return rc;
+            const float inv = 1.0f / (float)c->d->world;
+            for (int64_t j = 0; j < c->spec->param_count; j++)
+                c->ck.st.grad_accum[j] *= inv;
+        }
+        if (c->d->rank != 0)
+            return 0;
+    }
     c->ck.epoch = epoch;
     c->ck.batch = batch;
     c->ck.epoch_loss_sum = loss_sum;
@@ -238,11 +274,20 @@ static int save_checkpoint(ckpt_ctx *c, uint64_t epoch, uint64_t batch, double l
     return tf_checkpoint_save(c->o->ckpt_dir, &c->ck, c->last_path, sizeof c->last_path, err);
 }
 
-int tf_train_main(const tf_options *o)
+/* the JSON number after "key": in a checkpoint's config text, or `dflt` */
+static uint64_t config_u64(const char *json, const char *key, uint64_t dflt)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    return p ? strtoull(p + strlen(pat), NULL, 10) : dflt;
+}
+
+static int train_run(const tf_options *o, const tf_dist *D)
 {
     double t_start = fl_cli_now();
     fl_error err;
-    int quiet = o->quiet;
+    int quiet = o->quiet || D->rank != 0; /* only rank 0 reports */
     if (!o->data || !o->val) {
         fl_cli_error(TOOL, "train needs --data DIR and --val DIR");
         return FL_EXIT_USAGE;
@@ -259,8 +304,13 @@ int tf_train_main(const tf_options *o)
         return FL_EXIT_DATA;
     }
     const int on_cpu = !strcmp(ops->name, "cpu");
-    if (notice[0])
+    if (notice[0] && D->rank == 0)
         fprintf(stderr, "%s: %s\n", TOOL, notice);
+    if (o->sync_bn && D->world > 1) {
+        fl_cli_error(TOOL, "--sync-bn is not supported yet: BatchNorm statistics are per process "
+                     "(see docs/DISTRIBUTED.md); leave --sync-bn out");
+        return FL_EXIT_USAGE;
+    }
     tf_precision prec = o->precision_given ? o->precision : (on_cpu ? TF_FP32 : TF_BF16);
     if (on_cpu && prec != TF_FP32) {
         fprintf(stderr, "%s: the CPU backend computes in fp32: --precision %s falls back to fp32\n",
@@ -293,18 +343,66 @@ int tf_train_main(const tf_options *o)
         }
     }
     uint64_t seed = resumed ? rck.seed : o->seed;
+    int pad_tail = D->world > 1; /* distributed: pad the tail so every rank runs the same steps */
+    uint64_t start_epoch = 0, start_batch = 0;
     if (resumed) {
-        /* exact resume needs the batches of the interrupted run: same batch size */
-        const char *bs = rck.config_json ? strstr(rck.config_json, "\"batch\":") : NULL;
-        uint32_t stored = bs ? (uint32_t)strtoul(bs + 8, NULL, 10) : 0;
-        if (stored && o->batch && o->batch != stored) {
-            fl_cli_error(TOOL, "%s was written by a run with --batch %u; resume with the same batch "
-                         "size (or leave --batch out)", rpath, stored);
-            tf_checkpoint_free(&rck);
-            return FL_EXIT_USAGE;
+        /* exact resume needs the batches of the interrupted run: the same global batch. On another
+         * world size the per-rank batch is global/world when that divides, and the batch index is
+         * unchanged (the same global sample position); otherwise see below. */
+        uint32_t stored = (uint32_t)config_u64(rck.config_json, "batch", 0);
+        uint64_t w0 = config_u64(rck.config_json, "world", 1);
+        pad_tail = (int)config_u64(rck.config_json, "pad_tail", 0) || D->world > 1;
+        start_epoch = rck.epoch;
+        start_batch = rck.batch;
+        if (w0 == 0)
+            w0 = 1;
+        if (stored) {
+            uint64_t global = (uint64_t)stored * w0;
+            uint32_t want = global % (uint64_t)D->world == 0 ? (uint32_t)(global / D->world)
+                                                              : stored;
+            if (o->batch && o->batch != want && o->batch != stored) {
+                fl_cli_error(TOOL, "%s was written by a run with --batch %u on %llu process(es) "
+                             "(global batch %llu); resume with --batch %u (or leave --batch out)",
+                             rpath, stored, (unsigned long long)w0, (unsigned long long)global,
+                             want);
+                tf_checkpoint_free(&rck);
+                return FL_EXIT_USAGE;
+            }
+            batch = o->batch ? o->batch : want;
+            if ((uint64_t)batch * (uint64_t)D->world != global) {
+                /* the global batch changes: continue from the same global sample position,
+                 * rounded down to a batch boundary of the new world (never skip a sample) */
+                uint64_t pos = rck.batch * global, nb = (uint64_t)batch * (uint64_t)D->world;
+                start_batch = pos / nb;
+                if (D->rank == 0)
+                    fprintf(stderr,
+                            "%s: resume on %d process(es) x batch %u (global %llu) from a run of "
+                            "%llu x %u (global %llu): epoch position %llu samples -> batch %llu; "
+                            "%llu sample(s) of this epoch are seen again\n",
+                            TOOL, D->world, batch, (unsigned long long)nb,
+                            (unsigned long long)w0, stored, (unsigned long long)global,
+                            (unsigned long long)pos, (unsigned long long)start_batch,
+                            (unsigned long long)(pos - start_batch * nb));
+            } else if ((uint64_t)D->world != w0 && D->rank == 0) {
+                fprintf(stderr, "%s: resume on %d process(es) x batch %u from a run of %llu x %u: "
+                        "same global batch %llu, continuing at global sample %llu of epoch %llu\n",
+                        TOOL, D->world, batch, (unsigned long long)w0, stored,
+                        (unsigned long long)global, (unsigned long long)(rck.batch * global),
+                        (unsigned long long)rck.epoch + 1);
+            }
+            if ((uint64_t)D->world != w0 && rck.st.accum_count) {
+                /* the stored partial gradient is the mean over the old ranks: hand each new rank
+                 * sum/new_world so the next reduction sees the same total */
+                const float f = (float)w0 / (float)D->world;
+                for (int64_t j = 0; j < rck.param_count; j++)
+                    rck.st.grad_accum[j] *= f;
+            }
         }
-        if (stored)
-            batch = stored;
+        if (D->rank != 0) {
+            /* rank 0 alone carries the interrupted epoch's figures (they are global sums) */
+            rck.epoch_loss_sum = 0;
+            rck.epoch_correct = rck.epoch_seen = 0;
+        }
     }
 
     /* train loader */
@@ -315,11 +413,16 @@ int tf_train_main(const tf_options *o)
     lo.order = FL_ORDER_RANDOM;
     lo.seed = seed;
     lo.flip = o->flip;
-    lo.drop_last = 1; /* full batches only: BN statistics and the schedule stay uniform */
+    /* One process: full batches only (BN statistics and the schedule stay uniform). Data
+     * parallel: pad by wrapping around, so every rank gets the same number of full batches
+     * and no rank waits in a collective that another never enters. */
+    lo.drop_last = !pad_tail;
+    lo.rank = (uint32_t)D->rank;
+    lo.world = (uint32_t)D->world;
     lo.log = loader_log;
     lo.log_user = &quiet;
-    lo.start_epoch = resumed ? rck.epoch : 0;
-    lo.start_batch = resumed ? rck.batch : 0;
+    lo.start_epoch = start_epoch;
+    lo.start_batch = start_batch;
     fl_dataset *probe;
     if (fl_dataset_open(o->data, &probe, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
@@ -375,6 +478,12 @@ int tf_train_main(const tf_options *o)
     cfg.aug_seed = seed;
     cfg.threads = o->threads;
     cfg.max_batch = batch;
+    cfg.device = on_cpu ? 0 : D->local_rank; /* one GPU per process on a node */
+    cfg.world = D->world;
+    if (on_cpu && D->world > 1) {
+        cfg.grad_allreduce = tf_dist_grad_allreduce;
+        cfg.grad_allreduce_user = (void *)D;
+    }
     if (resumed && (rck.has_ema != (o->ema > 0))) {
         fl_cli_error(TOOL, "%s: EMA was %s when it was written; pass the same --ema", rpath,
                      rck.has_ema ? "on" : "off");
@@ -401,7 +510,8 @@ int tf_train_main(const tf_options *o)
     tf_backend *b = NULL;
     fl_loader *L = NULL;
     FILE *log = NULL;
-    ckpt_ctx cc = {.o = o, .ops = ops, .spec = &spec};
+    ckpt_ctx cc = {.o = o, .ops = ops, .spec = &spec, .d = D};
+    void *nccl_comm = NULL;
     if (ops->create(&spec, &cfg, &b, &err)) {
         fl_cli_error(TOOL, "%s backend: %s", ops->name, err.msg);
         b = NULL;
@@ -409,6 +519,39 @@ int tf_train_main(const tf_options *o)
         goto out;
     }
     cc.b = b;
+    if (!on_cpu && (D->world > 1 || o->nccl)) {
+        /* GPU data parallel: gradients averaged by NCCL inside the CUDA backend (gpu_dist.h);
+         * the NCCL unique id travels over MPI */
+#ifdef TF_HAVE_GPU_BACKEND
+        int rc = 0;
+        if (D->world == 1) {
+            rc = tf_gpu_comm_init_single(cfg.device, &nccl_comm, &err);
+        } else {
+            unsigned char id[TF_NCCL_ID_BYTES];
+            memset(id, 0, sizeof id);
+            if (D->rank == 0)
+                rc = tf_gpu_nccl_unique_id(id, &err);
+            if (tf_dist_bcast(D, id, sizeof id, 0, &err) == 0 && rc == 0)
+                rc = tf_gpu_comm_init_rank(cfg.device, D->rank, D->world, id, &nccl_comm, &err);
+            else if (rc == 0)
+                rc = -EIO;
+        }
+        if (rc == 0)
+            rc = tf_gpu_set_comm(b, nccl_comm, &err);
+        if (rc) {
+            fl_cli_error(TOOL, "NCCL: %s", err.msg);
+            status = FL_EXIT_DATA;
+            goto out;
+        }
+        if (D->rank == 0 && !quiet)
+            fprintf(stderr, "%s: gradients averaged over %d GPU process(es) with NCCL\n", TOOL,
+                    D->world);
+#else
+        fl_cli_error(TOOL, "data-parallel GPU training needs the CUDA backend with NCCL");
+        status = FL_EXIT_DATA;
+        goto out;
+#endif
+    }
     if (tf_checkpoint_alloc(&cc.ck, spec.param_count, spec.stat_count, o->ema > 0)) {
         fl_cli_error(TOOL, "out of memory");
         status = FL_EXIT_DATA;
@@ -427,7 +570,7 @@ int tf_train_main(const tf_options *o)
     {
         fl_json j;
         fl_json_init(&j);
-        options_json(o, batch, ops->name, &j);
+        options_json(o, batch, ops->name, D->world, !lo.drop_last, &j);
         free(cc.ck.config_json);
         cc.ck.config_json = strdup(fl_json_text(&j));
         fl_json_free(&j);
@@ -435,6 +578,16 @@ int tf_train_main(const tf_options *o)
     double epoch_loss = 0, wall_before = 0;
     uint64_t epoch_correct = 0, epoch_seen = 0;
     if (resumed) {
+        /* every rank read the same checkpoint; rank 0's copy of the weights and optimizer state
+         * is broadcast so the ranks cannot start apart (e.g. files differing between nodes) */
+        size_t pm = (size_t)spec.param_count * sizeof(float);
+        if (tf_dist_bcast(D, rck.st.params, pm, 0, &err) ||
+            tf_dist_bcast(D, rck.st.momentum, pm, 0, &err) ||
+            tf_dist_bcast(D, rck.st.stats, (size_t)spec.stat_count * sizeof(float), 0, &err)) {
+            fl_cli_error(TOOL, "broadcast of the resumed state: %s", err.msg);
+            status = FL_EXIT_DATA;
+            goto out;
+        }
         if (ops->set_state(b, &rck.st, &err)) {
             fl_cli_error(TOOL, "%s: %s", rpath, err.msg);
             status = FL_EXIT_DATA;
@@ -446,6 +599,13 @@ int tf_train_main(const tf_options *o)
         wall_before = rck.wall_s;
     } else {
         tf_model_init(&spec, seed, cc.ck.st.params, cc.ck.st.stats);
+        /* every rank starts from rank 0's weights (identical by construction, made certain) */
+        if (tf_dist_bcast(D, cc.ck.st.params, (size_t)spec.param_count * sizeof(float), 0, &err) ||
+            tf_dist_bcast(D, cc.ck.st.stats, (size_t)spec.stat_count * sizeof(float), 0, &err)) {
+            fl_cli_error(TOOL, "broadcast of the initial weights: %s", err.msg);
+            status = FL_EXIT_DATA;
+            goto out;
+        }
         tf_state init = {.params = cc.ck.st.params, .stats = cc.ck.st.stats, .loss_scale = 1.0f};
         if (ops->set_state(b, &init, &err)) {
             fl_cli_error(TOOL, "%s", err.msg);
@@ -484,13 +644,21 @@ int tf_train_main(const tf_options *o)
                 desc[0] ? desc : ops->name, o->data, (unsigned long long)spe, num_classes, in_h,
                 in_w, in_c, batch, o->accum, o->epochs, o->lr, o->cosine ? "cosine" : "linear",
                 precision_name(prec));
+        if (D->world > 1)
+            fprintf(stderr,
+                    "%s: data parallel: %d processes (%s), batch %u per rank = global batch "
+                    "%llu, %llu steps per epoch on every rank%s; BatchNorm statistics per process\n",
+                    TOOL, D->world, D->launcher, batch, (unsigned long long)batch * D->world,
+                    (unsigned long long)bpe,
+                    pad_tail && bpe * batch * (uint64_t)D->world > fl_dataset_count(
+                        fl_loader_dataset(L)) ? " (tail padded by wrap-around)" : "");
         if (resumed)
             fprintf(stderr, "%s: resumed from %s at epoch %llu batch %llu (step %llu)\n", TOOL,
-                    rpath, (unsigned long long)rck.epoch + 1, (unsigned long long)rck.batch,
+                    rpath, (unsigned long long)start_epoch + 1, (unsigned long long)start_batch,
                     (unsigned long long)micro);
     }
     tf_checkpoint_free(&rck);
-    if (o->log_path && !(log = fopen(o->log_path, resumed ? "a" : "w"))) {
+    if (o->log_path && D->rank == 0 && !(log = fopen(o->log_path, resumed ? "a" : "w"))) {
         fl_cli_error(TOOL, "%s: %s", o->log_path, strerror(errno));
         status = FL_EXIT_DATA;
         goto out;
@@ -575,10 +743,20 @@ int tf_train_main(const tf_options *o)
                        ep_images / (ep_wait + ep_compute + 1e-9));
         if (last) {
             tf_live_clear(&live);
-            /* flip TTA doubles the cost: only for the final evaluation */
-            rc = evaluate(ops, b, o->val, batch, size, o->tta && epoch == (uint64_t)o->epochs,
-                          o->ema > 0,
-                          o->workers > 0 ? o->workers : 1, &quiet, &ev, &err);
+            /* the epoch's training figures over all ranks */
+            double em[3] = {epoch_loss, (double)epoch_correct, (double)epoch_seen};
+            if (tf_dist_allreduce_f64(D, em, 3, 0, &err)) {
+                fl_cli_error(TOOL, "%s", err.msg);
+                status = FL_EXIT_DATA;
+                break;
+            }
+            /* flip TTA doubles the cost: only for the final evaluation. Data parallel: rank 0
+             * evaluates (with its own BN running statistics); the others go on to the next
+             * collective and wait there. */
+            rc = D->rank != 0 ? 0
+                              : evaluate(ops, b, o->val, batch, size,
+                                         o->tta && epoch == (uint64_t)o->epochs, o->ema > 0,
+                                         o->workers > 0 ? o->workers : 1, &quiet, &ev, &err);
             if (rc) {
                 fl_cli_error(TOOL, "evaluation: %s", err.msg);
                 status = FL_EXIT_DATA;
@@ -588,11 +766,11 @@ int tf_train_main(const tf_options *o)
             eval_s += ev.seconds;
             tf_epoch_report er = {
                 .epoch = (int)epoch, .epochs = o->epochs,
-                .train_loss = epoch_seen ? epoch_loss / epoch_seen : 0,
-                .train_acc = epoch_seen ? (double)epoch_correct / epoch_seen : 0,
+                .train_loss = em[2] > 0 ? em[0] / em[2] : 0,
+                .train_acc = em[2] > 0 ? em[1] / em[2] : 0,
                 .val_loss = ev.loss, .val_top1 = ev.top1,
                 .val_top5 = num_classes > 10 ? ev.top5 : -1, .lr = lr,
-                .images_per_sec = ep_images / (ep_wait + ep_compute + 1e-9),
+                .images_per_sec = ep_images * (double)D->world / (ep_wait + ep_compute + 1e-9),
                 .data_wait_fraction = ep_wait / (ep_wait + ep_compute + 1e-9),
                 .epoch_seconds = fl_cli_now() - ep_t0,
                 .wall_seconds = wall_before + fl_cli_now() - t_start, .steps = micro};
@@ -604,6 +782,18 @@ int tf_train_main(const tf_options *o)
             ep_t0 = fl_cli_now();
         }
         int stop = g_stop_signal;
+        if (D->world > 1) {
+            /* ranks stop together: a signal seen by any rank (mpirun forwards SIGTERM/SIGINT to
+             * all, but they arrive at different steps) stops every rank after this step */
+            double sv = (double)stop;
+            if (tf_dist_allreduce_f64(D, &sv, 1, 1, &err)) {
+                tf_live_clear(&live);
+                fl_cli_error(TOOL, "step %llu: %s", (unsigned long long)micro, err.msg);
+                status = FL_EXIT_DATA;
+                break;
+            }
+            stop = (int)sv;
+        }
         int want_ckpt = o->ckpt_dir && (last || stop || (o->ckpt_every && micro % o->ckpt_every == 0));
         if (want_ckpt) {
             double c0 = fl_cli_now();
@@ -632,7 +822,7 @@ int tf_train_main(const tf_options *o)
     fl_loader_stats_get(L, &ls);
     fl_loader_close(L);
     L = NULL;
-    if (status == FL_EXIT_OK && !have_eval) {
+    if (status == FL_EXIT_OK && !have_eval && D->rank == 0) {
         /* resumed from a checkpoint taken after the last epoch: evaluate once */
         if (evaluate(ops, b, o->val, batch, size, o->tta, o->ema > 0, 1, &quiet, &ev, &err)) {
             fl_cli_error(TOOL, "evaluation: %s", err.msg);
@@ -644,9 +834,30 @@ int tf_train_main(const tf_options *o)
     uint64_t skipped_steps = 0;
     if (ops->get_state(b, &cc.ck.st, &err) == 0)
         skipped_steps = cc.ck.st.skipped_steps;
+    /* data parallel: every rank must have run the same number of steps; count the samples of
+     * this run over all ranks (a resumed run's count shows where it started) */
+    double steps_min = (double)micro, steps_max = (double)micro, samples_run = (double)images;
+    if (D->world > 1 && status == FL_EXIT_OK) {
+        double mm[2] = {(double)micro, -(double)micro};
+        if (tf_dist_allreduce_f64(D, mm, 2, 1, &err) ||
+            tf_dist_allreduce_f64(D, &samples_run, 1, 0, &err)) {
+            fl_cli_error(TOOL, "%s", err.msg);
+            status = FL_EXIT_DATA;
+        }
+        steps_max = mm[0];
+        steps_min = -mm[1];
+    }
+    const uint64_t start_sample = start_batch * batch * (uint64_t)D->world;
+    if (status == FL_EXIT_OK && !quiet && (D->world > 1 || resumed))
+        fprintf(stderr,
+                "%s: %d process(es): %.0f..%.0f steps per rank; %.0f samples trained in this run "
+                "(all ranks), starting at epoch %llu sample %llu\n",
+                TOOL, D->world, steps_min, steps_max, samples_run,
+                (unsigned long long)start_epoch + 1, (unsigned long long)start_sample);
     double wall = fl_cli_now() - t_start;
     double busy = data_wait + compute;
-    double ips = busy > 0 ? images / busy : 0, dwf = busy > 0 ? data_wait / busy : 0;
+    double ips = busy > 0 ? images * (double)D->world / busy : 0,
+           dwf = busy > 0 ? data_wait / busy : 0;
     if (status == FL_EXIT_OK && !quiet) {
         char rate[32];
         fl_cli_human_rate(ips, "img/s", rate, sizeof rate);
@@ -676,7 +887,7 @@ int tf_train_main(const tf_options *o)
                     TOOL);
         }
     }
-    if (o->json && status == FL_EXIT_OK) {
+    if (o->json && status == FL_EXIT_OK && D->rank == 0) {
         fl_json j;
         fl_json_init(&j);
         fl_json_begin_object(&j);
@@ -722,6 +933,20 @@ int tf_train_main(const tf_options *o)
         fl_json_uint(&j, skipped_steps);
         fl_json_key(&j, "resumed");
         fl_json_bool(&j, resumed);
+        fl_json_key(&j, "world");
+        fl_json_int(&j, D->world);
+        fl_json_key(&j, "global_batch");
+        fl_json_uint(&j, (uint64_t)batch * (uint64_t)D->world);
+        fl_json_key(&j, "steps_min");
+        fl_json_uint(&j, (uint64_t)steps_min);
+        fl_json_key(&j, "steps_max");
+        fl_json_uint(&j, (uint64_t)steps_max);
+        fl_json_key(&j, "samples_run");
+        fl_json_uint(&j, (uint64_t)samples_run);
+        fl_json_key(&j, "start_epoch");
+        fl_json_uint(&j, start_epoch);
+        fl_json_key(&j, "start_sample");
+        fl_json_uint(&j, start_sample);
         fl_json_key(&j, "backend");
         fl_json_string(&j, desc);
         fl_json_key(&j, "gpu_utilization");
@@ -741,6 +966,14 @@ int tf_train_main(const tf_options *o)
     }
     tf_nvml_close(nv);
 out:
+#ifdef TF_HAVE_GPU_BACKEND
+    if (nccl_comm) {
+        tf_gpu_set_comm(b, NULL, &err);
+        tf_gpu_comm_destroy(nccl_comm);
+    }
+#else
+    (void)nccl_comm;
+#endif
     if (log)
         fclose(log);
     fl_loader_close(L);
@@ -748,6 +981,26 @@ out:
     tf_checkpoint_free(&rck);
     ops->destroy(b);
     tf_model_free(&spec);
+    return status;
+}
+
+int tf_train_main(const tf_options *o)
+{
+    fl_error err;
+    tf_dist D;
+    if (tf_dist_init(NULL, NULL, &D, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        tf_dist_finalize(&D);
+        return FL_EXIT_USAGE;
+    }
+    int status = train_run(o, &D);
+    if (D.world > 1 && status != FL_EXIT_OK && status < 128) {
+        /* this rank failed: the others would wait for it in the next collective; end the job */
+        fprintf(stderr, "%s: rank %d of %d failed (exit %d): aborting every rank\n", TOOL, D.rank,
+                D.world, status);
+        tf_dist_abort(&D, status);
+    }
+    tf_dist_finalize(&D);
     return status;
 }
 

@@ -41,6 +41,10 @@ typedef struct tf_options {
     int crop_pad;                /* random crop padding (-1 = auto: 2 for <= 64 px, else 0) */
     int flip;                    /* random horizontal flip (loader) */
     uint32_t size;               /* output size for variable-size datasets (0 = 224) */
+    /* data parallel (docs/DISTRIBUTED.md); rank/world come from the launcher (dist.h) */
+    int nproc;                   /* --nproc N: main.c re-execs under mpirun -np N (0 = not given) */
+    int sync_bn;                 /* --sync-bn: synchronized BatchNorm statistics */
+    int nccl;                    /* --nccl: GPU gradients through NCCL even for one process */
 } tf_options;
 
 void tf_options_init(tf_options *o);

@@ -335,6 +335,15 @@ static int cpu_train_step(tf_backend *b, const tf_batch *x, float lr, tf_step_re
     res->correct = c1;
     res->n = x->n;
     if (++b->accum_count >= (uint32_t)b->cfg.accum) {
+        if (b->cfg.grad_allreduce && b->cfg.world > 1) {
+            /* data parallel: average the gradients over the ranks (sum, then 1/world) */
+            rc = b->cfg.grad_allreduce(b->cfg.grad_allreduce_user, b->grad, s->param_count, err);
+            if (rc)
+                return rc;
+            const float inv = 1.0f / (float)b->cfg.world;
+            for (int64_t j = 0; j < s->param_count; j++)
+                b->grad[j] *= inv;
+        }
         optimizer_step(b, lr);
         b->accum_count = 0;
         res->stepped = 1;

@@ -25,7 +25,18 @@ int tf_gpu_set_comm(tf_backend *b, void *comm, fl_error *err);
  * tf_gpu_comm_destroy. Errors: FL_E_UNSUPPORTED, FL_E_CUDA (NCCL's message). */
 int tf_gpu_comm_init_single(int device, void **comm, fl_error *err);
 
-/* Destroy a communicator made by tf_gpu_comm_init_single. NULL allowed. */
+/* Bytes of an NCCL unique id (NCCL_UNIQUE_ID_BYTES), fixed so callers need not include nccl.h. */
+#define TF_NCCL_ID_BYTES 128
+
+/* Multi-process path (trainer/train.c): rank 0 makes a unique id (ncclGetUniqueId) into
+ * id[TF_NCCL_ID_BYTES], broadcasts it over MPI (dist.h), and every rank calls
+ * tf_gpu_comm_init_rank with it (ncclCommInitRank on `device`). Free with tf_gpu_comm_destroy.
+ * Errors: FL_E_UNSUPPORTED (no NCCL), FL_E_CUDA (NCCL's message). */
+int tf_gpu_nccl_unique_id(void *id, fl_error *err);
+int tf_gpu_comm_init_rank(int device, int rank, int world, const void *id, void **comm,
+                          fl_error *err);
+
+/* Destroy a communicator made by tf_gpu_comm_init_single or tf_gpu_comm_init_rank. NULL allowed. */
 void tf_gpu_comm_destroy(void *comm);
 
 #ifdef __cplusplus

@@ -2,6 +2,7 @@
  * FL_HAVE_NCCL when CMake finds nccl.h and libnccl; otherwise the same functions report
  * FL_E_UNSUPPORTED, so callers need no #ifdef. */
 #include <stddef.h>
+#include <string.h>
 
 #include "gpu_dist.h"
 #include "gpu_internal.h"
@@ -38,6 +39,27 @@ int tf_gpu_comm_init_single(int device, void **comm, fl_error *err) {
     return 0;
 }
 
+_Static_assert(sizeof(ncclUniqueId) == TF_NCCL_ID_BYTES, "TF_NCCL_ID_BYTES != NCCL's id size");
+
+int tf_gpu_nccl_unique_id(void *id, fl_error *err) {
+    ncclUniqueId u;
+    GPU_NCCL(ncclGetUniqueId(&u));
+    memcpy(id, &u, sizeof u);
+    return 0;
+}
+
+int tf_gpu_comm_init_rank(int device, int rank, int world, const void *id, void **comm,
+                          fl_error *err) {
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    if (cudaSetDevice(device) != cudaSuccess)
+        return fl_error_set(err, FL_E_CUDA, "cudaSetDevice(%d) failed for rank %d", device, rank);
+    ncclComm_t c = NULL;
+    GPU_NCCL(ncclCommInitRank(&c, world, u, rank));
+    *comm = c;
+    return 0;
+}
+
 void tf_gpu_comm_destroy(void *comm) {
     if (comm) ncclCommDestroy((ncclComm_t)comm);
 }
@@ -65,6 +87,19 @@ int tf_gpu_set_comm(tf_backend *b, void *comm, fl_error *err) {
 
 int tf_gpu_comm_init_single(int device, void **comm, fl_error *err) {
     (void)device;
+    *comm = NULL;
+    return fl_error_set(err, FL_E_UNSUPPORTED, "this build has no NCCL");
+}
+
+int tf_gpu_nccl_unique_id(void *id, fl_error *err) {
+    (void)id;
+    return fl_error_set(err, FL_E_UNSUPPORTED, "this build has no NCCL: data-parallel GPU "
+                        "training is unavailable");
+}
+
+int tf_gpu_comm_init_rank(int device, int rank, int world, const void *id, void **comm,
+                          fl_error *err) {
+    (void)device, (void)rank, (void)world, (void)id;
     *comm = NULL;
     return fl_error_set(err, FL_E_UNSUPPORTED, "this build has no NCCL");
 }
