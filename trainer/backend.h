@@ -54,6 +54,11 @@ typedef struct tf_train_config {
     int world;
     int (*grad_allreduce)(void *user, float *buf, int64_t n, fl_error *err);
     void *grad_allreduce_user;
+    /* Synchronized BatchNorm (--sync-bn; CPU backend): when set (and world > 1), training-mode
+     * BN layers sum their per-channel statistics over the ranks with this callback (in place, n
+     * doubles; user = grad_allreduce_user), so every rank normalises with the global batch's
+     * statistics. NULL: statistics per process. */
+    int (*bn_allreduce)(void *user, double *buf, int64_t n, fl_error *err);
 } tf_train_config;
 
 /* Fill defaults: fp32, label smoothing 0, momentum 0.9, nesterov 1, wd 5e-4, accum 1, no EMA,

@@ -77,8 +77,9 @@ void tf_dist_finalize(tf_dist *d);
  * malformed values (message names the variable). */
 int tf_dist_from_env(tf_dist *d, fl_error *err);
 
-/* Adapter for tf_train_config.grad_allreduce: user is a const tf_dist *. */
+/* Adapters for tf_train_config.grad_allreduce / bn_allreduce (sums): user is a const tf_dist *. */
 int tf_dist_grad_allreduce(void *user, float *buf, int64_t n, fl_error *err);
+int tf_dist_bn_allreduce(void *user, double *buf, int64_t n, fl_error *err);
 
 #ifdef __cplusplus
 }

@@ -148,3 +148,8 @@ int tf_dist_grad_allreduce(void *user, float *buf, int64_t n, fl_error *err)
 {
     return tf_dist_allreduce_f32((const tf_dist *)user, buf, (size_t)n, 0, err);
 }
+
+int tf_dist_bn_allreduce(void *user, double *buf, int64_t n, fl_error *err)
+{
+    return tf_dist_allreduce_f64((const tf_dist *)user, buf, (size_t)n, 0, err);
+}

@@ -306,9 +306,9 @@ static int train_run(const tf_options *o, const tf_dist *D)
     const int on_cpu = !strcmp(ops->name, "cpu");
     if (notice[0] && D->rank == 0)
         fprintf(stderr, "%s: %s\n", TOOL, notice);
-    if (o->sync_bn && D->world > 1) {
-        fl_cli_error(TOOL, "--sync-bn is not supported yet: BatchNorm statistics are per process "
-                     "(see docs/DISTRIBUTED.md); leave --sync-bn out");
+    if (o->sync_bn && strcmp(ops->name, "cpu")) {
+        fl_cli_error(TOOL, "--sync-bn is supported by the CPU backend only so far (the CUDA "
+                     "backend keeps BatchNorm statistics per process); leave --sync-bn out");
         return FL_EXIT_USAGE;
     }
     tf_precision prec = o->precision_given ? o->precision : (on_cpu ? TF_FP32 : TF_BF16);
@@ -483,6 +483,8 @@ static int train_run(const tf_options *o, const tf_dist *D)
     if (on_cpu && D->world > 1) {
         cfg.grad_allreduce = tf_dist_grad_allreduce;
         cfg.grad_allreduce_user = (void *)D;
+        if (o->sync_bn)
+            cfg.bn_allreduce = tf_dist_bn_allreduce;
     }
     if (resumed && (rck.has_ema != (o->ema > 0))) {
         fl_cli_error(TOOL, "%s: EMA was %s when it was written; pass the same --ema", rpath,
@@ -641,17 +643,19 @@ static int train_run(const tf_options *o, const tf_dist *D)
                 "%s: %s (%.2f M params, %.1f MFLOP/img) on %s | %s: %llu train images, %u "
                 "classes, %dx%dx%d | batch %u x %d accum, %d epochs, lr %g %s, %s\n",
                 TOOL, spec.name, spec.param_count / 1e6, 2 * tf_model_flops(&spec) / 1e6,
-                desc[0] ? desc : ops->name, o->data, (unsigned long long)spe, num_classes, in_h,
+                desc[0] ? desc : ops->name, o->data,
+                (unsigned long long)fl_dataset_count(fl_loader_dataset(L)), num_classes, in_h,
                 in_w, in_c, batch, o->accum, o->epochs, o->lr, o->cosine ? "cosine" : "linear",
                 precision_name(prec));
         if (D->world > 1)
             fprintf(stderr,
                     "%s: data parallel: %d processes (%s), batch %u per rank = global batch "
-                    "%llu, %llu steps per epoch on every rank%s; BatchNorm statistics per process\n",
+                    "%llu, %llu steps per epoch on every rank%s; BatchNorm statistics %s\n",
                     TOOL, D->world, D->launcher, batch, (unsigned long long)batch * D->world,
                     (unsigned long long)bpe,
                     pad_tail && bpe * batch * (uint64_t)D->world > fl_dataset_count(
-                        fl_loader_dataset(L)) ? " (tail padded by wrap-around)" : "");
+                        fl_loader_dataset(L)) ? " (tail padded by wrap-around)" : "",
+                    o->sync_bn ? "synchronized (--sync-bn)" : "per process");
         if (resumed)
             fprintf(stderr, "%s: resumed from %s at epoch %llu batch %llu (step %llu)\n", TOOL,
                     rpath, (unsigned long long)start_epoch + 1, (unsigned long long)start_batch,
@@ -928,7 +932,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
         fl_json_key(&j, "steps");
         fl_json_uint(&j, micro);
         fl_json_key(&j, "images");
-        fl_json_uint(&j, images);
+        fl_json_uint(&j, (uint64_t)samples_run); /* all ranks */
         fl_json_key(&j, "skipped_steps");
         fl_json_uint(&j, skipped_steps);
         fl_json_key(&j, "resumed");

@@ -26,6 +26,9 @@ struct tf_backend {
     float *logits_sum;     /* eval TTA: max_batch * classes */
     uint64_t step, micro_step;
     uint32_t accum_count;
+    double *bn_scratch;    /* --sync-bn: 2 x the widest BN layer, else NULL */
+    int sync_rc;           /* first error of a sync-BN reduction in this step (0: none) */
+    fl_error *sync_err;
 };
 
 void tf_train_config_init(tf_train_config *c)
@@ -69,6 +72,7 @@ static void cpu_destroy(tf_backend *b)
     free(b->ema_params);
     free(b->ema_stats);
     free(b->logits_sum);
+    free(b->bn_scratch);
     cpu_pool_free(b->pool);
     free(b);
 }
@@ -110,9 +114,17 @@ static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_bac
     b->arg = calloc((size_t)s->n_layers, sizeof(int32_t *));
     b->col = calloc((size_t)s->n_layers, sizeof(float *));
     b->logits_sum = falloc(N * (size_t)s->num_classes);
+    if (cfg->bn_allreduce && cfg->world > 1) {
+        int maxc = 1;
+        for (int l = 0; l < s->n_layers; l++)
+            if (s->layers[l].kind == TF_BN && s->layers[l].cin > maxc)
+                maxc = s->layers[l].cin;
+        b->bn_scratch = calloc(2 * (size_t)maxc, sizeof(double));
+    }
     int bad = !b->pool || !b->params || !b->momentum || !b->grad || !b->stats || !b->act ||
               !b->dact || !b->save || !b->arg || !b->col || !b->logits_sum ||
-              (cfg->ema_decay > 0 && (!b->ema_params || !b->ema_stats));
+              (cfg->ema_decay > 0 && (!b->ema_params || !b->ema_stats)) ||
+              (cfg->bn_allreduce && cfg->world > 1 && !b->bn_scratch);
     double bytes = 0;
     for (int t = 0; t < s->n_tensors && !bad; t++) {
         size_t n = N * (size_t)tf_shape_size(s->tensors[t]);
@@ -195,6 +207,21 @@ static void forward(tf_backend *b, int N, int train, const float *params, float 
                                L->b_off >= 0 ? params + L->b_off : NULL, y);
             break;
         case TF_BN:
+            if (train && b->bn_scratch) {
+                cpu_bn_sync sy = {b->cfg.bn_allreduce, b->cfg.grad_allreduce_user, b->cfg.world,
+                                  b->bn_scratch, b->sync_err};
+                int rc = b->sync_rc ? b->sync_rc
+                                    : cpu_bn_forward_sync(b->pool, N, is, L->bn_eps,
+                                                          L->bn_momentum, x, params + L->w_off,
+                                                          params + L->b_off,
+                                                          stats ? stats + L->stat_off : NULL,
+                                                          stats ? stats + L->stat_off + L->cin
+                                                                : NULL,
+                                                          b->save[l], y, &sy);
+                if (rc)
+                    b->sync_rc = rc;
+                break;
+            }
             cpu_bn_forward(b->pool, N, is, train, L->bn_eps, L->bn_momentum, x,
                            params + L->w_off, params + L->b_off,
                            stats ? stats + L->stat_off : NULL,
@@ -248,6 +275,17 @@ static void backward(tf_backend *b, int N)
                                 g + L->w_off, L->b_off >= 0 ? g + L->b_off : NULL);
             break;
         case TF_BN:
+            if (b->bn_scratch) {
+                cpu_bn_sync sy = {b->cfg.bn_allreduce, b->cfg.grad_allreduce_user, b->cfg.world,
+                                  b->bn_scratch, b->sync_err};
+                int rc = b->sync_rc ? b->sync_rc
+                                    : cpu_bn_backward_sync(b->pool, N, is, x, p + L->w_off,
+                                                           b->save[l], dy, dx, g + L->w_off,
+                                                           g + L->b_off, &sy);
+                if (rc)
+                    b->sync_rc = rc;
+                break;
+            }
             cpu_bn_backward(b->pool, N, is, x, p + L->w_off, b->save[l], dy, dx, g + L->w_off,
                             g + L->b_off);
             break;
@@ -323,13 +361,19 @@ static int cpu_train_step(tf_backend *b, const tf_batch *x, float lr, tf_step_re
     const int N = (int)x->n, K = s->num_classes;
     cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std,
                  b->cfg.crop_pad, b->cfg.flip, b->cfg.aug_seed, x->epoch, x->indices, 0, b->act[0]);
+    b->sync_rc = 0;
+    b->sync_err = err;
     forward(b, N, 1, b->params, b->stats);
+    if (b->sync_rc)
+        return b->sync_rc;
     const int lt = s->n_tensors - 1;
     uint32_t c1 = 0;
     double loss = cpu_softmax_xent(N, K, b->act[lt], x->labels, b->cfg.label_smoothing,
                                    1.0f / ((float)N * (float)b->cfg.accum), b->dact[lt], &c1,
                                    NULL);
     backward(b, N);
+    if (b->sync_rc)
+        return b->sync_rc;
     b->micro_step++;
     res->loss = loss / N;
     res->correct = c1;

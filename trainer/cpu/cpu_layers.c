@@ -123,6 +123,141 @@ void cpu_bn_backward(cpu_pool *P, int N, tf_shape s, const float *x, const float
     cpu_pool_run(P, bn_bwd_thread, &J);
 }
 
+/* ---- synchronized batch norm: per-channel sums reduced over the ranks between passes --------- */
+typedef struct bn_sync_job {
+    int N, phase;
+    tf_shape s;
+    double Mg;              /* samples x pixels over all ranks */
+    float eps, momentum;
+    const float *x, *gamma, *beta, *dy, *save;
+    float *run_mean, *run_var, *save_out, *y, *dx, *dgamma, *dbeta;
+    double *acc;            /* [2C] */
+} bn_sync_job;
+
+static void bn_sync_thread(void *arg, int tid, int nt)
+{
+    const bn_sync_job *J = arg;
+    const int C = J->s.c;
+    const long HW = (long)J->s.h * J->s.w;
+    long lo, hi;
+    cpu_range(C, tid, nt, &lo, &hi);
+    for (long c = lo; c < hi; c++) {
+        if (J->phase == 0) { /* forward: local sum */
+            double s1 = 0.0;
+            for (int n = 0; n < J->N; n++) {
+                const float *xp = J->x + ((long)n * C + c) * HW;
+                for (long p = 0; p < HW; p++)
+                    s1 += xp[p];
+            }
+            J->acc[c] = s1;
+        } else if (J->phase == 1) { /* forward: local centred sum of squares (global mean) */
+            const double mean = J->acc[c] / J->Mg;
+            double s2 = 0.0;
+            for (int n = 0; n < J->N; n++) {
+                const float *xp = J->x + ((long)n * C + c) * HW;
+                for (long p = 0; p < HW; p++) {
+                    double d = xp[p] - mean;
+                    s2 += d * d;
+                }
+            }
+            J->acc[C + c] = s2;
+        } else if (J->phase == 2) { /* forward: normalise with the global statistics */
+            const double mean = J->acc[c] / J->Mg, var = J->acc[C + c] / J->Mg;
+            J->save_out[c] = (float)mean;
+            J->save_out[C + c] = (float)(1.0 / sqrt(var + J->eps));
+            if (J->run_mean) {
+                double unb = J->Mg > 1 ? var * J->Mg / (J->Mg - 1) : var;
+                J->run_mean[c] = (1.0f - J->momentum) * J->run_mean[c] + J->momentum * (float)mean;
+                J->run_var[c] = (1.0f - J->momentum) * J->run_var[c] + J->momentum * (float)unb;
+            }
+            float inv = (float)(1.0 / sqrt(var + J->eps));
+            float g = J->gamma ? J->gamma[c] : 1.0f, b = J->beta ? J->beta[c] : 0.0f;
+            float a = g * inv, off = b - (float)mean * a;
+            for (int n = 0; n < J->N; n++) {
+                const float *xp = J->x + ((long)n * C + c) * HW;
+                float *yp = J->y + ((long)n * C + c) * HW;
+                for (long p = 0; p < HW; p++)
+                    yp[p] = xp[p] * a + off;
+            }
+        } else if (J->phase == 3) { /* backward: local sums; this rank's dgamma/dbeta */
+            const float mean = J->save[c], inv = J->save[C + c];
+            double sdy = 0.0, sdyx = 0.0;
+            for (int n = 0; n < J->N; n++) {
+                const float *xp = J->x + ((long)n * C + c) * HW;
+                const float *dp = J->dy + ((long)n * C + c) * HW;
+                for (long p = 0; p < HW; p++) {
+                    sdy += dp[p];
+                    sdyx += (double)dp[p] * ((xp[p] - mean) * inv);
+                }
+            }
+            if (J->dgamma)
+                J->dgamma[c] += (float)sdyx;
+            if (J->dbeta)
+                J->dbeta[c] += (float)sdy;
+            J->acc[c] = sdy;
+            J->acc[C + c] = sdyx;
+        } else { /* backward: dx from the global sums */
+            const float mean = J->save[c], inv = J->save[C + c];
+            float g = J->gamma ? J->gamma[c] : 1.0f;
+            float M = (float)J->Mg;
+            float k = g * inv / M;
+            float mdy = (float)J->acc[c], mdyx = (float)J->acc[C + c];
+            for (int n = 0; n < J->N; n++) {
+                const float *xp = J->x + ((long)n * C + c) * HW;
+                const float *dp = J->dy + ((long)n * C + c) * HW;
+                float *dxp = J->dx + ((long)n * C + c) * HW;
+                for (long p = 0; p < HW; p++) {
+                    float xh = (xp[p] - mean) * inv;
+                    dxp[p] += k * (M * dp[p] - mdy - xh * mdyx);
+                }
+            }
+        }
+    }
+}
+
+int cpu_bn_forward_sync(cpu_pool *P, int N, tf_shape s, float eps, float momentum, const float *x,
+                        const float *gamma, const float *beta, float *run_mean, float *run_var,
+                        float *save, float *y, const cpu_bn_sync *sync)
+{
+    const int C = s.c;
+    bn_sync_job J = {.N = N, .s = s, .Mg = (double)N * s.h * s.w * sync->world, .eps = eps,
+                     .momentum = momentum, .x = x, .gamma = gamma, .beta = beta,
+                     .run_mean = run_mean, .run_var = run_var, .save_out = save, .y = y,
+                     .acc = sync->scratch};
+    J.phase = 0;
+    cpu_pool_run(P, bn_sync_thread, &J);
+    int rc = sync->reduce(sync->user, J.acc, C, sync->err);
+    if (rc)
+        return rc;
+    J.phase = 1;
+    cpu_pool_run(P, bn_sync_thread, &J);
+    rc = sync->reduce(sync->user, J.acc + C, C, sync->err);
+    if (rc)
+        return rc;
+    J.phase = 2;
+    cpu_pool_run(P, bn_sync_thread, &J);
+    return 0;
+}
+
+int cpu_bn_backward_sync(cpu_pool *P, int N, tf_shape s, const float *x, const float *gamma,
+                         const float *save, const float *dy, float *dx, float *dgamma,
+                         float *dbeta, const cpu_bn_sync *sync)
+{
+    bn_sync_job J = {.N = N, .s = s, .Mg = (double)N * s.h * s.w * sync->world, .x = x,
+                     .gamma = gamma, .save = save, .dy = dy, .dx = dx, .dgamma = dgamma,
+                     .dbeta = dbeta, .acc = sync->scratch};
+    J.phase = 3;
+    cpu_pool_run(P, bn_sync_thread, &J);
+    int rc = sync->reduce(sync->user, J.acc, 2 * (int64_t)s.c, sync->err);
+    if (rc)
+        return rc;
+    if (dx) {
+        J.phase = 4;
+        cpu_pool_run(P, bn_sync_thread, &J);
+    }
+    return 0;
+}
+
 /* ---- element-wise ---------------------------------------------------------------------------- */
 void cpu_relu_forward(long n, const float *x, float *y)
 {

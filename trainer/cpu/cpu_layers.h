@@ -64,6 +64,27 @@ void cpu_bn_forward(cpu_pool *P, int N, tf_shape s, int train, float eps, float 
 void cpu_bn_backward(cpu_pool *P, int N, tf_shape s, const float *x, const float *gamma,
                      const float *save, const float *dy, float *dx, float *dgamma, float *dbeta);
 
+/* Synchronized batch norm (data parallel, --sync-bn): the batch statistics are those of the
+ * union of every rank's batch. `reduce` sums n doubles in place over the ranks (all ranks call
+ * these functions for the same layers in the same order with the same N); `world` ranks.
+ * scratch: 2*C doubles owned by the caller. Forward (training only) = cpu_bn_forward over the
+ * global batch; backward: dgamma/dbeta get this rank's share (the gradient all-reduce averages
+ * them), dx uses the global sums, so the result equals one process running the whole batch up to
+ * summation order. Returns 0 or the reduce callback's error (outputs then undefined). */
+typedef struct cpu_bn_sync {
+    int (*reduce)(void *user, double *buf, int64_t n, fl_error *err);
+    void *user;
+    int world;
+    double *scratch;
+    fl_error *err;
+} cpu_bn_sync;
+int cpu_bn_forward_sync(cpu_pool *P, int N, tf_shape s, float eps, float momentum, const float *x,
+                        const float *gamma, const float *beta, float *run_mean, float *run_var,
+                        float *save, float *y, const cpu_bn_sync *sync);
+int cpu_bn_backward_sync(cpu_pool *P, int N, tf_shape s, const float *x, const float *gamma,
+                         const float *save, const float *dy, float *dx, float *dgamma,
+                         float *dbeta, const cpu_bn_sync *sync);
+
 /* Element-wise over n values. */
 void cpu_relu_forward(long n, const float *x, float *y);
 void cpu_relu_backward(long n, const float *x, const float *dy, float *dx);

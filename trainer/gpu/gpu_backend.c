@@ -73,7 +73,14 @@ static int gpu_available(char *why, size_t cap) {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        if (why) snprintf(why, cap, "no GPU: cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        /* Without any NVIDIA driver the runtime reports an "insufficient driver": say what it means. */
+        int driver = 0;
+        cudaDriverGetVersion(&driver);
+        if (why && (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) && driver == 0)
+            snprintf(why, cap, "no GPU: no NVIDIA driver is installed or loaded");
+        else if (why)
+            snprintf(why, cap, "no GPU: cudaGetDeviceCount: %s (driver API %d.%d)", cudaGetErrorString(e),
+                     driver / 1000, driver % 1000 / 10);
         return 0;
     }
     if (n == 0) {
