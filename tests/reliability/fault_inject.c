@@ -20,7 +20,8 @@
  *                                process wrote to write-faulted files (a run with a huge budget
  *                                measures where the budgets of real runs can fall)
  * Limits: only calls through libc's dynamic symbols are seen — io_uring, mmap and stdio's own
- * internal writes bypass it; fds duplicated with dup/fcntl are not tracked. */
+ * internal reads/writes bypass it; fds duplicated with dup/fcntl are not tracked, and a tracked
+ * fd closed other than by close() (fclose after fdopen) keeps its mark until open reuses it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
