@@ -812,7 +812,8 @@ static int train_run(const tf_options *o, const tf_dist *D)
         }
         if (stop) {
             tf_live_clear(&live);
-            fprintf(stderr,
+            if (D->rank == 0)
+                fprintf(stderr,
                     "%s: stopped by %s at epoch %llu batch %llu (step %llu)%s%s%s\n", TOOL,
                     stop == SIGTERM ? "SIGTERM" : stop == SIGINT ? "SIGINT" : "a signal",
                     (unsigned long long)epoch + 1, (unsigned long long)bpos,
