@@ -89,8 +89,13 @@ int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
  * out_width*channels). JPEG: DCT scaling chosen so the scaled crop still covers the output size,
  * rows above the crop skipped (Huffman-decoded only), columns outside it not IDCT'ed, rows below
  * it never decoded (so corruption below the crop goes unnoticed). The crop maps to fractional
- * coordinates of the scaled image and the resampler reads no pixel outside it, so the result
- * matches "decode full size, cut the crop, fl_resize" up to the DCT scaling's own filtering.
+ * coordinates of the scaled image and the resampler reads no pixel outside it; the decoded
+ * columns include one beyond each side of the crop, so libjpeg's chroma upsampling at the crop
+ * edges sees the same neighbours as in a full decode. The result equals "decode the whole image
+ * at the same DCT scale, resample the crop's window" byte for byte (at full scale: "decode, cut
+ * the crop, fl_resize"), and differs from the full-size reference only by the DCT scaling's own
+ * filtering. (valgrind flags some output bytes as uninitialised because of libjpeg-turbo's
+ * SIMD code, a known false positive; run valgrind with JSIMD_FORCENONE=1.)
  * PNG: full decode, then the same resampling (bit-exact with that reference). The crop must lie
  * inside the image. No allocation in steady state (decoder scratch).
  * Errors: as fl_decode; FL_E_RANGE for an empty crop or one outside the image; FL_E_INVALID for a

@@ -278,8 +278,13 @@ int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl
     if (sy1 > oh) sy1 = oh;
     if (sx1 <= sx0) sx1 = sx0 + 1;
     if (sy1 <= sy0) sy1 = sy0 + 1;
-    /* Columns: libjpeg widens the window to whole iMCUs and tells us where it starts. */
-    JDIMENSION xoff = sx0, cw = sx1 - sx0;
+    /* Columns: libjpeg widens the window to whole iMCUs and tells us where it starts. Its
+     * chroma upsampler treats the window's first and last columns as image edges (it replicates
+     * the edge chroma sample instead of blending in the neighbour outside the window), so ask for
+     * one more column on each side that has one: then every column the resampler reads equals
+     * the full decode's, byte for byte. */
+    JDIMENSION xoff = sx0 > 0 ? sx0 - 1 : 0;
+    JDIMENSION cw = (sx1 < ow ? sx1 + 1 : ow) - xoff;
     if (xoff > 0 || cw < ow) jpeg_crop_scanline(ci, &xoff, &cw);
     uint32_t rows = sy1 - sy0;
     size_t stride = (size_t)ci->output_width * channels;
