@@ -2,9 +2,8 @@
 # test_force_resume_hint.sh — after a failed `packdata pack ... --force` (replacing an existing
 # dataset; ENOSPC injected by the LD_PRELOAD shim), the hint packdata prints must work: when it
 # says to run the same command with --resume, that command completes the replacement.
-# KNOWN FAILING (docs/RELIABILITY.md, "Open findings"): the hint says "--resume", but
-# `--force --resume` is refused as contradictory and `--resume` alone refuses the existing DST,
-# so the kept shards can only be thrown away by a fresh --force run. No data is lost either way.
+# Regression test of a finding (docs/RELIABILITY.md): the hint said "--resume", but
+# `--force --resume` was refused as contradictory (fixed in 240dfd8).
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX"
 need_preload
