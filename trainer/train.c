@@ -496,7 +496,15 @@ static int train_run(const tf_options *o, const tf_dist *D)
     if (o->batch == 0 && !resumed && ops->probe_batch) {
         /* --batch auto: the largest power of two that fits, found by the backend by trying */
         uint32_t fit = 0;
-        if (ops->probe_batch(&spec, &cfg, 4096, &fit, &err) || fit == 0) {
+        int prc = ops->probe_batch(&spec, &cfg, 4096, &fit, &err);
+        if (D->world > 1) {
+            /* every rank must use the same batch: the smallest fit over the ranks */
+            double mf = prc ? 0.0 : -(double)fit;
+            fl_error e2;
+            if (tf_dist_allreduce_f64(D, &mf, 1, 1, &e2) == 0)
+                fit = (uint32_t)(-mf);
+        }
+        if (prc || fit == 0) {
             fl_cli_error(TOOL, "--batch auto: %s", fit ? err.msg : "not even a batch of 1 fits");
             tf_model_free(&spec);
             tf_checkpoint_free(&rck);
