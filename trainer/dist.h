@@ -66,6 +66,12 @@ int tf_dist_barrier(const tf_dist *d, fl_error *err);
  * the front end's failure path: call it after printing the error, never from library code. */
 void tf_dist_abort(const tf_dist *d, int code);
 
+/* Collective timeout in seconds: TRAINFAST_DIST_TIMEOUT (default 1800; 0 = none). With MPI and
+ * world > 1, a watchdog thread ends this rank (exit 1, with a message naming the collective) when
+ * one collective waits longer, so a hung peer cannot stall the job forever; the launcher then
+ * stops the other ranks. Keep it above the longest rank-0-only phase (evaluation, checkpoint). */
+double tf_dist_timeout(void);
+
 /* Finalize MPI (when tf_dist_init started it). */
 void tf_dist_finalize(tf_dist *d);
 

@@ -3,11 +3,69 @@
  * gradients, MPI_Abort as the job-wide failure path. */
 #include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dist.h"
+
+/* ---- collective watchdog ---------------------------------------------------------------------
+ * OpenMPI has no timeout on a collective: a peer that hangs (not dies: stuck I/O, SIGSTOP, a
+ * deadlocked library) would keep every other rank waiting forever. Each collective records when
+ * it started; a thread checks once a second and, past the timeout, prints which collective
+ * waited how long and _exit()s this rank with status 1, which makes mpirun/srun end the job. */
+static atomic_llong g_wait_since_ms;     /* 0: not in a collective */
+static const char *volatile g_wait_what;
+static double g_timeout_s;
+static int g_rank = -1, g_world = 1;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        sleep(1);
+        long long t0 = atomic_load(&g_wait_since_ms);
+        if (t0 && (double)(now_ms() - t0) / 1000.0 > g_timeout_s) {
+            char msg[512];
+            int n = snprintf(msg, sizeof msg,
+                             "trainfast: error: rank %d of %d: %s has waited %.0f s for the other "
+                             "ranks (timeout %g s, TRAINFAST_DIST_TIMEOUT): a rank is hung or "
+                             "gone; ending this rank so the launcher stops the job\n",
+                             g_rank, g_world, g_wait_what ? g_wait_what : "a collective",
+                             (double)(now_ms() - t0) / 1000.0, g_timeout_s);
+            if (n > 0 && write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1)))
+                (void)0;
+            _exit(1);
+        }
+    }
+    return NULL;
+}
+
+static void wait_begin(const char *what)
+{
+    g_wait_what = what;
+    atomic_store(&g_wait_since_ms, now_ms());
+}
+
+static void wait_end(void) { atomic_store(&g_wait_since_ms, 0); }
+
+double tf_dist_timeout(void)
+{
+    const char *v = getenv("TRAINFAST_DIST_TIMEOUT");
+    double t = v && *v ? strtod(v, NULL) : 1800.0;
+    return t > 0 ? t : 0;
+}
 
 int tf_dist_have_mpi(void) { return 1; }
 
@@ -64,6 +122,18 @@ int tf_dist_init(int *argc, char ***argv, tf_dist *d, fl_error *err)
     }
     d->rank = rank;
     d->world = world;
+    g_rank = rank;
+    g_world = world;
+    g_timeout_s = tf_dist_timeout();
+    if (world > 1 && g_timeout_s > 0) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, watchdog, NULL) != 0)
+            g_timeout_s = 0; /* no watchdog: the launcher's own handling remains */
+        pthread_attr_destroy(&at);
+    }
     /* the node-local rank from MPI itself (launchers that set no LOCAL variable) */
     MPI_Comm node;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) ==
@@ -85,8 +155,10 @@ int tf_dist_allreduce_f32(const tf_dist *d, float *buf, size_t n, size_t bucket,
         bucket = (size_t)4 << 20;
     for (size_t off = 0; off < n; off += bucket) {
         size_t len = n - off < bucket ? n - off : bucket;
+        wait_begin("MPI_Allreduce (gradients)");
         int rc = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM,
                                MPI_COMM_WORLD);
+        wait_end();
         if (rc != MPI_SUCCESS)
             return mpi_fail(err, rc, "MPI_Allreduce (gradients)");
     }
@@ -97,8 +169,10 @@ int tf_dist_allreduce_f64(const tf_dist *d, double *buf, size_t n, int op, fl_er
 {
     if (!d->mpi || d->world <= 1)
         return 0;
+    wait_begin("MPI_Allreduce");
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, op ? MPI_MAX : MPI_SUM,
                            MPI_COMM_WORLD);
+    wait_end();
     return rc == MPI_SUCCESS ? 0 : mpi_fail(err, rc, "MPI_Allreduce");
 }
 
@@ -109,7 +183,9 @@ int tf_dist_bcast(const tf_dist *d, void *buf, size_t bytes, int root, fl_error 
     const size_t chunk = (size_t)1 << 30;
     for (size_t off = 0; off < bytes; off += chunk) {
         size_t len = bytes - off < chunk ? bytes - off : chunk;
+        wait_begin("MPI_Bcast");
         int rc = MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, root, MPI_COMM_WORLD);
+        wait_end();
         if (rc != MPI_SUCCESS)
             return mpi_fail(err, rc, "MPI_Bcast");
     }
@@ -120,7 +196,9 @@ int tf_dist_barrier(const tf_dist *d, fl_error *err)
 {
     if (!d->mpi || d->world <= 1)
         return 0;
+    wait_begin("MPI_Barrier");
     int rc = MPI_Barrier(MPI_COMM_WORLD);
+    wait_end();
     return rc == MPI_SUCCESS ? 0 : mpi_fail(err, rc, "MPI_Barrier");
 }
 

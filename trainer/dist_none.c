@@ -72,3 +72,5 @@ int tf_dist_bn_allreduce(void *user, double *buf, int64_t n, fl_error *err)
     (void)user, (void)buf, (void)n, (void)err;
     return 0;
 }
+
+double tf_dist_timeout(void) { return 0; }

@@ -11,9 +11,11 @@
 #   reworld a 2-process run stopped by SIGTERM (mpirun forwards it; the ranks agree on the step and
 #           checkpoint) is resumed on 1 process: it finishes, and the samples it trains are exactly
 #           the ones the 2-process run had not reached (logged sample count).
+#   hang    SIGSTOP one rank (hung, not dead): the collective watchdog (TRAINFAST_DIST_TIMEOUT=3)
+#           ends the job with a message naming the collective, within 30 s.
 # Skips (77) without mpirun or in a build without MPI.
 set -u
-MODE="${1:?usage: test_dist.sh equal|uneven|kill|reworld}"
+MODE="${1:?usage: test_dist.sh equal|uneven|kill|reworld|hang}"
 B="${FL_BINARY_DIR:?}"
 T="$B/trainer/trainfast"
 MK="$B/tests/trainer/tf_make_dataset"
@@ -150,6 +152,32 @@ reworld)
     [[ "$n" == "$want" ]] || fail "resumed run trained $n samples, expected $want (from epoch $((se + 1)) sample $ss)"
     [[ -f "$W/c/ckpt-00000200.tfc" ]] || fail "resumed run did not end at step 200: $(ls "$W/c")"
     echo "ok   2 -> 1 process: resumed at epoch $((se + 1)) sample $ss, trained the remaining $n samples once"
+    ;;
+hang)
+    "$MK" "$W/train" 1200 16 16 1 4 1 > /dev/null || fail "fixture"
+    TRAINFAST_DIST_TIMEOUT=3 "${MPI[@]}" -np 2 "$T" train --data "$W/train" "${common[@]}" \
+        --batch 30 --epochs 40 --checkpoint "$W/h" --checkpoint-every 5 > /dev/null 2> "$W/h.err" &
+    MPIPID=$!
+    for _ in $(seq 1 1500); do
+        compgen -G "$W/h/ckpt-*.tfc" > /dev/null && break
+        sleep 0.02
+    done
+    ranks=$(pgrep -P "$MPIPID" | tr '\n' ' ')
+    [[ $(wc -w <<< "$ranks") -eq 2 ]] || fail "expected 2 rank processes under mpirun, got '$ranks'"
+    victim=$(awk '{print $NF}' <<< "$ranks")
+    kill -STOP "$victim" # hung, not dead: mpirun alone would wait forever
+    t0=$(date +%s)
+    for _ in $(seq 1 300); do
+        kill -0 "$MPIPID" 2> /dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$MPIPID" 2> /dev/null && { kill -CONT "$victim"; fail "job still running 30 s after a rank hung"; }
+    wait "$MPIPID"
+    rc=$?
+    MPIPID=""
+    [[ $rc -ne 0 ]] || fail "mpirun exited 0 after a rank hung"
+    grep -q "has waited .* for the other ranks" "$W/h.err" || fail "no watchdog message: $(cat "$W/h.err")"
+    echo "ok   hung rank (SIGSTOP): watchdog ended the job in $(($(date +%s) - t0)) s: $(grep -m1 'has waited' "$W/h.err")"
     ;;
 *)
     fail "unknown mode $MODE"
