@@ -19,7 +19,7 @@
  * it started; a thread checks once a second and, past the timeout, prints which collective
  * waited how long and _exit()s this rank with status 1, which makes mpirun/srun end the job. */
 static atomic_llong g_wait_since_ms;     /* 0: not in a collective */
-static const char *volatile g_wait_what;
+static _Atomic(const char *) g_wait_what;
 static double g_timeout_s;
 static int g_rank = -1, g_world = 1;
 
@@ -37,12 +37,13 @@ static void *watchdog(void *arg)
         sleep(1);
         long long t0 = atomic_load(&g_wait_since_ms);
         if (t0 && (double)(now_ms() - t0) / 1000.0 > g_timeout_s) {
+            const char *what = atomic_load(&g_wait_what);
             char msg[512];
             int n = snprintf(msg, sizeof msg,
                              "trainfast: error: rank %d of %d: %s has waited %.0f s for the other "
                              "ranks (timeout %g s, TRAINFAST_DIST_TIMEOUT): a rank is hung or "
                              "gone; ending this rank so the launcher stops the job\n",
-                             g_rank, g_world, g_wait_what ? g_wait_what : "a collective",
+                             g_rank, g_world, what ? what : "a collective",
                              (double)(now_ms() - t0) / 1000.0, g_timeout_s);
             if (n > 0 && write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1)))
                 (void)0;
@@ -54,7 +55,7 @@ static void *watchdog(void *arg)
 
 static void wait_begin(const char *what)
 {
-    g_wait_what = what;
+    atomic_store(&g_wait_what, what);
     atomic_store(&g_wait_since_ms, now_ms());
 }
 
