@@ -3,7 +3,10 @@
  * random-resized-crop with DCT-scaled cropped decode + resample to S×S (fl_decode_crop_resize).
  *   fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] [--fast] FILE...
  * --reencode decodes each input (JPEG or PNG) and re-encodes it in memory as a JPEG of quality Q
- * (longest side shrunk to MAXSIDE), so photographs shipped as PNG can be measured as JPEGs. */
+ * (longest side shrunk to MAXSIDE), so photographs shipped as PNG can be measured as JPEGs.
+ * --restart rewrites every input losslessly with a restart marker per MCU row
+ * (fl_jpeg_restart_rows), which lets the crop path skip the rows above the crop; --no-skip keeps
+ * the crop path from using them (FL_DECODE_NO_RESTART_SKIP), for comparison. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -117,13 +120,16 @@ done:
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] [--fast] FILE...\n"
+    fprintf(f, "usage: fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] [--fast] [--restart] [--no-skip] FILE...\n"
                "  single-core images/s: full-size decode vs random-resized-crop decode to SxS (default 224)\n"
-               "  --fast: crop path with FL_DECODE_FAST (box chroma upsampling, fast IDCT)\n");
+               "  --fast: crop path with FL_DECODE_FAST (box chroma upsampling, fast IDCT)\n"
+               "  --restart: rewrite inputs with a restart marker per MCU row (lossless)\n"
+               "  --no-skip: crop path does not start at restart markers\n");
 }
 
 int main(int argc, char **argv) {
-    int json = 0, quality = 0, fast = 0;
+    int json = 0, quality = 0, fast = 0, restart = 0, noskip = 0;
+    double orig_bytes = 0;
     const char *only = NULL; /* profiling aid: run one mode only */
     uint32_t size = 224, maxside = 0;
     double seconds = 1.0;
@@ -132,6 +138,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--fast")) fast = 1;
+        else if (!strcmp(argv[i], "--restart")) restart = 1;
+        else if (!strcmp(argv[i], "--no-skip")) noskip = 1;
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (uint32_t)atoi(argv[++i]);
@@ -199,6 +207,19 @@ int main(int argc, char **argv) {
             memcpy(data, out, out_len);
             len = out_len;
         }
+        orig_bytes += (double)len;
+        if (restart) {
+            const uint8_t *out;
+            size_t out_len;
+            if (fl_jpeg_restart_rows(e, data, len, &out, &out_len, &err)) {
+                fprintf(stderr, "fl_decode_bench: %s: %s\n", files[i], err.msg);
+                return 1;
+            }
+            free(data);
+            data = malloc(out_len);
+            memcpy(data, out, out_len);
+            len = out_len;
+        }
         fl_image_info info;
         if (fl_image_probe(data, len, &info, &err) || info.format != FL_IMG_JPEG) {
             fprintf(stderr, "fl_decode_bench: %s: not a JPEG (use --reencode Q for PNG inputs)\n", files[i]);
@@ -215,9 +236,9 @@ int main(int argc, char **argv) {
     }
     /* --fast applies to the crop path only: the full-size figures stay libjpeg's defaults. */
     fl_decoder *dcrop = d;
-    if (fast) {
+    if (fast || noskip) {
         if (fl_decoder_create(0, &dcrop, &err)) return 1;
-        fl_decoder_set_flags(dcrop, FL_DECODE_FAST);
+        fl_decoder_set_flags(dcrop, (fast ? FL_DECODE_FAST : 0) | (noskip ? FL_DECODE_NO_RESTART_SKIP : 0));
     }
     uint8_t *buf = malloc(maxpix * 3 > (size_t)size * size * 3 ? maxpix * 3 : (size_t)size * size * 3);
     tjhandle tj = tjInitDecompress();
@@ -240,9 +261,11 @@ int main(int argc, char **argv) {
         printf("{\"files\": %d, \"avg_megapixels\": %.4f, \"avg_bytes\": %.0f, \"size\": %u, "
                "\"full_decode_per_sec\": %.1f, \"tj_full_decode_per_sec\": %.1f, "
                "\"scaled_crop_per_sec\": %.1f, \"scaled_decode_per_sec\": %.1f, "
-               "\"full_decode_per_cpu_sec\": %.1f, \"scaled_crop_per_cpu_sec\": %.1f, \"fast\": %s}\n",
+               "\"full_decode_per_cpu_sec\": %.1f, \"scaled_crop_per_cpu_sec\": %.1f, \"fast\": %s, "
+               "\"restart\": %s, \"restart_skip\": %s, \"input_avg_bytes\": %.0f}\n",
                n, pixels / n / 1e6, bytes / n, size, full.per_sec, tjr.per_sec, crop.per_sec,
-               scaled.per_sec, full.per_cpu_sec, crop.per_cpu_sec, fast ? "true" : "false");
+               scaled.per_sec, full.per_cpu_sec, crop.per_cpu_sec, fast ? "true" : "false",
+               restart ? "true" : "false", noskip ? "false" : "true", orig_bytes / n);
     } else {
         printf("%d JPEG files, %.3f megapixels and %.0f bytes on average; one thread, %.1f s per mode\n",
                n, pixels / n / 1e6, bytes / n, seconds);

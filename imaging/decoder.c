@@ -35,7 +35,7 @@ int fl_decoder_create(uint64_t max_pixels, fl_decoder **out, fl_error *err) {
 }
 
 void fl_decoder_set_flags(fl_decoder *d, unsigned flags) {
-    if (d) d->flags = flags & FL_DECODE_FAST;
+    if (d) d->flags = flags & (FL_DECODE_FAST | FL_DECODE_NO_RESTART_SKIP);
 }
 
 void fl_decoder_free(fl_decoder *d) {
@@ -44,6 +44,7 @@ void fl_decoder_free(fl_decoder *d) {
     fl_buf_free(&d->image);
     fl_buf_free(&d->rows);
     fl_buf_free(&d->resize);
+    fl_buf_free(&d->stream);
     free(d);
 }
 

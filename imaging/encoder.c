@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jerror.h>
+#include <jpeglib.h>
 #include <png.h>
 #include <turbojpeg.h>
 
@@ -17,6 +19,7 @@ struct fl_encoder {
     unsigned long jpeg_cap;
     fl_buf png;
     size_t png_len;
+    fl_buf rst; /* fl_jpeg_restart_rows output */
     int png_oom;
     char png_msg[256];
 };
@@ -34,6 +37,7 @@ void fl_encoder_free(fl_encoder *e) {
     if (e->tj) tjDestroy(e->tj);
     tjFree(e->jpeg);
     fl_buf_free(&e->png);
+    fl_buf_free(&e->rst);
     free(e);
 }
 
@@ -132,4 +136,129 @@ int fl_encode_png(fl_encoder *e, const fl_image *img, const uint8_t **out, size_
     *out = e->png.p;
     *out_len = e->png_len;
     return 0;
+}
+
+/* ---- Lossless rewrite with a restart marker after every MCU row --------------------------- */
+
+struct rst_err {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+    char msg[JMSG_LENGTH_MAX];
+};
+
+static void rst_error_exit(j_common_ptr c) {
+    struct rst_err *e = (struct rst_err *)c->err;
+    c->err->format_message(c, e->msg);
+    longjmp(e->jb, 1);
+}
+
+/* Warnings that mean missing or damaged coefficients are errors (as in the decoder). */
+static void rst_emit_message(j_common_ptr c, int level) {
+    if (level >= 0) return;
+    switch (c->err->msg_code) {
+    case JWRN_JPEG_EOF:
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_MUST_RESYNC:
+        rst_error_exit(c);
+        break;
+    default: break;
+    }
+}
+
+static void rst_output_message(j_common_ptr c) { (void)c; }
+
+/* Destination manager writing into the encoder's grow-only buffer. */
+struct rst_dest {
+    struct jpeg_destination_mgr pub;
+    fl_buf *buf;
+    size_t len;
+    int oom;
+};
+
+static void rst_init_destination(j_compress_ptr c) {
+    struct rst_dest *d = (struct rst_dest *)c->dest;
+    d->pub.next_output_byte = d->buf->p;
+    d->pub.free_in_buffer = d->buf->cap;
+}
+
+static boolean rst_empty_output_buffer(j_compress_ptr c) {
+    struct rst_dest *d = (struct rst_dest *)c->dest;
+    size_t used = d->buf->cap; /* libjpeg calls this only when the buffer is full */
+    size_t cap = used ? used * 2 : 65536;
+    uint8_t *p = realloc(d->buf->p, cap);
+    if (!p) {
+        d->oom = 1;
+        ERREXIT(c, JERR_OUT_OF_MEMORY);
+    }
+    d->buf->p = p;
+    d->buf->cap = cap;
+    d->pub.next_output_byte = p + used;
+    d->pub.free_in_buffer = cap - used;
+    return TRUE;
+}
+
+static void rst_term_destination(j_compress_ptr c) {
+    struct rst_dest *d = (struct rst_dest *)c->dest;
+    d->len = d->buf->cap - d->pub.free_in_buffer;
+}
+
+int fl_jpeg_restart_rows(fl_encoder *e, const uint8_t *data, size_t len, const uint8_t **out,
+                         size_t *out_len, fl_error *err) {
+    if (!e || !data || !out || !out_len)
+        return fl_error_set(err, FL_E_INVALID, "JPEG restart rewrite: NULL argument");
+    fl_image_info info;
+    int rc = fl_image_probe(data, len, &info, err);
+    if (rc) return rc;
+    if (info.format != FL_IMG_JPEG)
+        return fl_error_set(err, FL_E_INVALID, "JPEG restart rewrite: input is not a JPEG");
+    if ((uint64_t)info.width * info.height > FL_DEFAULT_MAX_PIXELS)
+        return fl_error_set(err, FL_E_TOO_LARGE, "JPEG restart rewrite: %ux%u over the pixel limit",
+                            info.width, info.height);
+    if (e->rst.cap < len + 4096 && fl_buf_reserve(&e->rst, len + len / 8 + 4096))
+        return fl_error_set(err, -ENOMEM, "JPEG restart rewrite: out of memory");
+    struct jpeg_decompress_struct src;
+    struct jpeg_compress_struct dst;
+    struct rst_err jerr_src, jerr_dst;
+    struct rst_dest dest = {.buf = &e->rst};
+    memset(&src, 0, sizeof src);
+    memset(&dst, 0, sizeof dst);
+    src.err = jpeg_std_error(&jerr_src.pub);
+    dst.err = jpeg_std_error(&jerr_dst.pub);
+    jerr_src.pub.error_exit = jerr_dst.pub.error_exit = rst_error_exit;
+    jerr_src.pub.emit_message = jerr_dst.pub.emit_message = rst_emit_message;
+    jerr_src.pub.output_message = jerr_dst.pub.output_message = rst_output_message;
+    volatile int created_src = 0, created_dst = 0; /* read after longjmp */
+    /* Both error managers jump to the same place; the message comes from whichever failed. */
+    jerr_src.msg[0] = jerr_dst.msg[0] = '\0';
+    if (setjmp(jerr_src.jb)) goto fail;
+    memcpy(jerr_dst.jb, jerr_src.jb, sizeof(jmp_buf));
+    jpeg_create_decompress(&src);
+    created_src = 1;
+    jpeg_create_compress(&dst);
+    created_dst = 1;
+    jpeg_mem_src(&src, data, (unsigned long)len);
+    jpeg_read_header(&src, TRUE);
+    jvirt_barray_ptr *coefs = jpeg_read_coefficients(&src);
+    jpeg_copy_critical_parameters(&src, &dst);
+    dst.restart_in_rows = 1;   /* a restart marker after every MCU row */
+    dst.optimize_coding = TRUE; /* per-image Huffman tables win back most of the markers' bytes */
+    dst.dest = &dest.pub;
+    dest.pub.init_destination = rst_init_destination;
+    dest.pub.empty_output_buffer = rst_empty_output_buffer;
+    dest.pub.term_destination = rst_term_destination;
+    jpeg_write_coefficients(&dst, coefs);
+    jpeg_finish_compress(&dst);
+    jpeg_finish_decompress(&src);
+    jpeg_destroy_compress(&dst);
+    jpeg_destroy_decompress(&src);
+    *out = e->rst.p;
+    *out_len = dest.len;
+    return 0;
+fail:
+    if (created_dst) jpeg_destroy_compress(&dst);
+    if (created_src) jpeg_destroy_decompress(&src);
+    if (dest.oom) return fl_error_set(err, -ENOMEM, "JPEG restart rewrite: out of memory");
+    return fl_error_set(err, FL_E_DECODE, "JPEG restart rewrite: %s",
+                        jerr_src.msg[0] ? jerr_src.msg : jerr_dst.msg);
 }

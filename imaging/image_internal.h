@@ -29,6 +29,7 @@ struct fl_decoder {
     fl_buf image;   /* decoded output (fl_decode result, or the crop before resampling) */
     fl_buf rows;    /* row pointers, CMYK scanlines */
     fl_buf resize;  /* fl_resize scratch */
+    fl_buf stream;  /* crop decode: the JPEG rebuilt to start at a restart marker */
     struct fl_jpeg_state *jpeg;
 };
 

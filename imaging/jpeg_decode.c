@@ -240,39 +240,145 @@ fail:
     return rc;
 }
 
-int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
-                        uint32_t out_w, uint32_t out_h, uint32_t channels, fl_image *out,
-                        double win[4], fl_error *err) {
-    int rc = jpeg_state_get(d, err);
-    if (rc) return rc;
+
+static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+/* Restart-marker row skipping. A sequential single-scan JPEG with a restart marker after every
+ * MCU row (or every 1/m of one) can be decoded from any MCU row: at a restart the DC predictors
+ * reset and the bit stream is byte-aligned. Rebuild the file in d->stream as the headers (SOF
+ * height reduced by the skipped rows) followed by the entropy data after the restart marker that
+ * opens iMCU row k, restart markers renumbered from RST0, and decode that instead of Huffman-
+ * decoding rows 0..k-1 only to throw them away. The coefficients, and so the pixels, are the same;
+ * only the first output row of the rebuilt image differs (the fancy chroma upsampler has no row
+ * above it), so k is chosen to leave at least one row between it and the first row wanted.
+ * num: DCT scale n/8; sy0: first wanted output row at that scale. Returns the rebuilt length
+ * (0: not applicable, decode the original) and the output rows skipped in *yshift. All offsets
+ * are bounds-checked; anything unexpected falls back to the original stream. */
+static size_t restart_skip(fl_decoder *d, const uint8_t *data, size_t len, uint32_t num,
+                           uint32_t sy0, uint32_t *yshift) {
+    *yshift = 0;
+    if (sy0 < 2 || len < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
+    size_t pos = 2, sof = 0, entropy = 0;
+    uint32_t ri = 0, nf = 0, ns = 0, maxh = 1, maxv = 1, w = 0, h = 0;
+    while (!entropy) {
+        while (pos + 1 < len && data[pos] == 0xFF && data[pos + 1] == 0xFF) pos++; /* fill */
+        if (pos + 4 > len || data[pos] != 0xFF) return 0;
+        uint32_t m = data[pos + 1], seglen = be16(data + pos + 2);
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD9) || seglen < 2 || pos + 2 + seglen > len) return 0;
+        const uint8_t *seg = data + pos + 4;
+        if (m == 0xC0 || m == 0xC1) { /* baseline / extended sequential Huffman */
+            if (sof || seglen < 8) return 0;
+            h = be16(seg + 1);
+            w = be16(seg + 3);
+            nf = seg[5];
+            if (nf < 1 || nf > 4 || seglen < 8 + 3 * nf || h == 0 || w == 0) return 0;
+            for (uint32_t c = 0; c < nf; c++) {
+                uint32_t hs = seg[6 + 3 * c + 1] >> 4, vs = seg[6 + 3 * c + 1] & 15;
+                if (hs < 1 || hs > 4 || vs < 1 || vs > 4) return 0;
+                if (hs > maxh) maxh = hs;
+                if (vs > maxv) maxv = vs;
+            }
+            if (nf == 1) maxh = maxv = 1; /* one component: MCU = one block, iMCU row = 8 rows */
+            sof = pos + 5;
+        } else if ((m >= 0xC2 && m <= 0xCB && m != 0xC4 && m != 0xC8) || (m >= 0xCD && m <= 0xCF)) {
+            return 0; /* progressive, lossless, arithmetic: not handled */
+        } else if (m == 0xDD) {
+            if (seglen != 4) return 0;
+            ri = be16(seg);
+        } else if (m == 0xDA) {
+            if (seglen < 3) return 0;
+            ns = seg[0];
+            entropy = pos + 2 + seglen;
+        }
+        pos += 2 + seglen;
+    }
+    if (!sof || ri == 0 || ns != nf) return 0;
+    uint32_t mcus_per_row = (w + 8 * maxh - 1) / (8 * maxh);
+    if (mcus_per_row % ri) return 0;
+    uint32_t rows_scaled = maxv * num; /* output rows per iMCU row at scale num/8 */
+    uint32_t k = (sy0 - 1) / rows_scaled;
+    if (k == 0) return 0;
+    uint64_t nrst = (uint64_t)k * (mcus_per_row / ri); /* markers before iMCU row k */
+    /* Find the end of the nrst-th restart marker. */
+    size_t p = entropy;
+    uint64_t seen = 0;
+    while (seen < nrst) {
+        const uint8_t *q = memchr(data + p, 0xFF, len - p);
+        if (!q || (size_t)(q - data) + 1 >= len) return 0;
+        size_t at = (size_t)(q - data);
+        uint8_t b = data[at + 1];
+        if (b == 0x00) {
+            p = at + 2;
+        } else if (b == 0xFF) {
+            p = at + 1;
+        } else if (b >= 0xD0 && b <= 0xD7) {
+            if ((uint32_t)(b - 0xD0) != (uint32_t)(seen & 7)) return 0; /* out of sequence */
+            seen++;
+            p = at + 2;
+        } else {
+            return 0; /* EOI or another marker before row k: leave it to libjpeg */
+        }
+    }
+    size_t tail = len - p;
+    if (fl_buf_reserve(&d->stream, entropy + tail)) return 0;
+    uint8_t *o = d->stream.p;
+    memcpy(o, data, entropy);
+    uint32_t nh = h - k * maxv * 8;
+    o[sof] = (uint8_t)(nh >> 8);
+    o[sof + 1] = (uint8_t)nh;
+    uint32_t shift = (uint32_t)(nrst & 7);
+    if (shift == 0) {
+        memcpy(o + entropy, data + p, tail);
+    } else { /* renumber the remaining restart markers so the first one is RST0 again */
+        size_t i = p, op = entropy;
+        while (i < len) {
+            const uint8_t *q = memchr(data + i, 0xFF, len - i);
+            size_t at = q ? (size_t)(q - data) : len;
+            memcpy(o + op, data + i, at - i);
+            op += at - i;
+            if (at + 1 >= len) {
+                if (at < len) o[op++] = 0xFF;
+                break;
+            }
+            uint8_t b = data[at + 1];
+            o[op++] = 0xFF;
+            if (b == 0xFF) { /* fill byte: the next 0xFF starts the marker */
+                i = at + 1;
+                continue;
+            }
+            o[op++] = (b >= 0xD0 && b <= 0xD7) ? (uint8_t)(0xD0 + ((b - 0xD0 - shift) & 7)) : b;
+            i = at + 2;
+        }
+    }
+    *yshift = k * rows_scaled;
+    return entropy + tail;
+}
+
+/* The libjpeg part of fl_jpeg_decode_crop: decode src (the file, or its restart-rebuilt copy
+ * starting yshift output rows lower) at scale num/8, only the rows and columns of the crop. */
+static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, int num,
+                            uint32_t yshift, double fx0, double fy0, const fl_rect *crop,
+                            uint32_t channels, fl_image *out, double win[4], fl_error *err) {
     struct fl_jpeg_state *s = d->jpeg;
     j_decompress_ptr ci = &s->cinfo;
+    double f = num / 8.0;
+    int rc;
     if (setjmp(s->jerr.jb)) {
         jpeg_abort_decompress(ci);
         return fl_error_set(err, FL_E_DECODE, "JPEG: %s", s->jerr.msg);
     }
     int cmyk;
-    rc = jpeg_setup(d, data, len, channels, &cmyk, err);
+    rc = jpeg_setup(d, src, src_len, channels, &cmyk, err);
     if (rc) goto fail;
-    /* The scaled crop must still cover the output so the resampler only ever shrinks. */
-    int num = 8;
-    for (size_t i = 0; i < N_SCALES; i++) {
-        uint64_t n = (uint64_t)scale_nums[i];
-        if (crop->width * n >= (uint64_t)out_w * 8 && crop->height * n >= (uint64_t)out_h * 8) {
-            num = (int)n;
-            break;
-        }
-    }
     ci->scale_num = (unsigned)num;
     ci->scale_denom = 8;
     jpeg_start_decompress(ci);
+    /* Coordinates below are in the decoded (possibly row-shifted) image. */
     uint32_t ow = ci->output_width, oh = ci->output_height;
-    /* Scaled pixel i covers source pixels [8i/num, 8(i+1)/num). */
-    double f = num / 8.0;
-    double fx0 = crop->x * f, fy0 = crop->y * f;
+    const double y0 = fy0 - yshift;
     double fx1 = fmin((double)(crop->x + crop->width) * f, ow);
-    double fy1 = fmin((double)(crop->y + crop->height) * f, oh);
-    uint32_t sx0 = (uint32_t)fx0, sy0 = (uint32_t)fy0;
+    double fy1 = fmin((double)(crop->y + crop->height) * f - yshift, oh);
+    uint32_t sx0 = (uint32_t)fx0, sy0 = (uint32_t)y0;
     uint32_t sx1 = (uint32_t)ceil(fx1), sy1 = (uint32_t)ceil(fy1);
     if (sx1 > ow) sx1 = ow;
     if (sy1 > oh) sy1 = oh;
@@ -305,12 +411,36 @@ int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl
     out->channels = channels;
     out->stride = stride;
     win[0] = fx0 - xoff;
-    win[1] = fy0 - sy0;
+    win[1] = y0 - sy0;
     win[2] = fx1 - fx0;
-    win[3] = fy1 - fy0;
+    win[3] = fy1 - y0;
     jpeg_abort_decompress(ci); /* the rows below the crop are not needed */
     return 0;
 fail:
     jpeg_abort_decompress(ci);
     return rc;
+}
+
+int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
+                        uint32_t out_w, uint32_t out_h, uint32_t channels, fl_image *out,
+                        double win[4], fl_error *err) {
+    int rc = jpeg_state_get(d, err);
+    if (rc) return rc;
+    /* The scaled crop must still cover the output so the resampler only ever shrinks. */
+    int num = 8;
+    for (size_t i = 0; i < N_SCALES; i++) {
+        uint64_t n = (uint64_t)scale_nums[i];
+        if (crop->width * n >= (uint64_t)out_w * 8 && crop->height * n >= (uint64_t)out_h * 8) {
+            num = (int)n;
+            break;
+        }
+    }
+    /* Scaled pixel i covers source pixels [8i/num, 8(i+1)/num). */
+    double f = num / 8.0;
+    double fx0 = crop->x * f, fy0 = crop->y * f;
+    uint32_t yshift = 0;
+    const size_t rlen = (d->flags & FL_DECODE_NO_RESTART_SKIP)
+                            ? 0 : restart_skip(d, data, len, (uint32_t)num, (uint32_t)fy0, &yshift);
+    return decode_crop_rows(d, rlen ? d->stream.p : data, rlen ? rlen : len, num, yshift, fx0, fy0,
+                            crop, channels, out, win, err);
 }

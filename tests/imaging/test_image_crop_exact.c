@@ -4,7 +4,9 @@
  * cropped to 23×24+7+6 → 28×20, whose right edge column came from libjpeg's cropped-window
  * upsampler (edge chroma replicated) instead of the full decode's. Each decode runs twice, into
  * dst pre-filled with 0xAA and with 0x55 (and scratch scribbled in between): bytes left unwritten
- * or computed from stale scratch show up as differences without valgrind or MSan. */
+ * or computed from stale scratch show up as differences without valgrind or MSan. Files rewritten
+ * with a restart marker per MCU row (fl_jpeg_restart_rows) decode to the same pixels, and their
+ * crops, which start decoding at the restart marker above the crop, are byte-identical too. */
 #include "img_test.h"
 
 #include "image_internal.h"
@@ -91,6 +93,66 @@ static uint32_t rnd(uint32_t n) { /* xorshift64*, deterministic */
     return (uint32_t)(((rng * 0x2545F4914F6CDD1Dull) >> 33) % n);
 }
 
+/* fl_jpeg_restart_rows: the rewrite decodes to the same pixels, and crops of it (which start
+ * decoding at a restart marker) equal both the reference and the crop decode that does not skip. */
+static fl_encoder *rst_enc;
+static void restart_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, uint32_t ch,
+                          int count, const char *what) {
+    const uint8_t *o;
+    size_t olen;
+    CHECK_RC(fl_jpeg_restart_rows(rst_enc, f, len, &o, &olen, &err), 0, &err);
+    uint8_t *r = malloc(olen);
+    memcpy(r, o, olen);
+    /* A DRI segment is there, and the pixels are unchanged. */
+    int has_dri = 0;
+    for (size_t i = 0; i + 1 < olen && !has_dri; i++) has_dri = r[i] == 0xFF && r[i + 1] == 0xDD;
+    CHECK(has_dri);
+    fl_image a, b;
+    CHECK_RC(fl_decode(d, f, len, ch, 0, 0, &a, &err), 0, &err);
+    uint8_t *pa = malloc((size_t)a.height * a.stride);
+    memcpy(pa, a.pixels, (size_t)a.height * a.stride);
+    CHECK_RC(fl_decode(dref, r, olen, ch, 0, 0, &b, &err), 0, &err);
+    CHECK(a.width == W && b.width == W && a.height == H && b.height == H &&
+          memcmp(pa, b.pixels, (size_t)a.height * a.stride) == 0);
+    free(pa);
+    fl_decoder *noskip;
+    CHECK_RC(fl_decoder_create(0, &noskip, &err), 0, &err);
+    fl_decoder_set_flags(noskip, FL_DECODE_NO_RESTART_SKIP);
+    size_t skipped = 0;
+    for (int i = 0; i < count; i++) {
+        fl_rect c;
+        c.height = 1 + rnd(H / 2);
+        c.width = 1 + rnd(W);
+        c.x = rnd(W - c.width + 1);
+        c.y = H / 4 + rnd(H - H / 4 - c.height + 1); /* mostly far enough down to skip rows */
+        uint32_t ow = 1 + rnd(i & 1 ? 48 : c.width + 4), oh = 1 + rnd(i & 1 ? 48 : c.height + 4);
+        int flip = i & 2 ? 1 : 0;
+        size_t n = (size_t)ow * oh * ch;
+        uint8_t *x = malloc(n), *y = malloc(n);
+        d->stream.cap = 0; /* detect whether the skip path ran (scratch regrows) */
+        free(d->stream.p);
+        d->stream.p = NULL;
+        check_exact(r, olen, W, H, c, ow, oh, ch, flip, what);
+        skipped += d->stream.cap > 0;
+        CHECK_RC(fl_decode_crop_resize(d, r, olen, &c, ow, oh, ch, flip, x, &err), 0, &err);
+        CHECK_RC(fl_decode_crop_resize(noskip, r, olen, &c, ow, oh, ch, flip, y, &err), 0, &err);
+        if (memcmp(x, y, n) != 0) {
+            fprintf(stderr, "%s: restart skip changes crop %ux%u+%u+%u -> %ux%u\n", what, c.width,
+                    c.height, c.x, c.y, ow, oh);
+            g_failures++;
+        }
+        free(x);
+        free(y);
+    }
+    /* Most of these crops start several iMCU rows down: the skip must really run. */
+    if (skipped < (size_t)count / 2) {
+        fprintf(stderr, "%s: restart skip ran for only %zu of %d crops\n", what, skipped, count);
+        g_failures++;
+    }
+    fl_decoder_free(noskip);
+    free(r);
+}
+
 /* Random crops and output sizes, both scaled and full-scale, on one file. */
 static void random_crops(const uint8_t *f, size_t len, uint32_t W, uint32_t H, int count,
                          const char *what) {
@@ -111,6 +173,7 @@ int main(void) {
     CHECK_RC(fl_decoder_create(0, &dref, &err), 0, &err);
     fl_encoder *e;
     CHECK_RC(fl_encoder_create(&e, &err), 0, &err);
+    CHECK_RC(fl_encoder_create(&rst_enc, &err), 0, &err);
 
     /* The loader's case: fl_encode_jpeg (4:2:0) of a 56×61 image, crop 23×24+7+6 → 28×20. */
     uint32_t W = 56, H = 61;
@@ -126,6 +189,7 @@ int main(void) {
         for (int flip = 0; flip < 2; flip++)
             check_exact(jpg, enc_len, W, H, loader_case, 28, 20, ch, flip, "loader 56x61");
     random_crops(jpg, enc_len, W, H, 150, "fl_encode_jpeg 56x61");
+    restart_suite(jpg, enc_len, W, H, 3, 60, "restart 56x61");
     free(jpg);
     free(rgb);
 
@@ -149,10 +213,28 @@ int main(void) {
                 check_exact(f, len, W, H, r, r.width / 2 + 1, r.height / 3 + 1, 3, 1, names[s]);
             }
             random_crops(f, len, W, H, 60, names[s]);
+            restart_suite(f, len, W, H, (uint32_t)(1 + 2 * (s != 1)), 40, names[s]);
             free(f);
         }
     free(rgb);
+    /* Gray (one component: MCU = one 8x8 block) and a tall image (restart markers wrap past RST7). */
+    W = 77;
+    H = 700;
+    uint8_t *gray = synth_image(W, H, 1);
+    size_t glen;
+    uint8_t *g = write_jpeg(gray, W, H, 1, JCS_GRAYSCALE, 90, 1, 1, 0, &glen);
+    CHECK(g != NULL);
+    if (g) restart_suite(g, glen, W, H, 1, 40, "gray 77x700");
+    free(g);
+    free(gray);
+    rgb = synth_image(W, H, 3);
+    g = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 1, &glen);
+    CHECK(g != NULL);
+    if (g) restart_suite(g, glen, W, H, 3, 40, "progressive 4:2:0 77x700");
+    free(g);
+    free(rgb);
     fl_encoder_free(e);
+    fl_encoder_free(rst_enc);
     fl_decoder_free(d);
     fl_decoder_free(dref);
     TEST_DONE();
