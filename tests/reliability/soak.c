@@ -191,7 +191,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "FAIL: threads leaked (%d -> %d)\n", a.threads, b.threads);
         bad = 1;
     }
-    if (rss_bound > 0 && b.maps > a.maps + 4) {
+    /* A few mappings may appear late without a leak: glibc makes malloc arenas lazily (up to 8
+     * per core, two mappings each) when worker threads happen to contend, and caches thread
+     * stacks. A leak of one mapping per cycle would show hundreds. */
+    if (rss_bound > 0 && b.maps > a.maps + 24) {
         fprintf(stderr, "FAIL: memory mappings leaked (%d -> %d)\n", a.maps, b.maps);
         bad = 1;
     }
