@@ -124,11 +124,13 @@ static void usage(FILE *f) {
                "  single-core images/s: full-size decode vs random-resized-crop decode to SxS (default 224)\n"
                "  --fast: crop path with FL_DECODE_FAST (box chroma upsampling, fast IDCT)\n"
                "  --restart: rewrite inputs with a restart marker per MCU row (lossless)\n"
-               "  --no-skip: crop path does not start at restart markers\n");
+               "  --no-skip: crop path does not start at restart markers\n"
+               "  --flags N: FL_DECODE_* bits for the crop path (1 box upsampling, 2 fast IDCT)\n");
 }
 
 int main(int argc, char **argv) {
     int json = 0, quality = 0, fast = 0, restart = 0, noskip = 0;
+    unsigned flags = 0; /* --flags N: raw FL_DECODE_* bits for the crop path */
     double orig_bytes = 0;
     const char *only = NULL; /* profiling aid: run one mode only */
     uint32_t size = 224, maxside = 0;
@@ -140,6 +142,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--fast")) fast = 1;
         else if (!strcmp(argv[i], "--restart")) restart = 1;
         else if (!strcmp(argv[i], "--no-skip")) noskip = 1;
+        else if (!strcmp(argv[i], "--flags") && i + 1 < argc) flags = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (uint32_t)atoi(argv[++i]);
@@ -236,9 +239,9 @@ int main(int argc, char **argv) {
     }
     /* --fast applies to the crop path only: the full-size figures stay libjpeg's defaults. */
     fl_decoder *dcrop = d;
-    if (fast || noskip) {
+    if (fast || noskip || flags) {
         if (fl_decoder_create(0, &dcrop, &err)) return 1;
-        fl_decoder_set_flags(dcrop, (fast ? FL_DECODE_FAST : 0) | (noskip ? FL_DECODE_NO_RESTART_SKIP : 0));
+        fl_decoder_set_flags(dcrop, flags | (fast ? FL_DECODE_FAST : 0) | (noskip ? FL_DECODE_NO_RESTART_SKIP : 0));
     }
     uint8_t *buf = malloc(maxpix * 3 > (size_t)size * size * 3 ? maxpix * 3 : (size_t)size * size * 3);
     tjhandle tj = tjInitDecompress();
