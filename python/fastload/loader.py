@@ -207,6 +207,9 @@ class Loader:
         rc = self._lib.fl_loader_create(os.fsencode(self.path), ctypes.byref(self._opts), ctypes.byref(h),
                                         ctypes.byref(err))
         if rc:
+            if not self._opts.s.out_height and b"vary in size" in err.msg:
+                # The library names its C option fields; say which argument sets them here.
+                raise Error(rc, err.msg.decode("utf-8", "replace") + " (pass size=(H, W) or size=S)")
             _raise(rc, err)
         self._handle = h
         self._failed = False

@@ -114,7 +114,9 @@ int cmd_bench(int argc, char **argv)
      * must be inside the measured interval (else prefetched batches would look free). */
     double t_create = now_s(), cpu_start = cpu_s();
     if (fl_loader_create(ro.path, &ro.opt, &L, &err)) {
-        fprintf(stderr, "fastload bench: error: %s\n", err.msg[0] ? err.msg : fl_strerror(err.code));
+        /* The library names its option fields; tell a command-line user which flag sets them. */
+        const char *hint = (!ro.opt.out_height && strstr(err.msg, "vary in size")) ? " (pass --size S or WxH)" : "";
+        fprintf(stderr, "fastload bench: error: %s%s\n", err.msg[0] ? err.msg : fl_strerror(err.code), hint);
         return 1;
     }
     double t_start = now_s();

@@ -37,7 +37,9 @@ int cmd_digest(int argc, char **argv)
     fl_error err = {0};
     fl_loader *L = NULL;
     if (fl_loader_create(ro.path, &ro.opt, &L, &err)) {
-        fprintf(stderr, "fastload digest: error: %s\n", err.msg[0] ? err.msg : fl_strerror(err.code));
+        /* The library names its option fields; tell a command-line user which flag sets them. */
+        const char *hint = (!ro.opt.out_height && strstr(err.msg, "vary in size")) ? " (pass --size S or WxH)" : "";
+        fprintf(stderr, "fastload digest: error: %s%s\n", err.msg[0] ? err.msg : fl_strerror(err.code), hint);
         return 1;
     }
     if (fl_loader_batches_per_epoch(L) == 0) {
