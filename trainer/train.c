@@ -880,10 +880,10 @@ static int train_run(const tf_options *o, const tf_dist *D)
                 TOOL, 100.0 * ev.top1, ev.loss, o->epochs, rate, wall, busy, eval_s, ckpt_s);
         fprintf(stderr,
                 "%s: step time split: compute %.1f%% (%.2f s)%s, waiting for data %.1f%% (%.2f s)"
-                " | loader: %s, %u workers, decode %.2f s, io wait %.2f s%s\n",
+                " | loader: %s, %u worker%s, decode %.2f s, io wait %.2f s%s\n",
                 TOOL, busy > 0 ? 100.0 * (compute - h2d) / busy : 0, compute - h2d,
                 on_cpu ? "" : "", 100.0 * dwf, data_wait, ls.io_backend ? ls.io_backend : "?",
-                (unsigned)workers, ls.decode_s, ls.io_wait_s,
+                (unsigned)workers, workers == 1 ? "" : "s", ls.decode_s, ls.io_wait_s,
                 dwf > 0.1 ? " -> the input pipeline is the bottleneck: raise --workers" : "");
         if (!on_cpu)
             fprintf(stderr, "%s: host-to-device copies %.2f s (%.1f%%)%s\n", TOOL, h2d,

@@ -282,10 +282,10 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
     fl_cli_human_bytes(bytes_out, bo, sizeof bo);
     fl_cli_human_duration(seconds, t, sizeof t);
     fl_cli_human_rate(rate, "img/s", r, sizeof r);
-    fprintf(stderr, PD_TOOL ": packed %llu records, %u classes into %s (%s", (unsigned long long)records,
-            items->num_classes, po->dst, enc);
+    fprintf(stderr, PD_TOOL ": packed %llu record%s, %u class%s into %s (%s", (unsigned long long)records,
+            records == 1 ? "" : "s", items->num_classes, items->num_classes == 1 ? "" : "es", po->dst, enc);
     if (plan->schema.width) fprintf(stderr, " %ux%ux%u", plan->schema.width, plan->schema.height, plan->channels);
     if (plan->schema.compression == FL_COMP_ZSTD) fprintf(stderr, ", zstd:%d", plan->level);
-    fprintf(stderr, ")\n" PD_TOOL ": bytes in %s, out %s (ratio %.3f); %s, %s, %u workers; skipped %llu\n",
-            bi, bo, ratio, t, r, po->workers, (unsigned long long)skipped);
+    fprintf(stderr, ")\n" PD_TOOL ": bytes in %s, out %s (ratio %.3f); %s, %s, %u worker%s; skipped %llu\n",
+            bi, bo, ratio, t, r, po->workers, po->workers == 1 ? "" : "s", (unsigned long long)skipped);
 }
