@@ -21,6 +21,7 @@ static void usage(FILE *out)
 "       trainfast --help | --version\n"
 "\n"
 "Trains an image classifier on datasets packed by packdata, fed by libfastload.\n"
+"eval: CKPT is a checkpoint file, or a --checkpoint DIR (its newest valid checkpoint).\n"
 "\n"
 "train options:\n"
 "  --model NAME           fastcnn (default; 28-64 px), resnet18, resnet50 (224 px)\n"

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -1022,7 +1023,18 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
 {
     fl_error err;
     tf_checkpoint ck;
-    if (tf_checkpoint_load(ckpt_path, &ck, &err)) {
+    struct stat st;
+    char latest[4096];
+    if (stat(ckpt_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* A --checkpoint DIR: evaluate its newest valid checkpoint, as --resume would use. */
+        if (tf_checkpoint_load_latest(ckpt_path, &ck, latest, sizeof latest, NULL, 0, &err)) {
+            fl_cli_error(TOOL, "%s", err.msg);
+            return FL_EXIT_DATA;
+        }
+        ckpt_path = latest;
+        if (!json)
+            fprintf(stderr, "%s: evaluating %s (newest valid checkpoint)\n", TOOL, ckpt_path);
+    } else if (tf_checkpoint_load(ckpt_path, &ck, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
         return FL_EXIT_DATA;
     }
