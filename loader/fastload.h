@@ -72,10 +72,10 @@ typedef enum fl_augment {
 } fl_augment;
 
 typedef enum fl_io_mode {
-    FL_IO_AUTO = 0,  /* FL_IO_MMAP for small records (mean stored size <= 16 KiB) of a dataset
-                        that fits easily in memory (<= 1/2 of physical RAM) without `direct`;
-                        otherwise io_uring when the kernel allows it, else the pread pool (one
-                        log line). LMDB datasets are always read through LMDB's mmap. */
+    FL_IO_AUTO = 0,  /* io_uring when the kernel allows it, else the pread pool (one log line).
+                        Never the mapping: a file that shrinks or fails under a mapping kills the
+                        process (SIGBUS), while reads return an error naming shard and record.
+                        LMDB datasets are always read through LMDB's mmap. */
     FL_IO_URING = 1, /* io_uring only; fails when unavailable */
     FL_IO_PREAD = 2, /* a pool of pread threads */
     FL_IO_MMAP = 3   /* shards read through the dataset's read-only mapping: no system call per

@@ -105,19 +105,6 @@ static int make_readers(fl_loader *L, fl_error *err)
     return 0;
 }
 
-/* FL_IO_AUTO's choice of the mapping: small records (one system call each would cost more
- * than the copy) of a dataset that stays in the page cache. */
-static int auto_mmap(const fl_loader *L)
-{
-    if (L->direct)
-        return 0;
-    uint64_t n = fl_dataset_count(L->ds), total = fl_dataset_total_bytes(L->ds);
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || psz <= 0)
-        return 0;
-    return n > 0 && total / n <= 16384 && total <= (uint64_t)pages * (uint64_t)psz / 2;
-}
-
 static int cuda_check(fl_loader *L, int rc, const char *what, fl_error *err)
 {
     if (rc == 0)
@@ -258,8 +245,8 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
                        L->out_h == L->schema.height && L->out_w == L->schema.width;
     if ((rc = setup_cuda(L, err)) < 0 || (rc = make_slots(L, err)) < 0)
         goto fail;
-    L->mapped = L->backend == FL_BACKEND_LMDB || opt->io == FL_IO_MMAP ||
-                (opt->io == FL_IO_AUTO && auto_mmap(L));
+    /* FL_IO_AUTO never maps: see fl_io_mode in fastload.h. */
+    L->mapped = L->backend == FL_BACKEND_LMDB || opt->io == FL_IO_MMAP;
     if (!L->mapped && (rc = open_shards(L, err)) < 0)
         goto fail;
     L->workers = calloc(L->nworkers, sizeof *L->workers);

@@ -2,9 +2,8 @@
 # test_truncate_live.sh — a shard truncated in place while `fastload bench` reads it (another
 # process rewriting the dataset, a full disk on a network filesystem): with --io pread and
 # --io uring the loader stops with exit 1 naming the shard and record ("file ends early"); with
-# --io auto (which picks mmap for small records) it must do the same, not die of SIGBUS.
-# KNOWN FAILING for --io auto (docs/RELIABILITY.md, "Findings"): the mmap reader touches pages
-# past the new end of file and the process is killed by SIGBUS (exit 135).
+# --io auto it must do the same, not die of SIGBUS (regression: auto used to pick the mmap reader
+# for small records, which touched pages past the new end of file).
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX" "$FLT"
 "$MKIDX" "$T/idx" 3000 || die "fixture"
