@@ -432,6 +432,29 @@ static int train_run(const tf_options *o, const tf_dist *D)
     fl_schema schema = *fl_dataset_schema(probe);
     uint32_t num_classes = fl_dataset_num_classes(probe);
     fl_dataset_close(probe);
+    /* --val is first read at the end of epoch 1: check now that it fits the model, rather than
+     * failing after a whole epoch of training. */
+    if (fl_dataset_open(o->val, &probe, &err)) {
+        fl_cli_error(TOOL, "--val: %s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    fl_schema vschema = *fl_dataset_schema(probe);
+    uint32_t val_classes = fl_dataset_num_classes(probe);
+    fl_dataset_close(probe);
+    const int train_fixed = schema.height != 0 && schema.width != 0;
+    if (vschema.channels != schema.channels ||
+        (train_fixed && (vschema.height != schema.height || vschema.width != schema.width))) {
+        fl_cli_error(TOOL, "--val %s holds %ux%ux%u images but --data %s holds %ux%ux%u (HxWxC; "
+                     "0x0 = variable size)", o->val, vschema.height, vschema.width,
+                     vschema.channels, o->data, schema.height, schema.width, schema.channels);
+        return FL_EXIT_DATA;
+    }
+    if (val_classes > num_classes) {
+        fl_cli_error(TOOL, "--val %s has %u classes but --data %s has %u: pack both with the same "
+                     "class list (--classes/--class-names)", o->val, val_classes, o->data,
+                     num_classes);
+        return FL_EXIT_DATA;
+    }
     uint32_t size = 0;
     if (schema.height == 0 || schema.width == 0) {
         size = o->size ? o->size : 224;
