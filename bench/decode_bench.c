@@ -4,9 +4,10 @@
  *   fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] [--fast] FILE...
  * --reencode decodes each input (JPEG or PNG) and re-encodes it in memory as a JPEG of quality Q
  * (longest side shrunk to MAXSIDE), so photographs shipped as PNG can be measured as JPEGs.
- * --restart rewrites every input losslessly with a restart marker per MCU row
- * (fl_jpeg_restart_rows), which lets the crop path skip the rows above the crop; --no-skip keeps
- * the crop path from using them (FL_DECODE_NO_RESTART_SKIP), for comparison. */
+ * --restart N rewrites every input losslessly with restart markers every N MCUs (a divisor of the
+ * MCU row; 0 = one interval per row) with fl_jpeg_add_restarts, which lets the crop path decode
+ * only the intervals the crop touches; --no-skip keeps the crop path from using them
+ * (FL_DECODE_NO_RESTART_SKIP), for comparison. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -120,16 +121,17 @@ done:
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] [--fast] [--restart] [--no-skip] FILE...\n"
+    fprintf(f, "usage: fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] [--fast] [--restart N] [--no-skip] FILE...\n"
                "  single-core images/s: full-size decode vs random-resized-crop decode to SxS (default 224)\n"
                "  --fast: crop path with FL_DECODE_FAST (box chroma upsampling, fast IDCT)\n"
-               "  --restart: rewrite inputs with a restart marker per MCU row (lossless)\n"
+               "  --restart N: rewrite inputs with restart markers every N MCUs (0: per MCU row; lossless)\n"
                "  --no-skip: crop path does not start at restart markers\n"
                "  --flags N: FL_DECODE_* bits for the crop path (1 box upsampling, 2 fast IDCT)\n");
 }
 
 int main(int argc, char **argv) {
     int json = 0, quality = 0, fast = 0, restart = 0, noskip = 0;
+    uint32_t restart_mcus = 0;
     unsigned flags = 0; /* --flags N: raw FL_DECODE_* bits for the crop path */
     double orig_bytes = 0;
     const char *only = NULL; /* profiling aid: run one mode only */
@@ -140,7 +142,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--fast")) fast = 1;
-        else if (!strcmp(argv[i], "--restart")) restart = 1;
+        else if (!strcmp(argv[i], "--restart") && i + 1 < argc) restart = 1, restart_mcus = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-skip")) noskip = 1;
         else if (!strcmp(argv[i], "--flags") && i + 1 < argc) flags = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
@@ -214,7 +216,7 @@ int main(int argc, char **argv) {
         if (restart) {
             const uint8_t *out;
             size_t out_len;
-            if (fl_jpeg_restart_rows(e, data, len, &out, &out_len, &err)) {
+            if (fl_jpeg_add_restarts(e, data, len, restart_mcus, &out, &out_len, &err)) {
                 fprintf(stderr, "fl_decode_bench: %s: %s\n", files[i], err.msg);
                 return 1;
             }

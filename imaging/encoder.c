@@ -19,7 +19,7 @@ struct fl_encoder {
     unsigned long jpeg_cap;
     fl_buf png;
     size_t png_len;
-    fl_buf rst; /* fl_jpeg_restart_rows output */
+    fl_buf rst; /* fl_jpeg_add_restarts output */
     int png_oom;
     char png_msg[256];
 };
@@ -138,7 +138,7 @@ int fl_encode_png(fl_encoder *e, const fl_image *img, const uint8_t **out, size_
     return 0;
 }
 
-/* ---- Lossless rewrite with a restart marker after every MCU row --------------------------- */
+/* ---- Lossless rewrite with restart markers (every MCU row starts an interval) -------------- */
 
 struct rst_err {
     struct jpeg_error_mgr pub;
@@ -203,8 +203,8 @@ static void rst_term_destination(j_compress_ptr c) {
     d->len = d->buf->cap - d->pub.free_in_buffer;
 }
 
-int fl_jpeg_restart_rows(fl_encoder *e, const uint8_t *data, size_t len, const uint8_t **out,
-                         size_t *out_len, fl_error *err) {
+int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_t max_mcus,
+                         const uint8_t **out, size_t *out_len, fl_error *err) {
     if (!e || !data || !out || !out_len)
         return fl_error_set(err, FL_E_INVALID, "JPEG restart rewrite: NULL argument");
     fl_image_info info;
@@ -241,7 +241,18 @@ int fl_jpeg_restart_rows(fl_encoder *e, const uint8_t *data, size_t len, const u
     jpeg_read_header(&src, TRUE);
     jvirt_barray_ptr *coefs = jpeg_read_coefficients(&src);
     jpeg_copy_critical_parameters(&src, &dst);
-    dst.restart_in_rows = 1;   /* a restart marker after every MCU row */
+    /* Restart interval: the largest divisor of the MCU row up to max_mcus (0: the whole row), so
+     * every MCU row starts a new interval. */
+    uint32_t maxh = 1;
+    for (int c = 0; c < src.num_components; c++)
+        if ((uint32_t)src.comp_info[c].h_samp_factor > maxh) maxh = (uint32_t)src.comp_info[c].h_samp_factor;
+    if (src.num_components == 1) maxh = 1;
+    uint32_t per_row = (src.image_width + 8 * maxh - 1) / (8 * maxh), ri = per_row;
+    if (max_mcus)
+        for (ri = max_mcus < per_row ? max_mcus : per_row; per_row % ri; ri--) {}
+    if (ri > 65535) ri = 0; /* DRI is 16 bits: fall back to one marker per MCU row */
+    if (ri) dst.restart_interval = ri;
+    else dst.restart_in_rows = 1;
     dst.optimize_coding = TRUE; /* per-image Huffman tables win back most of the markers' bytes */
     dst.dest = &dest.pub;
     dest.pub.init_destination = rst_init_destination;

@@ -62,7 +62,7 @@ void fl_decoder_free(fl_decoder *d);
  * 5% faster (bench: fl_decode_bench --fast) at the cost of a few levels of difference near chroma
  * edges; meant for training augmentation, not for packdata. Output stays deterministic. */
 enum { FL_DECODE_FAST_UPSAMPLE = 1, FL_DECODE_FAST_DCT = 2, FL_DECODE_FAST = 3 };
-/* Test/bench aid: never start a crop decode at a restart marker (see fl_jpeg_restart_rows);
+/* Test/bench aid: never start a crop decode at a restart marker (see fl_jpeg_add_restarts);
  * the output is the same either way. */
 enum { FL_DECODE_NO_RESTART_SKIP = 4 };
 void fl_decoder_set_flags(fl_decoder *d, unsigned flags);
@@ -90,10 +90,10 @@ int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
 /* Decode the `crop` region of an encoded image, resample it to out_width × out_height, optionally
  * mirror it horizontally, and write HWC `channels` bytes per pixel to dst (row stride
  * out_width*channels). JPEG: DCT scaling chosen so the scaled crop still covers the output size,
- * rows above the crop skipped (Huffman-decoded only; in a sequential file with a restart marker
- * per MCU row, see fl_jpeg_restart_rows, decoding starts at the marker just above the crop and
- * those rows are not even read), columns outside it not IDCT'ed, rows below it never decoded (so
- * corruption above or below the crop can go unnoticed). The crop maps to fractional
+ * rows above the crop skipped (Huffman-decoded only; in a sequential file whose restart interval
+ * divides the MCU row, see fl_jpeg_add_restarts, only the intervals the crop touches are read),
+ * columns outside it not IDCT'ed, rows below it never decoded (so corruption outside the crop
+ * can go unnoticed). The crop maps to fractional
  * coordinates of the scaled image and the resampler reads no pixel outside it; the decoded
  * columns include one beyond each side of the crop, so libjpeg's chroma upsampling at the crop
  * edges sees the same neighbours as in a full decode. The result equals "decode the whole image
@@ -140,15 +140,18 @@ void fl_encoder_free(fl_encoder *e);
 int fl_encode_jpeg(fl_encoder *e, const fl_image *img, int quality, const uint8_t **out,
                    size_t *out_len, fl_error *err);
 
-/* Losslessly rewrite a JPEG (baseline or progressive) as a baseline JPEG with a restart marker
- * after every MCU row and per-image optimized Huffman tables: the DCT coefficients are copied,
- * so it decodes to exactly the same pixels. fl_decode_crop_resize then starts decoding at the
- * restart marker just above the crop instead of Huffman-decoding every row above it (the random-
- * resized-crop path gets faster; the file size changes by about a percent either way).
+/* Losslessly rewrite a JPEG (baseline or progressive) as a baseline JPEG with restart markers,
+ * the restart interval being the largest divisor of the MCU row count up to max_mcus MCUs (0: one
+ * interval per MCU row), and per-image optimized Huffman tables. The DCT coefficients are copied,
+ * so it decodes to exactly the same pixels. fl_decode_crop_resize on such a file Huffman-decodes
+ * only the restart intervals the crop touches (rows above and, with intervals shorter than a row,
+ * columns beside the crop are not read at all). Costs: about 1 ms per 0.15 MP image to rewrite;
+ * libjpeg-turbo decodes files with restart markers on its slower Huffman path (full decodes are
+ * a few percent slower); the size changes by a few percent (see bench/decode_bench.c --restart).
  * Same ownership as fl_encode_jpeg (*out valid until the next call on `e`).
  * Errors: FL_E_INVALID (not a JPEG, NULL args), FL_E_DECODE (corrupt), FL_E_TOO_LARGE, -ENOMEM. */
-int fl_jpeg_restart_rows(fl_encoder *e, const uint8_t *data, size_t len, const uint8_t **out,
-                         size_t *out_len, fl_error *err);
+int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_t max_mcus,
+                         const uint8_t **out, size_t *out_len, fl_error *err);
 
 /* Encode HWC pixels (1 or 3 channels, any stride) as an 8-bit gray or RGB PNG (zlib default
  * level, adaptive filters). Same ownership as fl_encode_jpeg. Errors: FL_E_INVALID, -ENOMEM. */

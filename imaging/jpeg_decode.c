@@ -243,21 +243,24 @@ fail:
 
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
-/* Restart-marker row skipping. A sequential single-scan JPEG with a restart marker after every
- * MCU row (or every 1/m of one) can be decoded from any MCU row: at a restart the DC predictors
- * reset and the bit stream is byte-aligned. Rebuild the file in d->stream as the headers (SOF
- * height reduced by the skipped rows) followed by the entropy data after the restart marker that
- * opens iMCU row k, restart markers renumbered from RST0, and decode that instead of Huffman-
- * decoding rows 0..k-1 only to throw them away. The coefficients, and so the pixels, are the same;
- * only the first output row of the rebuilt image differs (the fancy chroma upsampler has no row
- * above it), so k is chosen to leave at least one row between it and the first row wanted.
- * num: DCT scale n/8; sy0: first wanted output row at that scale. Returns the rebuilt length
- * (0: not applicable, decode the original) and the output rows skipped in *yshift. All offsets
- * are bounds-checked; anything unexpected falls back to the original stream. */
-static size_t restart_skip(fl_decoder *d, const uint8_t *data, size_t len, uint32_t num,
-                           uint32_t sy0, uint32_t *yshift) {
-    *yshift = 0;
-    if (sy0 < 2 || len < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
+/* Restart-marker cropping. In a sequential single-scan JPEG whose restart interval divides the
+ * MCU row (see fl_jpeg_add_restarts), every interval can be decoded on its own: at a restart the
+ * DC predictors reset and the bit stream is byte-aligned. So rebuild the file in d->stream as
+ * just the intervals the crop needs: the headers with the SOF size cut to them, then, for the
+ * iMCU rows k..r1-1, the intervals c0..c1-1 of each row, restart markers renumbered in sequence,
+ * and EOI. libjpeg then Huffman-decodes neither the rows above the crop nor the columns beside it.
+ * The coefficients, and so the pixels, are the same; only the rebuilt image's own edge rows and
+ * columns can differ (the fancy chroma upsampler has no neighbour beyond them), so the rebuilt
+ * image keeps at least one pixel beyond the crop's window on every side that has one, and the
+ * crop decode's column margins (below) stay inside it.
+ * num: DCT scale n/8; crop: in source pixels.
+ * Returns the rebuilt length (0: not applicable, decode the original) and the output pixels cut
+ * on the left/top in *xshift and *yshift. All offsets are bounds-checked; anything unexpected falls
+ * back to the original stream. */
+static size_t restart_crop(fl_decoder *d, const uint8_t *data, size_t len, uint32_t num,
+                           const fl_rect *crop, uint32_t *xshift, uint32_t *yshift) {
+    *xshift = *yshift = 0;
+    if (len < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
     size_t pos = 2, sof = 0, entropy = 0;
     uint32_t ri = 0, nf = 0, ns = 0, maxh = 1, maxv = 1, w = 0, h = 0;
     while (!entropy) {
@@ -293,71 +296,80 @@ static size_t restart_skip(fl_decoder *d, const uint8_t *data, size_t len, uint3
         pos += 2 + seglen;
     }
     if (!sof || ri == 0 || ns != nf) return 0;
+    if ((uint64_t)crop->x + crop->width > w || (uint64_t)crop->y + crop->height > h) return 0;
+    /* The window the crop decode reads, computed as it does (in output pixels at scale num/8). */
+    double f = num / 8.0;
+    uint32_t ow = (uint32_t)(((uint64_t)w * num + 7) / 8), oh = (uint32_t)(((uint64_t)h * num + 7) / 8);
+    uint32_t sx0 = (uint32_t)(crop->x * f), sy0 = (uint32_t)(crop->y * f);
+    uint32_t sx1 = (uint32_t)ceil(fmin((double)(crop->x + crop->width) * f, ow));
+    uint32_t sy1 = (uint32_t)ceil(fmin((double)(crop->y + crop->height) * f, oh));
     uint32_t mcus_per_row = (w + 8 * maxh - 1) / (8 * maxh);
+    uint32_t mcu_rows = (h + 8 * maxv - 1) / (8 * maxv);
     if (mcus_per_row % ri) return 0;
-    uint32_t rows_scaled = maxv * num; /* output rows per iMCU row at scale num/8 */
-    uint32_t k = (sy0 - 1) / rows_scaled;
-    if (k == 0) return 0;
-    uint64_t nrst = (uint64_t)k * (mcus_per_row / ri); /* markers before iMCU row k */
-    /* Find the end of the nrst-th restart marker. */
-    size_t p = entropy;
-    uint64_t seen = 0;
-    while (seen < nrst) {
+    uint32_t ipr = mcus_per_row / ri;        /* restart intervals per MCU row */
+    uint32_t mh = maxv * num, iw = ri * maxh * num; /* iMCU row height, interval width (output) */
+    /* Rows: keep one output row above sy0 and at least one below sy1 (upsampling context). */
+    uint32_t k = sy0 >= 2 ? (sy0 - 1) / mh : 0;
+    uint32_t r1 = (sy1 + mh - 1) / mh + 1;
+    if (r1 > mcu_rows) r1 = mcu_rows;
+    /* Columns: the crop decode reads [sx0 - 1, sx1 + 1); keep one more on each side. */
+    uint32_t c0 = sx0 >= 2 ? (sx0 - 2) / iw : 0;
+    uint32_t c1 = (sx1 + 2 + iw - 1) / iw;
+    if (c1 > ipr) c1 = ipr;
+    if (k >= r1 || c0 >= c1) return 0;
+    if (k == 0 && c0 == 0 && r1 == mcu_rows && c1 == ipr) return 0; /* nothing to cut */
+    if (fl_buf_reserve(&d->stream, len + 16)) return 0;
+    uint8_t *o = d->stream.p;
+    memcpy(o, data, entropy);
+    uint32_t nh = r1 == mcu_rows ? h - k * maxv * 8 : (r1 - k) * maxv * 8;
+    uint32_t nw = c1 == ipr ? w - c0 * ri * maxh * 8 : (c1 - c0) * ri * maxh * 8;
+    o[sof] = (uint8_t)(nh >> 8);
+    o[sof + 1] = (uint8_t)nh;
+    o[sof + 2] = (uint8_t)(nw >> 8);
+    o[sof + 3] = (uint8_t)nw;
+    size_t op = entropy, start = entropy, p = entropy;
+    uint64_t g = 0, gend = (uint64_t)r1 * ipr, copied = 0;
+    while (g < gend) { /* interval g runs from `start` to the next RST (or EOI) */
         const uint8_t *q = memchr(data + p, 0xFF, len - p);
         if (!q || (size_t)(q - data) + 1 >= len) return 0;
         size_t at = (size_t)(q - data);
         uint8_t b = data[at + 1];
         if (b == 0x00) {
             p = at + 2;
-        } else if (b == 0xFF) {
+            continue;
+        }
+        if (b == 0xFF) {
             p = at + 1;
-        } else if (b >= 0xD0 && b <= 0xD7) {
-            if ((uint32_t)(b - 0xD0) != (uint32_t)(seen & 7)) return 0; /* out of sequence */
-            seen++;
-            p = at + 2;
-        } else {
-            return 0; /* EOI or another marker before row k: leave it to libjpeg */
+            continue;
         }
-    }
-    size_t tail = len - p;
-    if (fl_buf_reserve(&d->stream, entropy + tail)) return 0;
-    uint8_t *o = d->stream.p;
-    memcpy(o, data, entropy);
-    uint32_t nh = h - k * maxv * 8;
-    o[sof] = (uint8_t)(nh >> 8);
-    o[sof + 1] = (uint8_t)nh;
-    uint32_t shift = (uint32_t)(nrst & 7);
-    if (shift == 0) {
-        memcpy(o + entropy, data + p, tail);
-    } else { /* renumber the remaining restart markers so the first one is RST0 again */
-        size_t i = p, op = entropy;
-        while (i < len) {
-            const uint8_t *q = memchr(data + i, 0xFF, len - i);
-            size_t at = q ? (size_t)(q - data) : len;
-            memcpy(o + op, data + i, at - i);
-            op += at - i;
-            if (at + 1 >= len) {
-                if (at < len) o[op++] = 0xFF;
-                break;
+        int rst = b >= 0xD0 && b <= 0xD7;
+        if (rst ? (uint32_t)(b - 0xD0) != (uint32_t)(g & 7) : !(b == 0xD9 && g + 1 == (uint64_t)mcu_rows * ipr))
+            return 0; /* out of sequence, or another marker before the last interval */
+        uint64_t row = g / ipr, col = g % ipr;
+        if (row >= k && col >= c0 && col < c1) {
+            if (copied) { /* the marker that ends the previous kept interval */
+                o[op++] = 0xFF;
+                o[op++] = (uint8_t)(0xD0 + ((copied - 1) & 7));
             }
-            uint8_t b = data[at + 1];
-            o[op++] = 0xFF;
-            if (b == 0xFF) { /* fill byte: the next 0xFF starts the marker */
-                i = at + 1;
-                continue;
-            }
-            o[op++] = (b >= 0xD0 && b <= 0xD7) ? (uint8_t)(0xD0 + ((b - 0xD0 - shift) & 7)) : b;
-            i = at + 2;
+            memcpy(o + op, data + start, at - start);
+            op += at - start;
+            copied++;
         }
+        g++;
+        p = start = at + 2;
     }
-    *yshift = k * rows_scaled;
-    return entropy + tail;
+    o[op++] = 0xFF;
+    o[op++] = 0xD9;
+    *xshift = c0 * iw;
+    *yshift = k * mh;
+    return op;
 }
 
 /* The libjpeg part of fl_jpeg_decode_crop: decode src (the file, or its restart-rebuilt copy
- * starting yshift output rows lower) at scale num/8, only the rows and columns of the crop. */
+ * starting xshift columns right and yshift rows lower) at scale num/8, only the rows and columns of the crop. */
 static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, int num,
-                            uint32_t yshift, double fx0, double fy0, const fl_rect *crop,
+                            uint32_t xshift, uint32_t yshift, double fx0, double fy0,
+                            const fl_rect *crop,
                             uint32_t channels, fl_image *out, double win[4], fl_error *err) {
     struct fl_jpeg_state *s = d->jpeg;
     j_decompress_ptr ci = &s->cinfo;
@@ -375,10 +387,10 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
     jpeg_start_decompress(ci);
     /* Coordinates below are in the decoded (possibly row-shifted) image. */
     uint32_t ow = ci->output_width, oh = ci->output_height;
-    const double y0 = fy0 - yshift;
-    double fx1 = fmin((double)(crop->x + crop->width) * f, ow);
+    const double x0 = fx0 - xshift, y0 = fy0 - yshift;
+    double fx1 = fmin((double)(crop->x + crop->width) * f - xshift, ow);
     double fy1 = fmin((double)(crop->y + crop->height) * f - yshift, oh);
-    uint32_t sx0 = (uint32_t)fx0, sy0 = (uint32_t)y0;
+    uint32_t sx0 = (uint32_t)x0, sy0 = (uint32_t)y0;
     uint32_t sx1 = (uint32_t)ceil(fx1), sy1 = (uint32_t)ceil(fy1);
     if (sx1 > ow) sx1 = ow;
     if (sy1 > oh) sy1 = oh;
@@ -410,9 +422,9 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
     out->height = rows;
     out->channels = channels;
     out->stride = stride;
-    win[0] = fx0 - xoff;
+    win[0] = x0 - xoff;
     win[1] = y0 - sy0;
-    win[2] = fx1 - fx0;
+    win[2] = fx1 - x0;
     win[3] = fy1 - y0;
     jpeg_abort_decompress(ci); /* the rows below the crop are not needed */
     return 0;
@@ -438,9 +450,10 @@ int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl
     /* Scaled pixel i covers source pixels [8i/num, 8(i+1)/num). */
     double f = num / 8.0;
     double fx0 = crop->x * f, fy0 = crop->y * f;
-    uint32_t yshift = 0;
-    const size_t rlen = (d->flags & FL_DECODE_NO_RESTART_SKIP)
-                            ? 0 : restart_skip(d, data, len, (uint32_t)num, (uint32_t)fy0, &yshift);
-    return decode_crop_rows(d, rlen ? d->stream.p : data, rlen ? rlen : len, num, yshift, fx0, fy0,
-                            crop, channels, out, win, err);
+    uint32_t xshift = 0, yshift = 0;
+    size_t rlen = 0;
+    if (!(d->flags & FL_DECODE_NO_RESTART_SKIP))
+        rlen = restart_crop(d, data, len, (uint32_t)num, crop, &xshift, &yshift);
+    return decode_crop_rows(d, rlen ? d->stream.p : data, rlen ? rlen : len, num, xshift, yshift,
+                            fx0, fy0, crop, channels, out, win, err);
 }

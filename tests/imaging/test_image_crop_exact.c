@@ -5,13 +5,15 @@
  * upsampler (edge chroma replicated) instead of the full decode's. Each decode runs twice, into
  * dst pre-filled with 0xAA and with 0x55 (and scratch scribbled in between): bytes left unwritten
  * or computed from stale scratch show up as differences without valgrind or MSan. Files rewritten
- * with a restart marker per MCU row (fl_jpeg_restart_rows) decode to the same pixels, and their
- * crops, which start decoding at the restart marker above the crop, are byte-identical too. */
+ * with restart markers (fl_jpeg_add_restarts: per MCU row, and every 1, 2, 3 MCUs) decode to the
+ * same pixels, and their crops, which decode only the restart intervals the crop touches, are
+ * byte-identical too. */
 #include "img_test.h"
 
 #include "image_internal.h"
 
 static fl_decoder *d, *dref;
+static int quick; /* --quick (the valgrind run): fewer random crops */
 static fl_error err;
 
 /* Decode the crop twice with different dst fills; require equal results. Returns 0 on success. */
@@ -93,14 +95,15 @@ static uint32_t rnd(uint32_t n) { /* xorshift64*, deterministic */
     return (uint32_t)(((rng * 0x2545F4914F6CDD1Dull) >> 33) % n);
 }
 
-/* fl_jpeg_restart_rows: the rewrite decodes to the same pixels, and crops of it (which start
- * decoding at a restart marker) equal both the reference and the crop decode that does not skip. */
+/* fl_jpeg_add_restarts: the rewrite decodes to the same pixels, and crops of it (which decode
+ * only the restart intervals they touch) equal both the reference and the crop decode that reads
+ * the whole stream. */
 static fl_encoder *rst_enc;
-static void restart_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, uint32_t ch,
-                          int count, const char *what) {
+static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H, uint32_t ch,
+                           uint32_t max_mcus, int count, const char *what) {
     const uint8_t *o;
     size_t olen;
-    CHECK_RC(fl_jpeg_restart_rows(rst_enc, f, len, &o, &olen, &err), 0, &err);
+    CHECK_RC(fl_jpeg_add_restarts(rst_enc, f, len, max_mcus, &o, &olen, &err), 0, &err);
     uint8_t *r = malloc(olen);
     memcpy(r, o, olen);
     /* A DRI segment is there, and the pixels are unchanged. */
@@ -119,10 +122,11 @@ static void restart_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, 
     CHECK_RC(fl_decoder_create(0, &noskip, &err), 0, &err);
     fl_decoder_set_flags(noskip, FL_DECODE_NO_RESTART_SKIP);
     size_t skipped = 0;
+    if (quick) count /= 4;
     for (int i = 0; i < count; i++) {
         fl_rect c;
         c.height = 1 + rnd(H / 2);
-        c.width = 1 + rnd(W);
+        c.width = 1 + rnd(i & 4 ? W : W / 2);
         c.x = rnd(W - c.width + 1);
         c.y = H / 4 + rnd(H - H / 4 - c.height + 1); /* mostly far enough down to skip rows */
         uint32_t ow = 1 + rnd(i & 1 ? 48 : c.width + 4), oh = 1 + rnd(i & 1 ? 48 : c.height + 4);
@@ -153,10 +157,18 @@ static void restart_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, 
     free(r);
 }
 
+static void restart_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, uint32_t ch,
+                          int count, const char *what) {
+    uint32_t intervals[] = {0, 1, 2, 3};
+    for (size_t i = 0; i < sizeof intervals / sizeof intervals[0]; i++)
+        restart_suite1(f, len, W, H, ch, intervals[i], count, what);
+}
+
 /* Random crops and output sizes, both scaled and full-scale, on one file. */
 static void random_crops(const uint8_t *f, size_t len, uint32_t W, uint32_t H, int count,
                          const char *what) {
     int fails = 0;
+    if (quick) count /= 4;
     for (int i = 0; i < count && fails < 5; i++) {
         fl_rect r;
         r.width = 1 + rnd(W);
@@ -168,7 +180,8 @@ static void random_crops(const uint8_t *f, size_t len, uint32_t W, uint32_t H, i
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    quick = argc > 1 && !strcmp(argv[1], "--quick");
     CHECK_RC(fl_decoder_create(0, &d, &err), 0, &err);
     CHECK_RC(fl_decoder_create(0, &dref, &err), 0, &err);
     fl_encoder *e;
