@@ -11,9 +11,11 @@ What changes against the usual DataLoader loop:
 
 Usage:
   /usr/bin/python3 examples/pytorch_train.py DST [--val DST_VAL] [--epochs 10] [--batch 256]
-      [--size 224] [--workers 4] [--model resnet18|small] [--lr 0.1] [--device cuda|cpu]
+      [--size 224|0] [--workers 4] [--model resnet18|small] [--lr 0.1] [--device cuda|cpu]
       [--checkpoint ckpt.pt] [--max-steps N]
 Run from the source tree (PYTHONPATH=python) or with the package installed.
+The models take RGB: grayscale datasets (e.g. Fashion-MNIST) are expanded to 3 channels by the
+loader (channels=3). --size 0 keeps a fixed-size (raw) dataset's own size, without resizing.
 """
 import argparse
 import os
@@ -46,8 +48,8 @@ def make_model(name, num_classes):
 def evaluate(model, path, args, device):
     # evaluation: resize + center crop, sequential order, every sample once (drop_last=False pads
     # the tail by wrap-around, so count only the first samples_per_epoch... of the real dataset)
-    with fastload.Loader(path, batch_size=args.batch, workers=args.workers, size=args.size,
-                         augment="center", order="seq") as L:
+    with fastload.Loader(path, batch_size=args.batch, workers=args.workers, size=args.size or None,
+                         augment="center" if args.size else "none", order="seq", channels=3) as L:
         n_total = L.dataset_size
         correct = seen = 0
         model.eval()
@@ -67,7 +69,8 @@ def main():
     ap.add_argument("--val")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--size", type=int, default=224,
+                    help="output side in pixels (0: the dataset's fixed size, no resize)")
     ap.add_argument("--workers", type=int, default=0, help="decode threads (0: all CPUs)")
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--lr", type=float, default=0.1)
@@ -81,8 +84,9 @@ def main():
 
     # DataLoader(ImageFolder(...), batch_size, shuffle=True, num_workers, pin_memory) becomes:
     loader = fastload.Loader(args.train, batch_size=args.batch, workers=args.workers,
-                             size=args.size, augment="rrc", flip=True, order="random",
-                             seed=args.seed, drop_last=True)
+                             size=args.size or None, augment="rrc" if args.size else "none",
+                             flip=True, order="random", seed=args.seed, drop_last=True,
+                             channels=3)  # the models are RGB; gray data is expanded
     num_classes = len(loader.class_names) or 1000
     model = make_model(args.model, num_classes).to(device)
     if device.type == "cuda":
