@@ -162,11 +162,13 @@ int cmd_bench(int argc, char **argv)
             double t = now_s(), peak;
             cli_rss_mib(&rss_epoch[epochs_done], &peak);
             ips_epoch[epochs_done] = epoch_images / (t - t_epoch);
-            if (!ro.json && !ro.quiet)
-                fprintf(stderr, "epoch %llu: %llu images in %.2f s, %.1f images/s, RSS %.1f MiB\n",
+            if (!ro.json && !ro.quiet) {
+                char r[48];
+                fl_cli_human_rate(ips_epoch[epochs_done], "images/s", r, sizeof r);
+                fprintf(stderr, "epoch %llu: %llu images in %.2f s, %s, RSS %.1f MiB\n",
                         (unsigned long long)(ro.opt.start_epoch + epochs_done),
-                        (unsigned long long)epoch_images, t - t_epoch, ips_epoch[epochs_done],
-                        rss_epoch[epochs_done]);
+                        (unsigned long long)epoch_images, t - t_epoch, r, rss_epoch[epochs_done]);
+            }
             epochs_done++;
             epoch_images = 0;
             t_epoch = t;
@@ -261,12 +263,14 @@ int cmd_bench(int argc, char **argv)
         printf("  config: workers %u, batch %u, %ux%ux%u, augment %s, order %s, io %s (%s)%s\n",
                workers, ro.opt.batch_size, w, h, c, ro.augment_text, run_order_name(ro.opt.order),
                backend, run_io_name(ro.opt.io), ro.opt.direct ? ", O_DIRECT" : "");
+        char rate[48], cpu_rate[48];
+        fl_cli_human_rate(ips, "images/s", rate, sizeof rate);
+        fl_cli_human_count(cpu > 0 ? images / cpu : 0.0, cpu_rate, sizeof cpu_rate);
         printf("  result: %llu images in %llu batches over %llu epoch(s), %.3f s from create: "
-               "%.1f images/s, %.1f MB/s out, %.1f MB/s read (create %.3f s)\n",
+               "%s, %.1f MB/s out, %.1f MB/s read (create %.3f s)\n",
                (unsigned long long)images, (unsigned long long)batches,
-               (unsigned long long)epochs_done, wall, ips, mbs, rmbs, t_start - t_create);
-        printf("  cpu: %.3f s over all threads, %.1f images per CPU-second\n", cpu,
-               cpu > 0 ? images / cpu : 0.0);
+               (unsigned long long)epochs_done, wall, rate, mbs, rmbs, t_start - t_create);
+        printf("  cpu: %.3f s over all threads, %s images per CPU-second\n", cpu, cpu_rate);
         printf("  stages (s, summed over workers): io wait %.3f, decode %.3f, augment %.3f, "
                "slot wait %.3f; consumer waited %.3f\n",
                st.io_wait_s, st.decode_s, st.augment_s, st.slot_wait_s, st.consumer_wait_s);
