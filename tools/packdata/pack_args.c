@@ -50,6 +50,10 @@ static const char pack_help[] =
 "                         jpeg: decode (at the smallest DCT scale that suffices), resize, re-encode;\n"
 "                         raw: uint8 HWC pixels (default for IDX/CIFAR); all records one size\n"
 "  --quality Q            JPEG quality for --encode jpeg (1-100, default 90)\n"
+"  --jpeg-restart N|row|off  rewrite JPEG records losslessly (same pixels) with a restart marker\n"
+"                         every N MCUs (row: one per MCU row) so the loader's crop decode skips\n"
+"                         what lies outside a crop (default 4 for --encode jpeg; off for keep,\n"
+"                         which then stores the file bytes exactly)\n"
 "  --max-side N           shrink so the longer side is at most N (jpeg/raw)\n"
 "  --resize WxH           resize every image to exactly W x H (needed for raw of varying sizes)\n"
 "  --gray                 store one channel (luma)\n"
@@ -126,6 +130,7 @@ void pd_pack_opts_free(pd_pack_opts *po) {
 int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
     memset(po, 0, sizeof *po);
     po->quality = 90;
+    po->jpeg_restart = -2;
     po->compress = -1;
     po->dict = 1;
     po->backend = FL_BACKEND_SHARDS;
@@ -160,6 +165,12 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
             else if (!strcmp(v, "jpeg")) po->encode = PD_ENC_JPEG;
             else if (!strcmp(v, "raw")) po->encode = PD_ENC_RAW;
             else return usage("--encode must be keep, jpeg or raw (got '%s')", v);
+        } else if (OPT("--jpeg-restart")) {
+            uint64_t mcus;
+            if (!strcmp(v, "off")) po->jpeg_restart = -1;
+            else if (!strcmp(v, "row")) po->jpeg_restart = 0;
+            else if (fl_cli_parse_u64(v, 1, 65535, &mcus) == 0) po->jpeg_restart = (int)mcus;
+            else return usage("--jpeg-restart wants a number of MCUs (1-65535), row or off (got '%s')", v);
         } else if (OPT("--quality")) {
             if (m < 0) return FL_EXIT_USAGE;
             if (fl_cli_parse_u64(v, 1, 100, &u)) return usage("--quality must be 1..100 (got '%s')", v);

@@ -15,6 +15,7 @@ typedef struct pd_pack_opts {
     pd_source_opts so;
     pd_encode encode;
     int quality;
+    int jpeg_restart;      /* -2 default, -1 off, 0 one restart interval per MCU row, N: <= N MCUs */
     uint32_t max_side;
     uint32_t resize_w, resize_h;
     int gray;
@@ -47,6 +48,7 @@ typedef struct pd_plan {
     uint32_t max_side;        /* longer side limit, or 0 */
     uint32_t fixed_w, fixed_h;/* raw: every record must have this size */
     int quality;
+    int jpeg_restart;         /* -1: store JPEGs as produced; else fl_jpeg_add_restarts max_mcus */
     int level;
     uint64_t max_pixels;
     fl_image_format keep_format; /* KEEP: the format every input must have */
@@ -75,6 +77,7 @@ typedef struct pd_slot {
 typedef struct pd_worker_ctx {
     fl_decoder *dec;
     fl_encoder *enc;
+    fl_encoder *renc;   /* restart-marker rewrite (its output must not alias enc's) */
     fl_compressor *comp;
     uint8_t *file;      /* file bytes */
     size_t file_cap;

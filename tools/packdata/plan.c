@@ -43,6 +43,10 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
                             "--resize, --max-side and --gray need --encode jpeg or raw");
     plan->encode = e;
     plan->quality = po->quality;
+    /* default: restart markers for re-encoded JPEGs (cheaper crops in the loader), none for keep
+     * (the bytes stay exact); raw records have no JPEG to rewrite */
+    plan->jpeg_restart = po->jpeg_restart == -2 ? (e == PD_ENC_JPEG ? 4 : -1) : po->jpeg_restart;
+    if (e == PD_ENC_RAW) plan->jpeg_restart = -1;
     plan->max_side = po->max_side;
     plan->resize_w = po->resize_w;
     plan->resize_h = po->resize_h;
@@ -185,6 +189,9 @@ char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_item
         fl_json_key(&j, "quality");
         fl_json_int(&j, plan->quality);
     }
+    fl_json_key(&j, "jpeg_restart");
+    if (plan->jpeg_restart < 0) fl_json_null(&j);
+    else fl_json_int(&j, plan->jpeg_restart);
     fl_json_key(&j, "max_side");
     fl_json_uint(&j, plan->max_side);
     fl_json_key(&j, "resize");

@@ -16,6 +16,7 @@ int pd_worker_init(pd_worker_ctx *c, const pd_plan *plan, const void *dict, size
     memset(c, 0, sizeof *c);
     int r = fl_decoder_create(plan->max_pixels, &c->dec, err);
     if (!r) r = fl_encoder_create(&c->enc, err);
+    if (!r && plan->jpeg_restart >= 0) r = fl_encoder_create(&c->renc, err);
     if (!r && plan->schema.compression == FL_COMP_ZSTD)
         r = fl_compressor_create(plan->level, dict, dict_len, &c->comp, err);
     return r;
@@ -24,6 +25,7 @@ int pd_worker_init(pd_worker_ctx *c, const pd_plan *plan, const void *dict, size
 void pd_worker_free(pd_worker_ctx *c) {
     if (c->dec) fl_decoder_free(c->dec);
     if (c->enc) fl_encoder_free(c->enc);
+    if (c->renc) fl_encoder_free(c->renc);
     if (c->comp) fl_compressor_free(c->comp);
     free(c->file);
     free(c->pix);
@@ -186,6 +188,14 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
                       fmt_name(plan->keep_format));
             s->height = info.height;
             s->width = info.width;
+            if (info.format == FL_IMG_JPEG && plan->jpeg_restart >= 0) {
+                const uint8_t *out;
+                size_t out_len;
+                if (fl_jpeg_add_restarts(c->renc, data, len, (uint32_t)plan->jpeg_restart, &out, &out_len, &err))
+                    REJECT("cannot add restart markers: %s", err.msg[0] ? err.msg : fl_strerror(err.code));
+                store(c, plan, out, out_len, s);
+                return;
+            }
             if (direct) {
                 s->len = s->raw_len = len;
                 return;
@@ -263,5 +273,8 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
     size_t out_len;
     if (fl_encode_jpeg(c->enc, &img, plan->quality, &out, &out_len, &err))
         FATAL("%s: JPEG encoding failed: %s", s->source, err.msg);
+    if (plan->jpeg_restart >= 0 &&
+        fl_jpeg_add_restarts(c->renc, out, out_len, (uint32_t)plan->jpeg_restart, &out, &out_len, &err))
+        FATAL("%.200s: adding JPEG restart markers failed: %.500s", s->source, err.msg);
     store(c, plan, out, out_len, s);
 }
