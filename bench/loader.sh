@@ -2,7 +2,8 @@
 # loader.sh — libfastload throughput beside its peers and physical limits, measured in the same run
 # (each figure: median of --runs runs of the tool's own JSON rate):
 #   (a) `fastload bench`: random-resized-crop 224 + flip, batch 256, 2 workers, on photo-like JPEGs
-#       (~400x350 average, cut from real photographs by bench/make_photos.py, packed --encode keep);
+#       (~400x350 average, cut from real photographs by bench/make_photos.py, packed --encode keep
+#       --jpeg-restart 4: a lossless rewrite, so every decoded pixel equals the original file's);
 #   (b) the naive limit: single-core libjpeg-turbo full-size decode rate of the same files x 2;
 #   (c) PyTorch DataLoader + torchvision ImageFolder + PIL, same augmentation, num_workers=2;
 #   raw uint8 records (64x64x3 cut from the photos; Fashion-MNIST when samples/fashion-mnist/packed
@@ -65,8 +66,8 @@ if [[ ! -d "$photos" ]]; then # made under a temporary name: an interrupted run 
     $py "$root/bench/make_photos.py" "$photos.tmp" --count "$count" --mean-pixels 140000
     mv "$photos.tmp" "$photos"
 fi
-jpeg="$out/jpeg-keep-$count"
-[[ -d "$jpeg" ]] || "$packdata" pack "$photos" "$jpeg" --encode keep --quiet
+jpeg="$out/jpeg-keep-rst4-$count"
+[[ -d "$jpeg" ]] || "$packdata" pack "$photos" "$jpeg" --encode keep --jpeg-restart 4 --quiet
 raw="$out/raw64-$count"
 [[ -d "$raw" ]] || "$packdata" pack "$photos" "$raw" --encode raw --resize 64x64 --compress none --quiet
 fmnist="$root/samples/fashion-mnist/packed"
