@@ -37,6 +37,6 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "digest"))
         return cmd_digest(argc - 1, argv + 1);
-    fprintf(stderr, "fastload: unknown command '%s' (try bench or digest; see --help)\n", cmd);
+    fprintf(stderr, "fastload: error: unknown command '%s' (try bench or digest; see --help)\n", cmd);
     return 2;
 }

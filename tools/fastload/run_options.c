@@ -94,7 +94,7 @@ void run_log_stderr(void *user, int level, const char *msg)
 
 static int bad(const char *opt, const char *val, const char *why)
 {
-    fprintf(stderr, "fastload: option %s: invalid value '%s' (%s)\n", opt, val ? val : "", why);
+    fprintf(stderr, "fastload: error: option %s: invalid value '%s' (%s)\n", opt, val ? val : "", why);
     return 2;
 }
 
@@ -226,7 +226,7 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
             a = name;
         }
 #define NEXT()                                                                                    \
-    (val ? val : (i + 1 < argc ? argv[++i] : (fprintf(stderr, "fastload: option %s needs a value\n", a), \
+    (val ? val : (i + 1 < argc ? argv[++i] : (fprintf(stderr, "fastload: error: option %s needs a value\n", a), \
                                               (const char *)NULL)))
 #define NEED(v)                                                                                   \
     if (!(v)) return 2
@@ -324,12 +324,12 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
             const char *v = NEXT(); NEED(v);
             rc = parse_size(a, v, &ro->memcpy_bytes);
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fastload %s: unknown option '%s' (see --help)\n", argv[0], argv[i]);
+            fprintf(stderr, "fastload %s: error: unknown option '%s' (see --help)\n", argv[0], argv[i]);
             return 2;
         } else if (!ro->path) {
             ro->path = a;
         } else {
-            fprintf(stderr, "fastload %s: unexpected argument '%s' (one DST only)\n", argv[0], a);
+            fprintf(stderr, "fastload %s: error: unexpected argument '%s' (one DST only)\n", argv[0], a);
             return 2;
         }
 #undef NEXT
@@ -338,13 +338,13 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
     if (rc)
         return 2;
     if (!ro->path && !ro->memcpy_mode) {
-        fprintf(stderr, "fastload %s: missing DST (a dataset written by packdata); see --help\n",
+        fprintf(stderr, "fastload %s: error: missing DST (a dataset written by packdata); see --help\n",
                 argv[0]);
         return 2;
     }
     uint32_t world = o->world ? o->world : 1;
     if (o->rank >= world) {
-        fprintf(stderr, "fastload %s: --rank %u must be below --world %u\n", argv[0], o->rank, world);
+        fprintf(stderr, "fastload %s: error: --rank %u must be below --world %u\n", argv[0], o->rank, world);
         return 2;
     }
     return 0;
