@@ -67,8 +67,8 @@ int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice
     if (!strcmp(device, "cuda"))
         return fl_error_set(err, FL_E_UNSUPPORTED, "--device cuda: %s", why);
     if (notice)
-        snprintf(notice, cap, strncmp(why, "no GPU", 6) ? "no GPU (%s): training on the CPU in fp32"
-                                                        : "%s: training on the CPU in fp32",
+        snprintf(notice, cap, strncmp(why, "no GPU", 6) ? "no GPU (%s): running on the CPU in fp32"
+                                                        : "%s: running on the CPU in fp32",
                  why);
     *ops = tf_backend_cpu();
     return 0;
@@ -673,11 +673,11 @@ static int train_run(const tf_options *o, const tf_dist *D)
     if (!quiet) {
         fprintf(stderr,
                 "%s: %s (%.2f M params, %.1f MFLOP/img) on %s | %s: %llu train images, %u "
-                "classes, %dx%dx%d | batch %u x %d accum, %d epochs, lr %g %s, %s\n",
+                "classes, %dx%dx%d | batch %u x %d accum, %d epoch%s, lr %g %s, %s\n",
                 TOOL, spec.name, spec.param_count / 1e6, 2 * tf_model_flops(&spec) / 1e6,
                 desc[0] ? desc : ops->name, o->data,
                 (unsigned long long)fl_dataset_count(fl_loader_dataset(L)), num_classes, in_h,
-                in_w, in_c, batch, o->accum, o->epochs, o->lr, o->cosine ? "cosine" : "linear",
+                in_w, in_c, batch, o->accum, o->epochs, o->epochs == 1 ? "" : "s", o->lr, o->cosine ? "cosine" : "linear",
                 precision_name(prec));
         if (D->world > 1)
             fprintf(stderr,
@@ -899,9 +899,9 @@ static int train_run(const tf_options *o, const tf_dist *D)
         char rate[32];
         fl_cli_human_rate(ips, "img/s", rate, sizeof rate);
         fprintf(stderr,
-                "%s: done: val top1 %.2f%% loss %.4f after %d epochs | %s | wall %.1f s "
+                "%s: done: val top1 %.2f%% loss %.4f after %d epoch%s | %s | wall %.1f s "
                 "(train %.1f s, eval %.1f s, checkpoints %.1f s)\n",
-                TOOL, 100.0 * ev.top1, ev.loss, o->epochs, rate, wall, busy, eval_s, ckpt_s);
+                TOOL, 100.0 * ev.top1, ev.loss, o->epochs, o->epochs == 1 ? "" : "s", rate, wall, busy, eval_s, ckpt_s);
         fprintf(stderr,
                 "%s: step time split: compute %.1f%% (%.2f s)%s, waiting for data %.1f%% (%.2f s)"
                 " | loader: %s, %u worker%s, decode %.2f s, io wait %.2f s%s\n",
