@@ -7,6 +7,13 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${FL_BUILD:-$root/build}"
+case "${1:-}" in
+    -h|--help)
+        sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+        echo "Environment: FL_BUILD=DIR uses another build directory (default: $root/build)."
+        echo "trainfast options: $build/trainer/trainfast train --help"
+        exit 0 ;;
+esac
 packdata="$build/tools/packdata/packdata"
 trainfast="$build/trainer/trainfast"
 for t in "$packdata" "$trainfast"; do
