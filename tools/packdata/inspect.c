@@ -92,8 +92,11 @@ static const char info_help[] =
 "\n"
 "Print what a packed dataset holds: records, classes (label order), shards, bytes, encoding,\n"
 "schema, compression, part, packdata version and the options it was packed with.\n"
+"DST may also be a directory holding the N datasets of a split job (--part I/N): they are shown\n"
+"as one dataset, the way the loader reads them.\n"
 "  --json    one JSON object on stdout (records, classes, shards, bytes, encoding, compression,\n"
-"            channels, height, width, backend, manifest)\n";
+"            channels, height, width, backend, part (\"I/N\" or null), parts_combined (a\n"
+"            directory of parts only), manifest)\n";
 
 int pd_cmd_info(int argc, char **argv) {
     const char *dst = NULL;
@@ -129,6 +132,10 @@ int pd_cmd_info(int argc, char **argv) {
     unsigned part_i = 0, part_n = 0;
     if (!manifest_part(manifest, &part_i, &part_n) && part_n) snprintf(part, sizeof part, "%u/%u", part_i, part_n);
     json_lookup(manifest, "created", created, sizeof created);
+    /* A directory of --part datasets opens as one: its synthesized manifest says part 0/N, but it
+     * is all N parts, not the first. */
+    const int combined = !strcmp(version, "combined parts") && part_n;
+    if (combined) snprintf(part, sizeof part, "all %u parts (combined)", part_n);
     if (json) {
         fl_json j;
         fl_json_init(&j);
@@ -162,8 +169,12 @@ int pd_cmd_info(int argc, char **argv) {
         fl_json_key(&j, "version");
         fl_json_string(&j, version);
         fl_json_key(&j, "part");
-        if (part[0]) fl_json_string(&j, part);
+        if (part[0] && !combined) fl_json_string(&j, part);
         else fl_json_null(&j);
+        if (combined) {
+            fl_json_key(&j, "parts_combined");
+            fl_json_uint(&j, part_n);
+        }
         fl_json_key(&j, "manifest");
         if (manifest && (manifest[0] == '{' || manifest[strspn(manifest, " \n\t")] == '{'))
             fl_json_raw(&j, manifest);
