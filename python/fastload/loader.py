@@ -157,6 +157,8 @@ class Loader:
             h = w = size
         else:
             h, w = (int(v) for v in size)
+        if int(batch_size) < 1:
+            raise ValueError(f"fastload: batch_size must be at least 1 (got {batch_size})")
         if world < 1 or not 0 <= rank < world:
             raise ValueError(f"fastload: rank {rank} must be in [0, world={world})")
         po = _native.PaddedOptions()
@@ -333,6 +335,9 @@ class Loader:
         if "seed" in state and int(state["seed"]) != self.seed:
             raise ValueError(f"fastload: state was saved with seed {state['seed']}, this loader "
                              f"uses seed {self.seed}: the stream would not continue exactly")
+        if "epoch" not in state or "batch" not in state:
+            raise ValueError("fastload: state needs 'epoch' and 'batch' (as state_dict() returns), "
+                             f"got keys {sorted(state)}")
         self.close()
         self._open(int(state["epoch"]), int(state["batch"]))
 
