@@ -64,10 +64,23 @@ static int is_file(const char *dir, const char *name) {
     return ok;
 }
 
+/* A CIFAR-100 batch: a non-empty whole number of 3074-byte records (coarse, fine, 3072 pixels). */
+static int is_cifar100_batch(const char *dir, const char *name) {
+    char *p = pd_path_join(dir, name);
+    struct stat st;
+    int ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size % 3074 == 0;
+    free(p);
+    return ok;
+}
+
 int pd_cifar_detect(const char *dir) {
+    /* train.bin/test.bin are generic names: take them for CIFAR-100 when the label-name files are
+     * beside them, or when their size is a whole number of CIFAR-100 records (the names files
+     * are often dropped when the batches are copied). */
     return is_file(dir, "data_batch_1.bin") || is_file(dir, "test_batch.bin") ||
            ((is_file(dir, "train.bin") || is_file(dir, "test.bin")) &&
-            (is_file(dir, "fine_label_names.txt") || is_file(dir, "coarse_label_names.txt")));
+            (is_file(dir, "fine_label_names.txt") || is_file(dir, "coarse_label_names.txt"))) ||
+           is_cifar100_batch(dir, "train.bin") || is_cifar100_batch(dir, "test.bin");
 }
 
 /* Read a names file (one per line, blank lines dropped) into out's classes. 0 when read. */
