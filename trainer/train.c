@@ -714,6 +714,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
     uint64_t epoch = lo.start_epoch, bpos = lo.start_batch;
     eval_out ev = {0};
     int have_eval = 0;
+    int warned_diverged = 0;
     float lr = 0;
     while (epoch < (uint64_t)o->epochs) {
         double t0 = fl_cli_now();
@@ -811,6 +812,14 @@ static int train_run(const tf_options *o, const tf_dist *D)
                 .epoch_seconds = fl_cli_now() - ep_t0,
                 .wall_seconds = wall_before + fl_cli_now() - t_start, .steps = micro};
             tf_report_epoch(&er, quiet, log);
+            /* chance level is log(classes): far above it the run has diverged; say so once
+             * instead of training on silently */
+            if (!warned_diverged && D->rank == 0 &&
+                (!isfinite(er.train_loss) || er.train_loss > 10.0 * logf((float)num_classes) + 10.0)) {
+                fl_cli_warn(TOOL, "training diverged at epoch %d (train loss %g, chance level %.2f): "
+                            "lower --lr (now %g)", er.epoch, er.train_loss, (double)logf((float)num_classes), o->lr);
+                warned_diverged = 1;
+            }
             epoch_loss = 0;
             epoch_correct = epoch_seen = 0;
             ep_wait = ep_compute = 0;
