@@ -30,6 +30,7 @@ static void usage(FILE *out)
 "  --gelu                 GELU instead of ReLU\n"
 "  --epochs E             default 2\n"
 "  --batch B|auto         default 128 on CPU, 512 on GPU; auto: largest power of two that fits\n"
+"                         in GPU memory, found by trying (on CPU: the default)\n"
 "  --lr LR                peak learning rate (default 0.2, tuned for fastcnn at batch 128:\n"
 "                         lower it for resnet18/50 or small batches, e.g. 0.01 at batch 8)\n"
 "  --wd WD                weight decay, not on BN/bias (default 5e-4)\n"
@@ -190,12 +191,15 @@ static int cmd_train(int argc, char **argv)
             o.epochs = (int)n;
         } else if (VAL("--batch")) {
             if (m < 0) return FL_EXIT_USAGE;
-            if (!strcmp(v, "auto"))
+            if (!strcmp(v, "auto")) {
                 o.batch = 0;
-            else if (parse_int("--batch", v, 1, 1 << 20, &n))
+                o.batch_auto = 1;
+            } else if (parse_int("--batch", v, 1, 1 << 20, &n)) {
                 return FL_EXIT_USAGE;
-            else
+            } else {
                 o.batch = (uint32_t)n;
+                o.batch_auto = 0;
+            }
         } else if (VAL("--lr")) {
             if (m < 0 || parse_float("--lr", v, 0, 100, &o.lr)) return FL_EXIT_USAGE;
         } else if (VAL("--wd")) {

@@ -517,7 +517,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
         tf_checkpoint_free(&rck);
         return FL_EXIT_USAGE;
     }
-    if (o->batch == 0 && !resumed && ops->probe_batch) {
+    if (o->batch_auto && o->batch == 0 && !resumed && ops->probe_batch) {
         /* --batch auto: the largest power of two that fits, found by the backend by trying */
         uint32_t fit = 0;
         int prc = ops->probe_batch(&spec, &cfg, 4096, &fit, &err);
@@ -538,6 +538,9 @@ static int train_run(const tf_options *o, const tf_dist *D)
         batch = fit;
         cfg.max_batch = batch;
         lo.batch_size = batch;
+    } else if (o->batch_auto && o->batch == 0 && !resumed && !quiet && D->rank == 0) {
+        fprintf(stderr, "%s: --batch auto: the %s backend has no memory probe: batch %u\n", TOOL,
+                ops->name, batch);
     }
     /* from here on, failures leave through `out`, which frees whatever exists */
     int status = FL_EXIT_OK;

@@ -19,7 +19,8 @@ typedef struct tf_options {
     const char *model;           /* "fastcnn" */
     tf_model_options mopt;
     int epochs;
-    uint32_t batch;              /* 0 = auto */
+    uint32_t batch;              /* 0 = the default (128 on CPU, 512 on GPU) or --batch auto */
+    int batch_auto;              /* --batch auto: probe the largest power of two that fits (GPU) */
     float lr, wd, momentum, label_smoothing;
     int nesterov;
     int cosine;                  /* 1 cosine, 0 linear decay */
