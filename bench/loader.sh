@@ -70,7 +70,7 @@ jpeg="$out/jpeg-keep-rst4-$count"
 [[ -d "$jpeg" ]] || "$packdata" pack "$photos" "$jpeg" --encode keep --jpeg-restart 4 --quiet
 raw="$out/raw64-$count"
 [[ -d "$raw" ]] || "$packdata" pack "$photos" "$raw" --encode raw --resize 64x64 --compress none --quiet
-fmnist="$root/samples/fashion-mnist/packed"
+fmnist="$root/samples/fashion-mnist/packed/train"
 mapfile -t files < <(find "$photos" -name '*.jpg' | sort)
 echo "loader bench: ${#files[@]} JPEGs ($(du -sh "$photos" | cut -f1)), $(nproc) cores, runs=$runs, epochs=$epochs"
 

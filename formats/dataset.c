@@ -462,6 +462,7 @@ static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const
     fl_record_info r;
     uint32_t noff, nlen;
     fl_shard_entry(v, i - ds->shard_first[s], &r, &noff, &nlen);
+    r.shard = s; /* the dataset's shard index (a part's header numbers its shards from 0) */
     if (info) *info = r;
     if (name) *name = (const char *)v->names + noff;
     if (name_len) *name_len = nlen;
