@@ -8,7 +8,7 @@
 #           same number of steps (tail padded by wrap-around) and the job ends (no hang).
 #   kill    kill -9 one rank mid-run: mpirun and every rank are gone within 30 s with a non-zero
 #           status; --resume (2 processes) continues from the last checkpoint and finishes.
-#   reworld a 2-process run stopped by SIGTERM (mpirun forwards it; the ranks agree on the step and
+#   reworld a 2-process run stopped by SIGTERM sent to its ranks (they agree on the step and
 #           checkpoint) is resumed on 1 process: it finishes, and the samples it trains are exactly
 #           the ones the 2-process run had not reached (logged sample count).
 #   hang    SIGSTOP one rank (hung, not dead): the collective watchdog (TRAINFAST_DIST_TIMEOUT=3)
@@ -122,23 +122,27 @@ kill)
     ;;
 reworld)
     "$MK" "$W/train" 1200 16 16 1 4 1 > /dev/null || fail "fixture"
-    args=(--data "$W/train" "${common[@]}" --epochs 10 --checkpoint "$W/c" --checkpoint-every 3)
+    args=(--data "$W/train" "${common[@]}" --epochs 30 --checkpoint "$W/c" --checkpoint-every 3)
     "${MPI[@]}" -np 2 "$T" train "${args[@]}" --batch 30 > /dev/null 2> "$W/a.err" &
     MPIPID=$!
-    # wait for the first checkpoint, then a little more so the stop lands mid-run
+    # stop as soon as the first checkpoint exists: the run is long enough (600 steps) that the
+    # stop lands mid-run even on an idle machine
     for _ in $(seq 1 1500); do
         compgen -G "$W/c/ckpt-*.tfc" > /dev/null && break
         sleep 0.02
     done
-    sleep 0.2
-    kill -TERM "$MPIPID"
+    # signal the ranks themselves (as a batch system's pre-emption notice reaches every task):
+    # whether mpirun forwards a SIGTERM before its own teardown is OpenMPI's business, not ours
+    ranks=$(pgrep -P "$MPIPID" -x trainfast)
+    [[ -n "$ranks" ]] || fail "no trainfast rank under mpirun"
+    kill -TERM $ranks
     for _ in $(seq 1 300); do
         kill -0 "$MPIPID" 2> /dev/null || break
         sleep 0.1
     done
     wait "$MPIPID"
     MPIPID=""
-    grep -q "stopped by SIGTERM" "$W/a.err" || { cat "$W/a.err"; fail "the 2-process run did not stop on SIGTERM"; }
+    grep -q "stopped by SIGTERM" "$W/a.err" || { cat "$W/a.err"; ls "$W/c"; fail "the 2-process run did not stop on SIGTERM"; }
     [[ $(grep -c "stopped by SIGTERM" "$W/a.err") -eq 1 ]] || fail "more than one rank reported the stop"
     # resume on 1 process: global batch 60 kept (batch 60 per rank), same position
     timeout 60 "$T" train "${args[@]}" --resume --json > "$W/b.out" 2> "$W/b.err" \
@@ -148,9 +152,9 @@ reworld)
     se=$(json_field start_epoch "$last")
     ss=$(json_field start_sample "$last")
     n=$(json_field samples_run "$last")
-    want=$(((10 - se) * 1200 - ss))
+    want=$(((30 - se) * 1200 - ss))
     [[ "$n" == "$want" ]] || fail "resumed run trained $n samples, expected $want (from epoch $((se + 1)) sample $ss)"
-    [[ -f "$W/c/ckpt-00000200.tfc" ]] || fail "resumed run did not end at step 200: $(ls "$W/c")"
+    [[ -f "$W/c/ckpt-00000600.tfc" ]] || fail "resumed run did not end at step 600: $(ls "$W/c")"
     echo "ok   2 -> 1 process: resumed at epoch $((se + 1)) sample $ss, trained the remaining $n samples once"
     ;;
 hang)
