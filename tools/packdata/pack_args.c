@@ -78,7 +78,8 @@ static const char pack_help[] =
 "  --report FILE          write every bad input as \"source<TAB>reason\"\n"
 "  --max-pixels N         refuse images declaring more pixels (default 100000000), before decoding\n"
 "\n"
-"  --quiet                no progress bar      --json   print the summary as one JSON object on stdout\n"
+"  --quiet                errors only (no progress bar, no summary)\n"
+"  --json                 print the summary as one JSON object on stdout\n"
 "  -h, --help             this help            -V, --version\n"
 "\n"
 "Exit status: 0 ok, 1 bad input or data error, 2 usage error.\n";

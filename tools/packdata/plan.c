@@ -284,6 +284,7 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
         fl_json_free(&j);
         return;
     }
+    if (po->quiet) return; /* --quiet: errors only (skipped inputs still go to --report) */
     char bi[32], bo[32], t[32], r[48];
     fl_cli_human_bytes(bytes_in, bi, sizeof bi);
     fl_cli_human_bytes(bytes_out, bo, sizeof bo);
