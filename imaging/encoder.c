@@ -273,3 +273,74 @@ fail:
     return fl_error_set(err, FL_E_DECODE, "JPEG restart rewrite: %s",
                         jerr_src.msg[0] ? jerr_src.msg : jerr_dst.msg);
 }
+
+/* ---- Direct encode with restart markers (libjpeg API) ------------------------------------------
+ * The same frame as fl_encode_jpeg (quality tables, 4:2:0 below quality 95 else 4:4:4, gray for one
+ * channel, the accurate integer DCT, standard Huffman tables), so the coefficients and decoded
+ * pixels are identical; only the restart markers differ. This costs what a plain encode costs,
+ * where fl_jpeg_add_restarts after fl_encode_jpeg costs a second entropy pass. */
+int fl_encode_jpeg_restart(fl_encoder *e, const fl_image *img, int quality, uint32_t max_mcus,
+                           const uint8_t **out, size_t *out_len, fl_error *err) {
+    int rc = check_image(img, "encode JPEG", err);
+    if (rc) return rc;
+    if (quality < 1 || quality > 100)
+        return fl_error_set(err, FL_E_INVALID, "encode JPEG: quality %d not in 1..100", quality);
+    if (img->width > 65500 || img->height > 65500)
+        return fl_error_set(err, FL_E_UNSUPPORTED, "encode JPEG: %ux%u over the JPEG limit 65500",
+                            img->width, img->height);
+    size_t guess = (size_t)img->width * img->height * img->channels / 4 + 4096;
+    if (e->rst.cap < guess && fl_buf_reserve(&e->rst, guess))
+        return fl_error_set(err, -ENOMEM, "encode JPEG: out of memory");
+    struct jpeg_compress_struct c;
+    struct rst_err jerr;
+    struct rst_dest dest = {.buf = &e->rst};
+    memset(&c, 0, sizeof c);
+    c.err = jpeg_std_error(&jerr.pub);
+    jerr.pub.error_exit = rst_error_exit;
+    jerr.pub.emit_message = rst_emit_message;
+    jerr.pub.output_message = rst_output_message;
+    jerr.msg[0] = '\0';
+    volatile int created = 0;
+    if (setjmp(jerr.jb)) goto fail;
+    jpeg_create_compress(&c);
+    created = 1;
+    c.image_width = img->width;
+    c.image_height = img->height;
+    c.input_components = (int)img->channels;
+    c.in_color_space = img->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, quality, TRUE);
+    c.dct_method = JDCT_ISLOW;
+    uint32_t maxh = 1;
+    if (img->channels == 3) {
+        int h = quality >= 95 ? 1 : 2; /* as fl_encode_jpeg: 4:4:4 at >= 95, else 4:2:0 */
+        c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = h;
+        for (int k = 1; k < 3; k++) c.comp_info[k].h_samp_factor = c.comp_info[k].v_samp_factor = 1;
+        maxh = (uint32_t)h;
+    }
+    uint32_t per_row = (img->width + 8 * maxh - 1) / (8 * maxh), ri = per_row;
+    if (max_mcus)
+        for (ri = max_mcus < per_row ? max_mcus : per_row; per_row % ri; ri--) {}
+    if (ri > 65535) ri = 0;
+    if (ri) c.restart_interval = ri;
+    else c.restart_in_rows = 1;
+    c.optimize_coding = FALSE; /* standard tables, as TurboJPEG: optimizing costs a second pass */
+    c.dest = &dest.pub;
+    dest.pub.init_destination = rst_init_destination;
+    dest.pub.empty_output_buffer = rst_empty_output_buffer;
+    dest.pub.term_destination = rst_term_destination;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = (JSAMPROW)(img->pixels + (size_t)c.next_scanline * img->stride);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    *out = e->rst.p;
+    *out_len = dest.len;
+    return 0;
+fail:
+    if (created) jpeg_destroy_compress(&c);
+    if (dest.oom) return fl_error_set(err, -ENOMEM, "encode JPEG: out of memory");
+    return fl_error_set(err, FL_E_DECODE, "encode JPEG: %s", jerr.msg);
+}

@@ -28,6 +28,13 @@ cmp -s "$T/x.jpg" "$first" || fail "keep without --jpeg-restart is not byte-exac
 pass "keep stays byte-exact without --jpeg-restart"
 "$P" pack "$FX/jpg" "$O/j" --encode jpeg --quiet 2>/dev/null || fail "pack --encode jpeg"
 grep -q '"jpeg_restart":4' "$O/j/manifest.json" || fail "--encode jpeg should default to --jpeg-restart 4"
+"$P" pack "$FX/jpg" "$O/j-off" --encode jpeg --jpeg-restart off --quiet 2>/dev/null || fail "pack --encode jpeg --jpeg-restart off"
+cmp -s "$O/j/shard-00000.fls" "$O/j-off/shard-00000.fls" && fail "--encode jpeg: restart markers changed no byte"
+for aug in none rrc,flip; do
+    a=$("$FLT" digest "$O/j" --augment $aug --size 24 --batch 4 --workers 2 --seed 3 2>/dev/null | tail -1)
+    b=$("$FLT" digest "$O/j-off" --augment $aug --size 24 --batch 4 --workers 2 --seed 3 2>/dev/null | tail -1)
+    [[ -n "$a" && "$a" == "$b" ]] || fail "--encode jpeg with and without restart markers decode differently ($aug)"
+done
 expect_status 2 "bad --jpeg-restart" -- "$P" pack "$FX/jpg" "$O/bad" --jpeg-restart lots
 expect_err "--jpeg-restart wants" "usage message"
 pass "defaults and usage errors"

@@ -271,10 +271,9 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
     fl_image img = {(uint8_t *)pix, w, h, ch, stride};
     const uint8_t *out;
     size_t out_len;
-    if (fl_encode_jpeg(c->enc, &img, plan->quality, &out, &out_len, &err))
-        FATAL("%s: JPEG encoding failed: %s", s->source, err.msg);
-    if (plan->jpeg_restart >= 0 &&
-        fl_jpeg_add_restarts(c->renc, out, out_len, (uint32_t)plan->jpeg_restart, &out, &out_len, &err))
-        FATAL("%.200s: adding JPEG restart markers failed: %.500s", s->source, err.msg);
+    if (plan->jpeg_restart >= 0 ? fl_encode_jpeg_restart(c->enc, &img, plan->quality,
+                                                          (uint32_t)plan->jpeg_restart, &out, &out_len, &err)
+                                : fl_encode_jpeg(c->enc, &img, plan->quality, &out, &out_len, &err))
+        FATAL("%.200s: JPEG encoding failed: %.500s", s->source, err.msg);
     store(c, plan, out, out_len, s);
 }
