@@ -366,3 +366,29 @@ int pd_items_finish_classes(pd_items *it, const pd_source_opts *so, int32_t max_
     uint32_t n = so->num_classes > 0 ? (uint32_t)so->num_classes : (uint32_t)(max_label + 1);
     return pd_items_numeric_classes(it, n);
 }
+
+int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_source_opts *so,
+                  const char *src, const char *root, const char *path, const char *label_text,
+                  int32_t *max_label) {
+    int32_t label;
+    char why[256];
+    if (pd_parse_label(label_text, so, &label, why, sizeof why))
+        return pd_reject(rc, src, "%s (path %.200s)", why, path) ? 1 : 0;
+    pd_item it = {0};
+    it.name = pd_items_strdup(out, path);
+    char *full = pd_path_join(root, path);
+    if (!it.name || !full) {
+        free(full);
+        return -ENOMEM;
+    }
+    it.path = pd_items_strdup(out, full);
+    free(full);
+    if (!it.path) return -ENOMEM;
+    int ins = pd_strset_add(seen, it.name);
+    if (ins < 0) return -ENOMEM;
+    if (!ins)
+        return pd_reject(rc, src, "duplicate entry: %.400s is listed twice", path) ? 1 : 0;
+    it.label = label;
+    if (label > *max_label) *max_label = label;
+    return pd_items_push(out, &it) ? -ENOMEM : 0;
+}

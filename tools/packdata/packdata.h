@@ -141,6 +141,13 @@ typedef struct pd_strset {
 int pd_strset_add(pd_strset *s, const char *str);
 void pd_strset_free(pd_strset *s);
 
+/* One entry of a list or CSV source: parse its label, resolve `path` against `root`, refuse a
+ * duplicate, append the item and raise *max_label. Returns 0 (added, or rejected and reported with
+ * `src` naming the line), 1 when pd_reject() said to stop, or -ENOMEM. */
+int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_source_opts *so,
+                  const char *src, const char *root, const char *path, const char *label_text,
+                  int32_t *max_label);
+
 /* Set class names for a list/CSV source: --classes/--class-names when given, else "0".."N-1"
  * with N = --num-classes or max label + 1. */
 int pd_items_finish_classes(pd_items *it, const pd_source_opts *so, int32_t max_label);

@@ -64,31 +64,9 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
         char *pe = sp;
         while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t')) pe--;
         *pe = 0;
-        int32_t label;
-        char why[256];
-        if (pd_parse_label(lab, so, &label, why, sizeof why)) {
-            if (pd_reject(rc, src, "%s (path %.200s)", why, p)) goto fail;
-            continue;
-        }
-        pd_item it = {0};
-        it.name = pd_items_strdup(out, p);
-        char *full = pd_path_join(root, p);
-        if (!it.name || !full) {
-            free(full);
-            goto oom;
-        }
-        it.path = pd_items_strdup(out, full);
-        free(full);
-        if (!it.path) goto oom;
-        int ins = pd_strset_add(&seen, it.name);
-        if (ins < 0) goto oom;
-        if (ins == 0) {
-            if (pd_reject(rc, src, "duplicate entry: %.400s is listed twice", p)) goto fail;
-            continue;
-        }
-        it.label = label;
-        if (label > maxl) maxl = label;
-        if (pd_items_push(out, &it)) goto oom;
+        int added = pd_add_listed(out, &seen, rc, so, src, root, p, lab, &maxl);
+        if (added < 0) goto oom;
+        if (added > 0) goto fail;
     }
     out->form = "list";
     r = pd_items_finish_classes(out, so, maxl);

@@ -76,6 +76,32 @@ void cpu_bn_forward(cpu_pool *P, int N, tf_shape s, int train, float eps, float 
     cpu_pool_run(P, bn_fwd_thread, &J);
 }
 
+/* Channel c's backward sums over the batch, sum(dy) and sum(dy * x_hat) in double, added to
+ * dgamma/dbeta when present. One loop order for the plain and the synchronized backward, so both
+ * give the same bits. */
+static void bn_grad_sums(const float *x, const float *dy, const float *save, int N, tf_shape sh,
+                         long c, float *dgamma, float *dbeta, double *sdy_out, double *sdyx_out)
+{
+    const int C = sh.c;
+    const long HW = (long)sh.h * sh.w;
+    const float mean = save[c], inv = save[C + c];
+    double sdy = 0.0, sdyx = 0.0;
+    for (int n = 0; n < N; n++) {
+        const float *xp = x + ((long)n * C + c) * HW;
+        const float *dp = dy + ((long)n * C + c) * HW;
+        for (long p = 0; p < HW; p++) {
+            sdy += dp[p];
+            sdyx += (double)dp[p] * ((xp[p] - mean) * inv);
+        }
+    }
+    if (dgamma)
+        dgamma[c] += (float)sdyx;
+    if (dbeta)
+        dbeta[c] += (float)sdy;
+    *sdy_out = sdy;
+    *sdyx_out = sdyx;
+}
+
 static void bn_bwd_thread(void *arg, int tid, int nt)
 {
     const bn_job *J = arg;
@@ -85,19 +111,8 @@ static void bn_bwd_thread(void *arg, int tid, int nt)
     cpu_range(C, tid, nt, &lo, &hi);
     for (long c = lo; c < hi; c++) {
         const float mean = J->save[c], inv = J->save[C + c];
-        double sdy = 0.0, sdyx = 0.0;
-        for (int n = 0; n < J->N; n++) {
-            const float *xp = J->x + ((long)n * C + c) * HW;
-            const float *dp = J->dy + ((long)n * C + c) * HW;
-            for (long p = 0; p < HW; p++) {
-                sdy += dp[p];
-                sdyx += (double)dp[p] * ((xp[p] - mean) * inv);
-            }
-        }
-        if (J->dgamma)
-            J->dgamma[c] += (float)sdyx;
-        if (J->dbeta)
-            J->dbeta[c] += (float)sdy;
+        double sdy, sdyx;
+        bn_grad_sums(J->x, J->dy, J->save, J->N, J->s, c, J->dgamma, J->dbeta, &sdy, &sdyx);
         if (!J->dx)
             continue;
         float g = J->gamma ? J->gamma[c] : 1.0f;
@@ -180,20 +195,8 @@ static void bn_sync_thread(void *arg, int tid, int nt)
                     yp[p] = xp[p] * a + off;
             }
         } else if (J->phase == 3) { /* backward: local sums; this rank's dgamma/dbeta */
-            const float mean = J->save[c], inv = J->save[C + c];
-            double sdy = 0.0, sdyx = 0.0;
-            for (int n = 0; n < J->N; n++) {
-                const float *xp = J->x + ((long)n * C + c) * HW;
-                const float *dp = J->dy + ((long)n * C + c) * HW;
-                for (long p = 0; p < HW; p++) {
-                    sdy += dp[p];
-                    sdyx += (double)dp[p] * ((xp[p] - mean) * inv);
-                }
-            }
-            if (J->dgamma)
-                J->dgamma[c] += (float)sdyx;
-            if (J->dbeta)
-                J->dbeta[c] += (float)sdy;
+            double sdy, sdyx;
+            bn_grad_sums(J->x, J->dy, J->save, J->N, J->s, c, J->dgamma, J->dbeta, &sdy, &sdyx);
             J->acc[c] = sdy;
             J->acc[C + c] = sdyx;
         } else { /* backward: dx from the global sums */
