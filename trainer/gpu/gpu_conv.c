@@ -38,6 +38,22 @@ static int set_io_desc(tf_backend *b, int li, int n, fl_error *err) {
     return 0;
 }
 
+/* Pick from cuDNN's ranked list (perf array `arr` of `n` entries) the first algorithm that fits the
+ * workspace limit, preferring deterministic ones; sets `found`, stores the algorithm in `dst` and
+ * raises `need`. A macro because the three perf structs differ only in their algo type. */
+#define PICK_ALGO(arr, n, dst)                                                                     \
+    do {                                                                                           \
+        found = 0;                                                                                 \
+        for (int pass = 0; pass < 2 && !found; pass++)                                             \
+            for (int i = 0; i < (n) && !found; i++)                                                \
+                if ((arr)[i].status == CUDNN_STATUS_SUCCESS && (arr)[i].memory <= ws_limit &&     \
+                    (pass == 1 || (arr)[i].determinism == CUDNN_DETERMINISTIC)) {                  \
+                    (dst) = (arr)[i].algo;                                                         \
+                    need = (arr)[i].memory > need ? (arr)[i].memory : need;                        \
+                    found = 1;                                                                     \
+                }                                                                                  \
+    } while (0)
+
 /* The first heuristic choice that succeeds, fits in ws_limit bytes and is deterministic (same
  * inputs, same bits: exact resume and reproducible runs); a non-deterministic one only when no
  * deterministic algorithm qualifies. */
@@ -58,15 +74,7 @@ int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_
     cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     GPU_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(b->cudnn, b->xdesc, G->wdesc, G->cdesc, b->ydesc,
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp));
-    found = 0;
-    for (int pass = 0; pass < 2 && !found; pass++)
-        for (int i = 0; i < got && !found; i++)
-            if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= ws_limit &&
-                (pass == 1 || fp[i].determinism == CUDNN_DETERMINISTIC)) {
-                p.fwd = fp[i].algo;
-                need = fp[i].memory > need ? fp[i].memory : need;
-                found = 1;
-            }
+    PICK_ALGO(fp, got, p.fwd);
     if (!found)
         return fl_error_set(err, FL_E_CUDA, "layer %d (conv %dx%d, %d->%d): cuDNN offers no forward "
                             "algorithm within %zu MiB of workspace", li, b->spec->layers[li].k,
@@ -77,15 +85,7 @@ int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_
     GPU_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(b->cudnn, G->wdesc, b->ydesc, G->cdesc,
                                                           b->xdesc,
                                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dp));
-    found = 0;
-    for (int pass = 0; pass < 2 && !found; pass++)
-        for (int i = 0; i < got && !found; i++)
-            if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= ws_limit &&
-                (pass == 1 || dp[i].determinism == CUDNN_DETERMINISTIC)) {
-                p.bwd_data = dp[i].algo;
-                need = dp[i].memory > need ? dp[i].memory : need;
-                found = 1;
-            }
+    PICK_ALGO(dp, got, p.bwd_data);
     if (!found)
         return fl_error_set(err, FL_E_CUDA, "layer %d (conv): cuDNN offers no backward-data "
                             "algorithm within %zu MiB of workspace", li, ws_limit >> 20);
@@ -95,15 +95,7 @@ int gpu_conv_plan_for(tf_backend *b, int li, int n, size_t ws_limit, size_t *ws_
                                                             G->wdesc,
                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                             &got, wp));
-    found = 0;
-    for (int pass = 0; pass < 2 && !found; pass++)
-        for (int i = 0; i < got && !found; i++)
-            if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= ws_limit &&
-                (pass == 1 || wp[i].determinism == CUDNN_DETERMINISTIC)) {
-                p.bwd_filter = wp[i].algo;
-                need = wp[i].memory > need ? wp[i].memory : need;
-                found = 1;
-            }
+    PICK_ALGO(wp, got, p.bwd_filter);
     if (!found)
         return fl_error_set(err, FL_E_CUDA, "layer %d (conv): cuDNN offers no backward-filter "
                             "algorithm within %zu MiB of workspace", li, ws_limit >> 20);
