@@ -11,13 +11,7 @@
 #include "fastload.h"
 #include "fl_writer.h"
 
-#define CHECK(cond)                                                                             \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "fl_check.h"
 #define CHECK_OK(expr, errp)                                                                    \
     do {                                                                                        \
         int rc_ = (expr);                                                                       \

@@ -14,13 +14,7 @@
 #include "order.h"
 #include "rng.h"
 
-#define CHECK(c)                                                                               \
-    do {                                                                                       \
-        if (!(c)) {                                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);              \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "fl_check.h"
 
 static void check_perm(const uint64_t *p, uint64_t n)
 {
