@@ -19,27 +19,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# expect_status WANT DESCRIPTION -- command...   (stderr captured in $T/err)
-expect_status() {
-    local want=$1 what=$2
-    shift 3
-    "$@" >"$T/out" 2>"$T/err"
-    local got=$?
-    if [[ $got -ne $want ]]; then
-        fail "$what: exit $got, want $want"
-        sed 's/^/    /' "$T/err" | head -5
-        return 1
-    fi
-    return 0
-}
-
-# expect_err SUBSTRING DESCRIPTION: the last command's stderr contains SUBSTRING
-expect_err() {
-    if grep -qF -- "$1" "$T/err"; then return 0; fi
-    fail "$2: stderr lacks '$1'"
-    sed 's/^/    /' "$T/err" | head -5
-    return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/expect.sh"
 
 finish() {
     if [[ $failures -ne 0 ]]; then
