@@ -3,7 +3,7 @@
  * decodes + augments each sample straight into its place in the batch. No per-sample malloc. */
 #include "loader_internal.h"
 
-#include "crc_copy.h"
+#include "fl_crc32c.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,15 +1,13 @@
 /* test_loader_order.c — epoch orders and augmentation parameters without any I/O: random and
  * quasi-random orders are permutations that depend only on (seed, epoch); quasi-random order
  * mixes classes of a class-sorted dataset inside a batch; rank shares are disjoint, equal and
- * cover the epoch; RRC/center/flip parameters follow torchvision's sampling rules; the fused
- * copy + CRC32C matches fl_crc32c. */
+ * cover the epoch; RRC/center/flip parameters follow torchvision's sampling rules. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "augment.h"
-#include "crc_copy.h"
 #include "fl_dataset.h"
 #include "order.h"
 #include "rng.h"
@@ -209,26 +207,8 @@ static void test_augment(void)
         CHECK(hist[i] > 9500 && hist[i] < 10500);
 }
 
-/* The fused copy + CRC gives fl_crc32c's value and an exact copy for every length/alignment. */
-static void test_crc_copy(void)
-{
-    uint8_t src[400], dst[400];
-    fl_rng r = fl_rng_init(9, 9, 9, 9);
-    for (size_t i = 0; i < sizeof src; i++)
-        src[i] = (uint8_t)fl_rng_next(&r);
-    for (size_t off = 0; off < 8; off++)
-        for (size_t len = 0; len + off <= 300; len += 1 + len / 16) {
-            memset(dst, 0xAA, sizeof dst);
-            CHECK(fl_crc32c_copy(dst + (7 - off), src + off, len) == fl_crc32c(0, src + off, len));
-            CHECK(memcmp(dst + (7 - off), src + off, len) == 0);
-            CHECK(dst[7 - off + len] == 0xAA);
-        }
-    CHECK(fl_crc32c_copy(dst, "123456789", 9) == 0xE3069283u); /* the CRC-32C check value */
-}
-
 int main(void)
 {
-    test_crc_copy();
     test_orders();
     test_ranks(1);
     test_ranks(0);
