@@ -36,23 +36,33 @@ static int axis_init(axis *a, double x0, double len, uint32_t size, uint32_t out
     return 0;
 }
 
-/* Spans and fixed-point weights for each output coordinate. */
+/* floor() for the values axis_weights sees (well inside int32 range): the same integer as
+ * (int32_t)floor(v), without a libm call on baseline x86-64. */
+static inline int32_t floor_i32(double v) {
+    int32_t t = (int32_t)v; /* rounds toward zero */
+    return t - (t > v);
+}
+
 /* Spans and fixed-point weights for each output coordinate. Weights are rounded by their running
  * sum (q_k = round(C_k+1) - round(C_k)), so they are never negative and add up to exactly
- * 1 << WBITS even when thousands of taps each carry a fraction of a unit. */
+ * 1 << WBITS even when thousands of taps each carry a fraction of a unit. Every double below is
+ * computed by the same expressions in the same order as the first version of this function, so
+ * the integer weights (and the output bytes) do not change; each tap's filter value is computed
+ * once and kept (up to FTAPS taps; wider filters compute it again for the second loop). */
+#define FTAPS 64
 static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int32_t wstride) {
     double inv = 1.0 / a->fscale;
+    double f[FTAPS];
     for (uint32_t o = 0; o < out; o++) {
         int16_t *q = wt + (size_t)o * wstride;
-        memset(q, 0, sizeof(int16_t) * (size_t)wstride);
         double center = a->x0 + (o + 0.5) * a->scale;
-        int32_t xmin = (int32_t)floor(center - a->support + 0.5);
-        int32_t xmax = (int32_t)floor(center + a->support + 0.5);
+        int32_t xmin = floor_i32(center - a->support + 0.5);
+        int32_t xmax = floor_i32(center + a->support + 0.5);
         if (xmin < a->lo) xmin = a->lo;
         if (xmax > a->hi) xmax = a->hi;
         if (xmax - xmin > a->ksize) xmax = xmin + a->ksize;
         if (xmax <= xmin) { /* degenerate: nearest pixel */
-            xmin = (int32_t)floor(center);
+            xmin = floor_i32(center);
             if (xmin < a->lo) xmin = a->lo;
             if (xmin >= a->hi) xmin = a->hi - 1;
             xmax = xmin + 1;
@@ -61,22 +71,33 @@ static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int
         double sum = 0;
         for (int32_t k = 0; k < n; k++) {
             double t = fabs((xmin + k - center + 0.5) * inv);
-            sum += t < 1.0 ? 1.0 - t : 0.0;
+            double v = t < 1.0 ? 1.0 - t : 0.0;
+            sum += v;
+            if (k < FTAPS) f[k] = v;
         }
         if (!(sum > 0)) { /* no tap inside the filter: take the nearest pixel */
-            int32_t k = (int32_t)floor(center) - xmin;
+            memset(q, 0, sizeof(int16_t) * (size_t)wstride);
+            int32_t k = floor_i32(center) - xmin;
             q[k < 0 ? 0 : k >= n ? n - 1 : k] = 1 << WBITS;
         } else {
             double norm = (1 << WBITS) / sum, c = 0;
             int32_t prev = 0;
             for (int32_t k = 0; k < n; k++) {
-                double t = fabs((xmin + k - center + 0.5) * inv);
-                c += (t < 1.0 ? 1.0 - t : 0.0) * norm;
+                double v;
+                if (k < FTAPS) {
+                    v = f[k];
+                } else {
+                    double t = fabs((xmin + k - center + 0.5) * inv);
+                    v = t < 1.0 ? 1.0 - t : 0.0;
+                }
+                c += v * norm;
                 int32_t r = k == n - 1 ? 1 << WBITS : (int32_t)(c + 0.5);
                 if (r > 1 << WBITS) r = 1 << WBITS;
                 q[k] = (int16_t)(r - prev);
                 prev = r;
             }
+            /* Zero weights up to the stride: the SIMD kernels run whole tap pairs over them. */
+            for (int32_t k = n; k < wstride; k++) q[k] = 0;
         }
         sp[o].start = xmin;
         sp[o].n = n;
@@ -84,6 +105,10 @@ static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int
 }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Rows per block: the vertical pass fills BLOCK_ROWS intermediate rows, the horizontal pass turns
+ * them into output rows right away, while they are still in L1 (the AVX2 kernel takes 4 rows). */
+#define BLOCK_ROWS 4
 
 typedef struct layout {
     axis ax, ay;
@@ -103,8 +128,8 @@ static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4],
     L->off_ys = o, o += align64(sizeof(span) * dh);
     L->off_xw = o, o += align64(sizeof(int16_t) * (size_t)dw * L->kx2);
     L->off_yw = o, o += align64(sizeof(int16_t) * (size_t)dh * L->ay.ksize);
-    /* +64: the SIMD kernel loads 8 bytes from the last pixel pair of the last row. */
-    L->off_tmp = o, o += align64(L->tw * dh + 64);
+    /* +64: the SIMD kernels read up to 13 bytes past the last pixel of the last row. */
+    L->off_tmp = o, o += align64(L->tw * (dh < BLOCK_ROWS ? dh : BLOCK_ROWS) + 64);
     L->off_acc = o, o += align64(sizeof(int32_t) * L->tw);
     L->total = o + 64; /* room to align the base */
     return 0;
@@ -128,15 +153,16 @@ static inline uint8_t round_px(int32_t acc) {
     return (uint8_t)(v > 255 ? 255 : v);
 }
 
-/* Vertical pass first (it vectorizes across the whole row): dh rows of the window's columns,
- * rounded to 8 bits like PIL does between its passes. Portable version; vpass_avx2 computes the
- * same integer sums. */
+/* Vertical pass first (it vectorizes across the whole row): output rows [o0, o1) of the window's
+ * columns into tmp (row o at tmp + (o - o0) * tw), rounded to 8 bits like PIL does between its
+ * passes. Portable version; vpass_avx2 computes the same integer sums. */
 static void vpass(const uint8_t *src, size_t sstride, size_t col0, size_t tw, const span *ys,
-                  const int16_t *yw, int32_t ky, uint32_t dh, uint8_t *tmp, int32_t *acc) {
-    for (uint32_t o = 0; o < dh; o++) {
+                  const int16_t *yw, int32_t ky, uint32_t o0, uint32_t o1, uint8_t *tmp,
+                  int32_t *acc) {
+    for (uint32_t o = o0; o < o1; o++) {
         const int16_t *w = yw + (size_t)o * ky;
         const uint8_t *s = src + (size_t)ys[o].start * sstride + col0;
-        uint8_t *t = tmp + (size_t)o * tw;
+        uint8_t *t = tmp + (size_t)(o - o0) * tw;
         int32_t n = ys[o].n;
         if (n == 1 || (n == 2 && w[1] == 0)) { /* identity row (no vertical scaling) */
             memcpy(t, s, tw);
@@ -213,67 +239,176 @@ __attribute__((target("ssse3"))) static void hpass_rgb_ssse3(const uint8_t *t, u
     }
 }
 
+#define FL_AVX2 __attribute__((target("avx2")))
+#define FL_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
+
+/* Rows p and p + tw, 16 bytes each, in the two 128-bit lanes. */
+FL_AVX2_INLINE __m256i load_2x16(const uint8_t *p, size_t tw) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)),
+                                   _mm_loadu_si128((const __m128i *)(const void *)(p + tw)), 1);
+}
+
+/* Tap pair (w[0], w[1]) broadcast to every int32 lane; w[1] is 0 past a span's last tap. */
+FL_AVX2_INLINE __m256i weight_pair(const int16_t *w) {
+    int32_t wp;
+    memcpy(&wp, w, 4);
+    return _mm256_set1_epi32(wp);
+}
+
+/* One output pixel of four rows: int32 sums, already shifted down. 16-byte loads hold five RGB
+ * pixels, so taps k..k+3 come from one load and two pshufb (pixels k, k+1 at byte 0, pixels k+2,
+ * k+3 at byte 6). np is 1 or 2: that many tap pairs for every pixel (extra taps carry weight 0);
+ * np 0: as many pairs as this pixel's span needs. Integer sums of non-negative terms, so the
+ * order of the additions does not matter: the same sums as hpass_scalar. Reads at most 13 bytes
+ * past the last pixel of a row (the block buffer is padded). */
+FL_AVX2_INLINE void rgb_px_x4(const uint8_t *p, size_t tw, const int16_t *w, int32_t n, int np,
+                              __m256i *r01, __m256i *r23) {
+    const __m256i sh0 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+                                         0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m256i sh1 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1,
+                                         6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+    __m256i a01 = _mm256_set1_epi32(1 << (WBITS - 1)), a23 = a01;
+    if (np) {
+        __m256i x01 = load_2x16(p, tw), x23 = load_2x16(p + 2 * tw, tw);
+        __m256i w0 = weight_pair(w);
+        a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, sh0), w0));
+        a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, sh0), w0));
+        if (np == 2) {
+            __m256i w1 = weight_pair(w + 2);
+            a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, sh1), w1));
+            a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, sh1), w1));
+        }
+    } else {
+        int32_t k = 0;
+        for (; k + 2 < n; k += 4, p += 12) { /* taps k..k+3; w[k+3] exists: the stride is even */
+            __m256i x01 = load_2x16(p, tw), x23 = load_2x16(p + 2 * tw, tw);
+            __m256i w0 = weight_pair(w + k), w1 = weight_pair(w + k + 2);
+            a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, sh0), w0));
+            a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, sh0), w0));
+            a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, sh1), w1));
+            a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, sh1), w1));
+        }
+        if (k < n) {
+            __m256i x01 = load_2x16(p, tw), x23 = load_2x16(p + 2 * tw, tw);
+            __m256i w0 = weight_pair(w + k);
+            a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, sh0), w0));
+            a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, sh0), w0));
+        }
+    }
+    *r01 = _mm256_srai_epi32(a01, WBITS); /* lane 0: row 0 (r, g, b, 0); lane 1: row 1 */
+    *r23 = _mm256_srai_epi32(a23, WBITS);
+}
+
 /* The same sums for four rows at once with AVX2: rows share the span and weights of an output
  * column, so their loads go into the two 128-bit lanes of two registers and the per-pixel
- * bookkeeping is paid once for four rows. Output columns are visited in destination order so the
- * 4-byte stores of a pixel are overwritten by its right neighbour (the last one stores 3 bytes). */
-__attribute__((target("avx2"))) static void hpass_rgb_avx2_x4(const uint8_t *t, size_t tw,
-                                                                uint8_t *d, size_t dstride,
-                                                                uint32_t dw, const span *xs,
-                                                                const int16_t *xw, int32_t kx2,
-                                                                int flip) {
-    const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
-                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-    const __m256i half = _mm256_set1_epi32(1 << (WBITS - 1));
-    for (uint32_t j = 0; j < dw; j++) {
-        uint32_t o = flip ? dw - 1 - j : j;
-        const int16_t *w = xw + (size_t)o * kx2;
-        const uint8_t *p = t + (size_t)xs[o].start * 3;
-        int32_t n = xs[o].n;
-        __m256i a01 = half, a23 = half;
-        for (int32_t k = 0; k < n; k += 2, p += 6) {
-            int32_t wp;
-            memcpy(&wp, w + k, 4);
-            __m256i wv = _mm256_set1_epi32(wp);
-            __m256i x01 = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(const void *)p)),
-                _mm_loadl_epi64((const __m128i *)(const void *)(p + tw)), 1);
-            __m256i x23 = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(const void *)(p + 2 * tw))),
-                _mm_loadl_epi64((const __m128i *)(const void *)(p + 3 * tw)), 1);
-            a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, shuf), wv));
-            a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, shuf), wv));
+ * bookkeeping is paid once for four rows. Output columns are visited in destination order, four
+ * at a time: their 4 × 3 bytes of each row are packed into one register lane and written with one
+ * 16-byte store whose last 4 bytes the next group overwrites (exact 12-byte writes where a 16-byte
+ * one would pass the row's end); single pixels at the end store 4 bytes, the last one 3. */
+FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
+                                         uint32_t dw, const span *xs, const int16_t *xw,
+                                         int32_t kx2, int flip, int np) {
+    const __m256i compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
+                                             0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    uint32_t j = 0;
+    for (; j + 4 <= dw; j += 4) {
+        __m256i r01[4], r23[4];
+        for (int i = 0; i < 4; i++) {
+            uint32_t o = flip ? dw - 1 - (j + i) : j + i;
+            rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &r01[i], &r23[i]);
         }
-        a01 = _mm256_srai_epi32(a01, WBITS);
-        a23 = _mm256_srai_epi32(a23, WBITS);
+        /* packs: lane 0 row 0 pixels (i, i+1) as int16 (r, g, b, 0); packus: 4 pixels, 16 bytes */
+        __m256i b01 = _mm256_packus_epi16(_mm256_packs_epi32(r01[0], r01[1]), _mm256_packs_epi32(r01[2], r01[3]));
+        __m256i b23 = _mm256_packus_epi16(_mm256_packs_epi32(r23[0], r23[1]), _mm256_packs_epi32(r23[2], r23[3]));
+        b01 = _mm256_shuffle_epi8(b01, compact);
+        b23 = _mm256_shuffle_epi8(b23, compact);
+        __m128i row[4] = {_mm256_castsi256_si128(b01), _mm256_extracti128_si256(b01, 1),
+                          _mm256_castsi256_si128(b23), _mm256_extracti128_si256(b23, 1)};
+        uint8_t *q = d + (size_t)j * 3;
+        if ((size_t)j * 3 + 16 <= (size_t)dw * 3) {
+            for (int r = 0; r < 4; r++) _mm_storeu_si128((__m128i *)(void *)(q + r * dstride), row[r]);
+        } else {
+            for (int r = 0; r < 4; r++) {
+                _mm_storel_epi64((__m128i *)(void *)(q + r * dstride), row[r]);
+                uint32_t v = (uint32_t)_mm_extract_epi32(row[r], 2);
+                memcpy(q + r * dstride + 8, &v, 4);
+            }
+        }
+    }
+    for (; j < dw; j++) {
+        uint32_t o = flip ? dw - 1 - j : j;
+        __m256i a01, a23;
+        rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &a01, &a23);
         __m256i pk = _mm256_packs_epi32(a01, a23); /* lane 0: rows 0, 2; lane 1: rows 1, 3 */
         pk = _mm256_packus_epi16(pk, pk);
         uint32_t v[4] = {(uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
                          (uint32_t)_mm256_extract_epi32(pk, 1), (uint32_t)_mm256_extract_epi32(pk, 5)};
         uint8_t *q = d + (size_t)j * 3;
-        if (j + 1 < dw) {
-            for (int r = 0; r < 4; r++) memcpy(q + r * dstride, &v[r], 4);
-        } else {
-            for (int r = 0; r < 4; r++) memcpy(q + r * dstride, &v[r], 3);
-        }
+        size_t bytes = j + 1 < dw ? 4 : 3;
+        for (int r = 0; r < 4; r++) memcpy(q + r * dstride, &v[r], bytes);
     }
 }
 
-/* Vertical pass with AVX2: 16 columns at a time, two source rows per pmaddwd (their bytes
- * interleaved into int16 pairs, multiplied by (w_k, w_k+1)). */
-__attribute__((target("avx2"))) static void vpass_avx2(const uint8_t *src, size_t sstride,
-                                                       size_t col0, size_t tw, const span *ys,
-                                                       const int16_t *yw, int32_t ky, uint32_t dh,
-                                                       uint8_t *tmp) {
+/* np: 1 or 2 tap pairs for every pixel (upscales and shrinks up to about 1.5x, the common
+ * random-resized-crop cases, specialised), 0: per-pixel span. */
+FL_AVX2 static void hpass_rgb_avx2_x4(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
+                                      uint32_t dw, const span *xs, const int16_t *xw, int32_t kx2,
+                                      int flip, int np) {
+    if (np == 1) hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, 1);
+    else if (np == 2) hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, 2);
+    else hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, 0);
+}
+
+/* Vertical pass of one row with AVX2, 32 columns at a time: two source rows per pmaddwd. Their
+ * bytes are interleaved (punpck with each other, then with zero) into int16 pairs (a_x, b_x) and
+ * multiplied by (w_k, w_k+1); an odd last tap pairs with zero. All shuffles stay within 128-bit
+ * lanes, so packing the four int32 accumulators back to bytes restores the column order. */
+FL_AVX2_INLINE __m256i vcols32(const uint8_t *s, size_t sstride, const int16_t *w, int32_t n) {
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i a0 = _mm256_set1_epi32(1 << (WBITS - 1)), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t k = 0; k < n; k += 2, s += 2 * sstride) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)s), b = zero, wv;
+        if (k + 1 < n) {
+            b = _mm256_loadu_si256((const __m256i *)(const void *)(s + sstride));
+            wv = weight_pair(w + k);
+        } else {
+            wv = _mm256_set1_epi32((int32_t)(uint32_t)(uint16_t)w[k]);
+        }
+        __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, zero), wv));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, zero), wv));
+        a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, zero), wv));
+        a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), wv));
+    }
+    /* a0: columns 0-3 | 16-19, a1: 4-7 | 20-23, a2: 8-11 | 24-27, a3: 12-15 | 28-31 */
+    __m256i p01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, WBITS), _mm256_srai_epi32(a1, WBITS));
+    __m256i p23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, WBITS), _mm256_srai_epi32(a3, WBITS));
+    return _mm256_packus_epi16(p01, p23);
+}
+
+/* Output rows [o0, o1) into tmp (row o at tmp + (o - o0) * tw). Windows at least 32 bytes wide
+ * end with a block that overlaps the previous one (it writes the same bytes again); narrower ones
+ * take 16 columns at a time and the rest in C. */
+FL_AVX2 static void vpass_avx2(const uint8_t *src, size_t sstride, size_t col0, size_t tw,
+                               const span *ys, const int16_t *yw, int32_t ky, uint32_t o0,
+                               uint32_t o1, uint8_t *tmp) {
     const __m256i half = _mm256_set1_epi32(1 << (WBITS - 1));
     const __m128i zero = _mm_setzero_si128();
-    for (uint32_t o = 0; o < dh; o++) {
+    for (uint32_t o = o0; o < o1; o++) {
         const int16_t *w = yw + (size_t)o * ky;
         const uint8_t *s = src + (size_t)ys[o].start * sstride + col0;
-        uint8_t *t = tmp + (size_t)o * tw;
+        uint8_t *t = tmp + (size_t)(o - o0) * tw;
         int32_t n = ys[o].n;
-        if (n == 1 || (n == 2 && w[1] == 0)) {
+        if (n == 1 || (n == 2 && w[1] == 0)) { /* identity row (no vertical scaling) */
             memcpy(t, s, tw);
+            continue;
+        }
+        if (tw >= 32) {
+            for (size_t x = 0;; x += 32) {
+                if (x + 32 > tw) x = tw - 32;
+                _mm256_storeu_si256((__m256i *)(void *)(t + x), vcols32(s + x, sstride, w, n));
+                if (x + 32 == tw) break;
+            }
             continue;
         }
         size_t x = 0;
@@ -283,7 +418,7 @@ __attribute__((target("avx2"))) static void vpass_avx2(const uint8_t *src, size_
             for (; k + 1 < n; k += 2) {
                 __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)k * sstride + x));
                 __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)(k + 1) * sstride + x));
-                __m256i wv = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)w[k] | (uint32_t)(uint16_t)w[k + 1] << 16));
+                __m256i wv = weight_pair(w + k);
                 lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), wv));
                 hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), wv));
             }
@@ -354,32 +489,41 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     int32_t *acc = (int32_t *)(void *)(base + L.off_acc);
     axis_weights(&L.ax, dw, xs, xw, L.kx2);
     axis_weights(&L.ay, dh, ys, yw, L.ay.ksize);
-    for (uint32_t o = 0; o < dw; o++) xs[o].start -= L.ax.lo; /* relative to the window */
-    memset(tmp + L.tw * dh, 0, 64);
+    int32_t nmax = 0;
+    for (uint32_t o = 0; o < dw; o++) {
+        xs[o].start -= L.ax.lo; /* relative to the window */
+        if (xs[o].n > nmax) nmax = xs[o].n;
+    }
+    memset(tmp + L.tw * (dh < BLOCK_ROWS ? dh : BLOCK_ROWS), 0, 64);
 
     int lvl = simd_level();
     (void)lvl; /* only the x86-64 kernels look at it */
+    /* Tap pairs the AVX2 kernel runs for every pixel: 1 or 2 specialised, else per pixel. */
+    int np = nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0;
+    (void)np;
+    size_t col0 = (size_t)L.ax.lo * channels;
+    for (uint32_t o0 = 0; o0 < dh; o0 += BLOCK_ROWS) {
+        uint32_t o1 = dh - o0 < BLOCK_ROWS ? dh : o0 + BLOCK_ROWS;
+        uint8_t *d = dst + (size_t)o0 * dstride;
 #ifdef FL_HAVE_SSSE3_KERNEL
-    if (lvl >= 2)
-        vpass_avx2(src, sstride, (size_t)L.ax.lo * channels, L.tw, ys, yw, L.ay.ksize, dh, tmp);
-    else
-#endif
-        vpass(src, sstride, (size_t)L.ax.lo * channels, L.tw, ys, yw, L.ay.ksize, dh, tmp, acc);
-#ifdef FL_HAVE_SSSE3_KERNEL
-    if (channels == 3 && lvl >= 1) {
-        uint32_t o = 0;
         if (lvl >= 2)
-            for (; o + 4 <= dh; o += 4)
-                hpass_rgb_avx2_x4(tmp + (size_t)o * L.tw, L.tw, dst + o * dstride, dstride, dw, xs,
-                                  xw, L.kx2, flip);
-        for (; o < dh; o++)
-            hpass_rgb_ssse3(tmp + (size_t)o * L.tw, dst + o * dstride, dw, xs, xw, L.kx2, flip);
-        free(mem);
-        return 0;
-    }
+            vpass_avx2(src, sstride, col0, L.tw, ys, yw, L.ay.ksize, o0, o1, tmp);
+        else
 #endif
-    for (uint32_t o = 0; o < dh; o++)
-        hpass_scalar(tmp + (size_t)o * L.tw, dst + o * dstride, dw, channels, xs, xw, L.kx2, flip);
+            vpass(src, sstride, col0, L.tw, ys, yw, L.ay.ksize, o0, o1, tmp, acc);
+#ifdef FL_HAVE_SSSE3_KERNEL
+        if (channels == 3 && lvl >= 1) {
+            uint32_t r = 0;
+            if (lvl >= 2 && o1 - o0 == 4)
+                hpass_rgb_avx2_x4(tmp, L.tw, d, dstride, dw, xs, xw, L.kx2, flip, np), r = 4;
+            for (; r < o1 - o0; r++)
+                hpass_rgb_ssse3(tmp + r * L.tw, d + r * dstride, dw, xs, xw, L.kx2, flip);
+            continue;
+        }
+#endif
+        for (uint32_t r = 0; r < o1 - o0; r++)
+            hpass_scalar(tmp + r * L.tw, d + r * dstride, dw, channels, xs, xw, L.kx2, flip);
+    }
     free(mem);
     return 0;
 }
