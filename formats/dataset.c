@@ -474,6 +474,18 @@ static const char *record_file(const fl_dataset *ds, uint64_t i) {
     return ds->file_paths[ds->backend == FL_BACKEND_LMDB ? 0 : find_shard(ds, i)];
 }
 
+void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i) {
+    if (i >= ds->count) return;
+    if (ds->backend == FL_BACKEND_LMDB) {
+        __builtin_prefetch(&ds->lrec[i]);
+        return;
+    }
+    uint32_t s = find_shard(ds, i);
+    const uint8_t *e = ds->shards[s].index + (i - ds->shard_first[s]) * FL_SHARD_INDEX_ENTRY;
+    __builtin_prefetch(e);
+    __builtin_prefetch(e + FL_SHARD_INDEX_ENTRY - 1); /* an entry may straddle two lines */
+}
+
 int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err) {
     if (i >= ds->count)
         return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,

@@ -96,6 +96,11 @@ uint32_t fl_dataset_max_stored_len(const fl_dataset *ds);
 /* Index entry of record `i` (0 <= i < count). Errors: FL_E_RANGE. */
 int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err);
 
+/* A hint: start loading record `i`'s index entry into the CPU cache, so that a later
+ * fl_dataset_record_info of many random records overlaps their cache misses. No effect when
+ * i >= count. */
+void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i);
+
 /* Source name of record `i` (relative path, or "file#index" for IDX/CIFAR), not NUL-terminated:
  * *len receives its length. Returns NULL on FL_E_RANGE. */
 const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len);

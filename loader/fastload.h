@@ -38,8 +38,10 @@
  *             (the next chunk's reads are in flight while the current chunk decodes)
  *             + largest decompressed record + decoder/resize scratch (grow-only, bounded by
  *             the largest image) + one replacement-read buffer
- *   plus the dataset's index (fl_dataset) and, for LMDB and FL_IO_MMAP, the page-cache pages of
- *   the dataset that the mapping touches (file-backed, shared and reclaimable by the kernel).
+ *   plus the dataset's index (fl_dataset); for FL_IO_MEMORY (which FL_IO_AUTO picks for
+ *   datasets of at most `memory_max` bytes) the shard files' bytes; and, for
+ *   LMDB and FL_IO_MMAP, the page-cache pages of the dataset that the mapping touches
+ *   (file-backed, shared and reclaimable by the kernel).
  * fl_loader_stats.pinned_bytes reports the ring. */
 #ifndef FASTLOAD_H
 #define FASTLOAD_H
@@ -72,18 +74,27 @@ typedef enum fl_augment {
 } fl_augment;
 
 typedef enum fl_io_mode {
-    FL_IO_AUTO = 0,  /* io_uring when the kernel allows it, else the pread pool (one log line).
+    FL_IO_AUTO = 0,  /* FL_IO_MEMORY for shard datasets of at most `memory_max` bytes (default
+                        256 MiB and 1/16 of physical memory: MNIST, CIFAR, small ImageNet
+                        subsets) unless `direct`; otherwise
+                        io_uring when the kernel allows it, else the pread pool (one log line).
                         Never the mapping: a file that shrinks or fails under a mapping kills the
                         process (SIGBUS), while reads return an error naming shard and record.
                         LMDB datasets are always read through LMDB's mmap. */
     FL_IO_URING = 1, /* io_uring only; fails when unavailable */
     FL_IO_PREAD = 2, /* a pool of pread threads */
-    FL_IO_MMAP = 3   /* shards read through the dataset's read-only mapping: no system call per
+    FL_IO_MMAP = 3,  /* shards read through the dataset's read-only mapping: no system call per
                         record, the fastest for small records held in the page cache (measured:
                         per-record io_uring reads top out near 1 M records/s on 2 cores);
                         not combinable with `direct`. As with any mapping (LMDB too), a shard
                         truncated while the loader runs faults (SIGBUS) instead of failing a
                         read: use FL_IO_URING/PREAD where files may change under the loader. */
+    FL_IO_MEMORY = 4 /* every shard file read once, at create, into the loader's own memory
+                        (huge pages where the kernel allows); records are then copied from there
+                        with their CRC32C checked on every use, as fast as the mapping without
+                        its SIGBUS: a file changed or truncated later does not affect the run.
+                        Costs the dataset's size in resident memory; shard datasets only (LMDB
+                        is mapped); not combinable with `direct`. */
 } fl_io_mode;
 
 typedef enum fl_on_corrupt {
@@ -136,6 +147,9 @@ typedef struct fl_loader_options {
     uint32_t decode_flags;   /* JPEG speed/accuracy flags of fl_image.h (FL_DECODE_FAST...);
                                 0 (default): libjpeg's accurate IDCT and smooth upsampling.
                                 Output stays deterministic for any value. */
+    int64_t memory_max;      /* FL_IO_AUTO reads shard datasets of at most this many bytes (on
+                                disk) into memory (FL_IO_MEMORY); 0 (default): 256 MiB or 1/16 of
+                                physical memory, the smaller; negative: never */
 } fl_loader_options;
 
 /* Fill `o` with the defaults documented above. */
@@ -207,7 +221,8 @@ typedef struct fl_loader_stats {
     double slot_wait_s;       /* workers waiting for a free ring slot (consumer is the bottleneck) */
     double consumer_wait_s;   /* consumer blocked in fl_loader_next (loader is the bottleneck) */
     double wall_s;            /* since create */
-    const char *io_backend;   /* "io_uring", "pread", or "mmap" (FL_IO_MMAP, LMDB) */
+    const char *io_backend;   /* "io_uring", "pread", "memory" (FL_IO_MEMORY), or "mmap"
+                                 (FL_IO_MMAP, LMDB) */
     uint64_t pinned_bytes;    /* ring memory */
 } fl_loader_stats;
 

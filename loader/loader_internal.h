@@ -54,7 +54,11 @@ struct fl_loader {
     int direct;            /* effective O_DIRECT */
     int read_in_place;     /* raw, uncompressed, unchanged samples: read (or, mapped, copied
                               with a fused CRC) straight into the batch */
-    int mapped;            /* records come from the dataset's mapping (LMDB, FL_IO_MMAP) */
+    int mapped;            /* records come from memory: the dataset's mapping (LMDB, FL_IO_MMAP)
+                              or the loader's own copy (FL_IO_MEMORY, mem != NULL) */
+    uint8_t **mem;         /* FL_IO_MEMORY: each shard file's bytes (memory_reader.c) */
+    size_t *mem_len, *mem_cap;
+    uint32_t nmem;
 
     uint64_t *perm;        /* sequence of the epoch perm_epoch (n entries) */
     uint64_t perm_epoch;
@@ -111,6 +115,19 @@ struct fl_worker {
 };
 
 int fl_loader_options_check(const fl_loader_options *o, fl_error *err);
+
+/* FL_IO_MEMORY (memory_reader.c). FL_IO_AUTO picks it for shard datasets of at most
+ * fl_memory_auto_max(opt) bytes: opt->memory_max, or by default FL_MEMORY_AUTO_MAX or 1/16 of
+ * physical memory, the smaller. */
+#define FL_MEMORY_AUTO_MAX (256ull << 20)
+int fl_memory_auto(const fl_loader_options *opt, uint64_t dataset_bytes);
+/* Read every shard file into the loader's memory (L->mem). */
+int fl_memory_load(fl_loader *L, fl_error *err);
+/* Stored bytes of record idx in the copy; FL_E_TRUNCATED (naming shard and record) when the
+ * file was shorter than its index. */
+int fl_memory_record(const fl_loader *L, uint64_t idx, const fl_record_info *info,
+                     const uint8_t **data, fl_error *err);
+void fl_memory_free(fl_loader *L);
 
 double fl_now_s(void);
 

@@ -50,10 +50,11 @@ int fl_loader_options_check(const fl_loader_options *o, fl_error *err)
         return fl_error_set(err, FL_E_INVALID, "unknown augment %d", (int)o->augment);
     if ((unsigned)o->order > FL_ORDER_QUASI)
         return fl_error_set(err, FL_E_INVALID, "unknown order %d", (int)o->order);
-    if ((unsigned)o->io > FL_IO_MMAP)
+    if ((unsigned)o->io > FL_IO_MEMORY)
         return fl_error_set(err, FL_E_INVALID, "unknown io mode %d", (int)o->io);
-    if (o->io == FL_IO_MMAP && o->direct)
-        return fl_error_set(err, FL_E_INVALID, "direct (O_DIRECT) cannot be used with FL_IO_MMAP");
+    if ((o->io == FL_IO_MMAP || o->io == FL_IO_MEMORY) && o->direct)
+        return fl_error_set(err, FL_E_INVALID, "direct (O_DIRECT) cannot be used with %s",
+                            o->io == FL_IO_MMAP ? "FL_IO_MMAP" : "FL_IO_MEMORY");
     if ((unsigned)o->on_corrupt > FL_CORRUPT_SKIP)
         return fl_error_set(err, FL_E_INVALID, "unknown on_corrupt %d", (int)o->on_corrupt);
     if (o->augment == FL_AUG_RRC) {

@@ -210,6 +210,18 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
     return 0;
 }
 
+/* Stored bytes of record idx when records are in memory: the loader's copy (FL_IO_MEMORY) or
+ * the dataset's mapping (LMDB, FL_IO_MMAP). */
+static int mapped_record(const fl_loader *L, uint64_t idx, const fl_record_info *info,
+                         const uint8_t **data, size_t *len, fl_error *err)
+{
+    if (L->mem) {
+        *len = info->stored_len;
+        return fl_memory_record(L, idx, info, data, err);
+    }
+    return fl_dataset_get(L->ds, idx, data, len, 0, err);
+}
+
 /* Read record idx on its own (replacement of a bad record). */
 static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t epoch,
                     uint64_t pos, uint8_t *dst, fl_error *err)
@@ -221,7 +233,7 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
     if (L->mapped) {
         const uint8_t *data;
         size_t len;
-        if ((rc = fl_dataset_get(L->ds, idx, &data, &len, 0, err)) < 0)
+        if ((rc = mapped_record(L, idx, info, &data, &len, err)) < 0)
             return rc;
         w->st.bytes_read += len;
         return load_sample(w, idx, info, data, len, epoch, pos, dst, err);
@@ -314,9 +326,24 @@ static void on_read(void *user, fl_read_req *req)
         s->b.labels[k] = info->label;
 }
 
-/* Mapped records (LMDB, FL_IO_MMAP): look every record of the chunk up and prefetch its first
- * bytes, then process them. Small records are bound by cache misses on the index and the data;
- * the first pass lets those misses overlap instead of paying them one after the other. */
+/* Records in memory (LMDB, FL_IO_MMAP, FL_IO_MEMORY): look the chunk's records up, then process
+ * them. Small random records are bound by cache misses on the index and the data; prefetching a
+ * few records ahead of use overlaps those misses (measured on 784-byte records: 2x the rate of no
+ * prefetch, while prefetching the whole chunk up front floods the miss queue and gains nothing). */
+#define INFO_AHEAD 16 /* index entries prefetched ahead of their lookup */
+#define DATA_AHEAD 4  /* records whose bytes are prefetched ahead of their copy or decode */
+
+/* Small records whole, large ones their start (the decoder streams the rest). A macro, not a
+ * function: GCC judges a function made only of prefetches free of side effects and deletes its
+ * calls. */
+#define PREFETCH_RECORD(r)                                                                     \
+    do {                                                                                       \
+        const fl_read_req *r_ = (r);                                                           \
+        if (r_->res == 0)                                                                      \
+            for (size_t off_ = 0; off_ < r_->len && off_ < 2048; off_ += 64)                   \
+                __builtin_prefetch(r_->data + off_);                                           \
+    } while (0)
+
 static void chunk_mapped(fl_chunk *c)
 {
     fl_worker *w = c->w;
@@ -324,17 +351,20 @@ static void chunk_mapped(fl_chunk *c)
     fl_slot *s = c->slot;
     fl_error e;
     double t_look = fl_now_s();
+    for (uint32_t i = 0; i < c->cnt && i < INFO_AHEAD; i++)
+        fl_dataset_prefetch_info(L->ds, s->b.indices[c->k0 + i]);
     for (uint32_t i = 0; i < c->cnt; i++) {
         fl_read_req *r = &c->reqs[i];
         uint64_t idx = s->b.indices[c->k0 + i];
         size_t len = 0;
+        if (i + INFO_AHEAD < c->cnt)
+            fl_dataset_prefetch_info(L->ds, s->b.indices[c->k0 + i + INFO_AHEAD]);
         r->res = fl_dataset_record_info(L->ds, idx, &c->infos[i], &e);
         if (r->res == 0)
-            r->res = fl_dataset_get(L->ds, idx, &r->data, &len, 0, &e);
+            r->res = mapped_record(L, idx, &c->infos[i], &r->data, &len, &e);
         r->len = (uint32_t)len;
-        if (r->res == 0)
-            for (size_t off = 0; off < len && off < 256; off += 64)
-                __builtin_prefetch(r->data + off);
+        if (i < DATA_AHEAD)
+            PREFETCH_RECORD(r);
     }
     double t0 = fl_now_s();
     w->st.io_wait_s += t0 - t_look; /* the mapping's "reads": index lookups and prefetches */
@@ -343,6 +373,8 @@ static void chunk_mapped(fl_chunk *c)
         uint32_t k = c->k0 + i;
         uint64_t idx = s->b.indices[k];
         uint64_t pos = fl_order_pos(&L->plan, c->batch, k);
+        if (i + DATA_AHEAD < c->cnt)
+            PREFETCH_RECORD(&c->reqs[i + DATA_AHEAD]);
         uint8_t *dst = s->b.images + (size_t)k * L->sample_bytes;
         int rc = r->res;
         if (rc < 0) {
@@ -351,7 +383,7 @@ static void chunk_mapped(fl_chunk *c)
             const uint8_t *d;
             size_t n;
             if (fl_dataset_record_info(L->ds, idx, &info, &e) == 0)
-                fl_dataset_get(L->ds, idx, &d, &n, 0, &e);
+                mapped_record(L, idx, &info, &d, &n, &e);
         } else {
             w->st.bytes_read += r->len;
             rc = load_sample(w, idx, &c->infos[i], r->data, r->len, c->epoch, pos, dst, &e);

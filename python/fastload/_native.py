@@ -103,7 +103,7 @@ PaddedStats = padded(fl_loader_stats)
 # enum values of loader/fastload.h
 ORDER = {"seq": 0, "sequential": 0, "random": 1, "quasi": 2}
 AUGMENT = {"none": 0, "center": 1, "rrc": 2}
-IO = {"auto": 0, "uring": 1, "io_uring": 1, "pread": 2, "mmap": 3}
+IO = {"auto": 0, "uring": 1, "io_uring": 1, "pread": 2, "mmap": 3, "memory": 4}
 ON_CORRUPT = {"error": 0, "skip": 1}
 
 

@@ -132,7 +132,7 @@ class Loader:
     seed        fixes shuffling and augmentation: same seed, same batches
     rank, world this process's share of every epoch in a data-parallel job
     drop_last   drop the incomplete tail; False pads by wrapping around (equal batch counts per rank)
-    io          "auto", "uring", "pread" or "mmap";  direct: O_DIRECT reads
+    io          "auto", "uring", "pread", "mmap" or "memory";  direct: O_DIRECT reads
     prefetch    batches in the ring (0: workers + 2);  on_corrupt: "error" or "skip"
     device      -1: host only; >= 0 the library also copies each batch to that CUDA device
     start_epoch, start_batch  resume position (see state_dict)

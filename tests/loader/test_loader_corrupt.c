@@ -108,9 +108,12 @@ int main(void)
         char *p = fx_make(dir, z ? "zstd" : "plain", &s);
         flip_byte(p, BAD);
         expect_error(p, FL_IO_MMAP);
+        expect_error(p, FL_IO_MEMORY);
+        expect_error(p, FL_IO_AUTO);
         expect_error(p, FL_IO_URING);
         expect_error(p, FL_IO_PREAD);
         expect_skip(p, &s, FL_IO_MMAP, 2);
+        expect_skip(p, &s, FL_IO_MEMORY, 2);
         expect_skip(p, &s, FL_IO_URING, 1);
         expect_skip(p, &s, FL_IO_PREAD, 3);
         free(p);

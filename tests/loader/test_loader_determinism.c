@@ -29,6 +29,7 @@ static void matrix(const char *shards, const char *lmdb, const fl_loader_options
         {"2 workers", 2, FL_IO_PREAD, 0, 0},  {"8 workers", 8, FL_IO_PREAD, 0, 0},
         {"io_uring", 2, FL_IO_URING, 0, 0},   {"io_uring O_DIRECT", 3, FL_IO_URING, 1, 0},
         {"pread O_DIRECT", 2, FL_IO_PREAD, 1, 0}, {"mmap", 2, FL_IO_MMAP, 0, 0},
+        {"memory", 2, FL_IO_MEMORY, 0, 0},    {"memory, 8 workers", 8, FL_IO_MEMORY, 0, 0},
         {"auto", 2, FL_IO_AUTO, 0, 0},        {"LMDB", 2, FL_IO_AUTO, 0, 1},
         /* a one-slot ring and one-sample chunks: maximal hand-offs between threads */
         {"8 workers, prefetch 1, chunks of 1", 8, FL_IO_URING, 0, 0, 1, 1},

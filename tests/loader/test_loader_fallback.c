@@ -51,9 +51,11 @@ int main(void)
                  .compression = FL_COMP_NONE, .n = 120, .height = 96, .width = 64, .channels = 3,
                  .classes = 3, .shard_bytes = 8192};
     char *p = fx_make(dir, "raw", &s);
-    /* records of 18 KiB: FL_IO_AUTO reads them with io_uring (small ones it maps) */
+    /* FL_IO_AUTO would read a dataset this small into memory: memory_max < 0 makes it stream
+     * from the files with io_uring, or pread without it */
     fl_loader_options o;
     fx_options(&o);
+    o.memory_max = -1;
     o.order = FL_ORDER_RANDOM;
     o.augment = FL_AUG_RRC;
     o.out_height = o.out_width = 8;

@@ -2,7 +2,8 @@
  * the stored pixels and labels of its records, in order, for uncompressed and zstd shards and
  * for LMDB; epochs follow each other; the tail is padded by wrap-around or dropped; positions,
  * counts and stats are right; a gray dataset can be read as RGB; quasi-random order mixes the
- * classes of a class-sorted dataset within a batch; bad options are refused by name. */
+ * classes of a class-sorted dataset within a batch; FL_IO_AUTO reads small datasets into memory
+ * (memory_max); bad options are refused by name. */
 #include <string.h>
 
 #include "fixture.h"
@@ -58,11 +59,38 @@ static void check_stream(const char *path, const fx_spec *s, fl_io_mode io, int 
         CHECK(strcmp(st.io_backend, "mmap") == 0);
     if (s->backend == FL_BACKEND_SHARDS && io == FL_IO_URING)
         CHECK(strcmp(st.io_backend, "io_uring") == 0);
+    /* a dataset this small is read into memory by FL_IO_AUTO (LMDB is always mapped) */
+    if (s->backend == FL_BACKEND_SHARDS && (io == FL_IO_MEMORY || io == FL_IO_AUTO))
+        CHECK(strcmp(st.io_backend, "memory") == 0);
     printf("%s backend, io %d: %s, %llu batches, %llu bytes read\n",
            s->backend == FL_BACKEND_LMDB ? "LMDB" : "shards", (int)io, st.io_backend,
            (unsigned long long)st.batches, (unsigned long long)st.bytes_read);
     free(want);
     fl_loader_close(L);
+}
+
+/* FL_IO_AUTO reads a dataset into memory only up to memory_max bytes (default: 256 MiB and
+ * 1/16 of RAM), never with memory_max < 0 or with O_DIRECT. */
+static void auto_memory_policy(const char *path)
+{
+    struct {
+        int64_t memory_max;
+        int direct;
+        int in_memory;
+    } cases[] = {{0, 0, 1}, {-1, 0, 0}, {1, 0, 0}, {1 << 30, 0, 1}, {0, 1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fl_loader_options o;
+        fx_options(&o);
+        o.memory_max = cases[i].memory_max;
+        o.direct = cases[i].direct;
+        fl_loader *L;
+        fl_error err;
+        CHECK_OK(fl_loader_create(path, &o, &L, &err), &err);
+        fl_loader_stats st;
+        fl_loader_stats_get(L, &st);
+        CHECK((strcmp(st.io_backend, "memory") == 0) == cases[i].in_memory);
+        fl_loader_close(L);
+    }
 }
 
 static void gray_as_rgb(const char *path, const fx_spec *s)
@@ -203,6 +231,15 @@ static void bad_options(const char *path)
     CHECK(fl_loader_create(path, &o, &L, &err) == FL_E_INVALID);
     CHECK(strstr(err.msg, "direct"));
     fx_options(&o);
+    o.io = FL_IO_MEMORY;
+    o.direct = 1;
+    CHECK(fl_loader_create(path, &o, &L, &err) == FL_E_INVALID);
+    CHECK(strstr(err.msg, "direct") && strstr(err.msg, "FL_IO_MEMORY"));
+    fx_options(&o);
+    o.io = (fl_io_mode)5;
+    CHECK(fl_loader_create(path, &o, &L, &err) == FL_E_INVALID);
+    CHECK(strstr(err.msg, "io mode"));
+    fx_options(&o);
     CHECK(fl_loader_create("/nonexistent/fastload-dataset", &o, &L, &err) < 0 && L == NULL);
     /* holding every slot and asking for more is refused, not a deadlock */
     fx_options(&o);
@@ -231,6 +268,8 @@ int main(void)
     check_stream(p, &s, FL_IO_PREAD, 1);
     check_stream(p, &s, FL_IO_URING, 0);
     check_stream(p, &s, FL_IO_MMAP, 1);
+    check_stream(p, &s, FL_IO_MEMORY, 1);
+    auto_memory_policy(p);
     bad_options(p);
     pinned_default(p, &s);
     free(p);

@@ -22,9 +22,10 @@ static const char *const usage_common =
     "  --start-batch B    resume position: first batch in that epoch (default 0)\n"
     "  --rank R --world W this process's share of each epoch (default 0 of 1)\n"
     "  --drop-last        drop the incomplete tail instead of padding by wrap-around\n"
-    "  --io MODE          auto | uring | pread | mmap (default auto: io_uring, else pread;\n"
-    "                     mmap is opt-in: fastest for small records, but a file that shrinks\n"
-    "                     under it kills the process with SIGBUS)\n"
+    "  --io MODE          auto | uring | pread | memory | mmap (default auto: memory for\n"
+    "                     datasets up to 256 MiB and 1/16 of RAM, else io_uring, else pread;\n"
+    "                     memory reads the shards once into RAM; mmap is opt-in: as fast, but\n"
+    "                     a file that shrinks under it kills the process with SIGBUS)\n"
     "  --direct           O_DIRECT reads (datasets larger than RAM)\n"
     "  --queue-depth N    io_uring reads in flight per worker (default 32)\n"
     "  --prefetch N       batches in the ring (default workers + 2)\n"
@@ -80,6 +81,7 @@ const char *run_io_name(fl_io_mode m)
     case FL_IO_URING: return "uring";
     case FL_IO_PREAD: return "pread";
     case FL_IO_MMAP: return "mmap";
+    case FL_IO_MEMORY: return "memory";
     }
     return "?";
 }
@@ -292,7 +294,8 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
             else if (!strcmp(v, "uring") || !strcmp(v, "io_uring")) o->io = FL_IO_URING;
             else if (!strcmp(v, "pread")) o->io = FL_IO_PREAD;
             else if (!strcmp(v, "mmap")) o->io = FL_IO_MMAP;
-            else rc = bad(a, v, "expected auto, uring, pread or mmap");
+            else if (!strcmp(v, "memory")) o->io = FL_IO_MEMORY;
+            else rc = bad(a, v, "expected auto, uring, pread, mmap or memory");
         } else if (!strcmp(a, "--direct")) {
             o->direct = 1;
         } else if (!strcmp(a, "--queue-depth")) {
