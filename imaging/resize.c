@@ -14,6 +14,14 @@ typedef struct span {
     int32_t start, n;
 } span;
 
+/* The AVX2 RGB kernel's view of one destination pixel when every span fits in 4 taps: byte
+ * offset of its first tap in the row and its 4 weights (zero past the span), in destination
+ * order (flip applied), so the inner loop does no index arithmetic. */
+typedef struct hplan {
+    int32_t off;
+    int16_t w[4];
+} hplan;
+
 /* Filter geometry along one axis: window [x0, x0+len) of a source axis of `size` pixels. */
 typedef struct axis {
     double x0, scale, fscale, support;
@@ -114,7 +122,7 @@ typedef struct layout {
     axis ax, ay;
     int32_t kx2;  /* horizontal taps rounded up to even: the SIMD kernel takes them in pairs */
     size_t tw;    /* bytes of one intermediate row: window columns × channels */
-    size_t off_xs, off_ys, off_xw, off_yw, off_tmp, off_acc, total;
+    size_t off_xs, off_ys, off_xw, off_yw, off_plan, off_tmp, off_acc, total;
 } layout;
 
 static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
@@ -128,6 +136,7 @@ static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4],
     L->off_ys = o, o += align64(sizeof(span) * dh);
     L->off_xw = o, o += align64(sizeof(int16_t) * (size_t)dw * L->kx2);
     L->off_yw = o, o += align64(sizeof(int16_t) * (size_t)dh * L->ay.ksize);
+    L->off_plan = o, o += align64(sizeof(hplan) * dw);
     /* +64: the SIMD kernels read up to 13 bytes past the last pixel of the last row. */
     L->off_tmp = o, o += align64(L->tw * (dh < BLOCK_ROWS ? dh : BLOCK_ROWS) + 64);
     L->off_acc = o, o += align64(sizeof(int32_t) * L->tw);
@@ -307,15 +316,19 @@ FL_AVX2_INLINE void rgb_px_x4(const uint8_t *p, size_t tw, const int16_t *w, int
  * one would pass the row's end); single pixels at the end store 4 bytes, the last one 3. */
 FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
                                          uint32_t dw, const span *xs, const int16_t *xw,
-                                         int32_t kx2, int flip, int np) {
+                                         int32_t kx2, int flip, const hplan *plan, int np) {
     const __m256i compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
                                              0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
     uint32_t j = 0;
     for (; j + 4 <= dw; j += 4) {
         __m256i r01[4], r23[4];
         for (int i = 0; i < 4; i++) {
-            uint32_t o = flip ? dw - 1 - (j + i) : j + i;
-            rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &r01[i], &r23[i]);
+            if (np) {
+                rgb_px_x4(t + plan[j + i].off, tw, plan[j + i].w, 4, np, &r01[i], &r23[i]);
+            } else {
+                uint32_t o = flip ? dw - 1 - (j + i) : j + i;
+                rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &r01[i], &r23[i]);
+            }
         }
         /* packs: lane 0 row 0 pixels (i, i+1) as int16 (r, g, b, 0); packus: 4 pixels, 16 bytes */
         __m256i b01 = _mm256_packus_epi16(_mm256_packs_epi32(r01[0], r01[1]), _mm256_packs_epi32(r01[2], r01[3]));
@@ -338,7 +351,10 @@ FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d
     for (; j < dw; j++) {
         uint32_t o = flip ? dw - 1 - j : j;
         __m256i a01, a23;
-        rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &a01, &a23);
+        if (np)
+            rgb_px_x4(t + plan[j].off, tw, plan[j].w, 4, np, &a01, &a23);
+        else
+            rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &a01, &a23);
         __m256i pk = _mm256_packs_epi32(a01, a23); /* lane 0: rows 0, 2; lane 1: rows 1, 3 */
         pk = _mm256_packus_epi16(pk, pk);
         uint32_t v[4] = {(uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
@@ -349,14 +365,14 @@ FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d
     }
 }
 
-/* np: 1 or 2 tap pairs for every pixel (upscales and shrinks up to about 1.5x, the common
- * random-resized-crop cases, specialised), 0: per-pixel span. */
+/* np: 1 or 2 tap pairs for every pixel, read from plan (upscales and shrinks up to 2x, the
+ * random-resized-crop cases, specialised); 0: per-pixel spans from xs, xw. */
 FL_AVX2 static void hpass_rgb_avx2_x4(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
                                       uint32_t dw, const span *xs, const int16_t *xw, int32_t kx2,
-                                      int flip, int np) {
-    if (np == 1) hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, 1);
-    else if (np == 2) hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, 2);
-    else hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, 0);
+                                      int flip, const hplan *plan, int np) {
+    if (np == 1) hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 1);
+    else if (np == 2) hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 2);
+    else hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 0);
 }
 
 /* Vertical pass of one row with AVX2, 32 columns at a time: two source rows per pmaddwd. Their
@@ -386,8 +402,18 @@ FL_AVX2_INLINE __m256i vcols32(const uint8_t *s, size_t sstride, const int16_t *
     return _mm256_packus_epi16(p01, p23);
 }
 
-/* Output rows [o0, o1) into tmp (row o at tmp + (o - o0) * tw). Windows at least 32 bytes wide
- * end with a block that overlaps the previous one (it writes the same bytes again); narrower ones
+/* One row of at least 32 columns; the last block overlaps the previous one (it writes the same
+ * bytes again). Inlined with n = 2, 3, 4 as constants: the common spans run without branches. */
+FL_AVX2_INLINE void vrow32(const uint8_t *s, size_t sstride, const int16_t *w, int32_t n,
+                           uint8_t *t, size_t tw) {
+    for (size_t x = 0;; x += 32) {
+        if (x + 32 > tw) x = tw - 32;
+        _mm256_storeu_si256((__m256i *)(void *)(t + x), vcols32(s + x, sstride, w, n));
+        if (x + 32 == tw) break;
+    }
+}
+
+/* Output rows [o0, o1) into tmp (row o at tmp + (o - o0) * tw). Windows narrower than 32 bytes
  * take 16 columns at a time and the rest in C. */
 FL_AVX2 static void vpass_avx2(const uint8_t *src, size_t sstride, size_t col0, size_t tw,
                                const span *ys, const int16_t *yw, int32_t ky, uint32_t o0,
@@ -404,10 +430,11 @@ FL_AVX2 static void vpass_avx2(const uint8_t *src, size_t sstride, size_t col0, 
             continue;
         }
         if (tw >= 32) {
-            for (size_t x = 0;; x += 32) {
-                if (x + 32 > tw) x = tw - 32;
-                _mm256_storeu_si256((__m256i *)(void *)(t + x), vcols32(s + x, sstride, w, n));
-                if (x + 32 == tw) break;
+            switch (n) {
+            case 2: vrow32(s, sstride, w, 2, t, tw); break;
+            case 3: vrow32(s, sstride, w, 3, t, tw); break;
+            case 4: vrow32(s, sstride, w, 4, t, tw); break;
+            default: vrow32(s, sstride, w, n, t, tw); break;
             }
             continue;
         }
@@ -498,9 +525,14 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
 
     int lvl = simd_level();
     (void)lvl; /* only the x86-64 kernels look at it */
-    /* Tap pairs the AVX2 kernel runs for every pixel: 1 or 2 specialised, else per pixel. */
-    int np = nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0;
-    (void)np;
+    /* Tap pairs the AVX2 kernel runs for every pixel: 1 or 2 from a plan, else per pixel. */
+    int np = channels == 3 && lvl >= 2 ? (nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0) : 0;
+    hplan *plan = (hplan *)(void *)(base + L.off_plan);
+    for (uint32_t j = 0; np && j < dw; j++) {
+        uint32_t o = flip ? dw - 1 - j : j;
+        plan[j].off = xs[o].start * 3;
+        for (int k = 0; k < 4; k++) plan[j].w[k] = k < 2 * np ? xw[(size_t)o * L.kx2 + k] : 0;
+    }
     size_t col0 = (size_t)L.ax.lo * channels;
     for (uint32_t o0 = 0; o0 < dh; o0 += BLOCK_ROWS) {
         uint32_t o1 = dh - o0 < BLOCK_ROWS ? dh : o0 + BLOCK_ROWS;
@@ -515,7 +547,7 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
         if (channels == 3 && lvl >= 1) {
             uint32_t r = 0;
             if (lvl >= 2 && o1 - o0 == 4)
-                hpass_rgb_avx2_x4(tmp, L.tw, d, dstride, dw, xs, xw, L.kx2, flip, np), r = 4;
+                hpass_rgb_avx2_x4(tmp, L.tw, d, dstride, dw, xs, xw, L.kx2, flip, plan, np), r = 4;
             for (; r < o1 - o0; r++)
                 hpass_rgb_ssse3(tmp + r * L.tw, d + r * dstride, dw, xs, xw, L.kx2, flip);
             continue;
