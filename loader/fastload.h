@@ -29,8 +29,9 @@
  * number of full batches: with drop_last the tail is dropped, otherwise positions past the end
  * wrap to the start of the sequence. Sample augmentation draws from (seed, epoch, position).
  *
- * Memory bound (resident, whatever the dataset size and the number of epochs; the ring and the
- * read buffers are touched at create, so they are resident from the start):
+ * Memory bound (resident, whatever the dataset size and the number of epochs; the read buffers
+ * are touched at create, the ring as the workers fill its first `prefetch` batches, or at create
+ * when it is pinned):
  *   ring      prefetch × batch_size × (out_height × out_width × channels + 4)   (pinned)
  *   indices   prefetch × batch_size × 8
  *   order     8 bytes per dataset record (the epoch's sequence)
@@ -39,7 +40,7 @@
  *             + largest decompressed record + decoder/resize scratch (grow-only, bounded by
  *             the largest image) + one replacement-read buffer
  *   plus the dataset's index (fl_dataset); for FL_IO_MEMORY (which FL_IO_AUTO picks for
- *   datasets of at most `memory_max` bytes) the shard files' bytes; and, for
+ *   raw-pixel datasets of at most `memory_max` bytes) the shard files' bytes; and, for
  *   LMDB and FL_IO_MMAP, the page-cache pages of the dataset that the mapping touches
  *   (file-backed, shared and reclaimable by the kernel).
  * fl_loader_stats.pinned_bytes reports the ring. */
@@ -74,9 +75,9 @@ typedef enum fl_augment {
 } fl_augment;
 
 typedef enum fl_io_mode {
-    FL_IO_AUTO = 0,  /* FL_IO_MEMORY for shard datasets of at most `memory_max` bytes (default
-                        256 MiB and 1/16 of physical memory: MNIST, CIFAR, small ImageNet
-                        subsets) unless `direct`; otherwise
+    FL_IO_AUTO = 0,  /* FL_IO_MEMORY for shard datasets of raw pixels (where reads, not
+                        decoding, are the cost) of at most `memory_max` bytes (default 256 MiB
+                        and 1/16 of physical memory: MNIST, CIFAR) unless `direct`; otherwise
                         io_uring when the kernel allows it, else the pread pool (one log line).
                         Never the mapping: a file that shrinks or fails under a mapping kills the
                         process (SIGBUS), while reads return an error naming shard and record.
@@ -147,9 +148,9 @@ typedef struct fl_loader_options {
     uint32_t decode_flags;   /* JPEG speed/accuracy flags of fl_image.h (FL_DECODE_FAST...);
                                 0 (default): libjpeg's accurate IDCT and smooth upsampling.
                                 Output stays deterministic for any value. */
-    int64_t memory_max;      /* FL_IO_AUTO reads shard datasets of at most this many bytes (on
-                                disk) into memory (FL_IO_MEMORY); 0 (default): 256 MiB or 1/16 of
-                                physical memory, the smaller; negative: never */
+    int64_t memory_max;      /* FL_IO_AUTO reads raw-pixel shard datasets of at most this many
+                                bytes (on disk) into memory (FL_IO_MEMORY); 0 (default): 256 MiB
+                                or 1/16 of physical memory, the smaller; negative: never */
 } fl_loader_options;
 
 /* Fill `o` with the defaults documented above. */

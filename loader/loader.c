@@ -148,8 +148,8 @@ static int make_slots(fl_loader *L, fl_error *err)
         return fl_error_set(err, -ENOMEM, "out of memory for %u ring slots", L->nslots);
     for (uint32_t i = 0; i < L->nslots; i++) {
         fl_slot *s = &L->slots[i];
-        s->host = fl_host_alloc(L->cuda_ok ? &L->cuda : NULL, img + (size_t)B * sizeof(int32_t),
-                                &s->host_pinned);
+        s->host_bytes = img + (size_t)B * sizeof(int32_t);
+        s->host = fl_host_alloc(L->cuda_ok ? &L->cuda : NULL, s->host_bytes, &s->host_pinned);
         s->b.indices = calloc(B, sizeof *s->b.indices);
         if (!s->host || !s->b.indices)
             return fl_error_set(err, -ENOMEM, "out of memory for a %zu-byte batch slot",
@@ -247,7 +247,7 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
         goto fail;
     /* FL_IO_AUTO never maps, but reads small datasets into memory: see fl_io_mode in fastload.h. */
     int in_memory = L->backend != FL_BACKEND_LMDB &&
-                    (opt->io == FL_IO_MEMORY || fl_memory_auto(opt, fl_dataset_total_bytes(L->ds)));
+                    (opt->io == FL_IO_MEMORY || fl_memory_auto(opt, &L->schema, fl_dataset_total_bytes(L->ds)));
     L->mapped = L->backend == FL_BACKEND_LMDB || opt->io == FL_IO_MMAP || in_memory;
     /* Raw records from memory cost ~0.1 µs each: claim whole batches (up to 1024 samples) so
      * the lock and the wake-ups are paid per batch, not per 32 samples. */
@@ -450,7 +450,7 @@ void fl_loader_close(fl_loader *L)
     if (L->slots) {
         for (uint32_t i = 0; i < L->nslots; i++) {
             fl_slot *s = &L->slots[i];
-            fl_host_free(L->cuda_ok ? &L->cuda : NULL, s->host, s->host_pinned);
+            fl_host_free(L->cuda_ok ? &L->cuda : NULL, s->host, s->host_bytes, s->host_pinned);
             free(s->b.indices);
             if (s->dev_images)
                 L->cuda.Free(s->dev_images);

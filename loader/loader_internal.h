@@ -34,6 +34,7 @@ typedef struct fl_slot {
     uint32_t err_k;        /* lowest sample index that failed (FL_NO_ERROR_K: none) */
     fl_error err;          /* its error */
     uint8_t *host;         /* images then labels, one host allocation */
+    size_t host_bytes;
     int host_pinned;
     void *dev_images, *dev_labels, *event;
 } fl_slot;
@@ -116,11 +117,11 @@ struct fl_worker {
 
 int fl_loader_options_check(const fl_loader_options *o, fl_error *err);
 
-/* FL_IO_MEMORY (memory_reader.c). FL_IO_AUTO picks it for shard datasets of at most
- * fl_memory_auto_max(opt) bytes: opt->memory_max, or by default FL_MEMORY_AUTO_MAX or 1/16 of
- * physical memory, the smaller. */
+/* FL_IO_MEMORY (memory_reader.c). FL_IO_AUTO picks it (fl_memory_auto returns 1) for shard
+ * datasets of raw pixels of at most opt->memory_max bytes, by default FL_MEMORY_AUTO_MAX or 1/16
+ * of physical memory, the smaller. */
 #define FL_MEMORY_AUTO_MAX (256ull << 20)
-int fl_memory_auto(const fl_loader_options *opt, uint64_t dataset_bytes);
+int fl_memory_auto(const fl_loader_options *opt, const fl_schema *schema, uint64_t dataset_bytes);
 /* Read every shard file into the loader's memory (L->mem). */
 int fl_memory_load(fl_loader *L, fl_error *err);
 /* Stored bytes of record idx in the copy; FL_E_TRUNCATED (naming shard and record) when the

@@ -12,9 +12,12 @@
 
 #include "loader_internal.h"
 
-int fl_memory_auto(const fl_loader_options *opt, uint64_t dataset_bytes)
+int fl_memory_auto(const fl_loader_options *opt, const fl_schema *schema, uint64_t dataset_bytes)
 {
-    if (opt->io != FL_IO_AUTO || opt->direct || opt->memory_max < 0)
+    /* Only raw pixels gain: a JPEG or PNG costs hundreds of microseconds to decode, a read from
+     * the page cache about one. */
+    if (opt->io != FL_IO_AUTO || opt->direct || opt->memory_max < 0 ||
+        schema->encoding != FL_ENC_RAW)
         return 0;
     if (opt->memory_max > 0)
         return dataset_bytes <= (uint64_t)opt->memory_max;

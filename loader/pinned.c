@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/mman.h>
 
 int fl_cuda_load(fl_cuda *c, char *why, size_t why_len)
@@ -57,6 +58,13 @@ const char *fl_cuda_strerror(const fl_cuda *c, int code)
     return s ? s : "unknown CUDA error";
 }
 
+#define HUGE_ALIGN ((size_t)2 << 20)
+
+static size_t anon_span(size_t bytes)
+{
+    return (bytes + 4095) / 4096 * 4096 + HUGE_ALIGN;
+}
+
 void *fl_host_alloc(fl_cuda *c, size_t bytes, int *pinned)
 {
     *pinned = 0;
@@ -70,25 +78,29 @@ void *fl_host_alloc(fl_cuda *c, size_t bytes, int *pinned)
             return p;
         }
     }
-    size_t a = 4096;
-    size_t rounded = (bytes + a - 1) / a * a;
-    void *p = NULL;
-    if (posix_memalign(&p, a, rounded) != 0)
+    /* Anonymous pages read as zero, and tools like valgrind, which cannot see the kernel's
+     * io_uring writes into the ring, count them as defined. Over-allocate by 2 MiB so the
+     * buffer can start on a huge-page boundary. */
+    size_t span = anon_span(bytes);
+    uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
         return NULL;
-    madvise(p, rounded, MADV_HUGEPAGE); /* a hint: fewer TLB misses on large rings */
-    /* Touch it now: the ring is resident for the loader's life anyway (it is the memory bound),
-     * no page faults later in the hot path, and tools like valgrind, which cannot see the
-     * kernel's io_uring writes, see defined bytes. */
-    memset(p, 0, rounded);
+    uint8_t *p = (uint8_t *)(((uintptr_t)m + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
+    size_t head = (size_t)(p - m), used = (bytes + 4095) / 4096 * 4096;
+    if (head)
+        munmap(m, head);
+    if (span - head > used)
+        munmap(p + used, span - head - used);
+    madvise(p, used, MADV_HUGEPAGE); /* a hint: fewer TLB misses on large rings */
     return p;
 }
 
-void fl_host_free(fl_cuda *c, void *p, int pinned)
+void fl_host_free(fl_cuda *c, void *p, size_t bytes, int pinned)
 {
     if (!p)
         return;
     if (pinned && c && c->lib)
         c->FreeHost(p);
     else
-        free(p);
+        munmap(p, (bytes ? bytes + 4095 : 4096) / 4096 * 4096);
 }

@@ -35,9 +35,12 @@ int fl_cuda_load(fl_cuda *c, char *why, size_t why_len);
 /* Error string for a CUDA error code (c loaded). */
 const char *fl_cuda_strerror(const fl_cuda *c, int code);
 
-/* Host buffer of `bytes`: cudaHostAlloc when c is loaded and a device is usable (then *pinned
- * = 1), else posix_memalign(4096) + madvise(MADV_HUGEPAGE) (*pinned = 0). NULL on failure. */
+/* Host buffer of `bytes`, zero-filled: cudaHostAlloc when c is loaded and a device is usable
+ * (then *pinned = 1; touched at once, as pinning makes it resident anyway), else anonymous
+ * memory aligned to 2 MiB with madvise(MADV_HUGEPAGE) (*pinned = 0), left untouched: its pages
+ * are faulted in by the worker threads that first write them, in parallel, instead of by the
+ * thread that creates the loader. NULL on failure. Free with the same `bytes`. */
 void *fl_host_alloc(fl_cuda *c, size_t bytes, int *pinned);
-void fl_host_free(fl_cuda *c, void *p, int pinned);
+void fl_host_free(fl_cuda *c, void *p, size_t bytes, int pinned);
 
 #endif
