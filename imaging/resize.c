@@ -51,65 +51,69 @@ static inline int32_t floor_i32(double v) {
     return t - (t > v);
 }
 
-/* Spans and fixed-point weights for each output coordinate. Weights are rounded by their running
- * sum (q_k = round(C_k+1) - round(C_k)), so they are never negative and add up to exactly
+/* Span and fixed-point weights of output coordinate o. Weights are rounded by their running sum
+ * (q_k = round(C_k+1) - round(C_k)), so they are never negative and add up to exactly
  * 1 << WBITS even when thousands of taps each carry a fraction of a unit. Every double below is
- * computed by the same expressions in the same order as the first version of this function, so
- * the integer weights (and the output bytes) do not change; each tap's filter value is computed
- * once and kept (up to FTAPS taps; wider filters compute it again for the second loop). */
+ * computed by the same expressions in the same order as the first version of this function (and
+ * as axis_weights_avx2), so the integer weights, and the output bytes, never change; each tap's
+ * filter value is computed once and kept (up to FTAPS taps; wider filters compute it again). */
 #define FTAPS 64
+static void axis_weight_one(const axis *a, double inv, uint32_t o, span *sp, int16_t *q,
+                            int32_t wstride) {
+    double f[FTAPS];
+    double center = a->x0 + (o + 0.5) * a->scale;
+    int32_t xmin = floor_i32(center - a->support + 0.5);
+    int32_t xmax = floor_i32(center + a->support + 0.5);
+    if (xmin < a->lo) xmin = a->lo;
+    if (xmax > a->hi) xmax = a->hi;
+    if (xmax - xmin > a->ksize) xmax = xmin + a->ksize;
+    if (xmax <= xmin) { /* degenerate: nearest pixel */
+        xmin = floor_i32(center);
+        if (xmin < a->lo) xmin = a->lo;
+        if (xmin >= a->hi) xmin = a->hi - 1;
+        xmax = xmin + 1;
+    }
+    int32_t n = xmax - xmin;
+    double sum = 0;
+    for (int32_t k = 0; k < n; k++) {
+        double t = fabs((xmin + k - center + 0.5) * inv);
+        double v = t < 1.0 ? 1.0 - t : 0.0;
+        sum += v;
+        if (k < FTAPS) f[k] = v;
+    }
+    if (!(sum > 0)) { /* no tap inside the filter: take the nearest pixel */
+        memset(q, 0, sizeof(int16_t) * (size_t)wstride);
+        int32_t k = floor_i32(center) - xmin;
+        q[k < 0 ? 0 : k >= n ? n - 1 : k] = 1 << WBITS;
+    } else {
+        double norm = (1 << WBITS) / sum, c = 0;
+        int32_t prev = 0;
+        for (int32_t k = 0; k < n; k++) {
+            double v;
+            if (k < FTAPS) {
+                v = f[k];
+            } else {
+                double t = fabs((xmin + k - center + 0.5) * inv);
+                v = t < 1.0 ? 1.0 - t : 0.0;
+            }
+            c += v * norm;
+            int32_t r = k == n - 1 ? 1 << WBITS : (int32_t)(c + 0.5);
+            if (r > 1 << WBITS) r = 1 << WBITS;
+            q[k] = (int16_t)(r - prev);
+            prev = r;
+        }
+        /* Zero weights up to the stride: the SIMD kernels run whole tap pairs over them. */
+        for (int32_t k = n; k < wstride; k++) q[k] = 0;
+    }
+    sp->start = xmin;
+    sp->n = n;
+}
+
+/* Spans and weights of every output coordinate (wstride weights each). */
 static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int32_t wstride) {
     double inv = 1.0 / a->fscale;
-    double f[FTAPS];
-    for (uint32_t o = 0; o < out; o++) {
-        int16_t *q = wt + (size_t)o * wstride;
-        double center = a->x0 + (o + 0.5) * a->scale;
-        int32_t xmin = floor_i32(center - a->support + 0.5);
-        int32_t xmax = floor_i32(center + a->support + 0.5);
-        if (xmin < a->lo) xmin = a->lo;
-        if (xmax > a->hi) xmax = a->hi;
-        if (xmax - xmin > a->ksize) xmax = xmin + a->ksize;
-        if (xmax <= xmin) { /* degenerate: nearest pixel */
-            xmin = floor_i32(center);
-            if (xmin < a->lo) xmin = a->lo;
-            if (xmin >= a->hi) xmin = a->hi - 1;
-            xmax = xmin + 1;
-        }
-        int32_t n = xmax - xmin;
-        double sum = 0;
-        for (int32_t k = 0; k < n; k++) {
-            double t = fabs((xmin + k - center + 0.5) * inv);
-            double v = t < 1.0 ? 1.0 - t : 0.0;
-            sum += v;
-            if (k < FTAPS) f[k] = v;
-        }
-        if (!(sum > 0)) { /* no tap inside the filter: take the nearest pixel */
-            memset(q, 0, sizeof(int16_t) * (size_t)wstride);
-            int32_t k = floor_i32(center) - xmin;
-            q[k < 0 ? 0 : k >= n ? n - 1 : k] = 1 << WBITS;
-        } else {
-            double norm = (1 << WBITS) / sum, c = 0;
-            int32_t prev = 0;
-            for (int32_t k = 0; k < n; k++) {
-                double v;
-                if (k < FTAPS) {
-                    v = f[k];
-                } else {
-                    double t = fabs((xmin + k - center + 0.5) * inv);
-                    v = t < 1.0 ? 1.0 - t : 0.0;
-                }
-                c += v * norm;
-                int32_t r = k == n - 1 ? 1 << WBITS : (int32_t)(c + 0.5);
-                if (r > 1 << WBITS) r = 1 << WBITS;
-                q[k] = (int16_t)(r - prev);
-                prev = r;
-            }
-            /* Zero weights up to the stride: the SIMD kernels run whole tap pairs over them. */
-            for (int32_t k = n; k < wstride; k++) q[k] = 0;
-        }
-        sp[o].start = xmin;
-        sp[o].n = n;
-    }
+    for (uint32_t o = 0; o < out; o++)
+        axis_weight_one(a, inv, o, sp + o, wt + (size_t)o * wstride, wstride);
 }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -257,6 +261,15 @@ FL_AVX2_INLINE __m256i load_2x16(const uint8_t *p, size_t tw) {
                                    _mm_loadu_si128((const __m128i *)(const void *)(p + tw)), 1);
 }
 
+/* Rounding without a constant in the int32 sums: for 0 <= sum < 2^22 (weights add up to 2^14,
+ * pixels are at most 255), (sum + 2^13) >> 14 == ((sum >> 7) + 64) >> 7, as 2^13 is a multiple
+ * of 2^7. The kernels shift by 7 (the result fits int16), pack, and pmulhrsw by 256 gives
+ * (x * 256 + 2^14) >> 15 == (x + 64) >> 7: one rounding per 16 values instead of an add per 8. */
+#define PRESHIFT 7
+FL_AVX2_INLINE __m256i round_packed(__m256i x16) {
+    return _mm256_mulhrs_epi16(x16, _mm256_set1_epi16(1 << (15 - (WBITS - PRESHIFT))));
+}
+
 /* Tap pair (w[0], w[1]) broadcast to every int32 lane; w[1] is 0 past a span's last tap. */
 FL_AVX2_INLINE __m256i weight_pair(const int16_t *w) {
     int32_t wp;
@@ -276,7 +289,7 @@ FL_AVX2_INLINE void rgb_px_x4(const uint8_t *p, size_t tw, const int16_t *w, int
                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
     const __m256i sh1 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1,
                                          6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
-    __m256i a01 = _mm256_set1_epi32(1 << (WBITS - 1)), a23 = a01;
+    __m256i a01 = _mm256_setzero_si256(), a23 = a01;
     if (np) {
         __m256i x01 = load_2x16(p, tw), x23 = load_2x16(p + 2 * tw, tw);
         __m256i w0 = weight_pair(w);
@@ -304,8 +317,8 @@ FL_AVX2_INLINE void rgb_px_x4(const uint8_t *p, size_t tw, const int16_t *w, int
             a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, sh0), w0));
         }
     }
-    *r01 = _mm256_srai_epi32(a01, WBITS); /* lane 0: row 0 (r, g, b, 0); lane 1: row 1 */
-    *r23 = _mm256_srai_epi32(a23, WBITS);
+    *r01 = _mm256_srli_epi32(a01, PRESHIFT); /* lane 0: row 0 (r, g, b, 0); lane 1: row 1 */
+    *r23 = _mm256_srli_epi32(a23, PRESHIFT);
 }
 
 /* The same sums for four rows at once with AVX2: rows share the span and weights of an output
@@ -331,8 +344,10 @@ FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d
             }
         }
         /* packs: lane 0 row 0 pixels (i, i+1) as int16 (r, g, b, 0); packus: 4 pixels, 16 bytes */
-        __m256i b01 = _mm256_packus_epi16(_mm256_packs_epi32(r01[0], r01[1]), _mm256_packs_epi32(r01[2], r01[3]));
-        __m256i b23 = _mm256_packus_epi16(_mm256_packs_epi32(r23[0], r23[1]), _mm256_packs_epi32(r23[2], r23[3]));
+        __m256i b01 = _mm256_packus_epi16(round_packed(_mm256_packs_epi32(r01[0], r01[1])),
+                                          round_packed(_mm256_packs_epi32(r01[2], r01[3])));
+        __m256i b23 = _mm256_packus_epi16(round_packed(_mm256_packs_epi32(r23[0], r23[1])),
+                                          round_packed(_mm256_packs_epi32(r23[2], r23[3])));
         b01 = _mm256_shuffle_epi8(b01, compact);
         b23 = _mm256_shuffle_epi8(b23, compact);
         __m128i row[4] = {_mm256_castsi256_si128(b01), _mm256_extracti128_si256(b01, 1),
@@ -355,7 +370,7 @@ FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d
             rgb_px_x4(t + plan[j].off, tw, plan[j].w, 4, np, &a01, &a23);
         else
             rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &a01, &a23);
-        __m256i pk = _mm256_packs_epi32(a01, a23); /* lane 0: rows 0, 2; lane 1: rows 1, 3 */
+        __m256i pk = round_packed(_mm256_packs_epi32(a01, a23)); /* lane 0: rows 0, 2; lane 1: 1, 3 */
         pk = _mm256_packus_epi16(pk, pk);
         uint32_t v[4] = {(uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
                          (uint32_t)_mm256_extract_epi32(pk, 1), (uint32_t)_mm256_extract_epi32(pk, 5)};
@@ -381,7 +396,7 @@ FL_AVX2 static void hpass_rgb_avx2_x4(const uint8_t *t, size_t tw, uint8_t *d, s
  * lanes, so packing the four int32 accumulators back to bytes restores the column order. */
 FL_AVX2_INLINE __m256i vcols32(const uint8_t *s, size_t sstride, const int16_t *w, int32_t n) {
     const __m256i zero = _mm256_setzero_si256();
-    __m256i a0 = _mm256_set1_epi32(1 << (WBITS - 1)), a1 = a0, a2 = a0, a3 = a0;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     for (int32_t k = 0; k < n; k += 2, s += 2 * sstride) {
         __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)s), b = zero, wv;
         if (k + 1 < n) {
@@ -397,9 +412,9 @@ FL_AVX2_INLINE __m256i vcols32(const uint8_t *s, size_t sstride, const int16_t *
         a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), wv));
     }
     /* a0: columns 0-3 | 16-19, a1: 4-7 | 20-23, a2: 8-11 | 24-27, a3: 12-15 | 28-31 */
-    __m256i p01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, WBITS), _mm256_srai_epi32(a1, WBITS));
-    __m256i p23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, WBITS), _mm256_srai_epi32(a3, WBITS));
-    return _mm256_packus_epi16(p01, p23);
+    __m256i p01 = _mm256_packs_epi32(_mm256_srli_epi32(a0, PRESHIFT), _mm256_srli_epi32(a1, PRESHIFT));
+    __m256i p23 = _mm256_packs_epi32(_mm256_srli_epi32(a2, PRESHIFT), _mm256_srli_epi32(a3, PRESHIFT));
+    return _mm256_packus_epi16(round_packed(p01), round_packed(p23));
 }
 
 /* One row of at least 32 columns; the last block overlaps the previous one (it writes the same
@@ -467,6 +482,77 @@ FL_AVX2 static void vpass_avx2(const uint8_t *src, size_t sstride, size_t col0, 
         }
     }
 }
+/* axis_weights for four output coordinates at a time, in AVX double lanes: the same IEEE
+ * operations in the same order per lane as axis_weight_one (no FMA: the avx2 target does not
+ * enable it, so nothing is contracted), hence the same integer weights. Lanes whose span is
+ * longer hold v = 0 past a shorter span's end, which leaves its sums unchanged (x + 0.0 == x).
+ * Groups with a degenerate span, more than FTAPS taps or a zero sum, and the last out % 4
+ * coordinates, go through axis_weight_one. */
+FL_AVX2 static void axis_weights_avx2(const axis *a, uint32_t out, span *sp, int16_t *wt,
+                                      int32_t wstride) {
+    double inv = 1.0 / a->fscale;
+    const __m256d vinv = _mm256_set1_pd(inv), half = _mm256_set1_pd(0.5), one = _mm256_set1_pd(1.0);
+    const __m256d sign = _mm256_set1_pd(-0.0), vscale = _mm256_set1_pd(a->scale);
+    const __m256d vx0 = _mm256_set1_pd(a->x0), vsup = _mm256_set1_pd(a->support);
+    const __m256d vnorm1 = _mm256_set1_pd(1 << WBITS);
+    const __m128i lo = _mm_set1_epi32(a->lo), hi = _mm_set1_epi32(a->hi), ks = _mm_set1_epi32(a->ksize);
+    const __m128i full = _mm_set1_epi32(1 << WBITS);
+    double f[FTAPS][4];
+    int32_t r[FTAPS][4];
+    uint32_t o = 0;
+    for (; o + 4 <= out; o += 4) {
+        __m256d center = _mm256_add_pd(
+            vx0, _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm_setr_epi32((int32_t)o, (int32_t)o + 1, (int32_t)o + 2, (int32_t)o + 3)), half), vscale));
+        __m128i xmin = _mm256_cvttpd_epi32(_mm256_floor_pd(_mm256_add_pd(_mm256_sub_pd(center, vsup), half)));
+        __m128i xmax = _mm256_cvttpd_epi32(_mm256_floor_pd(_mm256_add_pd(_mm256_add_pd(center, vsup), half)));
+        xmin = _mm_max_epi32(xmin, lo);
+        xmax = _mm_min_epi32(xmax, hi);
+        xmax = _mm_min_epi32(xmax, _mm_add_epi32(xmin, ks));
+        __m128i n = _mm_sub_epi32(xmax, xmin);
+        int32_t nl[4], xl[4];
+        _mm_storeu_si128((__m128i *)(void *)nl, n);
+        _mm_storeu_si128((__m128i *)(void *)xl, xmin);
+        int32_t nmax = nl[0];
+        for (int i = 1; i < 4; i++) nmax = nl[i] > nmax ? nl[i] : nmax;
+        if (_mm_movemask_epi8(_mm_cmpgt_epi32(_mm_set1_epi32(1), n)) || nmax > FTAPS)
+            goto scalar; /* a degenerate span, or a very wide one */
+        __m256d sum = _mm256_setzero_pd();
+        for (int32_t k = 0; k < nmax; k++) {
+            __m128i kk = _mm_set1_epi32(k);
+            __m256d live = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_cmpgt_epi32(n, kk)));
+            __m256d t = _mm256_mul_pd(_mm256_add_pd(_mm256_sub_pd(_mm256_cvtepi32_pd(_mm_add_epi32(xmin, kk)), center), half), vinv);
+            t = _mm256_andnot_pd(sign, t);
+            __m256d v = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(t, one, _CMP_LT_OQ), live), _mm256_sub_pd(one, t));
+            sum = _mm256_add_pd(sum, v);
+            _mm256_storeu_pd(f[k], v);
+        }
+        if (_mm256_movemask_pd(_mm256_cmp_pd(sum, _mm256_setzero_pd(), _CMP_GT_OQ)) != 15)
+            goto scalar; /* no tap inside the filter somewhere */
+        __m256d norm = _mm256_div_pd(vnorm1, sum), c = _mm256_setzero_pd();
+        for (int32_t k = 0; k < nmax; k++) {
+            c = _mm256_add_pd(c, _mm256_mul_pd(_mm256_loadu_pd(f[k]), norm));
+            __m128i rk = _mm256_cvttpd_epi32(_mm256_add_pd(c, half));
+            __m128i last = _mm_cmpeq_epi32(n, _mm_set1_epi32(k + 1));
+            rk = _mm_min_epi32(_mm_blendv_epi8(rk, full, last), full);
+            _mm_storeu_si128((__m128i *)(void *)r[k], rk);
+        }
+        for (int i = 0; i < 4; i++) {
+            int16_t *q = wt + (size_t)(o + i) * wstride;
+            int32_t prev = 0, k = 0;
+            for (; k < nl[i]; k++) {
+                q[k] = (int16_t)(r[k][i] - prev);
+                prev = r[k][i];
+            }
+            for (; k < wstride; k++) q[k] = 0;
+            sp[o + i].start = xl[i];
+            sp[o + i].n = nl[i];
+        }
+        continue;
+    scalar:
+        for (uint32_t i = o; i < o + 4; i++) axis_weight_one(a, inv, i, sp + i, wt + (size_t)i * wstride, wstride);
+    }
+    for (; o < out; o++) axis_weight_one(a, inv, o, sp + o, wt + (size_t)o * wstride, wstride);
+}
 #endif
 
 /* Highest SIMD kernel level used: 2 AVX2, 1 SSSE3, 0 portable. Lowered only by tests (before any
@@ -514,8 +600,18 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     int16_t *xw = (int16_t *)(void *)(base + L.off_xw), *yw = (int16_t *)(void *)(base + L.off_yw);
     uint8_t *tmp = base + L.off_tmp;
     int32_t *acc = (int32_t *)(void *)(base + L.off_acc);
-    axis_weights(&L.ax, dw, xs, xw, L.kx2);
-    axis_weights(&L.ay, dh, ys, yw, L.ay.ksize);
+    int lvl = simd_level();
+    (void)lvl; /* only the x86-64 kernels look at it */
+#ifdef FL_HAVE_SSSE3_KERNEL
+    if (lvl >= 2) {
+        axis_weights_avx2(&L.ax, dw, xs, xw, L.kx2);
+        axis_weights_avx2(&L.ay, dh, ys, yw, L.ay.ksize);
+    } else
+#endif
+    {
+        axis_weights(&L.ax, dw, xs, xw, L.kx2);
+        axis_weights(&L.ay, dh, ys, yw, L.ay.ksize);
+    }
     int32_t nmax = 0;
     for (uint32_t o = 0; o < dw; o++) {
         xs[o].start -= L.ax.lo; /* relative to the window */
@@ -523,8 +619,6 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     }
     memset(tmp + L.tw * (dh < BLOCK_ROWS ? dh : BLOCK_ROWS), 0, 64);
 
-    int lvl = simd_level();
-    (void)lvl; /* only the x86-64 kernels look at it */
     /* Tap pairs the AVX2 kernel runs for every pixel: 1 or 2 from a plan, else per pixel. */
     int np = channels == 3 && lvl >= 2 ? (nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0) : 0;
     hplan *plan = (hplan *)(void *)(base + L.off_plan);

@@ -1,6 +1,7 @@
 /* test_image_resize.c — fl_resize: identity copies exactly, flip mirrors exactly, constant images
  * stay constant (weights sum to one), agreement with a float reference of the same filter,
- * determinism across runs and threads, scratch handling, argument errors. */
+ * determinism across runs and threads, identical bytes from every SIMD level (whole images and
+ * fractional windows, 1 to 4 channels), scratch handling, argument errors. */
 #include <pthread.h>
 
 #include "img_test.h"
@@ -188,6 +189,63 @@ int main(void) {
                     for (int lvl = 0; lvl < 3; lvl++) free(out[lvl]);
                     free(s);
                 }
+    }
+
+    /* The same for windows with fractional corners (the random-resized-crop path), 1 to 4 channels,
+     * padded strides: seeded random geometries around the kernels' special cases (up to 2 or 4
+     * taps per output pixel, wider spans, thousands of taps, windows under 32 bytes wide, outputs
+     * 1 to 6 pixels wide, heights that are not a multiple of 4) and random-resized crops of a
+     * 400x350 image to 224x224. Any byte the kernels write past a row shows up in the padding. */
+    {
+        uint64_t seed = 0x9E3779B97F4A7C15ull;
+#define NEXT() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, seed)
+#define UNIT() ((NEXT() >> 11) * (1.0 / 9007199254740992.0))
+        uint8_t *big = synth_image(400, 350, 4);
+        for (int i = 0; i < 240; i++) {
+            uint32_t sw, sh, dw, dh, ch = 1 + (uint32_t)(NEXT() % 4);
+            double win[4];
+            if (i < 24) { /* random-resized crop, RGB */
+                sw = 400, sh = 350, dw = dh = 224, ch = 3;
+                double area = sw * sh * (0.08 + 0.92 * UNIT()), ar = 0.75 + UNIT() * (4.0 / 3 - 0.75);
+                win[2] = fmin(sqrt(area * ar), sw), win[3] = fmin(sqrt(area / ar), sh);
+                win[0] = UNIT() * (sw - win[2]), win[1] = UNIT() * (sh - win[3]);
+            } else {
+                static const uint32_t big_side[] = {3000, 900, 150};
+                sw = i % 37 == 0 ? big_side[i % 3] : 1 + (uint32_t)(NEXT() % 120);
+                sh = 1 + (uint32_t)(NEXT() % 90);
+                dw = i % 3 == 0 ? 1 + (uint32_t)(NEXT() % 6) : 1 + (uint32_t)(NEXT() % 150);
+                dh = 1 + (uint32_t)(NEXT() % 23);
+                win[0] = UNIT() * sw * 0.9, win[1] = UNIT() * sh * 0.9;
+                win[2] = (sw - win[0]) * (0.02 + 0.98 * UNIT());
+                win[3] = (sh - win[1]) * (0.02 + 0.98 * UNIT());
+            }
+            size_t ss = (size_t)sw * ch + (NEXT() % 4), ds = (size_t)dw * ch + (NEXT() % 4) + 1;
+            uint8_t *s = ss * sh <= (size_t)400 * 350 * 4 ? big : synth_image((uint32_t)ss, sh, 1);
+            size_t n = ds * dh;
+            int flip = (int)(NEXT() & 1);
+            uint8_t *out[3];
+            for (int lvl = 0; lvl < 3; lvl++) {
+                out[lvl] = malloc(n);
+                memset(out[lvl], 0xA5, n);
+                fl_resize_set_simd_limit(lvl);
+                CHECK_RC(fl_resize_window(s, sw, sh, ss, ch, win, out[lvl], dw, dh, ds, flip, NULL, 0, &err),
+                         0, &err);
+            }
+            fl_resize_set_simd_limit(2);
+            if (memcmp(out[0], out[1], n) || memcmp(out[0], out[2], n))
+                fprintf(stderr, "levels differ: %ux%u window %.3f,%.3f %.3fx%.3f -> %ux%u, %u channels, flip %d\n",
+                        sw, sh, win[0], win[1], win[2], win[3], dw, dh, ch, flip);
+            CHECK(memcmp(out[0], out[1], n) == 0 && memcmp(out[0], out[2], n) == 0);
+            int pad_ok = 1;
+            for (uint32_t y = 0; y < dh; y++)
+                for (size_t x = (size_t)dw * ch; x < ds; x++) pad_ok &= out[2][y * ds + x] == 0xA5;
+            CHECK(pad_ok);
+            for (int lvl = 0; lvl < 3; lvl++) free(out[lvl]);
+            if (s != big) free(s);
+        }
+        free(big);
+#undef NEXT
+#undef UNIT
     }
 
     uint8_t px[12] = {0};
