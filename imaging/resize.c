@@ -1,6 +1,7 @@
 /* resize.c — separable antialiased resampling (triangle filter whose support widens with the
  * shrink factor, like PIL's BILINEAR), fixed point and therefore bit-identical on every run and
- * thread: a vertical pass into 8-bit rows, then a horizontal pass (SSSE3 for RGB). */
+ * thread: a vertical pass into 8-bit rows, then a horizontal pass, 4 rows at a time (AVX2 and
+ * SSSE3 kernels give the same bytes as the portable C; see fl_resize_set_simd_limit). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -193,31 +194,44 @@ static void vpass(const uint8_t *src, size_t sstride, size_t col0, size_t tw, co
     }
 }
 
-/* Horizontal pass, portable: any channel count. */
-static void hpass_scalar(const uint8_t *t, uint8_t *d, uint32_t dw, uint32_t ch, const span *xs,
-                         const int16_t *xw, int32_t kx2, int flip) {
+/* Horizontal pass, portable, inlined for each channel count (1 to 4) so that the channel loop
+ * unrolls into registers, and for a fixed tap count nfix (2 to 4) when every span is that short:
+ * the taps past a span carry weight 0, and a loop of constant length does not mispredict its
+ * exit at every pixel (nfix 0: each pixel's own span). Fixed counts read at most 3 pixels past a
+ * row's last one (the block buffer is padded). */
+__attribute__((always_inline)) static inline void hpass_scalar_ch(const uint8_t *t, uint8_t *d,
+                                                                 uint32_t dw, const span *xs,
+                                                                 const int16_t *xw, int32_t kx2,
+                                                                 int flip, const uint32_t ch,
+                                                                 const int32_t nfix) {
     for (uint32_t o = 0; o < dw; o++) {
         const int16_t *w = xw + (size_t)o * kx2;
         const uint8_t *p = t + (size_t)xs[o].start * ch;
-        int32_t n = xs[o].n;
+        int32_t n = nfix ? nfix : xs[o].n;
         uint8_t *q = d + (size_t)(flip ? dw - 1 - o : o) * ch;
-        if (ch == 3) {
-            int32_t r = 0, g = 0, b = 0;
-            for (int32_t k = 0; k < n; k++, p += 3) {
-                r += w[k] * p[0];
-                g += w[k] * p[1];
-                b += w[k] * p[2];
-            }
-            q[0] = round_px(r), q[1] = round_px(g), q[2] = round_px(b);
-        } else {
-            for (uint32_t c = 0; c < ch; c++) {
-                int32_t v = 0;
-                for (int32_t k = 0; k < n; k++) v += w[k] * p[(size_t)k * ch + c];
-                q[c] = round_px(v);
-            }
-        }
+        int32_t v[4] = {0, 0, 0, 0};
+        for (int32_t k = 0; k < n; k++, p += ch)
+            for (uint32_t c = 0; c < ch; c++) v[c] += w[k] * p[c];
+        for (uint32_t c = 0; c < ch; c++) q[c] = round_px(v[c]);
     }
 }
+
+#define HPASS_SCALAR_NFIX(ch)                                                                  \
+    (nfix == 2   ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 2)                         \
+     : nfix == 3 ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 3)                         \
+     : nfix == 4 ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 4)                         \
+                 : hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 0))
+/* nfix: 2, 3 or 4 when every span has at most that many taps (and kx2 >= nfix), else 0. */
+static void hpass_scalar(const uint8_t *t, uint8_t *d, uint32_t dw, uint32_t ch, const span *xs,
+                         const int16_t *xw, int32_t kx2, int flip, int32_t nfix) {
+    switch (ch) {
+    case 1: HPASS_SCALAR_NFIX(1); break;
+    case 2: HPASS_SCALAR_NFIX(2); break;
+    case 3: HPASS_SCALAR_NFIX(3); break;
+    default: HPASS_SCALAR_NFIX(4); break;
+    }
+}
+#undef HPASS_SCALAR_NFIX
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -619,6 +633,8 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     }
     memset(tmp + L.tw * (dh < BLOCK_ROWS ? dh : BLOCK_ROWS), 0, 64);
 
+    /* Taps the portable horizontal pass runs for every pixel (kx2 >= 2 and kx2 >= nmax). */
+    int32_t nfix = nmax <= 2 ? 2 : nmax <= 4 ? nmax : 0;
     /* Tap pairs the AVX2 kernel runs for every pixel: 1 or 2 from a plan, else per pixel. */
     int np = channels == 3 && lvl >= 2 ? (nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0) : 0;
     hplan *plan = (hplan *)(void *)(base + L.off_plan);
@@ -648,7 +664,7 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
         }
 #endif
         for (uint32_t r = 0; r < o1 - o0; r++)
-            hpass_scalar(tmp + r * L.tw, d + r * dstride, dw, channels, xs, xw, L.kx2, flip);
+            hpass_scalar(tmp + r * L.tw, d + r * dstride, dw, channels, xs, xw, L.kx2, flip, nfix);
     }
     free(mem);
     return 0;
