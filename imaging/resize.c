@@ -23,6 +23,16 @@ typedef struct hplan {
     int16_t w[4];
 } hplan;
 
+/* The AVX2 1-channel kernel's view of 4 consecutive destination pixels whose taps (at most 4
+ * each) lie within 16 bytes of a row: the first byte, and for tap pairs (0, 1) and (2, 3) a
+ * pshufb control that puts each pixel's two bytes into one int32 lane as int16, and the 4
+ * pixels' weight pairs for those lanes. */
+typedef struct gplan {
+    int32_t base, unused[3];
+    uint8_t ctrl[2][16];
+    int32_t w[2][4];
+} gplan;
+
 /* Filter geometry along one axis: window [x0, x0+len) of a source axis of `size` pixels. */
 typedef struct axis {
     double x0, scale, fscale, support;
@@ -127,7 +137,7 @@ typedef struct layout {
     axis ax, ay;
     int32_t kx2;  /* horizontal taps rounded up to even: the SIMD kernel takes them in pairs */
     size_t tw;    /* bytes of one intermediate row: window columns × channels */
-    size_t off_xs, off_ys, off_xw, off_yw, off_plan, off_tmp, off_acc, total;
+    size_t off_xs, off_ys, off_xw, off_yw, off_plan, off_gplan, off_tmp, off_acc, total;
 } layout;
 
 static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
@@ -142,6 +152,7 @@ static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4],
     L->off_xw = o, o += align64(sizeof(int16_t) * (size_t)dw * L->kx2);
     L->off_yw = o, o += align64(sizeof(int16_t) * (size_t)dh * L->ay.ksize);
     L->off_plan = o, o += align64(sizeof(hplan) * dw);
+    L->off_gplan = o, o += align64(sizeof(gplan) * ((dw + 3) / 4));
     /* +64: the SIMD kernels read up to 13 bytes past the last pixel of the last row. */
     L->off_tmp = o, o += align64(L->tw * (dh < BLOCK_ROWS ? dh : BLOCK_ROWS) + 64);
     L->off_acc = o, o += align64(sizeof(int32_t) * L->tw);
@@ -404,6 +415,41 @@ FL_AVX2 static void hpass_rgb_avx2_x4(const uint8_t *t, size_t tw, uint8_t *d, s
     else hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 0);
 }
 
+/* Horizontal pass for one channel, four rows at once with AVX2, four destination pixels at a
+ * time from one 16-byte load per row (see gplan): pshufb and pmaddwd give each pixel's sum for
+ * a tap pair in one int32 lane, so the four pixels of a row come out in order. A last group that
+ * would pass the row's end overlaps the previous one instead (it writes the same bytes again);
+ * rows narrower than 4 pixels never get here. Reads at most 15 bytes past a row's last pixel. */
+FL_AVX2_INLINE void hpass_gray_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
+                                          uint32_t dw, const gplan *g, int np) {
+    for (uint32_t j = 0; j < dw; j += 4, g++) {
+        if (j + 4 > dw) j = dw - 4;
+        const uint8_t *p = t + g->base;
+        __m256i x01 = load_2x16(p, tw), x23 = load_2x16(p + 2 * tw, tw);
+        __m256i c0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->ctrl[0]));
+        __m256i w0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->w[0]));
+        __m256i a01 = _mm256_madd_epi16(_mm256_shuffle_epi8(x01, c0), w0);
+        __m256i a23 = _mm256_madd_epi16(_mm256_shuffle_epi8(x23, c0), w0);
+        if (np == 2) {
+            __m256i c1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->ctrl[1]));
+            __m256i w1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->w[1]));
+            a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, c1), w1));
+            a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, c1), w1));
+        }
+        __m256i pk = round_packed(_mm256_packs_epi32(_mm256_srli_epi32(a01, PRESHIFT), _mm256_srli_epi32(a23, PRESHIFT)));
+        pk = _mm256_packus_epi16(pk, pk); /* lane 0: rows 0, 2; lane 1: rows 1, 3 (4 bytes each) */
+        uint32_t v[4] = {(uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
+                         (uint32_t)_mm256_extract_epi32(pk, 1), (uint32_t)_mm256_extract_epi32(pk, 5)};
+        for (int r = 0; r < 4; r++) memcpy(d + r * dstride + j, &v[r], 4);
+    }
+}
+
+FL_AVX2 static void hpass_gray_avx2_x4(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
+                                       uint32_t dw, const gplan *g, int np) {
+    if (np == 1) hpass_gray_avx2_x4_np(t, tw, d, dstride, dw, g, 1);
+    else hpass_gray_avx2_x4_np(t, tw, d, dstride, dw, g, 2);
+}
+
 /* Vertical pass of one row with AVX2, 32 columns at a time: two source rows per pmaddwd. Their
  * bytes are interleaved (punpck with each other, then with zero) into int16 pairs (a_x, b_x) and
  * multiplied by (w_k, w_k+1); an odd last tap pairs with zero. All shuffles stay within 128-bit
@@ -643,6 +689,35 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
         plan[j].off = xs[o].start * 3;
         for (int k = 0; k < 4; k++) plan[j].w[k] = k < 2 * np ? xw[(size_t)o * L.kx2 + k] : 0;
     }
+    /* The 1-channel AVX2 kernel: groups of 4 destination pixels (the last one moved back to end
+     * at the row's end), each within 16 bytes; any group that is not turns it off. */
+    int gnp = channels == 1 && lvl >= 2 && dw >= 4 ? (nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0) : 0;
+    gplan *gp = (gplan *)(void *)(base + L.off_gplan);
+    for (uint32_t j = 0, g = 0; gnp && j < dw; j += 4, g++) {
+        if (j + 4 > dw) j = dw - 4;
+        int32_t st[4], lo = INT32_MAX, hi = 0;
+        for (int i = 0; i < 4; i++) {
+            st[i] = xs[flip ? dw - 1 - (j + i) : j + i].start;
+            lo = st[i] < lo ? st[i] : lo;
+            hi = st[i] > hi ? st[i] : hi;
+        }
+        if (hi - lo > 12) { /* taps of these 4 pixels span more than 16 bytes */
+            gnp = 0;
+            break;
+        }
+        gp[g].base = lo;
+        for (int i = 0; i < 4; i++) {
+            const int16_t *w = xw + (size_t)(flip ? dw - 1 - (j + i) : j + i) * L.kx2;
+            for (int pr = 0; pr < 2; pr++) {
+                uint8_t *c = gp[g].ctrl[pr] + 4 * i;
+                c[0] = (uint8_t)(st[i] - lo + 2 * pr), c[1] = 0x80;
+                c[2] = (uint8_t)(st[i] - lo + 2 * pr + 1), c[3] = 0x80;
+                /* (w_k, w_k+1) as one int32; pair (2, 3) only when the spans reach it */
+                uint32_t wp = pr < gnp ? (uint16_t)w[2 * pr] | (uint32_t)(uint16_t)w[2 * pr + 1] << 16 : 0;
+                gp[g].w[pr][i] = (int32_t)wp;
+            }
+        }
+    }
     size_t col0 = (size_t)L.ax.lo * channels;
     for (uint32_t o0 = 0; o0 < dh; o0 += BLOCK_ROWS) {
         uint32_t o1 = dh - o0 < BLOCK_ROWS ? dh : o0 + BLOCK_ROWS;
@@ -660,6 +735,10 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
                 hpass_rgb_avx2_x4(tmp, L.tw, d, dstride, dw, xs, xw, L.kx2, flip, plan, np), r = 4;
             for (; r < o1 - o0; r++)
                 hpass_rgb_ssse3(tmp + r * L.tw, d + r * dstride, dw, xs, xw, L.kx2, flip);
+            continue;
+        }
+        if (gnp && o1 - o0 == 4) {
+            hpass_gray_avx2_x4(tmp, L.tw, d, dstride, dw, gp, gnp);
             continue;
         }
 #endif

@@ -204,8 +204,8 @@ int main(void) {
         for (int i = 0; i < 240; i++) {
             uint32_t sw, sh, dw, dh, ch = 1 + (uint32_t)(NEXT() % 4);
             double win[4];
-            if (i < 24) { /* random-resized crop, RGB */
-                sw = 400, sh = 350, dw = dh = 224, ch = 3;
+            if (i < 24) { /* random-resized crop, RGB or gray */
+                sw = 400, sh = 350, dw = dh = 224, ch = i % 3 ? 3 : 1;
                 double area = sw * sh * (0.08 + 0.92 * UNIT()), ar = 0.75 + UNIT() * (4.0 / 3 - 0.75);
                 win[2] = fmin(sqrt(area * ar), sw), win[3] = fmin(sqrt(area / ar), sh);
                 win[0] = UNIT() * (sw - win[2]), win[1] = UNIT() * (sh - win[3]);
