@@ -8,7 +8,7 @@
 #   (c) PyTorch DataLoader + torchvision ImageFolder + PIL, same augmentation, num_workers=2;
 #   raw uint8 records (64x64x3 cut from the photos; Fashion-MNIST, 784-byte records packed
 #   --compress none, when samples/fashion-mnist/data exists — run samples/fashion-mnist/run.sh
-#   once): fastload MB/s of batch bytes delivered vs single-thread memcpy bandwidth; Fashion-MNIST
+#   once): fastload MB/s of batch bytes delivered (100 epochs) vs single-thread memcpy bandwidth; Fashion-MNIST
 #   as the sample packs it (zstd 19) is shown beside them without a target;
 #   the Python binding (bench/loader_python.py) vs `fastload bench` on the same data.
 # Targets: (a) >= 5x (c), (a) >= 1.2x (b), raw >= 40% of memcpy, binding within 10%.
@@ -127,7 +127,7 @@ for ((i = 0; i < runs; i++)); do
     one python-raw64 mb_per_sec "$i" $py "$root/bench/loader_python.py" "$raw" --batch 256 --workers 2 \
         --order random --epochs "$raw_epochs"
     [[ ! -d "$fmraw" ]] || one fastload-fmnist-raw mb_per_sec "$i" "$fastload" bench "$fmraw" --batch 256 \
-        --workers 2 --order random --epochs $((quick ? 1 : 20)) --json
+        --workers 2 --order random --epochs "$raw_epochs" --json
     [[ ! -d "$fmnist" ]] || one fastload-fmnist mb_per_sec "$i" "$fastload" bench "$fmnist" --batch 256 \
         --workers 2 --order random --epochs $((quick ? 1 : 5)) --json
 done

@@ -552,6 +552,13 @@ void *fl_worker_main(void *arg)
             chunk_start(cur);
             pthread_mutex_lock(&L->mu);
         }
+        if (L->mapped) {
+            /* records in memory: chunk_start processed the whole chunk and nothing is in
+             * flight, so hand it over now rather than after the next one */
+            complete(L, w, cur);
+            cur = NULL;
+            continue;
+        }
         /* Claim ahead so that the next chunk's reads are in flight while this one decodes;
          * never wait for a slot while holding a chunk. */
         fl_chunk *nxt = NULL;
