@@ -51,6 +51,8 @@ class fl_loader_options(ctypes.Structure):
         ("start_batch", ctypes.c_uint64),
         ("log", LOG_FN),
         ("log_user", ctypes.c_void_p),
+        ("decode_flags", ctypes.c_uint32),
+        ("memory_max", ctypes.c_int64),
     ]
 
 
@@ -105,6 +107,7 @@ ORDER = {"seq": 0, "sequential": 0, "random": 1, "quasi": 2}
 AUGMENT = {"none": 0, "center": 1, "rrc": 2}
 IO = {"auto": 0, "uring": 1, "io_uring": 1, "pread": 2, "mmap": 3, "memory": 4}
 ON_CORRUPT = {"error": 0, "skip": 1}
+DECODE = {"accurate": 0, "fast": 3}  # FL_DECODE_FAST of imaging/fl_image.h
 
 
 def _candidates():

@@ -133,6 +133,9 @@ class Loader:
     rank, world this process's share of every epoch in a data-parallel job
     drop_last   drop the incomplete tail; False pads by wrapping around (equal batch counts per rank)
     io          "auto", "uring", "pread", "mmap" or "memory";  direct: O_DIRECT reads
+    memory_max  io="auto" reads raw-pixel datasets up to this many bytes into memory
+                (0: 256 MiB and 1/16 of RAM; negative: never)
+    decode      "accurate" (libjpeg's defaults) or "fast" (fast IDCT, box chroma upsampling)
     prefetch    batches in the ring (0: workers + 2);  on_corrupt: "error" or "skip"
     device      -1: host only; >= 0 the library also copies each batch to that CUDA device
     start_epoch, start_batch  resume position (see state_dict)
@@ -147,7 +150,8 @@ class Loader:
                  order="random", seed=0, rank=0, world=1, io="auto", direct=False, drop_last=False,
                  prefetch=0, channels=0, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  center_ratio=0.875, on_corrupt="error", pinned=True, device=-1, queue_depth=0,
-                 quasi_block=0, quasi_window=0, start_epoch=0, start_batch=0, log=None):
+                 quasi_block=0, quasi_window=0, start_epoch=0, start_batch=0, log=None,
+                 decode="accurate", memory_max=0):
         self._lib = _native.lib()
         self.path = os.fspath(path)
         aug, fl = _parse_augment(augment, flip)
@@ -190,6 +194,8 @@ class Loader:
         o.on_corrupt = _choice("on_corrupt", on_corrupt, _native.ON_CORRUPT)
         o.pinned = int(bool(pinned))
         o.device = int(device)
+        o.decode_flags = _choice("decode", decode, _native.DECODE)
+        o.memory_max = int(memory_max)
         # the callback object must outlive the loader: keep it on self
         self._log_cb = _native.LOG_FN(
             (lambda u, lv, m: log(lv, m.decode("utf-8", "replace"))) if log else _default_log)

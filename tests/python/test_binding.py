@@ -137,7 +137,8 @@ class Tests:
         with fastload.Loader(self.ds, workers=3, io="mmap", **AUG) as L:
             assert [batch_sha(b.images, b.labels) for b in L.batches(len(py))] == [x[3] for x in py]
         for extra in (["--workers", "1", "--io", "pread"], ["--workers", "3", "--direct"],
-                      ["--workers", "2", "--io", "mmap"], ["--workers", "2", "--io", "uring"]):
+                      ["--workers", "2", "--io", "mmap"], ["--workers", "2", "--io", "uring"],
+                      ["--workers", "2", "--io", "memory"]):
             r2 = subprocess.run([CLI, "digest", self.ds, *AUG_CLI, "--epochs", "2", *extra],
                                 capture_output=True, text=True)
             assert r2.returncode == 0 and r2.stdout == r.stdout, (extra, r2.stderr)
@@ -233,7 +234,8 @@ class Tests:
             raise AssertionError("missing dataset accepted")
         except fastload.Error as e:
             assert "missing" in str(e), str(e)
-        for kw in (dict(order="sorted"), dict(augment="blur"), dict(io="aio"), dict(rank=2, world=2)):
+        for kw in (dict(order="sorted"), dict(augment="blur"), dict(io="aio"), dict(rank=2, world=2),
+                   dict(decode="slow")):
             try:
                 fastload.Loader(self.ds, **kw)
                 raise AssertionError(f"accepted {kw}")

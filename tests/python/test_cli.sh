@@ -61,12 +61,17 @@ opts=(--batch 16 --augment rrc,flip --size 5x4 --order random --seed 3 --epochs 
 "$cli" digest "$tmp/ds" "${opts[@]}" --workers 1 >"$tmp/d1" && \
 "$cli" digest "$tmp/ds" "${opts[@]}" --workers 2 --io pread >"$tmp/d2" && \
 "$cli" digest "$tmp/ds" "${opts[@]}" --workers 3 --direct >"$tmp/d3" && \
-"$cli" digest "$tmp/ds" "${opts[@]}" --workers 2 --io mmap >"$tmp/d6"
+"$cli" digest "$tmp/ds" "${opts[@]}" --workers 2 --io mmap >"$tmp/d6" && \
+"$cli" digest "$tmp/ds" "${opts[@]}" --workers 2 --io memory >"$tmp/d7" && \
+"$cli" digest "$tmp/ds" "${opts[@]}" --workers 1 --decode fast >"$tmp/f1" && \
+"$cli" digest "$tmp/ds" "${opts[@]}" --workers 3 --decode fast --io pread >"$tmp/f3"
 check "digest runs" test $? -eq 0
 check "digest lines" test "$(grep -c '^[01] ' "$tmp/d1")" -eq 14
 check "digest 1 worker == 2 workers pread" cmp -s "$tmp/d1" "$tmp/d2"
 check "digest == 3 workers O_DIRECT" cmp -s "$tmp/d1" "$tmp/d3"
 check "digest == 2 workers mmap" cmp -s "$tmp/d1" "$tmp/d6"
+check "digest == 2 workers memory" cmp -s "$tmp/d1" "$tmp/d7"
+check "digest --decode fast: 1 worker == 3 workers pread" cmp -s "$tmp/f1" "$tmp/f3"
 # the same records in an LMDB environment give the same stream
 if "$maker" "$tmp/lmdb" --count 100 --height 6 --width 8 --classes 4 --lmdb; then
     "$cli" digest "$tmp/lmdb" "${opts[@]}" --workers 2 >"$tmp/dl"
@@ -93,7 +98,7 @@ check "corrupt: skip counted" grep -Eq '"skipped": ?[1-9]' "$tmp/skip.json"
 "$cli" bench "$tmp/nope" 2>"$tmp/nope.err"
 check "missing dataset: exit 1" test $? -eq 1
 check "missing dataset: named" grep -q "nope" "$tmp/nope.err"
-for args in "--workers x" "--batch 0" "--order sorted" "--augment blur" "--io aio" "--size 3y4" \
+for args in "--workers x" "--batch 0" "--order sorted" "--augment blur" "--io aio" "--size 3y4" "--decode slow" \
             "--rank 2 --world 2" "--frobnicate"; do
     # shellcheck disable=SC2086
     "$cli" bench "$tmp/ds" $args 2>"$tmp/usage.err"

@@ -222,6 +222,7 @@ int cmd_bench(int argc, char **argv)
         fl_json_key(&j, "io"); fl_json_string(&j, run_io_name(ro.opt.io));
         fl_json_key(&j, "io_backend"); fl_json_string(&j, backend);
         fl_json_key(&j, "direct"); fl_json_bool(&j, ro.opt.direct);
+        fl_json_key(&j, "decode"); fl_json_string(&j, ro.opt.decode_flags ? "fast" : "accurate");
         fl_json_key(&j, "bytes_read"); fl_json_uint(&j, st.bytes_read);
         fl_json_key(&j, "bytes_out"); fl_json_uint(&j, out_bytes);
         fl_json_key(&j, "skipped"); fl_json_uint(&j, st.skipped);
@@ -260,9 +261,10 @@ int cmd_bench(int argc, char **argv)
         printf("fastload bench %s: %llu records (%s), %llu batches/epoch\n", ro.path,
                ds ? (unsigned long long)fl_dataset_count(ds) : 0ull, encoding_name(ds),
                (unsigned long long)per_epoch);
-        printf("  config: workers %u, batch %u, %ux%ux%u, augment %s, order %s, io %s (%s)%s\n",
+        printf("  config: workers %u, batch %u, %ux%ux%u, augment %s, order %s, io %s (%s)%s%s\n",
                workers, ro.opt.batch_size, w, h, c, ro.augment_text, run_order_name(ro.opt.order),
-               backend, run_io_name(ro.opt.io), ro.opt.direct ? ", O_DIRECT" : "");
+               backend, run_io_name(ro.opt.io), ro.opt.direct ? ", O_DIRECT" : "",
+               ro.opt.decode_flags ? ", fast decode" : "");
         char rate[48], cpu_rate[48];
         fl_cli_human_rate(ips, "images/s", rate, sizeof rate);
         fl_cli_human_count(cpu > 0 ? images / cpu : 0.0, cpu_rate, sizeof cpu_rate);
