@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_eio_load.sh — EIO (injected by the LD_PRELOAD shim) while reading: the loader
 # (`fastload bench` / `fastload digest` with --io pread: io_uring and mmap reads bypass libc, so
-# the shim cannot reach them) exits 1 naming the shard file and a record of that shard, and
+# the shim cannot reach them) exits 1 naming the shard file and a record of that shard (with
+# --io memory, which copies the shards at start: the shard and the offset), and
 # --on-corrupt skip either skips and counts the unreadable records or stops with the same clear
 # error; `packdata pack` with an unreadable input (IDX file, one image of an ImageFolder) fails
 # naming the file, or with --on-error skip reports that image and packs the rest.
@@ -33,6 +34,14 @@ for tool in bench digest; do
     [[ $(grep -c . "$T/err") -le 3 ]] || fail "$tool: more than a short error: $(head -5 "$T/err")"
     pass "$tool --io pread, EIO in shard 2: '$(grep error "$T/err" | head -1 | sed "s|$T/||g")'"
 done
+
+# --io memory copies every shard with pread at start: EIO fails the creation, naming the shard
+rm -f "$T/report"
+expect_status 1 "bench --io memory with EIO" -- with_faults "${eio[@]}" -- "$FLT" bench "$T/ds" --io memory --quiet
+grep -q '^EIO' "$T/report" 2>/dev/null || fail "--io memory: the fault never fired"
+expect_err "shard-00002.fls: read failed at byte " "--io memory: error names the shard and offset"
+expect_err "Input/output error" "--io memory: error names the cause"
+pass "bench --io memory, EIO in shard 2: '$(grep error "$T/err" | head -1 | sed "s|$T/||g")'"
 
 # random order, several workers: still a clean error
 expect_status 1 "bench random order with EIO" -- with_faults "${eio[@]}" -- "$FLT" bench "$T/ds" "${bench[@]}" --epochs 2
