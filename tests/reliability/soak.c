@@ -77,17 +77,22 @@ static int rings_seen; /* most io_uring fds seen while an FL_IO_URING loader was
 
 static const char *io_name(fl_io_mode m)
 {
-    return m == FL_IO_URING ? "uring" : m == FL_IO_PREAD ? "pread" : m == FL_IO_MMAP ? "mmap" : "auto";
+    return m == FL_IO_URING    ? "uring"
+           : m == FL_IO_PREAD  ? "pread"
+           : m == FL_IO_MMAP   ? "mmap"
+           : m == FL_IO_MEMORY ? "memory"
+                               : "auto";
 }
 
 /* One cycle: create a loader with variant v, take a few batches, close. Returns 0, 1 on a
  * failure, or 77 when this variant is not available here (io_uring refused, O_DIRECT...). */
 static int cycle(const char *path, unsigned v, int variable_size, unsigned *batches_out)
 {
-    static const fl_io_mode modes[] = {FL_IO_URING, FL_IO_PREAD, FL_IO_MMAP, FL_IO_AUTO};
+    static const fl_io_mode modes[] = {FL_IO_URING, FL_IO_PREAD, FL_IO_MMAP, FL_IO_AUTO,
+                                       FL_IO_MEMORY};
     fl_loader_options o;
     fl_loader_options_init(&o);
-    o.io = modes[v % 4];
+    o.io = modes[v % 5];
     o.workers = 1 + (v / 4) % 2;
     o.batch_size = 16;
     o.prefetch = 3;
@@ -96,7 +101,7 @@ static int cycle(const char *path, unsigned v, int variable_size, unsigned *batc
     o.augment = (v / 2) % 2 || variable_size ? FL_AUG_RRC : FL_AUG_NONE;
     o.flip = o.augment == FL_AUG_RRC;
     if (variable_size || o.augment == FL_AUG_RRC) o.out_height = o.out_width = 24;
-    o.direct = v % 16 == 5 && o.io != FL_IO_MMAP; /* pread + O_DIRECT now and then */
+    o.direct = v % 16 == 5 && o.io != FL_IO_MMAP && o.io != FL_IO_MEMORY; /* O_DIRECT now and then */
     fl_loader *L = NULL;
     fl_error err;
     int rc = fl_loader_create(path, &o, &L, &err);
