@@ -37,7 +37,7 @@ const char *fl_cuda_strerror(const fl_cuda *c, int code);
 
 /* Host buffer of `bytes`, zero-filled: cudaHostAlloc when c is loaded and a device is usable
  * (then *pinned = 1; touched at once, as pinning makes it resident anyway), else anonymous
- * memory aligned to 2 MiB with madvise(MADV_HUGEPAGE) (*pinned = 0), left untouched: its pages
+ * memory (*pinned = 0), left untouched: its pages
  * are faulted in by the worker threads that first write them, in parallel, instead of by the
  * thread that creates the loader. NULL on failure. Free with the same `bytes`. */
 void *fl_host_alloc(fl_cuda *c, size_t bytes, int *pinned);
