@@ -8,7 +8,8 @@
 #   (c) PyTorch DataLoader + torchvision ImageFolder + PIL, same augmentation, num_workers=2;
 #   raw uint8 records (64x64x3 cut from the photos; Fashion-MNIST, 784-byte records packed
 #   --compress none, when samples/fashion-mnist/data exists — run samples/fashion-mnist/run.sh
-#   once): fastload MB/s of batch bytes delivered (100 epochs) vs single-thread memcpy bandwidth; Fashion-MNIST
+#   once): fastload MB/s of batch bytes delivered (runs of about a second) vs single-thread memcpy
+#   bandwidth; Fashion-MNIST
 #   as the sample packs it (zstd 19) is shown beside them without a target;
 #   the Python binding (bench/loader_python.py) vs `fastload bench` on the same data.
 # Targets: (a) >= 5x (c), (a) >= 1.2x (b), raw >= 40% of memcpy, binding within 10%.
@@ -95,7 +96,8 @@ one() { # name key run command...
 rm -f "$out"/*.vals
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 aug=(--batch 256 --workers 2 --size 224 --augment rrc,flip --order random)
-raw_epochs=$((quick ? 2 : 100))
+# raw runs of about a second each: 64x64x3 (24 MB an epoch) 400 epochs, Fashion-MNIST (47 MB) 100
+raw_epochs=$((quick ? 2 : 100)) raw64_epochs=$((quick ? 2 : 400))
 if [[ -z "$decbench" ]]; then echo "loader.sh: fl_decode_bench not built: naive limit skipped" >&2; fi
 ((have_torch)) || echo "loader.sh: torch/torchvision not importable by $py: PyTorch peer skipped" >&2
 for ((i = 0; i < runs; i++)); do
@@ -123,9 +125,9 @@ for ((i = 0; i < runs; i++)); do
     # raw records vs single-thread memcpy, and the binding on them
     one memcpy memcpy_mb_per_sec "$i" "$fastload" bench --memcpy --json
     one fastload-raw64 mb_per_sec "$i" "$fastload" bench "$raw" --batch 256 --workers 2 --order random \
-        --epochs "$raw_epochs" --json
+        --epochs "$raw64_epochs" --json
     one python-raw64 mb_per_sec "$i" $py "$root/bench/loader_python.py" "$raw" --batch 256 --workers 2 \
-        --order random --epochs "$raw_epochs"
+        --order random --epochs "$raw64_epochs"
     [[ ! -d "$fmraw" ]] || one fastload-fmnist-raw mb_per_sec "$i" "$fastload" bench "$fmraw" --batch 256 \
         --workers 2 --order random --epochs "$raw_epochs" --json
     [[ ! -d "$fmnist" ]] || one fastload-fmnist mb_per_sec "$i" "$fastload" bench "$fmnist" --batch 256 \
