@@ -9,8 +9,7 @@
 #   raw uint8 records (64x64x3 cut from the photos; Fashion-MNIST, 784-byte records packed
 #   --compress none, when samples/fashion-mnist/data exists — run samples/fashion-mnist/run.sh
 #   once): fastload MB/s of batch bytes delivered (runs of about a second) vs single-thread memcpy
-#   bandwidth; Fashion-MNIST
-#   as the sample packs it (zstd 19) is shown beside them without a target;
+#   bandwidth; Fashion-MNIST as the sample packs it (zstd 19) is shown beside them without a target;
 #   the Python binding (bench/loader_python.py) vs `fastload bench` on the same data.
 # Targets: (a) >= 5x (c), (a) >= 1.2x (b), raw >= 40% of memcpy, binding within 10%.
 # Data is read from the page cache (buffered I/O; the files fit in RAM). Every rate covers the whole
