@@ -91,7 +91,9 @@ have_sys_deps() {
     for m in libzstd lmdb liburing libturbojpeg libjpeg libpng zlib; do pkg-config --exists "$m" || return 1; done
 }
 if [[ -n "$deps" ]]; then
-    eval "$("$root/scripts/unpack_deps.sh" "$root/.deps/debs" "$deps")" || { log "cannot use --deps $deps"; exit 1; }
+    # assign first: `eval "$(cmd)" || ...` tests eval (of empty output), not cmd's failure
+    env_lines="$("$root/scripts/unpack_deps.sh" "$root/.deps/debs" "$deps")" || { log "cannot use --deps $deps"; exit 1; }
+    eval "$env_lines"
 elif have_sys_deps; then
     log "dependencies: system libraries (pkg-config finds them all)"
 elif [[ -d "$root/.deps/debs" ]]; then
