@@ -132,13 +132,15 @@ static void test_bn_act(flk_dtype dt) {
         flk_ref_round(yc, dt, ne);
         char what[64];
         snprintf(what, sizeof what, "%s forward vs cpu", nm);
-        gt_close(what, got, yc, ne, dt, 4.0, 1e-3);
+        /* scale 2: the data's magnitude (x = 2·N(0,1) + 0.5); both sides round in fp32 with
+         * different tanhf/expf, which near tanh's saturation moves GELU' by a few 1e-7 absolute */
+        gt_close(what, got, yc, ne, dt, 4.0, 2.0);
         free(got);
         GT_CUDA(flk_act_backward(act, dX, dDY, dDX, dt, ne, 0));
         got = gt_download(dDX, ne, dt);
         flk_ref_round(dc, dt, ne);
         snprintf(what, sizeof what, "%s backward vs cpu", nm);
-        gt_close(what, got, dc, ne, dt, 4.0, 1e-3);
+        gt_close(what, got, dc, ne, dt, 4.0, 2.0);
         free(got);
         free(yc);
         free(dc);

@@ -99,13 +99,15 @@ static void test_elementwise(flk_dtype dt) {
         flk_ref_act_forward((flk_act)a, x, want, n);
         flk_ref_round(want, dt, n);
         got = gt_download(dy, n, dt);
-        gt_close(a == FLK_ACT_RELU ? "relu forward" : "gelu forward", got, want, n, dt, 4.0, 1e-3);
+        /* scale 1: the data's magnitude (x ~ 2·N(0,1)); with 1e-3 the fp32 rounding of GELU's
+         * O(1) intermediate terms, e.g. at its gradient's zero near x = −0.75, fails any float kernel */
+        gt_close(a == FLK_ACT_RELU ? "relu forward" : "gelu forward", got, want, n, dt, 4.0, 1.0);
         free(got);
         GT_CUDA(flk_act_backward((flk_act)a, dx, dg, dy, dt, n, 0));
         flk_ref_act_backward((flk_act)a, x, g, want, n);
         flk_ref_round(want, dt, n);
         got = gt_download(dy, n, dt);
-        gt_close(a == FLK_ACT_RELU ? "relu backward" : "gelu backward", got, want, n, dt, 4.0, 1e-3);
+        gt_close(a == FLK_ACT_RELU ? "relu backward" : "gelu backward", got, want, n, dt, 4.0, 1.0);
         free(got);
     }
     GT_CUDA(flk_add(dx, dg, dy, dt, n, 0));
