@@ -13,7 +13,13 @@ int fl_cuda_load(fl_cuda *c, char *why, size_t why_len)
     memset(c, 0, sizeof *c);
     static const char *names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
                                   "/usr/local/cuda/lib64/libcudart.so"};
+    /* A runtime the process already has (trainfast links libcudart.so.N) comes first: a second
+     * one found on the search path, from another CUDA install, would own other streams and
+     * events than the caller's. */
+    static const char *loaded[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"};
     void *h = NULL;
+    for (size_t i = 0; i < sizeof loaded / sizeof loaded[0] && !h; i++)
+        h = dlopen(loaded[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
