@@ -20,6 +20,10 @@ static int probe_jpeg(const uint8_t *data, size_t len, fl_image_info *out, fl_er
         while (pos < len && data[pos] == 0xFF) pos++;
         if (pos >= len) return fl_error_set(err, FL_E_DECODE, "JPEG: truncated header");
         uint8_t m = data[pos++];
+        if (m == 0x00) /* a stuffed zero is entropy data, not a marker: libjpeg would skip it as
+                          garbage and find another frame header than we would */
+            return fl_error_set(err, FL_E_DECODE, "JPEG: no marker at byte %zu before the frame header",
+                                pos - 2);
         if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue; /* standalone markers */
         if (m == 0xD8) continue;                              /* stray SOI */
         if (m == 0xD9 || m == 0xDA)

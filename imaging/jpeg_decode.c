@@ -388,6 +388,14 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
     /* Coordinates below are in the decoded (possibly row-shifted) image. */
     uint32_t ow = ci->output_width, oh = ci->output_height;
     const double x0 = fx0 - xshift, y0 = fy0 - yshift;
+    /* The crop was chosen from the probed size; a crafted file whose frame header disagrees
+     * with what the probe read must fail here, not steer the window outside the image. */
+    if (!(x0 >= 0 && y0 >= 0 && x0 < ow && y0 < oh)) {
+        rc = fl_error_set(err, FL_E_DECODE,
+                          "JPEG: crop at %.0f,%.0f outside the decoded %ux%u image (header "
+                          "disagrees with the probed size)", x0, y0, ow, oh);
+        goto fail;
+    }
     double fx1 = fmin((double)(crop->x + crop->width) * f - xshift, ow);
     double fy1 = fmin((double)(crop->y + crop->height) * f - yshift, oh);
     uint32_t sx0 = (uint32_t)x0, sy0 = (uint32_t)y0;
@@ -405,6 +413,11 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
     JDIMENSION cw = (sx1 < ow ? sx1 + 1 : ow) - xoff;
     if (xoff > 0 || cw < ow) jpeg_crop_scanline(ci, &xoff, &cw);
     uint32_t rows = sy1 - sy0;
+    if (ci->output_width == 0 || ci->output_width > ow || rows > oh) {
+        rc = fl_error_set(err, FL_E_DECODE, "JPEG: crop window %ux%u outside the %ux%u image",
+                          (unsigned)ci->output_width, rows, ow, oh);
+        goto fail;
+    }
     size_t stride = (size_t)ci->output_width * channels;
     if (fl_buf_reserve(&d->image, stride * rows)) {
         rc = fl_error_set(err, -ENOMEM, "JPEG: out of memory for the crop");

@@ -1,7 +1,10 @@
 /* test_image_crop.c — fl_decode_crop_resize against the reference "decode full size, cut the
  * crop, fl_resize it": JPEG (4:2:0, 4:4:4, 4:2:2, progressive, gray, CMYK; DCT-scaled and not)
  * within a small tolerance, PNG exactly; crops at every image edge; flip; FL_E_RANGE for crops
- * outside the image; truncated data → FL_E_DECODE. */
+ * outside the image; truncated data → FL_E_DECODE; the JPEG crop decoder itself refuses a window
+ * outside the decoded frame (a file whose header disagrees with its probed size: found by fuzzing,
+ * it used to ask for a 128 GiB buffer). */
+#include "image_internal.h"
 #include "img_test.h"
 
 static fl_decoder *d, *dref;
@@ -123,12 +126,24 @@ int main(void) {
 
     /* Truncated JPEG: a crop that needs the missing rows fails cleanly; the decoder recovers. */
     f = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 0, &len);
+    size_t flen = len;
     fl_rect bottom = {0, H - 20, W, 20};
     CHECK_RC(fl_decode_crop_resize(d, f, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE, &err);
     uint8_t *pf = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 1, &len);
     CHECK_RC(fl_decode_crop_resize(d, pf, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE, &err);
     CHECK_RC(fl_decode_crop_resize(d, pf, len, &bottom, 8, 8, 3, 0, out, &err), 0, &err);
     free(pf);
+
+    /* The crop decoder below fl_decode_crop_resize's range check: a window past the frame the
+     * decoder reads (as when a crafted header disagrees with the probe) is an error. */
+    fl_image img;
+    double win[4];
+    fl_rect far = {4 * W, 0, W / 2, H / 2}, low = {0, 4 * H, W / 2, H / 2};
+    CHECK_RC(fl_jpeg_decode_crop(d, f, flen, &far, 8, 8, 3, &img, win, &err), FL_E_DECODE, &err);
+    CHECK(strstr(err.msg, "outside") != NULL);
+    CHECK_RC(fl_jpeg_decode_crop(d, f, flen, &low, 8, 8, 3, &img, win, &err), FL_E_DECODE, &err);
+    fl_rect inside = {W / 4, H / 4, W / 2, H / 2};
+    CHECK_RC(fl_jpeg_decode_crop(d, f, flen, &inside, 8, 8, 3, &img, win, &err), 0, &err);
     free(f);
 
     free(png);

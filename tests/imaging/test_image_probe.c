@@ -53,6 +53,13 @@ int main(void) {
     /* SOS before any SOF. */
     const uint8_t nosof[] = {0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x02};
     CHECK_RC(fl_image_probe(nosof, sizeof nosof, &info, &err), FL_E_DECODE, &err);
+    /* FF 00 where a marker should be: libjpeg skips it as garbage and resynchronises on another
+     * frame header than a marker walk would find, so probe refuses the file (found by fuzzing:
+     * the two sizes disagreed). */
+    const uint8_t stuffed[] = {0xFF, 0xD8, 0xFF, 0x00, 0x00, 0x04, 0, 0, 0xFF, 0xC0, 0x00, 0x0B,
+                               8, 0, 8, 0, 8, 1, 1, 0x11, 0};
+    CHECK_RC(fl_image_probe(stuffed, sizeof stuffed, &info, &err), FL_E_DECODE, &err);
+    CHECK(strstr(err.msg, "no marker at byte 2") != NULL);
     /* A 60000×60000 SOF is reported as declared (the decoder, not probe, refuses it). */
     const uint8_t big[] = {0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 8, 0xEA, 0x60, 0xEA, 0x60, 3,
                            1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1};
