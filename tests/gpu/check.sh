@@ -175,6 +175,18 @@ else
 fi
 run_step kernel_bench 30 "$build/tests/gpu/test_kernels" --bench && sed 's/^/    /' "$OUT/kernel_bench.log"
 
+# libfastload's device mode (the H2D copy on the loader's own stream): test_loader_raw requires the
+# device copies to equal the host batches whenever a GPU is present
+if [[ $DEVICE == cpu ]]; then
+    RES[loader_device]=dry
+else
+    RES[loader_device]=no
+    run_step loader_device 60 "$build/tests/loader/test_loader_raw" &&
+        grep -q "device mode: device copies equal the host batches" "$OUT/loader_device.log" &&
+        RES[loader_device]=yes
+    [[ ${RES[loader_device]} == yes ]] || { STATUS=1; tail -5 "$OUT/loader_device.log" | sed 's/^/    /'; }
+fi
+
 # ---- (3) Fashion-MNIST with trainfast, bf16 ---------------------------------------------------------
 fm="$root/samples/fashion-mnist"
 packed="${CHECK_DATA:-$fm/packed}"
@@ -251,6 +263,10 @@ def row(name, value, target, passed):
 t1, wall, ips, wait, pt = num("tf_top1"), num("tf_wall"), num("tf_ips"), num("tf_wait"), num("pt_ips")
 row("GPU tests (ctest -L gpu)", R.get("gpu_tests", "not run") or "not run", "all pass, none skipped",
     R.get("gpu_tests_ok") == "yes")
+ld = R.get("loader_device")
+row("loader device mode (H2D on its own stream)",
+    {"yes": "device copies equal host batches", "dry": "not run (CHECK_DEVICE=cpu)"}.get(ld, "failed"),
+    "works", None if ld == "dry" else ld == "yes")
 if "all_tests" in R:
     row("whole suite (ctest -LE gpu)", R["all_tests"] or "not run", "all pass", None)
 row("Fashion-MNIST test top-1, bf16", f"{100*t1:.2f}%" if t1 is not None else "not run", ">= 94%",

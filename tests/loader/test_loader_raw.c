@@ -117,7 +117,8 @@ static void gray_as_rgb(const char *path, const fx_spec *s)
 
 /* Default options (pinned = 1): the CUDA runtime is looked up at run time; without a GPU the
  * ring falls back to page-aligned memory and batches are the same. Device mode without a GPU
- * is refused cleanly. */
+ * is refused cleanly; with one (tests/gpu/check.sh runs this test on the GPU machine) its device
+ * copies must equal the host batches. */
 static void pinned_default(const char *path, const fx_spec *s)
 {
     fl_loader_options o;
@@ -138,8 +139,15 @@ static void pinned_default(const char *path, const fx_spec *s)
     free(want);
     fl_loader_release(L, b);
     fl_loader_close(L);
+    /* With a GPU present (a CUDA runtime that counts at least one device) device mode must
+     * work; without one it must be refused. */
+    fl_cuda probe;
+    int ndev = 0;
+    int have_gpu = fl_cuda_load(&probe, NULL, 0) == 0 && probe.GetDeviceCount(&ndev) == 0 && ndev > 0;
     o.device = 0;
     int rc = fl_loader_create(path, &o, &L, &err);
+    if (have_gpu)
+        CHECK_OK(rc, &err);
     if (rc == 0) {
         /* the device copy holds the same bytes as the host batch */
         fl_cuda cu;
