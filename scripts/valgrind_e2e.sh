@@ -19,7 +19,8 @@ fi
 W="$(mktemp -d "${TMPDIR:-/tmp}/fl-valgrind.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
 VG=(valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
-    --show-leak-kinds=definite --track-origins=yes --num-callers=30 --quiet)
+    --show-leak-kinds=definite --track-origins=yes --num-callers=30 --quiet
+    --suppressions="$root/scripts/valgrind.supp")
 failed=0 n=0
 # vg NAME command...: run one step under memcheck, log in $W/NAME.log
 vg() {
