@@ -101,66 +101,64 @@ uint32_t fl_crc32c_sw(uint32_t crc, const void *data, size_t len) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
 
-/* Three chains over blocks of n bytes at p, p+n, p+2n, each 8 bytes at a time; when dst is not
- * NULL the bytes are also copied there (the loads are shared). n is a multiple of 8. */
-#define CRC3_BLOCK(n, tab)                                                                     \
-    while (len >= 3 * (size_t)(n)) {                                                           \
-        uint64_t c1 = 0, c2 = 0;                                                               \
-        for (size_t i = 0; i < (n); i += 8) {                                                  \
-            uint64_t v0, v1, v2;                                                               \
-            memcpy(&v0, p + i, 8);                                                             \
-            memcpy(&v1, p + (n) + i, 8);                                                       \
-            memcpy(&v2, p + 2 * (n) + i, 8);                                                   \
-            if (COPY) {                                                                        \
-                memcpy(d + i, &v0, 8);                                                         \
-                memcpy(d + (n) + i, &v1, 8);                                                   \
-                memcpy(d + 2 * (n) + i, &v2, 8);                                               \
-            }                                                                                  \
-            c = _mm_crc32_u64(c, v0);                                                          \
-            c1 = _mm_crc32_u64(c1, v1);                                                        \
-            c2 = _mm_crc32_u64(c2, v2);                                                        \
-        }                                                                                      \
-        c = shift(tab, shift(tab, (uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;                 \
-        p += 3 * (size_t)(n);                                                                  \
-        if (COPY) d += 3 * (size_t)(n);                                                        \
-        len -= 3 * (size_t)(n);                                                                \
-    }
+#define HW_INLINE __attribute__((target("sse4.2"), always_inline)) static inline
 
-/* The register update over len bytes at p (copied to d when COPY); c is the raw register. */
-#define CRC_HW_BODY                                                                            \
-    CRC3_BLOCK(CRC_LONG, shift_long)                                                           \
-    CRC3_BLOCK(CRC_SHORT, shift_short)                                                         \
-    while (len >= 8) {                                                                         \
-        uint64_t v;                                                                            \
-        memcpy(&v, p, 8);                                                                      \
-        if (COPY) memcpy(d, &v, 8);                                                            \
-        c = _mm_crc32_u64(c, v);                                                               \
-        p += 8;                                                                                \
-        if (COPY) d += 8;                                                                      \
-        len -= 8;                                                                              \
-    }                                                                                          \
-    while (len--) {                                                                            \
-        if (COPY) *d++ = *p;                                                                   \
-        c = _mm_crc32_u8((uint32_t)c, *p++);                                                   \
+/* Three chains over blocks of n bytes at p, p+n, p+2n, 8 bytes at a time, for as long as three
+ * blocks remain; when d is not NULL the bytes are also copied there (the loads are shared).
+ * Returns the bytes consumed. n is a multiple of 8. */
+HW_INLINE size_t crc3_blocks(uint64_t *cp, const uint8_t *p, uint8_t *d, size_t len, size_t n,
+                             uint32_t t[4][256]) {
+    uint64_t c = *cp;
+    size_t done = 0;
+    for (; len - done >= 3 * n; done += 3 * n) {
+        const uint8_t *q = p + done;
+        uint64_t c1 = 0, c2 = 0;
+        for (size_t i = 0; i < n; i += 8) {
+            uint64_t v0, v1, v2;
+            memcpy(&v0, q + i, 8);
+            memcpy(&v1, q + n + i, 8);
+            memcpy(&v2, q + 2 * n + i, 8);
+            if (d) {
+                memcpy(d + done + i, &v0, 8);
+                memcpy(d + done + n + i, &v1, 8);
+                memcpy(d + done + 2 * n + i, &v2, 8);
+            }
+            c = _mm_crc32_u64(c, v0);
+            c1 = _mm_crc32_u64(c1, v1);
+            c2 = _mm_crc32_u64(c2, v2);
+        }
+        c = shift(t, shift(t, (uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;
     }
+    *cp = c;
+    return done;
+}
+
+/* The raw register c after len bytes at p, copied to d unless d is NULL. Inlined into its two
+ * callers, where d is NULL or not at compile time. */
+HW_INLINE uint64_t crc_hw_update(uint64_t c, const uint8_t *p, uint8_t *d, size_t len) {
+    size_t k = crc3_blocks(&c, p, d, len, CRC_LONG, shift_long);
+    k += crc3_blocks(&c, p + k, d ? d + k : NULL, len - k, CRC_SHORT, shift_short);
+    for (; k + 8 <= len; k += 8) {
+        uint64_t v;
+        memcpy(&v, p + k, 8);
+        if (d) memcpy(d + k, &v, 8);
+        c = _mm_crc32_u64(c, v);
+    }
+    for (; k < len; k++) {
+        if (d) d[k] = p[k];
+        c = _mm_crc32_u8((uint32_t)c, p[k]);
+    }
+    return c;
+}
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw_impl(uint32_t crc, const void *data,
                                                                   size_t len) {
-    enum { COPY = 0 };
-    const uint8_t *p = data;
-    uint8_t *d = NULL;
-    (void)d;
-    uint64_t c = (uint32_t)~crc;
-    CRC_HW_BODY
-    return ~(uint32_t)c;
+    return ~(uint32_t)crc_hw_update((uint32_t)~crc, data, NULL, len);
 }
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c_copy_hw(uint8_t *d, const uint8_t *p,
                                                                   size_t len) {
-    enum { COPY = 1 };
-    uint64_t c = 0xffffffffu;
-    CRC_HW_BODY
-    return ~(uint32_t)c;
+    return ~(uint32_t)crc_hw_update(0xffffffffu, p, d, len);
 }
 
 int fl_crc32c_hw_available(void) { return __builtin_cpu_supports("sse4.2") ? 1 : 0; }

@@ -40,6 +40,12 @@ typedef struct fl_slot {
 } fl_slot;
 
 typedef struct fl_worker fl_worker;
+
+/* One shard file read into memory (FL_IO_MEMORY): len bytes read, cap bytes mapped. */
+typedef struct fl_shard_copy {
+    uint8_t *p;
+    size_t len, cap;
+} fl_shard_copy;
 typedef struct fl_chunk fl_chunk;
 
 struct fl_loader {
@@ -57,8 +63,7 @@ struct fl_loader {
                               with a fused CRC) straight into the batch */
     int mapped;            /* records come from memory: the dataset's mapping (LMDB, FL_IO_MMAP)
                               or the loader's own copy (FL_IO_MEMORY, mem != NULL) */
-    uint8_t **mem;         /* FL_IO_MEMORY: each shard file's bytes (memory_reader.c) */
-    size_t *mem_len, *mem_cap;
+    fl_shard_copy *mem;    /* FL_IO_MEMORY: each shard file's bytes (memory_reader.c) */
     uint32_t nmem;
 
     uint64_t *perm;        /* sequence of the epoch perm_epoch (n entries) */

@@ -67,9 +67,7 @@ static int load_one(fl_loader *L, uint32_t i, fl_error *err)
         got += (size_t)n;
     }
     close(fd);
-    L->mem[i] = m;
-    L->mem_cap[i] = cap;
-    L->mem_len[i] = got;
+    L->mem[i] = (fl_shard_copy){.p = m, .len = got, .cap = cap};
     return 0;
 }
 
@@ -77,9 +75,7 @@ int fl_memory_load(fl_loader *L, fl_error *err)
 {
     uint32_t n = fl_dataset_num_shards(L->ds);
     L->mem = calloc(n ? n : 1, sizeof *L->mem);
-    L->mem_len = calloc(n ? n : 1, sizeof *L->mem_len);
-    L->mem_cap = calloc(n ? n : 1, sizeof *L->mem_cap);
-    if (!L->mem || !L->mem_len || !L->mem_cap)
+    if (!L->mem)
         return fl_error_set(err, -ENOMEM, "out of memory for %u shard copies", n);
     L->nmem = n;
     for (uint32_t i = 0; i < n; i++) {
@@ -94,24 +90,21 @@ int fl_memory_record(const fl_loader *L, uint64_t idx, const fl_record_info *inf
                      const uint8_t **data, fl_error *err)
 {
     uint32_t s = info->shard;
-    if (s >= L->nmem || !L->mem[s] || info->offset > L->mem_len[s] ||
-        info->stored_len > L->mem_len[s] - info->offset)
+    const fl_shard_copy *c = s < L->nmem ? &L->mem[s] : NULL;
+    if (!c || !c->p || info->offset > c->len || info->stored_len > c->len - info->offset)
         return fl_error_set(err, FL_E_TRUNCATED, "%s: record %llu: read failed: file ends early",
                             fl_dataset_shard_path(L->ds, s < L->nmem ? s : 0),
                             (unsigned long long)idx);
-    *data = L->mem[s] + info->offset;
+    *data = c->p + info->offset;
     return 0;
 }
 
 void fl_memory_free(fl_loader *L)
 {
     for (uint32_t i = 0; i < L->nmem; i++)
-        if (L->mem[i])
-            munmap(L->mem[i], L->mem_cap[i]);
+        if (L->mem[i].p)
+            munmap(L->mem[i].p, L->mem[i].cap);
     free(L->mem);
-    free(L->mem_len);
-    free(L->mem_cap);
     L->mem = NULL;
-    L->mem_len = L->mem_cap = NULL;
     L->nmem = 0;
 }
