@@ -450,6 +450,7 @@ static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const
             info->crc32c = r->crc32c;
             info->height = r->height;
             info->width = r->width;
+            info->format = ds->schema.encoding; /* v1: every record has the schema's encoding */
         }
         if (name) *name = r->name;
         if (name_len) *name_len = r->name_len;

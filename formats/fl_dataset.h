@@ -25,7 +25,11 @@ extern "C" {
 typedef enum fl_encoding {
     FL_ENC_JPEG = 1, /* JPEG file bytes (kept as-is, or re-encoded by packdata) */
     FL_ENC_PNG = 2,  /* PNG file bytes kept as-is */
-    FL_ENC_RAW = 3   /* uint8 pixels, HWC, rows packed (height*width*channels bytes) */
+    FL_ENC_RAW = 3,  /* uint8 pixels, HWC, rows packed (height*width*channels bytes) */
+    FL_ENC_WEBP = 4, /* WebP file bytes kept as-is (format version 2) */
+    FL_ENC_MIXED = 5 /* schema only (format version 2): encoded images kept in their own formats
+                      * (JPEG, PNG, WebP); each record's format is in its index entry
+                      * (fl_record_info.format) */
 } fl_encoding;
 
 /* How each record's payload is compressed on disk (on top of the encoding). */
@@ -58,6 +62,8 @@ typedef struct fl_record_info {
     uint32_t crc32c;     /* CRC32C of the stored bytes */
     uint32_t height;     /* image height in pixels (as decoded) */
     uint32_t width;      /* image width in pixels */
+    fl_encoding format;  /* this record's encoding (FL_ENC_JPEG, _PNG, _WEBP or _RAW, never
+                          * FL_ENC_MIXED): the schema's encoding unless the schema is mixed */
 } fl_record_info;
 
 typedef struct fl_dataset fl_dataset;

@@ -64,6 +64,14 @@ const void *fl_writer_dictionary(const fl_writer *w, size_t *len);
 int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, const char *name,
                   uint32_t height, uint32_t width, fl_error *err);
 
+/* fl_writer_add for a record in its own format: `format` is FL_ENC_JPEG, FL_ENC_PNG or
+ * FL_ENC_WEBP in a dataset whose schema encoding is FL_ENC_MIXED; with any other schema it must
+ * equal the schema's encoding. Errors: as fl_writer_add, FL_E_INVALID for a format the schema
+ * does not allow. */
+int fl_writer_add_as(fl_writer *w, fl_encoding format, const void *payload, size_t len,
+                     int32_t label, const char *name, uint32_t height, uint32_t width,
+                     fl_error *err);
+
 /* Append one record whose payload was already compressed (by an fl_compressor using the same
  * dictionary); raw_len is the uncompressed size. */
 int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,

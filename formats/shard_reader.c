@@ -21,6 +21,8 @@ const char *fl_encoding_name(fl_encoding e) {
     case FL_ENC_JPEG: return "jpeg";
     case FL_ENC_PNG: return "png";
     case FL_ENC_RAW: return "raw";
+    case FL_ENC_WEBP: return "webp";
+    case FL_ENC_MIXED: return "mixed";
     }
     return "unknown";
 }
@@ -37,6 +39,8 @@ fl_encoding fl_encoding_from_name(const char *s) {
     if (!strcmp(s, "jpeg")) return FL_ENC_JPEG;
     if (!strcmp(s, "png")) return FL_ENC_PNG;
     if (!strcmp(s, "raw")) return FL_ENC_RAW;
+    if (!strcmp(s, "webp")) return FL_ENC_WEBP;
+    if (!strcmp(s, "mixed")) return FL_ENC_MIXED;
     return (fl_encoding)0;
 }
 
@@ -67,6 +71,7 @@ void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uin
     out->crc32c = fl_rd32(e + FLI_CRC);
     out->height = fl_rd32(e + FLI_HEIGHT);
     out->width = fl_rd32(e + FLI_WIDTH);
+    out->format = v->schema.encoding; /* v1: every record has the schema's encoding */
     if (name_off) *name_off = fl_rd32(e + FLI_NAME_OFFSET);
     if (name_len) *name_len = fl_rd32(e + FLI_NAME_LEN);
 }

@@ -696,6 +696,17 @@ int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, 
     return add_stored(w, w->cbuf, clen, len, label, name, name_len, height, width, err);
 }
 
+int fl_writer_add_as(fl_writer *w, fl_encoding format, const void *payload, size_t len,
+                     int32_t label, const char *name, uint32_t height, uint32_t width,
+                     fl_error *err) {
+    /* Until format version 2 stores a per-record format, only the schema's own is accepted. */
+    if (format != w->opt.schema.encoding)
+        return fl_error_set(err, FL_E_INVALID, "record %llu (%s): %s record in a %s dataset",
+                            (unsigned long long)w->total, name ? name : "",
+                            fl_encoding_name(format), fl_encoding_name(w->opt.schema.encoding));
+    return fl_writer_add(w, payload, len, label, name, height, width, err);
+}
+
 int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
                          int32_t label, const char *name, uint32_t height, uint32_t width,
                          fl_error *err) {

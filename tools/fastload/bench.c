@@ -52,12 +52,10 @@ static const char *encoding_name(const fl_dataset *ds)
     const fl_schema *s = ds ? fl_dataset_schema(ds) : NULL;
     if (!s)
         return "?";
-    switch (s->encoding) {
-    case FL_ENC_JPEG: return s->compression == FL_COMP_ZSTD ? "jpeg+zstd" : "jpeg";
-    case FL_ENC_PNG: return s->compression == FL_COMP_ZSTD ? "png+zstd" : "png";
-    case FL_ENC_RAW: return s->compression == FL_COMP_ZSTD ? "raw+zstd" : "raw";
-    }
-    return "?";
+    static char buf[32];
+    snprintf(buf, sizeof buf, "%s%s", fl_encoding_name(s->encoding),
+             s->compression == FL_COMP_ZSTD ? "+zstd" : "");
+    return buf;
 }
 
 /* Single-thread memcpy bandwidth: best of several passes over a buffer larger than the caches. */
