@@ -52,10 +52,15 @@ static const char *encoding_name(const fl_dataset *ds)
     const fl_schema *s = ds ? fl_dataset_schema(ds) : NULL;
     if (!s)
         return "?";
-    static char buf[32];
-    snprintf(buf, sizeof buf, "%s%s", fl_encoding_name(s->encoding),
-             s->compression == FL_COMP_ZSTD ? "+zstd" : "");
-    return buf;
+    int z = s->compression == FL_COMP_ZSTD;
+    switch (s->encoding) {
+    case FL_ENC_JPEG: return z ? "jpeg+zstd" : "jpeg";
+    case FL_ENC_PNG: return z ? "png+zstd" : "png";
+    case FL_ENC_RAW: return z ? "raw+zstd" : "raw";
+    case FL_ENC_WEBP: return z ? "webp+zstd" : "webp";
+    case FL_ENC_MIXED: return z ? "mixed+zstd" : "mixed";
+    }
+    return "?";
 }
 
 /* Single-thread memcpy bandwidth: best of several passes over a buffer larger than the caches. */
