@@ -96,10 +96,32 @@ static int same_schema(const fl_schema *a, const fl_schema *b) {
            a->channels == b->channels && a->height == b->height && a->width == b->width;
 }
 
+/* Is shard file v the one manifest `om` lists as entry `k`: same format version, same dataset id
+ * (v2), same size. A shard copied in from another dataset fails here even when its records fit. */
+static int shard_matches(const fl_shard_view *v, const fl_manifest *om, uint32_t k, fl_error *err) {
+    if (v->version != om->version)
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: shard format version %u, the manifest says %u: it belongs to another "
+                            "dataset", v->path, v->version, om->version);
+    if (om->has_id && memcmp(v->dataset_id, om->dataset_id, FL_DATASET_ID_BYTES) != 0) {
+        char got[2 * FL_DATASET_ID_BYTES + 1], want[2 * FL_DATASET_ID_BYTES + 1];
+        fl_dataset_id_hex(v->dataset_id, got);
+        fl_dataset_id_hex(om->dataset_id, want);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: belongs to another dataset (id %s, the manifest's is %s)", v->path,
+                            got, want);
+    }
+    if (v->size != om->shards[k].bytes)
+        return fl_error_set(err, FL_E_FORMAT, "%s: %llu bytes, the manifest says %llu", v->path,
+                            (unsigned long long)v->size, (unsigned long long)om->shards[k].bytes);
+    return 0;
+}
+
 /* part_start[i]: non-zero when shard i is the first of a --part dataset (numbering restarts);
- * NULL for a plain dataset. */
+ * NULL for a plain dataset. owner[i]/owner_k[i]: the part manifest listing shard i and its
+ * position there (NULL: m itself, position i). */
 static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part_start,
-                       fl_error *err) {
+                       const fl_manifest *const *owner, const uint32_t *owner_k, fl_error *err) {
     uint32_t n = m->num_shards;
     uint32_t local = 0;     /* shard number inside its part */
     uint64_t local_first = 0;
@@ -119,6 +141,8 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
         }
         int rc = fl_shard_open(path, v, err);
         ds->num_open = i + 1; /* so close() releases what is open */
+        if (rc) return rc;
+        rc = owner ? shard_matches(v, owner[i], owner_k[i], err) : shard_matches(v, m, i, err);
         if (rc) return rc;
         if (v->number != local || v->first_record != local_first || v->count != m->shards[i].records)
             return fl_error_set(err, FL_E_FORMAT,
@@ -252,6 +276,8 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
     fl_manifest all;
     memset(&all, 0, sizeof all);
     uint8_t *part_start = NULL;
+    const fl_manifest **owner = NULL;
+    uint32_t *owner_k = NULL;
     if (rc == 0) {
         uint32_t shards = 0;
         for (uint32_t i = 0; i < n; i++) {
@@ -264,7 +290,9 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
         all.shards = calloc(shards ? shards : 1, sizeof *all.shards);
         ds->file_paths = calloc(shards ? shards : 1, sizeof *ds->file_paths);
         part_start = calloc(shards ? shards : 1, 1);
-        if (!all.shards || !ds->file_paths || !part_start)
+        owner = calloc(shards ? shards : 1, sizeof *owner);
+        owner_k = calloc(shards ? shards : 1, sizeof *owner_k);
+        if (!all.shards || !ds->file_paths || !part_start || !owner || !owner_k)
             rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
         uint32_t k = 0;
         for (uint32_t i = 0; rc == 0 && i < n; i++) {
@@ -272,6 +300,8 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
             for (uint32_t j = 0; rc == 0 && j < parts[i].m.num_shards; j++, k++) {
                 all.shards[k] = parts[i].m.shards[j];
                 part_start[k] = j == 0;
+                owner[k] = &parts[i].m;
+                owner_k[k] = j;
                 ds->file_paths[k] = path_join(parts[i].dir, parts[i].m.shards[j].file);
                 size_t fl = strlen(base) + strlen(parts[i].m.shards[j].file) + 2;
                 char *rel = malloc(fl);
@@ -290,7 +320,7 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
         ds->num_classes = parts[0].m.num_classes;
         parts[0].m.classes = NULL;
         parts[0].m.num_classes = 0;
-        rc = open_shards(ds, &all, part_start, err);
+        rc = open_shards(ds, &all, part_start, owner, owner_k, err);
     }
     if (rc == 0) {
         fl_tbuf b;
@@ -312,6 +342,8 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
     for (uint32_t k = 0; all.shards && k < all.num_shards; k++) free(all.shards[k].file);
     free(all.shards);
     free(part_start);
+    free(owner);
+    free(owner_k);
     for (uint32_t i = 0; i < n; i++) {
         free(parts[i].dir);
         fl_manifest_free(&parts[i].m);
@@ -394,7 +426,7 @@ int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
     }
     ds->num_files = m.num_shards;
     if (ds->backend == FL_BACKEND_SHARDS)
-        rc = open_shards(ds, &m, NULL, err);
+        rc = open_shards(ds, &m, NULL, NULL, NULL, err);
     else
         rc = fl_lmdb_reader_open(ds, &m, err);
     if (rc) goto fail;
@@ -450,7 +482,7 @@ static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const
             info->crc32c = r->crc32c;
             info->height = r->height;
             info->width = r->width;
-            info->format = ds->schema.encoding; /* v1: every record has the schema's encoding */
+            info->format = (fl_encoding)r->format;
         }
         if (name) *name = r->name;
         if (name_len) *name_len = r->name_len;
@@ -482,9 +514,9 @@ void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i) {
         return;
     }
     uint32_t s = find_shard(ds, i);
-    const uint8_t *e = ds->shards[s].index + (i - ds->shard_first[s]) * FL_SHARD_INDEX_ENTRY;
+    const uint8_t *e = ds->shards[s].index + (i - ds->shard_first[s]) * ds->shards[s].entry_size;
     __builtin_prefetch(e);
-    __builtin_prefetch(e + FL_SHARD_INDEX_ENTRY - 1); /* an entry may straddle two lines */
+    __builtin_prefetch(e + ds->shards[s].entry_size - 1); /* an entry may straddle two lines */
 }
 
 int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err) {

@@ -19,7 +19,8 @@
 extern "C" {
 #endif
 
-#define FL_FORMAT_VERSION 1u
+/* Format version this build writes; it reads versions 1 and 2 (SPEC.md says what differs). */
+#define FL_FORMAT_VERSION 2u
 
 /* How each record's payload is encoded. */
 typedef enum fl_encoding {

@@ -22,6 +22,7 @@ typedef struct fl_lmdb_rec {
     uint32_t height;
     uint32_t width;
     uint32_t name_len;
+    uint32_t format;      /* fl_encoding of the record (v1: the schema's) */
 } fl_lmdb_rec;
 
 typedef struct fl_lmdb_reader fl_lmdb_reader;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fl_dataset.h"
 #include "fl_error.h"
 
 #define FL_LMDB_DATA_FILE "data.mdb"
@@ -15,7 +16,9 @@
 #define FL_LMDB_META_MANIFEST "manifest"
 #define FL_LMDB_META_DICT "zstd.dict"
 #define FL_LMDB_META_VERSION "format_version"
-#define FL_LMDB_VALUE_HEADER 24u /* label, crc32c, raw_len, height, width, name_len: 6 x u32 LE */
+#define FL_LMDB_META_ID "dataset_id" /* 16 bytes (format version 2) */
+#define FL_LMDB_VALUE_HEADER 28u /* label, crc32c, raw_len, height, width, name_len, format: 7 x u32 LE */
+#define FL_LMDB_VALUE_HEADER_V1 24u /* format version 1: no format field */
 
 typedef struct fl_lmdb_writer fl_lmdb_writer;
 
@@ -24,12 +27,14 @@ typedef struct fl_lmdb_writer fl_lmdb_writer;
 extern size_t fl_lmdb_initial_mapsize;
 
 /* Open (or, with resume, reopen) the environment in directory `dir`. *existing receives the number
- * of records already committed (0 when new). The dictionary (may be NULL) is stored under meta. */
-int fl_lmdb_writer_open(const char *dir, int resume, const void *dict, size_t dict_len,
-                        fl_lmdb_writer **out, uint64_t *existing, fl_error *err);
+ * of records already committed (0 when new). The dataset id (16 bytes) and the dictionary (may be
+ * NULL) are stored under meta. Resuming an environment that holds records of another id (or of
+ * format version 1) fails with FL_E_INVALID. */
+int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, const void *dict,
+                        size_t dict_len, fl_lmdb_writer **out, uint64_t *existing, fl_error *err);
 /* Queue record `index` (must be the next one); commits in batches. */
-int fl_lmdb_writer_add(fl_lmdb_writer *lw, uint64_t index, const void *stored, size_t stored_len,
-                       uint32_t raw_len, int32_t label, uint32_t crc, const char *name,
+int fl_lmdb_writer_add(fl_lmdb_writer *lw, uint64_t index, fl_encoding format, const void *stored,
+                       size_t stored_len, uint32_t raw_len, int32_t label, uint32_t crc, const char *name,
                        size_t name_len, uint32_t height, uint32_t width, fl_error *err);
 /* Commit everything, store the manifest text under meta, sync and close. Frees lw. */
 int fl_lmdb_writer_finish(fl_lmdb_writer *lw, const char *manifest, size_t len, fl_error *err);

@@ -21,6 +21,9 @@ typedef struct fl_manifest_shard {
 } fl_manifest_shard;
 
 typedef struct fl_manifest {
+    uint32_t version;  /* format_version read (1 or 2); the writer always writes FL_FORMAT_VERSION */
+    int has_id;        /* dataset_id present (required in version 2) */
+    uint8_t dataset_id[16];
     fl_backend backend;
     fl_schema schema;
     uint64_t records;
@@ -36,13 +39,15 @@ typedef struct fl_manifest {
     uint32_t part_index, part_count;
 } fl_manifest;
 
-/* Parse and validate (format name, version, backend, schema, counts consistent with the shard
- * list, plain shard file names). `what` names the file in messages.
+/* Parse and validate (format name, version 1 or 2, backend, schema valid in that version, the
+ * 32-hex-digit dataset_id of version 2, counts consistent with the shard list, plain shard file
+ * names). `what` names the file in messages.
  * Errors: FL_E_FORMAT, FL_E_VERSION, -ENOMEM. */
 int fl_manifest_parse(const char *text, size_t len, const char *what, fl_manifest *m, fl_error *err);
 void fl_manifest_free(fl_manifest *m);
 
-/* Write `m` as JSON text into b (creation time: now, UTC). Returns 0 or -ENOMEM. */
+/* Write `m` as JSON text into b (format_version FL_FORMAT_VERSION; dataset_id when m->has_id;
+ * creation time: now, UTC). Returns 0 or -ENOMEM. */
 int fl_manifest_write(fl_tbuf *b, const fl_manifest *m);
 
 #endif

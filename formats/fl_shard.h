@@ -15,7 +15,10 @@
 #define FL_SHARD_HEADER_SIZE 4096u
 #define FL_SHARD_ALIGN 4096u
 #define FL_SHARD_FOOTER_SIZE 64u
-#define FL_SHARD_INDEX_ENTRY 40u
+#define FL_SHARD_INDEX_ENTRY 48u    /* format version 2; 40 in version 1 (no format field) */
+#define FL_SHARD_INDEX_ENTRY_V1 40u
+#define FL_DATASET_ID_BYTES 16u
+#define FL_FORMAT_MIN_VERSION 1u     /* oldest format version this build still reads */
 #define FL_MAX_RECORD_BYTES (1u << 30)  /* no single record over 1 GiB (stored or raw) */
 #define FL_MAX_NAME_BYTES 4096u
 #define FL_MAX_DICT_BYTES (16u << 20)
@@ -40,7 +43,8 @@ enum {
     FLH_DATA_OFFSET = 80,   /* u64 first record byte; multiple of 4096 */
     FLH_DATA_END = 88,      /* u64 one past the last record byte (== index offset) */
     FLH_FILE_SIZE = 96,     /* u64 total file size */
-    FLH_END = 104
+    FLH_DATASET_ID = 104,   /* 16 bytes: the dataset's random id (version 2; 0 in version 1) */
+    FLH_END = 120
 };
 
 /* footer field offsets (relative to file_size - 64). The index block is the index entries
@@ -49,7 +53,7 @@ enum {
     FLF_MAGIC = 0,          /* 8  "FLSFOOT1" */
     FLF_INDEX_OFFSET = 8,   /* u64 file offset of the index block (== header data_end) */
     FLF_INDEX_STORED = 16,  /* u64 bytes of the index block on disk (ends at the footer) */
-    FLF_INDEX_SIZE = 24,    /* u64 = record_count * 40 (uncompressed index entries) */
+    FLF_INDEX_SIZE = 24,    /* u64 = record_count * entry size (48; 40 in version 1) */
     FLF_NAMES_SIZE = 32,    /* u64 uncompressed names blob bytes */
     FLF_RECORD_COUNT = 40,  /* u64 */
     FLF_INDEX_CRC = 48,     /* u32 CRC32C of the index block as stored on disk */
@@ -68,7 +72,9 @@ enum {
     FLI_HEIGHT = 24,     /* u32 */
     FLI_WIDTH = 28,      /* u32 */
     FLI_NAME_OFFSET = 32, /* u32 offset in the names blob */
-    FLI_NAME_LEN = 36     /* u32 */
+    FLI_NAME_LEN = 36,    /* u32 */
+    FLI_FORMAT = 40,      /* u32 fl_encoding of this record (version 2 only) */
+    FLI_RESERVED = 44     /* u32 0 (version 2 only) */
 };
 
 static inline uint32_t fl_rd32(const uint8_t *p) {
@@ -89,13 +95,17 @@ typedef struct fl_shard_view {
     char *path;             /* owned */
     const uint8_t *map;     /* whole file, PROT_READ */
     uint64_t size;
+    int fd;                 /* the file, open O_RDONLY until close (-1 when not open) */
+    uint32_t version;       /* format version of this shard (1 or 2) */
+    uint32_t entry_size;    /* index entry bytes: 40 (v1) or 48 (v2) */
+    uint8_t dataset_id[FL_DATASET_ID_BYTES]; /* v2: from the header; v1: zeros */
     uint32_t number;
     uint64_t first_record;
     uint64_t count;
     fl_schema schema;
     const uint8_t *dict;    /* inside map, or NULL */
     size_t dict_len;
-    const uint8_t *index;   /* count * 40 bytes: inside map, or in index_heap when compressed */
+    const uint8_t *index;   /* count * entry_size bytes: inside map, or in index_heap when compressed */
     const uint8_t *names;
     uint8_t *index_heap;    /* owned: the decompressed index block, or NULL */
     uint64_t names_size;
@@ -105,10 +115,13 @@ typedef struct fl_shard_view {
     uint32_t max_stored_len;
 } fl_shard_view;
 
-/* Map and fully validate the shard at `path` (header, footer, index CRC, every index entry).
- * Does not check record payload CRCs. Errors: -errno, FL_E_FORMAT, FL_E_VERSION, FL_E_TRUNCATED,
- * FL_E_CHECKSUM, all naming the path. */
+/* Map and fully validate the shard at `path` (header, footer, index CRC, every index entry,
+ * including each v2 entry's format against the schema). Does not check record payload CRCs.
+ * Errors: -errno, FL_E_FORMAT, FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, all naming the path. */
 int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err);
+/* The same for an already open file: `fd` is taken over (closed by fl_shard_close, or on error);
+ * `path` is only used in messages and v->path. */
+int fl_shard_open_fd(int fd, const char *path, fl_shard_view *v, fl_error *err);
 void fl_shard_close(fl_shard_view *v);
 
 /* Read index entry `i` (< v->count) of a validated shard. */
@@ -124,7 +137,18 @@ const char *fl_compression_name(fl_compression c);
 /* Parse names back; return 0 when unknown. */
 fl_encoding fl_encoding_from_name(const char *s);
 int fl_compression_from_name(const char *s, fl_compression *out);
-/* Schema sanity (known enums, channels 1..4, sizes both zero or both non-zero and <= 1<<20). */
+/* Schema sanity (known enums, channels 1..4, sizes both zero or both non-zero and <= 1<<20).
+ * Every encoding is valid here (FL_ENC_WEBP and FL_ENC_MIXED need format version 2: see
+ * fl_schema_valid_in). */
 int fl_schema_valid(const fl_schema *s);
+/* fl_schema_valid, and the encoding exists in format `version` (1: JPEG, PNG, raw only). */
+int fl_schema_valid_in(const fl_schema *s, uint32_t version);
+/* Whether a record of format `format` may appear in a dataset of schema encoding `schema_enc`:
+ * mixed allows JPEG, PNG and WebP; any other schema only its own encoding. */
+int fl_format_allowed(fl_encoding schema_enc, uint32_t format);
+/* 32 lowercase hex characters + NUL for a dataset id. */
+void fl_dataset_id_hex(const uint8_t id[FL_DATASET_ID_BYTES], char out[2 * FL_DATASET_ID_BYTES + 1]);
+/* Parse 32 hex characters; returns 0, or -1 when s is not exactly that. */
+int fl_dataset_id_parse(const char *s, uint8_t id[FL_DATASET_ID_BYTES]);
 
 #endif

@@ -40,7 +40,9 @@ typedef struct fl_writer_options {
 
 typedef struct fl_writer fl_writer;
 
-/* Start writing the dataset that will appear at `dst`. Without `resume`, an existing
+/* Start writing the dataset that will appear at `dst`. A fresh run chooses the dataset's random
+ * 16-byte id (getrandom; the environment variable FL_DATASET_ID, 32 hex digits, fixes it for
+ * byte-identical packs); a resumed run keeps the id of the run it continues.  Without `resume`, an existing
  * "<dst>.partial/" is cleared. With `resume`, it is reused only if it was started with the same
  * backend, schema and zstd level (else FL_E_INVALID); its saved dictionary replaces opt->zstd_dict.
  * Errors: -EEXIST (dst exists and !overwrite), -errno from mkdir/open, FL_E_INVALID (bad schema,
@@ -66,8 +68,11 @@ int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, 
 
 /* fl_writer_add for a record in its own format: `format` is FL_ENC_JPEG, FL_ENC_PNG or
  * FL_ENC_WEBP in a dataset whose schema encoding is FL_ENC_MIXED; with any other schema it must
- * equal the schema's encoding. Errors: as fl_writer_add, FL_E_INVALID for a format the schema
- * does not allow. */
+ * equal the schema's encoding. The format is stored in the record's index entry (format version
+ * 2) and read back as fl_record_info.format. fl_writer_add(w, ...) is
+ * fl_writer_add_as(w, schema encoding, ...), so a mixed dataset needs fl_writer_add_as.
+ * Errors: as fl_writer_add, FL_E_INVALID for a format the schema does not allow (the writer stays
+ * usable). */
 int fl_writer_add_as(fl_writer *w, fl_encoding format, const void *payload, size_t len,
                      int32_t label, const char *name, uint32_t height, uint32_t width,
                      fl_error *err);
@@ -77,6 +82,11 @@ int fl_writer_add_as(fl_writer *w, fl_encoding format, const void *payload, size
 int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
                          int32_t label, const char *name, uint32_t height, uint32_t width,
                          fl_error *err);
+
+/* fl_writer_add_stored for a record in its own format (as fl_writer_add_as). */
+int fl_writer_add_stored_as(fl_writer *w, fl_encoding format, const void *stored, size_t stored_len,
+                            size_t raw_len, int32_t label, const char *name, uint32_t height,
+                            uint32_t width, fl_error *err);
 
 /* Finish: close the last shard, write the manifest with the class names (label order), fsync,
  * rename into place. Frees `w` whatever the outcome. Errors: FL_E_LABEL (a label >= num_classes

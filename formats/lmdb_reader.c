@@ -63,9 +63,30 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
     if (rc || v.mv_size != 4)
         return fl_error_set(err, FL_E_FORMAT, "%s: missing meta \"%s\"", path, FL_LMDB_META_VERSION);
     uint32_t ver = fl_rd32(v.mv_data);
-    if (ver != FL_FORMAT_VERSION)
-        return fl_error_set(err, FL_E_VERSION, "%s: LMDB dataset format version %u, this build reads %u",
-                            path, ver, FL_FORMAT_VERSION);
+    if (ver < FL_FORMAT_MIN_VERSION || ver > FL_FORMAT_VERSION)
+        return fl_error_set(err, FL_E_VERSION,
+                            "%s: LMDB dataset format version %u, this build reads versions %u to %u",
+                            path, ver, FL_FORMAT_MIN_VERSION, FL_FORMAT_VERSION);
+    if (ver != m->version)
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: LMDB format version %u, the manifest says %u: the file belongs to "
+                            "another dataset", path, ver, m->version);
+    if (ver >= 2) {
+        k.mv_data = FL_LMDB_META_ID;
+        k.mv_size = strlen(FL_LMDB_META_ID);
+        rc = mdb_get(r->txn, meta, &k, &v);
+        if (rc || v.mv_size != FL_DATASET_ID_BYTES)
+            return fl_error_set(err, FL_E_FORMAT, "%s: missing meta \"%s\"", path, FL_LMDB_META_ID);
+        if (memcmp(v.mv_data, m->dataset_id, FL_DATASET_ID_BYTES) != 0) {
+            char got[2 * FL_DATASET_ID_BYTES + 1], want[2 * FL_DATASET_ID_BYTES + 1];
+            fl_dataset_id_hex(v.mv_data, got);
+            fl_dataset_id_hex(m->dataset_id, want);
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: belongs to another dataset (id %s, the manifest's is %s)", path,
+                                got, want);
+        }
+    }
+    const size_t hsz = ver >= 2 ? FL_LMDB_VALUE_HEADER : FL_LMDB_VALUE_HEADER_V1;
     if (m->schema.compression == FL_COMP_ZSTD) {
         k.mv_data = FL_LMDB_META_DICT;
         k.mv_size = strlen(FL_LMDB_META_DICT);
@@ -100,7 +121,7 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
         fl_lmdb_rec *e = &ds->lrec[i];
         if (k.mv_size != 8 || key_value(k.mv_data) != i) {
             why = "key is not the record index";
-        } else if (v.mv_size < FL_LMDB_VALUE_HEADER) {
+        } else if (v.mv_size < hsz) {
             why = "value shorter than its header";
         } else {
             const uint8_t *p = v.mv_data;
@@ -110,12 +131,15 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
             e->height = fl_rd32(p + 12);
             e->width = fl_rd32(p + 16);
             e->name_len = fl_rd32(p + 20);
-            size_t rest = v.mv_size - FL_LMDB_VALUE_HEADER;
+            e->format = ver >= 2 ? fl_rd32(p + 24) : (uint32_t)s->encoding;
+            size_t rest = v.mv_size - hsz;
             if (e->name_len > FL_MAX_NAME_BYTES || e->name_len > rest) {
                 why = "name longer than the value";
+            } else if (!fl_format_allowed(s->encoding, e->format)) {
+                why = "record format unknown or not allowed by the schema";
             } else {
-                e->name = (const char *)p + FL_LMDB_VALUE_HEADER;
-                e->stored = p + FL_LMDB_VALUE_HEADER + e->name_len;
+                e->name = (const char *)p + hsz;
+                e->stored = p + hsz + e->name_len;
                 size_t sl = rest - e->name_len;
                 e->stored_len = (uint32_t)sl;
                 if (sl > FL_MAX_RECORD_BYTES || e->raw_len > FL_MAX_RECORD_BYTES)

@@ -129,8 +129,8 @@ static void lw_free(fl_lmdb_writer *lw) {
     free(lw);
 }
 
-int fl_lmdb_writer_open(const char *dir, int resume, const void *dict, size_t dict_len,
-                        fl_lmdb_writer **out, uint64_t *existing, fl_error *err) {
+int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, const void *dict,
+                        size_t dict_len, fl_lmdb_writer **out, uint64_t *existing, fl_error *err) {
     *out = NULL;
     *existing = 0;
     fl_lmdb_writer *lw = calloc(1, sizeof *lw);
@@ -170,6 +170,19 @@ int fl_lmdb_writer_open(const char *dir, int resume, const void *dict, size_t di
                 rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
                 mdb_cursor_close(cur);
             }
+            /* records of another run (another id, or a v1 writer's 24-byte value headers) cannot be
+             * continued in this one */
+            MDB_val mk = {strlen(FL_LMDB_META_ID), (void *)FL_LMDB_META_ID}, mv;
+            if (rc == 0 && (mdb_get(txn, lw->meta_dbi, &mk, &mv) != 0 ||
+                            mv.mv_size != FL_DATASET_ID_BYTES ||
+                            memcmp(mv.mv_data, dataset_id, FL_DATASET_ID_BYTES) != 0)) {
+                mdb_txn_abort(txn);
+                lw_free(lw);
+                return fl_error_set(err, FL_E_INVALID,
+                                    "%s: cannot resume: its records belong to another run (dataset "
+                                    "id or format version differs); remove the partial dataset",
+                                    path);
+            }
             if (rc == 0) {
                 uint8_t want[8];
                 key_of(ms.ms_entries - 1, want);
@@ -195,6 +208,7 @@ int fl_lmdb_writer_open(const char *dir, int resume, const void *dict, size_t di
     uint8_t ver[4];
     fl_wr32(ver, FL_FORMAT_VERSION);
     rc = set_meta(lw, FL_LMDB_META_VERSION, ver, 4, err);
+    if (rc == 0) rc = set_meta(lw, FL_LMDB_META_ID, dataset_id, FL_DATASET_ID_BYTES, err);
     if (rc == 0 && dict_len) rc = set_meta(lw, FL_LMDB_META_DICT, dict, dict_len, err);
     if (rc) {
         lw_free(lw);
@@ -204,8 +218,8 @@ int fl_lmdb_writer_open(const char *dir, int resume, const void *dict, size_t di
     return 0;
 }
 
-int fl_lmdb_writer_add(fl_lmdb_writer *lw, uint64_t index, const void *stored, size_t stored_len,
-                       uint32_t raw_len, int32_t label, uint32_t crc, const char *name,
+int fl_lmdb_writer_add(fl_lmdb_writer *lw, uint64_t index, fl_encoding format, const void *stored,
+                       size_t stored_len, uint32_t raw_len, int32_t label, uint32_t crc, const char *name,
                        size_t name_len, uint32_t height, uint32_t width, fl_error *err) {
     if (index != lw->next)
         return fl_error_set(err, FL_E_INVALID, "%s: record %llu added, %llu expected", lw->dir,
@@ -233,6 +247,7 @@ int fl_lmdb_writer_add(fl_lmdb_writer *lw, uint64_t index, const void *stored, s
     fl_wr32(h + 12, height);
     fl_wr32(h + 16, width);
     fl_wr32(h + 20, (uint32_t)name_len);
+    fl_wr32(h + 24, (uint32_t)format);
     memcpy(h + FL_LMDB_VALUE_HEADER, name, name_len);
     memcpy(h + FL_LMDB_VALUE_HEADER + name_len, stored, stored_len);
     lw->vals_len += n;

@@ -51,10 +51,18 @@ int fl_manifest_parse(const char *text, size_t len, const char *what, fl_manifes
     if (!s || strcmp(s, FL_MANIFEST_FORMAT) != 0)
         BAD("%s: not a fastload manifest (\"format\" must be \"%s\")", what, FL_MANIFEST_FORMAT);
     if (get_u64(root, "format_version", UINT32_MAX, &u)) BAD("%s: missing or bad \"format_version\"", what);
-    if (u != FL_FORMAT_VERSION) {
-        rc = fl_error_set(err, FL_E_VERSION, "%s: dataset format version %llu, this build reads version %u",
-                          what, (unsigned long long)u, FL_FORMAT_VERSION);
+    if (u < FL_FORMAT_MIN_VERSION || u > FL_FORMAT_VERSION) {
+        rc = fl_error_set(err, FL_E_VERSION,
+                          "%s: dataset format version %llu, this build reads versions %u to %u", what,
+                          (unsigned long long)u, FL_FORMAT_MIN_VERSION, FL_FORMAT_VERSION);
         goto out;
+    }
+    m->version = (uint32_t)u;
+    s = get_str(root, "dataset_id");
+    if (m->version >= 2) {
+        if (!s || fl_dataset_id_parse(s, m->dataset_id))
+            BAD("%s: missing or bad \"dataset_id\" (32 hex digits)", what);
+        m->has_id = 1;
     }
     s = get_str(root, "backend");
     if (s && !strcmp(s, "shards")) m->backend = FL_BACKEND_SHARDS;
@@ -74,7 +82,7 @@ int fl_manifest_parse(const char *text, size_t len, const char *what, fl_manifes
     m->schema.channels = (uint32_t)ch;
     m->schema.height = (uint32_t)h;
     m->schema.width = (uint32_t)w;
-    if (!fl_schema_valid(&m->schema)) BAD("%s: invalid schema", what);
+    if (!fl_schema_valid_in(&m->schema, m->version)) BAD("%s: invalid schema", what);
     const fl_jnode *cl = fl_jget(root, "classes");
     if (!cl || cl->type != FL_J_ARRAY || cl->count > FL_MAX_CLASSES) BAD("%s: missing or bad \"classes\" array", what);
     if (cl->count) {
@@ -141,6 +149,11 @@ int fl_manifest_write(fl_tbuf *b, const fl_manifest *m) {
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     fl_tbuf_printf(b, "{\n  \"format\": \"%s\",\n  \"format_version\": %u,\n", FL_MANIFEST_FORMAT,
                   FL_FORMAT_VERSION);
+    if (m->has_id) {
+        char hex[2 * FL_DATASET_ID_BYTES + 1];
+        fl_dataset_id_hex(m->dataset_id, hex);
+        fl_tbuf_printf(b, "  \"dataset_id\": \"%s\",\n", hex);
+    }
     fl_tbuf_printf(b, "  \"backend\": \"%s\",\n", m->backend == FL_BACKEND_LMDB ? "lmdb" : "shards");
     fl_tbuf_printf(b, "  \"records\": %llu,\n", (unsigned long long)m->records);
     fl_tbuf_puts(b, "  \"classes\": [");

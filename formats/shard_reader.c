@@ -52,7 +52,9 @@ int fl_compression_from_name(const char *s, fl_compression *out) {
 }
 
 int fl_schema_valid(const fl_schema *s) {
-    if (s->encoding != FL_ENC_JPEG && s->encoding != FL_ENC_PNG && s->encoding != FL_ENC_RAW) return 0;
+    if (s->encoding != FL_ENC_JPEG && s->encoding != FL_ENC_PNG && s->encoding != FL_ENC_RAW &&
+        s->encoding != FL_ENC_WEBP && s->encoding != FL_ENC_MIXED)
+        return 0;
     if (s->compression != FL_COMP_NONE && s->compression != FL_COMP_ZSTD) return 0;
     if (s->channels < 1 || s->channels > 4) return 0;
     if ((s->height == 0) != (s->width == 0)) return 0;
@@ -60,9 +62,47 @@ int fl_schema_valid(const fl_schema *s) {
     return 1;
 }
 
+int fl_schema_valid_in(const fl_schema *s, uint32_t version) {
+    if (!fl_schema_valid(s)) return 0;
+    return version >= 2 || s->encoding == FL_ENC_JPEG || s->encoding == FL_ENC_PNG ||
+           s->encoding == FL_ENC_RAW;
+}
+
+int fl_format_allowed(fl_encoding schema_enc, uint32_t format) {
+    if (schema_enc == FL_ENC_MIXED)
+        return format == FL_ENC_JPEG || format == FL_ENC_PNG || format == FL_ENC_WEBP;
+    return format == (uint32_t)schema_enc;
+}
+
+void fl_dataset_id_hex(const uint8_t id[FL_DATASET_ID_BYTES], char out[2 * FL_DATASET_ID_BYTES + 1]) {
+    static const char hx[] = "0123456789abcdef";
+    for (unsigned i = 0; i < FL_DATASET_ID_BYTES; i++) {
+        out[2 * i] = hx[id[i] >> 4];
+        out[2 * i + 1] = hx[id[i] & 15];
+    }
+    out[2 * FL_DATASET_ID_BYTES] = '\0';
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int fl_dataset_id_parse(const char *s, uint8_t id[FL_DATASET_ID_BYTES]) {
+    if (!s || strlen(s) != 2 * FL_DATASET_ID_BYTES) return -1;
+    for (unsigned i = 0; i < FL_DATASET_ID_BYTES; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) return -1;
+        id[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
 void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uint32_t *name_off,
                     uint32_t *name_len) {
-    const uint8_t *e = v->index + i * FL_SHARD_INDEX_ENTRY;
+    const uint8_t *e = v->index + i * v->entry_size;
     out->shard = v->number;
     out->offset = fl_rd64(e + FLI_OFFSET);
     out->stored_len = fl_rd32(e + FLI_STORED_LEN);
@@ -71,7 +111,8 @@ void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uin
     out->crc32c = fl_rd32(e + FLI_CRC);
     out->height = fl_rd32(e + FLI_HEIGHT);
     out->width = fl_rd32(e + FLI_WIDTH);
-    out->format = v->schema.encoding; /* v1: every record has the schema's encoding */
+    /* v1: every record has the schema's encoding */
+    out->format = v->version >= 2 ? (fl_encoding)fl_rd32(e + FLI_FORMAT) : v->schema.encoding;
     if (name_off) *name_off = fl_rd32(e + FLI_NAME_OFFSET);
     if (name_len) *name_len = fl_rd32(e + FLI_NAME_LEN);
 }
@@ -79,9 +120,11 @@ void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uin
 void fl_shard_close(fl_shard_view *v) {
     if (!v) return;
     if (v->map && v->size) munmap((void *)v->map, v->size);
+    if (v->fd >= 0) close(v->fd);
     free(v->index_heap);
     free(v->path);
     memset(v, 0, sizeof *v);
+    v->fd = -1;
 }
 
 static int validate(fl_shard_view *v, const char *path, fl_error *err) {
@@ -97,10 +140,12 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
     if (memcmp(m + FLH_MAGIC, FL_SHARD_MAGIC, 8) != 0)
         return fl_error_set(err, FL_E_FORMAT, "%s: not a fastload shard (bad magic)", path);
     uint32_t version = fl_rd32(m + FLH_VERSION);
-    if (version != FL_FORMAT_VERSION)
+    if (version < FL_FORMAT_MIN_VERSION || version > FL_FORMAT_VERSION)
         return fl_error_set(err, FL_E_VERSION,
-                            "%s: shard format version %u, this build reads version %u", path,
-                            version, FL_FORMAT_VERSION);
+                            "%s: shard format version %u, this build reads versions %u to %u", path,
+                            version, FL_FORMAT_MIN_VERSION, FL_FORMAT_VERSION);
+    v->version = version;
+    v->entry_size = version >= 2 ? FL_SHARD_INDEX_ENTRY : FL_SHARD_INDEX_ENTRY_V1;
     if (fl_rd32(m + FLH_HEADER_SIZE) != FL_SHARD_HEADER_SIZE)
         return fl_error_set(err, FL_E_FORMAT, "%s: bad header size %u", path,
                             fl_rd32(m + FLH_HEADER_SIZE));
@@ -127,8 +172,9 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
     s->channels = fl_rd32(m + FLH_CHANNELS);
     s->height = fl_rd32(m + FLH_HEIGHT);
     s->width = fl_rd32(m + FLH_WIDTH);
-    if (!fl_schema_valid(s))
+    if (!fl_schema_valid_in(s, version))
         return fl_error_set(err, FL_E_FORMAT, "%s: invalid schema in header", path);
+    if (version >= 2) memcpy(v->dataset_id, m + FLH_DATASET_ID, FL_DATASET_ID_BYTES);
     v->number = fl_rd32(m + FLH_SHARD);
     v->first_record = fl_rd64(m + FLH_FIRST_RECORD);
     v->count = fl_rd64(m + FLH_RECORD_COUNT);
@@ -161,9 +207,9 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
         return fl_error_set(err, FL_E_CHECKSUM,
                             "%s: footer checksum mismatch (stored 0x%08x, computed 0x%08x)", path,
                             fl_rd32(f + FLF_FOOTER_CRC), fcrc);
-    if (fl_rd32(f + FLF_VERSION) != FL_FORMAT_VERSION)
-        return fl_error_set(err, FL_E_VERSION, "%s: footer format version %u, this build reads %u",
-                            path, fl_rd32(f + FLF_VERSION), FL_FORMAT_VERSION);
+    if (fl_rd32(f + FLF_VERSION) != version)
+        return fl_error_set(err, FL_E_VERSION, "%s: footer format version %u, header says %u",
+                            path, fl_rd32(f + FLF_VERSION), version);
     uint64_t idx_off = fl_rd64(f + FLF_INDEX_OFFSET), idx_stored = fl_rd64(f + FLF_INDEX_STORED);
     uint64_t idx_size = fl_rd64(f + FLF_INDEX_SIZE), names_size = fl_rd64(f + FLF_NAMES_SIZE);
     uint64_t fcount = fl_rd64(f + FLF_RECORD_COUNT);
@@ -178,7 +224,7 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
     uint64_t raw_cap = zindex ? (idx_stored < (1ull << 40) ? idx_stored * 4096 + (1u << 20) : 0)
                               : idx_stored;
     if ((flags & ~FL_FOOTER_INDEX_ZSTD) != 0 || v->count > (1ull << 40) ||
-        idx_size != v->count * FL_SHARD_INDEX_ENTRY || idx_off != v->data_end ||
+        idx_size != v->count * v->entry_size || idx_off != v->data_end ||
         idx_off > tail || idx_stored != tail - idx_off || names_size > raw_cap ||
         idx_size > raw_cap - names_size || (!zindex && idx_size + names_size != idx_stored))
         return fl_error_set(err, FL_E_FORMAT,
@@ -230,6 +276,10 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
             why = "negative label";
         else if (nlen > FL_MAX_NAME_BYTES || noff > names_size || nlen > names_size - noff)
             why = "name outside the names blob";
+        else if (version >= 2 && !fl_format_allowed(s->encoding, (uint32_t)r.format))
+            why = "record format unknown or not allowed by the schema";
+        else if (version >= 2 && fl_rd32(v->index + i * v->entry_size + FLI_RESERVED) != 0)
+            why = "reserved field is not 0";
         if (why)
             return fl_error_set(err, FL_E_FORMAT, "%s: record %llu (global %llu): corrupt index: %s",
                                 path, (unsigned long long)i,
@@ -241,12 +291,19 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
 }
 
 int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err) {
-    memset(v, 0, sizeof *v);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
+        memset(v, 0, sizeof *v);
+        v->fd = -1;
         return fl_error_set(err, -e, "%s: cannot open shard: %s", path, strerror(e));
     }
+    return fl_shard_open_fd(fd, path, v, err);
+}
+
+int fl_shard_open_fd(int fd, const char *path, fl_shard_view *v, fl_error *err) {
+    memset(v, 0, sizeof *v);
+    v->fd = -1;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -262,15 +319,14 @@ int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err) {
         close(fd);
         return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     }
+    v->fd = fd; /* kept: the loader reads this very file through it (never the path again) */
     v->size = (uint64_t)st.st_size;
     if (v->size == 0) {
-        close(fd);
         fl_shard_close(v);
         return fl_error_set(err, FL_E_TRUNCATED, "%s: empty shard file (unfinished write?)", path);
     }
     void *m = mmap(NULL, v->size, PROT_READ, MAP_SHARED, fd, 0);
     int e = errno;
-    close(fd);
     if (m == MAP_FAILED) {
         v->size = 0;
         fl_shard_close(v);

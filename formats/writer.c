@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #define DEFAULT_SHARD_BYTES (256ull << 20)
 #define STATE_FILE "state.json"
 #define DICT_FILE "zstd.dict"
+#define ID_FILE "dataset.id" /* the dataset id (32 hex digits), chosen once, kept across --resume */
 
 typedef struct growbuf {
     uint8_t *p;
@@ -55,6 +57,7 @@ struct fl_writer {
     uint8_t *cbuf; /* compression scratch */
     size_t cbuf_cap;
     uint64_t resume_count;
+    uint8_t dataset_id[FL_DATASET_ID_BYTES]; /* in every shard header, the manifest, LMDB meta */
     uint64_t total; /* records added (including resumed) */
     int32_t max_label;
     int failed;     /* a write error happened: the open shard is lost */
@@ -183,6 +186,45 @@ static int state_text(const fl_writer *w, fl_tbuf *b) {
                   fl_encoding_name(s->encoding), fl_compression_name(s->compression), s->channels,
                   s->height, s->width, s->compression == FL_COMP_ZSTD ? w->opt.zstd_level : 0);
     return b->failed ? -ENOMEM : 0;
+}
+
+/* ---- dataset id ----------------------------------------------------------------------------- */
+
+/* The dataset's 16-byte random id: read back from ID_FILE when resuming (so shards of the earlier
+ * run keep matching), else chosen now and saved there. A partial directory without a readable id
+ * (started by a v1 writer) gets a new one, so none of its shards is kept. */
+static int load_or_make_id(fl_writer *w, int fresh, fl_error *err) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", w->partial, ID_FILE);
+    if (!fresh) {
+        uint8_t *t = NULL;
+        size_t n = 0;
+        if (read_small_file(p, 256, &t, &n) == 0) {
+            while (n && (t[n - 1] == '\n' || t[n - 1] == '\r')) t[--n] = 0;
+            int ok = fl_dataset_id_parse((const char *)t, w->dataset_id) == 0;
+            free(t);
+            if (ok) return 0;
+        }
+    }
+    /* FL_DATASET_ID (32 hex digits) fixes the id, for byte-identical packs across runs (tests,
+     * reproducible builds); giving two different datasets the same id defeats the check that
+     * keeps their files apart */
+    const char *fixed = getenv("FL_DATASET_ID");
+    size_t got = fixed && fl_dataset_id_parse(fixed, w->dataset_id) == 0 ? FL_DATASET_ID_BYTES : 0;
+    while (got < FL_DATASET_ID_BYTES) {
+        ssize_t r = getrandom(w->dataset_id + got, FL_DATASET_ID_BYTES - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO;
+            return fl_error_set(err, -e, "%s: cannot choose a dataset id: getrandom: %s", w->partial,
+                                strerror(e));
+        }
+        got += (size_t)r;
+    }
+    char hex[2 * FL_DATASET_ID_BYTES + 2];
+    fl_dataset_id_hex(w->dataset_id, hex);
+    strcat(hex, "\n");
+    return write_file_atomic(w->partial, ID_FILE, hex, strlen(hex), err);
 }
 
 /* ---- shard files ---------------------------------------------------------------------------- */
@@ -322,6 +364,7 @@ static int shard_finish(fl_writer *w, fl_error *err) {
     fl_wr64(hdr + FLH_DATA_OFFSET, w->data_offset);
     fl_wr64(hdr + FLH_DATA_END, data_end);
     fl_wr64(hdr + FLH_FILE_SIZE, file_size);
+    memcpy(hdr + FLH_DATASET_ID, w->dataset_id, FL_DATASET_ID_BYTES);
     fl_wr32(hdr + FLH_HEADER_CRC, fl_crc32c(0, hdr, FL_SHARD_HEADER_SIZE));
     int rc;
     if (block) {
@@ -395,7 +438,10 @@ static int resume_shards(fl_writer *w, fl_error *err) {
             fl_error e;
             int rc = fl_shard_open(path, &v, &e);
             if (rc == 0) {
+                /* a shard of another run (another id, or written by a v1 writer) is redone */
                 int ok = v.number == k && v.first_record == w->total &&
+                         v.version == FL_FORMAT_VERSION &&
+                         memcmp(v.dataset_id, w->dataset_id, FL_DATASET_ID_BYTES) == 0 &&
                          v.schema.encoding == w->opt.schema.encoding &&
                          v.schema.compression == w->opt.schema.compression &&
                          v.schema.channels == w->opt.schema.channels &&
@@ -572,13 +618,16 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
         if (!rc) rc = write_file_atomic(w->partial, STATE_FILE, state.data, state.len, err);
         if (rc) goto fail;
     }
+    rc = load_or_make_id(w, fresh, err);
+    if (rc) goto fail;
     if (opt->schema.compression == FL_COMP_ZSTD) {
         rc = fl_compressor_create(opt->zstd_level, w->dict, w->dict_len, &w->comp, err);
         if (rc) goto fail;
     }
     if (opt->backend == FL_BACKEND_LMDB) {
         uint64_t existing = 0;
-        rc = fl_lmdb_writer_open(w->partial, !fresh, w->dict, w->dict_len, &w->lmdb, &existing, err);
+        rc = fl_lmdb_writer_open(w->partial, !fresh, w->dataset_id, w->dict, w->dict_len, &w->lmdb,
+                                 &existing, err);
         if (rc) goto fail;
         w->total = w->resume_count = existing;
         /* labels of resumed records are checked by the reader; track the max from here on */
@@ -602,12 +651,21 @@ const void *fl_writer_dictionary(const fl_writer *w, size_t *len) {
     return w->dict_len ? w->dict : NULL;
 }
 
-static int check_record(fl_writer *w, size_t raw_len, int32_t label, const char *name,
-                        uint32_t height, uint32_t width, size_t *name_len, fl_error *err) {
+static int check_record(fl_writer *w, fl_encoding format, size_t raw_len, int32_t label,
+                        const char *name, uint32_t height, uint32_t width, size_t *name_len,
+                        fl_error *err) {
     if (w->failed)
         return fl_error_set(err, w->failed, "%s: writer stopped after an earlier error", w->partial);
     const fl_schema *s = &w->opt.schema;
     if (!name) name = "";
+    if (!fl_format_allowed(s->encoding, (uint32_t)format))
+        return fl_error_set(err, FL_E_INVALID,
+                            s->encoding == FL_ENC_MIXED
+                                ? "record %llu (%s): a %s record in a mixed dataset (JPEG, PNG or WebP; "
+                                  "give each record's format with fl_writer_add_as)"
+                                : "record %llu (%s): a %s record in a %s dataset",
+                            (unsigned long long)w->total, name, fl_encoding_name(format),
+                            fl_encoding_name(s->encoding));
     *name_len = strnlen(name, FL_MAX_NAME_BYTES + 1);
     if (*name_len > FL_MAX_NAME_BYTES)
         return fl_error_set(err, FL_E_INVALID, "record %llu: name longer than %u bytes",
@@ -629,17 +687,17 @@ static int check_record(fl_writer *w, size_t raw_len, int32_t label, const char 
     return 0;
 }
 
-static int add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
-                      int32_t label, const char *name, size_t name_len, uint32_t height,
-                      uint32_t width, fl_error *err) {
+static int add_stored(fl_writer *w, fl_encoding format, const void *stored, size_t stored_len,
+                      size_t raw_len, int32_t label, const char *name, size_t name_len,
+                      uint32_t height, uint32_t width, fl_error *err) {
     if (stored_len > FL_MAX_RECORD_BYTES)
         return fl_error_set(err, FL_E_INVALID, "record %llu (%s): stored size over 1 GiB",
                             (unsigned long long)w->total, name);
     uint32_t crc = fl_crc32c(0, stored, stored_len);
     int rc;
     if (w->lmdb) {
-        rc = fl_lmdb_writer_add(w->lmdb, w->total, stored, stored_len, (uint32_t)raw_len, label,
-                                crc, name, name_len, height, width, err);
+        rc = fl_lmdb_writer_add(w->lmdb, w->total, format, stored, stored_len, (uint32_t)raw_len,
+                                label, crc, name, name_len, height, width, err);
         if (rc) {
             w->failed = rc;
             return rc;
@@ -664,6 +722,8 @@ static int add_stored(fl_writer *w, const void *stored, size_t stored_len, size_
         fl_wr32(e + FLI_WIDTH, width);
         fl_wr32(e + FLI_NAME_OFFSET, (uint32_t)w->names.len);
         fl_wr32(e + FLI_NAME_LEN, (uint32_t)name_len);
+        fl_wr32(e + FLI_FORMAT, (uint32_t)format);
+        fl_wr32(e + FLI_RESERVED, 0);
         if (gb_append(&w->index, e, sizeof e) || gb_append(&w->names, name, name_len))
             return io_fail(w, -ENOMEM, "out of memory", err);
         rc = wput(w, stored, stored_len);
@@ -677,12 +737,18 @@ static int add_stored(fl_writer *w, const void *stored, size_t stored_len, size_
 
 int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, const char *name,
                   uint32_t height, uint32_t width, fl_error *err) {
+    return fl_writer_add_as(w, w->opt.schema.encoding, payload, len, label, name, height, width, err);
+}
+
+int fl_writer_add_as(fl_writer *w, fl_encoding format, const void *payload, size_t len,
+                     int32_t label, const char *name, uint32_t height, uint32_t width,
+                     fl_error *err) {
     size_t name_len = 0;
-    int rc = check_record(w, len, label, name, height, width, &name_len, err);
+    int rc = check_record(w, format, len, label, name, height, width, &name_len, err);
     if (rc) return rc;
     if (!name) name = "";
     if (!w->comp)
-        return add_stored(w, payload, len, len, label, name, name_len, height, width, err);
+        return add_stored(w, format, payload, len, len, label, name, name_len, height, width, err);
     size_t bound = fl_compress_bound(len);
     if (bound > w->cbuf_cap) {
         uint8_t *b = realloc(w->cbuf, bound);
@@ -693,31 +759,28 @@ int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, 
     size_t clen;
     rc = fl_compressor_compress(w->comp, payload, len, w->cbuf, w->cbuf_cap, &clen, err);
     if (rc) return fl_error_prefix(err, "record %llu (%s)", (unsigned long long)w->total, name);
-    return add_stored(w, w->cbuf, clen, len, label, name, name_len, height, width, err);
-}
-
-int fl_writer_add_as(fl_writer *w, fl_encoding format, const void *payload, size_t len,
-                     int32_t label, const char *name, uint32_t height, uint32_t width,
-                     fl_error *err) {
-    /* Until format version 2 stores a per-record format, only the schema's own is accepted. */
-    if (format != w->opt.schema.encoding)
-        return fl_error_set(err, FL_E_INVALID, "record %llu (%s): %s record in a %s dataset",
-                            (unsigned long long)w->total, name ? name : "",
-                            fl_encoding_name(format), fl_encoding_name(w->opt.schema.encoding));
-    return fl_writer_add(w, payload, len, label, name, height, width, err);
+    return add_stored(w, format, w->cbuf, clen, len, label, name, name_len, height, width, err);
 }
 
 int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
                          int32_t label, const char *name, uint32_t height, uint32_t width,
                          fl_error *err) {
+    return fl_writer_add_stored_as(w, w->opt.schema.encoding, stored, stored_len, raw_len, label,
+                                   name, height, width, err);
+}
+
+int fl_writer_add_stored_as(fl_writer *w, fl_encoding format, const void *stored, size_t stored_len,
+                            size_t raw_len, int32_t label, const char *name, uint32_t height,
+                            uint32_t width, fl_error *err) {
     size_t name_len = 0;
-    int rc = check_record(w, raw_len, label, name, height, width, &name_len, err);
+    int rc = check_record(w, format, raw_len, label, name, height, width, &name_len, err);
     if (rc) return rc;
     if (!name) name = "";
     if (w->opt.schema.compression == FL_COMP_NONE && stored_len != raw_len)
         return fl_error_set(err, FL_E_INVALID, "record %llu (%s): stored %zu bytes != raw %zu in an "
                             "uncompressed dataset", (unsigned long long)w->total, name, stored_len, raw_len);
-    return add_stored(w, stored, stored_len, raw_len, label, name, name_len, height, width, err);
+    return add_stored(w, format, stored, stored_len, raw_len, label, name, name_len, height, width,
+                      err);
 }
 
 int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_classes,
@@ -755,6 +818,8 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
     m.options_json = w->options_json;
     m.part_index = w->opt.part_index;
     m.part_count = w->opt.part_count;
+    m.has_id = 1;
+    memcpy(m.dataset_id, w->dataset_id, FL_DATASET_ID_BYTES);
     fl_manifest_shard lm = {.file = FL_LMDB_DATA_FILE, .records = w->total, .bytes = 0};
     if (w->lmdb) {
         /* "bytes" of data.mdb is only known after the last commit: store the manifest in the
@@ -788,6 +853,8 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
     snprintf(p, sizeof p, "%s/%s", w->partial, STATE_FILE);
     unlink(p);
     snprintf(p, sizeof p, "%s/%s", w->partial, DICT_FILE);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/%s", w->partial, ID_FILE);
     unlink(p);
     fsync_dir(w->partial);
     /* publish: move an old dataset aside, rename, then delete the old one */

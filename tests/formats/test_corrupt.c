@@ -198,10 +198,17 @@ int main(void) {
     /* wrong version */
     copy_dir(good, bad);
     m = slurp(shard0, &n);
-    patch_header32(m, FLH_VERSION, 2);
+    patch_header32(m, FLH_VERSION, 3);
     spit(shard0, m, n);
     free(m);
-    expect_open_fail(bad, FL_E_VERSION, "version 2", "version 2 shard");
+    expect_open_fail(bad, FL_E_VERSION, "version 3", "version 3 shard");
+    /* a v2 file whose header claims v1 (its footer still says 2) */
+    copy_dir(good, bad);
+    m = slurp(shard0, &n);
+    patch_header32(m, FLH_VERSION, 1);
+    spit(shard0, m, n);
+    free(m);
+    expect_open_fail(bad, FL_E_VERSION, "header says 1", "v1 header on a v2 shard");
 
     /* header byte flipped (CRC catches it) */
     copy_dir(good, bad);
@@ -223,7 +230,7 @@ int main(void) {
     copy_dir(good, bad);
     m = slurp(shard0, &n);
     uint64_t idx_off = fl_rd64(m + n - 64 + FLF_INDEX_OFFSET);
-    m[idx_off + 3 * 40 + FLI_STORED_LEN] ^= 0x10;
+    m[idx_off + 3 * FL_SHARD_INDEX_ENTRY + FLI_STORED_LEN] ^= 0x10;
     spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_CHECKSUM, "index checksum", "index bit flip");
@@ -237,13 +244,18 @@ int main(void) {
         {FLI_NAME_OFFSET, 0xFFFFFFFFu, 0, "name outside"},
         {FLI_RAW_LEN, 7, 0, "raw length"},
         {FLI_LABEL, 0xFFFFFFFFu, 0, "negative label"},
+        {FLI_FORMAT, 0, 0, "record format"},          /* unknown format */
+        {FLI_FORMAT, 77, 0, "record format"},
+        {FLI_FORMAT, FL_ENC_MIXED, 0, "record format"}, /* never a record's format */
+        {FLI_FORMAT, FL_ENC_PNG, 0, "record format"},   /* not this (JPEG) dataset's encoding */
+        {FLI_RESERVED, 1, 0, "reserved"},
     };
     for (size_t k = 0; k < sizeof forged / sizeof forged[0]; k++) {
         copy_dir(good, bad);
         m = slurp(shard0, &n);
         uint8_t *f = m + n - 64;
         idx_off = fl_rd64(f + FLF_INDEX_OFFSET);
-        uint8_t *e = m + idx_off + 5 * 40 + forged[k].field;
+        uint8_t *e = m + idx_off + 5 * FL_SHARD_INDEX_ENTRY + forged[k].field;
         if (forged[k].wide) fl_wr64(e, forged[k].val);
         else fl_wr32(e, (uint32_t)forged[k].val);
         uint64_t span = fl_rd64(f + FLF_INDEX_STORED);
@@ -260,7 +272,7 @@ int main(void) {
     {
         uint8_t *f = m + n - 64;
         idx_off = fl_rd64(f + FLF_INDEX_OFFSET);
-        fl_wr32(m + idx_off + 2 * 40 + FLI_LABEL, 3);
+        fl_wr32(m + idx_off + 2 * FL_SHARD_INDEX_ENTRY + FLI_LABEL, 3);
         uint64_t span = fl_rd64(f + FLF_INDEX_STORED);
         fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + idx_off, span));
         fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
@@ -288,7 +300,13 @@ int main(void) {
     text[n] = 0;
     free(m);
     struct { const char *from, *to; int code; const char *needle; } edits[] = {
-        {"\"format_version\": 1", "\"format_version\": 7", FL_E_VERSION, "version 7"},
+        {"\"format_version\": 2", "\"format_version\": 7", FL_E_VERSION, "version 7"},
+        {"\"format_version\": 2", "\"format_version\": 1", FL_E_FORMAT, "belongs to another dataset"},
+        {"\"dataset_id\": \"", "\"dataset_id\": \"x", FL_E_FORMAT, "dataset_id"},
+        {"\"dataset_id\": \"", "\"dataset_idx\": \"", FL_E_FORMAT, "dataset_id"},
+        {"\"dataset_id\": \"", "\"dataset_id\": \"0", FL_E_FORMAT, "dataset_id"}, /* 33 digits */
+        {"\"encoding\": \"jpeg\"", "\"encoding\": \"mixed\"", FL_E_FORMAT, "schema differs"},
+        {"\"bytes\": ", "\"bytes\": 1", FL_E_FORMAT, "the manifest says 1"},
         {"\"format\": \"fastload-dataset\"", "\"format\": \"other\"", FL_E_FORMAT, "not a fastload manifest"},
         {"\"shard-00001.fls\"", "\"../good/shard-00001.fls\"", FL_E_FORMAT, "plain file name"},
         {"\"records\": 60", "\"records\": 61", FL_E_FORMAT, "manifest says 61"},

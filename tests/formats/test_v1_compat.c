@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     char base[PATH_MAX];
     snprintf(base, sizeof base, "%s/tests/formats/data/v1", src && *src ? src : ".");
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
-        char dir[PATH_MAX];
+        char dir[PATH_MAX + 64];
         snprintf(dir, sizeof dir, "%s/%s", base, fixtures[f].name);
         fl_dataset *ds;
         fl_error err;

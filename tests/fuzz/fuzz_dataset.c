@@ -123,6 +123,13 @@ static void setup(void) {
     static uint8_t sbuf[1 << 16];
     size_t n = fread(sbuf, 1, sizeof sbuf, f);
     fclose(f);
+    /* a fixed dataset id (00 01 .. 0f) instead of the writer's random one, so manifest inputs
+     * (corpus manifest_v2_matching_seed.json) can match the seed shard */
+    if (n < 4096) abort();
+    for (int k = 0; k < 16; k++) sbuf[104 + k] = (uint8_t)k;
+    memset(sbuf + 16, 0, 4);
+    uint32_t hcrc = fl_crc32c(0, sbuf, 4096);
+    memcpy(sbuf + 16, &hcrc, 4);
     put_file(manifest_dir, "shard-00000.fls", sbuf, n);
     atexit(cleanup);
 }
@@ -142,11 +149,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!base[0]) setup();
     /* (1) the input as a shard, with a manifest agreeing with its header */
     put_file(shard_dir, "shard-00000.fls", data, size);
-    static const char *enc[4] = {"jpeg", "jpeg", "png", "raw"};
-    uint32_t e = 1, c = 0, ch = 3, h = 0, wd = 0;
+    static const char *enc[6] = {"jpeg", "jpeg", "png", "raw", "webp", "mixed"};
+    uint32_t e = 1, c = 0, ch = 3, h = 0, wd = 0, ver = 2;
     uint64_t count = 0;
+    char id[33] = "000102030405060708090a0b0c0d0e0f";
+    if (size >= 120) {
+        ver = rd32(data + 8) == 1 ? 1 : 2; /* the manifest claims the shard's version and id */
+        for (int k = 0; k < 16; k++) snprintf(id + 2 * k, 3, "%02x", data[104 + k]);
+    }
     if (size >= 104) {
-        e = rd32(data + 20) % 4;
+        e = rd32(data + 20) % 6;
         c = rd32(data + 24) & 1;
         ch = rd32(data + 28) % 5;
         h = rd32(data + 32) % 4096;
@@ -155,12 +167,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     char man[1024];
     int mn = snprintf(man, sizeof man,
-                      "{\"format\": \"fastload-dataset\", \"format_version\": 1, \"backend\": \"shards\", "
+                      "{\"format\": \"fastload-dataset\", \"format_version\": %u, \"dataset_id\": \"%s\", "
+                      "\"backend\": \"shards\", "
                       "\"records\": %llu, \"classes\": [\"a\", \"b\", \"c\", \"d\"], \"schema\": "
                       "{\"encoding\": \"%s\", \"compression\": \"%s\", \"channels\": %u, \"height\": %u, "
                       "\"width\": %u}, \"shards\": [{\"file\": \"shard-00000.fls\", \"records\": %llu, "
                       "\"bytes\": %zu}], \"options\": {}}",
-                      (unsigned long long)count, enc[e], c ? "zstd" : "none", ch, h, wd,
+                      ver, id, (unsigned long long)count, enc[e], c ? "zstd" : "none", ch, h, wd,
                       (unsigned long long)count, size);
     put_file(shard_dir, "manifest.json", man, (size_t)mn);
     exercise(shard_dir);

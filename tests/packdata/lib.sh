@@ -15,6 +15,9 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1:halt_o
 "$FIX" make "$T/fx" >/dev/null || { echo "FAIL: fixture generation"; exit 1; }
 FX="$T/fx"
 failures=0
+# Tests here compare packs byte for byte across runs: give every pack the same dataset id (the
+# writer picks a random one otherwise). Tests about dataset ids unset it.
+export FL_DATASET_ID=0123456789abcdef0123456789abcdef
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }

@@ -20,6 +20,9 @@ on_exit() {
 }
 trap on_exit EXIT
 failures=0
+# Tests here compare packs byte for byte across runs: give every pack the same dataset id (the
+# writer picks a random one otherwise). Tests about dataset ids unset it.
+export FL_DATASET_ID=0123456789abcdef0123456789abcdef
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
