@@ -82,6 +82,11 @@ typedef struct tf_batch {
     const void *device_labels;   /* optional: same labels on the GPU */
     void *event;                 /* optional cudaEvent_t: device copies ready when it completes */
     void *stream;                /* optional cudaStream_t the copies were issued on */
+    uint32_t accum_group;        /* micro-batches in this batch's accumulation group: its gradient
+                                    is divided by it and the optimizer steps when accum_count
+                                    reaches it. 0 = cfg.accum. The core passes fewer than cfg.accum
+                                    for an epoch's last, partial group, so that group still steps
+                                    with the mean of the gradients it had. */
 } tf_batch;
 
 typedef struct tf_step_result {
@@ -134,8 +139,9 @@ typedef struct tf_backend_ops {
                   fl_error *err);
 
     /* Forward + backward on one micro-batch (n <= max_batch), with loss = mean over the batch of
-     * the label-smoothed cross-entropy; gradients (of the mean, divided by cfg.accum) are added to
-     * the accumulator. When accum_count reaches cfg.accum the optimizer step runs with learning rate
+     * the label-smoothed cross-entropy; gradients (of the mean, divided by the group size G =
+     * batch->accum_group, or cfg.accum when 0) are added to the accumulator. When accum_count
+     * reaches G the optimizer step runs with learning rate
      * `lr` on the fp32 master weights:
      *   g = grad_accum + wd * p  (wd only where !no_decay)
      *   m = mu * m + g;  p -= lr * (nesterov ? g + mu * m : m)

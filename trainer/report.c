@@ -1,5 +1,6 @@
 /* report.c — what trainfast shows while it trains: a live progress line on a terminal, one line
  * per epoch (and a JSONL record per epoch with --log). The end-of-run summary is in train.c. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,8 +45,9 @@ void tf_live_clear(tf_live *lv)
     }
 }
 
-void tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log)
+int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log)
 {
+    int e = 0;
     if (!quiet) {
         char rate[32], top5[32] = "";
         fl_cli_human_rate(r->images_per_sec, "img/s", rate, sizeof rate);
@@ -90,8 +92,12 @@ void tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log)
         fl_json_key(&j, "wall_seconds");
         fl_json_double(&j, r->wall_seconds);
         fl_json_end_object(&j);
-        fprintf(log, "%s\n", fl_json_text(&j));
-        fflush(log);
+        errno = 0;
+        if (fl_json_failed(&j))
+            e = ENOMEM;
+        else if (fprintf(log, "%s\n", fl_json_text(&j)) < 0 || fflush(log) != 0 || ferror(log))
+            e = errno ? errno : EIO;
         fl_json_free(&j);
     }
+    return e;
 }

@@ -14,6 +14,7 @@
 #include "dist.h"
 #include "fastload.h"
 #include "fl_cli.h"
+#include "fl_json.h"
 #include "nvml.h"
 #include "train.h"
 #ifdef TF_HAVE_GPU_BACKEND
@@ -182,8 +183,101 @@ static const char *precision_name(tf_precision p)
     return p == TF_BF16 ? "bf16" : p == TF_FP16 ? "fp16" : "fp32";
 }
 
-static void options_json(const tf_options *o, uint32_t batch, const char *device, int world,
-                         int pad_tail, fl_json *j)
+/* Flush, fsync (regular files) and close an output; 0 or the errno of the first failure. A log
+ * that cannot be written is an error, not a silent loss. */
+static int close_output(FILE *f)
+{
+    int e = 0;
+    if (fflush(f) != 0 || ferror(f))
+        e = errno ? errno : EIO;
+    struct stat sb;
+    if (!e && fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && fsync(fileno(f)) != 0)
+        e = errno;
+    if (fclose(f) != 0 && !e)
+        e = errno;
+    return e;
+}
+
+/* ---- what defines a run ---------------------------------------------------------------------
+ * A checkpoint continues only the run that wrote it: every option below changes the weights, the
+ * batches or the schedule, so --resume refuses (exit 2) when one differs from the checkpoint's
+ * config (written by config_json, read back with the JSON parser). Model, width, residual, gelu and
+ * seed come from the checkpoint header; the global batch is checked where the batch is chosen.
+ * Options that may change on resume (they change no number the run computes, or only where it
+ * runs): --val, --log, --json, --quiet, --threads, --workers, --device, --precision, --checkpoint,
+ * --checkpoint-every, --no-tta, --sync-bn, the number of processes (same global batch). */
+enum { RK_UINT, RK_FLOAT, RK_STR };
+typedef struct run_key {
+    const char *key; /* in the config JSON */
+    const char *opt; /* the option that sets it, as the user writes it */
+    int kind;
+    uint64_t u;
+    float f;
+    const char *s;
+} run_key;
+
+enum { RUN_KEYS = 14 };
+
+/* the dataset's identity: format v2's dataset_id when the manifest has one, else its record and
+ * class counts and the CRC32C of its manifest text (which lists every shard's size) */
+static void dataset_identity(const fl_dataset *ds, char *out, size_t cap)
+{
+    const char *mj = fl_dataset_manifest_json(ds);
+    size_t ml = mj ? strlen(mj) : 0;
+    fl_jdoc *doc;
+    fl_error e;
+    if (ml && fl_jparse(mj, ml, "manifest.json", &doc, &e) == 0) {
+        const fl_jnode *id = fl_jget(fl_jroot(doc), "dataset_id");
+        if (id && id->type == FL_J_STRING && id->str_len) {
+            snprintf(out, cap, "dataset_id %s", id->str);
+            fl_jfree(doc);
+            return;
+        }
+        fl_jfree(doc);
+    }
+    snprintf(out, cap, "%llu records, %u classes, manifest crc32c %08x",
+             (unsigned long long)fl_dataset_count(ds), fl_dataset_num_classes(ds),
+             ml ? fl_crc32c(0, mj, ml) : 0u);
+}
+
+static int run_keys(const tf_options *o, uint32_t size, const char *data_id, run_key *k)
+{
+    int n = 0;
+#define KU(k_, o_, v_) k[n++] = (run_key){.key = k_, .opt = o_, .kind = RK_UINT, .u = (uint64_t)(v_)}
+#define KF(k_, o_, v_) k[n++] = (run_key){.key = k_, .opt = o_, .kind = RK_FLOAT, .f = (v_)}
+#define KS(k_, o_, v_) k[n++] = (run_key){.key = k_, .opt = o_, .kind = RK_STR, .s = (v_)}
+    KU("epochs", "--epochs", o->epochs);
+    KU("accum", "--accum", o->accum);
+    KF("lr", "--lr", o->lr);
+    KF("wd", "--wd", o->wd);
+    KF("momentum", "--momentum", o->momentum);
+    KU("nesterov", "--no-nesterov", o->nesterov);
+    KF("label_smoothing", "--label-smoothing", o->label_smoothing);
+    KS("schedule", "--schedule", o->cosine ? "cosine" : "linear");
+    KF("warmup_epochs", "--warmup", o->warmup_epochs);
+    KF("ema", "--ema", o->ema);
+    KU("crop_pad", "--crop-pad", o->crop_pad >= 0 ? o->crop_pad : 0);
+    KU("flip", "--no-flip", o->flip);
+    KU("size", "--size", size);
+    KS("data_id", "--data", data_id);
+#undef KU
+#undef KF
+#undef KS
+    return n;
+}
+
+static void run_key_text(const run_key *k, char *buf, size_t cap)
+{
+    if (k->kind == RK_UINT)
+        snprintf(buf, cap, "%llu", (unsigned long long)k->u);
+    else if (k->kind == RK_FLOAT)
+        snprintf(buf, cap, "%.9g", (double)k->f);
+    else
+        snprintf(buf, cap, "%s", k->s);
+}
+
+static void config_json(const tf_options *o, const run_key *keys, int nkeys, uint32_t batch,
+                        const char *device, int world, int pad_tail, fl_json *j)
 {
     fl_json_begin_object(j);
     fl_json_key(j, "world");
@@ -192,37 +286,79 @@ static void options_json(const tf_options *o, uint32_t batch, const char *device
     fl_json_uint(j, (uint64_t)batch * (uint64_t)world);
     fl_json_key(j, "pad_tail");
     fl_json_int(j, pad_tail);
-    fl_json_key(j, "model");
-    fl_json_string(j, o->model);
-    fl_json_key(j, "width");
-    fl_json_int(j, o->mopt.width);
-    fl_json_key(j, "epochs");
-    fl_json_int(j, o->epochs);
     fl_json_key(j, "batch");
     fl_json_uint(j, batch);
-    fl_json_key(j, "lr");
-    fl_json_double(j, o->lr);
-    fl_json_key(j, "wd");
-    fl_json_double(j, o->wd);
-    fl_json_key(j, "momentum");
-    fl_json_double(j, o->momentum);
-    fl_json_key(j, "label_smoothing");
-    fl_json_double(j, o->label_smoothing);
-    fl_json_key(j, "schedule");
-    fl_json_string(j, o->cosine ? "cosine" : "linear");
-    fl_json_key(j, "warmup_epochs");
-    fl_json_double(j, o->warmup_epochs);
-    fl_json_key(j, "accum");
-    fl_json_int(j, o->accum);
-    fl_json_key(j, "ema");
-    fl_json_double(j, o->ema);
+    fl_json_key(j, "model");
+    fl_json_string(j, o->model);
     fl_json_key(j, "seed");
     fl_json_uint(j, o->seed);
+    for (int i = 0; i < nkeys; i++) {
+        char t[64];
+        fl_json_key(j, keys[i].key);
+        if (keys[i].kind == RK_STR) {
+            fl_json_string(j, keys[i].s);
+        } else {
+            run_key_text(&keys[i], t, sizeof t); /* floats exact (%.9g), not %.6g */
+            fl_json_raw(j, t);
+        }
+    }
     fl_json_key(j, "device");
     fl_json_string(j, device);
     fl_json_key(j, "data");
     fl_json_string(j, o->data);
     fl_json_end_object(j);
+}
+
+/* Compare this run's defining options with a checkpoint's config. Returns 0 when they match
+ * (keys an older trainfast did not record are listed in `unchecked`), else 1 with the first
+ * difference described in msg. */
+static int run_keys_differ(const run_key *keys, int nkeys, const fl_jnode *cfg, char *msg,
+                           size_t cap, char *unchecked, size_t ucap)
+{
+    unchecked[0] = 0;
+    for (int i = 0; i < nkeys; i++) {
+        const run_key *k = &keys[i];
+        const fl_jnode *v = fl_jget(cfg, k->key);
+        char now[256], was[256];
+        run_key_text(k, now, sizeof now);
+        if (!v) {
+            size_t l = strlen(unchecked);
+            snprintf(unchecked + l, ucap - l, "%s%s", l ? ", " : "", k->opt);
+            continue;
+        }
+        int same;
+        if (k->kind == RK_STR) {
+            same = v->type == FL_J_STRING && !strcmp(v->str, k->s);
+            snprintf(was, sizeof was, "%s", v->type == FL_J_STRING ? v->str : "?");
+        } else if (k->kind == RK_UINT) {
+            same = v->type == FL_J_NUMBER && v->is_int && (uint64_t)v->ival == k->u;
+            snprintf(was, sizeof was, "%lld", v->type == FL_J_NUMBER ? (long long)v->ival : -1LL);
+        } else {
+            same = v->type == FL_J_NUMBER && (float)v->dval == k->f;
+            snprintf(was, sizeof was, "%g", v->type == FL_J_NUMBER ? v->dval : NAN);
+            snprintf(now, sizeof now, "%g", (double)k->f);
+        }
+        if (same)
+            continue;
+        if (!strcmp(k->key, "data_id"))
+            snprintf(msg, cap, "--data is not the dataset the checkpoint was trained on: this "
+                     "run's %s, the checkpoint's %s", now, was);
+        else if (!strcmp(k->key, "nesterov") || !strcmp(k->key, "flip"))
+            snprintf(msg, cap, "%s was %s when the checkpoint was written, %s now", k->opt,
+                     strcmp(was, "0") ? "absent" : "given", strcmp(now, "0") ? "absent" : "given");
+        else
+            snprintf(msg, cap, "%s %s differs from the checkpoint's %s %s", k->opt, now, k->opt,
+                     was);
+        return 1;
+    }
+    return 0;
+}
+
+/* a number in a checkpoint's config, or dflt */
+static uint64_t config_u64(const fl_jnode *cfg, const char *key, uint64_t dflt)
+{
+    const fl_jnode *v = fl_jget(cfg, key);
+    return v && v->type == FL_J_NUMBER && v->is_int && v->ival >= 0 ? (uint64_t)v->ival : dflt;
 }
 
 /* everything the loop needs to write a checkpoint */
@@ -243,6 +379,14 @@ static int save_checkpoint(ckpt_ctx *c, uint64_t epoch, uint64_t batch, double l
     int rc = c->ops->get_state(c->b, &c->ck.st, err);
     if (rc)
         return rc;
+    /* never write diverged weights: a checkpoint of them would rotate a good one out */
+    for (int64_t j = 0; j < c->spec->param_count; j++)
+        if (!isfinite(c->ck.st.params[j]) || !isfinite(c->ck.st.momentum[j]))
+            return fl_error_set(err, FL_E_INVALID,
+                                "the weights are not finite (inf/nan) after step %llu: training "
+                                "diverged; no checkpoint written (lower --lr, now %g, and start "
+                                "again)%s%s", (unsigned long long)c->ck.st.step, c->o->lr,
+                                c->last_path[0] ? "; last checkpoint kept: " : "", c->last_path);
     if (c->d->world > 1) {
         /* the epoch's running figures of all ranks, so a resumed run (on any world size)
          * reports the same epoch totals; rank 0 alone restores them */
@@ -273,15 +417,6 @@ static int save_checkpoint(ckpt_ctx *c, uint64_t epoch, uint64_t batch, double l
     c->ck.epoch_seen = seen;
     c->ck.wall_s = wall;
     return tf_checkpoint_save(c->o->ckpt_dir, &c->ck, c->last_path, sizeof c->last_path, err);
-}
-
-/* the JSON number after "key": in a checkpoint's config text, or `dflt` */
-static uint64_t config_u64(const char *json, const char *key, uint64_t dflt)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = json ? strstr(json, pat) : NULL;
-    return p ? strtoull(p + strlen(pat), NULL, 10) : dflt;
 }
 
 static int train_run(const tf_options *o, const tf_dist *D)
@@ -343,54 +478,162 @@ static int train_run(const tf_options *o, const tf_dist *D)
             return FL_EXIT_DATA;
         }
     }
-    uint64_t seed = resumed ? rck.seed : o->seed;
+    /* the datasets: shapes, classes, identity */
+    fl_dataset *probe;
+    if (fl_dataset_open(o->data, &probe, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        tf_checkpoint_free(&rck);
+        return FL_EXIT_DATA;
+    }
+    fl_schema schema = *fl_dataset_schema(probe);
+    uint32_t num_classes = fl_dataset_num_classes(probe);
+    char data_id[200];
+    dataset_identity(probe, data_id, sizeof data_id);
+    /* --val is first read at the end of epoch 1: check now that it fits the model and labels the
+     * same classes, rather than failing (or scoring nonsense) after a whole epoch of training. */
+    fl_dataset *vprobe;
+    if (fl_dataset_open(o->val, &vprobe, &err)) {
+        fl_cli_error(TOOL, "--val: %s", err.msg);
+        fl_dataset_close(probe);
+        tf_checkpoint_free(&rck);
+        return FL_EXIT_DATA;
+    }
+    fl_schema vschema = *fl_dataset_schema(vprobe);
+    uint32_t val_classes = fl_dataset_num_classes(vprobe);
+    const int train_fixed = schema.height != 0 && schema.width != 0;
+    int bad_val = 0;
+    if (vschema.channels != schema.channels ||
+        (train_fixed && (vschema.height != schema.height || vschema.width != schema.width))) {
+        fl_cli_error(TOOL, "--val %s holds %ux%ux%u images but --data %s holds %ux%ux%u (HxWxC; "
+                     "0x0 = variable size)", o->val, vschema.height, vschema.width,
+                     vschema.channels, o->data, schema.height, schema.width, schema.channels);
+        bad_val = FL_EXIT_DATA;
+    } else if (val_classes > num_classes) {
+        fl_cli_error(TOOL, "--val %s has %u classes but --data %s has %u: pack both with the same "
+                     "class list (--classes/--class-names)", o->val, val_classes, o->data,
+                     num_classes);
+        bad_val = FL_EXIT_USAGE;
+    } else {
+        /* label k must name the same class in both: a val set packed with another class list
+         * would be scored against the wrong labels. A val set whose classes are the first ones of
+         * --data's, in the same order (it lacks only trailing classes), labels them alike: it is
+         * accepted with a note. */
+        for (uint32_t k = 0; k < val_classes; k++) {
+            const char *tn = fl_dataset_class_name(probe, k), *vn = fl_dataset_class_name(vprobe, k);
+            if (strcmp(tn ? tn : "", vn ? vn : "")) {
+                fl_cli_error(TOOL, "--val %s labels its classes differently from --data %s: "
+                             "label %u is '%s' in --val, '%s' in --data; pack both with the same "
+                             "class list (--classes/--class-names)", o->val, o->data, k,
+                             vn ? vn : "", tn ? tn : "");
+                bad_val = FL_EXIT_USAGE;
+                break;
+            }
+        }
+        if (!bad_val && val_classes < num_classes && !quiet) {
+            const char *first = fl_dataset_class_name(probe, val_classes);
+            fprintf(stderr, "%s: note: --val %s has %u of the %u classes of --data %s (the "
+                    "first %u, same labels; from '%s' on none): accuracy is over those classes\n",
+                    TOOL, o->val, val_classes, num_classes, o->data, val_classes,
+                    first ? first : "?");
+        }
+    }
+    fl_dataset_close(vprobe);
+    fl_dataset_close(probe);
+    if (bad_val) {
+        tf_checkpoint_free(&rck);
+        return bad_val;
+    }
+    uint32_t size = 0;
+    if (schema.height == 0 || schema.width == 0)
+        size = o->size ? o->size : 224;
+    int in_h = size ? (int)size : (int)schema.height, in_w = size ? (int)size : (int)schema.width;
+    int in_c = (int)schema.channels;
+    tf_model_options mopt = o->mopt;
+    if (mopt.width == 0 && !strcmp(o->model, "fastcnn"))
+        mopt.width = 24;
+    run_key keys[RUN_KEYS];
+    const int nkeys = run_keys(o, size, data_id, keys);
+
+    uint64_t seed = o->seed;
     int pad_tail = D->world > 1; /* distributed: pad the tail so every rank runs the same steps */
     uint64_t start_epoch = 0, start_batch = 0;
     if (resumed) {
+        /* the checkpoint continues only the run that wrote it (see run_keys) */
+        char why[600] = "", unchecked[300] = "";
+        fl_jdoc *cdoc = NULL;
+        const fl_jnode *cfg = NULL;
+        size_t clen = rck.config_json ? strlen(rck.config_json) : 0;
+        if (clen && fl_jparse(rck.config_json, clen, rpath, &cdoc, &err) == 0)
+            cfg = fl_jroot(cdoc);
+        if (clen && !cfg) {
+            fl_cli_error(TOOL, "--resume: %s: its config: %s", rpath, err.msg);
+            tf_checkpoint_free(&rck);
+            return FL_EXIT_DATA;
+        }
+        const char *ck_model = fl_jget(cfg, "model") && fl_jget(cfg, "model")->type == FL_J_STRING
+                                   ? fl_jget(cfg, "model")->str
+                                   : rck.model;
+        if (strcmp(o->model, ck_model) && strcmp(o->model, rck.model))
+            snprintf(why, sizeof why, "--model %s differs from the checkpoint's --model %s",
+                     o->model, ck_model);
+        else if (mopt.width != rck.mopt.width)
+            snprintf(why, sizeof why, "--width %d differs from the checkpoint's --width %d%s",
+                     mopt.width, rck.mopt.width, o->mopt.width ? "" : " (--width left out: 24)");
+        else if (mopt.residual != rck.mopt.residual)
+            snprintf(why, sizeof why, "--residual was %s when the checkpoint was written, %s now",
+                     rck.mopt.residual ? "given" : "absent", mopt.residual ? "given" : "absent");
+        else if (mopt.gelu != rck.mopt.gelu)
+            snprintf(why, sizeof why, "--gelu was %s when the checkpoint was written, %s now",
+                     rck.mopt.gelu ? "given" : "absent", mopt.gelu ? "given" : "absent");
+        else if (o->seed != rck.seed)
+            snprintf(why, sizeof why, "--seed %llu differs from the checkpoint's --seed %llu",
+                     (unsigned long long)o->seed, (unsigned long long)rck.seed);
+        else if (cfg)
+            run_keys_differ(keys, nkeys, cfg, why, sizeof why, unchecked, sizeof unchecked);
+        else
+            snprintf(unchecked, sizeof unchecked, "all options but the model and --seed");
         /* exact resume needs the batches of the interrupted run: the same global batch. On another
-         * world size the per-rank batch is global/world when that divides, and the batch index is
-         * unchanged (the same global sample position); otherwise see below. */
-        uint32_t stored = (uint32_t)config_u64(rck.config_json, "batch", 0);
-        uint64_t w0 = config_u64(rck.config_json, "world", 1);
-        pad_tail = (int)config_u64(rck.config_json, "pad_tail", 0) || D->world > 1;
+         * world size the per-rank batch is global/world, and the batch index is unchanged (the
+         * same global sample position). */
+        uint32_t stored = (uint32_t)config_u64(cfg, "batch", 0);
+        uint64_t w0 = config_u64(cfg, "world", 1);
+        pad_tail = (int)config_u64(cfg, "pad_tail", 0) || D->world > 1;
         start_epoch = rck.epoch;
         start_batch = rck.batch;
         if (w0 == 0)
             w0 = 1;
+        const uint64_t global = (uint64_t)stored * w0;
+        if (!why[0] && stored) {
+            if (o->batch && (uint64_t)o->batch * (uint64_t)D->world != global)
+                snprintf(why, sizeof why, "--batch %u on %d process(es) (global batch %llu) "
+                         "differs from the checkpoint's --batch %u on %llu process(es) (global "
+                         "batch %llu); leave --batch out to continue with the same global batch",
+                         o->batch, D->world, (unsigned long long)o->batch * (uint64_t)D->world,
+                         stored, (unsigned long long)w0, (unsigned long long)global);
+            else if (global % (uint64_t)D->world)
+                snprintf(why, sizeof why, "the checkpoint's global batch %llu (%llu x %u) cannot "
+                         "be split over %d process(es); resume on a number of processes that "
+                         "divides it", (unsigned long long)global, (unsigned long long)w0, stored,
+                         D->world);
+        }
+        fl_jfree(cdoc);
+        if (why[0]) {
+            fl_cli_error(TOOL, "--resume: %s (%s); options that define the run must stay the "
+                         "same (see trainfast --help)", why, rpath);
+            tf_checkpoint_free(&rck);
+            return FL_EXIT_USAGE;
+        }
+        if (unchecked[0] && D->rank == 0)
+            fl_cli_warn(TOOL, "%s was written by an older trainfast: cannot check that %s "
+                        "match(es)", rpath, unchecked);
         if (stored) {
-            uint64_t global = (uint64_t)stored * w0;
-            uint32_t want = global % (uint64_t)D->world == 0 ? (uint32_t)(global / D->world)
-                                                              : stored;
-            if (o->batch && o->batch != want && o->batch != stored) {
-                fl_cli_error(TOOL, "%s was written by a run with --batch %u on %llu process(es) "
-                             "(global batch %llu); resume with --batch %u (or leave --batch out)",
-                             rpath, stored, (unsigned long long)w0, (unsigned long long)global,
-                             want);
-                tf_checkpoint_free(&rck);
-                return FL_EXIT_USAGE;
-            }
-            batch = o->batch ? o->batch : want;
-            if ((uint64_t)batch * (uint64_t)D->world != global) {
-                /* the global batch changes: continue from the same global sample position,
-                 * rounded down to a batch boundary of the new world (never skip a sample) */
-                uint64_t pos = rck.batch * global, nb = (uint64_t)batch * (uint64_t)D->world;
-                start_batch = pos / nb;
-                if (D->rank == 0)
-                    fprintf(stderr,
-                            "%s: resume on %d process(es) x batch %u (global %llu) from a run of "
-                            "%llu x %u (global %llu): epoch position %llu samples -> batch %llu; "
-                            "%llu sample(s) of this epoch are seen again\n",
-                            TOOL, D->world, batch, (unsigned long long)nb,
-                            (unsigned long long)w0, stored, (unsigned long long)global,
-                            (unsigned long long)pos, (unsigned long long)start_batch,
-                            (unsigned long long)(pos - start_batch * nb));
-            } else if ((uint64_t)D->world != w0 && D->rank == 0) {
+            batch = (uint32_t)(global / (uint64_t)D->world);
+            if ((uint64_t)D->world != w0 && D->rank == 0)
                 fprintf(stderr, "%s: resume on %d process(es) x batch %u from a run of %llu x %u: "
                         "same global batch %llu, continuing at global sample %llu of epoch %llu\n",
                         TOOL, D->world, batch, (unsigned long long)w0, stored,
                         (unsigned long long)global, (unsigned long long)(rck.batch * global),
                         (unsigned long long)rck.epoch + 1);
-            }
             if ((uint64_t)D->world != w0 && rck.st.accum_count) {
                 /* the stored partial gradient is the mean over the old ranks: hand each new rank
                  * sum/new_world so the next reduction sees the same total */
@@ -424,53 +667,14 @@ static int train_run(const tf_options *o, const tf_dist *D)
     lo.log_user = &quiet;
     lo.start_epoch = start_epoch;
     lo.start_batch = start_batch;
-    fl_dataset *probe;
-    if (fl_dataset_open(o->data, &probe, &err)) {
-        fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_DATA;
-    }
-    fl_schema schema = *fl_dataset_schema(probe);
-    uint32_t num_classes = fl_dataset_num_classes(probe);
-    fl_dataset_close(probe);
-    /* --val is first read at the end of epoch 1: check now that it fits the model, rather than
-     * failing after a whole epoch of training. */
-    if (fl_dataset_open(o->val, &probe, &err)) {
-        fl_cli_error(TOOL, "--val: %s", err.msg);
-        return FL_EXIT_DATA;
-    }
-    fl_schema vschema = *fl_dataset_schema(probe);
-    uint32_t val_classes = fl_dataset_num_classes(probe);
-    fl_dataset_close(probe);
-    const int train_fixed = schema.height != 0 && schema.width != 0;
-    if (vschema.channels != schema.channels ||
-        (train_fixed && (vschema.height != schema.height || vschema.width != schema.width))) {
-        fl_cli_error(TOOL, "--val %s holds %ux%ux%u images but --data %s holds %ux%ux%u (HxWxC; "
-                     "0x0 = variable size)", o->val, vschema.height, vschema.width,
-                     vschema.channels, o->data, schema.height, schema.width, schema.channels);
-        return FL_EXIT_DATA;
-    }
-    if (val_classes > num_classes) {
-        fl_cli_error(TOOL, "--val %s has %u classes but --data %s has %u: pack both with the same "
-                     "class list (--classes/--class-names)", o->val, val_classes, o->data,
-                     num_classes);
-        return FL_EXIT_DATA;
-    }
-    uint32_t size = 0;
-    if (schema.height == 0 || schema.width == 0) {
-        size = o->size ? o->size : 224;
+    if (size) {
         lo.out_height = lo.out_width = size;
         lo.augment = FL_AUG_RRC;
     }
-    int in_h = size ? (int)size : (int)schema.height, in_w = size ? (int)size : (int)schema.width;
-    int in_c = (int)schema.channels;
 
     /* model */
     tf_model_spec spec;
-    tf_model_options mopt = resumed ? rck.mopt : o->mopt;
-    if (!resumed && mopt.width == 0 && !strcmp(o->model, "fastcnn"))
-        mopt.width = 24;
-    const char *model = resumed ? rck.model : o->model;
-    if (tf_model_build(model, in_c, in_h, in_w, (int)num_classes, &mopt, &spec, &err)) {
+    if (tf_model_build(o->model, in_c, in_h, in_w, (int)num_classes, &mopt, &spec, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
         tf_checkpoint_free(&rck);
         return FL_EXIT_DATA;
@@ -484,7 +688,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
                      spec.spec_id);
         tf_model_free(&spec);
         tf_checkpoint_free(&rck);
-        return FL_EXIT_DATA;
+        return FL_EXIT_USAGE;
     }
     int crop = o->crop_pad >= 0 ? o->crop_pad : 0;
 
@@ -607,10 +811,15 @@ static int train_run(const tf_options *o, const tf_dist *D)
     {
         fl_json j;
         fl_json_init(&j);
-        options_json(o, batch, ops->name, D->world, !lo.drop_last, &j);
+        config_json(o, keys, nkeys, batch, ops->name, D->world, !lo.drop_last, &j);
         free(cc.ck.config_json);
-        cc.ck.config_json = strdup(fl_json_text(&j));
+        cc.ck.config_json = fl_json_failed(&j) ? NULL : strdup(fl_json_text(&j));
         fl_json_free(&j);
+        if (!cc.ck.config_json) {
+            fl_cli_error(TOOL, "out of memory");
+            status = FL_EXIT_DATA;
+            goto out;
+        }
     }
     double epoch_loss = 0, wall_before = 0;
     uint64_t epoch_correct = 0, epoch_seen = 0;
@@ -665,10 +874,31 @@ static int train_run(const tf_options *o, const tf_dist *D)
         status = FL_EXIT_DATA;
         goto out;
     }
-    const uint64_t total_micro = bpe * (uint64_t)o->epochs;
-    const uint64_t total_steps = total_micro / (uint64_t)o->accum;
-    const uint64_t warmup = (uint64_t)(o->warmup_epochs * (double)bpe / o->accum);
+    /* Optimizer steps: groups of --accum micro-batches within an epoch. An epoch's last group may
+     * be shorter: it still steps, with the mean of the gradients it had (tf_batch.accum_group),
+     * so every sample of the epoch is in the weights before the epoch's evaluation and
+     * checkpoint, and a run shorter than one group still trains. The schedule counts these
+     * steps; a batch's step index follows from its position (epoch, batch), so a resumed run
+     * continues the schedule exactly. */
+    const uint64_t accum = (uint64_t)o->accum;
+    const uint64_t steps_per_epoch = (bpe + accum - 1) / accum;
+    const uint64_t total_steps = steps_per_epoch * (uint64_t)o->epochs;
+    const uint64_t warmup = (uint64_t)(o->warmup_epochs * (double)steps_per_epoch);
     uint64_t micro = resumed ? rck.st.micro_step : 0;
+    uint64_t opt_steps = resumed ? rck.st.step : 0; /* optimizer steps taken */
+    if (resumed && rck.st.accum_count != start_batch % accum) {
+        /* groups crossed epoch boundaries before they were kept within an epoch */
+        fl_cli_error(TOOL, "--resume: %s holds %u summed micro-batch(es) at batch %llu of an epoch, "
+                     "where this trainfast's groups of --accum %llu hold %llu: it was written by "
+                     "an older trainfast; finish it with that version or start again", rpath,
+                     rck.st.accum_count, (unsigned long long)start_batch,
+                     (unsigned long long)accum, (unsigned long long)(start_batch % accum));
+        status = FL_EXIT_USAGE;
+        goto out;
+    }
+    /* a loss far above chance level (log K) is divergence, not a hard batch: with BatchNorm and
+     * the usual learning rates a loss of 10^4 x log K is out of reach of a run that still learns */
+    const double diverge_loss = 1e4 * logf((float)num_classes);
 
     char desc[256] = "";
     if (ops->describe)
@@ -718,6 +948,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
     eval_out ev = {0};
     int have_eval = 0;
     int warned_diverged = 0;
+    int log_failed = 0; /* errno of a failed --log write */
     float lr = 0;
     while (epoch < (uint64_t)o->epochs) {
         double t0 = fl_cli_now();
@@ -734,7 +965,10 @@ static int train_run(const tf_options *o, const tf_dist *D)
                       .c = fb->channels, .device_images = fb->device_images,
                       .device_labels = fb->device_labels, .event = fb->event,
                       .stream = fb->stream};
-        lr = lr_at(o, micro / (uint64_t)o->accum, total_steps, warmup);
+        const uint64_t group = fb->batch / accum, b_epoch = fb->epoch;
+        const uint64_t left = bpe > group * accum ? bpe - group * accum : accum;
+        x.accum_group = (uint32_t)(left < accum ? left : accum);
+        lr = lr_at(o, fb->epoch * steps_per_epoch + group, total_steps, warmup);
         tf_step_result r;
         int rc = ops->train_step(b, &x, lr, &r, &err);
         double t2 = fl_cli_now();
@@ -749,6 +983,29 @@ static int train_run(const tf_options *o, const tf_dist *D)
             break;
         }
         micro++;
+        if (r.stepped)
+            opt_steps++;
+        if (!isfinite(r.loss) || r.loss > diverge_loss) {
+            /* stop now: training on would only write diverged checkpoints over good ones */
+            tf_live_clear(&live);
+            char what[64];
+            if (isfinite(r.loss))
+                snprintf(what, sizeof what, "%.3g (chance level %.2f)", r.loss,
+                         (double)logf((float)num_classes));
+            else
+                snprintf(what, sizeof what, "%s", isnan(r.loss) ? "nan" : "inf");
+            char mb[48] = "";
+            if (accum > 1)
+                snprintf(mb, sizeof mb, ", micro-batch %llu", (unsigned long long)micro);
+            fl_cli_error(TOOL, "loss became %s at step %llu (epoch %llu%s): training diverged; "
+                         "lower --lr (now %g) and start again%s%s", what,
+                         (unsigned long long)(r.stepped ? opt_steps : opt_steps + 1),
+                         (unsigned long long)b_epoch + 1, mb, o->lr,
+                         cc.last_path[0] || resumed ? "; last checkpoint kept: " : "",
+                         cc.last_path[0] ? cc.last_path : resumed ? rpath : "");
+            status = FL_EXIT_DATA;
+            break;
+        }
         if (nv && t2 - nv_last >= 1.0) {
             int u;
             unsigned long long used, tot;
@@ -813,8 +1070,10 @@ static int train_run(const tf_options *o, const tf_dist *D)
                 .images_per_sec = ep_images * (double)D->world / (ep_wait + ep_compute + 1e-9),
                 .data_wait_fraction = ep_wait / (ep_wait + ep_compute + 1e-9),
                 .epoch_seconds = fl_cli_now() - ep_t0,
-                .wall_seconds = wall_before + fl_cli_now() - t_start, .steps = micro};
-            tf_report_epoch(&er, quiet, log);
+                .wall_seconds = wall_before + fl_cli_now() - t_start, .steps = opt_steps};
+            int lerr = tf_report_epoch(&er, quiet, log);
+            if (lerr && !log_failed)
+                log_failed = lerr; /* finish this step (its checkpoint), then stop */
             /* chance level is log(classes): far above it the run has diverged; say so once
              * instead of training on silently */
             if (!warned_diverged && D->rank == 0 &&
@@ -854,6 +1113,14 @@ static int train_run(const tf_options *o, const tf_dist *D)
             }
             ckpt_s += fl_cli_now() - c0;
         }
+        if (log_failed) {
+            tf_live_clear(&live);
+            fl_cli_error(TOOL, "--log %s: cannot write: %s%s%s", o->log_path, strerror(log_failed),
+                         o->ckpt_dir ? "; stopped after checkpoint " : "",
+                         o->ckpt_dir ? cc.last_path : "");
+            status = FL_EXIT_DATA;
+            break;
+        }
         if (stop) {
             tf_live_clear(&live);
             if (D->rank == 0)
@@ -878,6 +1145,14 @@ static int train_run(const tf_options *o, const tf_dist *D)
             status = FL_EXIT_DATA;
         } else {
             have_eval = 1;
+        }
+    }
+    if (log && D->rank == 0) {
+        int e = close_output(log);
+        log = NULL;
+        if (e && status == FL_EXIT_OK) {
+            fl_cli_error(TOOL, "--log %s: cannot write: %s", o->log_path, strerror(e));
+            status = FL_EXIT_DATA;
         }
     }
     uint64_t skipped_steps = 0;
@@ -974,7 +1249,9 @@ static int train_run(const tf_options *o, const tf_dist *D)
         fl_json_string(&j, spec.name);
         fl_json_key(&j, "batch");
         fl_json_uint(&j, batch);
-        fl_json_key(&j, "steps");
+        fl_json_key(&j, "steps"); /* optimizer steps */
+        fl_json_uint(&j, opt_steps);
+        fl_json_key(&j, "micro_steps");
         fl_json_uint(&j, micro);
         fl_json_key(&j, "images");
         fl_json_uint(&j, (uint64_t)samples_run); /* all ranks */
@@ -1010,8 +1287,11 @@ static int train_run(const tf_options *o, const tf_dist *D)
             fl_json_null(&j);
         fl_json_end_object(&j);
         printf("%s\n", fl_json_text(&j));
-        fflush(stdout);
         fl_json_free(&j);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fl_cli_error(TOOL, "--json: cannot write the summary to stdout: %s", strerror(errno));
+            status = FL_EXIT_DATA;
+        }
     }
     tf_nvml_close(nv);
 out:
@@ -1129,11 +1409,17 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
         printf(",\"model\":\"%s\",\"images\":%llu,\"top1\":%.6g,\"top5\":%.6g,\"loss\":%.6g,"
                "\"epoch\":%llu,\"steps\":%llu,\"device\":\"%s\",\"seconds\":%.3f}\n",
                spec.name, (unsigned long long)ev.n, ev.top1, ev.top5, ev.loss,
-               (unsigned long long)ck.epoch, (unsigned long long)ck.st.micro_step, ops->name,
+               (unsigned long long)ck.epoch, (unsigned long long)ck.st.step, ops->name,
                ev.seconds);
     } else {
         printf("%s on %s: %llu images, top1 %.2f%%, top5 %.2f%%, loss %.4f (%.1f s)\n", ckpt_path,
                data, (unsigned long long)ev.n, 100 * ev.top1, 100 * ev.top5, ev.loss, ev.seconds);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fl_cli_error(TOOL, "cannot write the result to stdout: %s", strerror(errno));
+        tf_model_free(&spec);
+        tf_checkpoint_free(&ck);
+        return FL_EXIT_DATA;
     }
     tf_model_free(&spec);
     tf_checkpoint_free(&ck);

@@ -81,8 +81,9 @@ typedef struct tf_epoch_report {
     uint64_t steps;
 } tf_epoch_report;
 
-/* One line on stderr (unless quiet) and one JSON object line in `log` (may be NULL). */
-void tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log);
+/* One line on stderr (unless quiet) and one JSON object line in `log` (may be NULL), flushed.
+ * Returns 0, or the errno of a failed write to `log` (e.g. ENOSPC). */
+int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log);
 
 /* Run `trainfast doctor`. */
 int tf_doctor_main(int json);

@@ -1,6 +1,7 @@
 /* make_dataset.c — test fixture: write a small synthetic raw-uint8 dataset with fl_writer.
  * Class k draws a bright horizontal band at row band k (plus noise), so the task is learnable.
- * usage: make_dataset DST COUNT HEIGHT WIDTH CHANNELS CLASSES SEED */
+ * usage: make_dataset DST COUNT HEIGHT WIDTH CHANNELS CLASSES SEED [NAMES]
+ * NAMES: comma-separated class names in label order (default class0,class1,...). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,8 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 8) {
-        fprintf(stderr, "usage: make_dataset DST COUNT H W C CLASSES SEED\n");
+    if (argc != 8 && argc != 9) {
+        fprintf(stderr, "usage: make_dataset DST COUNT H W C CLASSES SEED [NAMES]\n");
         return 2;
     }
     const char *dst = argv[1];
@@ -61,8 +62,15 @@ int main(int argc, char **argv)
     free(img);
     const char *names[64];
     char buf[64][16];
+    const char *given = argc == 9 ? argv[8] : NULL;
     for (long i = 0; i < k && i < 64; i++) {
-        snprintf(buf[i], sizeof buf[i], "class%ld", i);
+        size_t len = given ? strcspn(given, ",") : 0;
+        if (given && len) {
+            snprintf(buf[i], sizeof buf[i], "%.*s", (int)len, given);
+            given = given[len] ? given + len + 1 : NULL;
+        } else {
+            snprintf(buf[i], sizeof buf[i], "class%ld", i);
+        }
         names[i] = buf[i];
     }
     if (fl_writer_finish(wr, names, (uint32_t)k, &err)) {

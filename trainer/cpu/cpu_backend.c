@@ -179,6 +179,11 @@ static int check_batch(tf_backend *b, const tf_batch *x, fl_error *err)
         return fl_error_set(err, FL_E_INVALID,
                             "batch images are %ux%ux%u but model %s expects %dx%dx%d (HxWxC)", x->h,
                             x->w, x->c, s->name, s->in_h, s->in_w, s->in_c);
+    if (x->accum_group > (uint32_t)b->cfg.accum ||
+        (x->accum_group && b->accum_count >= x->accum_group))
+        return fl_error_set(err, FL_E_INVALID,
+                            "accumulation group of %u micro-batches (accum %d, %u already summed)",
+                            x->accum_group, b->cfg.accum, b->accum_count);
     for (uint32_t i = 0; i < x->n; i++)
         if (x->labels[i] < 0 || x->labels[i] >= s->num_classes)
             return fl_error_set(err, FL_E_LABEL, "sample %u: label %d outside [0, %d)", i,
@@ -367,9 +372,11 @@ static int cpu_train_step(tf_backend *b, const tf_batch *x, float lr, tf_step_re
     if (b->sync_rc)
         return b->sync_rc;
     const int lt = s->n_tensors - 1;
+    /* an epoch's last accumulation group may hold fewer micro-batches (backend.h) */
+    const uint32_t group = x->accum_group ? x->accum_group : (uint32_t)b->cfg.accum;
     uint32_t c1 = 0;
     double loss = cpu_softmax_xent(N, K, b->act[lt], x->labels, b->cfg.label_smoothing,
-                                   1.0f / ((float)N * (float)b->cfg.accum), b->dact[lt], &c1,
+                                   1.0f / ((float)N * (float)group), b->dact[lt], &c1,
                                    NULL);
     backward(b, N);
     if (b->sync_rc)
@@ -378,7 +385,7 @@ static int cpu_train_step(tf_backend *b, const tf_batch *x, float lr, tf_step_re
     res->loss = loss / N;
     res->correct = c1;
     res->n = x->n;
-    if (++b->accum_count >= (uint32_t)b->cfg.accum) {
+    if (++b->accum_count >= group) {
         if (b->cfg.grad_allreduce && b->cfg.world > 1) {
             /* data parallel: average the gradients over the ranks (sum, then 1/world) */
             rc = b->cfg.grad_allreduce(b->cfg.grad_allreduce_user, b->grad, s->param_count, err);

@@ -579,7 +579,9 @@ static int gpu_train_step(tf_backend *b, const tf_batch *bt, float lr, tf_step_r
     GPU_TRY(stage_input(b, bt, b->cfg.crop_pad, b->cfg.flip ? 1 : 0, &copied, err));
     GPU_TRY(forward(b, n, 1, b->params, b->stats, err));
     int last = s->n_tensors - 1;
-    float gs = b->loss_scale / ((float)n * (float)b->cfg.accum);
+    /* an epoch's last accumulation group may hold fewer micro-batches (backend.h) */
+    const int group = bt->accum_group ? (int)bt->accum_group : b->cfg.accum;
+    float gs = b->loss_scale / ((float)n * (float)group);
     GPU_K(flk_xent_forward_backward(b->act[last], b->dt, b->labels, n, s->num_classes,
                                     b->cfg.label_smoothing, gs, b->loss, b->grad[last],
                                     b->drb->counts, b->stream));
@@ -591,7 +593,7 @@ static int gpu_train_step(tf_backend *b, const tf_batch *bt, float lr, tf_step_r
     b->accum_count++;
     b->micro_step++;
     int stepped = 0;
-    if ((int)b->accum_count >= b->cfg.accum) {
+    if ((int)b->accum_count >= group) {
         /* data-parallel: average before the inf check, so every rank skips or steps together */
         GPU_TRY(gpu_allreduce_grads(b, err));
         if (b->dt == FLK_F16)
