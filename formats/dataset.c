@@ -26,29 +26,31 @@ static char *path_join(const char *a, const char *b) {
     return p;
 }
 
-/* Read a whole small file into a NUL-terminated buffer. */
-static int read_file(const char *path, size_t max, char **out, size_t *out_len, fl_error *err) {
+/* Read a whole small file `name` of directory `dirfd` into a NUL-terminated buffer; `shown` names
+ * it in messages. */
+static int read_file_at(int dirfd, const char *name, const char *shown, size_t max, char **out,
+                        size_t *out_len, fl_error *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return fl_error_set(err, -e, "%s: cannot open: %s", path, strerror(e));
+        return fl_error_set(err, -e, "%s: cannot open: %s", shown, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", path);
+        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", shown);
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
-        return fl_error_set(err, FL_E_FORMAT, "%s: %lld bytes, larger than the %zu-byte limit", path,
+        return fl_error_set(err, FL_E_FORMAT, "%s: %lld bytes, larger than the %zu-byte limit", shown,
                             (long long)st.st_size, max);
     }
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
     if (!buf) {
         close(fd);
-        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", shown);
     }
     size_t got = 0;
     while (got < n) {
@@ -58,7 +60,7 @@ static int read_file(const char *path, size_t max, char **out, size_t *out_len, 
             int e = r < 0 ? errno : EIO;
             free(buf);
             close(fd);
-            return fl_error_set(err, r < 0 ? -e : FL_E_TRUNCATED, "%s: read failed: %s", path,
+            return fl_error_set(err, r < 0 ? -e : FL_E_TRUNCATED, "%s: read failed: %s", shown,
                                 r < 0 ? strerror(e) : "file shrank while reading");
         }
         got += (size_t)r;
@@ -70,9 +72,71 @@ static int read_file(const char *path, size_t max, char **out, size_t *out_len, 
     return 0;
 }
 
+/* ---- directories held during open ------------------------------------------------------------
+ * Every file of a dataset is opened relative to its directory's fd, so one open sees one
+ * directory, whatever renames happen meanwhile (pack --force publishing a new dataset). The
+ * directories are remembered with their paths: when the open fails, a path that no longer leads
+ * to the directory we hold (or a directory that was deleted) means the dataset was replaced while
+ * we read it, and the open is retried instead of reporting damage that is not there. */
+
+typedef struct fl_held_dir {
+    char *path;
+    int fd;
+} fl_held_dir;
+
+typedef struct fl_open_ctx {
+    fl_held_dir *dirs;
+    uint32_t n, cap;
+} fl_open_ctx;
+
+/* Open directory `name` relative to `at` (AT_FDCWD for an absolute path) and hold it.
+ * Returns the fd, or -errno. */
+static int hold_dir(fl_open_ctx *c, int at, const char *name, const char *path) {
+    if (c->n == c->cap) {
+        uint32_t cap = c->cap ? c->cap * 2 : 4;
+        fl_held_dir *d = realloc(c->dirs, cap * sizeof *d);
+        if (!d) return -ENOMEM;
+        c->dirs = d;
+        c->cap = cap;
+    }
+    char *p = strdup(path);
+    if (!p) return -ENOMEM;
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        free(p);
+        return -e;
+    }
+    c->dirs[c->n].path = p;
+    c->dirs[c->n].fd = fd;
+    c->n++;
+    return fd;
+}
+
+static void release_dirs(fl_open_ctx *c) {
+    for (uint32_t i = 0; i < c->n; i++) {
+        close(c->dirs[i].fd);
+        free(c->dirs[i].path);
+    }
+    free(c->dirs);
+    memset(c, 0, sizeof *c);
+}
+
+/* Was any held directory renamed away, replaced or deleted since we opened it? */
+static int dirs_replaced(const fl_open_ctx *c) {
+    for (uint32_t i = 0; i < c->n; i++) {
+        struct stat a, b;
+        if (fstat(c->dirs[i].fd, &a) != 0 || a.st_nlink == 0) return 1;
+        if (stat(c->dirs[i].path, &b) != 0) return 1;
+        if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) return 1;
+    }
+    return 0;
+}
+
 void fl_dataset_close(fl_dataset *ds) {
     if (!ds) return;
     if (ds->lmdb) fl_lmdb_reader_close(ds);
+    if (ds->lmdb_fd >= 0) close(ds->lmdb_fd);
     free(ds->lrec);
     ZSTD_freeDDict(ds->lmdb_ddict);
     for (uint32_t i = 0; ds->shards && i < ds->num_open; i++) fl_shard_close(&ds->shards[i]);
@@ -119,9 +183,11 @@ static int shard_matches(const fl_shard_view *v, const fl_manifest *om, uint32_t
 
 /* part_start[i]: non-zero when shard i is the first of a --part dataset (numbering restarts);
  * NULL for a plain dataset. owner[i]/owner_k[i]: the part manifest listing shard i and its
- * position there (NULL: m itself, position i). */
+ * position there; dirfd[i]: that part's directory (NULL: m itself, position i, dir_fd). Shard i
+ * is the file owner's shards[k].file in that directory. */
 static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part_start,
-                       const fl_manifest *const *owner, const uint32_t *owner_k, fl_error *err) {
+                       const fl_manifest *const *owner, const uint32_t *owner_k, const int *dirfd,
+                       int dir_fd, fl_error *err) {
     uint32_t n = m->num_shards;
     uint32_t local = 0;     /* shard number inside its part */
     uint64_t local_first = 0;
@@ -139,10 +205,17 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
             local = 0;
             local_first = 0;
         }
-        int rc = fl_shard_open(path, v, err);
+        const fl_manifest *om = owner ? owner[i] : m;
+        uint32_t k = owner ? owner_k[i] : i;
+        int fd = openat(dirfd ? dirfd[i] : dir_fd, om->shards[k].file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            int e = errno;
+            return fl_error_set(err, -e, "%s: cannot open shard: %s", path, strerror(e));
+        }
+        int rc = fl_shard_open_fd(fd, path, v, err);
         ds->num_open = i + 1; /* so close() releases what is open */
         if (rc) return rc;
-        rc = owner ? shard_matches(v, owner[i], owner_k[i], err) : shard_matches(v, m, i, err);
+        rc = shard_matches(v, om, k, err);
         if (rc) return rc;
         if (v->number != local || v->first_record != local_first || v->count != m->shards[i].records)
             return fl_error_set(err, FL_E_FORMAT,
@@ -155,13 +228,13 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
         local_first += v->count;
         if (!same_schema(&v->schema, &m->schema))
             return fl_error_set(err, FL_E_FORMAT, "%s: shard schema differs from the manifest's", path);
-        for (uint64_t k = 0; ds->num_classes && k < v->count; k++) {
-            fl_record_info r;
-            fl_shard_entry(v, k, &r, NULL, NULL);
-            if ((uint32_t)r.label >= ds->num_classes)
+        for (uint64_t r = 0; ds->num_classes && r < v->count; r++) {
+            fl_record_info ri;
+            fl_shard_entry(v, r, &ri, NULL, NULL);
+            if ((uint32_t)ri.label >= ds->num_classes)
                 return fl_error_set(err, FL_E_FORMAT,
                                     "%s: record %llu: label %d out of range (%u classes)", path,
-                                    (unsigned long long)(first + k), r.label, ds->num_classes);
+                                    (unsigned long long)(first + r), ri.label, ds->num_classes);
         }
         ds->shard_first[i] = first;
         first += v->count;
@@ -192,6 +265,7 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
 
 typedef struct fl_part_dir {
     char *dir;
+    int fd;           /* held in the open context (closed there) */
     fl_manifest m;
 } fl_part_dir;
 
@@ -208,9 +282,13 @@ static int same_classes(const fl_manifest *a, const fl_manifest *b) {
 }
 
 /* Returns -ENOENT (with err untouched) when ds->dir holds no part datasets at all. */
-static int open_parts(fl_dataset *ds, fl_error *err) {
-    DIR *d = opendir(ds->dir);
-    if (!d) return -ENOENT;
+static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err) {
+    int lfd = dup(root_fd); /* fdopendir takes it */
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d) {
+        if (lfd >= 0) close(lfd);
+        return -ENOENT;
+    }
     fl_part_dir *parts = NULL;
     uint32_t n = 0, cap = 0;
     int rc = 0;
@@ -222,9 +300,19 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
         char *text = NULL;
         size_t len = 0;
         struct stat st;
-        if (!mp || stat(mp, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (!mp || fstatat(root_fd, e->d_name, &st, 0) != 0 || !S_ISDIR(st.st_mode)) {
             free(sub);
             free(mp);
+            continue;
+        }
+        int sfd = hold_dir(c, root_fd, e->d_name, sub);
+        if (sfd < 0 || fstatat(sfd, FL_MANIFEST_NAME, &st, 0) != 0 || !S_ISREG(st.st_mode)) {
+            free(sub);
+            free(mp);
+            if (sfd == -ENOMEM) {
+                rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+                break;
+            }
             continue;
         }
         if (n == cap) {
@@ -240,7 +328,8 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
         }
         memset(&parts[n], 0, sizeof parts[n]);
         parts[n].dir = sub;
-        rc = read_file(mp, FL_MAX_MANIFEST_BYTES, &text, &len, err);
+        parts[n].fd = sfd;
+        rc = read_file_at(sfd, FL_MANIFEST_NAME, mp, FL_MAX_MANIFEST_BYTES, &text, &len, err);
         if (rc == 0) rc = fl_manifest_parse(text, len, mp, &parts[n].m, err);
         free(text);
         free(mp);
@@ -278,12 +367,14 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
     uint8_t *part_start = NULL;
     const fl_manifest **owner = NULL;
     uint32_t *owner_k = NULL;
+    int *dirfd = NULL;
     if (rc == 0) {
         uint32_t shards = 0;
         for (uint32_t i = 0; i < n; i++) {
             shards += parts[i].m.num_shards;
             all.records += parts[i].m.records;
         }
+        all.version = FL_FORMAT_VERSION;
         all.backend = FL_BACKEND_SHARDS;
         all.schema = parts[0].m.schema;
         all.num_shards = shards;
@@ -292,7 +383,8 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
         part_start = calloc(shards ? shards : 1, 1);
         owner = calloc(shards ? shards : 1, sizeof *owner);
         owner_k = calloc(shards ? shards : 1, sizeof *owner_k);
-        if (!all.shards || !ds->file_paths || !part_start || !owner || !owner_k)
+        dirfd = calloc(shards ? shards : 1, sizeof *dirfd);
+        if (!all.shards || !ds->file_paths || !part_start || !owner || !owner_k || !dirfd)
             rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
         uint32_t k = 0;
         for (uint32_t i = 0; rc == 0 && i < n; i++) {
@@ -302,6 +394,7 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
                 part_start[k] = j == 0;
                 owner[k] = &parts[i].m;
                 owner_k[k] = j;
+                dirfd[k] = parts[i].fd;
                 ds->file_paths[k] = path_join(parts[i].dir, parts[i].m.shards[j].file);
                 size_t fl = strlen(base) + strlen(parts[i].m.shards[j].file) + 2;
                 char *rel = malloc(fl);
@@ -320,7 +413,7 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
         ds->num_classes = parts[0].m.num_classes;
         parts[0].m.classes = NULL;
         parts[0].m.num_classes = 0;
-        rc = open_shards(ds, &all, part_start, owner, owner_k, err);
+        rc = open_shards(ds, &all, part_start, owner, owner_k, dirfd, -1, err);
     }
     if (rc == 0) {
         fl_tbuf b;
@@ -344,6 +437,7 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
     free(part_start);
     free(owner);
     free(owner_k);
+    free(dirfd);
     for (uint32_t i = 0; i < n; i++) {
         free(parts[i].dir);
         fl_manifest_free(&parts[i].m);
@@ -352,34 +446,59 @@ static int open_parts(fl_dataset *ds, fl_error *err) {
     return rc;
 }
 
-int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
+/* One attempt at opening `path`. *replaced is set when it failed because the directory was
+ * swapped (or is being swapped) under us. */
+static int open_once(const char *path, fl_dataset **out, fl_error *err, int *replaced) {
     *out = NULL;
-    if (!path || !*path) return fl_error_set(err, FL_E_INVALID, "dataset path is empty");
+    *replaced = 0;
     fl_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    ds->lmdb_fd = -1;
     fl_dctx_pool_init(&ds->pool);
+    fl_open_ctx c;
+    memset(&c, 0, sizeof c);
+    fl_manifest m;
+    memset(&m, 0, sizeof m);
+    int rc = 0;
     char *abs = realpath(path, NULL);
     if (!abs) {
         int e = errno;
         fl_dataset_close(ds);
+        if (e == ENOENT) { /* between the two renames of a replace, DST is briefly absent */
+            char *partial = malloc(strlen(path) + 16);
+            struct stat st;
+            if (partial) {
+                sprintf(partial, "%s.partial", path);
+                *replaced = stat(partial, &st) == 0;
+            }
+            free(partial);
+        }
         return fl_error_set(err, -e, "%s: %s", path, strerror(e));
     }
     ds->dir = abs;
+    int dir_fd = hold_dir(&c, AT_FDCWD, abs, abs);
+    if (dir_fd < 0) {
+        rc = fl_error_set(err, dir_fd, "%s: %s", abs, strerror(-dir_fd));
+        if (dir_fd == -ENOENT) *replaced = 1;
+        goto fail;
+    }
     char *mpath = path_join(ds->dir, FL_MANIFEST_NAME);
     if (!mpath) {
-        fl_dataset_close(ds);
-        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+        rc = fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+        goto fail;
     }
     size_t mlen = 0;
-    int rc = read_file(mpath, FL_MAX_MANIFEST_BYTES, &ds->manifest_text, &mlen, err);
+    rc = read_file_at(dir_fd, FL_MANIFEST_NAME, mpath, FL_MAX_MANIFEST_BYTES, &ds->manifest_text,
+                      &mlen, err);
     if (rc == -ENOENT) {
-        int prc = open_parts(ds, err);
+        int prc = open_parts(ds, &c, dir_fd, err);
         if (prc != -ENOENT) {
             free(mpath);
             if (prc) {
-                fl_dataset_close(ds);
-                return prc;
+                rc = prc;
+                goto fail;
             }
+            release_dirs(&c);
             *out = ds;
             return 0;
         }
@@ -395,14 +514,9 @@ int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
                      FL_MANIFEST_NAME,
                      unfinished ? " (an unfinished one is in .partial: resume packing it)" : "");
     }
-    fl_manifest m;
-    memset(&m, 0, sizeof m);
     if (rc == 0) rc = fl_manifest_parse(ds->manifest_text, mlen, mpath, &m, err);
     free(mpath);
-    if (rc) {
-        fl_dataset_close(ds);
-        return rc;
-    }
+    if (rc) goto fail;
     ds->backend = m.backend;
     ds->schema = m.schema;
     ds->count = m.records;
@@ -426,17 +540,39 @@ int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
     }
     ds->num_files = m.num_shards;
     if (ds->backend == FL_BACKEND_SHARDS)
-        rc = open_shards(ds, &m, NULL, NULL, NULL, err);
+        rc = open_shards(ds, &m, NULL, NULL, NULL, NULL, dir_fd, err);
     else
-        rc = fl_lmdb_reader_open(ds, &m, err);
+        rc = fl_lmdb_reader_open(ds, &m, dir_fd, err);
     if (rc) goto fail;
     fl_manifest_free(&m);
+    release_dirs(&c);
     *out = ds;
     return 0;
 fail:
+    *replaced = *replaced || dirs_replaced(&c);
+    release_dirs(&c);
     fl_manifest_free(&m);
     fl_dataset_close(ds);
     return rc;
+}
+
+/* Attempts at opening a dataset that is being replaced (pack --force) before giving up. */
+#define FL_OPEN_ATTEMPTS 8
+
+int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
+    *out = NULL;
+    if (!path || !*path) return fl_error_set(err, FL_E_INVALID, "dataset path is empty");
+    for (int attempt = 1;; attempt++) {
+        int replaced = 0;
+        int rc = open_once(path, out, err, &replaced);
+        if (rc == 0 || !replaced) return rc;
+        if (attempt == FL_OPEN_ATTEMPTS) {
+            if (rc == -ENOENT) return rc; /* gone, and a .partial beside it: say that, as before */
+            return fl_error_set(err, -EAGAIN,
+                                "%s: the dataset was replaced while being opened: open it again", path);
+        }
+        usleep(2000u << (attempt < 6 ? attempt : 6)); /* 4 ms, 8 ms, ... 128 ms */
+    }
 }
 
 uint64_t fl_dataset_count(const fl_dataset *ds) { return ds->count; }
@@ -449,6 +585,10 @@ const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label) {
 uint32_t fl_dataset_num_shards(const fl_dataset *ds) { return ds->num_files; }
 const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i) {
     return i < ds->num_files ? ds->file_paths[i] : NULL;
+}
+int fl_dataset_file_fd(const fl_dataset *ds, uint32_t i) {
+    if (i >= ds->num_files) return -1;
+    return ds->backend == FL_BACKEND_LMDB ? ds->lmdb_fd : ds->shards[i].fd;
 }
 uint64_t fl_dataset_total_bytes(const fl_dataset *ds) { return ds->total_bytes; }
 const char *fl_dataset_manifest_json(const fl_dataset *ds) { return ds->manifest_text; }

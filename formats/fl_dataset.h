@@ -71,12 +71,18 @@ typedef struct fl_dataset fl_dataset;
 
 /* Open the dataset at `path` (a dataset directory written by packdata, shards or LMDB backend).
  * Reads and validates the manifest and every shard's header, footer and index (index CRC checked,
- * every entry bounds-checked, labels < number of classes); maps the shards read-only. For LMDB,
- * opens data.mdb read-only without a lock file and resolves every record once (see SPEC.md).
+ * every entry bounds-checked, labels < number of classes, each record's format allowed by the
+ * schema); each shard's size, format version and dataset id must equal the manifest's; maps the
+ * shards read-only. For LMDB, checks data.mdb's size against the manifest and LMDB's last used
+ * page, opens it read-only without a lock file and resolves every record once (see SPEC.md).
+ * The directory is opened once and every file relative to it, so the dataset seen is one
+ * dataset from open to close; when it is replaced during the open (pack --force), the open is
+ * retried a few times, then fails with -EAGAIN ("... was replaced while being opened: open it
+ * again") — never with a false corruption error.
  * Record payload checksums are checked by fl_dataset_get/check/verify.
  * On success *out owns the dataset; release with fl_dataset_close.
  * Errors: -ENOENT (no such directory, no manifest.json, missing shard), -EACCES..., FL_E_FORMAT,
- * FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB, -ENOMEM; err->msg names the file. */
+ * FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB, -EAGAIN, -ENOMEM; err->msg names the file. */
 int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err);
 
 /* Close and unmap. NULL is allowed. */
@@ -91,6 +97,13 @@ const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label);
 uint32_t fl_dataset_num_shards(const fl_dataset *ds);
 /* Absolute path of shard `i` (the LMDB data file for the LMDB backend), or NULL. */
 const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i);
+/* The open file descriptor of data file `i` (shard i, or data.mdb for LMDB), or -1 when i is out
+ * of range. Every data file is opened once, by fl_dataset_open, relative to the dataset directory
+ * it read the manifest from, and stays open until fl_dataset_close: reading through this fd (pread,
+ * io_uring, or /proc/self/fd/N reopened with O_DIRECT) reads the very file that was validated,
+ * even if the dataset at `path` has since been replaced (pack --force) or deleted. Owned by the
+ * dataset: do not close it (dup it to keep it beyond close). */
+int fl_dataset_file_fd(const fl_dataset *ds, uint32_t i);
 /* Total bytes of all data files (shards or LMDB). */
 uint64_t fl_dataset_total_bytes(const fl_dataset *ds);
 /* The manifest as it is stored (JSON text, NUL-terminated). */

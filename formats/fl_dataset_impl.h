@@ -49,14 +49,17 @@ struct fl_dataset {
     struct ZSTD_DDict_s **ddicts_owned;
     uint32_t num_ddicts;
     /* LMDB backend */
+    int lmdb_fd;                /* data.mdb as checked against the manifest (-1 when none) */
     fl_lmdb_reader *lmdb;
     fl_lmdb_rec *lrec;
     struct ZSTD_DDict_s *lmdb_ddict;
 };
 
-/* LMDB backend (lmdb_reader.c): open the environment in ds->dir, fill ds->lrec (m->records
- * entries), dictionary, sizes. Errors: FL_E_LMDB, FL_E_FORMAT, FL_E_CHECKSUM. */
-int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, fl_error *err);
+/* LMDB backend (lmdb_reader.c): open the data file m->shards[0].file of directory `dir_fd`
+ * (keeping its fd in ds->lmdb_fd), check its size against the manifest and LMDB's own claims,
+ * open the environment on that very file, fill ds->lrec (m->records entries), dictionary, sizes.
+ * Errors: -errno, FL_E_TRUNCATED, FL_E_LMDB, FL_E_FORMAT, FL_E_VERSION, -EAGAIN (replaced). */
+int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *err);
 void fl_lmdb_reader_close(fl_dataset *ds);
 
 #endif

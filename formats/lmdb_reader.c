@@ -3,7 +3,10 @@
  * LMDB's zero-copy pointers stay valid until close, and resolves every record once at open
  * (bounds-checked) so the hot path makes no LMDB calls at all and is safe from any thread. */
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,24 +35,66 @@ static uint64_t key_value(const uint8_t *k) {
     return v;
 }
 
-int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
+int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *err) {
     const char *path = ds->file_paths[0];
-    struct stat st;
-    if (stat(path, &st) != 0) {
+    /* The file as the manifest describes it: opened relative to the directory the manifest came
+     * from, kept open, its size checked before LMDB maps anything (a mapping past the end of a
+     * truncated file kills the process with SIGBUS at the first touch). */
+    int fd = openat(dir_fd, m->shards[0].file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         int e = errno;
         return fl_error_set(err, -e, "%s: %s", path, strerror(e));
     }
-    ds->total_bytes = (uint64_t)st.st_size;
+    ds->lmdb_fd = fd;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        return fl_error_set(err, -e, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", path);
+    uint64_t size = (uint64_t)st.st_size, want = m->shards[0].bytes;
+    if (size != want)
+        return fl_error_set(err, size < want ? FL_E_TRUNCATED : FL_E_FORMAT,
+                            "%s is %llu bytes, the manifest says %llu: %s", path,
+                            (unsigned long long)size, (unsigned long long)want,
+                            size < want ? "truncated" : "not the file the manifest describes");
+    ds->total_bytes = size;
     fl_lmdb_reader *r = calloc(1, sizeof *r);
     if (!r) return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     ds->lmdb = r;
+    /* LMDB opens by name: name the file through the directory fd we hold, so it is the same
+     * directory's data.mdb even if the dataset is being replaced; the inode is compared below. */
+    char via[64 + 256];
+    snprintf(via, sizeof via, "/proc/self/fd/%d/%s", dir_fd, m->shards[0].file);
+    const char *open_path = access(via, F_OK) == 0 ? via : path;
     /* MDB_NOTLS: the one read txn is not tied to this thread; MDB_NOLOCK: immutable data, no
      * lock file (the dataset directory may be read-only). */
     int rc = mdb_env_create(&r->env);
     if (rc == 0) rc = mdb_env_set_maxdbs(r->env, 2);
     if (rc == 0)
-        rc = mdb_env_open(r->env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOSUBDIR | MDB_NOTLS, 0644);
+        rc = mdb_env_open(r->env, open_path, MDB_RDONLY | MDB_NOLOCK | MDB_NOSUBDIR | MDB_NOTLS,
+                          0644);
     if (rc) return fl_error_set(err, FL_E_LMDB, "%s: cannot open LMDB environment: %s", path, mdb_strerror(rc));
+    int lfd = -1;
+    struct stat lst;
+    if (mdb_env_get_fd(r->env, &lfd) != 0 || fstat(lfd, &lst) != 0 || lst.st_dev != st.st_dev ||
+        lst.st_ino != st.st_ino)
+        return fl_error_set(err, -EAGAIN,
+                            "%s: the dataset was replaced while being opened: open it again", path);
+    /* LMDB's own claim: every page up to the last one used must be in the file (and in the map) */
+    MDB_envinfo info;
+    MDB_stat es;
+    rc = mdb_env_info(r->env, &info);
+    if (rc == 0) rc = mdb_env_stat(r->env, &es);
+    if (rc) return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
+    uint64_t used = ((uint64_t)info.me_last_pgno + 1) * es.ms_psize;
+    if (used > size)
+        return fl_error_set(err, FL_E_TRUNCATED,
+                            "%s is %llu bytes, LMDB's last used page ends at byte %llu: truncated",
+                            path, (unsigned long long)size, (unsigned long long)used);
+    if ((uint64_t)info.me_mapsize < used)
+        return fl_error_set(err, FL_E_FORMAT, "%s: LMDB map (%zu bytes) smaller than its %llu used bytes",
+                            path, info.me_mapsize, (unsigned long long)used);
     rc = mdb_txn_begin(r->env, NULL, MDB_RDONLY, &r->txn);
     if (rc) return fl_error_set(err, FL_E_LMDB, "%s: cannot begin read txn: %s", path, mdb_strerror(rc));
     MDB_dbi rec, meta;
@@ -78,12 +123,12 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, fl_error *err) {
         if (rc || v.mv_size != FL_DATASET_ID_BYTES)
             return fl_error_set(err, FL_E_FORMAT, "%s: missing meta \"%s\"", path, FL_LMDB_META_ID);
         if (memcmp(v.mv_data, m->dataset_id, FL_DATASET_ID_BYTES) != 0) {
-            char got[2 * FL_DATASET_ID_BYTES + 1], want[2 * FL_DATASET_ID_BYTES + 1];
+            char got[2 * FL_DATASET_ID_BYTES + 1], mid[2 * FL_DATASET_ID_BYTES + 1];
             fl_dataset_id_hex(v.mv_data, got);
-            fl_dataset_id_hex(m->dataset_id, want);
+            fl_dataset_id_hex(m->dataset_id, mid);
             return fl_error_set(err, FL_E_FORMAT,
                                 "%s: belongs to another dataset (id %s, the manifest's is %s)", path,
-                                got, want);
+                                got, mid);
         }
     }
     const size_t hsz = ver >= 2 ? FL_LMDB_VALUE_HEADER : FL_LMDB_VALUE_HEADER_V1;

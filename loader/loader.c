@@ -38,6 +38,23 @@ static size_t align_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
+/* The readers' descriptor for shard i: the dataset's own fd for it (the file fl_dataset_open
+ * validated, never the path again: the dataset may have been replaced since; positioned reads
+ * share it safely), or for O_DIRECT the same inode reopened through /proc/self/fd (owned by the
+ * loader: see close_fds). Returns the fd or -errno. */
+static int reader_fd(const fl_loader *L, uint32_t i, int direct)
+{
+    int dfd = fl_dataset_file_fd(L->ds, i);
+    if (dfd < 0)
+        return -EBADF;
+    if (!direct)
+        return dfd;
+    char via[64];
+    snprintf(via, sizeof via, "/proc/self/fd/%d", dfd);
+    int fd = open(via, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    return fd < 0 ? -errno : fd;
+}
+
 static int open_shards(fl_loader *L, fl_error *err)
 {
     uint32_t n = fl_dataset_num_shards(L->ds);
@@ -46,24 +63,24 @@ static int open_shards(fl_loader *L, fl_error *err)
         return fl_error_set(err, -ENOMEM, "out of memory for %u shard descriptors", n);
     for (uint32_t i = 0; i < n; i++) {
         const char *p = fl_dataset_shard_path(L->ds, i);
-        int flags = O_RDONLY | O_CLOEXEC;
-        int fd = open(p, flags | (L->direct ? O_DIRECT : 0));
-        if (fd < 0 && L->direct && errno == EINVAL) {
-            /* the filesystem (tmpfs, some overlays) refuses O_DIRECT: buffered gives the same
-             * bytes, so say so once and carry on */
-            logf_(L, 1, "fastload: %s: O_DIRECT not supported by this filesystem; using buffered "
-                        "reads", p);
+        int fd = reader_fd(L, i, L->direct);
+        if (fd < 0 && L->direct && (fd == -EINVAL || fd == -ENOENT)) {
+            /* the filesystem (tmpfs, some overlays) refuses O_DIRECT, or there is no /proc to
+             * reopen through: buffered gives the same bytes, so say so once and carry on */
+            logf_(L, 1, "fastload: %s: %s; using buffered reads", p,
+                  fd == -EINVAL ? "O_DIRECT not supported by this filesystem"
+                                : "cannot reopen for O_DIRECT (no /proc/self/fd)");
             L->direct = 0;
             for (uint32_t j = 0; j < i; j++) {
-                close(L->fds[j]);
-                L->fds[j] = open(fl_dataset_shard_path(L->ds, j), flags);
+                if (L->fds[j] != fl_dataset_file_fd(L->ds, j))
+                    close(L->fds[j]);
+                L->fds[j] = reader_fd(L, j, 0);
             }
-            fd = open(p, flags);
+            fd = reader_fd(L, i, 0);
         }
         if (fd < 0) {
-            int e = -errno;
             L->nfds = i;
-            return fl_error_set(err, e, "%s: cannot open shard: %s", p, strerror(-e));
+            return fl_error_set(err, fd, "%s: cannot open shard: %s", p, strerror(-fd));
         }
         L->fds[i] = fd;
         L->nfds = i + 1;
@@ -464,7 +481,8 @@ void fl_loader_close(fl_loader *L)
     if (L->stream)
         L->cuda.StreamDestroy(L->stream);
     for (uint32_t i = 0; i < L->nfds; i++)
-        close(L->fds[i]);
+        if (L->fds[i] != fl_dataset_file_fd(L->ds, i)) /* the dataset closes its own */
+            close(L->fds[i]);
     free(L->fds);
     fl_memory_free(L);
     free(L->perm);

@@ -33,19 +33,18 @@ int fl_memory_auto(const fl_loader_options *opt, const fl_schema *schema, uint64
 static int load_one(fl_loader *L, uint32_t i, fl_error *err)
 {
     const char *path = fl_dataset_shard_path(L->ds, i);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* the file fl_dataset_open validated, never the path again (it may name a newer dataset) */
+    int fd = fl_dataset_file_fd(L->ds, i); /* owned by the dataset: not closed here */
     if (fd < 0)
-        return fl_error_set(err, -errno, "%s: cannot open shard: %s", path, strerror(errno));
+        return fl_error_set(err, -EBADF, "%s: no open file for this shard", path);
     struct stat st;
     if (fstat(fd, &st) < 0) {
         int e = -errno;
-        close(fd);
         return fl_error_set(err, e, "%s: cannot stat shard: %s", path, strerror(-e));
     }
     size_t size = st.st_size > 0 ? (size_t)st.st_size : 0, cap = size ? size : 1;
     uint8_t *m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
-        close(fd);
         return fl_error_set(err, -ENOMEM, "%s: out of memory for a %zu-byte in-memory copy",
                             path, size);
     }
@@ -57,7 +56,6 @@ static int load_one(fl_loader *L, uint32_t i, fl_error *err)
             continue;
         if (n < 0) {
             int e = -errno;
-            close(fd);
             munmap(m, cap);
             return fl_error_set(err, e, "%s: read failed at byte %zu: %s", path, got,
                                 strerror(-e));
@@ -66,7 +64,6 @@ static int load_one(fl_loader *L, uint32_t i, fl_error *err)
             break; /* shrank since the stat */
         got += (size_t)n;
     }
-    close(fd);
     L->mem[i] = (fl_shard_copy){.p = m, .len = got, .cap = cap};
     return 0;
 }

@@ -360,7 +360,24 @@ int main(void) {
     expect_open_fail(lb, FL_E_FORMAT, "manifest says 21", "lmdb count mismatch");
     copy_dir(lg, lb);
     spit(ldata, "not lmdb", 8);
-    expect_open_fail(lb, FL_E_LMDB, "data.mdb", "lmdb garbage file");
+    expect_open_fail(lb, FL_E_TRUNCATED, "data.mdb is 8 bytes, the manifest says", "lmdb garbage file");
+    /* garbage of the size the manifest records: LMDB refuses it */
+    copy_dir(lg, lb);
+    m = slurp(ldata, &n);
+    memset(m, 0x5A, n);
+    spit(ldata, m, n);
+    free(m);
+    expect_open_fail(lb, FL_E_LMDB, "data.mdb", "lmdb garbage, right size");
+    /* data.mdb of another dataset of the same shape (same size, another id) */
+    const char *lo2 = tt_path("lother");
+    tt_write(lo2, &lo, 20);
+    copy_dir(lg, lb);
+    char odata[PATH_MAX + 300];
+    snprintf(odata, sizeof odata, "%s/data.mdb", lo2);
+    m = slurp(odata, &n);
+    spit(ldata, m, n);
+    free(m);
+    expect_open_fail(lb, FL_E_FORMAT, "belongs to another dataset", "lmdb from another dataset");
     printf("corrupt ok\n");
     (void)err;
     return 0;
