@@ -81,6 +81,7 @@ int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
     if (rc) return rc;
     if (info.format == FL_IMG_JPEG)
         return fl_jpeg_decode(d, data, len, channels, min_width, min_height, out, err);
+    if (info.format == FL_IMG_WEBP) return fl_webp_decode(d, data, len, channels, out, err);
     return fl_png_decode(d, data, len, channels, out, err);
 }
 
@@ -101,11 +102,18 @@ int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len, const 
     if (info.format == FL_IMG_JPEG) {
         rc = fl_jpeg_decode_crop(d, data, len, crop, out_width, out_height, channels, &img, win, err);
     } else {
-        rc = fl_png_decode(d, data, len, channels, &img, err);
+        rc = info.format == FL_IMG_WEBP ? fl_webp_decode(d, data, len, channels, &img, err)
+                                        : fl_png_decode(d, data, len, channels, &img, err);
         win[0] = crop->x;
         win[1] = crop->y;
         win[2] = crop->width;
         win[3] = crop->height;
+        /* the crop was checked against the probed size: a file whose frame disagrees with its
+         * header (a crafted WebP canvas) must not make the resampler read outside the pixels */
+        if (!rc && (img.width != info.width || img.height != info.height))
+            return fl_error_set(err, FL_E_DECODE, "%s: decodes to %ux%u but its header says %ux%u",
+                                info.format == FL_IMG_WEBP ? "WebP" : "PNG", img.width, img.height,
+                                info.width, info.height);
     }
     if (rc) return rc;
     size_t need = fl_resize_window_scratch_size(img.width, img.height, win, out_width, out_height,

@@ -1,7 +1,8 @@
-/* fl_image.h — image codecs and resampling shared by packdata and the loader: sniff JPEG/PNG
+/* fl_image.h — image codecs and resampling shared by packdata and the loader: sniff JPEG/PNG/WebP
  * from their bytes (never from a file name), decode JPEG at a reduced DCT scale and only the rows
- * and columns a crop needs (libjpeg-turbo), decode PNG (libpng: 8/16-bit, palette, gray, alpha),
- * resample with an antialiasing filter, and encode JPEG/PNG.
+ * and columns a crop needs (libjpeg-turbo), decode PNG (libpng: 8/16-bit, palette, gray, alpha)
+ * and WebP (libwebp, when the build found it: lossy, lossless, alpha; not animations), resample
+ * with an antialiasing filter, and encode JPEG/PNG.
  *
  * All untrusted bytes are parsed with bounds checks; declared sizes over the decoder's pixel
  * limit are refused before any allocation (FL_E_TOO_LARGE). A decoder owns grow-only scratch
@@ -19,7 +20,12 @@
 extern "C" {
 #endif
 
-typedef enum fl_image_format { FL_IMG_UNKNOWN = 0, FL_IMG_JPEG = 1, FL_IMG_PNG = 2 } fl_image_format;
+typedef enum fl_image_format {
+    FL_IMG_UNKNOWN = 0,
+    FL_IMG_JPEG = 1,
+    FL_IMG_PNG = 2,
+    FL_IMG_WEBP = 3 /* probed in every build; decoded only where fl_image_can_decode says so */
+} fl_image_format;
 
 /* What the header of an encoded image declares. */
 typedef struct fl_image_info {
@@ -41,11 +47,26 @@ typedef struct fl_rect {
     uint32_t x, y, width, height;
 } fl_rect;
 
-/* Identify format by magic bytes (JPEG FF D8 FF, the PNG signature; never the file name) and read
- * the declared size from the header without decoding pixels: JPEG by walking the markers to the
- * first SOF (every segment length bounds-checked), PNG from IHDR. `out` may be NULL.
- * Errors: FL_E_DECODE (empty, not a JPEG/PNG, header truncated or malformed). */
+/* Identify format by magic bytes (JPEG FF D8 FF, the PNG signature, RIFF....WEBP; never the file
+ * name) and read the declared size from the header without decoding pixels: JPEG by walking the
+ * markers to the first SOF (every segment length bounds-checked), PNG from IHDR, WebP from its
+ * first chunk (VP8 frame header, VP8L header or VP8X canvas). `out` may be NULL.
+ * Errors: FL_E_DECODE (empty, unknown magic bytes, header truncated or malformed);
+ * FL_E_UNSUPPORTED for images we recognise but never decode (GIF, BMP, TIFF, HEIF/AVIF, animated
+ * WebP): the message names the format. */
 int fl_image_probe(const uint8_t *data, size_t len, fl_image_info *out, fl_error *err);
+
+/* 1 when this build decodes `f` (JPEG and PNG always; WebP only when built with libwebp),
+ * else 0. */
+int fl_image_can_decode(fl_image_format f);
+
+/* Short lower-case name of a format ("jpeg", "png", "webp", "unknown"). */
+const char *fl_image_format_name(fl_image_format f);
+
+/* A complete file's tail is there: JPEG ends with an EOI marker (FF D9 in its last 4 KiB), PNG
+ * with an IEND chunk, WebP holds the whole RIFF size its header declares. 1 when complete, 0
+ * when truncated (other formats: 1). Cheap (no decoding): packdata checks kept files with it. */
+int fl_image_looks_complete(fl_image_format f, const uint8_t *data, size_t len);
 
 typedef struct fl_decoder fl_decoder;
 
@@ -68,6 +89,9 @@ enum { FL_DECODE_NO_RESTART_SKIP = 4 };
 void fl_decoder_set_flags(fl_decoder *d, unsigned flags);
 
 /* Decode a whole image to `channels` (1 or 3; gray/CMYK/alpha/palette/16-bit converted).
+ * WebP decodes at full size (min_width/min_height ignored) through libwebp's RGB output, alpha
+ * dropped as for PNG (equal to PIL's convert("RGB") with the same libwebp); where the build has
+ * no libwebp it fails with FL_E_UNSUPPORTED.
  * For JPEG, decodes at the smallest DCT scale whose output is still at least min_width ×
  * min_height (pass 0, 0 for full size). The scales used are 1/8, 1/4, 1/2 and 1: libjpeg-turbo
  * has SIMD IDCTs only for those, and its 3/8 … 7/8 IDCTs (plain C) measured slower than decoding
@@ -101,7 +125,7 @@ int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
  * the crop, fl_resize"), and differs from the full-size reference only by the DCT scaling's own
  * filtering. (valgrind flags some output bytes as uninitialised because of libjpeg-turbo's
  * SIMD code, a known false positive; run valgrind with JSIMD_FORCENONE=1.)
- * PNG: full decode, then the same resampling (bit-exact with that reference). The crop must lie
+ * PNG and WebP: full decode, then the same resampling (bit-exact with that reference). The crop must lie
  * inside the image. No allocation in steady state (decoder scratch).
  * Errors: as fl_decode; FL_E_RANGE for an empty crop or one outside the image; FL_E_INVALID for a
  * NULL crop/dst or a zero output size. */

@@ -47,6 +47,10 @@ void fl_jpeg_state_free(struct fl_jpeg_state *s);
 int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
                   fl_image *out, fl_error *err);
 
+/* WebP (webp_decode.c). Full decode to `channels`; FL_E_UNSUPPORTED without libwebp. */
+int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
+                   fl_image *out, fl_error *err);
+
 /* resize.c: resample the window (x0, y0, w, h) of src — fractional source pixel coordinates,
  * inside [0, sw] × [0, sh] — to dw × dh. fl_resize is this with the whole image. */
 int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,

@@ -1,5 +1,6 @@
-/* image_probe.c — identify JPEG/PNG by magic bytes and read the declared size from the header
- * (JPEG: walk the markers to the SOF; PNG: the IHDR chunk) without decoding any pixels. */
+/* image_probe.c — identify JPEG/PNG/WebP by magic bytes and read the declared size from the
+ * header (JPEG: walk the markers to the SOF; PNG: the IHDR chunk; WebP: its first chunk) without
+ * decoding any pixels; name the formats we recognise but do not read (GIF, BMP, ...). */
 #include <string.h>
 
 #include "fl_image.h"
@@ -7,6 +8,11 @@
 static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
 static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+static uint32_t le16(const uint8_t *p) { return (uint32_t)p[1] << 8 | p[0]; }
+static uint32_t le24(const uint8_t *p) { return (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0]; }
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
 static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
@@ -82,6 +88,74 @@ static int probe_png(const uint8_t *data, size_t len, fl_image_info *out, fl_err
     return 0;
 }
 
+/* WebP (RIFF container): "RIFF" size "WEBP", then the first chunk. A simple lossy file starts
+ * with "VP8 " (a key frame: 3-byte tag, start code 9D 01 2A, 14-bit width and height), a lossless
+ * one with "VP8L" (signature 0x2F, then 14-bit width-1 and height-1), an extended one with "VP8X"
+ * (flags, 24-bit canvas width-1 and height-1). The decoder (libwebp) checks the rest. */
+static int probe_webp(const uint8_t *data, size_t len, fl_image_info *out, fl_error *err) {
+    if (len < 20) return fl_error_set(err, FL_E_DECODE, "WebP: truncated header");
+    uint32_t riff = le32(data + 4);
+    if (riff < 12 || riff & 1) return fl_error_set(err, FL_E_DECODE, "WebP: bad RIFF size %u", riff);
+    const uint8_t *c = data + 12;
+    uint32_t clen = le32(c + 4);
+    const uint8_t *p = c + 8;
+    size_t avail = len - 20;
+    uint32_t w, h, comps = 3;
+    if (!memcmp(c, "VP8 ", 4)) {
+        if (clen < 10 || avail < 10) return fl_error_set(err, FL_E_DECODE, "WebP: truncated VP8 header");
+        if (p[0] & 1) return fl_error_set(err, FL_E_DECODE, "WebP: first VP8 frame is not a key frame");
+        if (p[3] != 0x9D || p[4] != 0x01 || p[5] != 0x2A)
+            return fl_error_set(err, FL_E_DECODE, "WebP: bad VP8 start code");
+        w = le16(p + 6) & 0x3FFF;
+        h = le16(p + 8) & 0x3FFF;
+    } else if (!memcmp(c, "VP8L", 4)) {
+        if (clen < 5 || avail < 5) return fl_error_set(err, FL_E_DECODE, "WebP: truncated VP8L header");
+        if (p[0] != 0x2F) return fl_error_set(err, FL_E_DECODE, "WebP: bad VP8L signature");
+        uint32_t bits = le32(p + 1);
+        w = (bits & 0x3FFF) + 1;
+        h = ((bits >> 14) & 0x3FFF) + 1;
+        if (bits >> 29) return fl_error_set(err, FL_E_DECODE, "WebP: VP8L version %u", bits >> 29);
+        if (bits >> 28 & 1) comps = 4;
+    } else if (!memcmp(c, "VP8X", 4)) {
+        if (clen < 10 || avail < 10) return fl_error_set(err, FL_E_DECODE, "WebP: truncated VP8X header");
+        if (p[0] & 0x02)
+            return fl_error_set(err, FL_E_UNSUPPORTED, "an animated WebP image: not supported "
+                                "(only still images are read)");
+        if (p[0] & 0x10) comps = 4;
+        w = le24(p + 4) + 1;
+        h = le24(p + 7) + 1;
+    } else {
+        return fl_error_set(err, FL_E_DECODE, "WebP: unknown first chunk '%c%c%c%c'",
+                            c[0] >= 0x20 && c[0] < 0x7f ? c[0] : '?', c[1] >= 0x20 && c[1] < 0x7f ? c[1] : '?',
+                            c[2] >= 0x20 && c[2] < 0x7f ? c[2] : '?', c[3] >= 0x20 && c[3] < 0x7f ? c[3] : '?');
+    }
+    if (w == 0 || h == 0) return fl_error_set(err, FL_E_DECODE, "WebP: zero width or height (%ux%u)", w, h);
+    out->format = FL_IMG_WEBP;
+    out->width = w;
+    out->height = h;
+    out->components = comps;
+    out->progressive = 0;
+    return 0;
+}
+
+/* Formats people keep beside their JPEGs that we recognise only to name them. */
+static const char *unsupported_name(const uint8_t *d, size_t len) {
+    if (len >= 6 && (!memcmp(d, "GIF87a", 6) || !memcmp(d, "GIF89a", 6))) return "GIF";
+    if (len >= 14 && d[0] == 'B' && d[1] == 'M' && le32(d + 2) >= 14 && le32(d + 10) >= 14)
+        return "BMP";
+    if (len >= 4 && (!memcmp(d, "II*\0", 4) || !memcmp(d, "MM\0*", 4))) return "TIFF";
+    if (len >= 12 && !memcmp(d + 4, "ftyp", 4)) {
+        if (!memcmp(d + 8, "avif", 4) || !memcmp(d + 8, "avis", 4)) return "AVIF";
+        if (!memcmp(d + 8, "heic", 4) || !memcmp(d + 8, "heix", 4) || !memcmp(d + 8, "mif1", 4) ||
+            !memcmp(d + 8, "msf1", 4))
+            return "HEIF";
+    }
+    if (len >= 12 && !memcmp(d, "\0\0\0\x0cjP  ", 8)) return "JPEG 2000";
+    if (len >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '7' && (d[2] == '\n' || d[2] == ' ' || d[2] == '\r'))
+        return "PNM";
+    return NULL;
+}
+
 int fl_image_probe(const uint8_t *data, size_t len, fl_image_info *out, fl_error *err) {
     fl_image_info tmp;
     if (!out) out = &tmp;
@@ -90,6 +164,34 @@ int fl_image_probe(const uint8_t *data, size_t len, fl_image_info *out, fl_error
     if (len >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF)
         return probe_jpeg(data, len, out, err);
     if (len >= 8 && memcmp(data, png_sig, 8) == 0) return probe_png(data, len, out, err);
+    if (len >= 12 && !memcmp(data, "RIFF", 4) && !memcmp(data + 8, "WEBP", 4))
+        return probe_webp(data, len, out, err);
     if (len == 0) return fl_error_set(err, FL_E_DECODE, "empty file, not an image");
-    return fl_error_set(err, FL_E_DECODE, "not a JPEG or PNG image (unknown magic bytes)");
+    const char *other = unsupported_name(data, len);
+    if (other)
+        return fl_error_set(err, FL_E_UNSUPPORTED, "a %s image: not supported (JPEG, PNG and WebP are)",
+                            other);
+    return fl_error_set(err, FL_E_DECODE, "not a JPEG, PNG or WebP image (unknown magic bytes)");
+}
+
+const char *fl_image_format_name(fl_image_format f) {
+    return f == FL_IMG_JPEG ? "jpeg" : f == FL_IMG_PNG ? "png" : f == FL_IMG_WEBP ? "webp" : "unknown";
+}
+
+int fl_image_looks_complete(fl_image_format f, const uint8_t *d, size_t n) {
+    size_t lo = n > 4096 ? n - 4096 : 0;
+    if (f == FL_IMG_JPEG) {
+        /* entropy-coded data never holds FF D9 (0xFF is stuffed): finding it near the end is
+         * reliable */
+        for (size_t i = n; i >= lo + 2; i--)
+            if (d[i - 2] == 0xFF && d[i - 1] == 0xD9) return 1;
+        return 0;
+    }
+    if (f == FL_IMG_PNG) {
+        for (size_t i = n; i >= lo + 4; i--)
+            if (!memcmp(d + i - 4, "IEND", 4)) return 1;
+        return 0;
+    }
+    if (f == FL_IMG_WEBP) return n >= 12 && (uint64_t)le32(d + 4) + 8 <= n;
+    return 1;
 }

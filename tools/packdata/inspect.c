@@ -11,7 +11,14 @@
 #include "fl_image.h"
 
 static const char *enc_str(fl_encoding e) {
-    return e == FL_ENC_JPEG ? "jpeg" : e == FL_ENC_PNG ? "png" : e == FL_ENC_RAW ? "raw" : "unknown";
+    return e == FL_ENC_JPEG ? "jpeg" : e == FL_ENC_PNG ? "png" : e == FL_ENC_RAW ? "raw"
+           : e == FL_ENC_WEBP ? "webp" : e == FL_ENC_MIXED ? "mixed" : "unknown";
+}
+
+/* The image format of a record encoding (FL_IMG_UNKNOWN for raw and unknown values). */
+static fl_image_format img_format_of(fl_encoding e) {
+    return e == FL_ENC_JPEG ? FL_IMG_JPEG : e == FL_ENC_PNG ? FL_IMG_PNG : e == FL_ENC_WEBP ? FL_IMG_WEBP
+           : FL_IMG_UNKNOWN;
 }
 
 /* Copy the JSON value of top-level-ish "key" from manifest text (naive: first occurrence).
@@ -329,7 +336,9 @@ int pd_cmd_verify(int argc, char **argv) {
                 report_bad(&v, i, err.msg[0] ? err.msg : fl_strerror(r));
                 continue;
             }
-            if (sc->encoding == FL_ENC_RAW) {
+            /* each record in its own format (a mixed dataset holds JPEG, PNG and WebP) */
+            fl_image_info pi;
+            if (ri.format == FL_ENC_RAW) {
                 uint64_t want = (uint64_t)ri.height * ri.width * sc->channels;
                 if (pll != want) {
                     char why[160];
@@ -337,6 +346,15 @@ int pd_cmd_verify(int argc, char **argv) {
                              pll, ri.width, ri.height, sc->channels, want);
                     report_bad(&v, i, why);
                 }
+            } else if (img_format_of(ri.format) == FL_IMG_UNKNOWN) {
+                char why[80];
+                snprintf(why, sizeof why, "unknown record format %d", (int)ri.format);
+                report_bad(&v, i, why);
+            } else if (fl_image_probe(pl, pll, &pi, NULL) == 0 && pi.format != img_format_of(ri.format)) {
+                char why[160];
+                snprintf(why, sizeof why, "the index says %s but the payload is %s",
+                         enc_str(ri.format), fl_image_format_name(pi.format));
+                report_bad(&v, i, why);
             } else {
                 fl_image img;
                 r = fl_decode(dec, pl, pll, sc->channels, 0, 0, &img, &err);
@@ -388,9 +406,10 @@ int pd_cmd_verify(int argc, char **argv) {
 static const char extract_help[] =
 "usage: packdata extract DST INDEX [-o FILE] [--pnm]\n"
 "\n"
-"Write record INDEX's payload to FILE: the original bytes for kept JPEG/PNG records, the stored\n"
-"JPEG for re-encoded ones, raw pixels as PNG (or as PGM/PPM with --pnm). The default file name\n"
-"comes from the record's source name (in the current directory); -o - writes to stdout.\n"
+"Write record INDEX's payload to FILE: the original bytes for kept JPEG/PNG/WebP records, the\n"
+"stored JPEG for re-encoded ones, raw pixels as PNG (or as PGM/PPM with --pnm). The default file\n"
+"name comes from the record's source name (in the current directory), with the extension of\n"
+"the record's format (a PNG kept from photo.JPEG is written as photo.png); -o - writes to stdout.\n"
 "Prints the label and source name on stderr.\n";
 
 static int write_all(const char *path, const uint8_t *d, size_t n) {
@@ -488,7 +507,7 @@ int pd_cmd_extract(int argc, char **argv) {
     size_t out_len = pll;
     const char *ext = NULL;
     uint8_t *pnmbuf = NULL;
-    if (sc->encoding == FL_ENC_RAW) {
+    if (ri.format == FL_ENC_RAW) {
         uint64_t want = (uint64_t)ri.height * ri.width * sc->channels;
         if (pll != want || (sc->channels != 1 && sc->channels != 3)) {
             fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": raw payload is %zu bytes, want %ux%ux%u",
@@ -514,13 +533,28 @@ int pd_cmd_extract(int argc, char **argv) {
             ext = ".png";
         }
     } else {
-        /* keep the source name when it already has a fitting extension */
-        const char *dot = strrchr(base, '.');
-        int has = dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpe"));
-        if (!has || sc->encoding == FL_ENC_JPEG) {
-            fl_image_info info;
-            fl_image_format f = fl_image_probe(pl, pll, &info, NULL) == 0 ? info.format : FL_IMG_UNKNOWN;
-            if (!has) ext = f == FL_IMG_PNG ? ".png" : ".jpg";
+        /* the stored bytes as they are, named for the record's own format: keep the source
+         * name when its extension fits that format; otherwise put the right extension in place
+         * of an image extension that lies (a PNG named .JPEG) or after the name */
+        fl_image_format f = img_format_of(ri.format);
+        if (f == FL_IMG_UNKNOWN) {
+            fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": unknown record format %d", dst, index,
+                         (int)ri.format);
+            goto out;
+        }
+        static const char *const exts[4][4] = {{NULL}, {".jpg", ".jpeg", ".jpe", NULL},
+                                               {".png", NULL}, {".webp", NULL}};
+        char *dot = strrchr(base, '.');
+        int fits = 0, lies = 0;
+        for (int k = 1; k < 4 && dot; k++)
+            for (int e = 0; exts[k][e]; e++)
+                if (!strcasecmp(dot, exts[k][e])) {
+                    if (k == (int)f) fits = 1;
+                    else lies = 1;
+                }
+        if (!fits) {
+            if (lies) *dot = 0;
+            ext = exts[f][0];
         }
     }
     if (!outp) {

@@ -272,17 +272,23 @@ static int run_pack(const pd_pack_opts *po) {
     }
     uint64_t parse_skipped = rc.skipped;
     if (po->shuffle) pd_items_shuffle(&items, po->seed);
-    if (po->part_count) pd_items_slice(&items, po->part_index, po->part_count);
     if (!items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images to pack", po->src);
         goto out;
     }
 
-    /* 2. schema */
+    /* 2. schema, planned over the whole input list so that the N datasets of a --part job get
+     * the same one (keep: the formats of all inputs; raw: the first input's size) */
     r = pd_plan_make(po, &items, &rc, &plan, &err);
     if (r) {
         if (err.msg[0]) fl_cli_error(PD_TOOL, "%s", err.msg);
         status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
+        goto out;
+    }
+    if (po->part_count) pd_items_slice(&items, po->part_index, po->part_count);
+    if (!items.n) {
+        fl_cli_error(PD_TOOL, "%s: no input images in part %u/%u", po->src, po->part_index,
+                     po->part_count);
         goto out;
     }
 
@@ -405,11 +411,13 @@ static int run_pack(const pd_pack_opts *po) {
             failed = 1;
         } else {
             const pd_item *it = &items.v[seq];
+            /* s->format: the record's own format (keep on a mixed folder), else the schema's */
             if (plan.schema.compression == FL_COMP_ZSTD)
-                r = fl_writer_add_stored(w, s->buf, s->len, s->raw_len, it->label, it->name,
-                                         s->height, s->width, &err);
+                r = fl_writer_add_stored_as(w, s->format, s->buf, s->len, s->raw_len, it->label,
+                                            it->name, s->height, s->width, &err);
             else
-                r = fl_writer_add(w, s->buf, s->len, it->label, it->name, s->height, s->width, &err);
+                r = fl_writer_add_as(w, s->format, s->buf, s->len, it->label, it->name, s->height,
+                                     s->width, &err);
             if (r) {
                 fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
                 if (r < 0 && r > -4096) {

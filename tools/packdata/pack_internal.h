@@ -51,12 +51,21 @@ typedef struct pd_plan {
     int jpeg_restart;         /* -1: store JPEGs as produced; else fl_jpeg_add_restarts max_mcus */
     int level;
     uint64_t max_pixels;
-    fl_image_format keep_format; /* KEEP: the format every input must have */
+    /* KEEP: each input is stored in its own format. keep_format is the one format of a dataset
+     * whose inputs all have it (schema JPEG/PNG/WebP), FL_IMG_UNKNOWN when they mix (schema
+     * FL_ENC_MIXED: every record carries its format). keep_count: inputs seen per format when
+     * the plan sniffed them (by fl_image_format). */
+    fl_image_format keep_format;
+    uint64_t keep_count[4];
 } pd_plan;
+
+/* The record encoding of an image format (FL_IMG_JPEG -> FL_ENC_JPEG, ...). */
+fl_encoding pd_encoding_of(fl_image_format f);
 
 int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_plan *plan,
                  fl_error *err);
 void pd_plan_free(pd_plan *plan);
+
 
 enum { PD_SLOT_OK = 0, PD_SLOT_REJECT, PD_SLOT_FATAL };
 
@@ -68,6 +77,7 @@ typedef struct pd_slot {
     size_t len, cap;
     size_t raw_len;     /* payload size before compression */
     uint32_t height, width;
+    fl_encoding format; /* the record's encoding (its own format under --encode keep) */
     uint64_t in_bytes;  /* input bytes (file size or raw pixels) */
     const char *source; /* item name or path, for messages */
     char msg[800];

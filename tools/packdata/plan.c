@@ -4,8 +4,12 @@
 #include "pack_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fl_cli.h"
 
@@ -26,6 +30,67 @@ static int probe_first(const pd_items *items, uint64_t max_pixels, fl_image_info
             return 0;
     }
     return -1;
+}
+
+fl_encoding pd_encoding_of(fl_image_format f) {
+    return f == FL_IMG_PNG ? FL_ENC_PNG : f == FL_IMG_WEBP ? FL_ENC_WEBP : FL_ENC_JPEG;
+}
+
+/* The format of a file from its first bytes (FL_IMG_UNKNOWN when it cannot be read or is not a
+ * JPEG/PNG/WebP; such inputs are reported when they are processed). */
+static fl_image_format sniff_file(const char *path) {
+    /* O_NONBLOCK: a FIFO among the inputs must not block the listing (it is rejected later) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return FL_IMG_UNKNOWN;
+    struct stat st;
+    uint8_t b[16];
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, sizeof b, 0) : -1;
+    close(fd);
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return FL_IMG_JPEG;
+    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return FL_IMG_PNG;
+    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return FL_IMG_WEBP;
+    return FL_IMG_UNKNOWN;
+}
+
+typedef struct sniff_job {
+    const pd_items *items;
+    size_t lo, hi;
+    uint64_t count[4];
+} sniff_job;
+
+static void *sniff_range(void *arg) {
+    sniff_job *j = arg;
+    for (size_t i = j->lo; i < j->hi; i++)
+        if (j->items->v[i].path) j->count[sniff_file(j->items->v[i].path)]++;
+    return NULL;
+}
+
+/* Count the inputs of each format, reading the first bytes of every file: under --encode keep
+ * the schema depends on whether they all share one format, which a sample cannot tell. Threads
+ * because the cost is one open + read per file (measured: see the commit adding it). */
+static void sniff_all(const pd_items *items, uint32_t workers, uint64_t count[4]) {
+    memset(count, 0, 4 * sizeof *count);
+    uint32_t nt = workers ? workers : 1;
+    if (nt > 16) nt = 16;
+    if (items->n < 256 * (size_t)nt) nt = items->n >= 512 ? (uint32_t)(items->n / 256) : 1;
+    sniff_job jobs[16];
+    pthread_t th[16];
+    uint32_t started = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        memset(&jobs[t], 0, sizeof jobs[t]);
+        jobs[t].items = items;
+        jobs[t].lo = items->n * t / nt;
+        jobs[t].hi = items->n * (t + 1) / nt;
+    }
+    for (uint32_t t = 1; t < nt; t++) {
+        if (pthread_create(&th[t], NULL, sniff_range, &jobs[t])) break;
+        started = t;
+    }
+    sniff_range(&jobs[0]);
+    for (uint32_t t = 1; t <= started; t++) pthread_join(th[t], NULL);
+    for (uint32_t t = started + 1; t < nt; t++) sniff_range(&jobs[t]); /* threads refused */
+    for (uint32_t t = 0; t < nt; t++)
+        for (int f = 0; f < 4; f++) count[f] += jobs[t].count[f];
 }
 
 int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_plan *plan,
@@ -59,9 +124,20 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
     plan->schema.channels = plan->channels;
 
     if (e == PD_ENC_KEEP) {
-        fl_image_info info;
-        plan->keep_format = probe_first(items, plan->max_pixels, &info) ? FL_IMG_JPEG : info.format;
-        plan->schema.encoding = plan->keep_format == FL_IMG_PNG ? FL_ENC_PNG : FL_ENC_JPEG;
+        /* one format among the inputs this build can keep: the schema is that format (as
+         * datasets always were); several: FL_ENC_MIXED, each record in its own format. Inputs
+         * of other formats are rejected one by one when processed (--on-error skip skips them). */
+        sniff_all(items, po->workers, plan->keep_count);
+        int kinds = 0;
+        fl_image_format one = FL_IMG_JPEG;
+        for (int f = FL_IMG_JPEG; f <= FL_IMG_WEBP; f++) {
+            if (plan->keep_count[f] && fl_image_can_decode((fl_image_format)f)) {
+                kinds++;
+                one = (fl_image_format)f;
+            }
+        }
+        plan->keep_format = kinds > 1 ? FL_IMG_UNKNOWN : one;
+        plan->schema.encoding = kinds > 1 ? FL_ENC_MIXED : pd_encoding_of(one);
         return 0;
     }
     plan->schema.encoding = e == PD_ENC_RAW ? FL_ENC_RAW : FL_ENC_JPEG;
@@ -242,8 +318,9 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
                       uint64_t bytes_in, uint64_t bytes_out, double seconds) {
     double ratio = bytes_in ? (double)bytes_out / (double)bytes_in : 0;
     double rate = seconds > 0 ? (double)records / seconds : 0;
-    const char *enc = plan->schema.encoding == FL_ENC_RAW ? "raw"
-                      : plan->schema.encoding == FL_ENC_PNG ? "png" : "jpeg";
+    const fl_encoding se = plan->schema.encoding;
+    const char *enc = se == FL_ENC_RAW ? "raw" : se == FL_ENC_PNG ? "png" : se == FL_ENC_WEBP ? "webp"
+                      : se == FL_ENC_MIXED ? "mixed" : "jpeg";
     if (po->json) {
         fl_json j;
         fl_json_init(&j);
@@ -258,6 +335,16 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
         fl_json_end_array(&j);
         fl_json_key(&j, "encoding");
         fl_json_string(&j, enc);
+        if (plan->encode == PD_ENC_KEEP) {
+            /* inputs per format as planned (before any was rejected) */
+            fl_json_key(&j, "input_formats");
+            fl_json_begin_object(&j);
+            for (int f = FL_IMG_JPEG; f <= FL_IMG_WEBP; f++) {
+                fl_json_key(&j, fl_image_format_name((fl_image_format)f));
+                fl_json_uint(&j, plan->keep_count[f]);
+            }
+            fl_json_end_object(&j);
+        }
         fl_json_key(&j, "mode");
         fl_json_string(&j, enc_name(plan->encode));
         fl_json_key(&j, "compression");
@@ -293,6 +380,16 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
     fprintf(stderr, PD_TOOL ": packed %llu record%s, %u class%s into %s (%s", (unsigned long long)records,
             records == 1 ? "" : "s", items->num_classes, items->num_classes == 1 ? "" : "es", po->dst, enc);
     if (plan->schema.width) fprintf(stderr, " %ux%ux%u", plan->schema.width, plan->schema.height, plan->channels);
+    if (se == FL_ENC_MIXED) {
+        const char *sep = ": ";
+        for (int f = FL_IMG_JPEG; f <= FL_IMG_WEBP; f++) {
+            if (!plan->keep_count[f]) continue;
+            fprintf(stderr, "%s%llu %s", sep, (unsigned long long)plan->keep_count[f],
+                    fl_image_format_name((fl_image_format)f));
+            sep = ", ";
+        }
+        fprintf(stderr, " inputs, each kept in its format");
+    }
     if (plan->schema.compression == FL_COMP_ZSTD) fprintf(stderr, ", zstd:%d", plan->level);
     fprintf(stderr, ")\n" PD_TOOL ": bytes in %s, out %s (ratio %.3f); %s, %s, %u worker%s; skipped %llu\n",
             bi, bo, ratio, t, r, po->workers, po->workers == 1 ? "" : "s", (unsigned long long)skipped);

@@ -46,7 +46,8 @@ static int grow(uint8_t **buf, size_t *cap, size_t need) {
 
 /* Read a whole file into a grow-only buffer. Returns 0 or -errno (EISDIR for non-files). */
 static int read_into(const char *path, uint8_t **buf, size_t *cap, size_t *len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return -errno;
     struct stat st;
     if (fstat(fd, &st) < 0) {
@@ -79,23 +80,6 @@ static int read_into(const char *path, uint8_t **buf, size_t *cap, size_t *len) 
     return 0;
 }
 
-/* A complete JPEG ends with the EOI marker, a complete PNG with an IEND chunk. Entropy-coded
- * JPEG data never holds FF D9 (0xFF is stuffed), so finding it near the end is reliable. */
-static int looks_complete(fl_image_format f, const uint8_t *d, size_t n) {
-    size_t lo = n > 4096 ? n - 4096 : 0;
-    if (f == FL_IMG_JPEG) {
-        for (size_t i = n; i >= lo + 2; i--)
-            if (d[i - 2] == 0xFF && d[i - 1] == 0xD9) return 1;
-        return 0;
-    }
-    if (f == FL_IMG_PNG) {
-        for (size_t i = n; i >= lo + 4; i--)
-            if (!memcmp(d + i - 4, "IEND", 4)) return 1;
-        return 0;
-    }
-    return 1;
-}
-
 static void target_size(const pd_plan *p, uint32_t w, uint32_t h, uint32_t *tw, uint32_t *th) {
     if (p->resize_w) {
         *tw = p->resize_w;
@@ -120,7 +104,7 @@ static void target_size(const pd_plan *p, uint32_t w, uint32_t h, uint32_t *tw, 
 #define FATAL(...) do { s->status = PD_SLOT_FATAL; snprintf(s->msg, sizeof s->msg, __VA_ARGS__); return; } while (0)
 
 static const char *fmt_name(fl_image_format f) {
-    return f == FL_IMG_JPEG ? "JPEG" : f == FL_IMG_PNG ? "PNG" : "unknown";
+    return f == FL_IMG_JPEG ? "JPEG" : f == FL_IMG_PNG ? "PNG" : f == FL_IMG_WEBP ? "WebP" : "unknown";
 }
 
 /* Store `len` payload bytes into the slot, compressing when the schema says so. */
@@ -150,6 +134,7 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
     s->msg[0] = 0;
     s->len = s->raw_len = 0;
     s->in_bytes = 0;
+    s->format = plan->schema.encoding; /* KEEP: set below from the file */
     s->source = it->path ? it->path : it->name;
     const uint32_t ch = plan->channels;
     const uint8_t *pix;
@@ -166,26 +151,38 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
         if (r == -ENOMEM) FATAL("out of memory reading %s", it->path);
         if (r == -ENOENT) REJECT("missing file (No such file or directory)");
         if (r == -EISDIR) REJECT("not a regular file");
+        if (r == -ELOOP) REJECT("cannot read: a symbolic link loop (%s)", strerror(-r));
         if (r) REJECT("cannot read: %s", strerror(-r));
         const uint8_t *data = *buf;
         s->in_bytes = len;
         if (len == 0) REJECT("empty file");
         fl_image_info info;
-        if (fl_image_probe(data, len, &info, &err)) REJECT("not a JPEG or PNG image");
+        if ((r = fl_image_probe(data, len, &info, &err))) {
+            if (r == FL_E_UNSUPPORTED) REJECT("%s", err.msg); /* names the format: GIF, BMP, ... */
+            if (err.msg[0] && strstr(err.msg, "unknown magic"))
+                REJECT("not a JPEG, PNG or WebP image (unknown magic bytes)");
+            REJECT("not a valid image: %s", err.msg[0] ? err.msg : fl_strerror(r));
+        }
+        if (!fl_image_can_decode(info.format))
+            REJECT("a %s image: this build of packdata has no %s support (install libwebp-dev and "
+                   "rebuild fastload)", fmt_name(info.format), fmt_name(info.format));
         uint64_t px = (uint64_t)info.width * info.height;
         if (px > plan->max_pixels)
             REJECT("declared size %ux%u (%llu pixels) is over --max-pixels %llu", info.width,
                    info.height, (unsigned long long)px, (unsigned long long)plan->max_pixels);
         if (!info.width || !info.height) REJECT("declared size %ux%u is empty", info.width, info.height);
-        if (!looks_complete(info.format, data, len))
+        if (!fl_image_looks_complete(info.format, data, len))
             REJECT("truncated %s (%s)", fmt_name(info.format),
-                   info.format == FL_IMG_JPEG ? "no end-of-image marker" : "no IEND chunk");
+                   info.format == FL_IMG_JPEG ? "no end-of-image marker"
+                   : info.format == FL_IMG_PNG ? "no IEND chunk" : "shorter than its RIFF size");
         if (plan->encode == PD_ENC_KEEP) {
-            if (info.format != plan->keep_format)
-                FATAL("%s: is a %s image but this dataset keeps %s (the first input was %s): "
-                      "--encode keep stores one format; pass --encode jpeg to re-encode all inputs",
-                      it->path, fmt_name(info.format), fmt_name(plan->keep_format),
-                      fmt_name(plan->keep_format));
+            /* each input keeps its own format; a single-format schema means every input had
+             * that format when the plan sniffed them, so another one here changed since */
+            if (plan->keep_format != FL_IMG_UNKNOWN && info.format != plan->keep_format)
+                REJECT("is a %s image, but when the inputs were listed every one was %s (did the "
+                       "file change during the pack?)", fmt_name(info.format),
+                       fmt_name(plan->keep_format));
+            s->format = pd_encoding_of(info.format);
             s->height = info.height;
             s->width = info.width;
             if (info.format == FL_IMG_JPEG && plan->jpeg_restart >= 0) {

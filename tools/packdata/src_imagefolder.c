@@ -1,7 +1,11 @@
 /* src_imagefolder.c — torchvision ImageFolder layout: SRC/<class>/<...>/<image>. Class folders
- * sorted by name (byte order) give the labels; files with an image extension (.jpg .jpeg .jpe
- * .png, any case) at any depth below them are the inputs, sorted by relative path. Hidden entries
- * are ignored. The format is sniffed from the bytes later, so a lying extension is fine. */
+ * sorted by name (byte order) give the labels, or --classes gives them in its order; files with an
+ * image extension (.jpg .jpeg .jpe .png .webp, and .gif .bmp .tif .tiff so that those are reported
+ * as unsupported rather than silently left out; any case) at any depth below them are the inputs,
+ * sorted by relative path. Hidden entries are ignored. The format is sniffed from the bytes
+ * later, so a lying extension is fine. A class folder without images is skipped with a warning
+ * (it would be a class with no examples); a symbolic link loop is a bad input (reported, skipped
+ * under --on-error skip), never a reason to abort the listing. */
 #include "packdata.h"
 
 #include <dirent.h>
@@ -45,20 +49,53 @@ static int cmp_str(const void *a, const void *b) {
 static int has_image_ext(const char *n) {
     const char *dot = strrchr(n, '.');
     if (!dot) return 0;
-    return !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".jpe") ||
-           !strcasecmp(dot, ".png");
+    static const char *const ext[] = {".jpg", ".jpeg", ".jpe", ".png", ".webp",
+                                      ".gif", ".bmp", ".tif", ".tiff"};
+    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++)
+        if (!strcasecmp(dot, ext[i])) return 1;
+    return 0;
 }
 
-/* Collect image files below base/rel (rel relative to SRC), recursively. */
-static int walk(const char *base, const char *rel, strvec *files, uint64_t *ignored, int depth,
-                fl_error *err) {
-    if (depth > 64) return fl_error_set(err, FL_E_INVALID, "%s/%s: folders nested too deep (a symlink loop?)", base, rel);
+/* The folders from SRC down to the one being listed (device, inode): a folder that is its own
+ * ancestor is a symbolic link loop. */
+typedef struct dir_chain {
+    dev_t dev;
+    ino_t ino;
+    const struct dir_chain *up;
+} dir_chain;
+
+/* Collect image files below base/rel (rel relative to SRC), recursively. Bad entries go to
+ * pd_reject: 1 when it said fail (already printed), else 0 or an error code. */
+static int walk(const char *base, const char *rel, strvec *files, uint64_t *ignored,
+                const dir_chain *up, int depth, pd_reject_ctx *rc, fl_error *err) {
     char *dir = pd_path_join(base, rel);
     if (!dir) return -ENOMEM;
+    struct stat ds;
+    if (stat(dir, &ds) < 0) {
+        int e = errno;
+        int r = pd_reject(rc, dir, "cannot read folder: %s%s", strerror(e),
+                          e == ELOOP ? " (a symbolic link loop)" : "") ? 1 : 0;
+        free(dir);
+        return r;
+    }
+    for (const dir_chain *c = up; c; c = c->up) {
+        if (c->dev == ds.st_dev && c->ino == ds.st_ino) {
+            int r = pd_reject(rc, dir, "symbolic link loop: it leads back to one of its own "
+                              "parent folders (not followed)") ? 1 : 0;
+            free(dir);
+            return r;
+        }
+    }
+    if (depth > 256) { /* no loop, just deeper than any real dataset */
+        int r = pd_reject(rc, dir, "folders nested over 256 deep: not listed") ? 1 : 0;
+        free(dir);
+        return r;
+    }
+    dir_chain here = {ds.st_dev, ds.st_ino, up};
     DIR *d = opendir(dir);
     if (!d) {
         int e = errno;
-        int r = fl_error_set(err, -e, "%s: cannot open directory: %s", dir, strerror(e));
+        int r = pd_reject(rc, dir, "cannot open folder: %s", strerror(e)) ? 1 : 0;
         free(dir);
         return r;
     }
@@ -70,19 +107,26 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
         if ((r = sv_push(&names, strdup(de->d_name)))) break;
     }
     closedir(d);
-    if (!r) qsort(names.v, names.n, sizeof *names.v, cmp_str);
+    if (!r && names.n) qsort(names.v, names.n, sizeof *names.v, cmp_str); /* NULL when empty */
     for (size_t i = 0; i < names.n && !r; i++) {
         char *rp = pd_path_join(rel, names.v[i]);
         char *fp = pd_path_join(dir, names.v[i]);
         struct stat st;
+        int st_err = 0;
+        if (rp && fp && stat(fp, &st) < 0) st_err = errno;
         if (!rp || !fp) {
             r = -ENOMEM;
-        } else if (stat(fp, &st) == 0 && S_ISDIR(st.st_mode)) {
-            r = walk(base, rp, files, ignored, depth + 1, err);
+        } else if (!st_err && S_ISDIR(st.st_mode)) {
+            r = walk(base, rp, files, ignored, &here, depth + 1, rc, err);
         } else if (has_image_ext(names.v[i])) {
             /* missing/broken entries are kept: the pack reports them with the file name */
             r = sv_push(files, rp);
             rp = NULL;
+        } else if (st_err && st_err != ENOENT) {
+            /* a link that loops (or cannot be followed) might be a folder of images: say so
+             * (a dangling link to nothing is left out like any other non-image entry) */
+            r = pd_reject(rc, fp, "cannot follow: %s%s", strerror(st_err),
+                          st_err == ELOOP ? " (a symbolic link loop)" : "") ? 1 : 0;
         } else {
             (*ignored)++;
         }
@@ -95,56 +139,126 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
     return r;
 }
 
+static long find_name(char *const *names, size_t n, const char *s) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(names[i], s)) return (long)i;
+    return -1;
+}
+
 int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx *rc,
                        pd_items *out, fl_error *err) {
-    (void)rc;
     DIR *d = opendir(dir);
     if (!d) return fl_error_set(err, -errno, "%s: cannot open directory: %s", dir, strerror(errno));
     strvec classes = {0};
     struct dirent *de;
-    int r = 0;
+    int r = 0, failed = 0;
     while ((de = readdir(d)) && !r) {
         if (de->d_name[0] == '.') continue;
         char *p = pd_path_join(dir, de->d_name);
         struct stat st;
-        if (p && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) r = sv_push(&classes, strdup(de->d_name));
+        if (!p) {
+            r = -ENOMEM;
+        } else if (stat(p, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) r = sv_push(&classes, strdup(de->d_name));
+        } else if (errno != ENOENT && !failed) {
+            /* a class folder we cannot follow (a link to itself...) would silently vanish */
+            int e = errno;
+            if (pd_reject(rc, p, "cannot follow: %s%s", strerror(e),
+                          e == ELOOP ? " (a symbolic link loop)" : ""))
+                failed = 1;
+        }
         free(p);
     }
     closedir(d);
     if (r) goto oom;
+    if (failed) {
+        r = pd_fail_reported(err, FL_E_FORMAT);
+        goto done;
+    }
     if (!classes.n) {
         r = fl_error_set(err, FL_E_INVALID, "%s: no class sub-folders (an ImageFolder needs "
                          "SRC/<class>/<image> files; for other layouts see packdata pack --help)", dir);
         goto done;
     }
     qsort(classes.v, classes.n, sizeof *classes.v, cmp_str);
-    if (so->n_class_names || so->num_classes > 0) {
-        /* ImageFolder names come from the folders; refuse conflicting options rather than guess */
+    if (so->num_classes > 0 && !so->n_class_names) {
         r = fl_error_set(err, FL_E_INVALID, "%s: an ImageFolder takes its classes from its "
-                         "sub-folders: drop --classes/--class-names/--num-classes", dir);
+                         "sub-folders (or from --classes FILE): drop --num-classes", dir);
         goto done;
     }
+    /* --classes: the class list and label order are the user's; every folder must be in it,
+     * and a listed class without a folder or without images is kept (a class with no examples) */
+    const int listed = so->n_class_names > 0;
+    if (listed) {
+        for (size_t c = 0; c < classes.n; c++) {
+            if (find_name(so->class_names, so->n_class_names, classes.v[c]) < 0) {
+                r = fl_error_set(err, FL_E_INVALID, "%s/%s: folder is not a class of --classes "
+                                 "(%u names): add it to the list, or move the folder out of %s",
+                                 dir, classes.v[c], so->n_class_names, dir);
+                goto done;
+            }
+        }
+    }
+    /* SRC itself heads the chain: a link back to SRC is a loop too */
+    struct stat rs;
+    if (stat(dir, &rs) < 0) {
+        r = fl_error_set(err, -errno, "%s: %s", dir, strerror(errno));
+        goto done;
+    }
+    const dir_chain root = {rs.st_dev, rs.st_ino, NULL};
     uint64_t ignored = 0;
+    strvec kept = {0}; /* class names, label order (without --classes: non-empty folders) */
     for (size_t c = 0; c < classes.n; c++) {
         strvec files = {0};
-        r = walk(dir, classes.v[c], &files, &ignored, 0, err);
+        r = walk(dir, classes.v[c], &files, &ignored, &root, 0, rc, err);
+        if (r == 1) {
+            failed = 1;
+            r = 0;
+        }
+        int32_t label = listed ? (int32_t)find_name(so->class_names, so->n_class_names, classes.v[c])
+                               : (int32_t)kept.n;
+        if (!r && !listed && files.n) r = sv_push(&kept, strdup(classes.v[c]));
+        if (!r && !files.n && !listed && !failed)
+            fprintf(stderr, PD_TOOL ": warning: %s/%s: class folder without images (.jpg .jpeg "
+                    ".png .webp ...): skipped, as it would be a class with no examples (to keep it "
+                    "as a class, give the class list with --classes FILE)\n", dir, classes.v[c]);
         for (size_t i = 0; i < files.n && !r; i++) {
             pd_item it = {0};
             it.name = pd_items_strdup(out, files.v[i]);
             char *full = pd_path_join(dir, files.v[i]);
             it.path = full ? pd_items_strdup(out, full) : NULL;
             free(full);
-            it.label = (int32_t)c;
+            it.label = label;
             if (!it.name || !it.path || pd_items_push(out, &it)) r = -ENOMEM;
         }
         sv_free(&files);
-        if (r == -ENOMEM) goto oom;
-        if (r) goto done;
+        if (r == -ENOMEM) {
+            sv_free(&kept);
+            goto oom;
+        }
+        if (r) {
+            sv_free(&kept);
+            goto done;
+        }
+        if (failed) break; /* the first bad entry is the error (already printed) */
+    }
+    if (failed) {
+        sv_free(&kept);
+        r = pd_fail_reported(err, FL_E_FORMAT);
+        goto done;
+    }
+    if (!listed && !kept.n) {
+        sv_free(&kept);
+        r = fl_error_set(err, FL_E_INVALID, "%s: no images in any class sub-folder (.jpg .jpeg .png "
+                         ".webp, at any depth)", dir);
+        goto done;
     }
     if (ignored)
-        fprintf(stderr, PD_TOOL ": note: ignored %llu file(s) without a .jpg/.jpeg/.png extension in %s\n",
-                (unsigned long long)ignored, dir);
-    r = pd_items_set_classes(out, classes.v, (uint32_t)classes.n);
+        fprintf(stderr, PD_TOOL ": note: ignored %llu file(s) without an image extension (.jpg .jpeg "
+                ".png .webp ...) in %s\n", (unsigned long long)ignored, dir);
+    r = listed ? pd_items_set_classes(out, so->class_names, so->n_class_names)
+               : pd_items_set_classes(out, kept.v, (uint32_t)kept.n);
+    sv_free(&kept);
     if (r) goto oom;
     out->form = "imagefolder";
     goto done;

@@ -1,6 +1,7 @@
 /* src_list.c — Caffe convert_imageset-style list files: one "relative/path label" per line.
  * The label is the last whitespace-separated field, so paths may contain spaces; blank lines and
- * lines starting with '#' are skipped; paths are relative to --root (default: the list's folder). */
+ * lines starting with '#' are skipped; paths are relative to --root (default: the list's folder).
+ * A leading UTF-8 byte order mark is skipped. */
 #include "packdata.h"
 
 #include <errno.h>
@@ -28,6 +29,8 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
     size_t line_cap = 0;
     r = 0;
     if (!root) goto oom;
+    /* a UTF-8 byte order mark (Windows editors write one) is not part of the first path */
+    if (len >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3)) pos = 3;
     while (pos < len) {
         size_t e = pos;
         while (e < len && data[e] != '\n') e++;
