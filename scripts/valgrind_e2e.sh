@@ -49,7 +49,10 @@ vg verify "$P" verify "$W/jpeg" --decode
 vg bench-pread "$FLT" bench "$W/raw" --io pread --epochs 1 --batch 32 --workers 2 --quiet
 vg digest-jpeg-rrc "$FLT" digest "$W/jpeg" --io pread --augment rrc,flip --size 24 --batch 32 --workers 2
 tr=(--data "$W/raw" --val "$W/val" --device cpu --width 4 --batch 50 --threads 1 --seed 1 --quiet)
-vg train "$TF" train "${tr[@]}" --epochs 1 --checkpoint "$W/ck"
+vg train "$TF" train "${tr[@]}" --epochs 2 --checkpoint "$W/ck"
+# --resume continues only the same run (same --epochs): drop the final checkpoint so the resumed
+# run trains epoch 2 again from the end-of-epoch-1 one
+rm -f "$(ls "$W"/ck/ckpt-*.tfc | sort | tail -n 1)"
 vg train-resume "$TF" train "${tr[@]}" --epochs 2 --checkpoint "$W/ck" --resume
 ck=$(ls "$W"/ck/ckpt-*.tfc 2>/dev/null | sort | tail -n 1)
 vg eval "$TF" eval "$ck" "$W/val" --batch 50
