@@ -169,8 +169,8 @@ int fl_image_probe(const uint8_t *data, size_t len, fl_image_info *out, fl_error
     if (len == 0) return fl_error_set(err, FL_E_DECODE, "empty file, not an image");
     const char *other = unsupported_name(data, len);
     if (other)
-        return fl_error_set(err, FL_E_UNSUPPORTED, "a %s image: not supported (JPEG, PNG and WebP are)",
-                            other);
+        return fl_error_set(err, FL_E_UNSUPPORTED, "a %s image: not supported (this build reads %s)",
+                            other, fl_image_can_decode(FL_IMG_WEBP) ? "JPEG, PNG and WebP" : "JPEG and PNG");
     return fl_error_set(err, FL_E_DECODE, "not a JPEG, PNG or WebP image (unknown magic bytes)");
 }
 

@@ -12,12 +12,6 @@
 #include <webp/encode.h>
 #endif
 
-/* RGB -> gray with the decoder's fixed-point BT.601 weights (imaging/decoder.c). */
-static void rgb_to_gray_ref(const uint8_t *src, uint8_t *dst, size_t npix) {
-    for (size_t i = 0; i < npix; i++)
-        dst[i] = (uint8_t)((19595u * src[3 * i] + 38470u * src[3 * i + 1] + 7471u * src[3 * i + 2] + 32768u) >> 16);
-}
-
 static void put_le32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
 }
@@ -73,6 +67,12 @@ static void test_probe(void) {
 }
 
 #ifdef FL_HAVE_WEBP
+/* RGB -> gray with the decoder's fixed-point BT.601 weights (imaging/decoder.c). */
+static void rgb_to_gray_ref(const uint8_t *src, uint8_t *dst, size_t npix) {
+    for (size_t i = 0; i < npix; i++)
+        dst[i] = (uint8_t)((19595u * src[3 * i] + 38470u * src[3 * i + 1] + 7471u * src[3 * i + 2] + 32768u) >> 16);
+}
+
 static void test_decode(void) {
     const uint32_t W = 61, H = 37;
     uint8_t *rgb = malloc((size_t)W * H * 3);

@@ -45,6 +45,16 @@ img(4).save(f"{root}/jpeg/a/j2.jpg", quality=90)
 PY
 O="$T/o"
 mkdir -p "$O"
+# a build without libwebp (FL_WEBP=OFF, no libwebp-dev): WebP inputs are refused as unsupported,
+# with a message saying how to get WebP; the rest of this test needs WebP
+"$P" pack "$M/webp" "$O/probe" --encode keep --on-error skip --quiet >/dev/null 2>"$T/err" # 0 or 1
+if grep -q "no WebP support" "$T/err"; then
+    expect_err "libwebp-dev" "no-WebP build: the message says how to get WebP"
+    expect_status 1 "no-WebP build: WebP without skip" -- "$P" pack "$M/webp" "$O/probe2" --encode keep &&
+        expect_err "w1.webp" "no-WebP build: the error names the file"
+    [[ $failures -eq 0 ]] && { echo "SKIP: this build has no WebP support (refusal checked)"; exit 77; }
+    finish
+fi
 # the two unkeepable inputs join the mixed folder's "dog" class
 cp "$M/bad/c1.gif" "$M/mix/dog/c1.gif"
 cp "$M/bad/c2.webp" "$M/mix/dog/c2.webp"

@@ -222,8 +222,9 @@ static const char verify_help[] =
 "usage: packdata verify DST [--decode] [--json] [--quiet]\n"
 "\n"
 "Check every record's CRC32C (and that compressed records decompress). With --decode, also\n"
-"decode every image (JPEG/PNG) or check every raw record's size. Each bad record is named\n"
-"(index, shard, source name). Exit status 1 when any record is bad.\n";
+"decode every image (JPEG/PNG/WebP, each in its record's format) or check every raw record's\n"
+"size. Each bad record is named (index, shard, source name). Exit status 1 when any record is\n"
+"bad.\n";
 
 typedef struct verify_ctx {
     const fl_dataset *ds;

@@ -100,7 +100,7 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
     pd_encode e = po->encode;
     if (e == PD_ENC_DEFAULT) e = items->in_memory ? PD_ENC_RAW : PD_ENC_KEEP;
     if (e == PD_ENC_KEEP && items->in_memory)
-        return fl_error_set(err, FL_E_INVALID, "--encode keep needs JPEG/PNG files, but %s (%s) "
+        return fl_error_set(err, FL_E_INVALID, "--encode keep needs JPEG/PNG/WebP files, but %s (%s) "
                             "holds raw pixels: use --encode raw (the default here) or --encode jpeg",
                             po->src ? po->src : "the input", items->form);
     if (e == PD_ENC_KEEP && (po->resize_w || po->max_side || po->gray))
@@ -383,7 +383,7 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
     if (se == FL_ENC_MIXED) {
         const char *sep = ": ";
         for (int f = FL_IMG_JPEG; f <= FL_IMG_WEBP; f++) {
-            if (!plan->keep_count[f]) continue;
+            if (!plan->keep_count[f] || !fl_image_can_decode((fl_image_format)f)) continue;
             fprintf(stderr, "%s%llu %s", sep, (unsigned long long)plan->keep_count[f],
                     fl_image_format_name((fl_image_format)f));
             sep = ", ";
