@@ -2,11 +2,22 @@
  *
  * Everything is written under "<dst>.partial/"; shards are written as "<name>.tmp", fsync'ed and
  * renamed when complete, so a killed run leaves only complete shards there plus at most one .tmp.
- * fl_writer_finish writes the manifest, fsyncs and renames "<dst>.partial" to "<dst>" (replacing a
- * previous complete dataset only when `overwrite` is set, and only after the new one is complete).
+ * fl_writer_finish writes the manifest, fsyncs and publishes "<dst>.partial" as "<dst>": a rename,
+ * or, replacing a previous complete dataset (only when `overwrite` is set, and only after the new
+ * one is complete), an atomic exchange followed by the deletion of the old dataset's own files.
  * With `resume` set, complete shards already in "<dst>.partial/" are kept and
  * fl_writer_resume_count() says how many records they hold: the caller skips that many records of
  * its (deterministically ordered) input and adds the rest.
+ *
+ * What the writer touches at <dst> (SPEC.md, "Writing, resuming, publishing"):
+ * - "<dst>.lock": an exclusive flock(2) held from open to finish/abort (fl_writer_lock_acquire), so
+ *   two writers never share a destination; the kernel drops it when the process dies, so a file
+ *   left by a killed run never blocks the next one.
+ * - "<dst>" is replaced only when it is a dataset this writer made: a folder whose manifest.json
+ *   is a fastload manifest and which holds nothing else than the files that manifest lists (and
+ *   LMDB's lock.mdb). Anything else (a user's folder, a file, a link) is refused, untouched.
+ * - "<dst>.partial" is cleared or resumed only when every file in it has a name this writer
+ *   creates; anything else is refused, untouched.
  *
  * Not thread-safe: one thread adds records, in order. Compression can run on many threads with
  * one fl_compressor each, then fl_writer_add_stored() takes the compressed bytes. */
@@ -23,6 +34,9 @@
 extern "C" {
 #endif
 
+/* The lock on a destination (see fl_writer_lock_acquire). */
+typedef struct fl_writer_lock fl_writer_lock;
+
 typedef struct fl_writer_options {
     fl_backend backend;         /* FL_BACKEND_SHARDS or FL_BACKEND_LMDB */
     fl_schema schema;           /* encoding, compression, channels, fixed size (0 = variable) */
@@ -35,7 +49,13 @@ typedef struct fl_writer_options {
     uint32_t part_index;        /* --part I/N: recorded in the manifest; 0/0 when not split */
     uint32_t part_count;
     int resume;                 /* keep complete shards of an earlier killed run */
-    int overwrite;              /* replace an existing complete <dst> at finish */
+    int overwrite;              /* replace an existing complete <dst> (a dataset of ours) at finish */
+    fl_writer_lock *lock;       /* the destination's lock, taken by the caller (who releases it
+                                 * after finish/abort), or NULL: open takes it, finish/abort release it */
+    const void *plan;           /* what the job is (e.g. its options and input list), saved in
+                                 * "<dst>.partial/plan.txt" when the partial dataset is created; a
+                                 * resume requires the same bytes. NULL: nothing saved or checked */
+    size_t plan_len;
 } fl_writer_options;
 
 typedef struct fl_writer fl_writer;
@@ -44,10 +64,15 @@ typedef struct fl_writer fl_writer;
  * 16-byte id (getrandom; the environment variable FL_DATASET_ID, 32 hex digits, fixes it for
  * byte-identical packs); a resumed run keeps the id of the run it continues.  Without `resume`, an existing
  * "<dst>.partial/" is cleared. With `resume`, it is reused only if it was started with the same
- * backend, schema and zstd level (else FL_E_INVALID); its saved dictionary replaces opt->zstd_dict.
- * Errors: -EEXIST (dst exists and !overwrite), -errno from mkdir/open, FL_E_INVALID (bad schema,
- * level, part, options_json not a JSON object, resume mismatch), FL_E_FORMAT (options_json is not
- * JSON, unreadable partial state), FL_E_LMDB. */
+ * backend, schema and zstd level and the same opt->plan (else FL_E_INVALID); its saved
+ * dictionary replaces opt->zstd_dict. Trailing slashes of dst are ignored. The lock is taken first
+ * (unless opt->lock is given), then <dst> and <dst>.partial are checked. Errors: -EBUSY (another
+ * process writes dst: "DST is being written by process N"), -EEXIST (dst exists and !overwrite),
+ * -ENOENT/-ENOTDIR ("cannot create DST: parent folder P does not exist"), other -errno from
+ * mkdir/open, FL_E_INVALID (dst is "", "/", "." or ".."; dst or dst.partial exists but is not
+ * ours: the message names the path or the first foreign file; bad schema, level, part,
+ * options_json not a JSON object, resume mismatch), FL_E_FORMAT (options_json is not JSON,
+ * unreadable partial state), FL_E_LMDB. */
 int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **out, fl_error *err);
 
 /* Records already durably written by an earlier run (0 unless resuming). */
@@ -89,14 +114,62 @@ int fl_writer_add_stored_as(fl_writer *w, fl_encoding format, const void *stored
                             uint32_t width, fl_error *err);
 
 /* Finish: close the last shard, write the manifest with the class names (label order), fsync,
- * rename into place. Frees `w` whatever the outcome. Errors: FL_E_LABEL (a label >= num_classes
- * was added; num_classes 0 skips the check), -errno, FL_E_LMDB; on error <dst> is untouched. */
+ * publish (rename, or exchange with the old dataset and delete its files), release the lock open
+ * took. Frees `w` whatever the outcome. Errors: FL_E_LABEL (a label >= num_classes was added;
+ * num_classes 0 skips the check), -EEXIST (dst appeared and !overwrite), FL_E_INVALID (dst is no
+ * longer a dataset of ours: the partial dataset stays resumable), -errno, FL_E_LMDB; on error
+ * <dst> is untouched. */
 int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_classes,
                      fl_error *err);
 
 /* Stop without finishing (error path): closes files, deletes the open .tmp shard, leaves complete
  * shards (LMDB: commits the queued batch) for --resume, frees `w`. */
 void fl_writer_abort(fl_writer *w);
+
+/* ---- the destination ------------------------------------------------------------------------ */
+
+/* Lock `dst` for writing: an exclusive, non-blocking flock(2) on "<dst>.lock" (created beside
+ * dst, holding the holder's pid). Take it before looking at dst or dst.partial; hold it until the
+ * dataset is published or given up. Errors: -EBUSY ("DST is being written by process N"),
+ * FL_E_INVALID (dst is "", "/", "." or ".."; "<dst>.lock" exists and is not a lock file: a
+ * directory, a link, or a file holding something else than a pid), -ENOENT/-ENOTDIR ("cannot
+ * create DST: parent folder P does not exist"), other -errno. */
+int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err);
+/* Remove "<dst>.lock" and release the lock. NULL is a no-op. */
+void fl_writer_lock_release(fl_writer_lock *lock);
+
+typedef enum fl_dst_kind {
+    FL_DST_NONE = 0,    /* nothing there */
+    FL_DST_DATASET,     /* a dataset this writer made (replaceable with overwrite) */
+    FL_DST_OTHER        /* something else: never touched (`why` says what) */
+} fl_dst_kind;
+
+typedef enum fl_partial_kind {
+    FL_PARTIAL_NONE = 0,    /* no "<dst>.partial" */
+    FL_PARTIAL_RESUMABLE,   /* a run's state is there (`plan`: the plan it recorded, or NULL) */
+    FL_PARTIAL_STALE,       /* ours, not resumable (interrupted clear or publication): cleared */
+    FL_PARTIAL_OTHER        /* holds files we did not write: never touched (`partial_why`) */
+} fl_partial_kind;
+
+typedef struct fl_writer_dst_info {
+    fl_dst_kind dst;
+    uint64_t records;       /* FL_DST_DATASET: its manifest's record count */
+    char why[1024];         /* FL_DST_OTHER: "<dst> is not a fastload dataset (no manifest.json)",
+                             * "<dst> holds <dst>/x, which is not part of the dataset", ... */
+    fl_partial_kind partial;
+    char partial_why[1024]; /* FL_PARTIAL_OTHER: names the first foreign file */
+    char *plan;             /* FL_PARTIAL_RESUMABLE: plan.txt (malloc'ed, NUL-terminated) or NULL */
+    size_t plan_len;
+} fl_writer_dst_info;
+
+/* Say what is at `dst` and "<dst>.partial" (call with the lock held). Free with
+ * fl_writer_dst_info_free. Errors: FL_E_INVALID (bad dst, as fl_writer_lock_acquire), -errno. */
+int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err);
+void fl_writer_dst_info_free(fl_writer_dst_info *info);
+
+/* Delete "<dst>.partial" if it holds only files of ours (call with the lock held); 0 when there
+ * is none. Errors: FL_E_INVALID (it holds other files: nothing removed), -errno. */
+int fl_writer_remove_partial(const char *dst, fl_error *err);
 
 /* Train a zstd dictionary of at most dict_cap bytes from `n` samples laid end to end in
  * `samples` (sizes[i] bytes each). On success *dict_len is the dictionary size.

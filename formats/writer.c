@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <zstd.h>
@@ -77,6 +79,7 @@ struct fl_writer {
     size_t wlen;
     /* LMDB */
     fl_lmdb_writer *lmdb;
+    fl_writer_lock *own_lock; /* the destination's lock when open took it (none was given) */
 };
 
 static int write_all(int fd, const void *p, size_t n) {
@@ -156,21 +159,6 @@ static int read_small_file(const char *path, size_t max, uint8_t **out, size_t *
     *out = b;
     *len = got;
     return 0;
-}
-
-/* Remove the regular files in `dir` and the directory itself (a dataset directory is flat). */
-static int remove_flat_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? 0 : -errno;
-    struct dirent *e;
-    char p[PATH_MAX];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    return rmdir(dir) ? -errno : 0;
 }
 
 static void shard_name(char *out, size_t n, uint32_t k) { snprintf(out, n, "shard-%05u.fls", k); }
@@ -487,6 +475,410 @@ static int resume_shards(fl_writer *w, fl_error *err) {
     return 0;
 }
 
+/* ---- the destination: lock, what is ours, publication ------------------------------------- */
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+#define PLAN_FILE "plan.txt"
+#define LOCK_SUFFIX ".lock"
+
+struct fl_writer_lock {
+    char *dst;  /* normalised destination */
+    char *path; /* "<dst>.lock" */
+    int fd;
+};
+
+/* renameat2(2) through syscall(2): glibc declares it only under _GNU_SOURCE, and old ones not at
+ * all. Fails with EINVAL/ENOSYS where the file system or kernel lacks the flag. */
+static int rename2(const char *from, const char *to, unsigned flags) {
+#ifdef SYS_renameat2
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, flags);
+#else
+    (void)from, (void)to, (void)flags;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* A malloc'ed copy of dst without trailing slashes ("out/" names the same dataset as "out").
+ * Refuses names that cannot be a dataset folder of their own: "", "/", ".", "..", or a last
+ * component "." or "..": their ".partial" and ".lock" would land beside the wrong folder. */
+static int dst_normalise(const char *dst, char **out, fl_error *err) {
+    *out = NULL;
+    if (!dst || !*dst) return fl_error_set(err, FL_E_INVALID, "writer: no destination");
+    if (strlen(dst) > PATH_MAX - 64) return fl_error_set(err, FL_E_INVALID, "%s: path too long", dst);
+    char *d = strdup(dst);
+    if (!d) return fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+    size_t l = strlen(d);
+    while (l > 1 && d[l - 1] == '/') d[--l] = '\0';
+    const char *base = strrchr(d, '/');
+    base = base ? base + 1 : d;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+        free(d);
+        return fl_error_set(err, FL_E_INVALID,
+                            "%s: not a destination: name the dataset's own folder (e.g. %s%sdataset), "
+                            "not the current, parent or root folder; nothing was changed", dst, dst,
+                            dst[strlen(dst) - 1] == '/' ? "" : "/");
+    }
+    *out = d;
+    return 0;
+}
+
+static void parent_of(const char *path, char *out, size_t n) {
+    snprintf(out, n, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (!slash) snprintf(out, n, ".");
+    else if (slash == out) out[1] = '\0';
+    else *slash = '\0';
+}
+
+/* The error for a destination whose parent folder is missing (ENOENT/ENOTDIR on create). */
+static int parent_error(const char *dst, int e, const char *what, fl_error *err) {
+    char parent[PATH_MAX];
+    parent_of(dst, parent, sizeof parent);
+    struct stat st;
+    if (stat(parent, &st) != 0)
+        return fl_error_set(err, -ENOENT, "cannot create %s: parent folder %s does not exist", dst,
+                            parent);
+    if (!S_ISDIR(st.st_mode))
+        return fl_error_set(err, -ENOTDIR, "cannot create %s: %s is not a folder", dst, parent);
+    return fl_error_set(err, -e, "%s: cannot create: %s", what, strerror(e));
+}
+
+static long lock_read_pid(int fd) {
+    char b[32];
+    ssize_t n = pread(fd, b, sizeof b - 1, 0);
+    if (n <= 0) return 0;
+    b[n] = '\0';
+    char *end;
+    long pid = strtol(b, &end, 10);
+    return pid > 0 && (*end == '\n' || *end == '\0') ? pid : 0;
+}
+
+int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err) {
+    *out = NULL;
+    fl_writer_lock *l = calloc(1, sizeof *l);
+    if (!l) return fl_error_set(err, -ENOMEM, "%s: out of memory", dst ? dst : "");
+    l->fd = -1;
+    int rc = dst_normalise(dst, &l->dst, err);
+    if (rc) {
+        free(l);
+        return rc;
+    }
+    l->path = malloc(strlen(l->dst) + sizeof LOCK_SUFFIX);
+    if (!l->path) {
+        rc = fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+        goto fail;
+    }
+    sprintf(l->path, "%s%s", l->dst, LOCK_SUFFIX);
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            int e = errno;
+            if (e == ENOENT || e == ENOTDIR) rc = parent_error(l->dst, e, l->path, err);
+            else if (e == ELOOP)
+                rc = fl_error_set(err, FL_E_INVALID, "%s: a symbolic link where the lock file of %s "
+                                  "goes: remove it", l->path, l->dst);
+            else rc = fl_error_set(err, -e, "%s: cannot create the lock file: %s", l->path, strerror(e));
+            goto fail;
+        }
+        struct stat fst, pst;
+        if (fstat(fd, &fst) || !S_ISREG(fst.st_mode)) {
+            close(fd);
+            rc = fl_error_set(err, FL_E_INVALID, "%s: not a lock file (not a regular file): move "
+                              "it away; nothing was changed", l->path);
+            goto fail;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB)) {
+            int e = errno;
+            if (e != EWOULDBLOCK) {
+                close(fd);
+                rc = fl_error_set(err, -e, "%s: cannot lock: %s", l->path, strerror(e));
+                goto fail;
+            }
+            /* the holder writes its pid right after locking: give it a moment */
+            long pid = 0;
+            for (int i = 0; i < 50 && !(pid = lock_read_pid(fd)); i++) usleep(2000);
+            close(fd);
+            if (pid)
+                rc = fl_error_set(err, -EBUSY, "%s is being written by process %ld (lock: %s)",
+                                  l->dst, pid, l->path);
+            else
+                rc = fl_error_set(err, -EBUSY, "%s is being written by another process (lock: %s)",
+                                  l->dst, l->path);
+            goto fail;
+        }
+        /* the holder we waited for may have removed the file just before we locked it: only a
+         * lock on the inode the path names now counts (this makes unlink-then-unlock safe) */
+        if (stat(l->path, &pst) || pst.st_ino != fst.st_ino || pst.st_dev != fst.st_dev) {
+            close(fd);
+            continue;
+        }
+        /* a lock file holds a pid line (or nothing, when its writer died before writing it):
+         * anything else is somebody's file that happens to have this name */
+        if (fst.st_size > 24 || (fst.st_size > 0 && !lock_read_pid(fd))) {
+            close(fd);
+            rc = fl_error_set(err, FL_E_INVALID, "%s exists and is not a lock file of this tool: "
+                              "move it away; nothing was changed", l->path);
+            goto fail;
+        }
+        /* the pid is for the message of a run that finds the lock taken; on a full disk the
+         * lock works without it (and the real error comes from the data files) */
+        char pid[32];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) != n && ftruncate(fd, 0)) {
+            /* nothing more to do: an empty lock file reads as "another process" */
+        }
+        l->fd = fd;
+        *out = l;
+        return 0;
+    }
+    rc = fl_error_set(err, -EBUSY, "%s is being written by other processes (lock: %s)", l->dst, l->path);
+fail:
+    free(l->dst);
+    free(l->path);
+    free(l);
+    return rc;
+}
+
+void fl_writer_lock_release(fl_writer_lock *l) {
+    if (!l) return;
+    if (l->fd >= 0) {
+        unlink(l->path); /* while still holding it: see the inode check in fl_writer_lock_acquire */
+        close(l->fd);
+    }
+    free(l->dst);
+    free(l->path);
+    free(l);
+}
+
+/* A name this writer creates inside "<dst>.partial" (and ".tmp" versions of them). */
+static int partial_name_ours(const char *n) {
+    static const char *const fixed[] = {STATE_FILE, DICT_FILE, "dataset.id", PLAN_FILE,
+                                        FL_MANIFEST_NAME, FL_LMDB_DATA_FILE, FL_LMDB_LOCK_FILE};
+    size_t l = strlen(n);
+    if (l > 4 && !strcmp(n + l - 4, ".tmp")) l -= 4;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (l == strlen(fixed[i]) && !strncmp(n, fixed[i], l)) return 1;
+    /* shard-NNNNN.fls: at least five digits */
+    if (l < 15 || strncmp(n, "shard-", 6) || strncmp(n + l - 4, ".fls", 4)) return 0;
+    for (size_t i = 6; i < l - 4; i++)
+        if (n[i] < '0' || n[i] > '9') return 0;
+    return 1;
+}
+
+/* Parse "<dir>/manifest.json" as a fastload manifest. 0, -ENOENT, or FL_E_FORMAT-ish codes with
+ * the reason in err. */
+static int read_manifest(const char *dir, fl_manifest *m, fl_error *err) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, FL_MANIFEST_NAME);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    int rc = read_small_file(p, (size_t)256 << 20, &text, &len);
+    if (rc) return fl_error_set(err, rc, "%s: %s", p, rc == FL_E_FORMAT ? "too large" : strerror(-rc));
+    rc = fl_manifest_parse((const char *)text, len, p, m, err);
+    free(text);
+    return rc;
+}
+
+int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err) {
+    memset(info, 0, sizeof *info);
+    char *d = NULL;
+    int rc = dst_normalise(dst, &d, err);
+    if (rc) return rc;
+    char partial[PATH_MAX];
+    snprintf(partial, sizeof partial, "%s.partial", d);
+    struct stat st;
+    /* <dst>: a dataset of ours is a folder with our manifest and nothing else but its files */
+    if (lstat(d, &st) == 0) {
+        info->dst = FL_DST_OTHER;
+        fl_manifest m;
+        fl_error e;
+        if (S_ISLNK(st.st_mode)) {
+            snprintf(info->why, sizeof info->why, "%.400s is a symbolic link, not a dataset folder", d);
+        } else if (!S_ISDIR(st.st_mode)) {
+            snprintf(info->why, sizeof info->why, "%.400s is not a folder", d);
+        } else if ((rc = read_manifest(d, &m, &e)) == -ENOENT) {
+            snprintf(info->why, sizeof info->why, "%.400s is not a fastload dataset (no %s)", d,
+                     FL_MANIFEST_NAME);
+        } else if (rc) {
+            snprintf(info->why, sizeof info->why, "%.400s is not a fastload dataset (%.500s)", d, e.msg);
+        } else {
+            rc = 0;
+            info->dst = FL_DST_DATASET;
+            info->records = m.records;
+            DIR *dir = opendir(d);
+            struct dirent *de;
+            while (dir && (de = readdir(dir))) {
+                const char *n = de->d_name;
+                if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, FL_MANIFEST_NAME)) continue;
+                int listed = !strcmp(n, FL_LMDB_LOCK_FILE) && m.backend == FL_BACKEND_LMDB;
+                for (uint32_t i = 0; i < m.num_shards && !listed; i++)
+                    listed = !strcmp(n, m.shards[i].file);
+                char p[PATH_MAX + 512];
+                snprintf(p, sizeof p, "%s/%s", d, n);
+                struct stat fs;
+                if (!listed || lstat(p, &fs) || !S_ISREG(fs.st_mode)) {
+                    info->dst = FL_DST_OTHER;
+                    snprintf(info->why, sizeof info->why,
+                             "%.400s holds %.400s, which is not part of the dataset%s", d, p,
+                             listed ? " (not a regular file)" : "");
+                    break;
+                }
+            }
+            if (dir) closedir(dir);
+            else if (info->dst == FL_DST_DATASET) {
+                info->dst = FL_DST_OTHER;
+                snprintf(info->why, sizeof info->why, "%.400s: cannot list: %s", d, strerror(errno));
+            }
+            fl_manifest_free(&m);
+        }
+        rc = 0;
+    } else if (errno != ENOENT) {
+        int e = errno;
+        rc = fl_error_set(err, -e, "%s: %s", d, strerror(e));
+        goto out;
+    }
+    /* <dst>.partial: only names this writer creates */
+    if (lstat(partial, &st) == 0) {
+        info->partial = FL_PARTIAL_STALE;
+        if (!S_ISDIR(st.st_mode)) {
+            info->partial = FL_PARTIAL_OTHER;
+            snprintf(info->partial_why, sizeof info->partial_why, "%.400s is not a folder", partial);
+        } else {
+            DIR *dir = opendir(partial);
+            struct dirent *de;
+            while (dir && (de = readdir(dir))) {
+                const char *n = de->d_name;
+                if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
+                char p[PATH_MAX + 512];
+                snprintf(p, sizeof p, "%s/%s", partial, n);
+                struct stat fs;
+                if (!partial_name_ours(n) || lstat(p, &fs) || !S_ISREG(fs.st_mode)) {
+                    info->partial = FL_PARTIAL_OTHER;
+                    snprintf(info->partial_why, sizeof info->partial_why,
+                             "%.400s holds %.400s, which this tool did not write", partial, p);
+                    break;
+                }
+            }
+            if (dir) closedir(dir);
+            else {
+                info->partial = FL_PARTIAL_OTHER;
+                snprintf(info->partial_why, sizeof info->partial_why, "%.400s: cannot list: %s", partial,
+                         strerror(errno));
+            }
+        }
+        if (info->partial == FL_PARTIAL_STALE) {
+            char p[PATH_MAX + 512];
+            uint8_t *t = NULL;
+            size_t n = 0;
+            snprintf(p, sizeof p, "%s/%s", partial, STATE_FILE);
+            int src = read_small_file(p, 1 << 16, &t, &n);
+            if (src == 0) {
+                fl_jdoc *doc = NULL;
+                fl_error e;
+                if (fl_jparse((const char *)t, n, p, &doc, &e) == 0 &&
+                    fl_jget(fl_jroot(doc), "backend")) {
+                    info->partial = FL_PARTIAL_RESUMABLE;
+                } else {
+                    info->partial = FL_PARTIAL_OTHER;
+                    snprintf(info->partial_why, sizeof info->partial_why,
+                             "%.400s is not a state file of this tool", p);
+                }
+                fl_jfree(doc);
+                free(t);
+            }
+            if (info->partial == FL_PARTIAL_RESUMABLE) {
+                snprintf(p, sizeof p, "%s/%s", partial, PLAN_FILE);
+                src = read_small_file(p, (size_t)1 << 30, &t, &n);
+                if (src == 0) {
+                    info->plan = (char *)t;
+                    info->plan_len = n;
+                } else if (src != -ENOENT) {
+                    rc = fl_error_set(err, src, "%s: cannot read: %s", p, fl_strerror(src));
+                    goto out;
+                }
+            }
+        }
+    } else if (errno != ENOENT) {
+        int e = errno;
+        rc = fl_error_set(err, -e, "%s: %s", partial, strerror(e));
+    }
+out:
+    free(d);
+    if (rc) fl_writer_dst_info_free(info);
+    return rc;
+}
+
+void fl_writer_dst_info_free(fl_writer_dst_info *info) {
+    if (!info) return;
+    free(info->plan);
+    info->plan = NULL;
+    info->plan_len = 0;
+}
+
+/* Delete the files of a partial directory (all of them ours: checked by the caller) and the
+ * directory. state.json goes first, so an interrupted clear is not taken for a resumable run. */
+static int clear_partial(const char *partial) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", partial, STATE_FILE);
+    unlink(p);
+    DIR *d = opendir(partial);
+    if (!d) return errno == ENOENT ? 0 : -errno;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!partial_name_ours(e->d_name)) continue;
+        snprintf(p, sizeof p, "%s/%s", partial, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    return rmdir(partial) ? -errno : 0;
+}
+
+int fl_writer_remove_partial(const char *dst, fl_error *err) {
+    fl_writer_dst_info info;
+    int rc = fl_writer_inspect(dst, &info, err);
+    if (rc) return rc;
+    fl_writer_dst_info_free(&info);
+    if (info.partial == FL_PARTIAL_NONE) return 0;
+    if (info.partial == FL_PARTIAL_OTHER)
+        return fl_error_set(err, FL_E_INVALID, "%s; nothing was removed", info.partial_why);
+    char partial[PATH_MAX];
+    char *d = NULL;
+    rc = dst_normalise(dst, &d, err);
+    if (rc) return rc;
+    snprintf(partial, sizeof partial, "%s.partial", d);
+    free(d);
+    rc = clear_partial(partial);
+    if (rc) return fl_error_set(err, rc, "%s: cannot remove: %s", partial, strerror(-rc));
+    return 0;
+}
+
+/* After an exchange, delete the replaced dataset (now at `dir`): only the files it lists, its
+ * manifest and LMDB's lock file, then the folder. A file somebody added meanwhile is left, and
+ * with it the folder. */
+static void remove_old_dataset(const char *dir) {
+    fl_manifest m;
+    fl_error e;
+    char p[PATH_MAX];
+    int have = read_manifest(dir, &m, &e) == 0;
+    /* the manifest first: a folder left half-deleted must not look complete */
+    snprintf(p, sizeof p, "%s/%s", dir, FL_MANIFEST_NAME);
+    unlink(p);
+    for (uint32_t i = 0; have && i < m.num_shards; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, m.shards[i].file);
+        unlink(p);
+    }
+    if (have) fl_manifest_free(&m);
+    snprintf(p, sizeof p, "%s/%s", dir, FL_LMDB_LOCK_FILE);
+    unlink(p);
+    rmdir(dir);
+}
+
 /* ---- API ------------------------------------------------------------------------------------ */
 
 static void writer_free(fl_writer *w) {
@@ -504,14 +896,13 @@ static void writer_free(fl_writer *w) {
     free(w->index.p);
     free(w->names.p);
     free(w->wbuf);
+    fl_writer_lock_release(w->own_lock);
     free(w);
 }
 
 int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **out, fl_error *err) {
     *out = NULL;
     if (!dst || !*dst || !opt) return fl_error_set(err, FL_E_INVALID, "writer: no destination");
-    if (strlen(dst) > PATH_MAX - 64)
-        return fl_error_set(err, FL_E_INVALID, "%s: path too long", dst);
     if (opt->backend != FL_BACKEND_SHARDS && opt->backend != FL_BACKEND_LMDB)
         return fl_error_set(err, FL_E_INVALID, "%s: unknown backend %d", dst, (int)opt->backend);
     if (!fl_schema_valid(&opt->schema))
@@ -529,21 +920,21 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
         if (!is_obj) return fl_error_set(err, FL_E_INVALID, "%s: options must be a JSON object", dst);
     }
     struct stat st;
-    if (!opt->overwrite && stat(dst, &st) == 0)
-        return fl_error_set(err, -EEXIST, "%s: already exists (overwrite not requested)", dst);
+    char *ndst = NULL; /* "out/" names the same dataset as "out"; the partial dir is "out.partial" */
+    int nrc = dst_normalise(dst, &ndst, err);
+    if (nrc) return nrc;
 
     fl_writer *w = calloc(1, sizeof *w);
-    if (!w) return fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+    if (!w) {
+        free(ndst);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+    }
     w->fd = -1;
     w->opt = *opt;
     w->max_label = -1;
     if (!w->opt.shard_bytes) w->opt.shard_bytes = DEFAULT_SHARD_BYTES;
-    w->dst = strdup(dst);
-    if (w->dst) { /* "out/" names the same dataset as "out"; the partial dir must be "out.partial" */
-        size_t l = strlen(w->dst);
-        while (l > 1 && w->dst[l - 1] == '/') w->dst[--l] = '\0';
-    }
-    w->partial = malloc(strlen(dst) + 16);
+    w->dst = ndst;
+    w->partial = malloc(strlen(ndst) + 16);
     w->options_json = strdup(opt->options_json ? opt->options_json : "");
     w->tool_version = strdup(opt->tool_version ? opt->tool_version : "");
     w->wbuf = malloc(WBUF_SIZE);
@@ -558,6 +949,37 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
 
     int rc = 0;
     fl_tbuf state = {0};
+    /* the lock first: nothing at <dst> or <dst>.partial is looked at without it */
+    if (opt->lock) {
+        if (strcmp(opt->lock->dst, w->dst)) {
+            rc = fl_error_set(err, FL_E_INVALID, "%s: the lock given is for %s", w->dst,
+                              opt->lock->dst);
+            goto fail;
+        }
+    } else {
+        rc = fl_writer_lock_acquire(w->dst, &w->own_lock, err);
+        if (rc) goto fail;
+    }
+    {
+        fl_writer_dst_info info;
+        rc = fl_writer_inspect(w->dst, &info, err);
+        if (rc) goto fail;
+        fl_writer_dst_info_free(&info);
+        if (info.dst != FL_DST_NONE && !opt->overwrite) {
+            rc = fl_error_set(err, -EEXIST, "%s: already exists (overwrite not requested)", w->dst);
+            goto fail;
+        }
+        if (info.dst == FL_DST_OTHER) {
+            rc = fl_error_set(err, FL_E_INVALID, "cannot replace %s: %s; only a dataset this tool "
+                              "wrote is replaced, nothing was changed", w->dst, info.why);
+            goto fail;
+        }
+        if (info.partial == FL_PARTIAL_OTHER) {
+            rc = fl_error_set(err, FL_E_INVALID, "%s: it is not a partial dataset of this tool; "
+                              "nothing was changed", info.partial_why);
+            goto fail;
+        }
+    }
     if (state_text(w, &state)) {
         rc = fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
         goto fail;
@@ -578,6 +1000,23 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
                                   w->partial);
                 goto fail;
             }
+            if (opt->plan) {
+                uint8_t *saved = NULL;
+                size_t saved_len = 0;
+                snprintf(p, sizeof p, "%s/%s", w->partial, PLAN_FILE);
+                int prc = read_small_file(p, (size_t)1 << 30, &saved, &saved_len);
+                int same_plan = prc == 0 && saved_len == opt->plan_len &&
+                                memcmp(saved, opt->plan, saved_len) == 0;
+                free(saved);
+                if (!same_plan) {
+                    rc = fl_error_set(err, FL_E_INVALID, "%s: cannot resume: %s; remove it or start over",
+                                      w->partial, prc == -ENOENT
+                                          ? "it records no plan (started by an older version), so "
+                                            "its inputs cannot be checked"
+                                          : "it was started for other inputs or options");
+                    goto fail;
+                }
+            }
             fresh = 0;
             snprintf(p, sizeof p, "%s/%s", w->partial, DICT_FILE);
             int drc = read_small_file(p, FL_MAX_DICT_BYTES, &w->dict, &w->dict_len);
@@ -593,14 +1032,15 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
     }
     if (fresh) {
         /* start over: an unusable or unwanted partial directory is ours to clear */
-        rc = remove_flat_dir(w->partial);
+        rc = clear_partial(w->partial); /* every file in it is ours: checked above */
         if (rc && rc != -ENOENT) {
             rc = fl_error_set(err, rc, "%s: cannot clear: %s", w->partial, strerror(-rc));
             goto fail;
         }
         if (mkdir(w->partial, 0755)) {
             int e = errno;
-            rc = fl_error_set(err, -e, "%s: cannot create: %s", w->partial, strerror(e));
+            if (e == ENOENT || e == ENOTDIR) rc = parent_error(w->dst, e, w->partial, err);
+            else rc = fl_error_set(err, -e, "%s: cannot create: %s", w->partial, strerror(e));
             goto fail;
         }
         if (opt->schema.compression == FL_COMP_ZSTD && opt->zstd_dict && opt->zstd_dict_len) {
@@ -615,6 +1055,8 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
         /* the dictionary first, then the state that says the directory is resumable */
         rc = write_file_atomic(w->partial, DICT_FILE, w->dict ? (const void *)w->dict : "",
                                w->dict_len, err);
+        if (!rc && opt->plan)
+            rc = write_file_atomic(w->partial, PLAN_FILE, opt->plan, opt->plan_len, err);
         if (!rc) rc = write_file_atomic(w->partial, STATE_FILE, state.data, state.len, err);
         if (rc) goto fail;
     }
@@ -801,6 +1243,22 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
             rc = fl_error_set(err, FL_E_INVALID, "%s: class name %u is NULL", w->dst, i);
             goto out;
         }
+    /* <dst> must still be absent or a dataset of ours (it may have changed since open); refused
+     * here, the run stays resumable */
+    fl_writer_dst_info info;
+    rc = fl_writer_inspect(w->dst, &info, err);
+    if (rc) goto out;
+    fl_writer_dst_info_free(&info);
+    if (info.dst != FL_DST_NONE && !w->opt.overwrite) {
+        rc = fl_error_set(err, -EEXIST, "%s: already exists (overwrite not requested)", w->dst);
+        goto out;
+    }
+    if (info.dst == FL_DST_OTHER) {
+        rc = fl_error_set(err, FL_E_INVALID, "cannot replace %s: %s; nothing was changed (the new "
+                          "dataset stays in %s: resume to publish it)", w->dst, info.why, w->partial);
+        goto out;
+    }
+    int have_old = info.dst == FL_DST_DATASET;
     if (w->fd >= 0 && w->shard_count > 0) {
         rc = shard_finish(w, err);
         if (rc) goto out;
@@ -854,49 +1312,63 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
     unlink(p);
     snprintf(p, sizeof p, "%s/%s", w->partial, DICT_FILE);
     unlink(p);
+    snprintf(p, sizeof p, "%s/%s", w->partial, PLAN_FILE);
+    unlink(p);
     snprintf(p, sizeof p, "%s/%s", w->partial, ID_FILE);
     unlink(p);
     fsync_dir(w->partial);
-    /* publish: move an old dataset aside, rename, then delete the old one */
-    char old[PATH_MAX];
-    int have_old = 0;
-    struct stat st;
-    if (lstat(w->dst, &st) == 0) {
-        if (!w->opt.overwrite) {
-            rc = fl_error_set(err, -EEXIST, "%s: already exists (overwrite not requested)", w->dst);
-            goto out;
-        }
-        /* a name nobody uses: never delete what might be the user's "<dst>.old" */
-        struct stat ost;
-        for (unsigned k = 0;; k++) {
-            snprintf(old, sizeof old, "%s.old-%ld-%u", w->dst, (long)getpid(), k);
-            if (lstat(old, &ost) != 0) break;
-        }
-        if (rename(w->dst, old)) {
-            int e = errno;
-            rc = fl_error_set(err, -e, "%s: cannot move the old dataset aside: %s", w->dst, strerror(e));
-            goto out;
-        }
-        have_old = 1;
-    }
-    if (rename(w->partial, w->dst)) {
-        int e = errno;
-        if (have_old) rename(old, w->dst);
-        rc = fl_error_set(err, -e, "%s: cannot rename %s into place: %s", w->dst, w->partial, strerror(e));
-        goto out;
-    }
-    {
-        char parent[PATH_MAX];
-        snprintf(parent, sizeof parent, "%s", w->dst);
-        char *slash = strrchr(parent, '/');
-        if (slash == parent) parent[1] = '\0';
-        else if (slash) *slash = '\0';
-        else strcpy(parent, ".");
-        fsync_dir(parent);
-    }
+    /* publish: exchange with the old dataset (atomic: a reader opening <dst> finds the old or the
+     * new one, never neither), or rename where there is none; then delete the old one's files */
+    char parent[PATH_MAX];
+    parent_of(w->dst, parent, sizeof parent);
     if (have_old) {
-        if (S_ISDIR(st.st_mode)) remove_flat_dir(old);
-        else unlink(old);
+        if (rename2(w->partial, w->dst, RENAME_EXCHANGE) == 0) {
+            fsync_dir(parent);
+            remove_old_dataset(w->partial);
+        } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP || errno == EOPNOTSUPP) {
+            /* no RENAME_EXCHANGE on this file system: move the old one aside under a name nobody
+             * uses (never a user's "<dst>.old"), rename, then delete it */
+            char old[PATH_MAX];
+            struct stat ost;
+            for (unsigned k = 0;; k++) {
+                snprintf(old, sizeof old, "%s.old-%ld-%u", w->dst, (long)getpid(), k);
+                if (lstat(old, &ost) != 0) break;
+            }
+            if (rename(w->dst, old)) {
+                int e = errno;
+                rc = fl_error_set(err, -e, "%s: cannot move the old dataset aside: %s", w->dst,
+                                  strerror(e));
+                goto out;
+            }
+            if (rename(w->partial, w->dst)) {
+                int e = errno;
+                rename(old, w->dst);
+                rc = fl_error_set(err, -e, "%s: cannot rename %s into place: %s", w->dst, w->partial,
+                                  strerror(e));
+                goto out;
+            }
+            fsync_dir(parent);
+            remove_old_dataset(old);
+        } else {
+            int e = errno;
+            rc = fl_error_set(err, -e, "%s: cannot exchange %s with it: %s", w->dst, w->partial,
+                              strerror(e));
+            goto out;
+        }
+    } else {
+        int r = rename2(w->partial, w->dst, RENAME_NOREPLACE);
+        if (r && (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP || errno == EOPNOTSUPP))
+            r = rename(w->partial, w->dst);
+        if (r) {
+            int e = errno;
+            rc = e == EEXIST || e == ENOTEMPTY
+                     ? fl_error_set(err, -EEXIST, "%s appeared while the dataset was written; it was "
+                                    "left alone (the new dataset is in %s)", w->dst, w->partial)
+                     : fl_error_set(err, -e, "%s: cannot rename %s into place: %s", w->dst,
+                                    w->partial, strerror(e));
+            goto out;
+        }
+        fsync_dir(parent);
     }
 out:
     fl_tbuf_free(&text);

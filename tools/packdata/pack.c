@@ -15,6 +15,7 @@
 
 #include "fl_cli.h"
 #include "fl_writer.h"
+#include "pack_dst.h"
 
 /* ---- the reorder ring ---------------------------------------------------------------------- */
 
@@ -71,19 +72,6 @@ static void *worker_main(void *arg) {
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)ftw;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-static int remove_tree(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) < 0) return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(st.st_mode)) return unlink(path) < 0 ? -errno : 0;
-    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) ? -errno : 0;
-}
-
 static uint64_t tree_total; /* nftw has no user pointer; pack runs once per process */
 
 static int tree_add(const char *fp, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -100,11 +88,6 @@ static uint64_t tree_bytes(const char *path) {
     tree_total = 0;
     nftw(path, tree_add, 16, FTW_PHYS);
     return tree_total;
-}
-
-static int path_exists(const char *p) {
-    struct stat st;
-    return lstat(p, &st) == 0;
 }
 
 /* ---- skip journal (resume in skip mode) -----------------------------------------------------
@@ -225,6 +208,11 @@ static int run_pack(const pd_pack_opts *po) {
     char *options_json = NULL;
     fl_progress *prog = NULL;
     int remove_partial_on_fail = 0;
+    pd_dst dd;          /* the lock on DST and what was there */
+    pd_job job;         /* options + input list, kept in DST.partial for --resume */
+    pd_pack_opts pc;    /* *po with DST normalised */
+    memset(&dd, 0, sizeof dd);
+    memset(&job, 0, sizeof job);
     uint64_t n_records = 0, bytes_in = 0;
 
     if (po->report) {
@@ -235,36 +223,26 @@ static int run_pack(const pd_pack_opts *po) {
         }
     }
 
-    /* DST checks first: cheap, and the user learns before any work */
+    /* DST first: the lock (held to the end), then what is there; cheap, and the user learns
+     * before any work */
+    int r = pd_dst_begin(po, &dd);
+    if (r >= 0) {
+        status = r;
+        goto out;
+    }
+    pc = *po;
+    pc.dst = dd.dst;
+    po = &pc;
     if (asprintf(&partial, "%s.partial", po->dst) < 0) partial = NULL;
     if (asprintf(&jn.path, "%s.partial.skips", po->dst) < 0) jn.path = NULL;
     if (!partial || !jn.path) {
         fl_cli_error(PD_TOOL, "out of memory");
         goto out;
     }
-    if (path_exists(po->dst) && !po->force) {
-        fl_cli_error(PD_TOOL, "%s already exists: pass --force to replace it (it is replaced only "
-                     "once the new dataset is complete)", po->dst);
-        status = FL_EXIT_DATA;
-        goto out;
-    }
-    if (path_exists(partial) && !po->resume) {
-        if (!po->force) {
-            fl_cli_error(PD_TOOL, "%s exists (left by an interrupted run): pass --resume to finish "
-                         "it, or remove it (or pass --force to start over)", partial);
-            goto out;
-        }
-        int r = remove_tree(partial);
-        if (r) {
-            fl_cli_error(PD_TOOL, "cannot remove %s: %s", partial, strerror(-r));
-            goto out;
-        }
-        unlink(jn.path);
-    }
     if (!po->resume) unlink(jn.path);
 
     /* 1. the deterministic item list */
-    int r = pd_source_load(po->src, &po->so, &rc, &items, &err);
+    r = pd_source_load(po->src, &po->so, &rc, &items, &err);
     if (r) {
         if (err.msg[0]) fl_cli_error(PD_TOOL, "%s", err.msg);
         status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
@@ -292,7 +270,20 @@ static int run_pack(const pd_pack_opts *po) {
         goto out;
     }
 
-    /* 3. dictionary (raw + zstd by default): trained on up to ~2000 evenly spaced records */
+    /* the job (options + input list): --resume continues only the same one, and is a no-op on
+     * a finished dataset of the same job */
+    if (pd_job_make(po, &items, &plan, &job)) goto oom;
+    r = pd_dst_decide(po, &dd, &job);
+    if (r >= 0) {
+        status = r;
+        goto out;
+    }
+
+    /* 3. dictionary (raw + zstd by default): trained on up to ~2000 evenly spaced records. Every
+     * shard carries it, so it is kept to 1/16 of the shard size (none below 16K shards): a 110 KiB
+     * dictionary in 64 KiB shards made the dataset 145x larger than its records */
+    if (po->backend == FL_BACKEND_SHARDS && po->shard_size / 16 < 110 * 1024)
+        plan.dict_cap = po->shard_size / 16 ? (size_t)(po->shard_size / 16) : 1;
     if (plan.schema.compression == FL_COMP_ZSTD && po->dict) {
         r = pd_train_dictionary(&plan, &items, &dict, &dict_len, &err);
         if (r) {
@@ -302,7 +293,7 @@ static int run_pack(const pd_pack_opts *po) {
     }
 
     /* 4. open the writer */
-    options_json = pd_options_json(po, &plan, &items, dict_len);
+    options_json = pd_job_options(pd_options_json(po, &plan, &items, dict_len), &job);
     fl_writer_options wo;
     memset(&wo, 0, sizeof wo);
     wo.backend = po->backend;
@@ -317,9 +308,13 @@ static int run_pack(const pd_pack_opts *po) {
     wo.part_count = po->part_count;
     wo.resume = po->resume;
     wo.overwrite = po->force;
+    wo.lock = dd.lock;
+    wo.plan = job.plan;
+    wo.plan_len = job.plan_len;
     r = fl_writer_open(po->dst, &wo, &w, &err);
     if (r) {
         fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+        status = r == FL_E_INVALID || r == -EBUSY ? FL_EXIT_USAGE : FL_EXIT_DATA;
         w = NULL;
         goto out;
     }
@@ -488,9 +483,12 @@ out:
     if (w) fl_writer_abort(w);
     if (jn.f) fclose(jn.f);
     if (remove_partial_on_fail && status != FL_EXIT_OK && partial) {
-        remove_tree(partial);
+        fl_error e2;
+        fl_writer_remove_partial(po->dst, &e2); /* only files of ours, under our lock */
         if (jn.path) unlink(jn.path);
     }
+    pd_dst_end(&dd); /* after the writer: it used the lock */
+    pd_job_free(&job);
     if (workers) {
         for (uint32_t i = 0; i < po->workers; i++) pd_worker_free(&workers[i].ctx);
         free(workers);

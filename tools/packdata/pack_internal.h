@@ -57,6 +57,7 @@ typedef struct pd_plan {
      * the plan sniffed them (by fl_image_format). */
     fl_image_format keep_format;
     uint64_t keep_count[4];
+    size_t dict_cap;          /* most bytes of zstd dictionary to train (0: 110 KiB) */
 } pd_plan;
 
 /* The record encoding of an image format (FL_IMG_JPEG -> FL_ENC_JPEG, ...). */

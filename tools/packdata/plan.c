@@ -223,7 +223,7 @@ int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict,
         used += s.len;
         sizes[ns++] = s.len;
     }
-    size_t dcap = 110 * 1024;
+    size_t dcap = plan->dict_cap ? plan->dict_cap : 110 * 1024;
     if (used / 10 < dcap) dcap = used / 10; /* keep the dictionary well under the sample size */
     if (ns >= 16 && dcap >= 1024) {
         void *d = malloc(dcap);

@@ -1,5 +1,6 @@
 /* sha256.h — a small streaming SHA-256 (FIPS 180-4) used by `fastload digest` to fingerprint
- * batches, so scripts can compare streams across worker counts, I/O modes and the Python binding. */
+ * batches, so scripts can compare streams across worker counts, I/O modes and the Python binding,
+ * and by `packdata pack` to fingerprint its input list (the manifest's options.inputs). */
 #ifndef FASTLOAD_CLI_SHA256_H
 #define FASTLOAD_CLI_SHA256_H
 

@@ -1,5 +1,5 @@
 /* sha256.c — straightforward SHA-256 (FIPS 180-4); speed is secondary to clarity here:
- * `fastload digest` is a checking tool, not the hot path. */
+ * `fastload digest` and packdata's input digest are not hot paths. */
 #include "sha256.h"
 
 #include <string.h>

@@ -1,0 +1,711 @@
+/* pack_dst.c — `packdata pack`'s destination (pack_dst.h): the lock on DST, the checks of what
+ * is at DST and DST.partial, and the job record that --resume compares: the plan text saved in
+ * DST.partial/plan.txt and the inputs digest kept in the manifest's options. */
+#include "pack_dst.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fl_cli.h"
+#include "fl_json.h"
+#include "fl_writer.h"
+#include "sha256.h"
+
+#define PLAN_HEADER "fastload-pack-plan\t1\n"
+
+/* ---- paths ---------------------------------------------------------------------------------- */
+
+/* The absolute path DST names (it may not exist yet: its parent's real path + its name). */
+static char *real_dst(const char *dst) {
+    char *r = realpath(dst, NULL);
+    if (r) return r;
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", dst);
+    char *slash = strrchr(parent, '/');
+    const char *base = dst;
+    if (!slash) {
+        strcpy(parent, ".");
+    } else {
+        base = dst + (slash - parent) + 1;
+        if (slash == parent) parent[1] = '\0';
+        else *slash = '\0';
+    }
+    char *rp = realpath(parent, NULL);
+    if (!rp) return NULL;
+    char *out = NULL;
+    if (asprintf(&out, "%s/%s", strcmp(rp, "/") ? rp : "", base) < 0) out = NULL;
+    free(rp);
+    return out;
+}
+
+/* a equals b, or lies inside it */
+static int path_within(const char *a, const char *b) {
+    size_t n = strlen(b);
+    if (!strcmp(b, "/")) return 1;
+    return !strncmp(a, b, n) && (a[n] == '\0' || a[n] == '/');
+}
+
+/* ---- begin / end ---------------------------------------------------------------------------- */
+
+int pd_dst_begin(const pd_pack_opts *po, pd_dst *d) {
+    memset(d, 0, sizeof *d);
+    d->dst = strdup(po->dst);
+    if (!d->dst) {
+        fl_cli_error(PD_TOOL, "out of memory");
+        return FL_EXIT_DATA;
+    }
+    size_t l = strlen(d->dst);
+    while (l > 1 && d->dst[l - 1] == '/') d->dst[--l] = '\0';
+
+    /* an output inside the input (or around it) would be read back as input on the next run, or
+     * be deleted with it: refuse before anything else */
+    struct stat st;
+    if (po->src && !po->so.csv && !po->so.idx_images && stat(po->src, &st) == 0 &&
+        S_ISDIR(st.st_mode)) {
+        char *rs = realpath(po->src, NULL);
+        char *rd = real_dst(d->dst);
+        int bad = 0;
+        if (rs && rd) {
+            if (!strcmp(rs, rd))
+                fl_cli_error(PD_TOOL, "%s: the destination is the source folder %s: choose a new "
+                             "folder outside it; nothing was changed", po->dst, po->src), bad = 1;
+            else if (path_within(rd, rs))
+                fl_cli_error(PD_TOOL, "%s: the destination is inside the source folder %s (it would "
+                             "become part of the input): choose a folder outside it; nothing was "
+                             "changed", po->dst, po->src), bad = 1;
+            else if (path_within(rs, rd))
+                fl_cli_error(PD_TOOL, "%s: the source folder %s is inside the destination: choose "
+                             "another destination; nothing was changed", po->dst, po->src), bad = 1;
+        }
+        free(rs);
+        free(rd);
+        if (bad) return FL_EXIT_USAGE;
+    }
+
+    fl_error err;
+    fl_error_clear(&err);
+    int r = fl_writer_lock_acquire(d->dst, &d->lock, &err);
+    if (r) {
+        fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+        return r == -EBUSY || r == FL_E_INVALID || r == -ENOENT || r == -ENOTDIR ? FL_EXIT_USAGE
+                                                                                : FL_EXIT_DATA;
+    }
+    r = fl_writer_inspect(d->dst, &d->info, &err);
+    if (r) {
+        fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+        return r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
+    }
+    if (d->info.dst == FL_DST_OTHER) {
+        if (po->force)
+            fl_cli_error(PD_TOOL, "cannot replace %s: %s; --force replaces only a dataset packdata "
+                         "wrote, nothing was changed", d->dst, d->info.why);
+        else
+            fl_cli_error(PD_TOOL, "%s already exists and is not a fastload dataset (%s): choose "
+                         "another destination; nothing was changed", d->dst, d->info.why);
+        return FL_EXIT_USAGE;
+    }
+    if (d->info.partial == FL_PARTIAL_OTHER) {
+        fl_cli_error(PD_TOOL, "%s: it is not a partial dataset of packdata: move it away; nothing "
+                     "was changed", d->info.partial_why);
+        return FL_EXIT_USAGE;
+    }
+    if (d->info.dst == FL_DST_DATASET && !po->force && !po->resume) {
+        fl_cli_error(PD_TOOL, "%s already exists: pass --force to replace it (it is replaced only "
+                     "once the new dataset is complete), or --resume to check that it is complete",
+                     d->dst);
+        return FL_EXIT_DATA;
+    }
+    if (d->info.partial != FL_PARTIAL_NONE && !po->resume && !po->force) {
+        fl_cli_error(PD_TOOL, "%s.partial exists (left by an interrupted run): pass --resume to "
+                     "finish it, or --force to start over", d->dst);
+        return FL_EXIT_DATA;
+    }
+    return -1;
+}
+
+void pd_dst_end(pd_dst *d) {
+    fl_writer_lock_release(d->lock);
+    d->lock = NULL;
+    fl_writer_dst_info_free(&d->info);
+    free(d->dst);
+    d->dst = NULL;
+}
+
+/* ---- the job record ------------------------------------------------------------------------- */
+
+/* Names may hold tabs, newlines, backslashes: escape them so that one input is one line. */
+static void put_escaped(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '\\') fputs("\\\\", f);
+        else if (*s == '\t') fputs("\\t", f);
+        else if (*s == '\n') fputs("\\n", f);
+        else if (*s == '\r') fputs("\\r", f);
+        else fputc(*s, f);
+    }
+}
+
+/* Write one line to the plan and into the digest. */
+static void digest_line(FILE *f, sha256_ctx *c, char **line, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void digest_line(FILE *f, sha256_ctx *c, char **line, size_t *cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(*line, *cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n >= *cap) {
+        char *b = realloc(*line, (size_t)n + 1);
+        if (!b) return; /* the caller sees ferror-free but short output: checked by length */
+        *line = b;
+        *cap = (size_t)n + 1;
+        va_start(ap, fmt);
+        vsnprintf(*line, *cap, fmt, ap);
+        va_end(ap);
+    }
+    if (n > 0) {
+        fputs(*line, f);
+        sha256_update(c, *line, (size_t)n);
+    }
+}
+
+static char *escaped(const char *s) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    put_escaped(f, s);
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static void put_source(FILE *f, const pd_pack_opts *po) {
+    const char *srcs[2] = {po->src, NULL};
+    if (po->so.idx_images) srcs[0] = po->so.idx_images, srcs[1] = po->so.idx_labels;
+    else if (po->so.csv) srcs[0] = po->so.csv;
+    fputs("source", f);
+    for (int i = 0; i < 2; i++) {
+        if (!srcs[i]) continue;
+        char *r = realpath(srcs[i], NULL);
+        fputc('\t', f);
+        put_escaped(f, r ? r : srcs[i]);
+        free(r);
+    }
+    fputc('\n', f);
+}
+
+/* Option members compared by --resume: all but where SRC was (compared as a real path) and what
+ * is derived from the data (the trained dictionary's size) or from the inputs (their digest). */
+static int option_compared(const char *key) {
+    return strcmp(key, "source") && strcmp(key, "dictionary_bytes") && strcmp(key, "inputs");
+}
+
+int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan, pd_job *j) {
+    memset(j, 0, sizeof *j);
+    char *opts = pd_options_json(po, plan, items, 0);
+    if (!opts) return -ENOMEM;
+    fl_jdoc *doc = NULL;
+    fl_error err;
+    if (fl_jparse(opts, strlen(opts), "options", &doc, &err)) {
+        free(opts);
+        return -ENOMEM;
+    }
+    FILE *f = open_memstream(&j->plan, &j->plan_len);
+    if (!f) {
+        fl_jfree(doc);
+        free(opts);
+        return -ENOMEM;
+    }
+    fputs(PLAN_HEADER, f);
+    put_source(f, po);
+    for (const fl_jnode *m = fl_jroot(doc)->child; m; m = m->next) {
+        if (!option_compared(m->key)) continue;
+        fprintf(f, "option\t%s\t%.*s\n", m->key, (int)(m->src_end - m->src_begin),
+                opts + m->src_begin);
+    }
+    fl_jfree(doc);
+    free(opts);
+
+    sha256_ctx c;
+    sha256_init(&c);
+    char *line = malloc(256);
+    size_t cap = line ? 256 : 0;
+    int oom = !line;
+    for (uint32_t i = 0; i < items->num_classes && !oom; i++) {
+        char *e = escaped(items->class_names[i]);
+        if (!e) oom = 1;
+        else digest_line(f, &c, &line, &cap, "class\t%u\t%s\n", i, e);
+        free(e);
+    }
+    for (size_t i = 0; i < items->n && !oom; i++) {
+        const pd_item *it = &items->v[i];
+        char *e = escaped(it->name);
+        if (!e) {
+            oom = 1;
+            break;
+        }
+        char stamp[64];
+        unsigned long long size = 0;
+        if (it->pixels) {
+            /* in-memory pixels (IDX, CIFAR): their content stands for size and time */
+            size = (unsigned long long)it->height * it->width * it->channels;
+            snprintf(stamp, sizeof stamp, "crc32c:%08x", fl_crc32c(0, it->pixels, size));
+        } else {
+            struct stat st;
+            if (it->path && stat(it->path, &st) == 0) {
+                size = (unsigned long long)st.st_size;
+                snprintf(stamp, sizeof stamp, "%lld",
+                         (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
+            } else {
+                snprintf(stamp, sizeof stamp, "missing");
+            }
+        }
+        digest_line(f, &c, &line, &cap, "input\t%s\t%d\t%llu\t%s\n", e, it->label, size, stamp);
+        free(e);
+    }
+    free(line);
+    if (fclose(f) || oom) {
+        free(j->plan);
+        j->plan = NULL;
+        return -ENOMEM;
+    }
+    uint8_t dg[32];
+    sha256_final(&c, dg);
+    sha256_hex(dg, j->sha256);
+    j->count = items->n;
+    return 0;
+}
+
+void pd_job_free(pd_job *j) {
+    free(j->plan);
+    j->plan = NULL;
+}
+
+char *pd_job_options(char *options, const pd_job *j) {
+    if (!options) return NULL;
+    char *end = strrchr(options, '}');
+    if (!end) return options;
+    /* is the object empty? then no comma */
+    const char *p = end;
+    while (p > options && (p[-1] == ' ' || p[-1] == '\n' || p[-1] == '\t')) p--;
+    int empty = p > options && p[-1] == '{';
+    char *out = NULL;
+    if (asprintf(&out, "%.*s%s\"inputs\": {\"count\": %llu, \"sha256\": \"%s\"}%s",
+                 (int)(end - options), options, empty ? "" : ", ", (unsigned long long)j->count,
+                 j->sha256, end) < 0)
+        out = NULL;
+    free(options);
+    return out;
+}
+
+/* ---- comparing jobs ------------------------------------------------------------------------- */
+
+typedef struct plan_lines {
+    char *text;      /* a copy, split in place */
+    char **v;
+    size_t n, cap;
+} plan_lines;
+
+static int lines_split(const char *text, size_t len, plan_lines *pl) {
+    memset(pl, 0, sizeof *pl);
+    pl->text = malloc(len + 1);
+    if (!pl->text) return -ENOMEM;
+    memcpy(pl->text, text, len);
+    pl->text[len] = '\0';
+    for (char *s = pl->text; *s;) {
+        char *e = strchr(s, '\n');
+        if (e) *e = '\0';
+        if (pl->n == pl->cap) {
+            size_t cap = pl->cap ? pl->cap * 2 : 256;
+            char **v = realloc(pl->v, cap * sizeof *v);
+            if (!v) return -ENOMEM;
+            pl->v = v;
+            pl->cap = cap;
+        }
+        pl->v[pl->n++] = s;
+        if (!e) break;
+        s = e + 1;
+    }
+    return 0;
+}
+
+static void lines_free(plan_lines *pl) {
+    free(pl->text);
+    free(pl->v);
+}
+
+static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+/* field k (0-based) of a tab-separated line: pointer and length */
+static const char *field(const char *s, int k, size_t *len) {
+    for (int i = 0; i < k && s; i++) {
+        s = strchr(s, '\t');
+        if (s) s++;
+    }
+    if (!s) {
+        *len = 0;
+        return "";
+    }
+    const char *e = strchr(s, '\t');
+    *len = e ? (size_t)(e - s) : strlen(s);
+    return s;
+}
+
+static int field_eq(const char *a, const char *b, int k) {
+    size_t la, lb;
+    const char *fa = field(a, k, &la), *fb = field(b, k, &lb);
+    return la == lb && !memcmp(fa, fb, la);
+}
+
+static uint64_t fnv(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Say (in `why`) how plan `b` (this run) differs from plan `a` (the earlier run). Returns 0 when
+ * they are the same, 1 when they differ, -ENOMEM. */
+static int plan_diff(const char *a, size_t alen, const char *b, size_t blen, char *why, size_t cap) {
+    why[0] = '\0';
+    if (alen == blen && !memcmp(a, b, alen)) return 0;
+    plan_lines A, B;
+    if (lines_split(a, alen, &A) || lines_split(b, blen, &B)) {
+        lines_free(&A);
+        lines_free(&B);
+        return -ENOMEM;
+    }
+    int rc = 1;
+    /* header, source, options: in order, one line each */
+    size_t ia = 0, ib = 0;
+    if (A.n == 0 || B.n == 0 || strcmp(A.v[0], B.v[0])) {
+        snprintf(why, cap, "it was recorded by another version of packdata");
+        goto out;
+    }
+    for (ia = 1; ia < A.n && starts(A.v[ia], "source\t"); ia++) {}
+    for (ib = 1; ib < B.n && starts(B.v[ib], "source\t"); ib++) {}
+    if (ia != 2 || ib != 2 || strcmp(A.v[1], B.v[1])) {
+        size_t la, lb;
+        const char *sa = ia > 1 ? field(A.v[1], 1, &la) : "", *sb = ib > 1 ? field(B.v[1], 1, &lb) : "";
+        if (ia <= 1) la = 0;
+        if (ib <= 1) lb = 0;
+        snprintf(why, cap, "another source: the interrupted run packed %.*s, this run reads %.*s",
+                 (int)(la > 400 ? 400 : la), sa, (int)(lb > 400 ? 400 : lb), sb);
+        goto out;
+    }
+    size_t oa = ia, ob = ib;
+    for (; oa < A.n && starts(A.v[oa], "option\t"); oa++) {}
+    for (; ob < B.n && starts(B.v[ob], "option\t"); ob++) {}
+    for (size_t i = ib; i < ob; i++) {
+        size_t kl, vl;
+        const char *k = field(B.v[i], 1, &kl), *v = field(B.v[i], 2, &vl);
+        size_t j = ia;
+        while (j < oa && !field_eq(A.v[j], B.v[i], 1)) j++;
+        if (j == oa) {
+            snprintf(why, cap, "option \"%.*s\" is new in this run (%.*s)", (int)kl, k,
+                     (int)(vl > 200 ? 200 : vl), v);
+            goto out;
+        }
+        if (!field_eq(A.v[j], B.v[i], 2)) {
+            size_t ol;
+            const char *o = field(A.v[j], 2, &ol);
+            snprintf(why, cap, "option \"%.*s\" differs: %.*s in the interrupted run, %.*s now",
+                     (int)kl, k, (int)(ol > 200 ? 200 : ol), o, (int)(vl > 200 ? 200 : vl), v);
+            goto out;
+        }
+    }
+    for (size_t j = ia; j < oa; j++) {
+        size_t i = ib;
+        while (i < ob && !field_eq(A.v[j], B.v[i], 1)) i++;
+        if (i == ob) {
+            size_t kl;
+            const char *k = field(A.v[j], 1, &kl);
+            snprintf(why, cap, "option \"%.*s\" of the interrupted run is not in this one", (int)kl, k);
+            goto out;
+        }
+    }
+    /* classes */
+    size_t ca = oa, cb = ob;
+    for (; ca < A.n && starts(A.v[ca], "class\t"); ca++) {}
+    for (; cb < B.n && starts(B.v[cb], "class\t"); cb++) {}
+    if (ca - oa != cb - ob) {
+        snprintf(why, cap, "%zu classes in the interrupted run, %zu now", ca - oa, cb - ob);
+        goto out;
+    }
+    for (size_t i = 0; i < ca - oa; i++) {
+        if (strcmp(A.v[oa + i], B.v[ob + i])) {
+            size_t la, lb;
+            const char *na = field(A.v[oa + i], 2, &la), *nb = field(B.v[ob + i], 2, &lb);
+            snprintf(why, cap, "class %zu was \"%.*s\", now \"%.*s\"", i, (int)(la > 200 ? 200 : la),
+                     na, (int)(lb > 200 ? 200 : lb), nb);
+            goto out;
+        }
+    }
+    /* inputs: by name */
+    size_t na = A.n - ca, nb = B.n - cb;
+    size_t hcap = 16;
+    while (hcap < na * 2) hcap *= 2;
+    size_t *ht = malloc(hcap * sizeof *ht); /* index + 1 into A, 0 = empty */
+    uint8_t *seen = calloc(na ? na : 1, 1);
+    if (!ht || !seen) {
+        free(ht);
+        free(seen);
+        rc = -ENOMEM;
+        goto out;
+    }
+    memset(ht, 0, hcap * sizeof *ht);
+    for (size_t i = 0; i < na; i++) {
+        size_t l;
+        const char *n = field(A.v[ca + i], 1, &l);
+        size_t h = (size_t)fnv(n, l) & (hcap - 1);
+        while (ht[h]) h = (h + 1) & (hcap - 1);
+        ht[h] = i + 1;
+    }
+    size_t added = 0, changed = 0, removed = 0, moved = 0;
+    const char *first_added = NULL, *first_changed = NULL, *first_removed = NULL;
+    size_t fa_len = 0, fc_len = 0, fr_len = 0;
+    const char *what = "";
+    for (size_t i = 0; i < nb; i++) {
+        const char *line = B.v[cb + i];
+        size_t l;
+        const char *n = field(line, 1, &l);
+        size_t h = (size_t)fnv(n, l) & (hcap - 1), found = 0;
+        while (ht[h]) {
+            if (field_eq(A.v[ca + ht[h] - 1], line, 1)) {
+                found = ht[h];
+                break;
+            }
+            h = (h + 1) & (hcap - 1);
+        }
+        if (!found) {
+            if (!added++) first_added = n, fa_len = l;
+            continue;
+        }
+        const char *old = A.v[ca + found - 1];
+        seen[found - 1] = 1;
+        if (found - 1 != i) moved++;
+        if (!strcmp(old, line)) continue;
+        if (!changed++) {
+            first_changed = n, fc_len = l;
+            what = !field_eq(old, line, 3)   ? "changed size"
+                   : !field_eq(old, line, 4) ? "was modified (another modification time or content)"
+                   : !field_eq(old, line, 2) ? "has another label"
+                                             : "changed";
+        }
+    }
+    for (size_t i = 0; i < na; i++)
+        if (!seen[i] && !removed++) first_removed = field(A.v[ca + i], 1, &fr_len);
+    free(ht);
+    free(seen);
+    size_t o = 0;
+#define APPEND(...) \
+    do { if (o < cap) o += (size_t)snprintf(why + o, cap - o, __VA_ARGS__); } while (0)
+    if (added)
+        APPEND("%zu input%s added, first: %.*s", added, added == 1 ? "" : "s",
+               (int)(fa_len > 300 ? 300 : fa_len), first_added);
+    if (removed)
+        APPEND("%s%zu input%s removed, first: %.*s", o ? "; " : "", removed, removed == 1 ? "" : "s",
+               (int)(fr_len > 300 ? 300 : fr_len), first_removed);
+    if (changed) {
+        APPEND("%s%.*s %s", o ? "; " : "", (int)(fc_len > 300 ? 300 : fc_len), first_changed, what);
+        if (changed > 1) APPEND(" (and %zu more inputs changed)", changed - 1);
+    }
+    if (!o && moved) APPEND("the inputs are the same but in another order");
+    if (!o) APPEND("the recorded plan differs");
+#undef APPEND
+out:
+    lines_free(&A);
+    lines_free(&B);
+    return rc;
+}
+
+/* Compare this job with the finished dataset's manifest: 0 same, 1 different (why), <0 error. */
+static int manifest_diff(const char *dst, const pd_job *j, char *why, size_t cap) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/manifest.json", dst);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, cap, "%.400s: %s", path, strerror(errno));
+        return 1;
+    }
+    char *text = NULL;
+    size_t len = 0, capt = 0;
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (len + k > capt) {
+            capt = (len + k) * 2;
+            char *t = realloc(text, capt);
+            if (!t) {
+                free(text);
+                fclose(f);
+                return -ENOMEM;
+            }
+            text = t;
+        }
+        memcpy(text + len, buf, k);
+        len += k;
+    }
+    fclose(f);
+    fl_jdoc *doc = NULL;
+    fl_error err;
+    if (fl_jparse(text ? text : "", len, path, &doc, &err)) {
+        snprintf(why, cap, "%s", err.msg);
+        free(text);
+        return 1;
+    }
+    int rc = 1;
+    const fl_jnode *opts = fl_jget(fl_jroot(doc), "options");
+    /* the options this run would record, compared member by member */
+    plan_lines B;
+    if (lines_split(j->plan, j->plan_len, &B)) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (!opts || opts->type != FL_J_OBJECT) {
+        snprintf(why, cap, "its manifest records no packing options");
+        goto out_lines;
+    }
+    for (size_t i = 0; i < B.n; i++) {
+        if (!starts(B.v[i], "option\t")) continue;
+        size_t kl, vl;
+        const char *kk = field(B.v[i], 1, &kl), *v = field(B.v[i], 2, &vl);
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(kl < 127 ? kl : 127), kk);
+        const fl_jnode *m = fl_jget(opts, key);
+        if (!m) {
+            snprintf(why, cap, "option \"%s\" is not recorded in it (packed by another version)", key);
+            goto out_lines;
+        }
+        size_t ml = m->src_end - m->src_begin;
+        if (ml != vl || memcmp(text + m->src_begin, v, vl)) {
+            snprintf(why, cap, "option \"%s\" differs: %.*s in %s, %.*s now", key,
+                     (int)(ml > 200 ? 200 : ml), text + m->src_begin, dst, (int)(vl > 200 ? 200 : vl), v);
+            goto out_lines;
+        }
+    }
+    for (const fl_jnode *m = opts->child; m; m = m->next) {
+        if (!option_compared(m->key)) continue;
+        int found = 0;
+        for (size_t i = 0; i < B.n && !found; i++) {
+            size_t kl;
+            const char *kk = field(B.v[i], 1, &kl);
+            found = starts(B.v[i], "option\t") && kl == strlen(m->key) && !memcmp(kk, m->key, kl);
+        }
+        if (!found) {
+            snprintf(why, cap, "option \"%s\" of %s is not in this run", m->key, dst);
+            goto out_lines;
+        }
+    }
+    const fl_jnode *in = fl_jget(opts, "inputs");
+    const fl_jnode *cnt = fl_jget(in, "count"), *sha = fl_jget(in, "sha256");
+    if (!in || !cnt || !sha || !cnt->is_int || sha->type != FL_J_STRING) {
+        snprintf(why, cap, "it records no digest of its inputs (packed by an older packdata), so "
+                 "it cannot be checked against SRC");
+        goto out_lines;
+    }
+    if ((uint64_t)cnt->ival != j->count) {
+        snprintf(why, cap, "it was packed from %lld inputs, SRC now has %llu", (long long)cnt->ival,
+                 (unsigned long long)j->count);
+        goto out_lines;
+    }
+    if (strcmp(sha->str, j->sha256)) {
+        snprintf(why, cap, "SRC's inputs changed since it was packed (same number, %llu, but other "
+                 "names, labels, sizes, modification times or classes)", (unsigned long long)j->count);
+        goto out_lines;
+    }
+    rc = 0;
+out_lines:
+    lines_free(&B);
+out:
+    fl_jfree(doc);
+    free(text);
+    return rc;
+}
+
+static void print_complete(const pd_pack_opts *po, const char *dst, uint64_t records) {
+    if (po->json) {
+        fl_json j;
+        fl_json_init(&j);
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "dst");
+        fl_json_string(&j, dst);
+        fl_json_key(&j, "already_complete");
+        fl_json_bool(&j, 1);
+        fl_json_key(&j, "records");
+        fl_json_uint(&j, records);
+        fl_json_end_object(&j);
+        if (!fl_json_failed(&j)) puts(fl_json_text(&j));
+        fl_json_free(&j);
+    } else if (!po->quiet) {
+        printf("%s is already complete (%llu records, same options and inputs): nothing to do\n", dst,
+               (unsigned long long)records);
+    }
+}
+
+int pd_dst_decide(const pd_pack_opts *po, pd_dst *d, const pd_job *j) {
+    if (!po->resume) return -1;
+    char why[1200];
+    if (d->info.partial == FL_PARTIAL_RESUMABLE) {
+        if (!d->info.plan) {
+            fl_cli_error(PD_TOOL, "cannot resume %s.partial: it was started by an older packdata "
+                         "that did not record its inputs, so they cannot be checked; run without "
+                         "--resume and with --force to start over", d->dst);
+            return FL_EXIT_USAGE;
+        }
+        int r = plan_diff(d->info.plan, d->info.plan_len, j->plan, j->plan_len, why, sizeof why);
+        if (r < 0) {
+            fl_cli_error(PD_TOOL, "out of memory");
+            return FL_EXIT_DATA;
+        }
+        if (r) {
+            fl_cli_error(PD_TOOL, "cannot resume %s.partial: this is not the job it was started "
+                         "for: %s; run without --resume (with --force) to start over with these "
+                         "inputs and options", d->dst, why);
+            return FL_EXIT_USAGE;
+        }
+        if (d->info.dst == FL_DST_DATASET && !po->force) {
+            fl_cli_error(PD_TOOL, "%s exists and %s.partial is an interrupted run that replaces "
+                         "it: run the same command with --force --resume to finish it", d->dst,
+                         d->dst);
+            return FL_EXIT_DATA;
+        }
+        return -1;
+    }
+    if (d->info.dst != FL_DST_DATASET) return -1; /* nothing to resume: pack from the start */
+    fl_dataset *ds = NULL;
+    fl_error err;
+    int r = fl_dataset_open(d->dst, &ds, &err);
+    if (r) {
+        if (po->force) return -1;
+        fl_cli_error(PD_TOOL, "%s exists but does not open (%s): pass --force to replace it",
+                     d->dst, err.msg);
+        return FL_EXIT_DATA;
+    }
+    uint64_t records = fl_dataset_count(ds);
+    fl_dataset_close(ds);
+    r = manifest_diff(d->dst, j, why, sizeof why);
+    if (r < 0) {
+        fl_cli_error(PD_TOOL, "out of memory");
+        return FL_EXIT_DATA;
+    }
+    if (r == 0) {
+        if (d->info.partial == FL_PARTIAL_STALE) {
+            /* left by a run killed while publishing or clearing: ours, and of no use */
+            fl_error e2;
+            fl_writer_remove_partial(d->dst, &e2);
+        }
+        print_complete(po, d->dst, records);
+        return FL_EXIT_OK;
+    }
+    if (po->force) return -1;
+    fl_cli_error(PD_TOOL, "%s is complete but is not this job: %s; pass --force to replace it",
+                 d->dst, why);
+    return FL_EXIT_USAGE;
+}
