@@ -9,7 +9,9 @@
  *   16  ...      fixed header fields (see checkpoint.c: tf_ckpt_header)
  *   H   f32[]    params, momentum, grad_accum (param_count each), stats (stat_count),
  *                then ema_params (param_count) and ema_stats (stat_count) when flags & EMA
- *   ..  u8[]     config JSON text (config_len bytes, informative)
+ *   ..  u8[]     config JSON text (config_len bytes): the options that define the run, the
+ *                dataset identity and its class names; --resume refuses a run that differs
+ *                from it and eval a dataset that labels the classes differently (train.c)
  *   end u32      CRC32C of every byte before it
  * A reader checks magic, version, sizes against the file length, then the CRC, before trusting
  * anything. */

@@ -198,6 +198,31 @@ static int close_output(FILE *f)
     return e;
 }
 
+/* Class names of a dataset in label order ("" where it has none): a malloc'ed array of pointers
+ * into ds (valid until it closes), or NULL when out of memory. */
+static const char **class_names(const fl_dataset *ds, uint32_t n)
+{
+    const char **v = calloc(n ? n : 1, sizeof *v);
+    for (uint32_t k = 0; v && k < n; k++) {
+        const char *c = fl_dataset_class_name(ds, k);
+        v[k] = c ? c : "";
+    }
+    return v;
+}
+
+/* The first label whose class differs between the classes a model was trained on (ref) and those
+ * of a dataset it is scored on (got), or UINT32_MAX when every label of got names the same class
+ * in ref. A dataset holding only the first classes of ref, under the same names, labels them
+ * alike: no difference. One with more classes than ref differs at label nref. */
+static uint32_t first_class_difference(const char *const *ref, uint32_t nref,
+                                       const char *const *got, uint32_t ngot)
+{
+    for (uint32_t k = 0; k < ngot; k++)
+        if (k >= nref || strcmp(ref[k], got[k]))
+            return k;
+    return UINT32_MAX;
+}
+
 /* ---- what defines a run ---------------------------------------------------------------------
  * A checkpoint continues only the run that wrote it: every option below changes the weights, the
  * batches or the schedule, so --resume refuses (exit 2) when one differs from the checkpoint's
@@ -271,13 +296,17 @@ static void run_key_text(const run_key *k, char *buf, size_t cap)
     if (k->kind == RK_UINT)
         snprintf(buf, cap, "%llu", (unsigned long long)k->u);
     else if (k->kind == RK_FLOAT)
-        snprintf(buf, cap, "%.9g", (double)k->f);
+        for (int p = 6; p <= 9; p++) { /* the shortest text that reads back as the same float */
+            snprintf(buf, cap, "%.*g", p, (double)k->f);
+            if (strtof(buf, NULL) == k->f)
+                break;
+        }
     else
         snprintf(buf, cap, "%s", k->s);
 }
 
-static void config_json(const tf_options *o, const run_key *keys, int nkeys, uint32_t batch,
-                        const char *device, int world, int pad_tail, fl_json *j)
+static void config_json(const tf_options *o, const run_key *keys, int nkeys, const fl_dataset *ds,
+                        uint32_t batch, const char *device, int world, int pad_tail, fl_json *j)
 {
     fl_json_begin_object(j);
     fl_json_key(j, "world");
@@ -298,7 +327,7 @@ static void config_json(const tf_options *o, const run_key *keys, int nkeys, uin
         if (keys[i].kind == RK_STR) {
             fl_json_string(j, keys[i].s);
         } else {
-            run_key_text(&keys[i], t, sizeof t); /* floats exact (%.9g), not %.6g */
+            run_key_text(&keys[i], t, sizeof t); /* floats exact, not fl_json_double's %.6g */
             fl_json_raw(j, t);
         }
     }
@@ -306,6 +335,14 @@ static void config_json(const tf_options *o, const run_key *keys, int nkeys, uin
     fl_json_string(j, device);
     fl_json_key(j, "data");
     fl_json_string(j, o->data);
+    /* the classes in label order, so that eval can check a dataset labels them alike */
+    fl_json_key(j, "classes");
+    fl_json_begin_array(j);
+    for (uint32_t k = 0; k < fl_dataset_num_classes(ds); k++) {
+        const char *c = fl_dataset_class_name(ds, k);
+        fl_json_string(j, c ? c : "");
+    }
+    fl_json_end_array(j);
     fl_json_end_object(j);
 }
 
@@ -518,17 +555,19 @@ static int train_run(const tf_options *o, const tf_dist *D)
          * would be scored against the wrong labels. A val set whose classes are the first ones of
          * --data's, in the same order (it lacks only trailing classes), labels them alike: it is
          * accepted with a note. */
-        for (uint32_t k = 0; k < val_classes; k++) {
-            const char *tn = fl_dataset_class_name(probe, k), *vn = fl_dataset_class_name(vprobe, k);
-            if (strcmp(tn ? tn : "", vn ? vn : "")) {
-                fl_cli_error(TOOL, "--val %s labels its classes differently from --data %s: "
-                             "label %u is '%s' in --val, '%s' in --data; pack both with the same "
-                             "class list (--classes/--class-names)", o->val, o->data, k,
-                             vn ? vn : "", tn ? tn : "");
-                bad_val = FL_EXIT_USAGE;
-                break;
-            }
+        const char **tn = class_names(probe, num_classes), **vn = class_names(vprobe, val_classes);
+        uint32_t k = tn && vn ? first_class_difference(tn, num_classes, vn, val_classes) : 0;
+        if (!tn || !vn) {
+            fl_cli_error(TOOL, "out of memory");
+            bad_val = FL_EXIT_DATA;
+        } else if (k != UINT32_MAX) {
+            fl_cli_error(TOOL, "--val %s labels its classes differently from --data %s: label %u "
+                         "is '%s' in --val, '%s' in --data; pack both with the same class list "
+                         "(--classes/--class-names)", o->val, o->data, k, vn[k], tn[k]);
+            bad_val = FL_EXIT_USAGE;
         }
+        free((void *)tn);
+        free((void *)vn);
         if (!bad_val && val_classes < num_classes && !quiet) {
             const char *first = fl_dataset_class_name(probe, val_classes);
             fprintf(stderr, "%s: note: --val %s has %u of the %u classes of --data %s (the "
@@ -808,19 +847,6 @@ static int train_run(const tf_options *o, const tf_dist *D)
     memcpy(cc.ck.mean, spec.mean, sizeof spec.mean);
     memcpy(cc.ck.std, spec.std, sizeof spec.std);
     cc.ck.seed = seed;
-    {
-        fl_json j;
-        fl_json_init(&j);
-        config_json(o, keys, nkeys, batch, ops->name, D->world, !lo.drop_last, &j);
-        free(cc.ck.config_json);
-        cc.ck.config_json = fl_json_failed(&j) ? NULL : strdup(fl_json_text(&j));
-        fl_json_free(&j);
-        if (!cc.ck.config_json) {
-            fl_cli_error(TOOL, "out of memory");
-            status = FL_EXIT_DATA;
-            goto out;
-        }
-    }
     double epoch_loss = 0, wall_before = 0;
     uint64_t epoch_correct = 0, epoch_seen = 0;
     if (resumed) {
@@ -873,6 +899,20 @@ static int train_run(const tf_options *o, const tf_dist *D)
         fl_cli_error(TOOL, "%s: fewer samples than one batch of %u", o->data, batch);
         status = FL_EXIT_DATA;
         goto out;
+    }
+    {
+        fl_json j;
+        fl_json_init(&j);
+        config_json(o, keys, nkeys, fl_loader_dataset(L), batch, ops->name, D->world, !lo.drop_last,
+                    &j);
+        free(cc.ck.config_json);
+        cc.ck.config_json = fl_json_failed(&j) ? NULL : strdup(fl_json_text(&j));
+        fl_json_free(&j);
+        if (!cc.ck.config_json) {
+            fl_cli_error(TOOL, "out of memory");
+            status = FL_EXIT_DATA;
+            goto out;
+        }
     }
     /* Optimizer steps: groups of --accum micro-batches within an epoch. An epoch's last group may
      * be shorter: it still steps, with the mean of the gradients it had (tf_batch.accum_group),
@@ -1392,7 +1432,44 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
         return FL_EXIT_DATA;
     }
     uint32_t size = fl_dataset_schema(probe)->height ? 0 : (uint32_t)ck.in_h;
+    /* scored against the wrong labels, a dataset packed with another class list gives a number
+     * that means nothing: compare with the classes the checkpoint was trained on (recorded since
+     * issue 10; older checkpoints only know their count) */
+    uint32_t dn = fl_dataset_num_classes(probe);
+    char why[9000] = "";
+    fl_jdoc *cdoc = NULL;
+    const fl_jnode *cl = NULL;
+    if (ck.config_json && ck.config_json[0] &&
+        fl_jparse(ck.config_json, strlen(ck.config_json), ckpt_path, &cdoc, &err) == 0)
+        cl = fl_jget(fl_jroot(cdoc), "classes");
+    if (cl && cl->type == FL_J_ARRAY && cl->count == (size_t)ck.num_classes) {
+        const char **ref = calloc(cl->count ? cl->count : 1, sizeof *ref);
+        const char **got = class_names(probe, dn);
+        uint32_t k = 0;
+        for (const fl_jnode *c = cl->child; ref && c; c = c->next)
+            ref[k++] = c->type == FL_J_STRING ? c->str : "";
+        k = ref && got ? first_class_difference(ref, (uint32_t)cl->count, got, dn) : 0;
+        if (!ref || !got)
+            snprintf(why, sizeof why, "out of memory");
+        else if (k != UINT32_MAX)
+            snprintf(why, sizeof why, "%s labels its classes differently from the data %s was "
+                     "trained on: label %u is '%s' in %s, '%s' in training", data, ckpt_path, k,
+                     got[k], data, k < cl->count ? ref[k] : "(none: more classes)");
+        free((void *)ref);
+        free((void *)got);
+    } else if (dn > (uint32_t)ck.num_classes) {
+        snprintf(why, sizeof why, "%s has %u classes but %s was trained on %d", data, dn,
+                 ckpt_path, ck.num_classes);
+    }
+    fl_jfree(cdoc);
     fl_dataset_close(probe);
+    if (why[0]) {
+        fl_cli_error(TOOL, "%s", why);
+        ops->destroy(b);
+        tf_model_free(&spec);
+        tf_checkpoint_free(&ck);
+        return FL_EXIT_USAGE;
+    }
     int quiet = json;
     eval_out ev;
     int rc = evaluate(ops, b, data, cfg.max_batch, size, tta, ck.has_ema, 1, &quiet, &ev, &err);

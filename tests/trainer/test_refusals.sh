@@ -3,7 +3,8 @@
 # result, does right what it used to do wrong, and reports what it used to lose. One mode per CTest:
 #   val      --val labelling its classes differently from --data (other names, other order, fewer
 #            with other names, more) exits 2 naming both datasets and the first difference; a val
-#            set holding the first classes of --data under the same names is accepted with a note
+#            set holding the first classes of --data under the same names is accepted with a note;
+#            `eval` checks its data against the classes recorded in the checkpoint the same way
 #   resume   --resume with any option that defines the run changed (model, width, residual, gelu,
 #            seed, batch, accum, epochs, lr, wd, momentum, nesterov, label smoothing, schedule,
 #            warm-up, EMA, crop, flip, another --data) exits 2 naming the option and both values;
@@ -68,8 +69,15 @@ val)
     expect_rc 0 first "$T" train --data "$W/tr" --width 4 --threads 1 --device cpu --batch 50 \
         --epochs 1 --val "$W/va_first"
     has first "has 2 of the 4 classes" "from 'class2' on none"
-    expect_rc 0 same "$T" "${run[@]}" --val "$W/va"
+    expect_rc 0 same "$T" "${run[@]}" --val "$W/va" --checkpoint "$W/c"
     echo "ok   accepted: the same classes; the first 2 of 4 under the same names (with a note)"
+    # eval checks the data against the classes the checkpoint was trained on
+    expect_rc 2 eval_order "$T" eval "$W/c" "$W/va_order" --device cpu
+    has eval_order "$W/va_order" "label 1 is 'class2' in $W/va_order, 'class1' in training"
+    expect_rc 2 eval_more "$T" eval "$W/c" "$W/va_more" --device cpu
+    expect_rc 0 eval_first "$T" eval "$W/c" "$W/va_first" --device cpu
+    expect_rc 0 eval_same "$T" eval "$W/c" "$W/va" --device cpu
+    echo "ok   eval: $(cat "$W/eval_order.err" | tail -n 1)"
     ;;
 resume)
     "$MK" "$W/tr2" 500 8 8 1 4 9 > /dev/null || fail "fixture"
