@@ -38,7 +38,8 @@ static void usage(FILE *out)
 "  --label-smoothing E    default 0.1\n"
 "  --schedule S           linear (default) or cosine decay after warm-up\n"
 "  --warmup EPOCHS        linear warm-up length (default 0.5)\n"
-"  --accum N              micro-batches per optimizer step (default 1)\n"
+"  --accum N              micro-batches per optimizer step (default 1); an epoch's last,\n"
+"                         shorter group still steps (with the mean of its gradients)\n"
 "  --ema DECAY            keep an EMA of the weights and evaluate it (default off)\n"
 "  --crop-pad P           random crop with P pixels of padding (default 0)\n"
 "  --no-flip              no random horizontal flip; --no-tta: no flip test-time augmentation\n"
@@ -51,10 +52,19 @@ static void usage(FILE *out)
 "  --seed S               shuffling/augmentation/init seed (default 0)\n"
 "  --checkpoint DIR       write checkpoints there (each epoch, on SIGTERM/SIGINT)\n"
 "  --checkpoint-every N   also every N steps\n"
-"  --resume               continue from the newest valid checkpoint in DIR\n"
+"  --resume               continue from the newest valid checkpoint in DIR, only the same run:\n"
+"                         these must be as before (else exit 2): the dataset of --data, --model,\n"
+"                         and --width, --residual, --gelu, --seed, --accum, --epochs, --lr,\n"
+"                         and --wd, --momentum, --no-nesterov, --label-smoothing, --schedule,\n"
+"                         and --warmup, --ema, --crop-pad, --no-flip, --size, the global batch\n"
+"                         (--batch may be left out). These may change: --val, --log, --json,\n"
+"                         and --quiet, --threads, --workers, --device, --precision, --no-tta,\n"
+"                         and --checkpoint-every, --sync-bn, the number of processes\n"
 "  --log FILE.jsonl       one JSON object per epoch\n"
 "  --json                 last stdout line: a JSON summary (val_top1, images_per_sec, ...)\n"
 "  --quiet                no progress or per-epoch lines\n"
+"  (an option given twice takes its last value; one that does not apply, e.g. --width with\n"
+"  --model resnet18, is ignored with a warning)\n"
 "\n"
 "data parallel (docs/DISTRIBUTED.md): run under `mpirun -np N` or `srun --mpi=pmix`, or:\n"
 "  --nproc N              start N local processes (re-execs under mpirun -np N); --batch is\n"
@@ -63,26 +73,51 @@ static void usage(FILE *out)
 "                         default: statistics per process)\n"
 "  --nccl                 GPU: average gradients through NCCL even with one process\n"
 "\n"
-"Exit status: 0 done, 1 data or runtime error, 2 usage, 130/143 stopped by SIGINT/SIGTERM\n"
+"Exit status: 0 done, 1 data or runtime error (also: the loss diverged, or a log, checkpoint\n"
+"or stdout could not be written), 2 usage or refusal, 130/143 stopped by SIGINT/SIGTERM\n"
 "(after writing a checkpoint when --checkpoint is given).\n");
 }
 
+static const char eval_help[] =
+"usage: trainfast eval CKPT DATA [--batch B] [--no-tta] [--device D] [--threads N] [--json]\n"
+"\n"
+"Evaluates a checkpoint on a dataset packed by packdata. CKPT is a checkpoint file, or a\n"
+"checkpoint directory (its newest valid checkpoint).\n"
+"  --batch B      samples per batch (default 256)\n"
+"  --no-tta       no flip test-time augmentation\n"
+"  --device D     cpu, cuda or auto (default auto)\n"
+"  --threads N    CPU compute threads (default: all cores)\n"
+"  --json         print the result as one JSON object\n"
+"Exit status: 0 done, 1 data or runtime error, 2 usage.\n";
+
+static const char doctor_help[] =
+"usage: trainfast doctor [--json]\n"
+"\n"
+"Reports what this trainfast can use: the build, the GPU and its driver, cuDNN/cuBLAS, MPI/NCCL,\n"
+"CPU threads. --json: one JSON object.\n";
+
+/* Numbers go through the shared strict parsers (tools/common/fl_cli.h): a bad value is one line
+ * naming the option, exit 2. */
 static int parse_float(const char *opt, const char *v, float lo, float hi, float *out)
 {
-    char *end;
-    double d = strtod(v, &end);
-    if (!*v || *end || !(d >= lo && d <= hi)) {
-        fl_cli_error(TOOL, "%s: '%s' is not a number in [%g, %g]", opt, v, lo, hi);
-        return -1;
-    }
-    *out = (float)d;
-    return 0;
+    return fl_cli_opt_float(TOOL, opt, v, lo, hi, 0, out);
+}
+
+/* (lo, hi]: for values that must be above lo (a learning rate of 0 trains nothing) */
+static int parse_float_above(const char *opt, const char *v, float lo, float hi, float *out)
+{
+    return fl_cli_opt_float(TOOL, opt, v, lo, hi, 1, out);
 }
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out)
 {
-    if (fl_cli_parse_int(v, lo, hi, out)) {
-        fl_cli_error(TOOL, "%s: '%s' is not an integer in [%ld, %ld]", opt, v, lo, hi);
+    return fl_cli_opt_int(TOOL, opt, v, lo, hi, out);
+}
+
+static int parse_device(const char *v)
+{
+    if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto")) {
+        fl_cli_opt_error(TOOL, "--device", v, "expected cpu, cuda or auto");
         return -1;
     }
     return 0;
@@ -162,6 +197,8 @@ static int cmd_train(int argc, char **argv)
 {
     tf_options o;
     tf_options_init(&o);
+    int width_given = 0;
+    /* An option given twice takes its last value; every value given is checked. */
     for (int i = 2; i < argc; i++) {
         const char *v;
         long n;
@@ -178,10 +215,15 @@ static int cmd_train(int argc, char **argv)
             o.val = v;
         } else if (VAL("--model")) {
             if (m < 0) return FL_EXIT_USAGE;
+            if (strcmp(v, "fastcnn") && strcmp(v, "resnet18") && strcmp(v, "resnet50")) {
+                fl_cli_opt_error(TOOL, "--model", v, "expected fastcnn, resnet18 or resnet50");
+                return FL_EXIT_USAGE;
+            }
             o.model = v;
         } else if (VAL("--width")) {
             if (m < 0 || parse_int("--width", v, 1, 4096, &n)) return FL_EXIT_USAGE;
             o.mopt.width = (int)n;
+            width_given = 1;
         } else if (!strcmp(argv[i], "--residual")) {
             o.mopt.residual = 1;
         } else if (!strcmp(argv[i], "--gelu")) {
@@ -201,7 +243,7 @@ static int cmd_train(int argc, char **argv)
                 o.batch_auto = 0;
             }
         } else if (VAL("--lr")) {
-            if (m < 0 || parse_float("--lr", v, 0, 100, &o.lr)) return FL_EXIT_USAGE;
+            if (m < 0 || parse_float_above("--lr", v, 0, 100, &o.lr)) return FL_EXIT_USAGE;
         } else if (VAL("--wd")) {
             if (m < 0 || parse_float("--wd", v, 0, 1, &o.wd)) return FL_EXIT_USAGE;
         } else if (VAL("--momentum")) {
@@ -218,7 +260,7 @@ static int cmd_train(int argc, char **argv)
             else if (!strcmp(v, "linear"))
                 o.cosine = 0;
             else {
-                fl_cli_error(TOOL, "--schedule: '%s' (expected linear or cosine)", v);
+                fl_cli_opt_error(TOOL, "--schedule", v, "expected linear or cosine");
                 return FL_EXIT_USAGE;
             }
         } else if (VAL("--warmup")) {
@@ -248,15 +290,11 @@ static int cmd_train(int argc, char **argv)
             else if (!strcmp(v, "fp16"))
                 o.precision = TF_FP16;
             else {
-                fl_cli_error(TOOL, "--precision: '%s' (expected bf16, fp16 or fp32)", v);
+                fl_cli_opt_error(TOOL, "--precision", v, "expected bf16, fp16 or fp32");
                 return FL_EXIT_USAGE;
             }
         } else if (VAL("--device")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto")) {
-                fl_cli_error(TOOL, "--device: '%s' (expected cpu, cuda or auto)", v);
-                return FL_EXIT_USAGE;
-            }
+            if (m < 0 || parse_device(v)) return FL_EXIT_USAGE;
             o.device = v;
         } else if (VAL("--workers")) {
             if (m < 0 || parse_int("--workers", v, 1, 1024, &n)) return FL_EXIT_USAGE;
@@ -266,11 +304,7 @@ static int cmd_train(int argc, char **argv)
             o.threads = (int)n;
         } else if (VAL("--seed")) {
             uint64_t s;
-            if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_u64(v, 0, UINT64_MAX, &s)) {
-                fl_cli_error(TOOL, "--seed: '%s' is not an unsigned integer", v);
-                return FL_EXIT_USAGE;
-            }
+            if (m < 0 || fl_cli_opt_u64(TOOL, "--seed", v, 0, UINT64_MAX, &s)) return FL_EXIT_USAGE;
             o.seed = s;
         } else if (VAL("--checkpoint")) {
             if (m < 0) return FL_EXIT_USAGE;
@@ -300,6 +334,12 @@ static int cmd_train(int argc, char **argv)
         }
 #undef VAL
     }
+    /* options that do not apply to this run: say so (issue 10, finding 11) */
+    if (strcmp(o.model, "fastcnn") && (width_given || o.mopt.residual))
+        fl_cli_warn(TOOL, "%s applies only to --model fastcnn (not %s): ignored",
+                    width_given ? "--width" : "--residual", o.model);
+    if (o.ckpt_every && !o.ckpt_dir)
+        fl_cli_warn(TOOL, "--checkpoint-every needs --checkpoint DIR: no checkpoints are written");
     if (o.nproc > 0)
         return run_nproc(argc, argv, o.nproc);
     return tf_train_main(&o);
@@ -314,14 +354,14 @@ static int cmd_eval(int argc, char **argv)
         const char *v;
         int m;
         if (fl_cli_is_help(argv[i])) {
-            usage(stdout);
+            fputs(eval_help, stdout);
             return 0;
         } else if ((m = fl_cli_opt_value(argc, argv, &i, "--batch", &v, TOOL)) != 0) {
             if (m < 0 || parse_int("--batch", v, 1, 1 << 20, &batch)) return FL_EXIT_USAGE;
         } else if ((m = fl_cli_opt_value(argc, argv, &i, "--threads", &v, TOOL)) != 0) {
             if (m < 0 || parse_int("--threads", v, 1, 256, &threads)) return FL_EXIT_USAGE;
         } else if ((m = fl_cli_opt_value(argc, argv, &i, "--device", &v, TOOL)) != 0) {
-            if (m < 0) return FL_EXIT_USAGE;
+            if (m < 0 || parse_device(v)) return FL_EXIT_USAGE;
             device = v;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
@@ -368,7 +408,7 @@ int main(int argc, char **argv)
             if (!strcmp(argv[i], "--json"))
                 json = 1;
             else if (fl_cli_is_help(argv[i])) {
-                usage(stdout);
+                fputs(doctor_help, stdout);
                 return 0;
             } else {
                 fl_cli_error(TOOL, "doctor: unknown option '%s'", argv[i]);

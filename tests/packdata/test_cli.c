@@ -70,6 +70,40 @@ int main(void) {
     CHECK(fl_cli_opt_value(argc, argv, &i, "--qu", &val, "t") == 0);
     i = 5;
     CHECK(fl_cli_opt_value(argc, argv, &i, "--last", &val, "t") == -1);
+    /* strict numbers (issue 10, finding 9): no sign, space, junk, nan/inf, hex or overflow */
+    CHECK(fl_cli_parse_u64("+1", 0, 100, &v) != 0);
+    CHECK(fl_cli_parse_u64(" 1", 0, 100, &v) != 0);
+    CHECK(fl_cli_parse_u64("99999999999999999999", 0, UINT64_MAX, &v) != 0);
+    CHECK(fl_cli_parse_u64("18446744073709551615", 0, UINT64_MAX, &v) == 0 && v == UINT64_MAX);
+    CHECK(fl_cli_parse_int("-", -10, 10, &l) != 0);
+    CHECK(fl_cli_parse_int("+5", -10, 10, &l) != 0);
+    CHECK(fl_cli_parse_int("99999999999999999999", 0, 10, &l) != 0);
+    double d;
+    CHECK(fl_cli_parse_double("0.5", 0, 1, 0, &d) == 0 && d == 0.5);
+    CHECK(fl_cli_parse_double("5e-4", 0, 1, 0, &d) == 0 && d == 5e-4);
+    CHECK(fl_cli_parse_double("0", 0, 1, 0, &d) == 0 && d == 0);
+    CHECK(fl_cli_parse_double("0", 0, 1, 1, &d) != 0);
+    const char *bad_nums[] = {"nan", "NaN", "inf", "infinity", "-inf", "1e309", "0x1p-2", "", " 1", "1x", "1,5", "--1"};
+    for (size_t k = 0; k < sizeof bad_nums / sizeof *bad_nums; k++) {
+        CHECK(fl_cli_parse_double(bad_nums[k], -1e300, 1e300, 0, &d) != 0);
+        CHECK(fl_cli_parse_size(bad_nums[k], &v) != 0);
+    }
+    CHECK(fl_cli_parse_size("1e3", &v) != 0);
+    CHECK(fl_cli_parse_size("1..5K", &v) != 0);
+    CHECK(fl_cli_parse_size(".5K", &v) == 0 && v == 512);
+    {
+        char *av[] = {"tool", "--report", "--quiet", "--root", "", "--x=", "--y"};
+        int ac = 7, k = 1;
+        const char *val2;
+        CHECK(fl_cli_opt_value(ac, av, &k, "--report", &val2, "t") == -1); /* next is an option */
+        k = 3;
+        CHECK(fl_cli_opt_value(ac, av, &k, "--root", &val2, "t") == -1);   /* empty */
+        k = 5;
+        CHECK(fl_cli_opt_value(ac, av, &k, "--x", &val2, "t") == -1);      /* empty after = */
+        CHECK(fl_cli_flag("--y", "--y", "t") == 1);
+        CHECK(fl_cli_flag("--y=1", "--y", "t") == -1);
+        CHECK(fl_cli_flag("--yy", "--y", "t") == 0);
+    }
     CHECK(fl_cli_is_help("--help") && fl_cli_is_help("-h") && !fl_cli_is_help("--helpme"));
     CHECK(fl_cli_is_version("--version"));
 

@@ -47,26 +47,76 @@ int fl_cli_is_version(const char *arg) {
     return arg && (!strcmp(arg, "-V") || !strcmp(arg, "--version"));
 }
 
+/* A value quoted in an error message: at most 40 characters of it (a 10,000-character value
+ * must not flood the terminal), with "..." when shortened. */
+static void quote_value(const char *v, char *buf, size_t cap) {
+    size_t n = strlen(v);
+    if (n <= 40) snprintf(buf, cap, "%s", v);
+    else snprintf(buf, cap, "%.40s... (%zu characters)", v, n);
+}
+
+void fl_cli_opt_error(const char *tool, const char *opt, const char *value, const char *fmt, ...) {
+    char why[512], q[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (value) {
+        quote_value(value, q, sizeof q);
+        fl_cli_error(tool, "%s: %s (got '%s')", opt, why, q);
+    } else {
+        fl_cli_error(tool, "%s: %s", opt, why);
+    }
+}
+
 int fl_cli_opt_value(int argc, char **argv, int *i, const char *name, const char **value,
                      const char *tool) {
     const char *a = argv[*i];
     size_t n = strlen(name);
     if (strncmp(a, name, n) != 0) return 0;
+    const char *v;
     if (a[n] == '=') {
-        *value = a + n + 1;
-        return 1;
+        v = a + n + 1;
+    } else if (a[n] != '\0') {
+        return 0;
+    } else if (*i + 1 >= argc) {
+        fl_cli_opt_error(tool, name, NULL, "needs a value");
+        return -1;
+    } else if (!strncmp(argv[*i + 1], "--", 2) && argv[*i + 1][2]) {
+        /* "--report --quiet": the value was forgotten; a value that really starts with "--"
+         * can be given as --report=--quiet */
+        fl_cli_opt_error(tool, name, NULL, "needs a value (next is the option '%.40s'; write %s=VALUE "
+                         "for a value starting with --)", argv[*i + 1], name);
+        return -1;
+    } else {
+        v = argv[++*i];
     }
-    if (a[n] != '\0') return 0;
-    if (*i + 1 >= argc) {
-        fl_cli_error(tool, "option %s needs a value", name);
+    if (!*v) {
+        fl_cli_opt_error(tool, name, NULL, "empty value");
         return -1;
     }
-    *value = argv[++*i];
+    *value = v;
+    return 1;
+}
+
+int fl_cli_flag(const char *arg, const char *name, const char *tool) {
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return 0;
+    if (arg[n] == '\0') return 1;
+    if (arg[n] != '=') return 0;
+    fl_cli_opt_error(tool, name, arg + n + 1, "takes no value");
+    return -1;
+}
+
+static int all_digits(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return 0;
     return 1;
 }
 
 int fl_cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out) {
-    if (!s || !isdigit((unsigned char)s[0])) return -1;
+    if (!s || !all_digits(s)) return -1;
     errno = 0;
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
@@ -76,21 +126,44 @@ int fl_cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out) {
 }
 
 int fl_cli_parse_int(const char *s, long min, long max, long *out) {
-    if (!s || !*s) return -1;
+    if (!s || !all_digits(s[0] == '-' ? s + 1 : s)) return -1;
     errno = 0;
     char *end;
     long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || isspace((unsigned char)s[0]) || v < min || v > max) return -1;
+    if (errno || *end || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+int fl_cli_parse_double(const char *s, double min, double max, int open_min, double *out) {
+    if (!s || !*s) return -1;
+    /* decimal notation only: strtod would also take "nan", "inf", "0x1p3" and leading space */
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p) && !strchr("+-.eE", *p)) return -1;
+    if (!isdigit((unsigned char)s[0]) && !(s[0] == '.' || s[0] == '-' || s[0] == '+')) return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !isfinite(v)) return -1;
+    if (open_min ? !(v > min) : !(v >= min)) return -1;
+    if (!(v <= max)) return -1;
     *out = v;
     return 0;
 }
 
 int fl_cli_parse_size(const char *s, uint64_t *out) {
-    if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.')) return -1;
+    if (!s) return -1;
+    /* digits with at most one '.', then an optional suffix: no sign, exponent, nan or inf */
+    const char *end = s;
+    int digits = 0, dots = 0;
+    for (; isdigit((unsigned char)*end) || *end == '.'; end++) {
+        if (*end == '.') dots++;
+        else digits++;
+    }
+    if (!digits || dots > 1) return -1;
     errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v >= 0)) return -1;
+    double v = strtod(s, NULL);
+    if (errno || !(v >= 0) || !isfinite(v)) return -1;
     double mult = 1;
     char c = (char)toupper((unsigned char)*end);
     switch (c) {
@@ -114,6 +187,61 @@ int fl_cli_parse_size(const char *s, uint64_t *out) {
     /* "1.5" bytes has no meaning: round to the nearest byte */
     *out = (uint64_t)(r + 0.5);
     return 0;
+}
+
+int fl_cli_opt_u64(const char *tool, const char *opt, const char *v, uint64_t min, uint64_t max,
+                   uint64_t *out) {
+    if (!fl_cli_parse_u64(v, min, max, out)) return 0;
+    if (max == UINT64_MAX)
+        fl_cli_opt_error(tool, opt, v ? v : "", "expected an integer of at least %llu (at most %llu)",
+                         (unsigned long long)min, (unsigned long long)max);
+    else
+        fl_cli_opt_error(tool, opt, v ? v : "", "expected an integer from %llu to %llu",
+                         (unsigned long long)min, (unsigned long long)max);
+    return -1;
+}
+
+int fl_cli_opt_u32(const char *tool, const char *opt, const char *v, uint32_t min, uint32_t max,
+                   uint32_t *out) {
+    uint64_t u;
+    if (fl_cli_opt_u64(tool, opt, v, min, max, &u)) return -1;
+    *out = (uint32_t)u;
+    return 0;
+}
+
+int fl_cli_opt_int(const char *tool, const char *opt, const char *v, long min, long max, long *out) {
+    if (!fl_cli_parse_int(v, min, max, out)) return 0;
+    fl_cli_opt_error(tool, opt, v ? v : "", "expected an integer from %ld to %ld", min, max);
+    return -1;
+}
+
+int fl_cli_opt_double(const char *tool, const char *opt, const char *v, double min, double max,
+                      int open_min, double *out) {
+    if (!fl_cli_parse_double(v, min, max, open_min, out)) return 0;
+    fl_cli_opt_error(tool, opt, v ? v : "", "expected a number %s %g and at most %g",
+                     open_min ? "above" : "from", min, max);
+    return -1;
+}
+
+int fl_cli_opt_float(const char *tool, const char *opt, const char *v, double min, double max,
+                     int open_min, float *out) {
+    double d;
+    if (fl_cli_opt_double(tool, opt, v, min, max, open_min, &d)) return -1;
+    *out = (float)d;
+    return 0;
+}
+
+int fl_cli_opt_size(const char *tool, const char *opt, const char *v, uint64_t min, uint64_t max,
+                    uint64_t *out) {
+    uint64_t u;
+    if (!fl_cli_parse_size(v, &u) && u >= min && u <= max) {
+        *out = u;
+        return 0;
+    }
+    char a[32], b[32];
+    fl_cli_opt_error(tool, opt, v ? v : "", "expected a size from %s to %s, e.g. 256M",
+                     fl_cli_human_bytes(min, a, sizeof a), fl_cli_human_bytes(max, b, sizeof b));
+    return -1;
 }
 
 char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap) {

@@ -34,24 +34,60 @@ int fl_cli_is_help(const char *arg);
 /* Non-zero when `arg` is "-V" or "--version". */
 int fl_cli_is_version(const char *arg);
 
+/* ---- options and their values ------------------------------------------------------------
+ * Every front end parses its options with these, so that all tools treat a missing, empty or
+ * malformed value the same way: exit status 2 (FL_EXIT_USAGE) after ONE line on stderr that
+ * starts with the option's name:
+ *     "<tool>: error: --quality: expected an integer from 1 to 100 (got 'nan')"
+ * An option given twice takes its last value; every value given is checked. */
+
 /* Match an option that takes a value, accepting both "--name VALUE" and "--name=VALUE".
  * argv[*i] is the current argument. On a match returns 1, stores the value in *value and
  * advances *i past a separate value argument. Returns 0 when argv[*i] is another option, and -1
- * (after printing "<tool>: error: option --name needs a value") when the value is missing.
- * `tool` is used only for that message and may be NULL. */
+ * after printing the error when the value is missing (the option is last on the line, or the
+ * next argument is another long option "--x": write --name=--x if that really is the value) or
+ * empty. `tool` is used only for that message and may be NULL. */
 int fl_cli_opt_value(int argc, char **argv, int *i, const char *name, const char **value,
                      const char *tool);
 
-/* Parse a decimal unsigned integer (the whole string, no sign, no trailing junk) within
- * [min, max]. Returns 0 on success, -1 otherwise (*out untouched). */
+/* Match a flag (an option without a value). Returns 1 when `arg` is `name`, 0 when it is
+ * something else, -1 after printing "<name>: takes no value" when it is "name=...". */
+int fl_cli_flag(const char *arg, const char *name, const char *tool);
+
+/* Print "<tool>: error: <opt>: <reason> (got '<value>')" (printf-style reason; a long value is
+ * shortened to its first 40 characters; value NULL: no "(got ...)"). */
+void fl_cli_opt_error(const char *tool, const char *opt, const char *value, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Parse a decimal unsigned integer (the whole string, digits only: no sign, no space, no
+ * trailing junk, no overflow) within [min, max]. Returns 0 on success, -1 otherwise (*out
+ * untouched). */
 int fl_cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-/* Same for a signed int. */
+/* Same for a signed integer (an optional '-' then digits). */
 int fl_cli_parse_int(const char *s, long min, long max, long *out);
+/* A finite decimal number ("0.1", "5e-4", "-2"; no nan/inf, no hex, no overflow to infinity,
+ * no trailing junk) within [min, max], or (min, max] when `open_min` is non-zero. */
+int fl_cli_parse_double(const char *s, double min, double max, int open_min, double *out);
 
 /* Parse a size: a number (may have a fraction) with an optional binary suffix K, M, G, T
  * (also KB/KiB, MB/MiB, ...; case-insensitive; powers of 1024) or B. "256M" → 268435456,
  * "1.5G", "4096". Returns 0 on success, -1 on a malformed or overflowing string. */
 int fl_cli_parse_size(const char *s, uint64_t *out);
+
+/* The value of option `opt` as a number within a range: on failure print the one-line error
+ * naming `opt` and the accepted range, and return -1; 0 on success. */
+int fl_cli_opt_u64(const char *tool, const char *opt, const char *v, uint64_t min, uint64_t max,
+                   uint64_t *out);
+int fl_cli_opt_u32(const char *tool, const char *opt, const char *v, uint32_t min, uint32_t max,
+                   uint32_t *out);
+int fl_cli_opt_int(const char *tool, const char *opt, const char *v, long min, long max, long *out);
+int fl_cli_opt_double(const char *tool, const char *opt, const char *v, double min, double max,
+                      int open_min, double *out);
+int fl_cli_opt_float(const char *tool, const char *opt, const char *v, double min, double max,
+                     int open_min, float *out);
+/* A size ("256M") within [min, max] bytes. */
+int fl_cli_opt_size(const char *tool, const char *opt, const char *v, uint64_t min, uint64_t max,
+                    uint64_t *out);
 
 /* Format a byte count: "512 B", "1.5 KiB", "23.4 MiB", "118 MiB" (one decimal below 100). Writes at most `cap` bytes
  * (NUL-terminated) into buf and returns buf. */

@@ -10,9 +10,9 @@
 #include <string.h>
 
 static const char *const usage_common =
-    "  --workers N        decode threads (default: online CPUs)\n"
+    "  --workers N        decode threads (default or 0: online CPUs)\n"
     "  --batch B          samples per batch (default 256)\n"
-    "  --size S|WxH       output size, e.g. 224 or 256x192 (default: the dataset's fixed size)\n"
+    "  --size S|WxH       output size, e.g. 224 or 256x192 (default or 0: the dataset's fixed size)\n"
     "  --augment LIST     rrc | center | none, optionally with ',flip' (default none)\n"
     "  --scale MIN,MAX    random-resized-crop area range (default 0.08,1)\n"
     "  --ratio MIN,MAX    random-resized-crop aspect range (default 0.75,1.3333)\n"
@@ -37,7 +37,9 @@ static const char *const usage_common =
     "  --device N         also copy each batch to CUDA device N\n"
     "  --no-pinned        plain page-aligned memory even when CUDA is present\n"
     "  --quiet            no per-epoch lines and no library notes\n"
-    "  --help, --version\n";
+    "  --help, --version\n"
+    "An option given twice takes its last value; one that does not apply (--scale without\n"
+    "--augment rrc, ...) is ignored with a warning.\n";
 
 void run_options_usage(run_kind kind, FILE *f)
 {
@@ -98,60 +100,45 @@ void run_log_stderr(void *user, int level, const char *msg)
     fprintf(stderr, "fastload: %s: %s\n", level ? "warning" : "note", msg);
 }
 
+#define TOOL "fastload"
+
 static int bad(const char *opt, const char *val, const char *why)
 {
-    fprintf(stderr, "fastload: error: option %s: invalid value '%s' (%s)\n", opt, val ? val : "", why);
+    fl_cli_opt_error(TOOL, opt, val ? val : "", "%s", why);
     return 2;
 }
 
 /* Unsigned integer in [lo, hi]. */
 static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-    if (!s || !*s || *s == '-')
-        return bad(opt, s, "expected a non-negative integer");
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
-        return bad(opt, s, "expected a non-negative integer");
-    if (v < lo || v > hi) {
-        char why[96];
-        snprintf(why, sizeof why, "must be between %llu and %llu", (unsigned long long)lo,
-                 (unsigned long long)hi);
-        return bad(opt, s, why);
-    }
-    *out = v;
-    return 0;
+    return fl_cli_opt_u64(TOOL, opt, s, lo, hi, out) ? 2 : 0;
 }
 
 static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-    uint64_t v;
-    int rc = parse_u64(opt, s, lo, hi, &v);
-    if (!rc)
-        *out = (uint32_t)v;
-    return rc;
+    return fl_cli_opt_u32(TOOL, opt, s, lo, hi, out) ? 2 : 0;
 }
 
 static int parse_size(const char *opt, const char *s, uint64_t *out)
 {
-    if (!s || fl_cli_parse_size(s, out) || *out == 0)
-        return bad(opt, s, "expected a size such as 256M");
-    return 0;
+    return fl_cli_opt_size(TOOL, opt, s, 1, 1ull << 40, out) ? 2 : 0;
 }
 
-static int parse_float_pair(const char *opt, const char *s, float *a, float *b)
+/* "MIN,MAX": two finite numbers with 0 < MIN <= MAX <= hi. */
+static int parse_float_pair(const char *opt, const char *s, double hi, float *a, float *b)
 {
-    char *end;
-    if (!s)
+    const char *comma = strchr(s, ',');
+    char first[64];
+    double x, y;
+    if (!comma || (size_t)(comma - s) >= sizeof first)
         return bad(opt, s, "expected MIN,MAX");
-    double x = strtod(s, &end);
-    if (end == s || *end != ',')
-        return bad(opt, s, "expected MIN,MAX");
-    const char *t = end + 1;
-    double y = strtod(t, &end);
-    if (end == t || *end || !(x > 0) || !(y >= x))
-        return bad(opt, s, "expected 0 < MIN <= MAX");
+    memcpy(first, s, (size_t)(comma - s));
+    first[comma - s] = 0;
+    if (fl_cli_parse_double(first, 0, hi, 1, &x) || fl_cli_parse_double(comma + 1, 0, hi, 1, &y) || y < x) {
+        char why[96];
+        snprintf(why, sizeof why, "expected MIN,MAX with 0 < MIN <= MAX <= %g", hi);
+        return bad(opt, s, why);
+    }
     *a = (float)x;
     *b = (float)y;
     return 0;
@@ -159,11 +146,9 @@ static int parse_float_pair(const char *opt, const char *s, float *a, float *b)
 
 static int parse_augment(const char *s, fl_loader_options *o)
 {
-    if (!s || !*s)
-        return bad("--augment", s, "expected rrc, center or none, optionally with ',flip'");
     char buf[128];
     if (strlen(s) >= sizeof buf)
-        return bad("--augment", s, "too long");
+        return bad("--augment", s, "expected rrc, center or none, optionally with ',flip'");
     strcpy(buf, s);
     int base_set = 0;
     o->augment = FL_AUG_NONE;
@@ -181,27 +166,30 @@ static int parse_augment(const char *s, fl_loader_options *o)
         else if (!strcmp(tok, "none")) o->augment = FL_AUG_NONE;
         else return bad("--augment", s, "unknown item; use rrc, center, none and flip");
     }
+    if (!base_set && !o->flip)
+        return bad("--augment", s, "expected rrc, center or none, optionally with ',flip'");
     return 0;
 }
 
 static int parse_out_size(const char *s, fl_loader_options *o)
 {
     uint64_t w, h;
-    const char *x = s ? strchr(s, 'x') : NULL;
+    const char *x = strchr(s, 'x');
     if (!x) {
-        if (parse_u64("--size", s, 0, 65535, &w))
-            return 2;
+        /* 0: the dataset's own (fixed) size */
+        if (fl_cli_parse_u64(s, 0, 65535, &w))
+            return bad("--size", s, "expected S or WxH with S, W, H from 1 to 65535 (0: the dataset's size)");
         o->out_width = o->out_height = (uint32_t)w;
         return 0;
     }
     char a[32];
     size_t n = (size_t)(x - s);
     if (n == 0 || n >= sizeof a)
-        return bad("--size", s, "expected S or WxH");
+        return bad("--size", s, "expected S or WxH with S, W, H from 1 to 65535");
     memcpy(a, s, n);
     a[n] = 0;
-    if (parse_u64("--size", a, 1, 65535, &w) || parse_u64("--size", x + 1, 1, 65535, &h))
-        return 2;
+    if (fl_cli_parse_u64(a, 1, 65535, &w) || fl_cli_parse_u64(x + 1, 1, 65535, &h))
+        return bad("--size", s, "expected S or WxH with S, W, H from 1 to 65535");
     o->out_width = (uint32_t)w;
     o->out_height = (uint32_t)h;
     return 0;
@@ -219,124 +207,126 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
     o->log = run_log_stderr;
     o->log_user = ro;
     int rc = 0;
+    /* given on the command line: for the warnings about options that do not apply */
+    int scale_given = 0, ratio_given = 0, qd_given = 0, memcpy_bytes_given = 0;
+    /* An option given twice takes its last value; every value given is checked. */
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
-        /* Accept both "--opt value" and "--opt=value". */
-        const char *val = NULL;
-        char name[64];
-        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
-        if (eq && (size_t)(eq - a) < sizeof name) {
-            memcpy(name, a, (size_t)(eq - a));
-            name[eq - a] = 0;
-            val = eq + 1;
-            a = name;
-        }
-#define NEXT()                                                                                    \
-    (val ? val : (i + 1 < argc ? argv[++i] : (fprintf(stderr, "fastload: error: option %s needs a value\n", a), \
-                                              (const char *)NULL)))
-#define NEED(v)                                                                                   \
-    if (!(v)) return 2
+        const char *v = NULL;
+        int m = 0;
+        /* "--opt value" and "--opt=value"; a missing or empty value is refused (one line) */
+#define OPT(name) ((m = fl_cli_opt_value(argc, argv, &i, name, &v, TOOL)) != 0)
+#define FLAG(name) ((m = fl_cli_flag(a, name, TOOL)) != 0)
+#define NEED() if (m < 0) return 2
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             run_options_usage(kind, stdout);
             return 1;
         } else if (!strcmp(a, "--version")) {
             printf("fastload %s (libfastload %s)\n", FASTLOAD_VERSION, fl_version());
             return 1;
-        } else if (!strcmp(a, "--workers")) {
-            const char *v = NEXT(); NEED(v);
+        } else if (OPT("--workers")) {
+            NEED();
             rc = parse_u32(a, v, 0, 1024, &o->workers);
-        } else if (!strcmp(a, "--batch")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u32(a, v, 1, 1u << 20, &o->batch_size);
-        } else if (!strcmp(a, "--size")) {
-            const char *v = NEXT(); NEED(v);
+        } else if (OPT("--batch")) {
+            NEED();
+            rc = parse_u32("--batch", v, 1, 1u << 20, &o->batch_size);
+        } else if (OPT("--size")) {
+            NEED();
             rc = parse_out_size(v, o);
-        } else if (!strcmp(a, "--augment")) {
-            const char *v = NEXT(); NEED(v);
+        } else if (OPT("--augment")) {
+            NEED();
             rc = parse_augment(v, o);
             ro->augment_text = v;
-        } else if (!strcmp(a, "--scale")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_float_pair(a, v, &o->scale_min, &o->scale_max);
-            if (!rc && o->scale_max > 1.0f)
-                rc = bad(a, v, "MAX must be at most 1");
-        } else if (!strcmp(a, "--ratio")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_float_pair(a, v, &o->ratio_min, &o->ratio_max);
-        } else if (!strcmp(a, "--order")) {
-            const char *v = NEXT(); NEED(v);
+        } else if (OPT("--scale")) {
+            NEED();
+            rc = parse_float_pair("--scale", v, 1.0, &o->scale_min, &o->scale_max);
+            scale_given = 1;
+        } else if (OPT("--ratio")) {
+            NEED();
+            rc = parse_float_pair("--ratio", v, 100.0, &o->ratio_min, &o->ratio_max);
+            ratio_given = 1;
+        } else if (OPT("--order")) {
+            NEED();
             if (!strcmp(v, "seq") || !strcmp(v, "sequential")) o->order = FL_ORDER_SEQUENTIAL;
             else if (!strcmp(v, "random")) o->order = FL_ORDER_RANDOM;
             else if (!strcmp(v, "quasi")) o->order = FL_ORDER_QUASI;
-            else rc = bad(a, v, "expected seq, random or quasi");
-        } else if (!strcmp(a, "--seed")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u64(a, v, 0, UINT64_MAX, &o->seed);
-        } else if (!strcmp(a, "--epochs")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u64(a, v, 1, 1000000, &ro->epochs);
-        } else if (!strcmp(a, "--batches")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u64(a, v, 1, UINT64_MAX, &ro->max_batches);
-        } else if (!strcmp(a, "--start-epoch")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u64(a, v, 0, UINT64_MAX / 2, &o->start_epoch);
-        } else if (!strcmp(a, "--start-batch")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u64(a, v, 0, UINT64_MAX / 2, &o->start_batch);
-        } else if (!strcmp(a, "--rank")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u32(a, v, 0, 1u << 20, &o->rank);
-        } else if (!strcmp(a, "--world")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u32(a, v, 1, 1u << 20, &o->world);
-        } else if (!strcmp(a, "--drop-last")) {
+            else rc = bad("--order", v, "expected seq, random or quasi");
+        } else if (OPT("--seed")) {
+            NEED();
+            rc = parse_u64("--seed", v, 0, UINT64_MAX, &o->seed);
+        } else if (OPT("--epochs")) {
+            NEED();
+            rc = parse_u64("--epochs", v, 1, 1000000, &ro->epochs);
+        } else if (OPT("--batches")) {
+            NEED();
+            rc = parse_u64("--batches", v, 1, UINT64_MAX, &ro->max_batches);
+        } else if (OPT("--start-epoch")) {
+            NEED();
+            rc = parse_u64("--start-epoch", v, 0, UINT64_MAX / 2, &o->start_epoch);
+        } else if (OPT("--start-batch")) {
+            NEED();
+            rc = parse_u64("--start-batch", v, 0, UINT64_MAX / 2, &o->start_batch);
+        } else if (OPT("--rank")) {
+            NEED();
+            rc = parse_u32("--rank", v, 0, 1u << 20, &o->rank);
+        } else if (OPT("--world")) {
+            NEED();
+            rc = parse_u32("--world", v, 1, 1u << 20, &o->world);
+        } else if (FLAG("--drop-last")) {
+            NEED();
             o->drop_last = 1;
-        } else if (!strcmp(a, "--io")) {
-            const char *v = NEXT(); NEED(v);
+        } else if (OPT("--io")) {
+            NEED();
             if (!strcmp(v, "auto")) o->io = FL_IO_AUTO;
             else if (!strcmp(v, "uring") || !strcmp(v, "io_uring")) o->io = FL_IO_URING;
             else if (!strcmp(v, "pread")) o->io = FL_IO_PREAD;
             else if (!strcmp(v, "mmap")) o->io = FL_IO_MMAP;
             else if (!strcmp(v, "memory")) o->io = FL_IO_MEMORY;
-            else rc = bad(a, v, "expected auto, uring, pread, mmap or memory");
-        } else if (!strcmp(a, "--direct")) {
+            else rc = bad("--io", v, "expected auto, uring, pread, mmap or memory");
+        } else if (FLAG("--direct")) {
+            NEED();
             o->direct = 1;
-        } else if (!strcmp(a, "--queue-depth")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u32(a, v, 1, 4096, &o->queue_depth);
-        } else if (!strcmp(a, "--prefetch")) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_u32(a, v, 1, 1024, &o->prefetch);
-        } else if (!strcmp(a, "--on-corrupt")) {
-            const char *v = NEXT(); NEED(v);
+        } else if (OPT("--queue-depth")) {
+            NEED();
+            rc = parse_u32("--queue-depth", v, 1, 4096, &o->queue_depth);
+            qd_given = 1;
+        } else if (OPT("--prefetch")) {
+            NEED();
+            rc = parse_u32("--prefetch", v, 1, 1024, &o->prefetch);
+        } else if (OPT("--on-corrupt")) {
+            NEED();
             if (!strcmp(v, "error")) o->on_corrupt = FL_CORRUPT_ERROR;
             else if (!strcmp(v, "skip")) o->on_corrupt = FL_CORRUPT_SKIP;
-            else rc = bad(a, v, "expected error or skip");
-        } else if (!strcmp(a, "--decode")) {
-            const char *v = NEXT(); NEED(v);
+            else rc = bad("--on-corrupt", v, "expected error or skip");
+        } else if (OPT("--decode")) {
+            NEED();
             if (!strcmp(v, "accurate")) o->decode_flags = 0;
             else if (!strcmp(v, "fast")) o->decode_flags = FL_DECODE_FAST;
-            else rc = bad(a, v, "expected accurate or fast");
-        } else if (!strcmp(a, "--device")) {
-            const char *v = NEXT(); NEED(v);
+            else rc = bad("--decode", v, "expected accurate or fast");
+        } else if (OPT("--device")) {
+            NEED();
             uint32_t d = 0;
-            rc = parse_u32(a, v, 0, 255, &d);
+            rc = parse_u32("--device", v, 0, 255, &d);
             if (!rc)
                 o->device = (int)d;
-        } else if (!strcmp(a, "--no-pinned")) {
+        } else if (FLAG("--no-pinned")) {
+            NEED();
             o->pinned = 0;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+        } else if (FLAG("--quiet") || FLAG("-q")) {
+            NEED();
             ro->quiet = 1;
-        } else if (!strcmp(a, "--json") && kind == RUN_BENCH) {
+        } else if (kind == RUN_BENCH && FLAG("--json")) {
+            NEED();
             ro->json = 1;
-        } else if (!strcmp(a, "--memcpy") && kind == RUN_BENCH) {
+        } else if (kind == RUN_BENCH && FLAG("--memcpy")) {
+            NEED();
             ro->memcpy_mode = 1;
-        } else if (!strcmp(a, "--memcpy-bytes") && kind == RUN_BENCH) {
-            const char *v = NEXT(); NEED(v);
-            rc = parse_size(a, v, &ro->memcpy_bytes);
+        } else if (kind == RUN_BENCH && OPT("--memcpy-bytes")) {
+            NEED();
+            rc = parse_size("--memcpy-bytes", v, &ro->memcpy_bytes);
+            memcpy_bytes_given = 1;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fastload %s: error: unknown option '%s' (see --help)\n", argv[0], argv[i]);
+            fprintf(stderr, "fastload %s: error: unknown option '%s' (see --help)\n", argv[0], a);
             return 2;
         } else if (!ro->path) {
             ro->path = a;
@@ -344,8 +334,23 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
             fprintf(stderr, "fastload %s: error: unexpected argument '%s' (one DST only)\n", argv[0], a);
             return 2;
         }
-#undef NEXT
+#undef OPT
+#undef FLAG
 #undef NEED
+    }
+    if (!rc) {
+        /* options that do not apply to this run: say so (issue 10, finding 11) */
+        if ((scale_given || ratio_given) && o->augment != FL_AUG_RRC && !ro->memcpy_mode)
+            fl_cli_warn(TOOL, "%s applies only to --augment rrc: ignored",
+                        scale_given ? "--scale" : "--ratio");
+        if (qd_given && (o->io == FL_IO_PREAD || o->io == FL_IO_MMAP || o->io == FL_IO_MEMORY))
+            fl_cli_warn(TOOL, "--queue-depth applies only to io_uring reads (--io %s): ignored",
+                        run_io_name(o->io));
+        if (memcpy_bytes_given && !ro->memcpy_mode)
+            fl_cli_warn(TOOL, "--memcpy-bytes applies only to --memcpy: ignored");
+        if (ro->memcpy_mode && ro->path)
+            fl_cli_warn(TOOL, "--memcpy measures memcpy only: DST %s and the loader options are ignored",
+                        ro->path);
     }
     if (rc)
         return 2;

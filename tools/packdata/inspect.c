@@ -99,8 +99,8 @@ static const char info_help[] =
 "\n"
 "Print what a packed dataset holds: records, classes (label order), shards, bytes, encoding,\n"
 "schema, compression, part, packdata version and the options it was packed with.\n"
-"DST may also be a directory holding the N datasets of a split job (--part I/N): they are shown\n"
-"as one dataset, the way the loader reads them.\n"
+"DST may also be a directory holding the N datasets of a split job (`pack --part I/N`):\n"
+"they are shown as one dataset, the way the loader reads them.\n"
 "  --json    one JSON object on stdout (records, classes, shards, bytes, encoding, compression,\n"
 "            channels, height, width, backend, part (\"I/N\" or null), parts_combined (a\n"
 "            directory of parts only), manifest)\n";
@@ -411,7 +411,9 @@ static const char extract_help[] =
 "stored JPEG for re-encoded ones, raw pixels as PNG (or as PGM/PPM with --pnm). The default file\n"
 "name comes from the record's source name (in the current directory), with the extension of\n"
 "the record's format (a PNG kept from photo.JPEG is written as photo.png); -o - writes to stdout.\n"
-"Prints the label and source name on stderr.\n";
+"Prints the label and source name on stderr.\n"
+"  -o, --output FILE   where to write (- for stdout)\n"
+"  --pnm               raw records as PGM/PPM instead of PNG\n";
 
 static int write_all(const char *path, const uint8_t *d, size_t n) {
     FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;

@@ -263,6 +263,7 @@ static int run_pack(const pd_pack_opts *po) {
         status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
         goto out;
     }
+    pd_pack_warn_unused(po, &items, &plan);
     if (po->part_count) pd_items_slice(&items, po->part_index, po->part_count);
     if (!items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images in part %u/%u", po->src, po->part_index,

@@ -88,13 +88,34 @@ static const char pack_help[] =
 "  --json                 print the summary as one JSON object on stdout\n"
 "  -h, --help             this help            -V, --version\n"
 "\n"
+"An option given twice takes its last value. Options that do not apply to SRC or to the\n"
+"encoding (--root on an ImageFolder, --quality with --encode raw, ...) are ignored with a warning.\n"
 "Exit status: 0 ok, 1 bad input or data error, 2 usage error.\n";
 
 static int usage(const char *fmt, const char *arg) {
-    char m[512];
-    snprintf(m, sizeof m, fmt, arg);
+    char m[512], q[96];
+    /* a 10,000-character value must not flood the terminal: quote its start only */
+    size_t n = strlen(arg);
+    if (n > 40) snprintf(q, sizeof q, "%.40s... (%zu characters)", arg, n);
+    else snprintf(q, sizeof q, "%s", arg);
+    snprintf(m, sizeof m, fmt, q);
     fl_cli_error(PD_TOOL, "pack: %s (see packdata pack --help)", m);
     return FL_EXIT_USAGE;
+}
+
+/* "AxB" with A and B decimal integers in [lo, hi] (strict: no sign, space or junk). */
+static int parse_pair(const char *s, char sep, uint64_t lo_a, uint64_t lo_b, uint64_t hi,
+                      unsigned *a, unsigned *b) {
+    const char *x = strchr(s, sep);
+    char first[32];
+    uint64_t va, vb;
+    if (!x || (size_t)(x - s) >= sizeof first) return -1;
+    memcpy(first, s, (size_t)(x - s));
+    first[x - s] = 0;
+    if (fl_cli_parse_u64(first, lo_a, hi, &va) || fl_cli_parse_u64(x + 1, lo_b, hi, &vb)) return -1;
+    *a = (unsigned)va;
+    *b = (unsigned)vb;
+    return 0;
 }
 
 static int split_class_names(pd_pack_opts *po, char *buf, char sep) {
@@ -134,7 +155,7 @@ void pd_pack_opts_free(pd_pack_opts *po) {
     memset(po, 0, sizeof *po);
 }
 
-int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
+static int parse_args(int argc, char **argv, pd_pack_opts *po) {
     memset(po, 0, sizeof *po);
     po->quality = 90;
     po->jpeg_restart = -2;
@@ -148,11 +169,13 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
     po->so.max_pixels = 100000000ull;
     const char *pos[3];
     int npos = 0;
+    /* An option given twice takes its last value; every value given is checked. */
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int m;
+        const char *a = argv[i], *v = NULL;
+        int m = 0;
         uint64_t u;
 #define OPT(name) ((m = fl_cli_opt_value(argc, argv, &i, name, &v, PD_TOOL)) != 0)
+#define FLAG(name) ((m = fl_cli_flag(a, name, PD_TOOL)) != 0)
         if (fl_cli_is_help(a)) {
             fputs(pack_help, stdout);
             return FL_EXIT_OK;
@@ -163,7 +186,9 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
             if (npos == 3) return usage("unexpected argument '%s'", a);
             pos[npos++] = a;
         } else if (!strcmp(a, "--idx")) {
-            if (i + 2 >= argc) return usage("%s needs two files: IMAGES LABELS", a);
+            if (i + 2 >= argc || !argv[i + 1][0] || !argv[i + 2][0] || !strncmp(argv[i + 1], "--", 2) ||
+                !strncmp(argv[i + 2], "--", 2))
+                return usage("--idx needs two files: IMAGES LABELS%s", "");
             po->so.idx_images = argv[++i];
             po->so.idx_labels = argv[++i];
         } else if (OPT("--encode")) {
@@ -173,44 +198,46 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
             else if (!strcmp(v, "raw")) po->encode = PD_ENC_RAW;
             else return usage("--encode must be keep, jpeg or raw (got '%s')", v);
         } else if (OPT("--jpeg-restart")) {
-            uint64_t mcus;
+            if (m < 0) return FL_EXIT_USAGE;
             if (!strcmp(v, "off")) po->jpeg_restart = -1;
             else if (!strcmp(v, "row")) po->jpeg_restart = 0;
-            else if (fl_cli_parse_u64(v, 1, 65535, &mcus) == 0) po->jpeg_restart = (int)mcus;
+            else if (fl_cli_parse_u64(v, 1, 65535, &u) == 0) po->jpeg_restart = (int)u;
             else return usage("--jpeg-restart wants a number of MCUs (1-65535), row or off (got '%s')", v);
         } else if (OPT("--quality")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_u64(v, 1, 100, &u)) return usage("--quality must be 1..100 (got '%s')", v);
+            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--quality", v, 1, 100, &u)) return FL_EXIT_USAGE;
             po->quality = (int)u;
+            po->quality_given = 1;
         } else if (OPT("--max-side")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_u64(v, 1, 65535, &u)) return usage("--max-side must be 1..65535 (got '%s')", v);
+            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--max-side", v, 1, 65535, &u)) return FL_EXIT_USAGE;
             po->max_side = (uint32_t)u;
         } else if (OPT("--resize")) {
             if (m < 0) return FL_EXIT_USAGE;
             unsigned rw, rh;
-            char extra;
-            if (sscanf(v, "%ux%u%c", &rw, &rh, &extra) != 2 || !rw || !rh || rw > 65535 || rh > 65535)
-                return usage("--resize wants WxH, e.g. 224x224 (got '%s')", v);
+            if (parse_pair(v, 'x', 1, 1, 65535, &rw, &rh))
+                return usage("--resize wants WxH, each 1-65535, e.g. 224x224 (got '%s')", v);
             po->resize_w = rw;
             po->resize_h = rh;
-        } else if (!strcmp(a, "--gray") || !strcmp(a, "--grey")) {
+        } else if (FLAG("--gray") || FLAG("--grey")) {
+            if (m < 0) return FL_EXIT_USAGE;
             po->gray = 1;
         } else if (OPT("--compress")) {
             if (m < 0) return FL_EXIT_USAGE;
             if (!strcmp(v, "none")) {
                 po->compress = 0;
+                po->level = 0;
             } else if (!strncmp(v, "zstd", 4) && (v[4] == 0 || v[4] == ':')) {
                 po->compress = 1;
+                po->level = 0;
                 if (v[4] == ':') {
                     long l;
-                    if (fl_cli_parse_int(v + 5, 1, 22, &l)) return usage("zstd level must be 1..22 (got '%s')", v);
+                    if (fl_cli_parse_int(v + 5, 1, 22, &l)) return usage("--compress: zstd level must be 1..22 (got '%s')", v);
                     po->level = (int)l;
                 }
             } else {
                 return usage("--compress must be none or zstd[:LEVEL] (got '%s')", v);
             }
-        } else if (!strcmp(a, "--no-dictionary")) {
+        } else if (FLAG("--no-dictionary")) {
+            if (m < 0) return FL_EXIT_USAGE;
             po->dict = 0;
         } else if (OPT("--backend")) {
             if (m < 0) return FL_EXIT_USAGE;
@@ -218,23 +245,22 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
             else if (!strcmp(v, "lmdb")) po->backend = FL_BACKEND_LMDB;
             else return usage("--backend must be shards or lmdb (got '%s')", v);
         } else if (OPT("--shard-size")) {
+            if (m < 0 || fl_cli_opt_size(PD_TOOL, "--shard-size", v, 4096, 1ull << 40, &po->shard_size))
+                return FL_EXIT_USAGE;
+            po->shard_size_given = 1;
+        } else if (FLAG("--shuffle")) {
             if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_size(v, &po->shard_size) || po->shard_size < 4096)
-                return usage("--shard-size wants a size of at least 4K, e.g. 256M (got '%s')", v);
-        } else if (!strcmp(a, "--shuffle")) {
             po->shuffle = 1;
         } else if (OPT("--seed")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_u64(v, 0, UINT64_MAX, &po->seed)) return usage("--seed wants an unsigned integer (got '%s')", v);
+            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--seed", v, 0, UINT64_MAX, &po->seed)) return FL_EXIT_USAGE;
+            po->seed_given = 1;
         } else if (OPT("--workers")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_u64(v, 1, 1024, &u)) return usage("--workers must be 1..1024 (got '%s')", v);
+            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--workers", v, 1, 1024, &u)) return FL_EXIT_USAGE;
             po->workers = (uint32_t)u;
         } else if (OPT("--part")) {
             if (m < 0) return FL_EXIT_USAGE;
             unsigned pi, pn;
-            char extra;
-            if (sscanf(v, "%u/%u%c", &pi, &pn, &extra) != 2 || !pn || pi >= pn)
+            if (parse_pair(v, '/', 0, 1, 1000000, &pi, &pn) || pi >= pn)
                 return usage("--part wants I/N with 0 <= I < N, e.g. 0/4 (got '%s')", v);
             po->part_index = pi;
             po->part_count = pn;
@@ -247,18 +273,29 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
             if (m < 0) return FL_EXIT_USAGE;
             po->report = v;
         } else if (OPT("--max-pixels")) {
+            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--max-pixels", v, 1, UINT64_MAX, &po->so.max_pixels))
+                return FL_EXIT_USAGE;
+        } else if (FLAG("--resume")) {
             if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_u64(v, 1, UINT64_MAX, &po->so.max_pixels)) return usage("--max-pixels wants a positive integer (got '%s')", v);
-        } else if (!strcmp(a, "--resume")) {
             po->resume = 1;
-        } else if (!strcmp(a, "--force")) {
+        } else if (FLAG("--force")) {
+            if (m < 0) return FL_EXIT_USAGE;
             po->force = 1;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+        } else if (FLAG("--quiet") || FLAG("-q")) {
+            if (m < 0) return FL_EXIT_USAGE;
             po->quiet = 1;
-        } else if (!strcmp(a, "--json")) {
+        } else if (FLAG("--json")) {
+            if (m < 0) return FL_EXIT_USAGE;
             po->json = 1;
         } else if (OPT("--root")) {
             if (m < 0) return FL_EXIT_USAGE;
+            struct stat st;
+            errno = 0;
+            if (stat(v, &st) || !S_ISDIR(st.st_mode)) {
+                fl_cli_opt_error(PD_TOOL, "--root", v, "not a directory%s%s", errno ? ": " : "",
+                                 errno ? strerror(errno) : "");
+                return FL_EXIT_USAGE;
+            }
             po->so.root = v;
         } else if (OPT("--csv")) {
             if (m < 0) return FL_EXIT_USAGE;
@@ -277,40 +314,56 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
             if (!strcmp(v, "coarse")) po->so.cifar100_coarse = 1;
             else if (!strcmp(v, "fine")) po->so.cifar100_coarse = 0;
             else return usage("--cifar100-labels must be fine or coarse (got '%s')", v);
+            po->cifar100_given = 1;
         } else if (OPT("--num-classes")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (fl_cli_parse_u64(v, 1, PD_MAX_CLASSES, &u)) return usage("--num-classes wants 1..1000000 (got '%s')", v);
+            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--num-classes", v, 1, PD_MAX_CLASSES, &u)) return FL_EXIT_USAGE;
             po->so.num_classes = (long)u;
         } else if (OPT("--classes") || OPT("--class-names")) {
             /* either a file with one name per line, or "A,B,C" */
             if (m < 0) return FL_EXIT_USAGE;
+            const char *opt = !strncmp(a, "--classes", 9) ? "--classes" : "--class-names";
             struct stat st;
             free(po->so.class_names);
             free(po->class_list_buf);
             po->so.class_names = NULL;
             po->class_list_buf = NULL;
+            po->so.n_class_names = 0;
+            errno = 0;
             if (stat(v, &st) == 0 && S_ISREG(st.st_mode)) {
                 uint8_t *d;
                 size_t n;
                 fl_error e;
                 if (pd_read_file(v, 0, 64u << 20, &d, &n, &e)) {
-                    fl_cli_error(PD_TOOL, "%s: %s", a, e.msg);
+                    fl_cli_error(PD_TOOL, "%s: %s", opt, e.msg);
                     return FL_EXIT_USAGE;
                 }
                 char *s = realloc(d, n + 1);
-                if (!s) return FL_EXIT_USAGE;
+                if (!s) {
+                    free(d);
+                    return FL_EXIT_USAGE;
+                }
                 s[n] = 0;
-                if (split_class_names(po, s, '\n')) return FL_EXIT_USAGE;
-            } else if (!strcmp(a, "--classes") || !strncmp(a, "--classes=", 10)) {
-                return usage("--classes: cannot read file '%s'", v);
+                if (split_class_names(po, s, '\n')) {
+                    free(s);
+                    return FL_EXIT_USAGE;
+                }
+            } else if (!strcmp(opt, "--classes")) {
+                fl_cli_opt_error(PD_TOOL, opt, v, "cannot read the file%s%s", errno ? ": " : "",
+                                 errno ? strerror(errno) : "");
+                return FL_EXIT_USAGE;
             } else {
-                if (split_class_names(po, strdup(v), ',')) return FL_EXIT_USAGE;
+                char *s = strdup(v);
+                if (!s || split_class_names(po, s, ',')) {
+                    free(s);
+                    return FL_EXIT_USAGE;
+                }
             }
-            if (!po->so.n_class_names) return usage("%s gives no class names", a);
+            if (!po->so.n_class_names) return usage("%s gives no class names", opt);
         } else {
             return usage("unknown option '%s'", a);
         }
 #undef OPT
+#undef FLAG
     }
     int need_src = !(po->so.idx_images || po->so.csv);
     if (npos == (need_src ? 2 : 1)) {
@@ -327,4 +380,53 @@ int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
     size_t dl = strlen(po->dst);
     while (dl > 1 && po->dst[dl - 1] == '/') ((char *)po->dst)[--dl] = 0;
     return -1;
+}
+
+int pd_pack_parse_args(int argc, char **argv, pd_pack_opts *po) {
+    int r = parse_args(argc, argv, po);
+    if (r >= 0) pd_pack_opts_free(po); /* not running: free the class names of a usage error */
+    return r;
+}
+
+static const char *form_name(const char *form) {
+    if (!form) return "this source";
+    if (!strcmp(form, "imagefolder")) return "an ImageFolder source";
+    if (!strcmp(form, "list")) return "a list file source";
+    if (!strcmp(form, "csv")) return "a CSV source";
+    if (!strcmp(form, "idx")) return "an IDX source";
+    if (!strcmp(form, "cifar10")) return "a CIFAR-10 source";
+    if (!strcmp(form, "cifar100")) return "a CIFAR-100 source";
+    return form;
+}
+
+void pd_pack_warn_unused(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan) {
+    const char *form = items->form ? items->form : "";
+    const char *what = form_name(items->form);
+    int list_or_csv = !strcmp(form, "list") || !strcmp(form, "csv");
+    if (po->so.root && !list_or_csv)
+        fl_cli_warn(PD_TOOL, "--root does not apply to %s (only list file and CSV paths are relative "
+                    "to it): ignored", what);
+    if (po->so.path_column && strcmp(form, "csv"))
+        fl_cli_warn(PD_TOOL, "--path-column does not apply to %s (only to CSV): ignored", what);
+    if (po->so.label_column && strcmp(form, "csv"))
+        fl_cli_warn(PD_TOOL, "--label-column does not apply to %s (only to CSV): ignored", what);
+    if (po->so.split && (po->so.idx_images || po->so.csv ||
+                         (strcmp(form, "idx") && strcmp(form, "cifar10") && strcmp(form, "cifar100"))))
+        fl_cli_warn(PD_TOOL, "--split does not apply to %s (only to an IDX or CIFAR directory): "
+                    "ignored", po->so.idx_images ? "--idx IMAGES LABELS" : what);
+    if (po->cifar100_given && strcmp(form, "cifar100"))
+        fl_cli_warn(PD_TOOL, "--cifar100-labels does not apply to %s (only to CIFAR-100): ignored", what);
+    const char *enc = plan->encode == PD_ENC_KEEP ? "keep" : plan->encode == PD_ENC_RAW ? "raw" : "jpeg";
+    if (po->quality_given && plan->encode != PD_ENC_JPEG)
+        fl_cli_warn(PD_TOOL, "--quality applies only to --encode jpeg (this run stores %s records): "
+                    "ignored", enc);
+    if (po->jpeg_restart >= 0 && plan->encode == PD_ENC_RAW)
+        fl_cli_warn(PD_TOOL, "--jpeg-restart does not apply to raw records: ignored");
+    if (!po->dict && plan->schema.compression != FL_COMP_ZSTD)
+        fl_cli_warn(PD_TOOL, "--no-dictionary: this run does not compress records with zstd: ignored");
+    if (po->seed_given && !po->shuffle)
+        fl_cli_warn(PD_TOOL, "--seed only seeds --shuffle, which is not given: the input order is "
+                    "not shuffled");
+    if (po->shard_size_given && po->backend == FL_BACKEND_LMDB)
+        fl_cli_warn(PD_TOOL, "--shard-size does not apply to --backend lmdb (one environment): ignored");
 }

@@ -32,6 +32,8 @@ typedef struct pd_pack_opts {
     const char *report;
     int resume, force, quiet, json;
     char *class_list_buf;  /* storage behind so.class_names */
+    /* given on the command line (for the warnings about options that do not apply) */
+    int quality_given, seed_given, shard_size_given, cifar100_given;
 } pd_pack_opts;
 
 /* Parse `pack` arguments. Returns -1 when the pack should run, otherwise the exit status to
@@ -66,6 +68,11 @@ fl_encoding pd_encoding_of(fl_image_format f);
 int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_plan *plan,
                  fl_error *err);
 void pd_plan_free(pd_plan *plan);
+
+/* Warn ("packdata: warning: --root does not apply ...") about each option given that has no
+ * effect on this run: the source kind (items->form) or the resolved plan makes it meaningless.
+ * Prints only; the exit status does not change. (pack_args.c) */
+void pd_pack_warn_unused(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan);
 
 
 enum { PD_SLOT_OK = 0, PD_SLOT_REJECT, PD_SLOT_FATAL };

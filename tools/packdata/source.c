@@ -22,6 +22,17 @@ int pd_source_load(const char *src, const pd_source_opts *so, pd_reject_ctx *rc,
         char *img = NULL, *lab = NULL;
         int r = pd_idx_find(src, so->split, &img, &lab, err);
         if (r < 0) return r;
+        if (r == 0 && so->split) {
+            /* IDX files here, none named by --split: say so (not "no class sub-folders") */
+            char *i2 = NULL, *l2 = NULL;
+            fl_error e2;
+            int any = pd_idx_find(src, NULL, &i2, &l2, &e2);
+            free(i2);
+            free(l2);
+            if (any != 0)
+                return fl_error_set(err, FL_E_INVALID, "--split: %s holds no IDX files starting with "
+                                    "'%.40s'", src, so->split);
+        }
         if (r == 1) {
             r = pd_src_idx(img, lab, so, rc, out, err);
             free(img);
