@@ -44,6 +44,14 @@ static int probe_jpeg(const uint8_t *data, size_t len, fl_image_info *out, fl_er
             if (seglen < 8) return fl_error_set(err, FL_E_DECODE, "JPEG: frame header too short");
             const uint8_t *s = data + pos + 2;
             uint32_t h = be16(s + 1), w = be16(s + 3), nc = s[5];
+            /* what libjpeg-turbo 2.1 (8-bit build) cannot decode: say so here, so packdata's
+             * keep refuses it instead of storing a record the loader would fail on */
+            if (m == 0xC3 || m == 0xC7 || m == 0xCB || m == 0xCF)
+                return fl_error_set(err, FL_E_UNSUPPORTED, "a lossless JPEG (SOF%d): not supported",
+                                    m - 0xC0);
+            if (s[0] != 8)
+                return fl_error_set(err, FL_E_UNSUPPORTED, "a %u-bit JPEG: not supported (8-bit only)",
+                                    s[0]);
             if (w == 0 || h == 0)
                 return fl_error_set(err, FL_E_DECODE, "JPEG: zero width or height (%ux%u)", w, h);
             if (nc == 0 || nc > 4)

@@ -73,6 +73,14 @@ int main(void) {
                            1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1};
     CHECK_RC(fl_image_probe(big, sizeof big, &info, &err), 0, &err);
     CHECK(info.width == 60000 && info.height == 60000);
+    /* JPEGs libjpeg-turbo 2.1 cannot decode are unsupported, named (packdata keep refuses them
+     * rather than store records the loader would fail on): 12-bit (SOF1), lossless (SOF3) */
+    const uint8_t p12[] = {0xFF, 0xD8, 0xFF, 0xC1, 0x00, 0x0B, 12, 0, 8, 0, 8, 1, 1, 0x11, 0};
+    CHECK_RC(fl_image_probe(p12, sizeof p12, &info, &err), FL_E_UNSUPPORTED, &err);
+    CHECK(strstr(err.msg, "12-bit") != NULL);
+    const uint8_t lossless[] = {0xFF, 0xD8, 0xFF, 0xC3, 0x00, 0x0B, 8, 0, 8, 0, 8, 1, 1, 0x11, 0};
+    CHECK_RC(fl_image_probe(lossless, sizeof lossless, &info, &err), FL_E_UNSUPPORTED, &err);
+    CHECK(strstr(err.msg, "lossless") != NULL);
     free(pix);
     free(g);
     TEST_DONE();

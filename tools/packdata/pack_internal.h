@@ -74,7 +74,6 @@ void pd_plan_free(pd_plan *plan);
  * Prints only; the exit status does not change. (pack_args.c) */
 void pd_pack_warn_unused(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan);
 
-
 enum { PD_SLOT_OK = 0, PD_SLOT_REJECT, PD_SLOT_FATAL };
 
 /* One entry of the reorder ring: written by one worker, then read by the writer thread. */
