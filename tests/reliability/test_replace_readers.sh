@@ -3,7 +3,7 @@
 # dataset (a training job running while the data is re-packed) reported false "CRC32C mismatch"
 # errors, and with --on-corrupt skip exited 0 with a stream matching neither dataset: shards were
 # opened by path twice (by the dataset, then by the loader's readers). Readers (`fastload digest`
-# with --io pread, --io uring, and --io pread --on-corrupt skip) run throughout repeated
+# with --io pread, --io uring, --io pread --on-corrupt skip, --io uring --direct) run throughout repeated
 # `pack --force` replaces between two different datasets of the same shape: every reader that
 # exits 0 printed the stream digest of one of the two datasets exactly; a reader that fails says
 # the dataset was replaced, never that a record is corrupt; none dies of a signal.
@@ -23,7 +23,7 @@ dig=(--order seq --batch 100 --workers 2)
 for x in A B; do
     "$P" pack "$T/idx$x" "$T/ref$x" "${pack[@]}" 2>"$T/err" || die "pack $x: $(cat "$T/err")"
 done
-readers=("--io pread" "--io uring" "--io pread --on-corrupt skip")
+readers=("--io pread" "--io uring" "--io pread --on-corrupt skip" "--io uring --direct")
 declare -A ref
 for r in "${!readers[@]}"; do
     for x in A B; do
