@@ -520,6 +520,8 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
     ds->backend = m.backend;
     ds->schema = m.schema;
     ds->count = m.records;
+    ds->has_id = m.has_id;
+    memcpy(ds->dataset_id, m.dataset_id, FL_DATASET_ID_BYTES);
     /* take ownership of the class names */
     ds->classes = m.classes;
     ds->num_classes = m.num_classes;
@@ -585,6 +587,14 @@ const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label) {
 uint32_t fl_dataset_num_shards(const fl_dataset *ds) { return ds->num_files; }
 const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i) {
     return i < ds->num_files ? ds->file_paths[i] : NULL;
+}
+int fl_dataset_id(const fl_dataset *ds, uint8_t id[16]) {
+    if (!ds->has_id) {
+        memset(id, 0, FL_DATASET_ID_BYTES);
+        return -ENOENT;
+    }
+    memcpy(id, ds->dataset_id, FL_DATASET_ID_BYTES);
+    return 0;
 }
 int fl_dataset_file_fd(const fl_dataset *ds, uint32_t i) {
     if (i >= ds->num_files) return -1;

@@ -104,6 +104,12 @@ const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i);
  * even if the dataset at `path` has since been replaced (pack --force) or deleted. Owned by the
  * dataset: do not close it (dup it to keep it beyond close). */
 int fl_dataset_file_fd(const fl_dataset *ds, uint32_t i);
+/* The dataset's 16-byte id (format version 2: random, chosen when it was packed, in the manifest
+ * and every data file), copied to `id`. Two packs never share one (unless FL_DATASET_ID forced
+ * it), so it tells datasets apart where a path cannot (e.g. a checkpoint's data after a re-pack).
+ * Returns 0, or -ENOENT for a version 1 dataset or one combined from --part datasets (no single
+ * id; `id` is zeroed). */
+int fl_dataset_id(const fl_dataset *ds, uint8_t id[16]);
 /* Total bytes of all data files (shards or LMDB). */
 uint64_t fl_dataset_total_bytes(const fl_dataset *ds);
 /* The manifest as it is stored (JSON text, NUL-terminated). */

@@ -35,6 +35,8 @@ struct fl_dataset {
     char **classes;
     uint32_t num_classes;
     char *manifest_text;
+    int has_id;                 /* dataset_id is valid (a version 2 manifest of one dataset) */
+    uint8_t dataset_id[FL_DATASET_ID_BYTES];
     uint32_t num_files;
     char **file_paths;          /* absolute paths of shards (or data.mdb) */
     uint64_t total_bytes;

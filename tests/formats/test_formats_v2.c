@@ -45,6 +45,8 @@ static void run(fl_backend b, int zstd) {
     CHECK(strstr(fl_dataset_manifest_json(ds), "\"format_version\": 2") != NULL);
     CHECK(strstr(fl_dataset_manifest_json(ds), "\"dataset_id\": \"") != NULL);
     if (b == FL_BACKEND_SHARDS) CHECK(fl_dataset_num_shards(ds) > 1);
+    uint8_t id[16], zero[16] = {0};
+    CHECK(fl_dataset_id(ds, id) == 0 && memcmp(id, zero, 16) != 0);
     uint8_t *dstbuf = malloc(fl_dataset_max_raw_len(ds) + 1);
     for (int i = 0; i < n; i++) {
         fl_record_info info;

@@ -44,6 +44,8 @@ int main(int argc, char **argv) {
         CHECK(fl_dataset_schema(ds)->encoding == (fl_encoding)fixtures[f].encoding);
         CHECK(strstr(fl_dataset_manifest_json(ds), "\"format_version\": 1") != NULL);
         tt_check_all(ds, N);
+        uint8_t id[16];
+        CHECK(fl_dataset_id(ds, id) == -ENOENT);
         for (uint64_t i = 0; i < N; i++) {
             fl_record_info info;
             CHECK_OK(fl_dataset_record_info(ds, i, &info, &err), &err);
