@@ -7,6 +7,7 @@
 #  - an empty class folder (an earlier output inside SRC, a folder with no images) is skipped
 #    with a warning naming it and saying how to keep it (--classes FILE), where it silently
 #    became a class with no examples; with --classes it stays a class;
+#  - an image --encode jpeg cannot store (a side over 65500) is a bad input, not a fatal error;
 #  - a UTF-8 byte order mark at the start of a list file is not part of the first path.
 . "$(dirname "$0")/lib.sh"
 O="$T/o"
@@ -38,6 +39,19 @@ ln -s x.png "$S/dog/x.png"
 expect_status 0 "image link loop with skip" -- "$P" pack "$S" "$O/loop2" --on-error skip && expect_err "dog/x.png" "skip names x.png"
 expect_status 1 "image link loop without skip" -- "$P" pack "$S" "$O/loop3" && expect_err "dog/x.png" "error names x.png"
 rm "$S/dog/x.png"
+
+# ---- an image --encode jpeg cannot store (wider than JPEG's 65500 limit): a bad input, skipped
+# with --on-error skip (it used to stop the run even then: "JPEG encoding failed")
+if /usr/bin/python3 -c "import PIL" 2>/dev/null; then
+    /usr/bin/python3 -c "
+from PIL import Image
+Image.new('RGB', (66000, 2), (9, 99, 199)).save('$S/dog/wide.png')"
+    expect_status 0 "too wide for JPEG, with skip" -- "$P" pack "$S" "$O/wide" --encode jpeg --on-error skip &&
+        expect_err "wide.png" "skip names the wide image"
+    expect_status 1 "too wide for JPEG, without skip" -- "$P" pack "$S" "$O/wide2" --encode jpeg &&
+        expect_err "wide.png" "the error names the wide image"
+    rm "$S/dog/wide.png"
+fi
 
 # ---- empty class folders
 mkdir -p "$S/empty" "$S/old-output"

@@ -241,9 +241,10 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
         if (grow(&c->scratch, &c->scratch_cap, need ? need : 1) ||
             grow(&c->pix, &c->pix_cap, (size_t)tw * th * ch))
             FATAL("out of memory");
-        if (fl_resize(pix, w, h, stride, ch, c->pix, tw, th, (size_t)tw * ch, 0, c->scratch,
-                      c->scratch_cap, &err))
-            FATAL("%s: resize failed: %s", s->source, err.msg);
+        int rr = fl_resize(pix, w, h, stride, ch, c->pix, tw, th, (size_t)tw * ch, 0, c->scratch,
+                           c->scratch_cap, &err);
+        if (rr == -ENOMEM) FATAL("%s: out of memory resizing", s->source);
+        if (rr) REJECT("cannot resize %ux%u to %ux%u: %.500s", w, h, tw, th, err.msg);
         pix = c->pix;
         w = tw;
         h = th;
@@ -268,9 +269,13 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
     fl_image img = {(uint8_t *)pix, w, h, ch, stride};
     const uint8_t *out;
     size_t out_len;
-    if (plan->jpeg_restart >= 0 ? fl_encode_jpeg_restart(c->enc, &img, plan->quality,
-                                                          (uint32_t)plan->jpeg_restart, &out, &out_len, &err)
-                                : fl_encode_jpeg(c->enc, &img, plan->quality, &out, &out_len, &err))
-        FATAL("%.200s: JPEG encoding failed: %.500s", s->source, err.msg);
+    int er = plan->jpeg_restart >= 0
+                 ? fl_encode_jpeg_restart(c->enc, &img, plan->quality, (uint32_t)plan->jpeg_restart,
+                                          &out, &out_len, &err)
+                 : fl_encode_jpeg(c->enc, &img, plan->quality, &out, &out_len, &err);
+    if (er == -ENOMEM) FATAL("%.200s: out of memory encoding JPEG", s->source);
+    /* a problem with this image (a side over JPEG's 65500 limit): a bad input, never a reason
+     * to stop a --on-error skip run */
+    if (er) REJECT("cannot encode as JPEG: %.500s", err.msg);
     store(c, plan, out, out_len, s);
 }
