@@ -1243,8 +1243,12 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
             rc = fl_error_set(err, FL_E_INVALID, "%s: class name %u is NULL", w->dst, i);
             goto out;
         }
+    if (w->fd >= 0 && w->shard_count > 0) {
+        rc = shard_finish(w, err);
+        if (rc) goto out;
+    }
     /* <dst> must still be absent or a dataset of ours (it may have changed since open); refused
-     * here, the run stays resumable */
+     * here (every record durable), the run stays resumable */
     fl_writer_dst_info info;
     rc = fl_writer_inspect(w->dst, &info, err);
     if (rc) goto out;
@@ -1259,10 +1263,6 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
         goto out;
     }
     int have_old = info.dst == FL_DST_DATASET;
-    if (w->fd >= 0 && w->shard_count > 0) {
-        rc = shard_finish(w, err);
-        if (rc) goto out;
-    }
     fl_manifest m;
     memset(&m, 0, sizeof m);
     m.backend = w->opt.backend;

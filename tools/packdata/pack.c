@@ -451,6 +451,7 @@ static int run_pack(const pd_pack_opts *po) {
     w = NULL;
     if (r) {
         fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+        if (r == FL_E_INVALID) status = FL_EXIT_USAGE; /* DST changed into something not ours */
         remove_partial_on_fail = 0;
         goto out;
     }
