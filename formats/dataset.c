@@ -464,12 +464,14 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
     if (!abs) {
         int e = errno;
         fl_dataset_close(ds);
-        if (e == ENOENT) { /* between the two renames of a replace, DST is briefly absent */
+        if (e == ENOENT) {
+            /* between the two renames of a replace, DST is briefly absent while DST.partial is
+             * there; and the second rename may land between our two looks */
             char *partial = malloc(strlen(path) + 16);
             struct stat st;
             if (partial) {
                 sprintf(partial, "%s.partial", path);
-                *replaced = stat(partial, &st) == 0;
+                *replaced = stat(partial, &st) == 0 || stat(path, &st) == 0;
             }
             free(partial);
         }
