@@ -8,7 +8,8 @@
 #    with a warning naming it and saying how to keep it (--classes FILE), where it silently
 #    became a class with no examples; with --classes it stays a class;
 #  - an image --encode jpeg cannot store (a side over 65500) is a bad input, not a fatal error;
-#  - a UTF-8 byte order mark at the start of a list file is not part of the first path.
+#  - a UTF-8 byte order mark at the start of a list file (or CSV, or --classes file) is not part
+#    of the first path (class name).
 . "$(dirname "$0")/lib.sh"
 O="$T/o"
 S="$T/src"
@@ -65,6 +66,9 @@ expect_status 0 "empty class folders" -- "$P" pack "$S" "$O/e1" && {
 printf 'cat\ndog\nempty\nold-output\n' >"$O/classes.txt"
 expect_status 0 "--classes keeps empty class folders" -- "$P" pack "$S" "$O/e2" --classes "$O/classes.txt" &&
     { [[ $(classes "$O/e2") == '"classes":["cat","dog","empty","old-output"]' ]] || fail "--classes: $(classes "$O/e2")"; }
+printf '\xef\xbb\xbfcat\ndog\nempty\nold-output\n' >"$O/classes-bom.txt" # a BOM in the --classes file
+expect_status 0 "--classes file with a BOM" -- "$P" pack "$S" "$O/e4" --classes "$O/classes-bom.txt" &&
+    { [[ $(classes "$O/e4") == '"classes":["cat","dog","empty","old-output"]' ]] || fail "--classes with a BOM: $(classes "$O/e4")"; }
 printf 'cat\ndog\n' >"$O/classes2.txt"
 expect_status 2 "--classes missing a folder" -- "$P" pack "$S" "$O/e3" --classes "$O/classes2.txt" &&
     expect_err "empty" "refusal names the folder"

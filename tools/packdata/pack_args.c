@@ -346,6 +346,8 @@ static int parse_args(int argc, char **argv, pd_pack_opts *po) {
                     return FL_EXIT_USAGE;
                 }
                 s[n] = 0;
+                /* a UTF-8 byte order mark is not part of the first class name */
+                if (n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) memmove(s, s + 3, n - 2);
                 if (split_class_names(po, s, '\n')) {
                     free(s);
                     return FL_EXIT_USAGE;
