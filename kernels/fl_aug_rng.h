@@ -6,25 +6,19 @@
 
 #include <stdint.h>
 
+#include "fl_splitmix64.h" /* fl_mix64 (common/) */
+
 #if defined(__CUDACC__)
 #define FL_AUG_FN static inline __host__ __device__
 #else
 #define FL_AUG_FN static inline
 #endif
 
-/* splitmix64 finalizer: a bijective 64-bit mix with full avalanche. */
-FL_AUG_FN uint64_t fl_aug_mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* 64 random bits for (seed, epoch, index). This is, bit for bit, the hash of tf_aug_params in
  * trainer/backend.h (the CPU backend's augmentation): mix(mix(mix(seed) ^ epoch) ^ index).
  * tests/gpu/test_kernels checks the two agree. */
 FL_AUG_FN uint64_t fl_aug_hash(uint64_t seed, uint64_t epoch, uint64_t index) {
-    return fl_aug_mix64(fl_aug_mix64(fl_aug_mix64(seed) ^ epoch) ^ index);
+    return fl_mix64(fl_mix64(fl_mix64(seed) ^ epoch) ^ index);
 }
 
 /* Crop offsets and flip for one sample: dy, dx in [0, 2·pad] are the top-left corner of the

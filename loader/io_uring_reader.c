@@ -4,6 +4,7 @@
  * each record is handed on as soon as its read completes; short reads are continued, O_DIRECT
  * reads cover the 4 KiB-aligned span of the record. */
 #include "reader.h"
+#include "fl_clock.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -18,13 +19,6 @@ typedef struct uring_reader {
     int fixed;  /* buffers registered: use read_fixed */
     int broken; /* the ring failed with reads possibly in flight: refuse further use */
 } uring_reader;
-
-static double fl_mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void queue_read(uring_reader *u, fl_read_req *req)
 {
@@ -66,9 +60,9 @@ static void uring_submit(fl_reader *r, fl_read_req *reqs, unsigned n, unsigned f
     }
     if (!u->broken) {
         /* buffered reads of cached pages run inline here: count them as I/O time */
-        double t0 = fl_mono_s();
+        double t0 = fl_now_s();
         io_uring_submit(&u->ring); /* a refusal is retried by drain's submit_and_wait */
-        *io_wait_s += fl_mono_s() - t0;
+        *io_wait_s += fl_now_s() - t0;
     }
 }
 
@@ -94,9 +88,9 @@ static int uring_drain(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb c
     }
     int rc = u->broken ? -EIO : 0;
     while (left > 0 && rc == 0) {
-        double t0 = fl_mono_s();
+        double t0 = fl_now_s();
         int s = io_uring_submit_and_wait(&u->ring, 1);
-        *io_wait_s += fl_mono_s() - t0;
+        *io_wait_s += fl_now_s() - t0;
         if (s < 0 && s != -EINTR && s != -EAGAIN && s != -EBUSY) {
             rc = s;
             break;

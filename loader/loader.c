@@ -12,13 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-double fl_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void logf_(const fl_loader *L, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void logf_(const fl_loader *L, int level, const char *fmt, ...)

@@ -9,6 +9,7 @@
 
 #include "augment.h"
 #include "fastload.h"
+#include "fl_clock.h"
 #include "fl_image.h"
 #include "order.h"
 #include "pinned.h"
@@ -134,8 +135,6 @@ int fl_memory_load(fl_loader *L, fl_error *err);
 int fl_memory_record(const fl_loader *L, uint64_t idx, const fl_record_info *info,
                      const uint8_t **data, fl_error *err);
 void fl_memory_free(fl_loader *L);
-
-double fl_now_s(void);
 
 /* Worker thread entry (worker.c). */
 void *fl_worker_main(void *arg);

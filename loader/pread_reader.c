@@ -2,19 +2,13 @@
  * io_uring reader uses, so results are byte-identical. Each decode worker owns one, which makes
  * the workers themselves the pread thread pool. Also the shared span/arena helpers. */
 #include "reader.h"
+#include "fl_clock.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 size_t fl_reader_slot_size(size_t max_len, int direct)
 {
@@ -99,12 +93,12 @@ static int pread_drain(fl_reader *r, fl_read_req *reqs, unsigned n, fl_read_cb c
 {
     for (unsigned i = 0; i < n; i++) {
         fl_read_req *q = &reqs[i];
-        double t0 = now_s();
+        double t0 = fl_now_s();
         if (q->dst && !r->direct)
             fl_pread_span(q, q->dst, 0, bytes);
         else
             fl_pread_span(q, r->arena + (size_t)q->slot * r->slot_size, r->direct, bytes);
-        *io_wait_s += now_s() - t0;
+        *io_wait_s += fl_now_s() - t0;
         q->done = q->delivered = 1;
         cb(user, q);
     }

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "fl_splitmix64.h" /* fl_mix64 */
+
 /* Distinct streams so that the same (seed, epoch, index) feeds independent sequences. */
 enum { FL_STREAM_PERM = 1, FL_STREAM_BLOCKS = 2, FL_STREAM_WINDOW = 3, FL_STREAM_AUGMENT = 4 };
 
@@ -14,14 +16,6 @@ typedef struct fl_rng {
     uint64_t key;
     uint64_t ctr;
 } fl_rng;
-
-static inline uint64_t fl_mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static inline fl_rng fl_rng_init(uint64_t seed, uint64_t epoch, uint64_t index, uint64_t stream)
 {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "fl_error.h"
+#include "fl_splitmix64.h"
 #include "model.h"
 
 #ifdef __cplusplus
@@ -191,19 +192,10 @@ const tf_backend_ops *tf_backend_cuda(void);
  * Crop with padding p: the sample is placed in a zero image of (h+2p) x (w+2p) and the h x w
  * window at (dy, dx), 0 <= dy, dx <= 2p, is taken: out[y][x] = in[y + dy - p][x + dx - p] (0 when
  * outside). Flip mirrors the cropped window horizontally: out[y][x] = crop[y][w - 1 - x]. */
-static inline uint64_t tf_mix64(uint64_t x)
-{
-    /* splitmix64 finaliser: a good counter-based hash */
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 static inline void tf_aug_params(uint64_t seed, uint64_t epoch, uint64_t index, int pad,
                                  int flip, int *dy, int *dx, int *do_flip)
 {
-    uint64_t h = tf_mix64(tf_mix64(tf_mix64(seed) ^ epoch) ^ index);
+    uint64_t h = fl_mix64(fl_mix64(fl_mix64(seed) ^ epoch) ^ index);
     int span = 2 * pad + 1;
     *dy = pad > 0 ? (int)((h & 0xFFFF) % (uint64_t)span) : 0;
     *dx = pad > 0 ? (int)(((h >> 16) & 0xFFFF) % (uint64_t)span) : 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dist.h"
+#include "fl_clock.h"
 
 /* ---- collective watchdog ---------------------------------------------------------------------
  * OpenMPI has no timeout on a collective: a peer that hangs (not dies: stuck I/O, SIGSTOP, a
@@ -25,9 +26,7 @@ static int g_rank = -1, g_world = 1;
 
 static long long now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (long long)(fl_now_s() * 1000.0);
 }
 
 static void *watchdog(void *arg)

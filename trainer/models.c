@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fl_dataset.h"
+#include "fl_splitmix64.h"
 #include "model.h"
 
 typedef struct builder {
@@ -340,14 +341,6 @@ void tf_model_free(tf_model_spec *s)
     s->n_layers = s->n_tensors = s->n_params = 0;
 }
 
-static inline uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 void tf_model_init(const tf_model_spec *spec, uint64_t seed, float *params, float *stats)
 {
     if (params) {
@@ -365,7 +358,7 @@ void tf_model_init(const tf_model_spec *spec, uint64_t seed, float *params, floa
             uint64_t st = seed ^ (0x5851F42D4C957F2Dull * (uint64_t)(i + 1));
             float bound = 1.0f / sqrtf((float)(p->fan_in > 0 ? p->fan_in : 1));
             for (int64_t j = 0; j < p->count; j++) {
-                double u = (double)(splitmix(&st) >> 11) * (1.0 / 9007199254740992.0);
+                double u = (double)(fl_splitmix64_next(&st) >> 11) * (1.0 / 9007199254740992.0);
                 d[j] = (float)((2.0 * u - 1.0) * bound);
             }
         }

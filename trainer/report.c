@@ -7,13 +7,14 @@
 #include <unistd.h>
 
 #include "fl_cli.h"
+#include "fl_clock.h"
 #include "train.h"
 
 void tf_live_start(tf_live *lv, int quiet)
 {
     memset(lv, 0, sizeof *lv);
     lv->active = !quiet && isatty(STDERR_FILENO);
-    lv->t_start = fl_cli_now();
+    lv->t_start = fl_now_s();
 }
 
 void tf_live_update(tf_live *lv, int epoch, int epochs, uint64_t done, uint64_t total,
@@ -21,7 +22,7 @@ void tf_live_update(tf_live *lv, int epoch, int epochs, uint64_t done, uint64_t 
 {
     if (!lv->active)
         return;
-    double now = fl_cli_now();
+    double now = fl_now_s();
     if (now - lv->last_draw < 0.125 && done < total)
         return;
     lv->last_draw = now;

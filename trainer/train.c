@@ -14,6 +14,7 @@
 #include "dist.h"
 #include "fastload.h"
 #include "fl_cli.h"
+#include "fl_clock.h"
 #include "fl_json.h"
 #include "nvml.h"
 #include "train.h"
@@ -122,7 +123,7 @@ static int evaluate(const tf_backend_ops *ops, tf_backend *b, const char *path, 
                     uint32_t size, int tta, int use_ema, int workers, int *quiet, eval_out *out,
                     fl_error *err)
 {
-    double t0 = fl_cli_now();
+    double t0 = fl_now_s();
     memset(out, 0, sizeof *out);
     fl_loader_options lo;
     fl_loader_options_init(&lo);
@@ -174,7 +175,7 @@ static int evaluate(const tf_backend_ops *ops, tf_backend *b, const char *path, 
     out->loss = seen ? loss / (double)seen : 0;
     out->top1 = seen ? (double)c1 / (double)seen : 0;
     out->top5 = seen ? (double)c5 / (double)seen : 0;
-    out->seconds = fl_cli_now() - t0;
+    out->seconds = fl_now_s() - t0;
     return 0;
 }
 
@@ -458,7 +459,7 @@ static int save_checkpoint(ckpt_ctx *c, uint64_t epoch, uint64_t batch, double l
 
 static int train_run(const tf_options *o, const tf_dist *D)
 {
-    double t_start = fl_cli_now();
+    double t_start = fl_now_s();
     fl_error err;
     int quiet = o->quiet || D->rank != 0; /* only rank 0 reports */
     if (!o->data || !o->val) {
@@ -982,7 +983,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
     tf_live live;
     tf_live_start(&live, quiet);
     double data_wait = 0, compute = 0, h2d = 0, eval_s = 0, ckpt_s = 0;
-    double ep_wait = 0, ep_compute = 0, ep_t0 = fl_cli_now();
+    double ep_wait = 0, ep_compute = 0, ep_t0 = fl_now_s();
     uint64_t images = 0, ep_images = 0;
     uint64_t epoch = lo.start_epoch, bpos = lo.start_batch;
     eval_out ev = {0};
@@ -991,7 +992,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
     int log_failed = 0; /* errno of a failed --log write */
     float lr = 0;
     while (epoch < (uint64_t)o->epochs) {
-        double t0 = fl_cli_now();
+        double t0 = fl_now_s();
         fl_batch *fb;
         if (fl_loader_next(L, &fb, &err)) {
             tf_live_clear(&live);
@@ -999,7 +1000,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
             status = FL_EXIT_DATA;
             break;
         }
-        double t1 = fl_cli_now();
+        double t1 = fl_now_s();
         tf_batch x = {.images = fb->images, .labels = fb->labels, .indices = fb->indices,
                       .epoch = fb->epoch, .n = fb->size, .h = fb->height, .w = fb->width,
                       .c = fb->channels, .device_images = fb->device_images,
@@ -1011,7 +1012,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
         lr = lr_at(o, fb->epoch * steps_per_epoch + group, total_steps, warmup);
         tf_step_result r;
         int rc = ops->train_step(b, &x, lr, &r, &err);
-        double t2 = fl_cli_now();
+        double t2 = fl_now_s();
         int last = fb->last_in_epoch;
         epoch = fb->epoch;
         bpos = fb->batch;
@@ -1109,8 +1110,8 @@ static int train_run(const tf_options *o, const tf_dist *D)
                 .val_top5 = num_classes > 10 ? ev.top5 : -1, .lr = lr,
                 .images_per_sec = ep_images * (double)D->world / (ep_wait + ep_compute + 1e-9),
                 .data_wait_fraction = ep_wait / (ep_wait + ep_compute + 1e-9),
-                .epoch_seconds = fl_cli_now() - ep_t0,
-                .wall_seconds = wall_before + fl_cli_now() - t_start, .steps = opt_steps};
+                .epoch_seconds = fl_now_s() - ep_t0,
+                .wall_seconds = wall_before + fl_now_s() - t_start, .steps = opt_steps};
             int lerr = tf_report_epoch(&er, quiet, log);
             if (lerr && !log_failed)
                 log_failed = lerr; /* finish this step (its checkpoint), then stop */
@@ -1126,7 +1127,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
             epoch_correct = epoch_seen = 0;
             ep_wait = ep_compute = 0;
             ep_images = 0;
-            ep_t0 = fl_cli_now();
+            ep_t0 = fl_now_s();
         }
         int stop = g_stop_signal;
         if (D->world > 1) {
@@ -1143,15 +1144,15 @@ static int train_run(const tf_options *o, const tf_dist *D)
         }
         int want_ckpt = o->ckpt_dir && (last || stop || (o->ckpt_every && micro % o->ckpt_every == 0));
         if (want_ckpt) {
-            double c0 = fl_cli_now();
+            double c0 = fl_now_s();
             if (save_checkpoint(&cc, epoch, bpos, epoch_loss, epoch_correct, epoch_seen,
-                                wall_before + fl_cli_now() - t_start, &err)) {
+                                wall_before + fl_now_s() - t_start, &err)) {
                 tf_live_clear(&live);
                 fl_cli_error(TOOL, "checkpoint: %s", err.msg);
                 status = FL_EXIT_DATA;
                 break;
             }
-            ckpt_s += fl_cli_now() - c0;
+            ckpt_s += fl_now_s() - c0;
         }
         if (log_failed) {
             tf_live_clear(&live);
@@ -1218,7 +1219,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
                 "(all ranks), starting at epoch %llu sample %llu\n",
                 TOOL, D->world, steps_min, steps_max, samples_run,
                 (unsigned long long)start_epoch + 1, (unsigned long long)start_sample);
-    double wall = fl_cli_now() - t_start;
+    double wall = fl_now_s() - t_start;
     double busy = data_wait + compute;
     double ips = busy > 0 ? images * (double)D->world / busy : 0,
            dwf = busy > 0 ? data_wait / busy : 0;

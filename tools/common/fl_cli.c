@@ -1,5 +1,5 @@
-/* fl_cli.c — option helpers, number/size parsing, human-readable formatting and version/error
- * printing for the fastload command-line tools (see fl_cli.h). */
+/* fl_cli.c — option helpers, number/size parsing and version/error printing for the fastload
+ * command-line tools (see fl_cli.h). */
 #include "fl_cli.h"
 
 #include <ctype.h>
@@ -244,78 +244,3 @@ int fl_cli_opt_size(const char *tool, const char *opt, const char *v, uint64_t m
     return -1;
 }
 
-char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap) {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
-        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
-        return buf;
-    }
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024.0 && u < 6) {
-        v /= 1024.0;
-        u++;
-    }
-    if (v < 99.95) snprintf(buf, cap, "%.1f %s", v, units[u]);
-    else snprintf(buf, cap, "%.0f %s", v, units[u]);
-    return buf;
-}
-
-char *fl_cli_human_count(double n, char *buf, size_t cap) {
-    static const char *pre[] = {"", " k", " M", " G", " T", " P"};
-    if (!isfinite(n)) {
-        snprintf(buf, cap, "?");
-        return buf;
-    }
-    int u = 0;
-    double v = n;
-    while (fabs(v) >= 1000.0 && u < 5) {
-        v /= 1000.0;
-        u++;
-    }
-    if (u == 0) {
-        if (v == floor(v)) snprintf(buf, cap, "%.0f", v);
-        else snprintf(buf, cap, "%.1f", v);
-    } else if (fabs(v) < 99.95) {
-        snprintf(buf, cap, "%.1f%s", v, pre[u]);
-    } else {
-        snprintf(buf, cap, "%.0f%s", v, pre[u]);
-    }
-    return buf;
-}
-
-char *fl_cli_human_rate(double per_second, const char *unit, char *buf, size_t cap) {
-    char num[64];
-    if (unit && !strcmp(unit, "B/s")) {
-        fl_cli_human_bytes(per_second > 0 && isfinite(per_second) ? (uint64_t)per_second : 0,
-                           num, sizeof num);
-        snprintf(buf, cap, "%s/s", num);
-        return buf;
-    }
-    fl_cli_human_count(per_second, num, sizeof num);
-    snprintf(buf, cap, "%s %s", num, unit ? unit : "/s");
-    return buf;
-}
-
-char *fl_cli_human_duration(double s, char *buf, size_t cap) {
-    if (!isfinite(s) || s < 0) {
-        snprintf(buf, cap, "?");
-    } else if (s < 10) {
-        snprintf(buf, cap, "%.2f s", s);
-    } else if (s < 60) {
-        snprintf(buf, cap, "%.1f s", s);
-    } else if (s < 3600) {
-        unsigned t = (unsigned)(s + 0.5);
-        snprintf(buf, cap, "%um %02us", t / 60, t % 60);
-    } else {
-        unsigned long t = (unsigned long)(s / 60 + 0.5);
-        snprintf(buf, cap, "%luh %02lum", t / 60, t % 60);
-    }
-    return buf;
-}
-
-double fl_cli_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}

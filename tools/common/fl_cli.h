@@ -1,6 +1,7 @@
 /* fl_cli.h — small helpers shared by the fastload command-line front ends (packdata, the
- * `fastload` bench tool, trainfast): option parsing, human-readable sizes/rates/durations,
- * size strings ("256M"), a progress bar with rate and ETA, and a tiny JSON writer.
+ * `fastload` bench tool, trainfast): option parsing, size strings ("256M"), version and error
+ * printing. Human-readable units and the progress bar are in common/fl_progress.h (included
+ * here); the JSON writer is in common/fl_json.h.
  *
  * These helpers may print (they are for front ends); none of them exits the process. */
 #ifndef FL_CLI_H
@@ -10,6 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "fl_json.h"     /* the JSON writer (common/) */
+#include "fl_progress.h" /* human-readable sizes, rates, durations; the progress bar (common/) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,82 +92,6 @@ int fl_cli_opt_float(const char *tool, const char *opt, const char *v, double mi
 /* A size ("256M") within [min, max] bytes. */
 int fl_cli_opt_size(const char *tool, const char *opt, const char *v, uint64_t min, uint64_t max,
                     uint64_t *out);
-
-/* Format a byte count: "512 B", "1.5 KiB", "23.4 MiB", "118 MiB" (one decimal below 100). Writes at most `cap` bytes
- * (NUL-terminated) into buf and returns buf. */
-char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
-/* Format a count with an SI prefix: "950", "2.3 k", "1.2 M", "118 k". Returns buf. */
-char *fl_cli_human_count(double n, char *buf, size_t cap);
-/* Format a rate: fl_cli_human_rate(2345, "img/s") → "2.3 k img/s"; with unit "B/s" the binary
- * byte form is used ("12.3 MiB/s"). Returns buf. */
-char *fl_cli_human_rate(double per_second, const char *unit, char *buf, size_t cap);
-/* Format a duration: "0.42 s", "12.3 s", "4m 05s", "2h 03m". Returns buf. */
-char *fl_cli_human_duration(double seconds, char *buf, size_t cap);
-
-/* Monotonic clock in seconds. */
-double fl_cli_now(void);
-
-/* ---- progress bar --------------------------------------------------------------------------
- * Drawn on stderr, redrawn at most ~10 times a second, only when stderr is a terminal and
- * `quiet` is 0; otherwise every call is a cheap no-op. Not thread-safe: one thread updates. */
-typedef struct fl_progress fl_progress;
-
-/* Start a bar labelled `label` for `total` units ("img"; 0 total = unknown: no ETA, no bar).
- * Returns NULL on allocation failure; every fl_progress_* function accepts NULL. */
-fl_progress *fl_progress_start(const char *label, uint64_t total, const char *unit, int quiet);
-/* Report `done` units completed so far (absolute, not a delta). */
-void fl_progress_update(fl_progress *p, uint64_t done);
-/* Erase the bar line and free. */
-void fl_progress_finish(fl_progress *p);
-/* Non-zero when this progress bar is actually drawing. */
-int fl_progress_active(const fl_progress *p);
-
-/* ---- JSON writer ---------------------------------------------------------------------------
- * Builds JSON text in a growable buffer, inserting commas itself. Strings are escaped per
- * RFC 8259 (quotes, backslash, control characters as \u00XX; UTF-8 passed through).
- * Usage:
- *     fl_json j; fl_json_init(&j);
- *     fl_json_begin_object(&j);
- *     fl_json_key(&j, "records"); fl_json_uint(&j, 70000);
- *     fl_json_key(&j, "classes"); fl_json_begin_array(&j); fl_json_string(&j, "T-shirt"); ...
- *     fl_json_end_array(&j);
- *     fl_json_end_object(&j);
- *     puts(fl_json_text(&j)); fl_json_free(&j);
- * On allocation failure the writer latches an error (fl_json_failed) and further calls are
- * ignored. Nesting is limited to 32 levels. */
-typedef struct fl_json {
-    char *buf;
-    size_t len, cap;
-    int depth;
-    int failed;
-    unsigned char need_comma[32]; /* per nesting level: a value was already written */
-    unsigned char after_key;      /* a key was just written: no comma before the value */
-} fl_json;
-
-void fl_json_init(fl_json *j);
-void fl_json_free(fl_json *j);
-/* The text so far, NUL-terminated (never NULL; "" when empty or failed). */
-const char *fl_json_text(const fl_json *j);
-int fl_json_failed(const fl_json *j);
-void fl_json_begin_object(fl_json *j);
-void fl_json_end_object(fl_json *j);
-void fl_json_begin_array(fl_json *j);
-void fl_json_end_array(fl_json *j);
-void fl_json_key(fl_json *j, const char *key);
-void fl_json_string(fl_json *j, const char *s);
-/* A string of `len` bytes (may contain NUL, escaped as \u0000). */
-void fl_json_string_n(fl_json *j, const char *s, size_t len);
-void fl_json_int(fl_json *j, int64_t v);
-void fl_json_uint(fl_json *j, uint64_t v);
-/* Finite doubles printed with up to 6 significant digits (%.6g); NaN/Inf become null. */
-void fl_json_double(fl_json *j, double v);
-void fl_json_bool(fl_json *j, int v);
-void fl_json_null(fl_json *j);
-/* Insert pre-formatted JSON text as one value (the caller vouches it is valid). */
-void fl_json_raw(fl_json *j, const char *json_text);
-
-/* Write `s` (len bytes) as a quoted, escaped JSON string to `out`. */
-void fl_json_fputs(FILE *out, const char *s, size_t len);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 
 #include "fastload.h"
 #include "fastload_cli.h"
+#include "fl_clock.h"
 #include "fl_cli.h"
 #include "run_options.h"
 
@@ -20,13 +21,6 @@ static double cpu_s(void)
     if (getrusage(RUSAGE_SELF, &ru))
         return 0;
     return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Resident and peak resident set size in MiB from /proc/self/status (0 when unreadable). */
@@ -81,9 +75,9 @@ static int bench_memcpy(const run_options *ro)
     double best = 1e30, total = 0;
     int passes = 0;
     while (passes < 5 || (total < 1.0 && passes < 200)) {
-        double t0 = now_s();
+        double t0 = fl_now_s();
         memcpy(passes & 1 ? a : b, passes & 1 ? b : a, n);
-        double dt = now_s() - t0;
+        double dt = fl_now_s() - t0;
         total += dt;
         if (dt < best)
             best = dt;
@@ -115,14 +109,14 @@ int cmd_bench(int argc, char **argv)
     fl_loader *L = NULL;
     /* Timing starts before create: the workers begin filling the ring inside it, and that work
      * must be inside the measured interval (else prefetched batches would look free). */
-    double t_create = now_s(), cpu_start = cpu_s();
+    double t_create = fl_now_s(), cpu_start = cpu_s();
     if (fl_loader_create(ro.path, &ro.opt, &L, &err)) {
         /* The library names its option fields; tell a command-line user which flag sets them. */
         const char *hint = (!ro.opt.out_height && strstr(err.msg, "vary in size")) ? " (pass --size S or WxH)" : "";
         fprintf(stderr, "fastload bench: error: %s%s\n", err.msg[0] ? err.msg : fl_strerror(err.code), hint);
         return 1;
     }
-    double t_start = now_s();
+    double t_start = fl_now_s();
     const fl_dataset *ds = fl_loader_dataset(L);
     uint64_t per_epoch = fl_loader_batches_per_epoch(L);
     if (per_epoch == 0) {
@@ -162,7 +156,7 @@ int cmd_bench(int argc, char **argv)
         int last = b->last_in_epoch;
         fl_loader_release(L, b);
         if (last) {
-            double t = now_s(), peak;
+            double t = fl_now_s(), peak;
             cli_rss_mib(&rss_epoch[epochs_done], &peak);
             ips_epoch[epochs_done] = epoch_images / (t - t_epoch);
             if (!ro.json && !ro.quiet) {
@@ -177,7 +171,7 @@ int cmd_bench(int argc, char **argv)
             t_epoch = t;
         }
     }
-    double wall = now_s() - t_create;
+    double wall = fl_now_s() - t_create;
     double cpu = cpu_s() - cpu_start;
     if (status) {
         free(rss_epoch);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fl_cli.h"
+#include "fl_clock.h"
 #include "fl_image.h"
 
 static const char *enc_str(fl_encoding e) {
@@ -293,7 +294,7 @@ int pd_cmd_verify(int argc, char **argv) {
         if (json) printf("{\"path\":\"%s\",\"ok\":false,\"error\":\"cannot open\"}\n", "");
         return r;
     }
-    double t0 = fl_cli_now();
+    double t0 = fl_now_s();
     fl_json j;
     fl_json_init(&j);
     verify_ctx v = {ds, json ? &j : NULL, 0};
@@ -374,7 +375,7 @@ int pd_cmd_verify(int argc, char **argv) {
         fl_decoder_free(dec);
         free(buf);
     }
-    double el = fl_cli_now() - t0;
+    double el = fl_now_s() - t0;
     if (v.bad) status = FL_EXIT_DATA;
     if (json) {
         fl_json_end_array(&j);

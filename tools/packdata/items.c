@@ -2,6 +2,8 @@
  * --part slicing), bad-input reporting, and small file helpers shared by the source parsers. */
 #include "packdata.h"
 
+#include "fl_splitmix64.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -97,19 +99,12 @@ int pd_items_numeric_classes(pd_items *it, uint32_t n) {
     return rc;
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 void pd_items_shuffle(pd_items *it, uint64_t seed) {
     uint64_t s = seed;
     for (size_t i = it->n; i > 1; i--) {
         /* unbiased bounded draw (rejection), so the permutation is a pure function of seed */
         uint64_t bound = i, lim = UINT64_MAX - UINT64_MAX % bound, r;
-        do r = splitmix64(&s); while (r >= lim);
+        do r = fl_splitmix64_next(&s); while (r >= lim);
         size_t j = (size_t)(r % bound);
         pd_item t = it->v[i - 1];
         it->v[i - 1] = it->v[j];

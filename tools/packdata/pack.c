@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fl_cli.h"
+#include "fl_clock.h"
 #include "fl_writer.h"
 #include "pack_dst.h"
 
@@ -187,7 +188,7 @@ static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, 
 /* ---- pack ---------------------------------------------------------------------------------- */
 
 static int run_pack(const pd_pack_opts *po) {
-    double t0 = fl_cli_now();
+    double t0 = fl_now_s();
     pd_reject_ctx rc = {.skip = po->on_error_skip, .quiet_limit = 50};
     fl_error err;
     fl_error_clear(&err);
@@ -460,7 +461,7 @@ static int run_pack(const pd_pack_opts *po) {
     unlink(jn.path);
     remove_partial_on_fail = 0;
 
-    double el = fl_cli_now() - t0;
+    double el = fl_now_s() - t0;
     uint64_t bytes_out = tree_bytes(po->dst);
     uint64_t skipped = rc.skipped;
     pd_print_summary(po, &plan, &items, n_records, skipped, parse_skipped, bytes_in, bytes_out, el);

@@ -1,11 +1,13 @@
-/* fl_json.h — internal: a small, bounds-checked JSON reader (for manifests, which are untrusted
- * bytes and fuzzed) and a growable text buffer with JSON string escaping (for writing them).
+/* fl_json.h — fastload's one JSON module (common/, internal): a small, bounds-checked reader (for
+ * manifests, which are untrusted bytes and fuzzed), a growable text buffer with JSON string
+ * escaping (manifests), and a JSON text builder (--json outputs, the options stored in manifests).
  * Not a general-purpose JSON library: numbers are kept as double plus an exact int64 when integral. */
 #ifndef FL_JSON_H
 #define FL_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "fl_error.h"
 
@@ -65,5 +67,52 @@ void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...) __attribute__((format(prin
 /* Append `s` (n bytes) as a quoted JSON string, escaping quotes, backslashes and control bytes. */
 void fl_tbuf_json_string(fl_tbuf *b, const char *s, size_t n);
 void fl_tbuf_free(fl_tbuf *b);
+
+/* ---- JSON writer ---------------------------------------------------------------------------
+ * Builds JSON text in a growable buffer, inserting commas itself. Strings are escaped per
+ * RFC 8259 (quotes, backslash, control characters as \u00XX; UTF-8 passed through).
+ * Usage:
+ *     fl_json j; fl_json_init(&j);
+ *     fl_json_begin_object(&j);
+ *     fl_json_key(&j, "records"); fl_json_uint(&j, 70000);
+ *     fl_json_key(&j, "classes"); fl_json_begin_array(&j); fl_json_string(&j, "T-shirt"); ...
+ *     fl_json_end_array(&j);
+ *     fl_json_end_object(&j);
+ *     puts(fl_json_text(&j)); fl_json_free(&j);
+ * On allocation failure the writer latches an error (fl_json_failed) and further calls are
+ * ignored. Nesting is limited to 32 levels. */
+typedef struct fl_json {
+    char *buf;
+    size_t len, cap;
+    int depth;
+    int failed;
+    unsigned char need_comma[32]; /* per nesting level: a value was already written */
+    unsigned char after_key;      /* a key was just written: no comma before the value */
+} fl_json;
+
+void fl_json_init(fl_json *j);
+void fl_json_free(fl_json *j);
+/* The text so far, NUL-terminated (never NULL; "" when empty or failed). */
+const char *fl_json_text(const fl_json *j);
+int fl_json_failed(const fl_json *j);
+void fl_json_begin_object(fl_json *j);
+void fl_json_end_object(fl_json *j);
+void fl_json_begin_array(fl_json *j);
+void fl_json_end_array(fl_json *j);
+void fl_json_key(fl_json *j, const char *key);
+void fl_json_string(fl_json *j, const char *s);
+/* A string of `len` bytes (may contain NUL, escaped as \u0000). */
+void fl_json_string_n(fl_json *j, const char *s, size_t len);
+void fl_json_int(fl_json *j, int64_t v);
+void fl_json_uint(fl_json *j, uint64_t v);
+/* Finite doubles printed with up to 6 significant digits (%.6g); NaN/Inf become null. */
+void fl_json_double(fl_json *j, double v);
+void fl_json_bool(fl_json *j, int v);
+void fl_json_null(fl_json *j);
+/* Insert pre-formatted JSON text as one value (the caller vouches it is valid). */
+void fl_json_raw(fl_json *j, const char *json_text);
+
+/* Write `s` (len bytes) as a quoted, escaped JSON string to `out`. */
+void fl_json_fputs(FILE *out, const char *s, size_t len);
 
 #endif

@@ -1,6 +1,6 @@
-/* json.c — a tiny JSON text builder with correct string escaping (see fl_cli.h). Used for
- * --json outputs and for the options object packdata stores in the manifest. */
-#include "fl_cli.h"
+/* fl_json_write.c — a tiny JSON text builder with correct string escaping (see fl_json.h). Used
+ * for --json outputs and for the options object packdata stores in the manifest. */
+#include "fl_json.h"
 
 #include <inttypes.h>
 #include <math.h>
