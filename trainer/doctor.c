@@ -1,6 +1,6 @@
 /* doctor.c — `trainfast doctor`: what this machine offers for training. CUDA driver and runtime
- * versions (libcudart loaded at run time), GPUs via NVML (libnvidia-ml, shipped with the driver),
- * cuDNN/cuBLAS versions, io_uring, the pinned-memory limit, cores and a worker suggestion.
+ * versions (libcudart loaded at run time), GPUs via NVML (nvml.c), cuDNN/cuBLAS versions, io_uring,
+ * the pinned-memory limit, cores and a worker suggestion.
  * Everything is probed with dlopen so the command works (and says "no GPU") anywhere. */
 #include <dlfcn.h>
 #include <liburing.h>
@@ -12,6 +12,7 @@
 #include "cpu_layers.h"
 #include "fastload.h"
 #include "fl_cli.h"
+#include "nvml.h"
 #include "train.h"
 
 typedef struct gpu_info {
@@ -99,56 +100,32 @@ static void probe_cuda(doctor *d)
     /* libcudart stays loaded: unloading a CUDA runtime mid-process is not supported */
 }
 
-typedef struct nvml_mem {
-    unsigned long long total, free, used;
-} nvml_mem;
-typedef struct nvml_util {
-    unsigned gpu, memory;
-} nvml_util;
-
 static void probe_nvml(doctor *d)
 {
-    static const char *const libs[] = {"libnvidia-ml.so.1", "libnvidia-ml.so", NULL};
-    void *h = open_first(libs, NULL, 0);
-    if (!h)
+    tf_nvml *nv = tf_nvml_open();
+    if (!nv)
         return;
-    int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
-    int (*shut)(void) = (int (*)(void))dlsym(h, "nvmlShutdown");
-    int (*drv)(char *, unsigned) = (int (*)(char *, unsigned))dlsym(h, "nvmlSystemGetDriverVersion");
-    int (*cnt)(unsigned *) = (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2");
-    int (*get)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    int (*name)(void *, char *, unsigned) = (int (*)(void *, char *, unsigned))dlsym(h, "nvmlDeviceGetName");
-    int (*mem)(void *, nvml_mem *) = (int (*)(void *, nvml_mem *))dlsym(h, "nvmlDeviceGetMemoryInfo");
-    int (*util)(void *, nvml_util *) = (int (*)(void *, nvml_util *))dlsym(h, "nvmlDeviceGetUtilizationRates");
-    if (!init || init() != 0) {
-        dlclose(h);
-        return;
-    }
     d->nvml = 1;
-    if (drv)
-        drv(d->nvml_driver, sizeof d->nvml_driver);
-    unsigned n = 0;
-    if (cnt && cnt(&n) == 0) {
+    snprintf(d->nvml_driver, sizeof d->nvml_driver, "%s", tf_nvml_driver(nv));
+    int n = tf_nvml_count(nv);
+    if (n >= 0) {
         if (d->ngpu == 0)
-            d->ngpu = n > 8 ? 8 : (int)n;
-        for (unsigned i = 0; i < n && i < 8; i++) {
-            void *dev;
-            if (!get || get(i, &dev) != 0)
-                continue;
-            if (!d->gpu[i].name[0] && name)
-                name(dev, d->gpu[i].name, sizeof d->gpu[i].name);
-            nvml_mem m;
-            if (mem && mem(dev, &m) == 0) {
-                d->gpu[i].mem_total = m.total;
-                d->gpu[i].mem_used = m.used;
+            d->ngpu = n > 8 ? 8 : n;
+        for (int i = 0; i < n && i < 8; i++) {
+            int util;
+            unsigned long long used, total;
+            if (tf_nvml_sample(nv, (unsigned)i, &util, &used, &total) != 0)
+                continue; /* no handle for this GPU */
+            if (!d->gpu[i].name[0])
+                tf_nvml_name(nv, (unsigned)i, d->gpu[i].name, sizeof d->gpu[i].name);
+            if (total) { /* 0/0: the memory query failed (left unknown) */
+                d->gpu[i].mem_total = total;
+                d->gpu[i].mem_used = used;
             }
-            nvml_util u;
-            d->gpu[i].util = (util && util(dev, &u) == 0) ? (int)u.gpu : -1;
+            d->gpu[i].util = util;
         }
     }
-    if (shut)
-        shut();
-    dlclose(h);
+    tf_nvml_close(nv);
 }
 
 static void probe_libs(doctor *d)

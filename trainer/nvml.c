@@ -1,4 +1,5 @@
-/* nvml.c — the few NVML calls trainfast needs, through dlopen (see nvml.h). */
+/* nvml.c — the few NVML calls trainfast needs (training's utilisation samples, `trainfast doctor`'s
+ * GPU list), through dlopen (see nvml.h). */
 #include "nvml.h"
 
 #include <dlfcn.h>
@@ -15,7 +16,9 @@ typedef struct nvml_util {
 struct tf_nvml {
     void *lib;
     int (*shutdown)(void);
+    int (*count)(unsigned *);
     int (*handle)(unsigned, void **);
+    int (*name)(void *, char *, unsigned);
     int (*mem)(void *, nvml_mem *);
     int (*util)(void *, nvml_util *);
     char driver[80];
@@ -40,7 +43,9 @@ tf_nvml *tf_nvml_open(void)
     }
     n->lib = h;
     n->shutdown = (int (*)(void))dlsym(h, "nvmlShutdown");
+    n->count = (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2");
     n->handle = (int (*)(unsigned, void **))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    n->name = (int (*)(void *, char *, unsigned))dlsym(h, "nvmlDeviceGetName");
     n->mem = (int (*)(void *, nvml_mem *))dlsym(h, "nvmlDeviceGetMemoryInfo");
     n->util = (int (*)(void *, nvml_util *))dlsym(h, "nvmlDeviceGetUtilizationRates");
     int (*drv)(char *, unsigned) = (int (*)(char *, unsigned))dlsym(h, "nvmlSystemGetDriverVersion");
@@ -65,6 +70,22 @@ int tf_nvml_sample(tf_nvml *n, unsigned index, int *util, unsigned long long *us
         *used = *total = 0;
     }
     return 0;
+}
+
+int tf_nvml_count(tf_nvml *n)
+{
+    unsigned c = 0;
+    if (!n || !n->count || n->count(&c) != 0)
+        return -1;
+    return c > 1024 ? 1024 : (int)c;
+}
+
+int tf_nvml_name(tf_nvml *n, unsigned index, char *buf, size_t cap)
+{
+    void *dev;
+    if (!n || !n->name || !n->handle || n->handle(index, &dev) != 0)
+        return -1;
+    return n->name(dev, buf, (unsigned)cap) == 0 ? 0 : -1;
 }
 
 const char *tf_nvml_driver(tf_nvml *n) { return n ? n->driver : ""; }
