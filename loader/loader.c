@@ -1,6 +1,7 @@
-/* loader.c — libfastload's life cycle and batch ring: create (dataset, order plan, ring of
- * `prefetch` batch slots in pinned memory, readers, workers), next (strictly in order),
- * release, position, stats and close (joins every thread, frees every buffer, closes every fd). */
+/* loader.c — libfastload's life cycle and consumer side: create (dataset, order plan, ring of
+ * `prefetch` batch slots in pinned memory, readers, workers), next (strictly in order, through
+ * the ring: ring.h), release, position, stats and close (joins every thread, frees every
+ * buffer, closes every fd). */
 #define _GNU_SOURCE /* O_DIRECT */
 #include "loader_internal.h"
 
@@ -154,10 +155,12 @@ static int make_slots(fl_loader *L, fl_error *err)
     uint32_t B = L->opt.batch_size;
     size_t img = align_up(L->sample_bytes * B, 64);
     L->slots = calloc(L->nslots, sizeof *L->slots);
-    if (!L->slots)
+    L->batches = calloc(L->nslots, sizeof *L->batches);
+    if (!L->slots || !L->batches)
         return fl_error_set(err, -ENOMEM, "out of memory for %u ring slots", L->nslots);
     for (uint32_t i = 0; i < L->nslots; i++) {
         fl_slot *s = &L->slots[i];
+        L->batches[i] = &s->b;
         s->host_bytes = img + (size_t)B * sizeof(int32_t);
         s->host = fl_host_alloc(L->cuda_ok ? &L->cuda : NULL, s->host_bytes, &s->host_pinned);
         s->b.indices = calloc(B, sizeof *s->b.indices);
@@ -170,7 +173,6 @@ static int make_slots(fl_loader *L, fl_error *err)
         s->b.height = L->out_h;
         s->b.width = L->out_w;
         s->b.channels = L->out_c;
-        s->err_k = FL_NO_ERROR_K;
         if (L->dev_on) {
             int rc = cuda_check(L, L->cuda.Malloc(&s->dev_images, L->sample_bytes * B),
                                 "cudaMalloc", err);
@@ -189,6 +191,40 @@ static int make_slots(fl_loader *L, fl_error *err)
         }
     }
     return 0;
+}
+
+/* The ring's assign callback (ring.h; under the ring's lock, in ticket order): batch `ticket`
+ * goes into slot i; set its place in the epoch order and its record indices. The epoch's
+ * sequence is computed once, when its first batch is assigned. */
+static void assign_batch(void *user, uint32_t i, uint64_t ticket)
+{
+    fl_loader *L = user;
+    fl_batch *b = &L->slots[i].b;
+    uint64_t epoch = ticket / L->plan.batches, batch = ticket % L->plan.batches;
+    if (L->perm_epoch != epoch) {
+        fl_order_epoch(&L->plan, epoch, L->perm);
+        L->perm_epoch = epoch;
+    }
+    b->epoch = epoch;
+    b->batch = batch;
+    b->last_in_epoch = batch + 1 == L->plan.batches;
+    b->skipped = 0;
+    for (uint32_t k = 0; k < L->opt.batch_size; k++)
+        b->indices[k] = L->perm[fl_order_pos(&L->plan, batch, k) % L->plan.n];
+}
+
+/* What the workers see (worker.h), once the readers' descriptors and the in-memory copy are
+ * settled. */
+static void make_work_ctx(fl_loader *L)
+{
+    L->ctx = (fl_work_ctx){.ds = L->ds, .schema = L->schema, .backend = L->backend,
+                           .plan = &L->plan, .aug = &L->aug, .ring = &L->ring,
+                           .batches = L->batches, .out_h = L->out_h, .out_w = L->out_w,
+                           .out_c = L->out_c, .sample_bytes = L->sample_bytes,
+                           .batch_size = L->opt.batch_size, .chunk = L->chunk,
+                           .on_corrupt = L->opt.on_corrupt, .decode_flags = L->opt.decode_flags,
+                           .direct = L->direct, .read_in_place = L->read_in_place,
+                           .mapped = L->mapped, .fds = L->fds, .mem = L->mem, .nmem = L->nmem};
 }
 
 int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
@@ -248,7 +284,6 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
     L->nslots = opt->prefetch ? opt->prefetch : L->nworkers + 2;
     uint32_t qd = opt->queue_depth ? opt->queue_depth : 32;
     L->chunk = opt->batch_size < qd ? opt->batch_size : qd;
-    L->next_ticket = L->fill_next = opt->start_epoch * L->plan.batches + opt->start_batch;
 
     L->read_in_place = L->schema.encoding == FL_ENC_RAW && L->schema.compression == FL_COMP_NONE &&
                        opt->augment == FL_AUG_NONE && !opt->flip && L->out_c == L->schema.channels &&
@@ -267,13 +302,20 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
         goto fail;
     if (!L->mapped && (rc = open_shards(L, err)) < 0)
         goto fail;
+    uint64_t first = opt->start_epoch * L->plan.batches + opt->start_batch;
+    if (fl_ring_init(&L->ring, L->nslots, opt->batch_size, L->chunk, first, assign_batch, L) < 0) {
+        rc = fl_error_set(err, -ENOMEM, "out of memory for %u ring slots", L->nslots);
+        goto fail;
+    }
+    L->ring_init = 1;
+    make_work_ctx(L);
     L->workers = calloc(L->nworkers, sizeof *L->workers);
     if (!L->workers) {
         rc = fl_error_set(err, -ENOMEM, "out of memory for %u workers", L->nworkers);
         goto fail;
     }
     for (uint32_t i = 0; i < L->nworkers; i++)
-        if ((rc = fl_worker_init(&L->workers[i], L, i, err)) < 0)
+        if ((rc = fl_worker_init(&L->workers[i], &L->ctx, i, err)) < 0)
             goto fail;
     if (!L->mapped) {
         if ((rc = make_readers(L, err)) < 0)
@@ -281,10 +323,6 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
     } else {
         L->io_backend = L->mem ? "memory" : "mmap";
     }
-    pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->work_cv, NULL);
-    pthread_cond_init(&L->done_cv, NULL);
-    L->mu_init = 1;
     for (uint32_t i = 0; i < L->nworkers; i++) {
         if ((rc = pthread_create(&L->workers[i].thread, NULL, fl_worker_main, &L->workers[i])) !=
             0) {
@@ -300,74 +338,48 @@ fail:
     return rc;
 }
 
+/* Start the host-to-device copy of slot s's batch on the loader's stream (device mode). */
+static int copy_to_device(fl_loader *L, fl_slot *s, fl_error *err)
+{
+    /* uint8 images and labels travel on the loader's own stream; the caller orders its work
+     * after b->event. */
+    int rc = cuda_check(L, L->cuda.SetDevice(L->opt.device), "cudaSetDevice", err);
+    if (rc == 0)
+        rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_images, s->b.images,
+                                               L->sample_bytes * s->b.size, FL_CUDA_MEMCPY_H2D,
+                                               L->stream),
+                        "cudaMemcpyAsync", err);
+    if (rc == 0)
+        rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_labels, s->b.labels,
+                                               sizeof(int32_t) * s->b.size, FL_CUDA_MEMCPY_H2D,
+                                               L->stream),
+                        "cudaMemcpyAsync", err);
+    if (rc == 0)
+        rc = cuda_check(L, L->cuda.EventRecord(s->event, L->stream), "cudaEventRecord", err);
+    return rc;
+}
+
 int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err)
 {
     *out = NULL;
-    pthread_mutex_lock(&L->mu);
-    if (L->failed) {
-        if (err)
-            *err = L->fail_err;
-        pthread_mutex_unlock(&L->mu);
-        return L->fail_err.code;
-    }
-    uint64_t T = L->next_ticket;
-    fl_slot *s = &L->slots[T % L->nslots];
-    if (s->state == SLOT_HELD) {
-        pthread_mutex_unlock(&L->mu);
+    uint32_t i, skipped;
+    int rc = fl_ring_take(&L->ring, &i, &skipped, err);
+    if (rc == FL_RING_ALL_HELD)
         return fl_error_set(err, FL_E_INVALID,
                             "all %u ring slots are held by the caller: release a batch before "
                             "asking for the next",
                             L->nslots);
-    }
-    double t0 = fl_now_s();
-    while (!(s->state == SLOT_READY && s->ticket == T))
-        pthread_cond_wait(&L->done_cv, &L->mu);
-    L->consumer_wait_s += fl_now_s() - t0;
-    if (s->err_k != FL_NO_ERROR_K) {
-        L->failed = 1;
-        L->stop = 1;
-        L->fail_err = s->err;
-        pthread_cond_broadcast(&L->work_cv);
-        if (err)
-            *err = s->err;
-        pthread_mutex_unlock(&L->mu);
-        return s->err.code;
-    }
-    s->state = SLOT_HELD;
-    L->next_ticket++;
-    L->images += s->b.size;
-    L->batches++;
-    L->skipped += s->b.skipped;
-    pthread_mutex_unlock(&L->mu);
-    if (L->dev_on) {
-        /* uint8 images and labels travel on the loader's own stream; the caller orders its work
-         * after b->event. */
-        int rc = cuda_check(L, L->cuda.SetDevice(L->opt.device), "cudaSetDevice", err);
-        if (rc == 0)
-            rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_images, s->b.images,
-                                                   L->sample_bytes * s->b.size,
-                                                   FL_CUDA_MEMCPY_H2D, L->stream),
-                            "cudaMemcpyAsync", err);
-        if (rc == 0)
-            rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_labels, s->b.labels,
-                                                   sizeof(int32_t) * s->b.size,
-                                                   FL_CUDA_MEMCPY_H2D, L->stream),
-                            "cudaMemcpyAsync", err);
-        if (rc == 0)
-            rc = cuda_check(L, L->cuda.EventRecord(s->event, L->stream), "cudaEventRecord", err);
-        if (rc < 0) {
-            pthread_mutex_lock(&L->mu);
-            L->failed = 1;
-            L->stop = 1;
-            if (err)
-                L->fail_err = *err;
-            else
-                fl_error_set(&L->fail_err, rc, "device copy failed");
-            s->state = SLOT_FREE;
-            pthread_cond_broadcast(&L->work_cv);
-            pthread_mutex_unlock(&L->mu);
-            return rc;
-        }
+    if (rc < 0)
+        return rc;
+    fl_slot *s = &L->slots[i];
+    s->b.skipped = skipped;
+    if (L->dev_on && (rc = copy_to_device(L, s, err)) < 0) {
+        fl_error e;
+        if (!err)
+            fl_error_set(&e, rc, "device copy failed");
+        fl_ring_fail(&L->ring, err ? err : &e);
+        fl_ring_release(&L->ring, i);
+        return rc;
     }
     *out = &s->b;
     return 0;
@@ -383,12 +395,7 @@ void fl_loader_release(fl_loader *L, fl_batch *b)
     if (L->dev_on)
         /* the host buffer is about to be refilled: its H2D copy must have finished */
         L->cuda.EventSynchronize(s->event);
-    pthread_mutex_lock(&L->mu);
-    if (s->state == SLOT_HELD) {
-        s->state = SLOT_FREE;
-        pthread_cond_broadcast(&L->work_cv);
-    }
-    pthread_mutex_unlock(&L->mu);
+    fl_ring_release(&L->ring, (uint32_t)(s - L->slots));
 }
 
 uint64_t fl_loader_batches_per_epoch(const fl_loader *L)
@@ -404,9 +411,8 @@ uint64_t fl_loader_samples_per_epoch(const fl_loader *L)
 void fl_loader_position(const fl_loader *L, uint64_t *epoch, uint64_t *batch)
 {
     fl_loader *M = (fl_loader *)L;
-    pthread_mutex_lock(&M->mu);
-    uint64_t T = L->next_ticket;
-    pthread_mutex_unlock(&M->mu);
+    uint64_t T;
+    fl_ring_consumer_stats(&M->ring, &T, NULL, NULL, NULL);
     *epoch = T / L->plan.batches;
     *batch = T % L->plan.batches;
 }
@@ -415,17 +421,16 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *o)
 {
     fl_loader *M = (fl_loader *)L;
     memset(o, 0, sizeof *o);
-    pthread_mutex_lock(&M->mu);
-    o->images = L->images;
-    o->batches = L->batches;
-    o->bytes_read = L->st.bytes_read;
-    o->skipped = L->skipped;
-    o->io_wait_s = L->st.io_wait_s;
-    o->decode_s = L->st.decode_s;
-    o->augment_s = L->st.augment_s;
-    o->slot_wait_s = L->st.slot_wait_s;
-    o->consumer_wait_s = L->consumer_wait_s;
-    pthread_mutex_unlock(&M->mu);
+    fl_ring_consumer_stats(&M->ring, NULL, &o->batches, &o->skipped, &o->consumer_wait_s);
+    o->images = o->batches * L->opt.batch_size; /* every batch is full */
+    fl_stage_stats st = {0};
+    for (uint32_t i = 0; i < L->nstarted; i++)
+        fl_worker_stats(&L->workers[i], &st);
+    o->bytes_read = st.bytes_read;
+    o->io_wait_s = st.io_wait_s;
+    o->decode_s = st.decode_s;
+    o->augment_s = st.augment_s;
+    o->slot_wait_s = st.slot_wait_s;
     o->wall_s = fl_now_s() - L->t_create;
     o->io_backend = L->io_backend;
     o->pinned_bytes = (uint64_t)L->nslots *
@@ -442,13 +447,8 @@ void fl_loader_close(fl_loader *L)
 {
     if (!L)
         return;
-    if (L->mu_init) {
-        pthread_mutex_lock(&L->mu);
-        L->stop = 1;
-        pthread_cond_broadcast(&L->work_cv);
-        pthread_cond_broadcast(&L->done_cv);
-        pthread_mutex_unlock(&L->mu);
-    }
+    if (L->ring_init)
+        fl_ring_stop(&L->ring);
     for (uint32_t i = 0; i < L->nstarted; i++)
         pthread_join(L->workers[i].thread, NULL);
     if (L->workers)
@@ -480,10 +480,8 @@ void fl_loader_close(fl_loader *L)
     fl_memory_free(L);
     free(L->perm);
     fl_dataset_close(L->ds);
-    if (L->mu_init) {
-        pthread_mutex_destroy(&L->mu);
-        pthread_cond_destroy(&L->work_cv);
-        pthread_cond_destroy(&L->done_cv);
-    }
+    if (L->ring_init)
+        fl_ring_destroy(&L->ring);
+    free(L->batches);
     free(L);
 }

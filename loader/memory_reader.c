@@ -83,14 +83,14 @@ int fl_memory_load(fl_loader *L, fl_error *err)
     return 0;
 }
 
-int fl_memory_record(const fl_loader *L, uint64_t idx, const fl_record_info *info,
+int fl_memory_record(const fl_work_ctx *X, uint64_t idx, const fl_record_info *info,
                      const uint8_t **data, fl_error *err)
 {
     uint32_t s = info->shard;
-    const fl_shard_copy *c = s < L->nmem ? &L->mem[s] : NULL;
+    const fl_shard_copy *c = s < X->nmem ? &X->mem[s] : NULL;
     if (!c || !c->p || info->offset > c->len || info->stored_len > c->len - info->offset)
         return fl_error_set(err, FL_E_TRUNCATED, "%s: record %llu: read failed: file ends early",
-                            fl_dataset_shard_path(L->ds, s < L->nmem ? s : 0),
+                            fl_dataset_shard_path(X->ds, s < X->nmem ? s : 0),
                             (unsigned long long)idx);
     *data = c->p + info->offset;
     return 0;
