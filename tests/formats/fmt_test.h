@@ -19,17 +19,7 @@
 #include "fl_dataset.h"
 #include "fl_writer.h"
 
-#include "fl_check.h"
-
-#define CHECK_OK(expr, errp)                                                                  \
-    do {                                                                                      \
-        int rc_ = (expr);                                                                     \
-        if (rc_ != 0) {                                                                       \
-            fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #expr, rc_, \
-                    fl_strerror(rc_), (errp)->msg);                                           \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "fl_check.h" /* CHECK, CHECK_OK */
 
 static char tt_dir[PATH_MAX];
 

@@ -1,4 +1,4 @@
-/* img_test.h — helpers for the imaging tests: CHECK macros, synthetic images, and JPEG/PNG
+/* img_test.h — helpers for the imaging tests: fl_check.h's checks, synthetic images, and JPEG/PNG
  * writers built directly on libjpeg/libpng (so tests can make CMYK, progressive, 4:2:2,
  * 16-bit, palette and RGBA files that fl_encode_* does not produce). */
 #ifndef FL_IMG_TEST_H
@@ -13,30 +13,8 @@
 #include <jpeglib.h>
 #include <png.h>
 
+#include "fl_check.h" /* EXPECT, EXPECT_RC: counted; main ends with return fl_check_status() */
 #include "fl_image.h"
-
-static int g_failures;
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-            g_failures++;                                                              \
-        }                                                                              \
-    } while (0)
-#define CHECK_RC(rc, want, err)                                                        \
-    do {                                                                               \
-        int rc_ = (rc);                                                                \
-        if (rc_ != (want)) {                                                           \
-            fprintf(stderr, "%s:%d: got %d (%s), want %d: %s\n", __FILE__, __LINE__, rc_, \
-                    fl_strerror(rc_), (want), (err)->msg);                             \
-            g_failures++;                                                              \
-        }                                                                              \
-    } while (0)
-#define TEST_DONE()                                                                    \
-    do {                                                                               \
-        if (g_failures) fprintf(stderr, "%d check(s) failed\n", g_failures);           \
-        return g_failures ? 1 : 0;                                                     \
-    } while (0)
 
 /* A smooth photo-like image: gradients plus low-frequency waves, deterministic. */
 static inline uint8_t *synth_image(uint32_t w, uint32_t h, uint32_t ch) {

@@ -16,18 +16,18 @@ static void check_crop(const uint8_t *f, size_t len, fl_rect r, uint32_t ow, uin
                        uint32_t ch, int flip, int exact, const char *what) {
     fl_image full;
     int rc = fl_decode(dref, f, len, ch, 0, 0, &full, &err);
-    CHECK_RC(rc, 0, &err);
+    EXPECT_RC(rc, 0, &err);
     if (rc) return;
     size_t n = (size_t)ow * oh * ch;
     uint8_t *got = malloc(n), *want = malloc(n);
     memset(got, 0xAB, n);
-    CHECK_RC(fl_decode_crop_resize(d, f, len, &r, ow, oh, ch, flip, got, &err), 0, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, f, len, &r, ow, oh, ch, flip, got, &err), 0, &err);
     const uint8_t *sub = full.pixels + (size_t)r.y * full.stride + (size_t)r.x * ch;
-    CHECK_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want, ow, oh, (size_t)ow * ch, flip,
+    EXPECT_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want, ow, oh, (size_t)ow * ch, flip,
                        NULL, 0, &err), 0, &err);
     if (exact) {
         if (memcmp(got, want, n) != 0) fprintf(stderr, "%s: crop %ux%u+%u+%u differs\n", what, r.width, r.height, r.x, r.y);
-        CHECK(memcmp(got, want, n) == 0);
+        EXPECT(memcmp(got, want, n) == 0);
     } else {
         double mean = mean_abs_diff(got, want, n);
         int maxd = max_abs_diff(got, want, n);
@@ -41,7 +41,7 @@ static void check_crop(const uint8_t *f, size_t len, fl_rect r, uint32_t ow, uin
         if (!ok)
             fprintf(stderr, "%s: crop %ux%u+%u+%u -> %ux%u ch %u flip %d: mean %.2f max %d\n", what,
                     r.width, r.height, r.x, r.y, ow, oh, ch, flip, mean, maxd);
-        CHECK(ok);
+        EXPECT(ok);
     }
     free(got);
     free(want);
@@ -66,8 +66,8 @@ static void crop_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, int
 }
 
 int main(void) {
-    CHECK_RC(fl_decoder_create(0, &d, &err), 0, &err);
-    CHECK_RC(fl_decoder_create(0, &dref, &err), 0, &err);
+    EXPECT_RC(fl_decoder_create(0, &d, &err), 0, &err);
+    EXPECT_RC(fl_decoder_create(0, &dref, &err), 0, &err);
     uint32_t W = 397, H = 283;
     uint8_t *rgb = synth_image(W, H, 3), *gray = synth_image(W, H, 1);
     size_t len;
@@ -105,11 +105,11 @@ int main(void) {
 
     /* PNG goes through full decode + the same resampler: exact. */
     fl_encoder *e;
-    CHECK_RC(fl_encoder_create(&e, &err), 0, &err);
+    EXPECT_RC(fl_encoder_create(&e, &err), 0, &err);
     fl_image src = {rgb, W, H, 3, (size_t)W * 3};
     const uint8_t *enc;
     size_t enc_len;
-    CHECK_RC(fl_encode_png(e, &src, &enc, &enc_len, &err), 0, &err);
+    EXPECT_RC(fl_encode_png(e, &src, &enc, &enc_len, &err), 0, &err);
     uint8_t *png = malloc(enc_len);
     memcpy(png, enc, enc_len);
     crop_suite(png, enc_len, W, H, 1, "png");
@@ -118,20 +118,20 @@ int main(void) {
     uint8_t out[8 * 8 * 3];
     fl_rect bad[] = {{0, 0, W + 1, 10}, {W, 0, 1, 1}, {10, H - 5, 10, 6}, {0, 0, 0, 5}, {UINT32_MAX, 0, 2, 2}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        CHECK_RC(fl_decode_crop_resize(d, png, enc_len, &bad[i], 8, 8, 3, 0, out, &err), FL_E_RANGE, &err);
+        EXPECT_RC(fl_decode_crop_resize(d, png, enc_len, &bad[i], 8, 8, 3, 0, out, &err), FL_E_RANGE, &err);
     }
-    CHECK(strstr(err.msg, "outside") != NULL);
+    EXPECT(strstr(err.msg, "outside") != NULL);
     fl_rect ok = {0, 0, 8, 8};
-    CHECK_RC(fl_decode_crop_resize(d, png, enc_len, &ok, 0, 8, 3, 0, out, &err), FL_E_INVALID, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, png, enc_len, &ok, 0, 8, 3, 0, out, &err), FL_E_INVALID, &err);
 
     /* Truncated JPEG: a crop that needs the missing rows fails cleanly; the decoder recovers. */
     f = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 0, &len);
     size_t flen = len;
     fl_rect bottom = {0, H - 20, W, 20};
-    CHECK_RC(fl_decode_crop_resize(d, f, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, f, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE, &err);
     uint8_t *pf = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 1, &len);
-    CHECK_RC(fl_decode_crop_resize(d, pf, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE, &err);
-    CHECK_RC(fl_decode_crop_resize(d, pf, len, &bottom, 8, 8, 3, 0, out, &err), 0, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, pf, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, pf, len, &bottom, 8, 8, 3, 0, out, &err), 0, &err);
     free(pf);
 
     /* The crop decoder below fl_decode_crop_resize's range check: a window past the frame the
@@ -139,11 +139,11 @@ int main(void) {
     fl_image img;
     double win[4];
     fl_rect far = {4 * W, 0, W / 2, H / 2}, low = {0, 4 * H, W / 2, H / 2};
-    CHECK_RC(fl_jpeg_decode_crop(d, f, flen, &far, 8, 8, 3, &img, win, &err), FL_E_DECODE, &err);
-    CHECK(strstr(err.msg, "outside") != NULL);
-    CHECK_RC(fl_jpeg_decode_crop(d, f, flen, &low, 8, 8, 3, &img, win, &err), FL_E_DECODE, &err);
+    EXPECT_RC(fl_jpeg_decode_crop(d, f, flen, &far, 8, 8, 3, &img, win, &err), FL_E_DECODE, &err);
+    EXPECT(strstr(err.msg, "outside") != NULL);
+    EXPECT_RC(fl_jpeg_decode_crop(d, f, flen, &low, 8, 8, 3, &img, win, &err), FL_E_DECODE, &err);
     fl_rect inside = {W / 4, H / 4, W / 2, H / 2};
-    CHECK_RC(fl_jpeg_decode_crop(d, f, flen, &inside, 8, 8, 3, &img, win, &err), 0, &err);
+    EXPECT_RC(fl_jpeg_decode_crop(d, f, flen, &inside, 8, 8, 3, &img, win, &err), 0, &err);
     free(f);
 
     free(png);
@@ -152,5 +152,5 @@ int main(void) {
     free(gray);
     fl_decoder_free(d);
     fl_decoder_free(dref);
-    TEST_DONE();
+    return fl_check_status();
 }

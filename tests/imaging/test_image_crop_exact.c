@@ -23,17 +23,17 @@ static int crop_twice(const uint8_t *f, size_t len, fl_rect r, uint32_t ow, uint
     uint8_t *again = malloc(n);
     memset(got, 0xAA, n);
     int rc = fl_decode_crop_resize(d, f, len, &r, ow, oh, ch, flip, got, &err);
-    CHECK_RC(rc, 0, &err);
+    EXPECT_RC(rc, 0, &err);
     /* Scribble over the decoder's scratch so stale pixels cannot repeat by luck. */
     memset(d->image.p, 0x5A, d->image.cap);
     memset(d->resize.p, 0xA5, d->resize.cap);
     memset(again, 0x55, n);
-    CHECK_RC(fl_decode_crop_resize(d, f, len, &r, ow, oh, ch, flip, again, &err), 0, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, f, len, &r, ow, oh, ch, flip, again, &err), 0, &err);
     int same = memcmp(got, again, n) == 0;
     if (!same)
         fprintf(stderr, "crop %ux%u+%u+%u -> %ux%u ch %u: output depends on the dst fill\n",
                 r.width, r.height, r.x, r.y, ow, oh, ch);
-    CHECK(same);
+    EXPECT(same);
     free(again);
     return rc || !same;
 }
@@ -57,20 +57,20 @@ static int check_exact(const uint8_t *f, size_t len, uint32_t W, uint32_t H, fl_
     fl_image full;
     /* fl_decode picks the smallest scale whose output covers min size: ask for exactly n/8. */
     uint32_t mw = (uint32_t)(((uint64_t)W * num + 7) / 8), mh = (uint32_t)(((uint64_t)H * num + 7) / 8);
-    CHECK_RC(fl_decode(dref, f, len, ch, mw, mh, &full, &err), 0, &err);
-    CHECK(full.width == mw && full.height == mh);
+    EXPECT_RC(fl_decode(dref, f, len, ch, mw, mh, &full, &err), 0, &err);
+    EXPECT(full.width == mw && full.height == mh);
     double s = num / 8.0;
     double win[4] = {r.x * s, r.y * s, 0, 0};
     win[2] = fmin((r.x + r.width) * s, full.width) - win[0];
     win[3] = fmin((r.y + r.height) * s, full.height) - win[1];
-    CHECK_RC(fl_resize_window(full.pixels, full.width, full.height, full.stride, ch, win, want, ow,
+    EXPECT_RC(fl_resize_window(full.pixels, full.width, full.height, full.stride, ch, win, want, ow,
                               oh, (size_t)ow * ch, flip, NULL, 0, &err), 0, &err);
     if (num == 8) { /* full scale: also the public reference, crop then fl_resize */
         uint8_t *want2 = malloc(n);
         const uint8_t *sub = full.pixels + (size_t)r.y * full.stride + (size_t)r.x * ch;
-        CHECK_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want2, ow, oh, (size_t)ow * ch,
+        EXPECT_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want2, ow, oh, (size_t)ow * ch,
                            flip, NULL, 0, &err), 0, &err);
-        CHECK(memcmp(want, want2, n) == 0);
+        EXPECT(memcmp(want, want2, n) == 0);
         free(want2);
     }
     if (memcmp(got, want, n) != 0) {
@@ -80,7 +80,7 @@ static int check_exact(const uint8_t *f, size_t len, uint32_t W, uint32_t H, fl_
                 "the reference at byte %zu (%u vs %u), max diff %d\n", what, r.width, r.height,
                 r.x, r.y, ow, oh, ch, flip, num, i, got[i], want[i], max_abs_diff(got, want, n));
         bad = 1;
-        g_failures++;
+        fl_check_failures++;
     }
     free(got);
     free(want);
@@ -103,23 +103,23 @@ static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H,
                            uint32_t max_mcus, int count, const char *what) {
     const uint8_t *o;
     size_t olen;
-    CHECK_RC(fl_jpeg_add_restarts(rst_enc, f, len, max_mcus, &o, &olen, &err), 0, &err);
+    EXPECT_RC(fl_jpeg_add_restarts(rst_enc, f, len, max_mcus, &o, &olen, &err), 0, &err);
     uint8_t *r = malloc(olen);
     memcpy(r, o, olen);
     /* A DRI segment is there, and the pixels are unchanged. */
     int has_dri = 0;
     for (size_t i = 0; i + 1 < olen && !has_dri; i++) has_dri = r[i] == 0xFF && r[i + 1] == 0xDD;
-    CHECK(has_dri);
+    EXPECT(has_dri);
     fl_image a, b;
-    CHECK_RC(fl_decode(d, f, len, ch, 0, 0, &a, &err), 0, &err);
+    EXPECT_RC(fl_decode(d, f, len, ch, 0, 0, &a, &err), 0, &err);
     uint8_t *pa = malloc((size_t)a.height * a.stride);
     memcpy(pa, a.pixels, (size_t)a.height * a.stride);
-    CHECK_RC(fl_decode(dref, r, olen, ch, 0, 0, &b, &err), 0, &err);
-    CHECK(a.width == W && b.width == W && a.height == H && b.height == H &&
+    EXPECT_RC(fl_decode(dref, r, olen, ch, 0, 0, &b, &err), 0, &err);
+    EXPECT(a.width == W && b.width == W && a.height == H && b.height == H &&
           memcmp(pa, b.pixels, (size_t)a.height * a.stride) == 0);
     free(pa);
     fl_decoder *noskip;
-    CHECK_RC(fl_decoder_create(0, &noskip, &err), 0, &err);
+    EXPECT_RC(fl_decoder_create(0, &noskip, &err), 0, &err);
     fl_decoder_set_flags(noskip, FL_DECODE_NO_RESTART_SKIP);
     size_t skipped = 0;
     if (quick) count /= 4;
@@ -138,12 +138,12 @@ static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H,
         d->stream.p = NULL;
         check_exact(r, olen, W, H, c, ow, oh, ch, flip, what);
         skipped += d->stream.cap > 0;
-        CHECK_RC(fl_decode_crop_resize(d, r, olen, &c, ow, oh, ch, flip, x, &err), 0, &err);
-        CHECK_RC(fl_decode_crop_resize(noskip, r, olen, &c, ow, oh, ch, flip, y, &err), 0, &err);
+        EXPECT_RC(fl_decode_crop_resize(d, r, olen, &c, ow, oh, ch, flip, x, &err), 0, &err);
+        EXPECT_RC(fl_decode_crop_resize(noskip, r, olen, &c, ow, oh, ch, flip, y, &err), 0, &err);
         if (memcmp(x, y, n) != 0) {
             fprintf(stderr, "%s: restart skip changes crop %ux%u+%u+%u -> %ux%u\n", what, c.width,
                     c.height, c.x, c.y, ow, oh);
-            g_failures++;
+            fl_check_failures++;
         }
         free(x);
         free(y);
@@ -151,7 +151,7 @@ static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H,
     /* Most of these crops start several iMCU rows down: the skip must really run. */
     if (skipped < (size_t)count / 2) {
         fprintf(stderr, "%s: restart skip ran for only %zu of %d crops\n", what, skipped, count);
-        g_failures++;
+        fl_check_failures++;
     }
     fl_decoder_free(noskip);
     free(r);
@@ -182,11 +182,11 @@ static void random_crops(const uint8_t *f, size_t len, uint32_t W, uint32_t H, i
 
 int main(int argc, char **argv) {
     quick = argc > 1 && !strcmp(argv[1], "--quick");
-    CHECK_RC(fl_decoder_create(0, &d, &err), 0, &err);
-    CHECK_RC(fl_decoder_create(0, &dref, &err), 0, &err);
+    EXPECT_RC(fl_decoder_create(0, &d, &err), 0, &err);
+    EXPECT_RC(fl_decoder_create(0, &dref, &err), 0, &err);
     fl_encoder *e;
-    CHECK_RC(fl_encoder_create(&e, &err), 0, &err);
-    CHECK_RC(fl_encoder_create(&rst_enc, &err), 0, &err);
+    EXPECT_RC(fl_encoder_create(&e, &err), 0, &err);
+    EXPECT_RC(fl_encoder_create(&rst_enc, &err), 0, &err);
 
     /* The loader's case: fl_encode_jpeg (4:2:0) of a 56×61 image, crop 23×24+7+6 → 28×20. */
     uint32_t W = 56, H = 61;
@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
     fl_image im = {rgb, W, H, 3, (size_t)W * 3};
     const uint8_t *enc;
     size_t enc_len;
-    CHECK_RC(fl_encode_jpeg(e, &im, 90, &enc, &enc_len, &err), 0, &err);
+    EXPECT_RC(fl_encode_jpeg(e, &im, 90, &enc, &enc_len, &err), 0, &err);
     uint8_t *jpg = malloc(enc_len);
     memcpy(jpg, enc, enc_len);
     fl_rect loader_case = {7, 6, 23, 24};
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
         for (int prog = 0; prog < 2; prog++) {
             size_t len;
             uint8_t *f = write_jpeg(rgb, W, H, 3, JCS_RGB, 85, samp[s][0], samp[s][1], prog, &len);
-            CHECK(f != NULL);
+            EXPECT(f != NULL);
             if (!f) continue;
             /* Crops starting and ending on iMCU boundaries and one pixel off them. */
             uint32_t xs[] = {0, 1, 15, 16, 17, 31, 32, 33, 100};
@@ -236,13 +236,13 @@ int main(int argc, char **argv) {
     uint8_t *gray = synth_image(W, H, 1);
     size_t glen;
     uint8_t *g = write_jpeg(gray, W, H, 1, JCS_GRAYSCALE, 90, 1, 1, 0, &glen);
-    CHECK(g != NULL);
+    EXPECT(g != NULL);
     if (g) restart_suite(g, glen, W, H, 1, 40, "gray 77x700");
     free(g);
     free(gray);
     rgb = synth_image(W, H, 3);
     g = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 1, &glen);
-    CHECK(g != NULL);
+    EXPECT(g != NULL);
     if (g) restart_suite(g, glen, W, H, 3, 40, "progressive 4:2:0 77x700");
     free(g);
     free(rgb);
@@ -250,5 +250,5 @@ int main(int argc, char **argv) {
     fl_encoder_free(rst_enc);
     fl_decoder_free(d);
     fl_decoder_free(dref);
-    TEST_DONE();
+    return fl_check_status();
 }

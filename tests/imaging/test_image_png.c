@@ -1,16 +1,7 @@
-/* test_image_png.c — PNG: fl_encode_png → fl_decode exact round trip (1 and 3 channels),
- * 16-bit, palette (with tRNS), RGBA, gray↔RGB conversion, interlaced, truncated/corrupt files
- * (FL_E_DECODE) and a 60000×60000 header refused as FL_E_TOO_LARGE before allocating. */
+/* test_image_png.c — PNG: fl_encode_png → fl_decode exact round trip (1 and 3 channels, padded
+ * stride), 16-bit, palette (with tRNS), RGBA and gray+alpha, gray↔RGB conversion, interlaced. Bad
+ * data and size limits: test_image_png_bad. */
 #include "img_test.h"
-
-static uint32_t crc32_png(const uint8_t *p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & -(c & 1));
-    }
-    return ~c;
-}
 
 int main(void) {
     fl_error err;
@@ -19,8 +10,8 @@ int main(void) {
     fl_image img;
     const uint8_t *enc;
     size_t enc_len, len;
-    CHECK_RC(fl_decoder_create(0, &d, &err), 0, &err);
-    CHECK_RC(fl_encoder_create(&e, &err), 0, &err);
+    EXPECT_RC(fl_decoder_create(0, &d, &err), 0, &err);
+    EXPECT_RC(fl_encoder_create(&e, &err), 0, &err);
 
     /* Exact round trips, including a stride wider than the row. */
     for (uint32_t ch = 1; ch <= 3; ch += 2) {
@@ -30,24 +21,24 @@ int main(void) {
         uint8_t *padded = calloc(stride * h, 1);
         for (uint32_t y = 0; y < h; y++) memcpy(padded + y * stride, pix + (size_t)y * w * ch, (size_t)w * ch);
         fl_image src = {padded, w, h, ch, stride};
-        CHECK_RC(fl_encode_png(e, &src, &enc, &enc_len, &err), 0, &err);
-        CHECK_RC(fl_decode(d, enc, enc_len, ch, 0, 0, &img, &err), 0, &err);
-        CHECK(img.width == w && img.height == h && img.channels == ch && img.stride == (size_t)w * ch);
-        CHECK(memcmp(img.pixels, pix, (size_t)w * h * ch) == 0);
+        EXPECT_RC(fl_encode_png(e, &src, &enc, &enc_len, &err), 0, &err);
+        EXPECT_RC(fl_decode(d, enc, enc_len, ch, 0, 0, &img, &err), 0, &err);
+        EXPECT(img.width == w && img.height == h && img.channels == ch && img.stride == (size_t)w * ch);
+        EXPECT(memcmp(img.pixels, pix, (size_t)w * h * ch) == 0);
         /* The decoder's buffer is reused for a same-size image. */
         const uint8_t *first = img.pixels;
-        CHECK_RC(fl_decode(d, enc, enc_len, ch, 0, 0, &img, &err), 0, &err);
-        CHECK(img.pixels == first);
+        EXPECT_RC(fl_decode(d, enc, enc_len, ch, 0, 0, &img, &err), 0, &err);
+        EXPECT(img.pixels == first);
         /* gray → RGB replicates; RGB → gray uses 0.299/0.587/0.114. */
         uint32_t other = ch == 1 ? 3 : 1;
-        CHECK_RC(fl_decode(d, enc, enc_len, other, 0, 0, &img, &err), 0, &err);
-        CHECK(img.channels == other);
+        EXPECT_RC(fl_decode(d, enc, enc_len, other, 0, 0, &img, &err), 0, &err);
+        EXPECT(img.channels == other);
         if (ch == 1) {
-            CHECK(img.pixels[0] == pix[0] && img.pixels[1] == pix[0] && img.pixels[2] == pix[0]);
-            CHECK(img.pixels[3 * 100 + 2] == pix[100]);
+            EXPECT(img.pixels[0] == pix[0] && img.pixels[1] == pix[0] && img.pixels[2] == pix[0]);
+            EXPECT(img.pixels[3 * 100 + 2] == pix[100]);
         } else {
             int want = (int)((19595u * pix[0] + 38470u * pix[1] + 7471u * pix[2] + 32768u) >> 16);
-            CHECK(img.pixels[0] == want);
+            EXPECT(img.pixels[0] == want);
         }
         free(pix);
         free(padded);
@@ -63,10 +54,10 @@ int main(void) {
             p16[2 * i + 1] = (uint8_t)v;
         }
         uint8_t *f = write_png(p16, w * 6, w, h, 16, PNG_COLOR_TYPE_RGB, NULL, 0, NULL, 0, 0, &len);
-        CHECK_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
+        EXPECT_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
         int ok = 1;
         for (size_t i = 0; i < (size_t)w * h * 3; i++) ok &= img.pixels[i] == p16[2 * i];
-        CHECK(ok);
+        EXPECT(ok);
         free(f);
         free(p16);
     }
@@ -90,7 +81,7 @@ int main(void) {
                 idx[y * stride + x / 2] |= (uint8_t)(x % 2 ? v : v << 4);
             }
         uint8_t *f = write_png(idx, stride, w, h, 4, PNG_COLOR_TYPE_PALETTE, pal, 16, trns, 16, 0, &len);
-        CHECK_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
+        EXPECT_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
         int ok = img.width == w && img.height == h;
         for (uint32_t y = 0; y < h && ok; y++)
             for (uint32_t x = 0; x < w; x++) {
@@ -98,7 +89,7 @@ int main(void) {
                 const uint8_t *px = img.pixels + (y * w + x) * 3;
                 ok &= px[0] == pal[v].red && px[1] == pal[v].green && px[2] == pal[v].blue;
             }
-        CHECK(ok);
+        EXPECT(ok);
         free(f);
         free(idx);
     }
@@ -114,72 +105,24 @@ int main(void) {
         }
         for (int il = 0; il < 2; il++) {
             uint8_t *f = write_png(rgba, w * 4, w, h, 8, PNG_COLOR_TYPE_RGBA, NULL, 0, NULL, 0, il, &len);
-            CHECK_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
+            EXPECT_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
             int ok = 1;
             for (size_t i = 0; i < (size_t)w * h; i++)
                 for (int c = 0; c < 3; c++) ok &= img.pixels[3 * i + c] == rgba[4 * i + c];
-            CHECK(ok);
+            EXPECT(ok);
             free(f);
             f = write_png(ga, w * 2, w, h, 8, PNG_COLOR_TYPE_GRAY_ALPHA, NULL, 0, NULL, 0, il, &len);
-            CHECK_RC(fl_decode(d, f, len, 1, 0, 0, &img, &err), 0, &err);
+            EXPECT_RC(fl_decode(d, f, len, 1, 0, 0, &img, &err), 0, &err);
             ok = 1;
             for (size_t i = 0; i < (size_t)w * h; i++) ok &= img.pixels[i] == ga[2 * i];
-            CHECK(ok);
+            EXPECT(ok);
             free(f);
         }
         free(rgba);
         free(ga);
     }
 
-    /* Truncated and corrupt files: FL_E_DECODE, never a crash. */
-    {
-        uint8_t *pix = synth_image(64, 48, 3);
-        fl_image src = {pix, 64, 48, 3, 64 * 3};
-        CHECK_RC(fl_encode_png(e, &src, &enc, &enc_len, &err), 0, &err);
-        uint8_t *copy = malloc(enc_len);
-        memcpy(copy, enc, enc_len);
-        size_t cuts[] = {8, 33, 40, enc_len / 2, enc_len - 13};
-        for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
-            CHECK_RC(fl_decode(d, copy, cuts[i], 3, 0, 0, &img, &err), FL_E_DECODE, &err);
-        }
-        /* A flipped byte inside IDAT: CRC mismatch on a critical chunk. */
-        copy[enc_len / 2] ^= 0x55;
-        CHECK_RC(fl_decode(d, copy, enc_len, 3, 0, 0, &img, &err), FL_E_DECODE, &err);
-        CHECK(strncmp(err.msg, "PNG: ", 5) == 0);
-        /* The decoder still works afterwards. */
-        copy[enc_len / 2] ^= 0x55;
-        CHECK_RC(fl_decode(d, copy, enc_len, 3, 0, 0, &img, &err), 0, &err);
-        CHECK(memcmp(img.pixels, pix, 64 * 48 * 3) == 0);
-        free(copy);
-        free(pix);
-    }
-
-    /* A valid IHDR declaring 60000×60000: refused before any allocation. */
-    {
-        uint8_t f[8 + 25 + 12];
-        memcpy(f, "\x89PNG\r\n\x1a\n", 8);
-        uint8_t ihdr[25] = {0, 0, 0, 13, 'I', 'H', 'D', 'R', 0, 0, 0xEA, 0x60, 0, 0, 0xEA, 0x60, 8, 2, 0, 0, 0};
-        uint32_t c = crc32_png(ihdr + 4, 17);
-        ihdr[21] = (uint8_t)(c >> 24), ihdr[22] = (uint8_t)(c >> 16), ihdr[23] = (uint8_t)(c >> 8), ihdr[24] = (uint8_t)c;
-        memcpy(f + 8, ihdr, 25);
-        memcpy(f + 33, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
-        CHECK_RC(fl_decode(d, f, sizeof f, 3, 0, 0, &img, &err), FL_E_TOO_LARGE, &err);
-        CHECK(strstr(err.msg, "60000x60000") != NULL);
-        fl_decoder *small;
-        CHECK_RC(fl_decoder_create(100, &small, &err), 0, &err);
-        uint8_t *pix = synth_image(11, 10, 1);
-        fl_image src = {pix, 11, 10, 1, 11};
-        CHECK_RC(fl_encode_png(e, &src, &enc, &enc_len, &err), 0, &err);
-        CHECK_RC(fl_decode(small, enc, enc_len, 1, 0, 0, &img, &err), FL_E_TOO_LARGE, &err);
-        src.width = 10;
-        CHECK_RC(fl_encode_png(e, &src, &enc, &enc_len, &err), 0, &err);
-        CHECK_RC(fl_decode(small, enc, enc_len, 1, 0, 0, &img, &err), 0, &err);
-        fl_decoder_free(small);
-        free(pix);
-    }
-    CHECK_RC(fl_decode(d, (const uint8_t *)"abc", 3, 2, 0, 0, &img, &err), FL_E_INVALID, &err);
-
     fl_encoder_free(e);
     fl_decoder_free(d);
-    TEST_DONE();
+    return fl_check_status();
 }

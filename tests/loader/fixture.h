@@ -11,16 +11,7 @@
 #include "fastload.h"
 #include "fl_writer.h"
 
-#include "fl_check.h"
-#define CHECK_OK(expr, errp)                                                                    \
-    do {                                                                                        \
-        int rc_ = (expr);                                                                       \
-        if (rc_ != 0) {                                                                         \
-            fprintf(stderr, "%s:%d: %s failed: %d %s\n", __FILE__, __LINE__, #expr, rc_,        \
-                    (errp)->msg);                                                               \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "fl_check.h" /* CHECK, CHECK_OK */
 
 /* Pixel value of raw record i at (y, x, c). */
 static inline uint8_t fx_pixel(uint64_t i, uint32_t y, uint32_t x, uint32_t c)

@@ -7,17 +7,7 @@
 #include <string.h>
 
 #include "dist.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "fl_check.h"
 
 static void clear_env(void)
 {
@@ -35,28 +25,28 @@ int main(void)
     fl_error err;
     clear_env();
     /* nothing set: one process */
-    CHECK(tf_dist_from_env(&d, &err) == 0, "plain: launched");
-    CHECK(d.rank == 0 && d.world == 1 && d.local_rank == 0 && !strcmp(d.launcher, "single"),
+    EXPECTF(tf_dist_from_env(&d, &err) == 0, "plain: launched");
+    EXPECTF(d.rank == 0 && d.world == 1 && d.local_rank == 0 && !strcmp(d.launcher, "single"),
           "plain: %d/%d %s", d.rank, d.world, d.launcher);
-    CHECK(tf_dist_init(NULL, NULL, &d, &err) == 0 && d.world == 1 && !d.mpi, "plain init: %s",
+    EXPECTF(tf_dist_init(NULL, NULL, &d, &err) == 0 && d.world == 1 && !d.mpi, "plain init: %s",
           err.msg);
     float f[3] = {1, 2, 3};
-    CHECK(tf_dist_allreduce_f32(&d, f, 3, 2, &err) == 0 && f[2] == 3.0f, "world 1 allreduce");
+    EXPECTF(tf_dist_allreduce_f32(&d, f, 3, 2, &err) == 0 && f[2] == 3.0f, "world 1 allreduce");
     tf_dist_finalize(&d);
 
     /* Slurm without --mpi */
     setenv("SLURM_PROCID", "3", 1);
     setenv("SLURM_NTASKS", "8", 1);
     setenv("SLURM_LOCALID", "1", 1);
-    CHECK(tf_dist_from_env(&d, &err) == 0, "slurm: launched");
-    CHECK(d.rank == 3 && d.world == 8 && d.local_rank == 1 && !strcmp(d.launcher, "srun"),
+    EXPECTF(tf_dist_from_env(&d, &err) == 0, "slurm: launched");
+    EXPECTF(d.rank == 3 && d.world == 8 && d.local_rank == 1 && !strcmp(d.launcher, "srun"),
           "slurm: %d/%d local %d %s", d.rank, d.world, d.local_rank, d.launcher);
     int rc = tf_dist_init(NULL, NULL, &d, &err);
-    CHECK(rc == FL_E_UNSUPPORTED &&
+    EXPECTF(rc == FL_E_UNSUPPORTED &&
               (tf_dist_have_mpi() ? strstr(err.msg, "SLURM_NTASKS") && strstr(err.msg, "--mpi=pmix")
                                   : strstr(err.msg, "built without MPI") != NULL),
           "slurm world 8 without MPI: rc %d %s", rc, err.msg);
-    CHECK(d.world == 1 && d.rank == 0, "after a refused init the process is single");
+    EXPECTF(d.world == 1 && d.rank == 0, "after a refused init the process is single");
     clear_env();
 
     /* torchrun variables */
@@ -65,34 +55,34 @@ int main(void)
     setenv("LOCAL_RANK", "1", 1);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", "29500", 1);
-    CHECK(tf_dist_from_env(&d, &err) == 0 && d.rank == 1 && d.world == 2 && d.local_rank == 1 &&
+    EXPECTF(tf_dist_from_env(&d, &err) == 0 && d.rank == 1 && d.world == 2 && d.local_rank == 1 &&
               !strcmp(d.launcher, "torchrun-env"),
           "torchrun: %d/%d %s", d.rank, d.world, d.launcher);
     rc = tf_dist_init(NULL, NULL, &d, &err);
-    CHECK(rc == FL_E_UNSUPPORTED &&
+    EXPECTF(rc == FL_E_UNSUPPORTED &&
               (tf_dist_have_mpi() ? strstr(err.msg, "WORLD_SIZE") && strstr(err.msg, "mpirun")
                                   : strstr(err.msg, "built without MPI") != NULL),
           "torchrun world 2: rc %d %s", rc, err.msg);
     setenv("WORLD_SIZE", "1", 1);
     setenv("RANK", "0", 1);
-    CHECK(tf_dist_init(NULL, NULL, &d, &err) == 0 && d.world == 1 && !d.mpi,
+    EXPECTF(tf_dist_init(NULL, NULL, &d, &err) == 0 && d.world == 1 && !d.mpi,
           "torchrun world 1: %s", err.msg);
     tf_dist_finalize(&d);
     /* malformed / inconsistent */
     setenv("WORLD_SIZE", "two", 1);
     rc = tf_dist_from_env(&d, &err);
-    CHECK(rc == FL_E_INVALID && strstr(err.msg, "WORLD_SIZE='two'"), "malformed: %s", err.msg);
+    EXPECTF(rc == FL_E_INVALID && strstr(err.msg, "WORLD_SIZE='two'"), "malformed: %s", err.msg);
     setenv("WORLD_SIZE", "2", 1);
     setenv("RANK", "2", 1);
     rc = tf_dist_from_env(&d, &err);
-    CHECK(rc == FL_E_INVALID && strstr(err.msg, "RANK=2"), "rank >= world: %s", err.msg);
+    EXPECTF(rc == FL_E_INVALID && strstr(err.msg, "RANK=2"), "rank >= world: %s", err.msg);
     clear_env();
 
     /* an MPI launcher's variables are recognised as such */
     setenv("PMIX_RANK", "0", 1);
-    CHECK(tf_dist_from_env(&d, &err) == 1, "PMIX_RANK: MPI launch not recognised");
+    EXPECTF(tf_dist_from_env(&d, &err) == 1, "PMIX_RANK: MPI launch not recognised");
     clear_env();
-    if (failures)
+    if (fl_check_status())
         return 1;
     printf("PASS\n");
     return 0;

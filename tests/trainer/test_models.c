@@ -8,30 +8,20 @@
 
 #include "backend.h"
 #include "cpu_layers.h"
+#include "fl_check.h"
 #include "model.h"
-
-static int g_fail;
-#define CHECK(c, ...)                                                                             \
-    do {                                                                                          \
-        if (!(c)) {                                                                               \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                           \
-            printf(__VA_ARGS__);                                                                  \
-            printf("\n");                                                                         \
-            g_fail = 1;                                                                           \
-        }                                                                                         \
-    } while (0)
 
 static void overfit(const char *name, int steps, int expect_drop)
 {
     fl_error err;
     tf_model_spec s;
-    CHECK(tf_model_build(name, 3, 32, 32, 10, NULL, &s, &err) == 0, "%s: %s", name, err.msg);
+    EXPECTF(tf_model_build(name, 3, 32, 32, 10, NULL, &s, &err) == 0, "%s: %s", name, err.msg);
     const tf_backend_ops *ops = tf_backend_cpu();
     tf_train_config cfg;
     tf_train_config_init(&cfg);
     cfg.max_batch = 4;
     tf_backend *b;
-    CHECK(ops->create(&s, &cfg, &b, &err) == 0, "create: %s", err.msg);
+    EXPECTF(ops->create(&s, &cfg, &b, &err) == 0, "create: %s", err.msg);
     float *p = malloc(sizeof(float) * (size_t)s.param_count);
     float *st = malloc(sizeof(float) * (size_t)s.stat_count);
     tf_model_init(&s, 3, p, st);
@@ -45,14 +35,14 @@ static void overfit(const char *name, int steps, int expect_drop)
     double first = 0, last = 0;
     for (int i = 0; i < steps; i++) {
         tf_step_result r;
-        CHECK(ops->train_step(b, &x, 0.02f, &r, &err) == 0, "step: %s", err.msg);
+        EXPECTF(ops->train_step(b, &x, 0.02f, &r, &err) == 0, "step: %s", err.msg);
         if (i == 0)
             first = r.loss;
         last = r.loss;
-        CHECK(isfinite(r.loss), "%s: loss not finite at step %d", name, i);
+        EXPECTF(isfinite(r.loss), "%s: loss not finite at step %d", name, i);
     }
     if (expect_drop)
-        CHECK(last < 0.5 * first, "%s did not fit one batch: loss %.3f -> %.3f", name, first, last);
+        EXPECTF(last < 0.5 * first, "%s did not fit one batch: loss %.3f -> %.3f", name, first, last);
     printf("ok   %s at 32 px: %d steps on one batch, loss %.3f -> %.3f\n", name, steps, first, last);
     ops->destroy(b);
     free(p);
@@ -118,7 +108,7 @@ static void smooth_graph_gradcheck(void)
     cfg.label_smoothing = 0.1f;
     cfg.threads = 2;
     tf_backend *b;
-    CHECK(ops->create(&s, &cfg, &b, &err) == 0, "create: %s", err.msg);
+    EXPECTF(ops->create(&s, &cfg, &b, &err) == 0, "create: %s", err.msg);
     float p[324], st[16], g[324], m[324];
     uint64_t r64 = 77;
     for (int i = 0; i < 324; i++) {
@@ -158,7 +148,7 @@ static void smooth_graph_gradcheck(void)
         if (e > 1e-2)
             printf("     param %d: analytic %.6g numeric %.6g\n", j, ana, num);
     }
-    CHECK(worst <= 1e-2, "whole-graph gradient off by %.3g (relative)", worst);
+    EXPECTF(worst <= 1e-2, "whole-graph gradient off by %.3g (relative)", worst);
     printf("ok   whole graph (residual, BN, GELU, avgpool, strided 1x1, GAP, linear, scale): all 324 "
            "param gradients vs finite differences, worst rel err %.2g\n", worst);
     ops->destroy(b);
@@ -170,38 +160,38 @@ int main(void)
     fl_error err;
     tf_model_spec s;
     /* torchvision: resnet18 11,689,512 and resnet50 25,557,032 parameters (1000 classes) */
-    CHECK(tf_model_build("resnet18", 3, 224, 224, 1000, NULL, &s, &err) == 0, "%s", err.msg);
-    CHECK(s.param_count == 11689512, "resnet18 has %lld params", (long long)s.param_count);
-    CHECK(s.tensors[s.n_tensors - 1].c == 1000, "resnet18 output");
-    CHECK(fabs(tf_model_flops(&s) / 1e9 - 1.81) < 0.05, "resnet18 GMACs %.3f",
+    EXPECTF(tf_model_build("resnet18", 3, 224, 224, 1000, NULL, &s, &err) == 0, "%s", err.msg);
+    EXPECTF(s.param_count == 11689512, "resnet18 has %lld params", (long long)s.param_count);
+    EXPECTF(s.tensors[s.n_tensors - 1].c == 1000, "resnet18 output");
+    EXPECTF(fabs(tf_model_flops(&s) / 1e9 - 1.81) < 0.05, "resnet18 GMACs %.3f",
           tf_model_flops(&s) / 1e9);
     printf("ok   resnet18: %lld params, %.2f GMAC at 224 px\n", (long long)s.param_count,
            tf_model_flops(&s) / 1e9);
     tf_model_free(&s);
-    CHECK(tf_model_build("resnet50", 3, 224, 224, 1000, NULL, &s, &err) == 0, "%s", err.msg);
-    CHECK(s.param_count == 25557032, "resnet50 has %lld params", (long long)s.param_count);
-    CHECK(fabs(tf_model_flops(&s) / 1e9 - 4.09) < 0.1, "resnet50 GMACs %.3f",
+    EXPECTF(tf_model_build("resnet50", 3, 224, 224, 1000, NULL, &s, &err) == 0, "%s", err.msg);
+    EXPECTF(s.param_count == 25557032, "resnet50 has %lld params", (long long)s.param_count);
+    EXPECTF(fabs(tf_model_flops(&s) / 1e9 - 4.09) < 0.1, "resnet50 GMACs %.3f",
           tf_model_flops(&s) / 1e9);
     printf("ok   resnet50: %lld params, %.2f GMAC at 224 px\n", (long long)s.param_count,
            tf_model_flops(&s) / 1e9);
     tf_model_free(&s);
     /* fastcnn: 28 px -> 3 px after three pools; width doubles per block */
     tf_model_options mo = {.width = 16};
-    CHECK(tf_model_build("fastcnn", 1, 28, 28, 10, &mo, &s, &err) == 0, "%s", err.msg);
+    EXPECTF(tf_model_build("fastcnn", 1, 28, 28, 10, &mo, &s, &err) == 0, "%s", err.msg);
     int pools = 0;
     for (int i = 0; i < s.n_layers; i++)
         if (s.layers[i].kind == TF_MAXPOOL) {
             tf_shape o = s.tensors[s.layers[i].out];
             pools++;
-            CHECK(o.c == 16 << (pools - 1), "block %d width %d", pools, o.c);
-            CHECK(pools != 3 || (o.h == 3 && o.w == 3), "last block %dx%d", o.h, o.w);
+            EXPECTF(o.c == 16 << (pools - 1), "block %d width %d", pools, o.c);
+            EXPECTF(pools != 3 || (o.h == 3 && o.w == 3), "last block %dx%d", o.h, o.w);
         }
-    CHECK(pools == 3, "fastcnn has %d pools", pools);
+    EXPECTF(pools == 3, "fastcnn has %d pools", pools);
     uint32_t id = s.spec_id;
     tf_model_free(&s);
     mo.width = 17;
     tf_model_build("fastcnn", 1, 28, 28, 10, &mo, &s, &err);
-    CHECK(s.spec_id != id, "spec id ignores the width");
+    EXPECTF(s.spec_id != id, "spec id ignores the width");
     tf_model_free(&s);
     /* no-decay flags: every BN parameter and bias, no conv/linear weight */
     tf_model_build("resnet18", 3, 64, 64, 10, NULL, &s, &err);
@@ -209,7 +199,7 @@ int main(void)
         const tf_param *p = &s.params[i];
         int want = strstr(p->name, ".bn.") || strstr(p->name, ".bias") ||
                    s.layers[p->layer].kind == TF_BN;
-        CHECK(p->no_decay == want, "%s no_decay %d", p->name, p->no_decay);
+        EXPECTF(p->no_decay == want, "%s no_decay %d", p->name, p->no_decay);
     }
     tf_model_free(&s);
 
@@ -241,7 +231,7 @@ int main(void)
                             bad++;
                     }
         }
-        CHECK(bad == 0, "input stage: %d pixels differ from the crop/flip formula", bad);
+        EXPECTF(bad == 0, "input stage: %d pixels differ from the crop/flip formula", bad);
         printf("ok   input stage crop-with-padding + flip matches backend.h (%d of %d flipped)\n",
                flips, N);
     }
@@ -250,6 +240,6 @@ int main(void)
     overfit("resnet50", 2, 0);
 #endif
     smooth_graph_gradcheck();
-    printf(g_fail ? "FAILED\n" : "PASS\n");
-    return g_fail;
+    printf(fl_check_failures ? "FAILED\n" : "PASS\n");
+    return fl_check_status();
 }
