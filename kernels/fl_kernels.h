@@ -1,6 +1,7 @@
 /* fl_kernels.h — host-callable launchers for fastload's CUDA kernels (input stage, layers the GPU
  * backend does not hand to cuDNN/cuBLAS, loss, optimizer, mixed-precision helpers).
- * Every kernel has a CPU reference in kernels_ref.h with the same arguments; tests/gpu compares them.
+ * Every kernel has a CPU reference in the CPU backend (trainer/cpu/cpu_layers.h, cpu_half.h);
+ * tests/gpu/test_kernels compares them, through host transposes where the kernel is NHWC.
  *
  * Conventions (all launchers):
  * - Pointers are device pointers unless the name says `host`. Element type of `void *` tensors is

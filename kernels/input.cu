@@ -1,6 +1,6 @@
 /* input.cu — the GPU input stage: uint8 NHWC batch → normalized fp32/fp16/bf16 in NCHW or NHWC with
  * random crop-with-padding and flip keyed by (seed, epoch, record index); plus dtype casts.
- * CPU reference: flk_ref_input_u8 / flk_ref_cast in kernels_ref.c. */
+ * CPU reference: cpu_input_run (trainer/cpu/cpu_layers.h) / the conversions of cpu_half.h. */
 #include "fl_aug_rng.h"
 #include "kcommon.cuh"
 

@@ -1,7 +1,7 @@
 /* layers.cu — NHWC layer kernels the GPU backend runs itself: batch norm (train/eval/backward, with
  * a fused ReLU), ReLU/GELU, residual add, max/avg pool, global average pool, linear bias, gradient
  * accumulation into fp32. Deterministic: reductions use a fixed partition and no float atomics.
- * CPU references: kernels_ref.c (same names with flk_ref_). */
+ * CPU references: the CPU backend's layers (trainer/cpu/cpu_layers.h, NCHW). */
 #include "kcommon.cuh"
 
 #define GRID_STRIDE(i, n)                                                                          \

@@ -1,6 +1,6 @@
 /* loss.cu — softmax cross-entropy with label smoothing (forward + backward in one pass, fp32 math),
  * top-1/top-5 counts, and a deterministic sum. One warp per sample row.
- * CPU reference: flk_ref_xent / flk_ref_sum in kernels_ref.c. */
+ * CPU reference: cpu_softmax_xent (trainer/cpu/cpu_layers.h). */
 #include "kcommon.cuh"
 
 #define XENT_WARPS 4

@@ -1,6 +1,7 @@
 /* optim.cu — the optimizer on fp32 master weights (SGD with Nesterov momentum and weight decay,
  * writing the half-precision copies), weight EMA, and fp16 dynamic loss scaling: gradient unscale
- * with an inf/nan flag that skips the step on the device. CPU reference: kernels_ref.c. */
+ * with an inf/nan flag that skips the step on the device. CPU reference:
+ * cpu_sgd_step / cpu_ema_update (trainer/cpu/cpu_layers.h). */
 #include "kcommon.cuh"
 
 __global__ void unscale_kernel(float *g, size_t n, float inv_scale, int *found_inf) {

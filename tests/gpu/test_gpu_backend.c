@@ -126,7 +126,7 @@ static void compare_grads(const tf_model_spec *s, const float *p0, const float *
         }
         double rel = sqrt(num / (den + 1e-30));
         if (!(rel <= tol || sqrt(den) < 1e-7))
-            GT_ASSERT(0, "%s: gradient of %s differs from the CPU by %.3g (relative L2, tolerance %.3g)",
+            EXPECTF(0, "%s: gradient of %s differs from the CPU by %.3g (relative L2, tolerance %.3g)",
                       what, q->name, rel, tol);
     }
 }
@@ -172,16 +172,16 @@ static void test_model(const char *name, const tf_model_options *mo) {
                 fprintf(stderr, "gpu eval_batch: %s\n", err.msg);
                 exit(1);
             }
-            GT_ASSERT(fabs(eg.loss_sum - ec[tta].loss_sum) <= 10 * ltol[k] * (fabs(ec[tta].loss_sum) + N),
+            EXPECTF(fabs(eg.loss_sum - ec[tta].loss_sum) <= 10 * ltol[k] * (fabs(ec[tta].loss_sum) + N),
                       "%s: eval loss (tta %d) GPU %.5f vs CPU %.5f", what, tta, eg.loss_sum,
                       ec[tta].loss_sum);
             int d1 = (int)eg.correct1 - (int)ec[tta].correct1;
-            GT_ASSERT(abs(d1) <= (k == 0 ? 1 : 3), "%s: eval top-1 (tta %d) GPU %u vs CPU %u", what,
+            EXPECTF(abs(d1) <= (k == 0 ? 1 : 3), "%s: eval top-1 (tta %d) GPU %u vs CPU %u", what,
                       tta, eg.correct1, ec[tta].correct1);
-            GT_ASSERT(eg.correct5 >= eg.correct1 && eg.n == N, "%s: eval counts inconsistent", what);
+            EXPECTF(eg.correct5 >= eg.correct1 && eg.n == N, "%s: eval counts inconsistent", what);
         }
         double lg = step(gpu, bg, &bt, 1.0f);
-        GT_ASSERT(fabs(lg - lc) <= ltol[k] * (fabs(lc) + 1), "%s: first loss GPU %.6f vs CPU %.6f", what, lg, lc);
+        EXPECTF(fabs(lg - lc) <= ltol[k] * (fabs(lc) + 1), "%s: first loss GPU %.6f vs CPU %.6f", what, lg, lc);
         tf_state sg;
         float *pg = state_params(gpu, bg, &spec, &sg);
         compare_grads(&spec, p0, pc, pg, tols[k], what);
@@ -191,7 +191,7 @@ static void test_model(const char *name, const tf_model_options *mo) {
             double d = fabs((double)sg.stats[i] - sc.stats[i]) / (fabs(sc.stats[i]) + 1e-2);
             worst = d > worst ? d : worst;
         }
-        GT_ASSERT(worst <= 50 * tols[k], "%s: BN running stats differ by %.3g (relative)", what, worst);
+        EXPECTF(worst <= 50 * tols[k], "%s: BN running stats differ by %.3g (relative)", what, worst);
         free_state(&sg);
         gpu->destroy(bg);
     }
@@ -206,7 +206,7 @@ static void test_model(const char *name, const tf_model_options *mo) {
             tf_batch b2;
             make_batch(&ft, 1000 + (uint64_t)t, &b2);
             double a = step(cpu, c2, &b2, 0.05f), g = step(gpu, g2, &b2, 0.05f);
-            GT_ASSERT(fabs(a - g) <= 1e-3 * (fabs(a) + 1), "%s fp32 step %d: loss GPU %.6f vs CPU %.6f",
+            EXPECTF(fabs(a - g) <= 1e-3 * (fabs(a) + 1), "%s fp32 step %d: loss GPU %.6f vs CPU %.6f",
                       name, t, g, a);
         }
         /* state round trip: a second GPU backend set from the first's state continues identically */
@@ -217,7 +217,7 @@ static void test_model(const char *name, const tf_model_options *mo) {
         tf_batch b3;
         make_batch(&ft, 5000, &b3);
         double la = step(gpu, g2, &b3, 0.05f), lb = step(gpu, g3, &b3, 0.05f);
-        GT_ASSERT(fabs(la - lb) <= 1e-6 * (fabs(la) + 1), "%s: loss after state round trip %.7f vs %.7f",
+        EXPECTF(fabs(la - lb) <= 1e-6 * (fabs(la) + 1), "%s: loss after state round trip %.7f vs %.7f",
                   name, lb, la);
         free_state(&st);
         cpu->destroy(c2);
@@ -249,7 +249,7 @@ static void test_learns(void) {
         if (t == 0) first = l;
         if (t >= 70) last += l / 10;
     }
-    GT_ASSERT(last < 0.5 * first, "bf16 fastcnn did not learn: loss %.4f -> %.4f", first, last);
+    EXPECTF(last < 0.5 * first, "bf16 fastcnn did not learn: loss %.4f -> %.4f", first, last);
     printf("test_gpu_backend: bf16 learns: loss %.4f -> %.4f (mean of the last 10 of 80 steps)\n",
            first, last);
     gpu->destroy(b);
@@ -272,14 +272,14 @@ static void test_determinism_and_nccl(tf_precision prec) {
     void *comm = NULL;
     int with_nccl = tf_gpu_nccl_available(NULL);
     if (with_nccl && tf_gpu_comm_init_single(0, &comm, &err)) {
-        GT_ASSERT(0, "NCCL world size 1: %s", err.msg);
+        EXPECTF(0, "NCCL world size 1: %s", err.msg);
         with_nccl = 0;
     }
     tf_backend *runs[3];
     int nruns = with_nccl ? 3 : 2;
     for (int r = 0; r < nruns; r++) {
         runs[r] = make(gpu, &spec, prec, p0, s0);
-        if (r == 2 && tf_gpu_set_comm(runs[r], comm, &err)) GT_ASSERT(0, "tf_gpu_set_comm: %s", err.msg);
+        if (r == 2 && tf_gpu_set_comm(runs[r], comm, &err)) EXPECTF(0, "tf_gpu_set_comm: %s", err.msg);
         for (int t = 0; t < 3; t++) {
             fixture f;
             tf_batch bt;
@@ -290,11 +290,11 @@ static void test_determinism_and_nccl(tf_precision prec) {
     tf_state st[3];
     for (int r = 0; r < nruns; r++) state_params(gpu, runs[r], &spec, &st[r]);
     const char *pn = prec == TF_FP32 ? "fp32" : prec == TF_BF16 ? "bf16" : "fp16";
-    GT_ASSERT(!memcmp(st[0].params, st[1].params, (size_t)spec.param_count * 4) &&
+    EXPECTF(!memcmp(st[0].params, st[1].params, (size_t)spec.param_count * 4) &&
               !memcmp(st[0].stats, st[1].stats, (size_t)spec.stat_count * 4),
               "%s: two identical runs differ (non-deterministic kernels?)", pn);
     if (with_nccl)
-        GT_ASSERT(!memcmp(st[0].params, st[2].params, (size_t)spec.param_count * 4),
+        EXPECTF(!memcmp(st[0].params, st[2].params, (size_t)spec.param_count * 4),
                   "%s: the NCCL world-size-1 run differs from the plain run", pn);
     printf("test_gpu_backend: %s runs bit-identical%s\n", pn,
            with_nccl ? "; NCCL world size 1 = plain run" : " (no NCCL in this build)");
@@ -318,14 +318,14 @@ int main(void) {
     gt_require_gpu("test_gpu_backend");
     tf_model_options plain = {8, 0, 0}, res_gelu = {8, 1, 1};
     test_model("fastcnn", &plain);
-    printf("test_gpu_backend: fastcnn done (%d failures)\n", gt_failures);
+    printf("test_gpu_backend: fastcnn done (%d failures)\n", fl_check_failures);
     test_model("fastcnn", &res_gelu);
-    printf("test_gpu_backend: fastcnn residual+gelu done (%d failures)\n", gt_failures);
+    printf("test_gpu_backend: fastcnn residual+gelu done (%d failures)\n", fl_check_failures);
     test_learns();
     test_determinism_and_nccl(TF_FP32);
     test_determinism_and_nccl(TF_BF16);
-    if (gt_failures) {
-        fprintf(stderr, "test_gpu_backend: %d failures\n", gt_failures);
+    if (fl_check_failures) {
+        fprintf(stderr, "test_gpu_backend: %d failures\n", fl_check_failures);
         return 1;
     }
     printf("test_gpu_backend: GPU backend matches the CPU reference\n");

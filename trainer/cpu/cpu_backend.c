@@ -337,20 +337,12 @@ static void optimizer_step(tf_backend *b, float lr)
         const tf_param *tp = &s->params[i];
         float *p = b->params + tp->offset, *m = b->momentum + tp->offset,
               *g = b->grad + tp->offset;
-        float d = tp->no_decay ? 0.0f : wd;
-        for (int64_t j = 0; j < tp->count; j++) {
-            float gj = g[j] + d * p[j];
-            m[j] = mu * m[j] + gj;
-            p[j] -= lr * (b->cfg.nesterov ? gj + mu * m[j] : m[j]);
-            g[j] = 0.0f;
-        }
+        cpu_sgd_step((long)tp->count, p, g, m, lr, mu, tp->no_decay ? 0.0f : wd, b->cfg.nesterov);
+        memset(g, 0, sizeof(float) * (size_t)tp->count);
     }
     if (b->ema_params) {
-        const float e = b->cfg.ema_decay;
-        for (int64_t j = 0; j < s->param_count; j++)
-            b->ema_params[j] = e * b->ema_params[j] + (1.0f - e) * b->params[j];
-        for (int64_t j = 0; j < s->stat_count; j++)
-            b->ema_stats[j] = e * b->ema_stats[j] + (1.0f - e) * b->stats[j];
+        cpu_ema_update((long)s->param_count, b->ema_params, b->params, b->cfg.ema_decay);
+        cpu_ema_update((long)s->stat_count, b->ema_stats, b->stats, b->cfg.ema_decay);
     }
     b->step++;
 }

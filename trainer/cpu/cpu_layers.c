@@ -1,6 +1,7 @@
 /* cpu_layers.c — the fp32 CPU reference for every layer but convolution: batch norm, activations,
- * pools, global average pool, residual add, scale, softmax cross-entropy, and the uint8 input
- * stage. Reductions accumulate in double so the reference stays accurate at large batch. */
+ * pools, global average pool, residual add, scale, softmax cross-entropy, the uint8 input stage,
+ * and the SGD / EMA updates. Reductions accumulate in double so the reference stays accurate at
+ * large batch. */
 #include "cpu_layers.h"
 
 #include <math.h>
@@ -515,56 +516,91 @@ double cpu_softmax_xent(int N, int K, const float *logits, const int32_t *labels
 
 /* ---- input stage ------------------------------------------------------------------------------ */
 typedef struct input_job {
-    int N, H, W, C;
+    cpu_input_params p;
     const uint8_t *img;
-    float lut[3][256];
-    int pad, flip, hflip_all;
-    uint64_t seed, epoch;
-    const uint64_t *indices;
+    float lut[4][256];
     float *x;
 } input_job;
+
+/* Source coordinate along an axis of n for output coordinate o, crop offset d in [0, 2 pad]:
+ * -1 for a zero-padded position; reflect mirrors without repeating the edge (numpy 'reflect'). */
+static inline int input_src(int o, int d, int pad, int n, int reflect)
+{
+    int s = o + d - pad;
+    if (s < 0)
+        return reflect ? -s : -1;
+    if (s >= n)
+        return reflect ? 2 * (n - 1) - s : -1;
+    return s;
+}
 
 static void input_thread(void *a, int tid, int nt)
 {
     const input_job *J = a;
+    const cpu_input_params *p = &J->p;
     long lo, hi;
-    cpu_range(J->N, tid, nt, &lo, &hi);
-    const int H = J->H, W = J->W, C = J->C;
+    cpu_range(p->N, tid, nt, &lo, &hi);
+    const int H = p->H, W = p->W, C = p->C, Co = p->c_out > C ? p->c_out : C;
     for (long n = lo; n < hi; n++) {
-        int dy = J->pad, dx = J->pad, fl = 0;
-        uint64_t idx = J->indices ? J->indices[n] : (uint64_t)n;
-        if (J->pad > 0 || J->flip)
-            tf_aug_params(J->seed, J->epoch, idx, J->pad, J->flip, &dy, &dx, &fl);
-        fl ^= J->hflip_all;
+        int dy = p->pad, dx = p->pad, fl = 0;
+        uint64_t idx = p->indices ? p->indices[n] : (uint64_t)n;
+        if (p->pad > 0 || p->flip)
+            tf_aug_params(p->seed, p->epoch, idx, p->pad, p->flip, &dy, &dx, &fl);
+        fl ^= p->hflip_all;
         const uint8_t *src = J->img + (long)n * H * W * C;
-        for (int c = 0; c < C; c++) {
-            float *dst = J->x + ((long)n * C + c) * H * W;
+        float *out = J->x + (long)n * Co * H * W;
+        /* element (c, y, x) of this sample's output */
+        const long cs = p->nhwc ? 1 : (long)H * W, ys = p->nhwc ? (long)W * Co : W,
+                   xs = p->nhwc ? Co : 1;
+        for (int c = 0; c < Co; c++)
             for (int y = 0; y < H; y++) {
-                int sy = y + dy - J->pad;
+                int sy = input_src(y, dy, p->pad, H, p->reflect);
                 for (int x = 0; x < W; x++) {
-                    int cx = fl ? W - 1 - x : x;
-                    int sx = cx + dx - J->pad;
-                    float v; /* padding is a uint8 0 pixel, normalised like any other */
-                    if (sy >= 0 && sy < H && sx >= 0 && sx < W)
-                        v = J->lut[c][src[((long)sy * W + sx) * C + c]];
-                    else
-                        v = J->lut[c][0];
-                    dst[(long)y * W + x] = v;
+                    float v = 0.0f; /* channels past C (c_out padding) are 0 */
+                    if (c < C) {
+                        int sx = input_src(fl ? W - 1 - x : x, dx, p->pad, W, p->reflect);
+                        /* zero padding is a uint8 0 pixel, normalised like any other */
+                        v = sy >= 0 && sx >= 0 ? J->lut[c][src[((long)sy * W + sx) * C + c]]
+                                               : J->lut[c][0];
+                    }
+                    out[c * cs + y * ys + x * xs] = v;
                 }
             }
-        }
     }
+}
+
+void cpu_input_run(cpu_pool *P, const cpu_input_params *p, const uint8_t *img, float *x)
+{
+    input_job L = {.p = *p, .img = img, .x = x};
+    for (int c = 0; c < p->C && c < 4; c++)
+        for (int v = 0; v < 256; v++)
+            L.lut[c][v] = ((float)v / 255.0f - p->mean[c]) / p->std[c];
+    cpu_pool_run(P, input_thread, &L);
 }
 
 void cpu_input_u8(cpu_pool *P, int N, int H, int W, int C, const uint8_t *img, const float *mean,
                   const float *std, int pad, int flip, uint64_t seed, uint64_t epoch,
                   const uint64_t *indices, int hflip_all, float *x)
 {
-    input_job L = {.N = N, .H = H, .W = W, .C = C, .img = img, .pad = pad, .flip = flip,
-                   .hflip_all = hflip_all, .seed = seed, .epoch = epoch, .indices = indices,
-                   .x = x};
-    for (int c = 0; c < C && c < 3; c++)
-        for (int v = 0; v < 256; v++)
-            L.lut[c][v] = ((float)v / 255.0f - mean[c]) / std[c];
-    cpu_pool_run(P, input_thread, &L);
+    cpu_input_params p = {.N = N, .H = H, .W = W, .C = C, .mean = mean, .std = std, .pad = pad,
+                          .flip = flip, .hflip_all = hflip_all, .seed = seed, .epoch = epoch,
+                          .indices = indices};
+    cpu_input_run(P, &p, img, x);
+}
+
+/* ---- optimizer ------------------------------------------------------------------------------- */
+void cpu_sgd_step(long n, float *w, const float *grad, float *v, float lr, float momentum,
+                  float wd, int nesterov)
+{
+    for (long j = 0; j < n; j++) {
+        float g = grad[j] + wd * w[j];
+        v[j] = momentum * v[j] + g;
+        w[j] -= lr * (nesterov ? g + momentum * v[j] : v[j]);
+    }
+}
+
+void cpu_ema_update(long n, float *ema, const float *w, float decay)
+{
+    for (long j = 0; j < n; j++)
+        ema[j] = decay * ema[j] + (1.0f - decay) * w[j];
 }

@@ -1,6 +1,8 @@
-/* cpu_layers.h — the fp32 CPU reference layers (NCHW, batch first). These are the oracle the GPU
- * kernels are tested against (tests/gpu) and the layers whose backward passes are checked against
- * finite differences (tests/trainer).
+/* cpu_layers.h — the fp32 CPU reference layers (NCHW, batch first): the CPU backend's layers and
+ * the one CPU reference of the GPU kernels (kernels/fl_kernels.h), which tests/gpu compare against
+ * them (NHWC kernels through host transposes: an [rows][C] tensor is NCHW with H = W = 1); the
+ * layers whose backward passes are checked against finite differences (tests/trainer). Host
+ * fp16/bf16 conversions are in cpu_half.h.
  *
  * Conventions: x/y are activations [N][C][H][W]; dx/dw/db are gradients that the backward
  * functions ADD to (callers zero them first), so a tensor read by several layers sums its
@@ -117,10 +119,36 @@ double cpu_softmax_xent(int N, int K, const float *logits, const int32_t *labels
 
 /* uint8 NHWC batch -> normalised fp32 NCHW with optional per-sample crop-with-padding and flip
  * (tf_aug_params(seed, epoch, indices[i] or i, pad, flip, ...)); `hflip_all` mirrors every sample
- * (flip TTA). */
+ * (flip TTA). cpu_input_run with the options below at 0. */
 void cpu_input_u8(cpu_pool *P, int N, int H, int W, int C, const uint8_t *img, const float *mean,
                   const float *std, int pad, int flip, uint64_t seed, uint64_t epoch,
                   const uint64_t *indices, int hflip_all, float *x);
+
+/* The input stage with every option of the GPU input kernel (flk_input_u8), whose reference it is;
+ * the CPU backend leaves reflect, nhwc and c_out at 0 (cpu_input_u8). GPU flip = 2 (mirror all) is
+ * flip = 0, hflip_all = 1 here; the kernel's mean/stddev on the 0..255 scale are 255 x these. */
+typedef struct cpu_input_params {
+    int N, H, W, C;          /* uint8 NHWC batch; C in 1..4 */
+    const float *mean, *std; /* C values each, pixel scale [0, 1]: x = (v / 255 - mean) / std */
+    int pad;                 /* random crop with this padding, output stays H x W (0: none) */
+    int flip;                /* random horizontal flip */
+    int hflip_all;           /* then mirror every sample (flip TTA) */
+    uint64_t seed, epoch;    /* keys of tf_aug_params */
+    const uint64_t *indices; /* record index of each sample (the draw's key); NULL: 0..N-1 */
+    int reflect;             /* crop padding mirrors the image (pad < H, W) instead of 0 pixels */
+    int nhwc;                /* write NHWC instead of NCHW */
+    int c_out;               /* channels written (0 or <= C: C); channels C..c_out-1 are 0 */
+} cpu_input_params;
+/* x: N * max(C, c_out) * H * W floats, overwritten. */
+void cpu_input_run(cpu_pool *P, const cpu_input_params *p, const uint8_t *img, float *x);
+
+/* SGD step over n weights: g = grad + wd w; v = momentum v + g; w -= lr (nesterov ? g + momentum v
+ * : v). grad is left as it is (the caller clears it). */
+void cpu_sgd_step(long n, float *w, const float *grad, float *v, float lr, float momentum,
+                  float wd, int nesterov);
+
+/* Exponential moving average: ema = decay ema + (1 - decay) w over n values. */
+void cpu_ema_update(long n, float *ema, const float *w, float decay);
 
 #ifdef __cplusplus
 }
