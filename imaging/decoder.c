@@ -1,29 +1,10 @@
-/* decoder.c — the fl_decoder object: pixel limit, grow-only scratch buffers reused across
- * calls, and the format dispatch for fl_decode / fl_decode_crop_resize. */
+/* decoder.c — the fl_decoder object: pixel limit, grow-only scratch buffers (image_common.c)
+ * reused across calls, and the format dispatch for fl_decode / fl_decode_crop_resize. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "image_internal.h"
-
-int fl_buf_reserve(fl_buf *b, size_t n) {
-    if (n <= b->cap) return 0;
-    /* Grow geometrically so a run of slightly larger images does not reallocate every time. */
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < n) cap = cap > SIZE_MAX / 2 ? n : cap * 2;
-    void *p = malloc(cap);
-    if (!p) return -ENOMEM;
-    free(b->p);
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-void fl_buf_free(fl_buf *b) {
-    free(b->p);
-    b->p = NULL;
-    b->cap = 0;
-}
 
 int fl_decoder_create(uint64_t max_pixels, fl_decoder **out, fl_error *err) {
     if (!out) return fl_error_set(err, FL_E_INVALID, "fl_decoder_create: NULL out");
@@ -46,14 +27,6 @@ void fl_decoder_free(fl_decoder *d) {
     fl_buf_free(&d->resize);
     fl_buf_free(&d->stream);
     free(d);
-}
-
-void fl_rgb_to_gray(const uint8_t *src, uint8_t *dst, size_t npix) {
-    /* 16-bit fixed point weights summing to 65536: 0.299, 0.587, 0.114 (as libjpeg). */
-    for (size_t i = 0; i < npix; i++) {
-        uint32_t y = 19595u * src[3 * i] + 38470u * src[3 * i + 1] + 7471u * src[3 * i + 2];
-        dst[i] = (uint8_t)((y + 32768u) >> 16);
-    }
 }
 
 /* Probe, check channels and the pixel limit: shared front door of both decode calls. */

@@ -17,7 +17,7 @@ typedef struct fl_buf {
     size_t cap;
 } fl_buf;
 
-/* Make b hold at least n bytes (contents not kept). 0 or -ENOMEM. */
+/* Make b hold at least n bytes (contents not kept). 0 or -ENOMEM. (image_common.c) */
 int fl_buf_reserve(fl_buf *b, size_t n);
 void fl_buf_free(fl_buf *b);
 
@@ -65,7 +65,7 @@ size_t fl_resize_window_scratch_size(uint32_t sw, uint32_t sh, const double win[
 void fl_resize_set_simd_limit(int level);
 
 /* RGB → gray with the ITU-R 601 luma weights libjpeg uses (0.299, 0.587, 0.114), fixed point.
- * In place is allowed (dst == src). */
+ * In place is allowed (dst == src). (image_common.c) */
 void fl_rgb_to_gray(const uint8_t *src, uint8_t *dst, size_t npix);
 
 #endif
