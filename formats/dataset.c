@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "fl_dataset_impl.h"
+#include "fl_file.h"
 
 #define FL_MAX_MANIFEST_BYTES (256u << 20)
 
@@ -30,44 +31,26 @@ static char *path_join(const char *a, const char *b) {
  * it in messages. */
 static int read_file_at(int dirfd, const char *name, const char *shown, size_t max, char **out,
                         size_t *out_len, fl_error *err) {
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    fl_read_step step;
+    int rc = fl_read_file_at(dirfd, name, max, FL_READ_REGULAR, &buf, NULL, &n, &step);
     *out = NULL;
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return fl_error_set(err, -e, "%s: cannot open: %s", shown, strerror(e));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", shown);
-    }
-    if ((uint64_t)st.st_size > max) {
-        close(fd);
+    if (rc) free(buf);
+    switch (step) {
+    case FL_READ_DONE: break;
+    case FL_READ_OPEN: return fl_error_set(err, rc, "%s: cannot open: %s", shown, strerror(-rc));
+    case FL_READ_STAT:
+    case FL_READ_NOT_REGULAR: return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", shown);
+    case FL_READ_TOO_LARGE:
         return fl_error_set(err, FL_E_FORMAT, "%s: %lld bytes, larger than the %zu-byte limit", shown,
-                            (long long)st.st_size, max);
+                            (long long)n, max);
+    case FL_READ_ALLOC: return fl_error_set(err, -ENOMEM, "%s: out of memory", shown);
+    case FL_READ_READ: return fl_error_set(err, rc, "%s: read failed: %s", shown, strerror(-rc));
+    case FL_READ_SHRANK:
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: read failed: %s", shown, "file shrank while reading");
     }
-    size_t n = (size_t)st.st_size;
-    char *buf = malloc(n + 1);
-    if (!buf) {
-        close(fd);
-        return fl_error_set(err, -ENOMEM, "%s: out of memory", shown);
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : EIO;
-            free(buf);
-            close(fd);
-            return fl_error_set(err, r < 0 ? -e : FL_E_TRUNCATED, "%s: read failed: %s", shown,
-                                r < 0 ? strerror(e) : "file shrank while reading");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    buf[n] = '\0';
-    *out = buf;
+    *out = (char *)buf;
     *out_len = n;
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include <zstd.h>
 
+#include "fl_file.h"
 #include "fl_json.h"
 #include "fl_lmdb.h"
 #include "fl_manifest.h"
@@ -82,29 +83,6 @@ struct fl_writer {
     fl_writer_lock *own_lock; /* the destination's lock when open took it (none was given) */
 };
 
-static int write_all(int fd, const void *p, size_t n) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t r = write(fd, b, n);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        if (r == 0) return -EIO;
-        b += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-static int fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    int rc = fsync(fd) ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
 /* Write a small file atomically: tmp, fsync, rename, dir fsync. */
 static int write_file_atomic(const char *dir, const char *name, const void *data, size_t n,
                              fl_error *err) {
@@ -116,11 +94,11 @@ static int write_file_atomic(const char *dir, const char *name, const void *data
         int e = errno;
         return fl_error_set(err, -e, "%s: cannot create: %s", tmp, strerror(e));
     }
-    int rc = write_all(fd, data, n);
+    int rc = fl_write_all(fd, data, n);
     if (rc == 0 && fsync(fd)) rc = -errno;
     close(fd);
     if (rc == 0 && rename(tmp, path)) rc = -errno;
-    if (rc == 0) rc = fsync_dir(dir);
+    if (rc == 0) rc = fl_fsync_dir(dir);
     if (rc) {
         unlink(tmp);
         return fl_error_set(err, rc, "%s: cannot write: %s", path, strerror(-rc));
@@ -128,37 +106,20 @@ static int write_file_atomic(const char *dir, const char *name, const void *data
     return 0;
 }
 
+/* A whole small file: 0, -errno of open, FL_E_FORMAT (cannot stat, over `max` bytes), -ENOMEM,
+ * or -EIO (a read error, or it ended early). NUL-terminated. */
 static int read_small_file(const char *path, size_t max, uint8_t **out, size_t *len) {
     *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    struct stat st;
-    if (fstat(fd, &st) || (uint64_t)st.st_size > max) {
-        close(fd);
-        return FL_E_FORMAT;
+    fl_read_step step;
+    int rc = fl_read_file_at(AT_FDCWD, path, max, 0, out, NULL, len, &step);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *len = 0;
+        if (step == FL_READ_STAT || step == FL_READ_TOO_LARGE) return FL_E_FORMAT;
+        if (step == FL_READ_READ || step == FL_READ_SHRANK) return -EIO;
     }
-    uint8_t *b = malloc((size_t)st.st_size + 1);
-    if (!b) {
-        close(fd);
-        return -ENOMEM;
-    }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got != (size_t)st.st_size) {
-        free(b);
-        return -EIO;
-    }
-    b[got] = 0;
-    *out = b;
-    *len = got;
-    return 0;
+    return rc;
 }
 
 static void shard_name(char *out, size_t n, uint32_t k) { snprintf(out, n, "shard-%05u.fls", k); }
@@ -219,7 +180,7 @@ static int load_or_make_id(fl_writer *w, int fresh, fl_error *err) {
 
 static int wflush(fl_writer *w) {
     if (!w->wlen) return 0;
-    int rc = write_all(w->fd, w->wbuf, w->wlen);
+    int rc = fl_write_all(w->fd, w->wbuf, w->wlen);
     w->wlen = 0;
     return rc;
 }
@@ -229,7 +190,7 @@ static int wput(fl_writer *w, const void *p, size_t n) {
     w->pos += n;
     if (n >= WBUF_SIZE) {
         int rc = wflush(w);
-        return rc ? rc : write_all(w->fd, b, n);
+        return rc ? rc : fl_write_all(w->fd, b, n);
     }
     if (w->wlen + n > WBUF_SIZE) {
         int rc = wflush(w);
@@ -375,7 +336,7 @@ static int shard_finish(fl_writer *w, fl_error *err) {
     shard_name(name, sizeof name, w->shard_no);
     snprintf(path, sizeof path, "%s/%s", w->partial, name);
     if (rename(w->tmp_path, path)) return io_fail(w, -errno, "rename failed", err);
-    rc = fsync_dir(w->partial);
+    rc = fl_fsync_dir(w->partial);
     if (rc) return io_fail(w, rc, "directory fsync failed", err);
     if (w->num_done == w->cap_done) {
         uint32_t cap = w->cap_done ? w->cap_done * 2 : 16;
@@ -1316,14 +1277,14 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
     unlink(p);
     snprintf(p, sizeof p, "%s/%s", w->partial, ID_FILE);
     unlink(p);
-    fsync_dir(w->partial);
+    fl_fsync_dir(w->partial);
     /* publish: exchange with the old dataset (atomic: a reader opening <dst> finds the old or the
      * new one, never neither), or rename where there is none; then delete the old one's files */
     char parent[PATH_MAX];
     parent_of(w->dst, parent, sizeof parent);
     if (have_old) {
         if (rename2(w->partial, w->dst, RENAME_EXCHANGE) == 0) {
-            fsync_dir(parent);
+            fl_fsync_dir(parent);
             remove_old_dataset(w->partial);
         } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP || errno == EOPNOTSUPP) {
             /* no RENAME_EXCHANGE on this file system: move the old one aside under a name nobody
@@ -1347,7 +1308,7 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
                                   strerror(e));
                 goto out;
             }
-            fsync_dir(parent);
+            fl_fsync_dir(parent);
             remove_old_dataset(old);
         } else {
             int e = errno;
@@ -1368,7 +1329,7 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
                                     w->partial, strerror(e));
             goto out;
         }
-        fsync_dir(parent);
+        fl_fsync_dir(parent);
     }
 out:
     fl_tbuf_free(&text);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fl_dataset.h"
+#include "fl_file.h"
 
 static const char MAGIC[8] = {'T', 'F', 'C', 'K', 'P', 'T', '\r', '\n'};
 
@@ -231,21 +232,6 @@ int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_check
     return 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* step number of "ckpt-<digits>.tfc", or -1 */
 static long long ckpt_step(const char *name)
 {
@@ -313,7 +299,7 @@ int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out,
         free(buf);
         return fl_error_set(err, -e, "%s: %s", tmp, strerror(e));
     }
-    int rc = write_all(fd, buf, len);
+    int rc = fl_write_all(fd, buf, len);
     free(buf);
     if (!rc && fsync(fd) != 0)
         rc = -errno;
@@ -369,39 +355,20 @@ int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out,
 int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err)
 {
     memset(ck, 0, sizeof *ck);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fl_error_set(err, -errno, "%s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return fl_error_set(err, -e, "%s: %s", path, strerror(e));
-    }
-    size_t len = (size_t)sb.st_size;
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) {
-        close(fd);
-        return fl_error_set(err, -ENOMEM, "%s: out of memory (%zu bytes)", path, len);
-    }
+    uint8_t *buf = NULL;
     size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            /* an I/O error is not a damaged file: say which it was */
-            int e = errno;
-            close(fd);
-            free(buf);
-            return fl_error_set(err, -e, "%s: read error at byte %zu: %s", path, got, strerror(e));
-        }
-        if (r == 0)
-            break; /* shrank since fstat: parse reports it as truncated */
-        got += (size_t)r;
+    fl_read_step step;
+    /* a file that shrank since fstat is kept short: parse reports it as truncated */
+    int rc = fl_read_file_at(AT_FDCWD, path, SIZE_MAX, FL_READ_SHORT_OK, &buf, NULL, &got, &step);
+    if (rc) {
+        free(buf);
+        if (step == FL_READ_ALLOC)
+            return fl_error_set(err, -ENOMEM, "%s: out of memory (%zu bytes)", path, got);
+        if (step == FL_READ_READ) /* an I/O error is not a damaged file: say which it was */
+            return fl_error_set(err, rc, "%s: read error at byte %zu: %s", path, got, strerror(-rc));
+        return fl_error_set(err, rc, "%s: %s", path, strerror(-rc));
     }
-    close(fd);
-    int rc = tf_checkpoint_parse(buf, got, path, ck, err);
+    rc = tf_checkpoint_parse(buf, got, path, ck, err);
     free(buf);
     return rc;
 }

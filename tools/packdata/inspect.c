@@ -3,11 +3,14 @@
 #include "packdata.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fl_cli.h"
+#include "fl_file.h"
 #include "fl_clock.h"
 #include "fl_image.h"
 
@@ -416,12 +419,12 @@ static const char extract_help[] =
 "  -o, --output FILE   where to write (- for stdout)\n"
 "  --pnm               raw records as PGM/PPM instead of PNG\n";
 
-static int write_all(const char *path, const uint8_t *d, size_t n) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
-    if (!f) return -errno;
-    size_t w = fwrite(d, 1, n, f);
-    int e = (w != n || fflush(f)) ? -EIO : 0;
-    if (f != stdout && fclose(f)) e = -errno;
+/* Write the extracted payload to `path` ("-": stdout). Returns 0 or -errno. */
+static int write_output(const char *path, const uint8_t *d, size_t n) {
+    int fd = strcmp(path, "-") ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666) : STDOUT_FILENO;
+    if (fd < 0) return -errno;
+    int e = fl_write_all(fd, d, n);
+    if (fd != STDOUT_FILENO && close(fd) && !e) e = -errno;
     return e;
 }
 
@@ -565,7 +568,7 @@ int pd_cmd_extract(int argc, char **argv) {
         if (asprintf(&fname, "%s%s", base, ext ? ext : "") < 0) goto oom;
         outp = fname;
     }
-    r = write_all(outp, out, out_len);
+    r = write_output(outp, out, out_len);
     free(pnmbuf);
     if (r) {
         fl_cli_error(PD_TOOL, "%s: cannot write: %s", outp, strerror(-r));

@@ -2,6 +2,7 @@
  * --part slicing), bad-input reporting, and small file helpers shared by the source parsers. */
 #include "packdata.h"
 
+#include "fl_file.h"
 #include "fl_splitmix64.h"
 
 #include <errno.h>
@@ -170,45 +171,24 @@ char *pd_path_join(const char *dir, const char *name) {
 }
 
 static int read_plain(const char *path, size_t max_len, uint8_t **data, size_t *len, fl_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fl_error_set(err, -errno, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int e = errno;
-        close(fd);
-        return fl_error_set(err, -e, "%s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return fl_error_set(err, -EISDIR, "%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > max_len) {
-        close(fd);
+    uint8_t *b = NULL;
+    fl_read_step step;
+    int rc = fl_read_file_at(AT_FDCWD, path, max_len, FL_READ_REGULAR | FL_READ_SHORT_OK, &b, NULL, len,
+                             &step);
+    if (rc) free(b);
+    switch (step) {
+    case FL_READ_DONE: break;
+    case FL_READ_OPEN: return fl_error_set(err, rc, "%s: cannot open: %s", path, strerror(-rc));
+    case FL_READ_NOT_REGULAR: return fl_error_set(err, -EISDIR, "%s: not a regular file", path);
+    case FL_READ_TOO_LARGE:
         return fl_error_set(err, FL_E_TOO_LARGE, "%s: file is %lld bytes, over the %zu-byte limit",
-                            path, (long long)st.st_size, max_len);
+                            path, (long long)*len, max_len);
+    case FL_READ_ALLOC: return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    case FL_READ_READ: return fl_error_set(err, rc, "%s: read: %s", path, strerror(-rc));
+    case FL_READ_STAT:
+    case FL_READ_SHRANK: return fl_error_set(err, rc, "%s: %s", path, strerror(-rc));
     }
-    size_t n = (size_t)st.st_size;
-    uint8_t *b = malloc(n ? n : 1);
-    if (!b) {
-        close(fd);
-        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, b + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            free(b);
-            close(fd);
-            return fl_error_set(err, -e, "%s: read: %s", path, strerror(e));
-        }
-        if (r == 0) break; /* file shrank: keep what we got */
-        got += (size_t)r;
-    }
-    close(fd);
     *data = b;
-    *len = got;
     return 0;
 }
 

@@ -4,6 +4,8 @@
  * Everything goes into the caller's slot; buffers are grow-only and reused across items. */
 #include "pack_internal.h"
 
+#include "fl_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -44,40 +46,11 @@ static int grow(uint8_t **buf, size_t *cap, size_t need) {
     return 0;
 }
 
-/* Read a whole file into a grow-only buffer. Returns 0 or -errno (EISDIR for non-files). */
+/* Read a whole file into a grow-only buffer. Returns 0 or -errno (EISDIR for non-files). The
+ * O_NONBLOCK open: opening a FIFO must not wait for a writer (it is refused as not a file). */
 static int read_into(const char *path, uint8_t **buf, size_t *cap, size_t *len) {
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below) */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return -errno;
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return -EISDIR;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    if (grow(buf, cap, n + 1)) {
-        close(fd);
-        return -ENOMEM;
-    }
-    while (got < n) {
-        ssize_t r = read(fd, *buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    *len = got;
-    return 0;
+    return fl_read_file_at(AT_FDCWD, path, SIZE_MAX, FL_READ_REGULAR | FL_READ_SHORT_OK | FL_READ_NONBLOCK,
+                           buf, cap, len, NULL);
 }
 
 static void target_size(const pd_plan *p, uint32_t w, uint32_t h, uint32_t *tw, uint32_t *th) {

@@ -3,6 +3,8 @@
  * (--path-column, --label-column). Paths are relative to --root (default: the CSV's folder). */
 #include "packdata.h"
 
+#include "fl_file.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,13 +102,6 @@ static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *
     return 1;
 }
 
-static char *dir_of(const char *file) {
-    const char *s = strrchr(file, '/');
-    if (!s) return strdup(".");
-    if (s == file) return strdup("/");
-    return strndup(file, (size_t)(s - file));
-}
-
 int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                fl_error *err) {
     uint8_t *data;
@@ -120,7 +115,7 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
     const char *lc = so->label_column ? so->label_column : "label";
     csv_row row = {0};
     pd_strset seen = {0};
-    char *root = so->root ? strdup(so->root) : dir_of(file);
+    char *root = so->root ? strdup(so->root) : fl_dir_of(file);
     int32_t maxl = -1;
     long ip = -1, il = -1;
     size_t ncols = 0;

@@ -4,16 +4,11 @@
  * A leading UTF-8 byte order mark is skipped. */
 #include "packdata.h"
 
+#include "fl_file.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *dir_of(const char *file) {
-    const char *s = strrchr(file, '/');
-    if (!s) return strdup(".");
-    if (s == file) return strdup("/");
-    return strndup(file, (size_t)(s - file));
-}
 
 int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                 fl_error *err) {
@@ -21,7 +16,7 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
     size_t len;
     int r = pd_read_file(file, 0, 1ull << 32, &data, &len, err);
     if (r) return r;
-    char *root = so->root ? strdup(so->root) : dir_of(file);
+    char *root = so->root ? strdup(so->root) : fl_dir_of(file);
     pd_strset seen = {0};
     int32_t maxl = -1;
     size_t line_no = 0, pos = 0;
