@@ -3,7 +3,8 @@
  * A backend runs one tf_model_spec (model.h): forward, backward, optimizer on fp32 master weights,
  * evaluation, and hands its whole state to the core as host fp32 arrays for checkpoints.
  *
- * Call order: ops->create(spec, cfg) -> ops->set_state(initial state from tf_model_init)
+ * Call order: ops->create(spec, cfg) -> [ops->attach_comm(comm): data parallel]
+ *             -> ops->set_state(initial state from tf_model_init)
  *             -> { ops->train_step(batch, lr) ... ops->eval_batch(batch) ... ops->get_state() }
  *             -> ops->destroy().
  * A backend object is driven by one thread. Errors: negative codes of fl_error.h with a message
@@ -49,8 +50,10 @@ typedef struct tf_train_config {
     /* Data parallel over `world` processes (1 or 0: single process). Before each optimizer step
      * the backend sums its accumulated gradients over the ranks with grad_allreduce (in place,
      * param_count floats; user = grad_allreduce_user) and multiplies them by 1/world, so every rank
-     * applies the same averaged update. NULL: no reduction. A backend with its own collective
-     * (the CUDA backend's NCCL communicator, gpu_dist.h) ignores these. A failure of the callback
+     * applies the same averaged update. NULL: no reduction. The trainer does not set these: it
+     * hands its communicator to ops->attach_comm, and the CPU backend sets them from it; a
+     * backend with its own collective (the CUDA backend's NCCL communicator, gpu_dist.h) ignores
+     * them. A failure of the callback
      * makes train_step fail with its error (the weights are then out of step: abort the job). */
     int world;
     int (*grad_allreduce)(void *user, float *buf, int64_t n, fl_error *err);
@@ -126,6 +129,19 @@ typedef struct tf_state {
 
 typedef struct tf_backend tf_backend; /* opaque, defined by each backend */
 
+/* The trainer's communicator over the ranks of a data-parallel job (dist.h), as a backend sees
+ * it: who it is and the collectives as callbacks (user = `user`). Sums are in place over all
+ * ranks; bcast copies `bytes` bytes from rank `root` to every rank. Each returns 0 or a negative
+ * error with a message. */
+typedef struct tf_comm {
+    int rank, world;
+    int sync_bn;   /* --sync-bn: synchronise BatchNorm statistics over the ranks */
+    void *user;
+    int (*sum_f32)(void *user, float *buf, int64_t n, fl_error *err);
+    int (*sum_f64)(void *user, double *buf, int64_t n, fl_error *err);
+    int (*bcast)(void *user, void *buf, size_t bytes, int root, fl_error *err);
+} tf_comm;
+
 typedef struct tf_backend_ops {
     const char *name; /* "cpu", "cuda" */
 
@@ -172,8 +188,20 @@ typedef struct tf_backend_ops {
      * or "CPU, 2 threads, OpenBLAS"). */
     void (*describe)(tf_backend *b, char *buf, size_t cap);
 
-    /* Free everything. NULL allowed. */
+    /* Free everything (the communicator attach_comm set up, too). NULL allowed. */
     void (*destroy)(tf_backend *b);
+
+    /* Optional (NULL: this backend cannot train data-parallel): join the job of `comm` before the
+     * first set_state, every rank at once (it may use comm's collectives). From then on each
+     * optimizer step averages the gradients over the ranks: through comm (CPU backend), or
+     * through a communicator of the backend's own that it sets up here and frees in destroy
+     * (CUDA backend: NCCL, its unique id broadcast with comm->bcast). Called for world > 1, and
+     * for world 1 when the user asks for the backend's collective path (--nccl). `note` (may be
+     * NULL) receives a one-line description for the user ("" when there is nothing to say).
+     * comm must outlive the backend. Errors: FL_E_UNSUPPORTED (e.g. a build without NCCL,
+     * --sync-bn where unsupported), FL_E_CUDA, those of comm's callbacks. */
+    int (*attach_comm)(tf_backend *b, const tf_comm *comm, char *note, size_t note_cap,
+                       fl_error *err);
 } tf_backend_ops;
 
 /* The CPU fp32 reference backend (trainer/cpu). Always built. */

@@ -1,4 +1,5 @@
-/* checkpoint.c — serialise, verify and atomically write trainfast checkpoints (checkpoint.h). */
+/* checkpoint.c — serialise, verify and atomically write trainfast checkpoints (checkpoint.h); the
+ * run's config section is checkpoint_config.c. */
 #include "checkpoint.h"
 
 #include <dirent.h>
@@ -13,6 +14,13 @@
 
 #include "fl_dataset.h"
 #include "fl_file.h"
+
+/* checkpoint_config.c: the config section. encode: out NULL = only its length. */
+int tf_ckpt_config_encode(const tf_run_config *c, uint8_t *out, size_t *len);
+int tf_ckpt_config_decode(const uint8_t *b, size_t len, const char *name, tf_run_config *c,
+                          fl_error *err);
+int tf_ckpt_config_decode_v1(const char *text, size_t len, const char *name, tf_run_config *c,
+                             fl_error *err);
 
 static const char MAGIC[8] = {'T', 'F', 'C', 'K', 'P', 'T', '\r', '\n'};
 
@@ -49,8 +57,8 @@ int tf_checkpoint_alloc(tf_checkpoint *ck, int64_t P, int64_t S, int has_ema)
         return -EINVAL;
     size_t n = (size_t)(3 * P + S + (has_ema ? P + S : 0));
     ck->storage = calloc(n ? n : 1, sizeof(float));
-    ck->config_json = calloc(1, 1);
-    if (!ck->storage || !ck->config_json) {
+    ck->version = TF_CKPT_VERSION;
+    if (!ck->storage) {
         tf_checkpoint_free(ck);
         return -ENOMEM;
     }
@@ -80,7 +88,8 @@ void tf_checkpoint_free(tf_checkpoint *ck)
     if (!ck)
         return;
     free(ck->storage);
-    free(ck->config_json);
+    free(ck->v1_config);
+    tf_run_config_free(&ck->cfg);
     memset(ck, 0, sizeof *ck);
 }
 
@@ -94,7 +103,10 @@ int tf_checkpoint_serialize(const tf_checkpoint *ck, uint8_t **out, size_t *len)
     tf_ckpt_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, MAGIC, 8);
-    h.version = TF_CKPT_VERSION;
+    const int v1 = ck->version == 1;
+    if (ck->version && ck->version != TF_CKPT_VERSION && !v1)
+        return -EINVAL;
+    h.version = v1 ? 1 : TF_CKPT_VERSION;
     h.header_bytes = sizeof h;
     memcpy(h.model, ck->model, sizeof h.model);
     h.spec_id = ck->spec_id;
@@ -123,7 +135,9 @@ int tf_checkpoint_serialize(const tf_checkpoint *ck, uint8_t **out, size_t *len)
     h.epoch_correct = ck->epoch_correct;
     h.epoch_seen = ck->epoch_seen;
     h.wall_s = ck->wall_s;
-    size_t clen = ck->config_json ? strlen(ck->config_json) : 0;
+    size_t clen = v1 ? (ck->v1_config ? strlen(ck->v1_config) : 0) : 0;
+    if (!v1 && tf_ckpt_config_encode(&ck->cfg, NULL, &clen))
+        return -EINVAL;
     h.config_len = clen;
     size_t arr = array_floats(ck->param_count, ck->stat_count, ck->has_ema) * sizeof(float);
     size_t total = sizeof h + arr + clen + 4;
@@ -132,14 +146,18 @@ int tf_checkpoint_serialize(const tf_checkpoint *ck, uint8_t **out, size_t *len)
         return -ENOMEM;
     memcpy(buf, &h, sizeof h);
     memcpy(buf + sizeof h, ck->storage, arr);
-    if (clen)
-        memcpy(buf + sizeof h + arr, ck->config_json, clen);
+    if (v1 && clen)
+        memcpy(buf + sizeof h + arr, ck->v1_config, clen);
+    else if (!v1)
+        tf_ckpt_config_encode(&ck->cfg, buf + sizeof h + arr, &clen);
     uint32_t crc = fl_crc32c(0, buf, total - 4);
     memcpy(buf + total - 4, &crc, 4);
     *out = buf;
     *len = total;
     return 0;
 }
+
+static void from_header(const tf_ckpt_header *h, tf_checkpoint *ck);
 
 int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_checkpoint *ck,
                         fl_error *err)
@@ -153,10 +171,10 @@ int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_check
     uint32_t version, hbytes;
     memcpy(&version, buf + 8, 4);
     memcpy(&hbytes, buf + 12, 4);
-    if (version != TF_CKPT_VERSION)
+    if (version < TF_CKPT_VERSION_MIN || version > TF_CKPT_VERSION)
         return fl_error_set(err, FL_E_VERSION,
-                            "%s: checkpoint version %u, this trainfast reads version %u", name,
-                            version, TF_CKPT_VERSION);
+                            "%s: checkpoint version %u, this trainfast reads versions %u to %u",
+                            name, version, TF_CKPT_VERSION_MIN, TF_CKPT_VERSION);
     if (hbytes != sizeof(tf_ckpt_header))
         return fl_error_set(err, FL_E_FORMAT, "%s: header size %u, expected %zu", name, hbytes,
                             sizeof(tf_ckpt_header));
@@ -195,16 +213,38 @@ int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_check
         return fl_error_set(err, FL_E_FORMAT, "%s: bad model description", name);
     if (tf_checkpoint_alloc(ck, h.param_count, h.stat_count, ema))
         return fl_error_set(err, -ENOMEM, "%s: out of memory", name);
-    char *cfg = malloc(h.config_len + 1);
-    if (!cfg) {
-        tf_checkpoint_free(ck);
-        return fl_error_set(err, -ENOMEM, "%s: out of memory", name);
+    const uint8_t *cbuf = buf + sizeof h + arr;
+    int rc;
+    if (version == 1) {
+        /* the JSON text as read, written back by serialize (a NUL in it ends the text) */
+        ck->v1_config = malloc(h.config_len + 1);
+        if (!ck->v1_config)
+            rc = fl_error_set(err, -ENOMEM, "%s: out of memory", name);
+        else if (memchr(cbuf, 0, h.config_len))
+            rc = fl_error_set(err, FL_E_FORMAT, "%s: a NUL byte in its config", name);
+        else
+            rc = tf_ckpt_config_decode_v1((const char *)cbuf, h.config_len, name, &ck->cfg, err);
+        if (ck->v1_config) {
+            memcpy(ck->v1_config, cbuf, h.config_len);
+            ck->v1_config[h.config_len] = 0;
+        }
+    } else {
+        rc = tf_ckpt_config_decode(cbuf, h.config_len, name, &ck->cfg, err);
     }
-    free(ck->config_json);
-    ck->config_json = cfg;
-    memcpy(cfg, buf + sizeof h + arr, h.config_len);
-    cfg[h.config_len] = 0;
+    if (rc) {
+        tf_checkpoint_free(ck);
+        return rc;
+    }
+    ck->version = version;
     memcpy(ck->storage, buf + sizeof h, arr);
+    from_header(&h, ck);
+    return 0;
+}
+
+/* the header's fields into ck (the arrays and the config are the caller's) */
+static void from_header(const tf_ckpt_header *hp, tf_checkpoint *ck)
+{
+    const tf_ckpt_header h = *hp;
     memcpy(ck->model, h.model, sizeof ck->model);
     ck->spec_id = h.spec_id;
     ck->in_c = h.in_c;
@@ -229,7 +269,6 @@ int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_check
     ck->epoch_correct = h.epoch_correct;
     ck->epoch_seen = h.epoch_seen;
     ck->wall_s = h.wall_s;
-    return 0;
 }
 
 /* step number of "ckpt-<digits>.tfc", or -1 */

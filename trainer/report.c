@@ -1,14 +1,16 @@
-/* report.c — what trainfast shows while it trains: a live progress line on a terminal, one line
- * per epoch (and a JSONL record per epoch with --log). The end-of-run summary is in train.c. */
+/* report.c — what trainfast shows while it trains: the run's banner, a live progress line on a
+ * terminal, one line per epoch (and a JSONL record per epoch with --log), and the end-of-run
+ * summary (text on stderr, one JSON object on stdout with --json). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fl_cli.h"
 #include "fl_clock.h"
-#include "train.h"
+#include "train_internal.h"
 
 void tf_live_start(tf_live *lv, int quiet)
 {
@@ -101,4 +103,188 @@ int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log)
         fl_json_free(&j);
     }
     return e;
+}
+
+const char *tf_precision_name(tf_precision p)
+{
+    return p == TF_BF16 ? "bf16" : p == TF_FP16 ? "fp16" : "fp32";
+}
+
+int tf_close_output(FILE *f)
+{
+    /* a log that cannot be written is an error, not a silent loss */
+    int e = 0;
+    if (fflush(f) != 0 || ferror(f))
+        e = errno ? errno : EIO;
+    struct stat sb;
+    if (!e && fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && fsync(fileno(f)) != 0)
+        e = errno;
+    if (fclose(f) != 0 && !e)
+        e = errno;
+    return e;
+}
+
+void tf_report_banner(const tf_run *r)
+{
+    const tf_options *o = r->o;
+    const tf_dist *D = r->D;
+    const tf_model_spec *spec = &r->spec;
+    if (r->quiet)
+        return;
+    const uint64_t count = fl_dataset_count(fl_loader_dataset(r->L));
+    fprintf(stderr,
+            "%s: %s (%.2f M params, %.1f MFLOP/img) on %s | %s: %llu train images, %u "
+            "classes, %dx%dx%d | batch %u x %d accum, %d epoch%s, lr %g %s, %s\n",
+            TOOL, spec->name, spec->param_count / 1e6, 2 * tf_model_flops(spec) / 1e6,
+            r->desc[0] ? r->desc : r->ops->name, o->data, (unsigned long long)count,
+            r->num_classes, r->in_h, r->in_w, r->in_c, r->batch, o->accum, o->epochs,
+            o->epochs == 1 ? "" : "s", o->lr, o->cosine ? "cosine" : "linear",
+            tf_precision_name(r->prec));
+    if (D->world > 1)
+        fprintf(stderr,
+                "%s: data parallel: %d processes (%s), batch %u per rank = global batch "
+                "%llu, %llu steps per epoch on every rank%s; BatchNorm statistics %s\n",
+                TOOL, D->world, D->launcher, r->batch, (unsigned long long)r->batch * D->world,
+                (unsigned long long)r->bpe,
+                r->pad_tail && r->bpe * r->batch * (uint64_t)D->world > count
+                    ? " (tail padded by wrap-around)" : "",
+                o->sync_bn ? "synchronized (--sync-bn)" : "per process");
+    if (r->resumed)
+        fprintf(stderr, "%s: resumed from %s at epoch %llu batch %llu (step %llu)\n", TOOL,
+                r->rpath, (unsigned long long)r->start_epoch + 1,
+                (unsigned long long)r->start_batch, (unsigned long long)r->t.micro);
+}
+
+/* the summary's lines on stderr */
+static void summary_text(const tf_run *r, double wall, double busy, double ips, double dwf)
+{
+    const tf_options *o = r->o;
+    const tf_run_totals *t = &r->t;
+    char rate[32];
+    fl_cli_human_rate(ips, "img/s", rate, sizeof rate);
+    fprintf(stderr,
+            "%s: done: val top1 %.2f%% loss %.4f after %d epoch%s | %s | wall %.1f s "
+            "(train %.1f s, eval %.1f s, checkpoints %.1f s)\n",
+            TOOL, 100.0 * t->ev.top1, t->ev.loss, o->epochs, o->epochs == 1 ? "" : "s", rate,
+            wall, busy, t->eval_s, t->ckpt_s);
+    fprintf(stderr,
+            "%s: step time split: compute %.1f%% (%.2f s)%s, waiting for data %.1f%% (%.2f s)"
+            " | loader: %s, %u worker%s, decode %.2f s, io wait %.2f s%s\n",
+            TOOL, busy > 0 ? 100.0 * (t->compute - t->h2d) / busy : 0, t->compute - t->h2d, "",
+            100.0 * dwf, t->data_wait, t->ls.io_backend ? t->ls.io_backend : "?",
+            (unsigned)r->workers, r->workers == 1 ? "" : "s", t->ls.decode_s, t->ls.io_wait_s,
+            dwf > 0.1 ? " -> the input pipeline is the bottleneck: raise --workers" : "");
+    if (!r->on_cpu)
+        fprintf(stderr, "%s: host-to-device copies %.2f s (%.1f%%)%s\n", TOOL, t->h2d,
+                busy > 0 ? 100.0 * t->h2d / busy : 0,
+                t->skipped_steps ? " (fp16 steps skipped for inf/nan: see JSON)" : "");
+    if (t->nv_samples) {
+        char m1[32], m2[32];
+        fl_cli_human_bytes(t->nv_mem_max, m1, sizeof m1);
+        fl_cli_human_bytes(t->nv_mem_total, m2, sizeof m2);
+        fprintf(stderr, "%s: GPU utilisation %.0f%% on average (%d samples), memory used up to "
+                "%s of %s (NVML)\n", TOOL, t->nv_util_sum / t->nv_samples, t->nv_samples, m1, m2);
+    } else if (!r->on_cpu) {
+        fprintf(stderr, "%s: GPU utilisation: not available (no NVML or run too short)\n", TOOL);
+    }
+}
+
+static void jd(fl_json *j, const char *k, double v)
+{
+    fl_json_key(j, k);
+    fl_json_double(j, v);
+}
+
+static void ju(fl_json *j, const char *k, uint64_t v)
+{
+    fl_json_key(j, k);
+    fl_json_uint(j, v);
+}
+
+static void js(fl_json *j, const char *k, const char *v)
+{
+    fl_json_key(j, k);
+    fl_json_string(j, v);
+}
+
+/* the summary's JSON object on stdout (--json) */
+static int summary_json(const tf_run *r, double wall, double busy, double ips, double dwf)
+{
+    const tf_run_totals *t = &r->t;
+    const tf_dist *D = r->D;
+    fl_json j;
+    fl_json_init(&j);
+    fl_json_begin_object(&j);
+    jd(&j, "val_top1", t->ev.top1);
+    if (r->num_classes > 10)
+        jd(&j, "val_top5", t->ev.top5);
+    jd(&j, "val_loss", t->ev.loss);
+    fl_json_key(&j, "epochs");
+    fl_json_int(&j, r->o->epochs);
+    jd(&j, "images_per_sec", ips);
+    jd(&j, "data_wait_fraction", dwf);
+    js(&j, "device", r->ops->name);
+    js(&j, "precision", tf_precision_name(r->prec));
+    jd(&j, "wall_seconds", wall);
+    jd(&j, "train_seconds", busy);
+    jd(&j, "compute_seconds", t->compute - t->h2d);
+    jd(&j, "data_wait_seconds", t->data_wait);
+    jd(&j, "h2d_seconds", t->h2d);
+    jd(&j, "eval_seconds", t->eval_s);
+    js(&j, "model", r->spec.name);
+    ju(&j, "batch", r->batch);
+    ju(&j, "steps", t->opt_steps); /* optimizer steps */
+    ju(&j, "micro_steps", t->micro);
+    ju(&j, "images", (uint64_t)t->samples_run); /* all ranks */
+    ju(&j, "skipped_steps", t->skipped_steps);
+    fl_json_key(&j, "resumed");
+    fl_json_bool(&j, r->resumed);
+    fl_json_key(&j, "world");
+    fl_json_int(&j, D->world);
+    ju(&j, "global_batch", (uint64_t)r->batch * (uint64_t)D->world);
+    ju(&j, "steps_min", (uint64_t)t->steps_min);
+    ju(&j, "steps_max", (uint64_t)t->steps_max);
+    ju(&j, "samples_run", (uint64_t)t->samples_run);
+    ju(&j, "start_epoch", r->start_epoch);
+    ju(&j, "start_sample", r->start_batch * r->batch * (uint64_t)D->world);
+    js(&j, "backend", r->desc);
+    fl_json_key(&j, "gpu_utilization");
+    if (t->nv_samples)
+        fl_json_double(&j, t->nv_util_sum / t->nv_samples / 100.0);
+    else
+        fl_json_null(&j);
+    fl_json_key(&j, "gpu_memory_used_bytes");
+    if (t->nv_samples)
+        fl_json_uint(&j, t->nv_mem_max);
+    else
+        fl_json_null(&j);
+    fl_json_end_object(&j);
+    printf("%s\n", fl_json_text(&j));
+    fl_json_free(&j);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fl_cli_error(TOOL, "--json: cannot write the summary to stdout: %s", strerror(errno));
+        return FL_EXIT_DATA;
+    }
+    return 0;
+}
+
+int tf_report_summary(tf_run *r, int status)
+{
+    const tf_dist *D = r->D;
+    const tf_run_totals *t = &r->t;
+    const uint64_t start_sample = r->start_batch * r->batch * (uint64_t)D->world;
+    if (status == FL_EXIT_OK && !r->quiet && (D->world > 1 || r->resumed))
+        fprintf(stderr,
+                "%s: %d process(es): %.0f..%.0f steps per rank; %.0f samples trained in this run "
+                "(all ranks), starting at epoch %llu sample %llu\n",
+                TOOL, D->world, t->steps_min, t->steps_max, t->samples_run,
+                (unsigned long long)r->start_epoch + 1, (unsigned long long)start_sample);
+    const double wall = fl_now_s() - r->t_start, busy = t->data_wait + t->compute;
+    const double ips = busy > 0 ? t->images * (double)D->world / busy : 0,
+                 dwf = busy > 0 ? t->data_wait / busy : 0;
+    if (status == FL_EXIT_OK && !r->quiet)
+        summary_text(r, wall, busy, ips, dwf);
+    if (r->o->json && status == FL_EXIT_OK && D->rank == 0)
+        status = summary_json(r, wall, busy, ips, dwf);
+    return status;
 }

@@ -1,4 +1,5 @@
-/* train.h — the trainfast training loop and evaluation (train.c), reporting (report.c) and the
+/* train.h — `trainfast train` (train.c, a driver over the phases of train_internal.h), `trainfast
+ * eval` (train_eval.c), reporting (report.c), the backend choice (backends.c) and the
  * environment check (doctor.c). Front end: main.c. These functions print (they are the front
  * end's layer) and return a process exit status. */
 #ifndef TF_TRAIN_H

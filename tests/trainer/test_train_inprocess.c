@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "checkpoint.h"
+#include "fl_dataset.h"
 #include "model.h"
 
 #define H 8
@@ -238,14 +239,24 @@ int main(void)
         a.epoch = 3;
         a.batch = 17;
         a.seed = 42;
-        free(a.config_json);
-        a.config_json = strdup("{\"model\":\"fastcnn\"}");
+        const char *cls[] = {"zero", "one", "two"};
+        a.cfg.present = TF_CFG_ALL;
+        a.cfg.epochs = 5;
+        a.cfg.lr = 0.1f;
+        a.cfg.cosine = 1;
+        snprintf(a.cfg.model, sizeof a.cfg.model, "fastcnn");
+        CHECK(tf_run_config_set_strings(&a.cfg, "/data/x", "dataset_id 00ff", cls, 3) == 0,
+              "config strings");
         uint8_t *buf;
         size_t len;
         CHECK(tf_checkpoint_serialize(&a, &buf, &len) == 0, "serialize");
         CHECK(tf_checkpoint_parse(buf, len, "mem", &c, &err) == 0, "parse: %s", err.msg);
         CHECK(same_state(&a, &c) && c.epoch == 3 && c.batch == 17 && c.seed == 42 &&
-                  c.spec_id == spec.spec_id && !strcmp(c.config_json, a.config_json),
+                  c.spec_id == spec.spec_id && c.version == TF_CKPT_VERSION &&
+                  c.cfg.present == TF_CFG_ALL && c.cfg.epochs == 5 && c.cfg.lr == 0.1f &&
+                  c.cfg.cosine == 1 && !strcmp(c.cfg.model, "fastcnn") &&
+                  !strcmp(c.cfg.data, "/data/x") && !strcmp(c.cfg.data_id, "dataset_id 00ff") &&
+                  c.cfg.class_count == 3 && !strcmp(c.cfg.classes[2], "two"),
               "checkpoint round trip differs");
         tf_checkpoint_free(&c);
         /* 3. damage: flipped byte, truncation, bad magic, other version */
@@ -262,11 +273,55 @@ int main(void)
         CHECK(tf_checkpoint_parse(buf, len, "ck.tfc", &c, &err) == FL_E_VERSION &&
                   strstr(err.msg, "version 9"),
               "version: %s", err.msg);
-        buf[8] = 1;
+        buf[8] = (uint8_t)TF_CKPT_VERSION;
         buf[0] = 'X';
         CHECK(tf_checkpoint_parse(buf, len, "ck.tfc", &c, &err) == FL_E_FORMAT &&
                   strstr(err.msg, "magic"),
               "magic: %s", err.msg);
+        buf[0] = 'T';
+        /* 3b. format version 1 (config as JSON text) still loads into the typed fields, and
+         * writes back byte for byte; a version 2 config whose strings do not fit is refused */
+        {
+            const char *js = "{\"epochs\":3,\"lr\":0.25,\"schedule\":\"cosine\",\"batch\":16,"
+                             "\"classes\":[\"a\",\"b\"]}";
+            uint64_t clen;
+            uint32_t hb;
+            memcpy(&hb, buf + 12, 4);
+            memcpy(&clen, buf + hb - 8, 8); /* config_len ends the header */
+            const size_t arr_end = len - 4 - (size_t)clen, l1 = arr_end + strlen(js) + 4;
+            uint8_t *v1 = malloc(l1);
+            memcpy(v1, buf, arr_end);
+            memcpy(v1 + arr_end, js, strlen(js));
+            v1[8] = 1;
+            clen = strlen(js);
+            memcpy(v1 + hb - 8, &clen, 8);
+            uint32_t crc = fl_crc32c(0, v1, l1 - 4);
+            memcpy(v1 + l1 - 4, &crc, 4);
+            CHECK(tf_checkpoint_parse(v1, l1, "v1.tfc", &c, &err) == 0, "v1: %s", err.msg);
+            CHECK(c.version == 1 && c.cfg.present == (TF_CFG_EPOCHS | TF_CFG_LR | TF_CFG_SCHEDULE |
+                                                      TF_CFG_BATCH | TF_CFG_CLASSES) &&
+                      c.cfg.epochs == 3 && c.cfg.lr == 0.25f && c.cfg.cosine == 1 &&
+                      c.cfg.batch == 16 && c.cfg.class_count == 2 &&
+                      !strcmp(c.cfg.classes[1], "b") && same_state(&a, &c),
+                  "v1 config read as %#x", c.cfg.present);
+            uint8_t *again;
+            size_t alen;
+            CHECK(tf_checkpoint_serialize(&c, &again, &alen) == 0 && alen == l1 &&
+                      !memcmp(again, v1, l1),
+                  "v1 does not write back byte for byte");
+            free(again);
+            tf_checkpoint_free(&c);
+            free(v1);
+            printf("ok   a version 1 checkpoint loads (its JSON config as typed fields) and "
+                   "writes back unchanged\n");
+            /* a class name's length pointing past the section */
+            buf[len - 4 - 3 - 4] = 0x7f; /* the low byte of the length of "two" */
+            crc = fl_crc32c(0, buf, len - 4);
+            memcpy(buf + len - 4, &crc, 4);
+            CHECK(tf_checkpoint_parse(buf, len, "ck.tfc", &c, &err) == FL_E_FORMAT &&
+                      strstr(err.msg, "config"),
+                  "bad config: %d %s", err.code, err.msg);
+        }
         free(buf);
         /* 4. a torn newest checkpoint is skipped by load_latest */
         char d2[600], path[4096], skipped[2048];

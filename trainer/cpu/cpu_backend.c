@@ -44,6 +44,16 @@ void tf_train_config_init(tf_train_config *c)
     c->loss_scale_window = 1000;
 }
 
+/* --sync-bn: room for the per-channel sums of the widest BN layer */
+static double *bn_scratch_alloc(const tf_model_spec *s)
+{
+    int maxc = 1;
+    for (int l = 0; l < s->n_layers; l++)
+        if (s->layers[l].kind == TF_BN && s->layers[l].cin > maxc)
+            maxc = s->layers[l].cin;
+    return calloc(2 * (size_t)maxc, sizeof(double));
+}
+
 static void cpu_destroy(tf_backend *b)
 {
     if (!b)
@@ -114,13 +124,8 @@ static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_bac
     b->arg = calloc((size_t)s->n_layers, sizeof(int32_t *));
     b->col = calloc((size_t)s->n_layers, sizeof(float *));
     b->logits_sum = falloc(N * (size_t)s->num_classes);
-    if (cfg->bn_allreduce && cfg->world > 1) {
-        int maxc = 1;
-        for (int l = 0; l < s->n_layers; l++)
-            if (s->layers[l].kind == TF_BN && s->layers[l].cin > maxc)
-                maxc = s->layers[l].cin;
-        b->bn_scratch = calloc(2 * (size_t)maxc, sizeof(double));
-    }
+    if (cfg->bn_allreduce && cfg->world > 1)
+        b->bn_scratch = bn_scratch_alloc(s);
     int bad = !b->pool || !b->params || !b->momentum || !b->grad || !b->stats || !b->act ||
               !b->dact || !b->save || !b->arg || !b->col || !b->logits_sum ||
               (cfg->ema_decay > 0 && (!b->ema_params || !b->ema_stats)) ||
@@ -482,6 +487,24 @@ static void cpu_describe(tf_backend *b, char *buf, size_t cap)
              cpu_gemm_name());
 }
 
+/* Data parallel: gradients (and with --sync-bn the BN statistics) summed over the ranks through
+ * the trainer's communicator; the CPU backend has no collective of its own. */
+static int cpu_attach_comm(tf_backend *b, const tf_comm *c, char *note, size_t cap,
+                           fl_error *err)
+{
+    if (note && cap)
+        note[0] = 0;
+    if (c->world <= 1)
+        return 0;
+    if (c->sync_bn && !b->bn_scratch && !(b->bn_scratch = bn_scratch_alloc(b->spec)))
+        return fl_error_set(err, -ENOMEM, "cpu backend: out of memory");
+    b->cfg.world = c->world;
+    b->cfg.grad_allreduce = c->sum_f32;
+    b->cfg.grad_allreduce_user = c->user;
+    b->cfg.bn_allreduce = c->sync_bn ? c->sum_f64 : NULL;
+    return 0;
+}
+
 static const tf_backend_ops cpu_ops = {
     .name = "cpu",
     .available = NULL,
@@ -493,6 +516,7 @@ static const tf_backend_ops cpu_ops = {
     .probe_batch = NULL,
     .describe = cpu_describe,
     .destroy = cpu_destroy,
+    .attach_comm = cpu_attach_comm,
 };
 
 const tf_backend_ops *tf_backend_cpu(void) { return &cpu_ops; }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_dist.h"
 #include "gpu_internal.h"
 
 
@@ -95,6 +96,8 @@ static int gpu_available(char *why, size_t cap) {
 static void gpu_destroy(tf_backend *b) {
     if (!b) return;
     if (b->stream) cudaStreamSynchronize(b->stream);
+    if (b->comm_owned) tf_gpu_comm_destroy(b->comm); /* made by gpu_attach_comm (gpu_nccl.c) */
+    b->comm = NULL;
     const tf_model_spec *s = b->spec;
     if (b->L) {
         for (int li = 0; li < s->n_layers; li++) {
@@ -784,6 +787,7 @@ static void gpu_describe(tf_backend *b, char *buf, size_t cap) {
 static const tf_backend_ops GPU_OPS = {
     "cuda",        gpu_available, gpu_create,      gpu_train_step, gpu_eval_batch,
     gpu_get_state, gpu_set_state, gpu_probe_batch, gpu_describe,   gpu_destroy,
+    gpu_attach_comm,
 };
 
 const tf_backend_ops *tf_backend_cuda(void) { return &GPU_OPS; }

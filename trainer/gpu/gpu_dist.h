@@ -1,4 +1,5 @@
-/* gpu_dist.h — data-parallel hooks of the CUDA backend: with an NCCL communicator attached, every
+/* gpu_dist.h — data-parallel hooks of the CUDA backend (the trainer reaches them only through
+ * tf_backend_ops.attach_comm; tests/gpu call them directly): with an NCCL communicator attached, every
  * optimizer step first averages the accumulated fp32 gradients across ranks (ncclAllReduce with
  * ncclAvg on the backend's stream), so all ranks apply the same update to identical weights.
  * BatchNorm statistics stay per process (each rank normalizes with its own batch statistics and
@@ -28,9 +29,10 @@ int tf_gpu_comm_init_single(int device, void **comm, fl_error *err);
 /* Bytes of an NCCL unique id (NCCL_UNIQUE_ID_BYTES), fixed so callers need not include nccl.h. */
 #define TF_NCCL_ID_BYTES 128
 
-/* Multi-process path (trainer/train.c): rank 0 makes a unique id (ncclGetUniqueId) into
- * id[TF_NCCL_ID_BYTES], broadcasts it over MPI (dist.h), and every rank calls
- * tf_gpu_comm_init_rank with it (ncclCommInitRank on `device`). Free with tf_gpu_comm_destroy.
+/* Multi-process path (gpu_attach_comm in gpu_nccl.c, the backend's attach_comm): rank 0 makes a
+ * unique id (ncclGetUniqueId) into id[TF_NCCL_ID_BYTES], broadcasts it through the trainer's
+ * communicator (tf_comm.bcast: MPI, dist.h), and every rank calls tf_gpu_comm_init_rank with it
+ * (ncclCommInitRank on `device`). Free with tf_gpu_comm_destroy.
  * Errors: FL_E_UNSUPPORTED (no NCCL), FL_E_CUDA (NCCL's message). */
 int tf_gpu_nccl_unique_id(void *id, fl_error *err);
 int tf_gpu_comm_init_rank(int device, int rank, int world, const void *id, void **comm,

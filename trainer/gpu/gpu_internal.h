@@ -86,6 +86,7 @@ struct tf_backend {
     cudaEvent_t ev_h2d0, ev_h2d1;
 
     void *comm;            /* ncclComm_t when data-parallel (gpu_dist.h), else NULL */
+    int comm_owned;        /* comm was made by gpu_attach_comm: destroy frees it */
 
     uint64_t step, micro_step;
     uint32_t accum_count, good_steps;
@@ -111,6 +112,9 @@ int gpu_ensure_ws(tf_backend *b, size_t bytes, fl_error *err);
 
 /* gpu_nccl.c: average gacc across ranks (no-op without a communicator) */
 int gpu_allreduce_grads(tf_backend *b, fl_error *err);
+
+/* gpu_nccl.c: tf_backend_ops.attach_comm (backend.h) */
+int gpu_attach_comm(tf_backend *b, const tf_comm *c, char *note, size_t cap, fl_error *err);
 
 /* gpu_backend.c: where the gradient of tensor t goes (grad[t] or scratch), then fold it in. */
 void *gpu_dx_begin(tf_backend *b, int t);

@@ -1,7 +1,10 @@
-/* gpu_nccl.c — NCCL gradient averaging for the CUDA backend (gpu_dist.h). Compiled with
- * FL_HAVE_NCCL when CMake finds nccl.h and libnccl; otherwise the same functions report
- * FL_E_UNSUPPORTED, so callers need no #ifdef. */
+/* gpu_nccl.c — NCCL gradient averaging for the CUDA backend (gpu_dist.h) and its attach_comm
+ * (backend.h): the backend sets up and owns its NCCL communicator. Compiled with FL_HAVE_NCCL when
+ * CMake finds nccl.h and libnccl; otherwise the same functions report FL_E_UNSUPPORTED, so
+ * callers need no #ifdef. */
+#include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu_dist.h"
@@ -112,3 +115,32 @@ int gpu_allreduce_grads(tf_backend *b, fl_error *err) {
     return 0;
 }
 #endif
+
+/* tf_backend_ops.attach_comm: a communicator of the job's world on this backend's device. With
+ * world > 1, rank 0 makes NCCL's unique id and comm->bcast hands it to every rank (each rank
+ * takes part in the broadcast even when its own step failed, so no rank waits for ever). */
+int gpu_attach_comm(tf_backend *b, const tf_comm *c, char *note, size_t cap, fl_error *err) {
+    if (note && cap) note[0] = 0;
+    void *comm = NULL;
+    int rc = 0;
+    if (c->world <= 1) {
+        rc = tf_gpu_comm_init_single(b->cfg.device, &comm, err);
+    } else {
+        unsigned char id[TF_NCCL_ID_BYTES];
+        memset(id, 0, sizeof id);
+        if (c->rank == 0) rc = tf_gpu_nccl_unique_id(id, err);
+        if (c->bcast(c->user, id, sizeof id, 0, err) == 0 && rc == 0)
+            rc = tf_gpu_comm_init_rank(b->cfg.device, c->rank, c->world, id, &comm, err);
+        else if (rc == 0)
+            rc = -EIO;
+    }
+    if (rc == 0) rc = tf_gpu_set_comm(b, comm, err);
+    if (rc) {
+        tf_gpu_comm_destroy(comm);
+        return fl_error_prefix(err, "NCCL");
+    }
+    b->comm_owned = 1;
+    if (note && cap)
+        snprintf(note, cap, "gradients averaged over %d GPU process(es) with NCCL", c->world);
+    return 0;
+}

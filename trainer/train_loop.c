@@ -1,0 +1,357 @@
+/* train_loop.c — the epochs of `trainfast train` (train_internal.h): libfastload batches ->
+ * backend train_step with the LR schedule, per-epoch evaluation and report, checkpoints (every N
+ * steps, at epoch ends, on SIGTERM/SIGINT), divergence and signal stops, NVML sampling. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fl_cli.h"
+#include "fl_clock.h"
+#include "nvml.h"
+#include "train_internal.h"
+
+/* ---- signals: the handler only sets a flag; the loop stops at the next step boundary ------ */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_signal(int sig) { g_stop_signal = sig; }
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* ---- LR schedule over optimizer steps: linear warm-up, then linear or cosine decay to 0 ---- */
+static float lr_at(const tf_options *o, uint64_t step, uint64_t total, uint64_t warmup)
+{
+    if (warmup > 0 && step < warmup)
+        return o->lr * (float)(step + 1) / (float)warmup;
+    if (total <= warmup)
+        return o->lr;
+    double t = (double)(step - warmup) / (double)(total - warmup);
+    if (t > 1.0)
+        t = 1.0;
+    double f = o->cosine ? 0.5 * (1.0 + cos(M_PI * t)) : 1.0 - t;
+    return (float)(o->lr * f);
+}
+
+/* what the loop keeps between steps */
+typedef struct loop {
+    tf_run *r;
+    /* Optimizer steps: groups of --accum micro-batches within an epoch. An epoch's last group may
+     * be shorter: it still steps, with the mean of the gradients it had (tf_batch.accum_group),
+     * so every sample of the epoch is in the weights before the epoch's evaluation and
+     * checkpoint, and a run shorter than one group still trains. The schedule counts these
+     * steps; a batch's step index follows from its position (epoch, batch), so a resumed run
+     * continues the schedule exactly. */
+    uint64_t accum, steps_per_epoch, total_steps, warmup;
+    /* a loss far above chance level (log K) is divergence, not a hard batch: with BatchNorm and
+     * the usual learning rates a loss of 10^4 x log K is out of reach of a run that still learns */
+    double diverge_loss;
+    tf_live live;
+    tf_nvml *nv; /* GPU utilisation and memory, sampled about once a second (GPU runs only) */
+    double nv_last;
+    double ep_wait, ep_compute, ep_t0;
+    uint64_t ep_images;
+    uint64_t epoch, bpos; /* position of the next batch */
+    int warned_diverged;
+    int log_failed; /* errno of a failed --log write */
+    float lr;
+} loop;
+
+/* the step's loss is far above chance level or not finite: say so (training on would only write
+ * diverged checkpoints over good ones) */
+static void report_divergence(const loop *lp, const tf_step_result *s, uint64_t b_epoch)
+{
+    const tf_run *r = lp->r;
+    char what[64];
+    if (isfinite(s->loss))
+        snprintf(what, sizeof what, "%.3g (chance level %.2f)", s->loss,
+                 (double)logf((float)r->num_classes));
+    else
+        snprintf(what, sizeof what, "%s", isnan(s->loss) ? "nan" : "inf");
+    char mb[48] = "";
+    if (lp->accum > 1)
+        snprintf(mb, sizeof mb, ", micro-batch %llu", (unsigned long long)r->t.micro);
+    fl_cli_error(TOOL, "loss became %s at step %llu (epoch %llu%s): training diverged; lower --lr "
+                 "(now %g) and start again%s%s", what,
+                 (unsigned long long)(s->stepped ? r->t.opt_steps : r->t.opt_steps + 1),
+                 (unsigned long long)b_epoch + 1, mb, r->o->lr,
+                 r->last_ckpt[0] || r->resumed ? "; last checkpoint kept: " : "",
+                 r->last_ckpt[0] ? r->last_ckpt : r->resumed ? r->rpath : "");
+}
+
+static void sample_nvml(loop *lp, double now)
+{
+    tf_run_totals *t = &lp->r->t;
+    if (!lp->nv || now - lp->nv_last < 1.0)
+        return;
+    int u;
+    unsigned long long used, tot;
+    lp->nv_last = now;
+    if (tf_nvml_sample(lp->nv, (unsigned)lp->r->cfg.device, &u, &used, &tot) == 0 && u >= 0) {
+        t->nv_util_sum += u;
+        t->nv_samples++;
+        t->nv_mem_max = used > t->nv_mem_max ? used : t->nv_mem_max;
+        t->nv_mem_total = tot;
+    }
+}
+
+/* One micro-batch: fetch, train_step, figures. *last: it ended an epoch. Returns the status. */
+static int train_one(loop *lp, int *last)
+{
+    tf_run *r = lp->r;
+    fl_error err;
+    double t0 = fl_now_s();
+    fl_batch *fb;
+    if (fl_loader_next(r->L, &fb, &err)) {
+        tf_live_clear(&lp->live);
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    double t1 = fl_now_s();
+    tf_batch x = {.images = fb->images, .labels = fb->labels, .indices = fb->indices,
+                  .epoch = fb->epoch, .n = fb->size, .h = fb->height, .w = fb->width,
+                  .c = fb->channels, .device_images = fb->device_images,
+                  .device_labels = fb->device_labels, .event = fb->event, .stream = fb->stream};
+    const uint64_t group = fb->batch / lp->accum, b_epoch = fb->epoch;
+    const uint64_t left = r->bpe > group * lp->accum ? r->bpe - group * lp->accum : lp->accum;
+    x.accum_group = (uint32_t)(left < lp->accum ? left : lp->accum);
+    lp->lr = lr_at(r->o, fb->epoch * lp->steps_per_epoch + group, lp->total_steps, lp->warmup);
+    tf_step_result s;
+    int rc = r->ops->train_step(r->b, &x, lp->lr, &s, &err);
+    double t2 = fl_now_s();
+    *last = fb->last_in_epoch;
+    lp->epoch = fb->epoch;
+    lp->bpos = fb->batch;
+    fl_loader_release(r->L, fb);
+    if (rc) {
+        tf_live_clear(&lp->live);
+        fl_cli_error(TOOL, "step %llu: %s", (unsigned long long)r->t.micro, err.msg);
+        return FL_EXIT_DATA;
+    }
+    r->t.micro++;
+    if (s.stepped)
+        r->t.opt_steps++;
+    if (!isfinite(s.loss) || s.loss > lp->diverge_loss) {
+        tf_live_clear(&lp->live);
+        report_divergence(lp, &s, b_epoch);
+        return FL_EXIT_DATA;
+    }
+    sample_nvml(lp, t2);
+    r->t.data_wait += t1 - t0;
+    r->t.compute += t2 - t1;
+    r->t.h2d += s.h2d_s;
+    lp->ep_wait += t1 - t0;
+    lp->ep_compute += t2 - t1;
+    r->t.images += s.n;
+    lp->ep_images += s.n;
+    r->epoch_loss += s.loss * s.n;
+    r->epoch_correct += s.correct;
+    r->epoch_seen += s.n;
+    return 0;
+}
+
+/* The end of an epoch: its figures over all ranks, evaluation, the epoch's report line. */
+static int end_epoch(loop *lp)
+{
+    tf_run *r = lp->r;
+    const tf_options *o = r->o;
+    const tf_dist *D = r->D;
+    fl_error err;
+    tf_live_clear(&lp->live);
+    double em[3] = {r->epoch_loss, (double)r->epoch_correct, (double)r->epoch_seen};
+    if (tf_dist_allreduce_f64(D, em, 3, 0, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    /* flip TTA doubles the cost: only for the final evaluation. Data parallel: rank 0 evaluates
+     * (with its own BN running statistics); the others go on to the next collective and wait
+     * there. */
+    int rc = D->rank != 0 ? 0
+                          : tf_evaluate(r->ops, r->b, o->val, r->batch, r->size,
+                                        o->tta && lp->epoch == (uint64_t)o->epochs, o->ema > 0,
+                                        o->workers > 0 ? o->workers : 1, &r->quiet, &r->t.ev,
+                                        &err);
+    if (rc) {
+        fl_cli_error(TOOL, "evaluation: %s", err.msg);
+        return FL_EXIT_DATA;
+    }
+    r->t.have_eval = 1;
+    r->t.eval_s += r->t.ev.seconds;
+    const double busy = lp->ep_wait + lp->ep_compute + 1e-9, chance = logf((float)r->num_classes);
+    tf_epoch_report er = {
+        .epoch = (int)lp->epoch, .epochs = o->epochs,
+        .train_loss = em[2] > 0 ? em[0] / em[2] : 0, .train_acc = em[2] > 0 ? em[1] / em[2] : 0,
+        .val_loss = r->t.ev.loss, .val_top1 = r->t.ev.top1,
+        .val_top5 = r->num_classes > 10 ? r->t.ev.top5 : -1, .lr = lp->lr,
+        .images_per_sec = lp->ep_images * (double)D->world / busy,
+        .data_wait_fraction = lp->ep_wait / busy, .epoch_seconds = fl_now_s() - lp->ep_t0,
+        .wall_seconds = r->wall_before + fl_now_s() - r->t_start, .steps = r->t.opt_steps};
+    int lerr = tf_report_epoch(&er, r->quiet, r->log);
+    if (lerr && !lp->log_failed)
+        lp->log_failed = lerr; /* finish this step (its checkpoint), then stop */
+    /* chance level is log(classes): far above it the run has diverged; say so once instead of
+     * training on silently */
+    if (!lp->warned_diverged && D->rank == 0 &&
+        (!isfinite(er.train_loss) || er.train_loss > 10.0 * chance + 10.0)) {
+        fl_cli_warn(TOOL, "training diverged at epoch %d (train loss %g, chance level %.2f): "
+                    "lower --lr (now %g)", er.epoch, er.train_loss, chance, o->lr);
+        lp->warned_diverged = 1;
+    }
+    r->epoch_loss = 0;
+    r->epoch_correct = r->epoch_seen = 0;
+    lp->ep_wait = lp->ep_compute = 0;
+    lp->ep_images = 0;
+    lp->ep_t0 = fl_now_s();
+    return 0;
+}
+
+/* A signal seen by any rank stops every rank after this step (mpirun forwards SIGTERM/SIGINT to
+ * all, but they arrive at different steps). Returns the status; *stop: the signal, or 0. */
+static int agree_stop(loop *lp, int *stop)
+{
+    const tf_dist *D = lp->r->D;
+    fl_error err;
+    *stop = g_stop_signal;
+    if (D->world <= 1)
+        return 0;
+    double sv = (double)*stop;
+    if (tf_dist_allreduce_f64(D, &sv, 1, 1, &err)) {
+        tf_live_clear(&lp->live);
+        fl_cli_error(TOOL, "step %llu: %s", (unsigned long long)lp->r->t.micro, err.msg);
+        return FL_EXIT_DATA;
+    }
+    *stop = (int)sv;
+    return 0;
+}
+
+/* After a step: checkpoint when due, stop on a failed --log or a signal. Returns the status. */
+static int after_step(loop *lp, int last)
+{
+    tf_run *r = lp->r;
+    const tf_options *o = r->o;
+    fl_error err;
+    int stop, status = agree_stop(lp, &stop);
+    if (status)
+        return status;
+    if (o->ckpt_dir && (last || stop || (o->ckpt_every && r->t.micro % o->ckpt_every == 0))) {
+        double c0 = fl_now_s();
+        if (tf_save_checkpoint(r, lp->epoch, lp->bpos, r->epoch_loss, r->epoch_correct,
+                               r->epoch_seen, &err)) {
+            tf_live_clear(&lp->live);
+            fl_cli_error(TOOL, "checkpoint: %s", err.msg);
+            return FL_EXIT_DATA;
+        }
+        r->t.ckpt_s += fl_now_s() - c0;
+    }
+    if (lp->log_failed) {
+        tf_live_clear(&lp->live);
+        fl_cli_error(TOOL, "--log %s: cannot write: %s%s%s", o->log_path,
+                     strerror(lp->log_failed), o->ckpt_dir ? "; stopped after checkpoint " : "",
+                     o->ckpt_dir ? r->last_ckpt : "");
+        return FL_EXIT_DATA;
+    }
+    if (!stop)
+        return 0;
+    tf_live_clear(&lp->live);
+    if (r->D->rank == 0)
+        fprintf(stderr, "%s: stopped by %s at epoch %llu batch %llu (step %llu)%s%s%s\n", TOOL,
+                stop == SIGTERM ? "SIGTERM" : stop == SIGINT ? "SIGINT" : "a signal",
+                (unsigned long long)lp->epoch + 1, (unsigned long long)lp->bpos,
+                (unsigned long long)r->t.micro,
+                o->ckpt_dir ? "; checkpoint " : "; no --checkpoint DIR, progress lost",
+                o->ckpt_dir ? r->last_ckpt : "", o->ckpt_dir ? "; continue with --resume" : "");
+    return 128 + stop;
+}
+
+int tf_run_epochs(tf_run *r)
+{
+    const tf_options *o = r->o;
+    loop lp = {.r = r, .accum = (uint64_t)o->accum};
+    lp.steps_per_epoch = (r->bpe + lp.accum - 1) / lp.accum;
+    lp.total_steps = lp.steps_per_epoch * (uint64_t)o->epochs;
+    lp.warmup = (uint64_t)(o->warmup_epochs * (double)lp.steps_per_epoch);
+    lp.diverge_loss = 1e4 * logf((float)r->num_classes);
+    lp.epoch = r->lo.start_epoch;
+    lp.bpos = r->lo.start_batch;
+    install_signals();
+    lp.nv = r->on_cpu ? NULL : tf_nvml_open();
+    tf_live_start(&lp.live, r->quiet);
+    lp.ep_t0 = fl_now_s();
+    int status = FL_EXIT_OK;
+    while (!status && lp.epoch < (uint64_t)o->epochs) {
+        int last = 0;
+        if ((status = train_one(&lp, &last)))
+            break;
+        /* position of the next batch */
+        if (last) {
+            lp.epoch++;
+            lp.bpos = 0;
+        } else {
+            lp.bpos++;
+        }
+        tf_live_update(&lp.live, (int)(last ? lp.epoch : lp.epoch + 1), o->epochs,
+                       last ? r->spe : lp.bpos * r->batch, r->spe,
+                       r->epoch_seen ? r->epoch_loss / r->epoch_seen : 0,
+                       r->epoch_seen ? (double)r->epoch_correct / r->epoch_seen : 0,
+                       lp.ep_images / (lp.ep_wait + lp.ep_compute + 1e-9));
+        if (last && (status = end_epoch(&lp)))
+            break;
+        status = after_step(&lp, last);
+    }
+    tf_nvml_close(lp.nv);
+    return status;
+}
+
+int tf_save_checkpoint(tf_run *r, uint64_t epoch, uint64_t batch, double loss_sum,
+                       uint64_t correct, uint64_t seen, fl_error *err)
+{
+    tf_checkpoint *ck = &r->ck;
+    const tf_dist *D = r->D;
+    const int64_t P = r->spec.param_count;
+    int rc = r->ops->get_state(r->b, &ck->st, err);
+    if (rc)
+        return rc;
+    /* never write diverged weights: a checkpoint of them would rotate a good one out */
+    for (int64_t j = 0; j < P; j++)
+        if (!isfinite(ck->st.params[j]) || !isfinite(ck->st.momentum[j]))
+            return fl_error_set(err, FL_E_INVALID,
+                                "the weights are not finite (inf/nan) after step %llu: training "
+                                "diverged; no checkpoint written (lower --lr, now %g, and start "
+                                "again)%s%s", (unsigned long long)ck->st.step, r->o->lr,
+                                r->last_ckpt[0] ? "; last checkpoint kept: " : "", r->last_ckpt);
+    if (D->world > 1) {
+        /* the epoch's running figures of all ranks, so a resumed run (on any world size)
+         * reports the same epoch totals; rank 0 alone restores them */
+        double m[3] = {loss_sum, (double)correct, (double)seen};
+        if ((rc = tf_dist_allreduce_f64(D, m, 3, 0, err)))
+            return rc;
+        loss_sum = m[0];
+        correct = (uint64_t)m[1];
+        seen = (uint64_t)m[2];
+        if (ck->st.accum_count) {
+            /* mid accumulation group: each rank holds its own partial gradient sum; store their
+             * mean, which resume hands to every rank scaled by old/new world (docs) */
+            if ((rc = tf_dist_allreduce_f32(D, ck->st.grad_accum, (size_t)P, 0, err)))
+                return rc;
+            const float inv = 1.0f / (float)D->world;
+            for (int64_t j = 0; j < P; j++)
+                ck->st.grad_accum[j] *= inv;
+        }
+        if (D->rank != 0)
+            return 0;
+    }
+    ck->epoch = epoch;
+    ck->batch = batch;
+    ck->epoch_loss_sum = loss_sum;
+    ck->epoch_correct = correct;
+    ck->epoch_seen = seen;
+    ck->wall_s = r->wall_before + fl_now_s() - r->t_start;
+    return tf_checkpoint_save(r->o->ckpt_dir, ck, r->last_ckpt, sizeof r->last_ckpt, err);
+}
