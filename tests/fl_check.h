@@ -1,7 +1,8 @@
 /* fl_check.h — the one assertion header of the C tests. A test program exits 0 (pass), 1 (fail) or
  * 77 (skip: FL_CHECK_SKIP, CTest's SKIP_RETURN_CODE), liburing's habit. Every failed check prints
  * file:line and what failed on stderr. Two kinds:
- *   fatal   CHECK(cond), CHECK_OK(expr, errp): exit 1 at once (what follows depends on it);
+ *   fatal   CHECK(cond), CHECK_OK(expr, errp), CHECK_STR(got, want): exit 1 at once (what follows
+ *           depends on it);
  *   counted EXPECT(cond), EXPECTF(cond, fmt, ...), EXPECT_RC(rc, want, errp), EXPECT_STR(got, want):
  *           the program goes on (one run reports every difference); main ends with
  *           `return fl_check_status();`, 1 when any counted check failed.
@@ -34,6 +35,15 @@ __attribute__((weak)) int fl_check_failures;
         if (rc_ != 0) {                                                                            \
             fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #expr, rc_,    \
                     fl_strerror(rc_), (errp)->msg);                                                \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_STR(got, want)                                                                       \
+    do {                                                                                           \
+        const char *g_ = (got), *w_ = (want);                                                      \
+        if (strcmp(g_, w_) != 0) {                                                                 \
+            fprintf(stderr, "%s:%d: %s is '%s', want '%s'\n", __FILE__, __LINE__, #got, g_, w_);    \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
