@@ -1,9 +1,11 @@
-/* json.c — the manifest's JSON reader (strict RFC 8259 grammar, depth-limited, every read
- * bounds-checked because manifests are untrusted input) and the escaping text buffer used to
- * write manifests. */
+/* fl_json.c — fastload's JSON module (see fl_json.h): the reader (strict RFC 8259 grammar,
+ * depth-limited, every read bounds-checked because manifests are untrusted input), the escaping
+ * text buffer manifests are written with, and the JSON text builder of --json outputs. */
 #include "fl_json.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,30 +383,163 @@ void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
-void fl_tbuf_json_string(fl_tbuf *b, const char *s, size_t n) {
+/* Append `s` (n bytes) to `b` as a quoted JSON string. Both styles write \" \\ \n \r \t and the
+ * other bytes below 0x20 as \u00XX, and pass UTF-8 through; `full` (the builder's style) also
+ * writes \b and \f short and DEL (0x7f) as \u007f. The manifest writer keeps the plain style so
+ * manifests stay byte for byte what earlier versions wrote. */
+static void json_quote(fl_tbuf *b, const char *s, size_t n, int full) {
     fl_tbuf_append(b, "\"", 1);
-    size_t run = 0;
+    size_t run = 0; /* start of the bytes not yet appended */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        const char *rep;
+        char u[8];
+        if (c == '"') rep = "\\\"";
+        else if (c == '\\') rep = "\\\\";
+        else if (c == '\n') rep = "\\n";
+        else if (c == '\r') rep = "\\r";
+        else if (c == '\t') rep = "\\t";
+        else if (full && c == '\b') rep = "\\b";
+        else if (full && c == '\f') rep = "\\f";
+        else if (c < 0x20 || (full && c == 0x7f)) {
+            snprintf(u, sizeof u, "\\u%04x", c);
+            rep = u;
+        } else {
+            continue;
+        }
         fl_tbuf_append(b, s + run, i - run);
         run = i + 1;
-        switch (c) {
-        case '"': fl_tbuf_append(b, "\\\"", 2); break;
-        case '\\': fl_tbuf_append(b, "\\\\", 2); break;
-        case '\n': fl_tbuf_append(b, "\\n", 2); break;
-        case '\r': fl_tbuf_append(b, "\\r", 2); break;
-        case '\t': fl_tbuf_append(b, "\\t", 2); break;
-        default: fl_tbuf_printf(b, "\\u%04x", c); break;
-        }
+        fl_tbuf_puts(b, rep);
     }
     fl_tbuf_append(b, s + run, n - run);
     fl_tbuf_append(b, "\"", 1);
 }
+
+void fl_tbuf_json_string(fl_tbuf *b, const char *s, size_t n) { json_quote(b, s, n, 0); }
 
 void fl_tbuf_free(fl_tbuf *b) {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
     b->failed = 0;
+}
+
+/* ---- JSON text builder ------------------------------------------------------------------------ */
+
+void fl_json_init(fl_json *j) { memset(j, 0, sizeof *j); }
+
+void fl_json_free(fl_json *j) {
+    fl_tbuf_free(&j->text);
+    memset(j, 0, sizeof *j);
+}
+
+const char *fl_json_text(const fl_json *j) { return (j->text.data && !j->text.failed) ? j->text.data : ""; }
+
+int fl_json_failed(const fl_json *j) { return j->text.failed; }
+
+static void put(fl_json *j, const char *s, size_t n) { fl_tbuf_append(&j->text, s, n); }
+
+static void puts_(fl_json *j, const char *s) { put(j, s, strlen(s)); }
+
+/* Comma handling: before any value (or key) at the current level, emit "," if something was
+ * already written there — except right after a key. */
+static void before_value(fl_json *j) {
+    if (j->after_key) {
+        j->after_key = 0;
+        return;
+    }
+    if (j->depth > 0 && j->depth <= 32) {
+        if (j->need_comma[j->depth - 1]) put(j, ",", 1);
+        j->need_comma[j->depth - 1] = 1;
+    }
+}
+
+static void open_(fl_json *j, char c) {
+    before_value(j);
+    put(j, &c, 1);
+    if (j->depth >= 32) {
+        j->text.failed = 1;
+        return;
+    }
+    j->need_comma[j->depth++] = 0;
+}
+
+static void close_(fl_json *j, char c) {
+    if (j->depth > 0) j->depth--;
+    put(j, &c, 1);
+}
+
+void fl_json_begin_object(fl_json *j) { open_(j, '{'); }
+void fl_json_end_object(fl_json *j) { close_(j, '}'); }
+void fl_json_begin_array(fl_json *j) { open_(j, '['); }
+void fl_json_end_array(fl_json *j) { close_(j, ']'); }
+
+static void escaped(fl_json *j, const char *s, size_t n) { json_quote(&j->text, s, n, 1); }
+
+void fl_json_key(fl_json *j, const char *key) {
+    before_value(j);
+    escaped(j, key, strlen(key));
+    put(j, ":", 1);
+    j->after_key = 1;
+}
+
+void fl_json_string_n(fl_json *j, const char *s, size_t len) {
+    before_value(j);
+    escaped(j, s ? s : "", s ? len : 0);
+}
+
+void fl_json_string(fl_json *j, const char *s) {
+    if (!s) {
+        fl_json_null(j);
+        return;
+    }
+    fl_json_string_n(j, s, strlen(s));
+}
+
+void fl_json_int(fl_json *j, int64_t v) {
+    char b[32];
+    snprintf(b, sizeof b, "%" PRId64, v);
+    before_value(j);
+    puts_(j, b);
+}
+
+void fl_json_uint(fl_json *j, uint64_t v) {
+    char b[32];
+    snprintf(b, sizeof b, "%" PRIu64, v);
+    before_value(j);
+    puts_(j, b);
+}
+
+void fl_json_double(fl_json *j, double v) {
+    before_value(j);
+    if (!isfinite(v)) {
+        puts_(j, "null");
+        return;
+    }
+    char b[40];
+    snprintf(b, sizeof b, "%.6g", v);
+    puts_(j, b);
+}
+
+void fl_json_bool(fl_json *j, int v) {
+    before_value(j);
+    puts_(j, v ? "true" : "false");
+}
+
+void fl_json_null(fl_json *j) {
+    before_value(j);
+    puts_(j, "null");
+}
+
+void fl_json_raw(fl_json *j, const char *text) {
+    before_value(j);
+    puts_(j, text);
+}
+
+void fl_json_fputs(FILE *out, const char *s, size_t len) {
+    fl_json j;
+    fl_json_init(&j);
+    escaped(&j, s, len);
+    fputs(fl_json_text(&j), out);
+    fl_json_free(&j);
 }

@@ -1,7 +1,11 @@
-/* fl_json.h — fastload's one JSON module (common/, internal): a small, bounds-checked reader (for
- * manifests, which are untrusted bytes and fuzzed), a growable text buffer with JSON string
- * escaping (manifests), and a JSON text builder (--json outputs, the options stored in manifests).
- * Not a general-purpose JSON library: numbers are kept as double plus an exact int64 when integral. */
+/* fl_json.h — fastload's one JSON module (common/, internal; common/fl_json.c). Three parts:
+ *   - the reader, fl_jparse: a small, bounds-checked parser into a tree (manifests, which are
+ *     untrusted bytes and fuzzed; packdata info's manifest fields); every JSON read goes here;
+ *   - fl_tbuf: a growable text buffer with JSON string quoting (the manifest writer);
+ *   - fl_json: a JSON text builder that places commas itself (--json outputs of the tools, the
+ *     options object packdata stores in manifests, trainfast's reports).
+ * Not a general-purpose JSON library: numbers are kept as double plus an exact int64 when
+ * integral. Writers never reorder or reformat: what a caller writes is what comes out. */
 #ifndef FL_JSON_H
 #define FL_JSON_H
 
@@ -10,6 +14,10 @@
 #include <stdio.h>
 
 #include "fl_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum fl_jtype {
     FL_J_NULL = 0,
@@ -52,8 +60,9 @@ const fl_jnode *fl_jget(const fl_jnode *obj, const char *key);
 /* Element i of an array, or NULL. O(i). */
 const fl_jnode *fl_jat(const fl_jnode *arr, size_t i);
 
-/* Growable NUL-terminated text buffer. On allocation failure `failed` is set and later appends
- * are ignored; check it once at the end. */
+/* ---- text buffer ----------------------------------------------------------------------------
+ * Growable NUL-terminated text buffer (zero-initialise it). On allocation failure `failed` is set
+ * and later appends are ignored; check it once at the end. */
 typedef struct fl_tbuf {
     char *data;
     size_t len;
@@ -64,13 +73,15 @@ typedef struct fl_tbuf {
 void fl_tbuf_append(fl_tbuf *b, const char *s, size_t n);
 void fl_tbuf_puts(fl_tbuf *b, const char *s);
 void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Append `s` (n bytes) as a quoted JSON string, escaping quotes, backslashes and control bytes. */
+/* Append `s` (n bytes) as a quoted JSON string: \" \\ \n \r \t, other bytes below 0x20 as
+ * \u00XX, everything else (UTF-8, DEL) as is. (The builder below also writes \b, \f and DEL
+ * escaped; the two styles are kept apart so manifests and --json outputs stay byte for byte.) */
 void fl_tbuf_json_string(fl_tbuf *b, const char *s, size_t n);
 void fl_tbuf_free(fl_tbuf *b);
 
-/* ---- JSON writer ---------------------------------------------------------------------------
- * Builds JSON text in a growable buffer, inserting commas itself. Strings are escaped per
- * RFC 8259 (quotes, backslash, control characters as \u00XX; UTF-8 passed through).
+/* ---- JSON text builder -----------------------------------------------------------------------
+ * Builds JSON text in an fl_tbuf, inserting commas itself. Strings are escaped per RFC 8259
+ * (\" \\ \n \r \t \b \f, other control characters and DEL as \u00XX; UTF-8 passed through).
  * Usage:
  *     fl_json j; fl_json_init(&j);
  *     fl_json_begin_object(&j);
@@ -82,10 +93,8 @@ void fl_tbuf_free(fl_tbuf *b);
  * On allocation failure the writer latches an error (fl_json_failed) and further calls are
  * ignored. Nesting is limited to 32 levels. */
 typedef struct fl_json {
-    char *buf;
-    size_t len, cap;
+    fl_tbuf text;                 /* the text so far; text.failed latches errors */
     int depth;
-    int failed;
     unsigned char need_comma[32]; /* per nesting level: a value was already written */
     unsigned char after_key;      /* a key was just written: no comma before the value */
 } fl_json;
@@ -115,4 +124,7 @@ void fl_json_raw(fl_json *j, const char *json_text);
 /* Write `s` (len bytes) as a quoted, escaped JSON string to `out`. */
 void fl_json_fputs(FILE *out, const char *s, size_t len);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -13,6 +13,7 @@
 #include "fl_file.h"
 #include "fl_clock.h"
 #include "fl_image.h"
+#include "fl_json.h"
 
 static const char *enc_str(fl_encoding e) {
     return e == FL_ENC_JPEG ? "jpeg" : e == FL_ENC_PNG ? "png" : e == FL_ENC_RAW ? "raw"
@@ -25,64 +26,27 @@ static fl_image_format img_format_of(fl_encoding e) {
            : FL_IMG_UNKNOWN;
 }
 
-/* Copy the JSON value of top-level-ish "key" from manifest text (naive: first occurrence).
- * Good enough for printing scalars like "packdata_version" or "part". */
-static int json_lookup(const char *json, const char *key, char *out, size_t cap) {
-    char pat[80];
-    snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *p = json ? strstr(json, pat) : NULL;
-    if (!p) return -1;
-    p += strlen(pat);
-    while (*p == ' ' || *p == '\n' || *p == '\t') p++;
-    if (*p != ':') return -1;
-    p++;
-    while (*p == ' ' || *p == '\n' || *p == '\t') p++;
-    size_t n = 0;
-    if (*p == '"') {
-        p++;
-        while (p[n] && p[n] != '"') n += p[n] == '\\' && p[n + 1] ? 2 : 1;
-    } else if (*p == '{' || *p == '[') {
-        int depth = 0, instr = 0;
-        for (; p[n]; n++) {
-            char c = p[n];
-            if (instr) {
-                if (c == '\\' && p[n + 1]) n++;
-                else if (c == '"') instr = 0;
-            } else if (c == '"') {
-                instr = 1;
-            } else if (c == '{' || c == '[') {
-                depth++;
-            } else if (c == '}' || c == ']') {
-                if (--depth == 0) {
-                    n++;
-                    break;
-                }
-            }
-        }
-    } else {
-        while (p[n] && p[n] != ',' && p[n] != '}' && p[n] != '\n') n++;
-    }
-    if (n >= cap) n = cap - 1;
-    memcpy(out, p, n);
+/* The source text of the manifest's top-level member `key` (a string's characters as stored,
+ * escapes not decoded, without the quotes), cut to cap - 1 bytes. -1 when there is none. */
+static int manifest_text(const fl_jdoc *doc, const char *json, const char *key, char *out, size_t cap) {
+    const fl_jnode *v = doc ? fl_jget(fl_jroot(doc), key) : NULL;
+    if (!v) return -1;
+    size_t b = v->src_begin, e = v->src_end;
+    if (v->type == FL_J_STRING) b++, e--;
+    size_t n = e - b < cap ? e - b : cap - 1;
+    memcpy(out, json + b, n);
     out[n] = 0;
     return 0;
 }
 
-/* The manifest's "part": {"index": I, "count": N} object (wherever the key first holds an
- * object). Returns 0 and fills index/count when found. */
-static int manifest_part(const char *json, unsigned *index, unsigned *count) {
-    for (const char *p = json; p && (p = strstr(p, "\"part\"")); p += 6) {
-        const char *q = p + 6;
-        while (*q == ' ' || *q == ':' || *q == '\n' || *q == '\t') q++;
-        if (*q != '{') continue;
-        const char *e = strchr(q, '}');
-        const char *i = strstr(q, "\"index\""), *c = strstr(q, "\"count\"");
-        if (!e || !i || !c || i > e || c > e) return -1;
-        *index = (unsigned)strtoul(i + 7 + strspn(i + 7, " :"), NULL, 10);
-        *count = (unsigned)strtoul(c + 7 + strspn(c + 7, " :"), NULL, 10);
-        return 0;
-    }
-    return -1;
+/* The manifest's "part": {"index": I, "count": N}. Returns 0 and fills index/count when found. */
+static int manifest_part(const fl_jdoc *doc, unsigned *index, unsigned *count) {
+    const fl_jnode *p = doc ? fl_jget(fl_jroot(doc), "part") : NULL;
+    const fl_jnode *i = fl_jget(p, "index"), *c = fl_jget(p, "count");
+    if (!i || !c || !i->is_int || !c->is_int) return -1;
+    *index = (unsigned)i->ival;
+    *count = (unsigned)c->ival;
+    return 0;
 }
 
 static int open_ds(const char *path, fl_dataset **ds) {
@@ -137,12 +101,15 @@ int pd_cmd_info(int argc, char **argv) {
     if (r) return r;
     const fl_schema *sc = fl_dataset_schema(ds);
     const char *manifest = fl_dataset_manifest_json(ds);
+    fl_jdoc *mdoc = NULL; /* the manifest parsed (it parsed when the dataset opened) */
+    fl_error jerr;
+    if (manifest && fl_jparse(manifest, strlen(manifest), "manifest", &mdoc, &jerr)) mdoc = NULL;
     uint32_t nc = fl_dataset_num_classes(ds);
     char version[64] = "?", part[64] = "", created[64] = "";
-    json_lookup(manifest, "packdata_version", version, sizeof version);
+    manifest_text(mdoc, manifest, "packdata_version", version, sizeof version);
     unsigned part_i = 0, part_n = 0;
-    if (!manifest_part(manifest, &part_i, &part_n) && part_n) snprintf(part, sizeof part, "%u/%u", part_i, part_n);
-    json_lookup(manifest, "created", created, sizeof created);
+    if (!manifest_part(mdoc, &part_i, &part_n) && part_n) snprintf(part, sizeof part, "%u/%u", part_i, part_n);
+    manifest_text(mdoc, manifest, "created", created, sizeof created);
     /* A directory of --part datasets opens as one: its synthesized manifest says part 0/N, but it
      * is all N parts, not the first. */
     const int combined = !strcmp(version, "combined parts") && part_n;
@@ -214,8 +181,9 @@ int pd_cmd_info(int argc, char **argv) {
         printf("version:     packdata %s (format %u)\n", version, FL_FORMAT_VERSION);
         if (created[0]) printf("created:     %s\n", created);
         char opts[2048];
-        if (!json_lookup(manifest, "options", opts, sizeof opts)) printf("options:     %s\n", opts);
+        if (!manifest_text(mdoc, manifest, "options", opts, sizeof opts)) printf("options:     %s\n", opts);
     }
+    fl_jfree(mdoc);
     fl_dataset_close(ds);
     return FL_EXIT_OK;
 }
