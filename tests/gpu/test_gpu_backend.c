@@ -127,7 +127,7 @@ static void compare_grads(const tf_model_spec *s, const float *p0, const float *
         double rel = sqrt(num / (den + 1e-30));
         if (!(rel <= tol || sqrt(den) < 1e-7))
             EXPECTF(0, "%s: gradient of %s differs from the CPU by %.3g (relative L2, tolerance %.3g)",
-                      what, q->name, rel, tol);
+                    what, q->name, rel, tol);
     }
 }
 
@@ -173,11 +173,11 @@ static void test_model(const char *name, const tf_model_options *mo) {
                 exit(1);
             }
             EXPECTF(fabs(eg.loss_sum - ec[tta].loss_sum) <= 10 * ltol[k] * (fabs(ec[tta].loss_sum) + N),
-                      "%s: eval loss (tta %d) GPU %.5f vs CPU %.5f", what, tta, eg.loss_sum,
-                      ec[tta].loss_sum);
+                    "%s: eval loss (tta %d) GPU %.5f vs CPU %.5f", what, tta, eg.loss_sum,
+                    ec[tta].loss_sum);
             int d1 = (int)eg.correct1 - (int)ec[tta].correct1;
             EXPECTF(abs(d1) <= (k == 0 ? 1 : 3), "%s: eval top-1 (tta %d) GPU %u vs CPU %u", what,
-                      tta, eg.correct1, ec[tta].correct1);
+                    tta, eg.correct1, ec[tta].correct1);
             EXPECTF(eg.correct5 >= eg.correct1 && eg.n == N, "%s: eval counts inconsistent", what);
         }
         double lg = step(gpu, bg, &bt, 1.0f);
@@ -207,7 +207,7 @@ static void test_model(const char *name, const tf_model_options *mo) {
             make_batch(&ft, 1000 + (uint64_t)t, &b2);
             double a = step(cpu, c2, &b2, 0.05f), g = step(gpu, g2, &b2, 0.05f);
             EXPECTF(fabs(a - g) <= 1e-3 * (fabs(a) + 1), "%s fp32 step %d: loss GPU %.6f vs CPU %.6f",
-                      name, t, g, a);
+                    name, t, g, a);
         }
         /* state round trip: a second GPU backend set from the first's state continues identically */
         tf_state st;
@@ -218,7 +218,7 @@ static void test_model(const char *name, const tf_model_options *mo) {
         make_batch(&ft, 5000, &b3);
         double la = step(gpu, g2, &b3, 0.05f), lb = step(gpu, g3, &b3, 0.05f);
         EXPECTF(fabs(la - lb) <= 1e-6 * (fabs(la) + 1), "%s: loss after state round trip %.7f vs %.7f",
-                  name, lb, la);
+                name, lb, la);
         free_state(&st);
         cpu->destroy(c2);
         gpu->destroy(g2);
@@ -291,11 +291,11 @@ static void test_determinism_and_nccl(tf_precision prec) {
     for (int r = 0; r < nruns; r++) state_params(gpu, runs[r], &spec, &st[r]);
     const char *pn = prec == TF_FP32 ? "fp32" : prec == TF_BF16 ? "bf16" : "fp16";
     EXPECTF(!memcmp(st[0].params, st[1].params, (size_t)spec.param_count * 4) &&
-              !memcmp(st[0].stats, st[1].stats, (size_t)spec.stat_count * 4),
-              "%s: two identical runs differ (non-deterministic kernels?)", pn);
+            !memcmp(st[0].stats, st[1].stats, (size_t)spec.stat_count * 4),
+            "%s: two identical runs differ (non-deterministic kernels?)", pn);
     if (with_nccl)
         EXPECTF(!memcmp(st[0].params, st[2].params, (size_t)spec.param_count * 4),
-                  "%s: the NCCL world-size-1 run differs from the plain run", pn);
+                "%s: the NCCL world-size-1 run differs from the plain run", pn);
     printf("test_gpu_backend: %s runs bit-identical%s\n", pn,
            with_nccl ? "; NCCL world size 1 = plain run" : " (no NCCL in this build)");
     for (int r = 0; r < nruns; r++) {

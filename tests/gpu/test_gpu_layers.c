@@ -231,7 +231,7 @@ static void test_xent(flk_dtype dt) {
     free(got);
     GT_CUDA(cudaMemcpy(cnt, dcnt, 16, cudaMemcpyDeviceToHost));
     EXPECTF(cnt[0] == (long long)c1 && cnt[1] == (long long)c5,
-              "[%s] top-1/top-5 counts GPU %lld/%lld vs CPU %u/%u", flk_dtype_name(dt), cnt[0], cnt[1], c1, c5);
+            "[%s] top-1/top-5 counts GPU %lld/%lld vs CPU %u/%u", flk_dtype_name(dt), cnt[0], cnt[1], c1, c5);
     free(z); free(dl);
     cudaFree(dz); cudaFree(ddl); cudaFree(dlab); cudaFree(dloss); cudaFree(dsum); cudaFree(dcnt);
 }

@@ -24,7 +24,7 @@ static void check_crop(const uint8_t *f, size_t len, fl_rect r, uint32_t ow, uin
     EXPECT_RC(fl_decode_crop_resize(d, f, len, &r, ow, oh, ch, flip, got, &err), 0, &err);
     const uint8_t *sub = full.pixels + (size_t)r.y * full.stride + (size_t)r.x * ch;
     EXPECT_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want, ow, oh, (size_t)ow * ch, flip,
-                       NULL, 0, &err), 0, &err);
+                        NULL, 0, &err), 0, &err);
     if (exact) {
         if (memcmp(got, want, n) != 0) fprintf(stderr, "%s: crop %ux%u+%u+%u differs\n", what, r.width, r.height, r.x, r.y);
         EXPECT(memcmp(got, want, n) == 0);

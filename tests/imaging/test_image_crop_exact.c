@@ -64,12 +64,12 @@ static int check_exact(const uint8_t *f, size_t len, uint32_t W, uint32_t H, fl_
     win[2] = fmin((r.x + r.width) * s, full.width) - win[0];
     win[3] = fmin((r.y + r.height) * s, full.height) - win[1];
     EXPECT_RC(fl_resize_window(full.pixels, full.width, full.height, full.stride, ch, win, want, ow,
-                              oh, (size_t)ow * ch, flip, NULL, 0, &err), 0, &err);
+                               oh, (size_t)ow * ch, flip, NULL, 0, &err), 0, &err);
     if (num == 8) { /* full scale: also the public reference, crop then fl_resize */
         uint8_t *want2 = malloc(n);
         const uint8_t *sub = full.pixels + (size_t)r.y * full.stride + (size_t)r.x * ch;
         EXPECT_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want2, ow, oh, (size_t)ow * ch,
-                           flip, NULL, 0, &err), 0, &err);
+                            flip, NULL, 0, &err), 0, &err);
         EXPECT(memcmp(want, want2, n) == 0);
         free(want2);
     }
@@ -116,7 +116,7 @@ static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H,
     memcpy(pa, a.pixels, (size_t)a.height * a.stride);
     EXPECT_RC(fl_decode(dref, r, olen, ch, 0, 0, &b, &err), 0, &err);
     EXPECT(a.width == W && b.width == W && a.height == H && b.height == H &&
-          memcmp(pa, b.pixels, (size_t)a.height * a.stride) == 0);
+           memcmp(pa, b.pixels, (size_t)a.height * a.stride) == 0);
     free(pa);
     fl_decoder *noskip;
     EXPECT_RC(fl_decoder_create(0, &noskip, &err), 0, &err);

@@ -92,7 +92,7 @@ int main(void) {
         if (!(maxd <= 1.0)) fprintf(stderr, "%ux%u -> %ux%u: max diff %.3f from float reference\n", sw, sh, dw, dh, maxd);
         EXPECT(maxd <= 1.0);
         EXPECT_RC(fl_resize(s, sw, sh, (size_t)sw * ch, ch, a, dw, dh, (size_t)dw * ch, 0, scratch, need - 65, &err),
-                 need - 65 < 64 ? 0 : FL_E_INVALID, &err);
+                  need - 65 < 64 ? 0 : FL_E_INVALID, &err);
         free(scratch);
         free(a);
         free(b);

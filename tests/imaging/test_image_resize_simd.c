@@ -55,7 +55,7 @@ int main(void) {
                         out[lvl] = malloc(n);
                         fl_resize_set_simd_limit(lvl);
                         EXPECT_RC(fl_resize(s, sz[i].sw, sz[i].sh, (size_t)sz[i].sw * ch, ch, out[lvl], sz[i].dw,
-                                           sz[i].dh, (size_t)sz[i].dw * ch, flip, NULL, 0, &err), 0, &err);
+                                            sz[i].dh, (size_t)sz[i].dw * ch, flip, NULL, 0, &err), 0, &err);
                     }
                     fl_resize_set_simd_limit(2);
                     EXPECT(memcmp(out[0], out[1], n) == 0 && memcmp(out[0], out[2], n) == 0);
@@ -102,7 +102,7 @@ int main(void) {
                 memset(out[lvl], 0xA5, n);
                 fl_resize_set_simd_limit(lvl);
                 EXPECT_RC(fl_resize_window(s, sw, sh, ss, ch, win, out[lvl], dw, dh, ds, flip, NULL, 0, &err),
-                         0, &err);
+                          0, &err);
             }
             fl_resize_set_simd_limit(2);
             if (memcmp(out[0], out[1], n) || memcmp(out[0], out[2], n))

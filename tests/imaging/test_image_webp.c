@@ -109,7 +109,7 @@ static void test_decode(void) {
     for (int flip = 0; flip < 2; flip++) {
         EXPECT_RC(fl_decode_crop_resize(d, lossy, ny, &r, 24, 16, 3, flip, out, &err), 0, &err);
         EXPECT_RC(fl_resize(full + (r.y * W + r.x) * 3, r.width, r.height, (size_t)W * 3, 3, ref, 24, 16,
-                           24 * 3, flip, NULL, 0, &err), 0, &err);
+                            24 * 3, flip, NULL, 0, &err), 0, &err);
         EXPECT(!memcmp(out, ref, sizeof out));
     }
     /* truncated: every prefix fails cleanly */

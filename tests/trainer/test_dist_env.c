@@ -27,9 +27,9 @@ int main(void)
     /* nothing set: one process */
     EXPECTF(tf_dist_from_env(&d, &err) == 0, "plain: launched");
     EXPECTF(d.rank == 0 && d.world == 1 && d.local_rank == 0 && !strcmp(d.launcher, "single"),
-          "plain: %d/%d %s", d.rank, d.world, d.launcher);
+            "plain: %d/%d %s", d.rank, d.world, d.launcher);
     EXPECTF(tf_dist_init(NULL, NULL, &d, &err) == 0 && d.world == 1 && !d.mpi, "plain init: %s",
-          err.msg);
+            err.msg);
     float f[3] = {1, 2, 3};
     EXPECTF(tf_dist_allreduce_f32(&d, f, 3, 2, &err) == 0 && f[2] == 3.0f, "world 1 allreduce");
     tf_dist_finalize(&d);
@@ -40,12 +40,12 @@ int main(void)
     setenv("SLURM_LOCALID", "1", 1);
     EXPECTF(tf_dist_from_env(&d, &err) == 0, "slurm: launched");
     EXPECTF(d.rank == 3 && d.world == 8 && d.local_rank == 1 && !strcmp(d.launcher, "srun"),
-          "slurm: %d/%d local %d %s", d.rank, d.world, d.local_rank, d.launcher);
+            "slurm: %d/%d local %d %s", d.rank, d.world, d.local_rank, d.launcher);
     int rc = tf_dist_init(NULL, NULL, &d, &err);
     EXPECTF(rc == FL_E_UNSUPPORTED &&
-              (tf_dist_have_mpi() ? strstr(err.msg, "SLURM_NTASKS") && strstr(err.msg, "--mpi=pmix")
-                                  : strstr(err.msg, "built without MPI") != NULL),
-          "slurm world 8 without MPI: rc %d %s", rc, err.msg);
+                (tf_dist_have_mpi() ? strstr(err.msg, "SLURM_NTASKS") && strstr(err.msg, "--mpi=pmix")
+                                    : strstr(err.msg, "built without MPI") != NULL),
+            "slurm world 8 without MPI: rc %d %s", rc, err.msg);
     EXPECTF(d.world == 1 && d.rank == 0, "after a refused init the process is single");
     clear_env();
 
@@ -56,17 +56,17 @@ int main(void)
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", "29500", 1);
     EXPECTF(tf_dist_from_env(&d, &err) == 0 && d.rank == 1 && d.world == 2 && d.local_rank == 1 &&
-              !strcmp(d.launcher, "torchrun-env"),
-          "torchrun: %d/%d %s", d.rank, d.world, d.launcher);
+                !strcmp(d.launcher, "torchrun-env"),
+            "torchrun: %d/%d %s", d.rank, d.world, d.launcher);
     rc = tf_dist_init(NULL, NULL, &d, &err);
     EXPECTF(rc == FL_E_UNSUPPORTED &&
-              (tf_dist_have_mpi() ? strstr(err.msg, "WORLD_SIZE") && strstr(err.msg, "mpirun")
-                                  : strstr(err.msg, "built without MPI") != NULL),
-          "torchrun world 2: rc %d %s", rc, err.msg);
+                (tf_dist_have_mpi() ? strstr(err.msg, "WORLD_SIZE") && strstr(err.msg, "mpirun")
+                                    : strstr(err.msg, "built without MPI") != NULL),
+            "torchrun world 2: rc %d %s", rc, err.msg);
     setenv("WORLD_SIZE", "1", 1);
     setenv("RANK", "0", 1);
     EXPECTF(tf_dist_init(NULL, NULL, &d, &err) == 0 && d.world == 1 && !d.mpi,
-          "torchrun world 1: %s", err.msg);
+            "torchrun world 1: %s", err.msg);
     tf_dist_finalize(&d);
     /* malformed / inconsistent */
     setenv("WORLD_SIZE", "two", 1);
