@@ -38,7 +38,8 @@ const char *flk_dtype_name(flk_dtype dt);
 typedef enum flk_pad_mode { FLK_PAD_ZERO = 0, FLK_PAD_REFLECT = 1 } flk_pad_mode;
 
 /* Options of the input stage. Per-sample randomness (crop offset, flip) comes from
- * fl_aug_rng.h: fl_aug_crop_flip(seed, epoch, index[i], pad, ...), the same function the CPU path uses. */
+ * loader/fl_aug_rng.h: fl_aug_crop_flip(seed, epoch, index[i], pad, ...), the same function the CPU
+ * backend's input stage calls. */
 typedef struct flk_input_params {
     int n, h, w, c;          /* batch and image geometry; c in 1..4 */
     float mean[4], stddev[4];   /* per channel, on the 0..255 scale: y = (x - mean) / std */

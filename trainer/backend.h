@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "fl_error.h"
-#include "fl_splitmix64.h"
+#include "fl_aug_rng.h" /* fl_aug_crop_flip: the crop/flip draw of every backend */
 #include "model.h"
 
 #ifdef __cplusplus
@@ -39,8 +39,8 @@ typedef struct tf_train_config {
     int accum;              /* micro-batches per optimizer step (>= 1) */
     float ema_decay;        /* 0: no EMA; else after each optimizer step ema = d ema + (1-d) p
                                (params and BN stats) */
-    int crop_pad;           /* random crop with this zero padding (0: none), see tf_aug_params */
-    int flip;               /* random horizontal flip in the backend (tf_aug_params), 0: none */
+    int crop_pad;           /* random crop with this zero padding (0: none), see fl_aug_crop_flip */
+    int flip;               /* random horizontal flip in the backend (fl_aug_crop_flip), 0: none */
     uint64_t aug_seed;      /* seed of the augmentation hash */
     int threads;            /* CPU backend: worker threads (0 = online CPUs) */
     int device;             /* GPU backend: CUDA device ordinal */
@@ -71,7 +71,7 @@ void tf_train_config_init(tf_train_config *cfg);
 
 /* A batch as the core hands it to a backend. Images are uint8 NHWC exactly as libfastload
  * delivers them; the backend normalises them with spec->mean/std (and applies crop/flip when the
- * config asks, using tf_aug_params so every backend augments identically).
+ * config asks, using fl_aug_crop_flip so every backend augments identically).
  * Lifetime: the core gives the batch's memory (host and device) back to the loader as soon as
  * train_step/eval_batch returns, so a backend that reads it asynchronously must finish (or copy)
  * before returning, e.g. by recording its own event after its last read and waiting on it before
@@ -214,21 +214,9 @@ const tf_backend_ops *tf_backend_cpu(void);
 const tf_backend_ops *tf_backend_cuda(void);
 #endif
 
-/* ---- augmentation shared by all backends ---------------------------------------------------
- * Per-sample crop offset and flip are a pure function of (seed, epoch, record index), so every
- * backend, thread count and resumed run sees the same augmented pixels.
- * Crop with padding p: the sample is placed in a zero image of (h+2p) x (w+2p) and the h x w
- * window at (dy, dx), 0 <= dy, dx <= 2p, is taken: out[y][x] = in[y + dy - p][x + dx - p] (0 when
- * outside). Flip mirrors the cropped window horizontally: out[y][x] = crop[y][w - 1 - x]. */
-static inline void tf_aug_params(uint64_t seed, uint64_t epoch, uint64_t index, int pad,
-                                 int flip, int *dy, int *dx, int *do_flip)
-{
-    uint64_t h = fl_mix64(fl_mix64(fl_mix64(seed) ^ epoch) ^ index);
-    int span = 2 * pad + 1;
-    *dy = pad > 0 ? (int)((h & 0xFFFF) % (uint64_t)span) : 0;
-    *dx = pad > 0 ? (int)(((h >> 16) & 0xFFFF) % (uint64_t)span) : 0;
-    *do_flip = flip ? (int)((h >> 32) & 1) : 0;
-}
+/* Augmentation shared by all backends: per-sample crop offset and flip are a pure function of
+ * (seed, epoch, record index), fl_aug_crop_flip (loader/fl_aug_rng.h, also the GPU input
+ * kernel's), so every backend, thread count and resumed run sees the same augmented pixels. */
 
 #ifdef __cplusplus
 }

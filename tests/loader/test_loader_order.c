@@ -1,13 +1,15 @@
 /* test_loader_order.c — epoch orders and augmentation parameters without any I/O: random and
  * quasi-random orders are permutations that depend only on (seed, epoch); quasi-random order
  * mixes classes of a class-sorted dataset inside a batch; rank shares are disjoint, equal and
- * cover the epoch; RRC/center/flip parameters follow torchvision's sampling rules. */
+ * cover the epoch; RRC/center/flip parameters follow torchvision's sampling rules; the backends'
+ * crop-with-padding draw (fl_aug_rng.h) is pinned. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "augment.h"
+#include "fl_aug_rng.h"
 #include "fl_dataset.h"
 #include "order.h"
 #include "rng.h"
@@ -207,6 +209,22 @@ static void test_augment(void)
         CHECK(hist[i] > 9500 && hist[i] < 10500);
 }
 
+/* fl_aug_crop_flip, the crop-with-padding and flip draw of the CPU and GPU input stages: ranges,
+ * and 20,000 draws pinned to the value the trainer's golden losses were made with (the CPU
+ * backend's own copy of this function before issue 11 gives the same 0x89afe896e4bff67b). */
+static void test_crop_flip_draws(void)
+{
+    uint64_t h = 0;
+    for (uint64_t i = 0; i < 20000; i++) {
+        int dy, dx, f, pad = (int)(i % 5), flip = (int)(i & 1);
+        fl_aug_crop_flip(i * 7919u, i % 13, i * 31 + 5, pad, flip, &dy, &dx, &f);
+        CHECK(dy >= 0 && dy <= 2 * pad && dx >= 0 && dx <= 2 * pad);
+        CHECK(f == 0 || (f == 1 && flip));
+        h = fl_mix64(h ^ (uint64_t)(dy | dx << 8 | f << 16));
+    }
+    CHECK(h == 0x89afe896e4bff67bull);
+}
+
 int main(void)
 {
     test_orders();
@@ -214,6 +232,7 @@ int main(void)
     test_ranks(0);
     test_plan_errors();
     test_augment();
+    test_crop_flip_draws();
     printf("ok\n");
     return 0;
 }

@@ -91,7 +91,7 @@ int main(void)
     int padded = 0;
     for (int n = 0; n < N; n++) {
         int dy, dx, fl;
-        tf_aug_params(5, 7, idx[n], 2, 1, &dy, &dx, &fl);
+        fl_aug_crop_flip(5, 7, idx[n], 2, 1, &dy, &dx, &fl);
         for (int c = 0; c < C; c++)
             for (int y = 0; y < H; y++)
                 for (int x = 0; x < W; x++) {

@@ -216,7 +216,7 @@ int main(void)
         int bad = 0, flips = 0;
         for (int n = 0; n < N; n++) {
             int dy, dx, fl;
-            tf_aug_params(5, 2, idx[n], PAD, 1, &dy, &dx, &fl);
+            fl_aug_crop_flip(5, 2, idx[n], PAD, 1, &dy, &dx, &fl);
             flips += fl;
             for (int c = 0; c < C; c++)
                 for (int y = 0; y < H; y++)

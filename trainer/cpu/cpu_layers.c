@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fl_aug_rng.h" /* fl_aug_crop_flip */
 
 /* ---- batch norm: channels are split across threads; each channel is reduced by one thread ---- */
 typedef struct bn_job {
@@ -545,7 +546,7 @@ static void input_thread(void *a, int tid, int nt)
         int dy = p->pad, dx = p->pad, fl = 0;
         uint64_t idx = p->indices ? p->indices[n] : (uint64_t)n;
         if (p->pad > 0 || p->flip)
-            tf_aug_params(p->seed, p->epoch, idx, p->pad, p->flip, &dy, &dx, &fl);
+            fl_aug_crop_flip(p->seed, p->epoch, idx, p->pad, p->flip, &dy, &dx, &fl);
         fl ^= p->hflip_all;
         const uint8_t *src = J->img + (long)n * H * W * C;
         float *out = J->x + (long)n * Co * H * W;

@@ -118,7 +118,7 @@ double cpu_softmax_xent(int N, int K, const float *logits, const int32_t *labels
                         float grad_scale, float *dlogits, uint32_t *correct1, uint32_t *correct5);
 
 /* uint8 NHWC batch -> normalised fp32 NCHW with optional per-sample crop-with-padding and flip
- * (tf_aug_params(seed, epoch, indices[i] or i, pad, flip, ...)); `hflip_all` mirrors every sample
+ * (fl_aug_crop_flip(seed, epoch, indices[i] or i, pad, flip, ...)); `hflip_all` mirrors every sample
  * (flip TTA). cpu_input_run with the options below at 0. */
 void cpu_input_u8(cpu_pool *P, int N, int H, int W, int C, const uint8_t *img, const float *mean,
                   const float *std, int pad, int flip, uint64_t seed, uint64_t epoch,
@@ -133,7 +133,7 @@ typedef struct cpu_input_params {
     int pad;                 /* random crop with this padding, output stays H x W (0: none) */
     int flip;                /* random horizontal flip */
     int hflip_all;           /* then mirror every sample (flip TTA) */
-    uint64_t seed, epoch;    /* keys of tf_aug_params */
+    uint64_t seed, epoch;    /* keys of fl_aug_crop_flip */
     const uint64_t *indices; /* record index of each sample (the draw's key); NULL: 0..N-1 */
     int reflect;             /* crop padding mirrors the image (pad < H, W) instead of 0 pixels */
     int nhwc;                /* write NHWC instead of NCHW */

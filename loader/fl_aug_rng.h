@@ -1,6 +1,9 @@
-/* fl_aug_rng.h — the counter-based randomness of small-image augmentation (random crop with padding
- * and horizontal flip), shared word for word by the GPU input kernel and any CPU path (plain C,
- * header-only, no state): the draw for a sample is a pure function of (seed, epoch, record index). */
+/* fl_aug_rng.h — the one augmentation draw of the backends' input stages (random crop with
+ * padding and horizontal flip): fl_aug_crop_flip is called by the CPU backend's input stage
+ * (trainer/cpu/cpu_layers.c) and, compiled by nvcc as __host__ __device__, by the GPU input kernel
+ * (kernels/input.cu), so both augment every sample identically. Plain C, header-only, no state:
+ * the draw for a sample is a pure function of (seed, epoch, record index). Beside augment.h (the
+ * loader's own random-resized-crop / center / flip parameters, drawn by the decode workers). */
 #ifndef FL_AUG_RNG_H
 #define FL_AUG_RNG_H
 
@@ -14,17 +17,18 @@
 #define FL_AUG_FN static inline
 #endif
 
-/* 64 random bits for (seed, epoch, index). This is, bit for bit, the hash of tf_aug_params in
- * trainer/backend.h (the CPU backend's augmentation): mix(mix(mix(seed) ^ epoch) ^ index).
- * tests/gpu/test_kernels checks the two agree. */
+/* 64 random bits for (seed, epoch, index): mix(mix(mix(seed) ^ epoch) ^ index). Changing it
+ * changes every trainer's augmented pixels and golden losses: tests/loader/test_loader_order pins
+ * the draws. */
 FL_AUG_FN uint64_t fl_aug_hash(uint64_t seed, uint64_t epoch, uint64_t index) {
     return fl_mix64(fl_mix64(fl_mix64(seed) ^ epoch) ^ index);
 }
 
 /* Crop offsets and flip for one sample: dy, dx in [0, 2·pad] are the top-left corner of the
- * h × w window inside the (h + 2pad) × (w + 2pad) padded image; *flip is 0 or 1 (0 when
- * flip_enabled is 0). pad = 0 gives dy = dx = 0. Uses 16-bit fields of the hash, so the modulo
- * bias is below 2^-10 for pad ≤ 32. */
+ * h × w window inside the (h + 2pad) × (w + 2pad) padded image, out[y][x] = in[y + dy - pad]
+ * [x + dx - pad] (padding where outside); *flip is 0 or 1 (0 when flip_enabled is 0) and mirrors
+ * the cropped window, out[y][x] = crop[y][w - 1 - x]. pad = 0 gives dy = dx = 0. Uses 16-bit
+ * fields of the hash, so the modulo bias is below 2^-10 for pad ≤ 32. */
 FL_AUG_FN void fl_aug_crop_flip(uint64_t seed, uint64_t epoch, uint64_t index, int pad,
                                 int flip_enabled, int *dy, int *dx, int *flip) {
     uint64_t r = fl_aug_hash(seed, epoch, index);
