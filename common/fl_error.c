@@ -1,4 +1,4 @@
-/* fl_error.c — error codes to text, and the helpers that fill an fl_error record. */
+/* fl_error.c — error codes to text, and the helpers that fill an fl_error record (common/). */
 #include "fl_error.h"
 
 #include <stdio.h>

@@ -1,4 +1,5 @@
-/* fl_error.h — error codes and the error record shared by every fastload library.
+/* fl_error.h — error codes and the error record shared by every fastload library and tool
+ * (common/, the bottom layer: every other layer includes it; installed as a public header).
  *
  * Library functions return 0 on success or a negative code: either -errno (an OS error such as
  * -ENOENT, -EIO, -ENOSPC) or one of the FL_E* codes below, which live in a reserved range so they

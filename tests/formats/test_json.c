@@ -1,5 +1,6 @@
-/* test_json.c — the manifest JSON reader: values, escapes and \u surrogates, rejection of
- * malformed text with a byte position, depth limit, and escape round trips through fl_tbuf. */
+/* test_json.c — the JSON module (common/fl_json.h): the reader's values, escapes and \u
+ * surrogates, rejection of malformed text with a byte position, depth limit, escape round trips
+ * through fl_tbuf, and the quoting styles of the two writers. */
 #include "fmt_test.h"
 #include "fl_json.h"
 
@@ -64,6 +65,22 @@ int main(void) {
     fl_tbuf_printf(&b, "%s-%d-%0300d", "long", 7, 5);
     CHECK(b.len == 5 + 2 + 300 && !b.failed);
     fl_tbuf_free(&b);
+
+    /* the two writers' quoting styles (one function, common/fl_json.c): the manifest's text buffer
+     * writes \b, \f as \u00XX and DEL as is; the --json builder writes \b, \f short and DEL as
+     * \u007f. Both keep the bytes earlier versions wrote. */
+    const char ctl[] = "a\b\f\x7f\x01\n\"\\z";
+    fl_tbuf_json_string(&b, ctl, sizeof ctl - 1);
+    CHECK(!b.failed && !strcmp(b.data, "\"a\\u0008\\u000c\x7f\\u0001\\n\\\"\\\\z\""));
+    fl_tbuf_free(&b);
+    fl_json j;
+    fl_json_init(&j);
+    fl_json_begin_array(&j);
+    fl_json_string_n(&j, ctl, sizeof ctl - 1);
+    fl_json_uint(&j, 7);
+    fl_json_end_array(&j);
+    CHECK(!fl_json_failed(&j) && !strcmp(fl_json_text(&j), "[\"a\\b\\f\\u007f\\u0001\\n\\\"\\\\z\",7]"));
+    fl_json_free(&j);
     printf("json ok\n");
     return 0;
 }
