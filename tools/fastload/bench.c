@@ -96,10 +96,10 @@ static int bench_memcpy(const run_options *ro)
     return 0;
 }
 
-int cmd_bench(int argc, char **argv)
+int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
 {
     run_options ro;
-    int rc = run_options_parse(RUN_BENCH, argc, argv, &ro);
+    int rc = run_options_parse(tool, RUN_BENCH, argc, argv, &ro);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (ro.memcpy_mode)

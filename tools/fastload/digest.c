@@ -28,10 +28,10 @@ static void hash_labels(sha256_ctx *a, sha256_ctx *b, const int32_t *labels, uin
     }
 }
 
-int cmd_digest(int argc, char **argv)
+int cmd_digest(const fl_cli_tool *tool, int argc, char **argv)
 {
     run_options ro;
-    int rc = run_options_parse(RUN_DIGEST, argc, argv, &ro);
+    int rc = run_options_parse(tool, RUN_DIGEST, argc, argv, &ro);
     if (rc)
         return rc == 1 ? 0 : 2;
     fl_error err = {0};

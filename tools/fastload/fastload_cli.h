@@ -4,8 +4,11 @@
 
 #include <stdio.h>
 
-int cmd_bench(int argc, char **argv);
-int cmd_digest(int argc, char **argv);
+#include "fl_cli_table.h"
+
+/* The commands: argv[0] is the command name; returns the exit status. */
+int cmd_bench(const fl_cli_tool *tool, int argc, char **argv);
+int cmd_digest(const fl_cli_tool *tool, int argc, char **argv);
 
 /* Resident / peak resident set size of this process in MiB (0 when /proc is unreadable). */
 void cli_rss_mib(double *rss, double *peak);

@@ -1,42 +1,29 @@
 /* main.c — the `fastload` command: `bench` measures the loader, `digest` fingerprints its batch
- * stream; both are thin front ends over libfastload (loader/fastload.h). */
+ * stream; both are thin front ends over libfastload (loader/fastload.h), dispatched from a table
+ * by the command-line layer (fl_cli_table.h), which also writes `fastload --help`. */
 #include <stdio.h>
-#include <string.h>
 
 #include "fastload.h"
 #include "fastload_cli.h"
+#include "fl_cli_table.h"
+#include "run_options.h"
 
-static void usage(FILE *f)
+static void version(FILE *out)
 {
-    fputs("usage: fastload COMMAND [options]\n"
-          "commands:\n"
-          "  bench DST    run the loader over a packed dataset and report images/s, MB/s, the\n"
-          "               per-stage time split and memory (--json for one JSON object)\n"
-          "  bench --memcpy  single-thread memcpy bandwidth (peer of raw-record runs)\n"
-          "  digest DST   SHA-256 of every batch and of the stream (determinism checks)\n"
-          "Run 'fastload COMMAND --help' for a command's options. Datasets are made by packdata.\n"
-          "  --help, --version\n", f);
+    fprintf(out, "fastload %s (libfastload %s)\n", FASTLOAD_VERSION, fl_version());
 }
+
+static const fl_cli_cmd *const commands[] = {&fastload_bench_cmd, &fastload_digest_cmd, NULL};
+
+static const fl_cli_tool tool = {
+    .name = "fastload",
+    .synopsis = "usage: fastload COMMAND [options]\n",
+    .cmds = commands,
+    .epilog = "Datasets are made by packdata.\n",
+    .version = version,
+};
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        usage(stdout);
-        return 0;
-    }
-    if (!strcmp(cmd, "--version")) {
-        printf("fastload %s (libfastload %s)\n", FASTLOAD_VERSION, fl_version());
-        return 0;
-    }
-    if (!strcmp(cmd, "bench"))
-        return cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(cmd, "digest"))
-        return cmd_digest(argc - 1, argv + 1);
-    fprintf(stderr, "fastload: error: unknown command '%s' (try bench or digest; see --help)\n", cmd);
-    return 2;
+    return fl_cli_dispatch(&tool, argc, argv);
 }

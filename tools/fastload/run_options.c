@@ -1,74 +1,17 @@
-/* run_options.c — command-line parsing for the loader runs of `fastload bench` / `fastload digest`.
- * Every option value is validated; a bad one is a usage error naming the option (exit 2). */
+/* run_options.c — the command lines of `fastload bench` and `fastload digest`: their option
+ * tables (the loader options they share, then each one's own; --help is generated from them,
+ * fl_cli_table.h), the values with a syntax of their own (--size, --augment, --scale, --ratio),
+ * and the warnings for options that do not apply to a run. */
 #include "run_options.h"
 
+#include "fastload_cli.h"
 #include "fl_cli.h"
+#include "fl_cli_table.h"
 #include "fl_image.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const usage_common =
-    "  --workers N        decode threads (default or 0: online CPUs)\n"
-    "  --batch B          samples per batch (default 256)\n"
-    "  --size S|WxH       output size, e.g. 224 or 256x192 (default or 0: the dataset's fixed size)\n"
-    "  --augment LIST     rrc | center | none, optionally with ',flip' (default none)\n"
-    "  --scale MIN,MAX    random-resized-crop area range (default 0.08,1)\n"
-    "  --ratio MIN,MAX    random-resized-crop aspect range (default 0.75,1.3333)\n"
-    "  --order O          seq | random | quasi (default random)\n"
-    "  --seed S           seed of shuffling and augmentation (default 0)\n"
-    "  --epochs E         epochs to run (default 1)\n"
-    "  --start-epoch E    resume position: first epoch (default 0)\n"
-    "  --start-batch B    resume position: first batch in that epoch (default 0)\n"
-    "  --rank R --world W this process's share of each epoch (default 0 of 1)\n"
-    "  --drop-last        drop the incomplete tail instead of padding by wrap-around\n"
-    "  --io MODE          auto | uring | pread | memory | mmap (default auto: memory for\n"
-    "                     raw-pixel datasets up to 256 MiB and 1/16 of RAM, else io_uring,\n"
-    "                     else pread;\n"
-    "                     memory reads the shards once into RAM; mmap is opt-in: as fast, but\n"
-    "                     a file that shrinks under it kills the process with SIGBUS)\n"
-    "  --direct           O_DIRECT reads (datasets larger than RAM)\n"
-    "  --queue-depth N    io_uring reads in flight per worker (default 32)\n"
-    "  --prefetch N       batches in the ring (default workers + 2)\n"
-    "  --on-corrupt M     error | skip (default error)\n"
-    "  --decode MODE      accurate | fast: JPEG IDCT and chroma upsampling (default accurate,\n"
-    "                     libjpeg's defaults; fast is ~7% quicker, a few levels off at edges)\n"
-    "  --device N         also copy each batch to CUDA device N\n"
-    "  --no-pinned        plain page-aligned memory even when CUDA is present\n"
-    "  --quiet            no per-epoch lines and no library notes\n"
-    "  --help, --version\n"
-    "An option given twice takes its last value; one that does not apply (--scale without\n"
-    "--augment rrc, ...) is ignored with a warning.\n";
-
-void run_options_usage(run_kind kind, FILE *f)
-{
-    if (kind == RUN_BENCH) {
-        fputs("usage: fastload bench DST [options]\n"
-              "       fastload bench --memcpy [--memcpy-bytes SIZE] [--json]\n"
-              "Run the loader over DST for E epochs and report images/s, MB/s (decoded batch bytes\n"
-              "delivered), MB/s read from disk, the time split per stage (I/O wait, decode, augment,\n"
-              "waiting for a free slot) and resident memory after each epoch.\n"
-              "--memcpy measures single-thread memcpy bandwidth instead (the peer of raw-record runs).\n"
-              "options:\n", f);
-        fputs(usage_common, f);
-        fputs("  --batches K        stop after K batches (default: run the epochs)\n"
-              "  --json             print one JSON object on stdout\n"
-              "  --memcpy-bytes S   buffer size for --memcpy, e.g. 256M (default 256M)\n"
-              "exit status: 0 ok, 1 data or loader error (message names shard, record, reason), 2 usage\n",
-              f);
-    } else {
-        fputs("usage: fastload digest DST [options]\n"
-              "Print one line per batch: 'EPOCH BATCH SIZE SHA256' where the SHA-256 covers the batch's\n"
-              "image bytes (NHWC uint8) followed by its labels (int32 little-endian), then\n"
-              "'stream SHA256' over all those bytes. Equal digests = byte-identical streams: use it to\n"
-              "check determinism across --workers, --io, --direct, backends and resume.\n"
-              "options:\n", f);
-        fputs(usage_common, f);
-        fputs("  --batches K        digest only the first K batches\n"
-              "exit status: 0 ok, 1 data or loader error, 2 usage\n", f);
-    }
-}
 
 const char *run_order_name(fl_order o)
 {
@@ -105,23 +48,7 @@ void run_log_stderr(void *user, int level, const char *msg)
 static int bad(const char *opt, const char *val, const char *why)
 {
     fl_cli_opt_error(TOOL, opt, val ? val : "", "%s", why);
-    return 2;
-}
-
-/* Unsigned integer in [lo, hi]. */
-static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    return fl_cli_opt_u64(TOOL, opt, s, lo, hi, out) ? 2 : 0;
-}
-
-static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
-{
-    return fl_cli_opt_u32(TOOL, opt, s, lo, hi, out) ? 2 : 0;
-}
-
-static int parse_size(const char *opt, const char *s, uint64_t *out)
-{
-    return fl_cli_opt_size(TOOL, opt, s, 1, 1ull << 40, out) ? 2 : 0;
+    return -1;
 }
 
 /* "MIN,MAX": two finite numbers with 0 < MIN <= MAX <= hi. */
@@ -144,8 +71,26 @@ static int parse_float_pair(const char *opt, const char *s, double hi, float *a,
     return 0;
 }
 
-static int parse_augment(const char *s, fl_loader_options *o)
+static int opt_scale(void *opts, const char *name, const char *v, const char *tool)
 {
+    (void)tool;
+    run_options *ro = opts;
+    return parse_float_pair(name, v, 1.0, &ro->opt.scale_min, &ro->opt.scale_max);
+}
+
+static int opt_ratio(void *opts, const char *name, const char *v, const char *tool)
+{
+    (void)tool;
+    run_options *ro = opts;
+    return parse_float_pair(name, v, 100.0, &ro->opt.ratio_min, &ro->opt.ratio_max);
+}
+
+static int opt_augment(void *opts, const char *name, const char *s, const char *tool)
+{
+    (void)name;
+    (void)tool;
+    run_options *ro = opts;
+    fl_loader_options *o = &ro->opt;
     char buf[128];
     if (strlen(s) >= sizeof buf)
         return bad("--augment", s, "expected rrc, center or none, optionally with ',flip'");
@@ -168,11 +113,15 @@ static int parse_augment(const char *s, fl_loader_options *o)
     }
     if (!base_set && !o->flip)
         return bad("--augment", s, "expected rrc, center or none, optionally with ',flip'");
+    ro->augment_text = s;
     return 0;
 }
 
-static int parse_out_size(const char *s, fl_loader_options *o)
+static int opt_size(void *opts, const char *name, const char *s, const char *tool)
 {
+    (void)name;
+    (void)tool;
+    fl_loader_options *o = &((run_options *)opts)->opt;
     uint64_t w, h;
     const char *x = strchr(s, 'x');
     if (!x) {
@@ -195,7 +144,153 @@ static int parse_out_size(const char *s, fl_loader_options *o)
     return 0;
 }
 
-int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
+/* ---- the tables ----------------------------------------------------------------------------- */
+
+#define F(field) FL_CLI_FIELD(run_options, field)
+
+static const fl_cli_choice orders[] = {{"seq", FL_ORDER_SEQUENTIAL, 0}, {"random", FL_ORDER_RANDOM, 0},
+                                       {"quasi", FL_ORDER_QUASI, 0}, {"sequential", FL_ORDER_SEQUENTIAL, 1},
+                                       {NULL, 0, 0}};
+static const fl_cli_choice io_modes[] = {{"auto", FL_IO_AUTO, 0}, {"uring", FL_IO_URING, 0},
+                                         {"pread", FL_IO_PREAD, 0}, {"mmap", FL_IO_MMAP, 0},
+                                         {"memory", FL_IO_MEMORY, 0}, {"io_uring", FL_IO_URING, 1},
+                                         {NULL, 0, 0}};
+static const fl_cli_choice on_corrupt[] = {{"error", FL_CORRUPT_ERROR, 0}, {"skip", FL_CORRUPT_SKIP, 0},
+                                           {NULL, 0, 0}};
+static const fl_cli_choice decode_modes[] = {{"accurate", 0, 0}, {"fast", FL_DECODE_FAST, 0}, {NULL, 0, 0}};
+
+/* The loader options both commands take (an FL_CLI_ENUM writes an int: the enums are ints). */
+_Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(int) &&
+               sizeof(fl_on_corrupt) == sizeof(int) && sizeof(uint32_t) == sizeof(int),
+               "FL_CLI_ENUM fields are 4-byte ints");
+#define LOADER_OPTIONS                                                                                 \
+    {FL_CLI_U32, "workers", .off = F(opt.workers), .umin = 0, .umax = 1024, .metavar = "N",           \
+     .help = "decode threads (0: online CPUs)", .def = "online CPUs"},                                \
+    {FL_CLI_U32, "batch", .off = F(opt.batch_size), .umin = 1, .umax = 1u << 20, .metavar = "B",     \
+     .help = "samples per batch", .def = "256"},                                                     \
+    {FL_CLI_CUSTOM, "size", .parse = opt_size, .metavar = "S|WxH",                                   \
+     .help = "output size, e.g. 224 or 256x192 (0: the dataset's fixed size)",                       \
+     .def = "the dataset's fixed size"},                                                              \
+    {FL_CLI_CUSTOM, "augment", .parse = opt_augment, .metavar = "LIST",                               \
+     .help = "rrc | center | none, optionally with ',flip'", .def = "none"},                         \
+    {FL_CLI_CUSTOM, "scale", .parse = opt_scale, .metavar = "MIN,MAX",                                \
+     .help = "random-resized-crop area range", .def = "0.08,1"},                                     \
+    {FL_CLI_CUSTOM, "ratio", .parse = opt_ratio, .metavar = "MIN,MAX",                                \
+     .help = "random-resized-crop aspect range", .def = "0.75,1.3333"},                              \
+    {FL_CLI_ENUM, "order", .off = F(opt.order), .choices = orders, .metavar = "O",                    \
+     .help = "seq | random | quasi", .def = "random"},                                               \
+    {FL_CLI_U64, "seed", .off = F(opt.seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",           \
+     .help = "seed of shuffling and augmentation", .def = "0"},                                      \
+    {FL_CLI_U64, "epochs", .off = F(epochs), .umin = 1, .umax = 1000000, .metavar = "E",              \
+     .help = "epochs to run", .def = "1"},                                                           \
+    {FL_CLI_U64, "start-epoch", .off = F(opt.start_epoch), .umin = 0, .umax = UINT64_MAX / 2,         \
+     .metavar = "E", .help = "resume position: first epoch", .def = "0"},                            \
+    {FL_CLI_U64, "start-batch", .off = F(opt.start_batch), .umin = 0, .umax = UINT64_MAX / 2,         \
+     .metavar = "B", .help = "resume position: first batch in that epoch", .def = "0"},              \
+    {FL_CLI_U32, "rank", .off = F(opt.rank), .umin = 0, .umax = 1u << 20, .metavar = "R",             \
+     .help = "this process's share of each epoch: R of --world W", .def = "0"},                      \
+    {FL_CLI_U32, "world", .off = F(opt.world), .umin = 1, .umax = 1u << 20, .metavar = "W",           \
+     .help = "processes sharing each epoch", .def = "1"},                                            \
+    {FL_CLI_FLAG, "drop-last", .off = F(opt.drop_last),                                               \
+     .help = "drop the incomplete tail instead of padding by wrap-around"},                           \
+    {FL_CLI_ENUM, "io", .off = F(opt.io), .choices = io_modes, .metavar = "MODE",                     \
+     .help = "auto | uring | pread | memory | mmap (auto: memory for raw-pixel\n"                     \
+             "datasets up to 256 MiB and 1/16 of RAM, else io_uring, else pread;\n"                   \
+             "memory reads the shards once into RAM; mmap is opt-in: as fast, but\n"                  \
+             "a file that shrinks under it kills the process with SIGBUS)",                           \
+     .def = "auto"},                                                                                  \
+    {FL_CLI_FLAG, "direct", .off = F(opt.direct), .help = "O_DIRECT reads (datasets larger than RAM)"}, \
+    {FL_CLI_U32, "queue-depth", .off = F(opt.queue_depth), .umin = 1, .umax = 4096, .metavar = "N",   \
+     .help = "io_uring reads in flight per worker", .def = "32"},                                    \
+    {FL_CLI_U32, "prefetch", .off = F(opt.prefetch), .umin = 1, .umax = 1024, .metavar = "N",         \
+     .help = "batches in the ring", .def = "workers + 2"},                                           \
+    {FL_CLI_ENUM, "on-corrupt", .off = F(opt.on_corrupt), .choices = on_corrupt, .metavar = "M",      \
+     .help = "error | skip", .def = "error"},                                                        \
+    {FL_CLI_ENUM, "decode", .off = F(opt.decode_flags), .choices = decode_modes, .metavar = "MODE",   \
+     .help = "accurate | fast: JPEG IDCT and chroma upsampling (accurate: libjpeg's\n"                \
+             "defaults; fast is ~7% quicker, a few levels off at edges)",                             \
+     .def = "accurate"},                                                                              \
+    {FL_CLI_INT, "device", .off = F(opt.device), .umin = 0, .umax = 255, .metavar = "N",              \
+     .help = "also copy each batch to CUDA device N"},                                                \
+    {FL_CLI_FLAG_OFF, "no-pinned", .off = F(opt.pinned),                                              \
+     .help = "plain page-aligned memory even when CUDA is present"},                                  \
+    {FL_CLI_FLAG, "quiet", 'q', .off = F(quiet), .help = "no per-epoch lines and no library notes"}
+
+static const fl_cli_opt bench_opts[] = {
+    LOADER_OPTIONS,
+    {FL_CLI_U64, "batches", .off = F(max_batches), .umin = 1, .umax = UINT64_MAX, .metavar = "K",
+     .help = "stop after K batches", .def = "run the epochs"},
+    {FL_CLI_FLAG, "json", .off = F(json), .help = "print one JSON object on stdout"},
+    {FL_CLI_FLAG, "memcpy", .off = F(memcpy_mode),
+     .help = "measure single-thread memcpy bandwidth instead (no DST)"},
+    {FL_CLI_SIZE, "memcpy-bytes", .off = F(memcpy_bytes), .umin = 1, .umax = 1ull << 40, .metavar = "S",
+     .help = "buffer size for --memcpy, e.g. 256M", .def = "256M"},
+    {FL_CLI_END},
+};
+
+static const fl_cli_opt digest_opts[] = {
+    LOADER_OPTIONS,
+    {FL_CLI_U64, "batches", .off = F(max_batches), .umin = 1, .umax = UINT64_MAX, .metavar = "K",
+     .help = "digest only the first K batches", .def = "all of the epochs"},
+    {FL_CLI_END},
+};
+#undef F
+
+/* said after the options of both commands */
+#define APPLIES_NOTE                                                                               \
+    "An option given twice takes its last value; one that does not apply (--scale without\n"        \
+    "--augment rrc, ...) is ignored with a warning.\n"
+
+static int bench_run(const fl_cli_tool *tool, int argc, char **argv) { return cmd_bench(tool, argc, argv); }
+static int digest_run(const fl_cli_tool *tool, int argc, char **argv) { return cmd_digest(tool, argc, argv); }
+
+const fl_cli_cmd fastload_bench_cmd = {
+    .name = "bench", .args = "DST",
+    .summary = "run the loader over a packed dataset and report images/s, MB/s, the\n"
+               "per-stage time split and memory (--json for one JSON object);\n"
+               "bench --memcpy: single-thread memcpy bandwidth (peer of raw-record runs)",
+    .synopsis = "usage: fastload bench DST [options]\n"
+                "       fastload bench --memcpy [--memcpy-bytes SIZE] [--json]\n"
+                "Run the loader over DST for E epochs and report images/s, MB/s (decoded batch bytes\n"
+                "delivered), MB/s read from disk, the time split per stage (I/O wait, decode, augment,\n"
+                "waiting for a free slot) and resident memory after each epoch.\n"
+                "--memcpy measures single-thread memcpy bandwidth instead (the peer of raw-record runs).\n"
+                "options:\n",
+    .opts = bench_opts,
+    .epilog = APPLIES_NOTE "exit status: 0 ok, 1 data or loader error (message names shard, record, reason), 2 usage\n",
+    .max_pos = 1, .run = bench_run,
+};
+
+const fl_cli_cmd fastload_digest_cmd = {
+    .name = "digest", .args = "DST",
+    .summary = "SHA-256 of every batch and of the stream (determinism checks)",
+    .synopsis = "usage: fastload digest DST [options]\n"
+                "Print one line per batch: 'EPOCH BATCH SIZE SHA256' where the SHA-256 covers the batch's\n"
+                "image bytes (NHWC uint8) followed by its labels (int32 little-endian), then\n"
+                "'stream SHA256' over all those bytes. Equal digests = byte-identical streams: use it to\n"
+                "check determinism across --workers, --io, --direct, backends and resume.\n"
+                "options:\n",
+    .opts = digest_opts,
+    .epilog = APPLIES_NOTE "exit status: 0 ok, 1 data or loader error, 2 usage\n",
+    .max_pos = 1, .run = digest_run,
+};
+
+/* Options that do not apply to this run: say so (issue 10, finding 11). */
+static void warn_not_applying(const run_options *ro, const fl_cli_parsed *cl)
+{
+    const fl_loader_options *o = &ro->opt;
+    int scale_given = fl_cli_given(cl, "scale"), ratio_given = fl_cli_given(cl, "ratio");
+    if ((scale_given || ratio_given) && o->augment != FL_AUG_RRC && !ro->memcpy_mode)
+        fl_cli_warn(TOOL, "%s applies only to --augment rrc: ignored", scale_given ? "--scale" : "--ratio");
+    if (fl_cli_given(cl, "queue-depth") && (o->io == FL_IO_PREAD || o->io == FL_IO_MMAP || o->io == FL_IO_MEMORY))
+        fl_cli_warn(TOOL, "--queue-depth applies only to io_uring reads (--io %s): ignored", run_io_name(o->io));
+    if (fl_cli_given(cl, "memcpy-bytes") && !ro->memcpy_mode)
+        fl_cli_warn(TOOL, "--memcpy-bytes applies only to --memcpy: ignored");
+    if (ro->memcpy_mode && ro->path)
+        fl_cli_warn(TOOL, "--memcpy measures memcpy only: DST %s and the loader options are ignored", ro->path);
+}
+
+int run_options_parse(const fl_cli_tool *tool, run_kind kind, int argc, char **argv, run_options *ro)
 {
     memset(ro, 0, sizeof *ro);
     fl_loader_options_init(&ro->opt);
@@ -206,154 +301,12 @@ int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro)
     o->order = FL_ORDER_RANDOM; /* what training uses; the library's own default is sequential */
     o->log = run_log_stderr;
     o->log_user = ro;
-    int rc = 0;
-    /* given on the command line: for the warnings about options that do not apply */
-    int scale_given = 0, ratio_given = 0, qd_given = 0, memcpy_bytes_given = 0;
-    /* An option given twice takes its last value; every value given is checked. */
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        const char *v = NULL;
-        int m = 0;
-        /* "--opt value" and "--opt=value"; a missing or empty value is refused (one line) */
-#define OPT(name) ((m = fl_cli_opt_value(argc, argv, &i, name, &v, TOOL)) != 0)
-#define FLAG(name) ((m = fl_cli_flag(a, name, TOOL)) != 0)
-#define NEED() if (m < 0) return 2
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            run_options_usage(kind, stdout);
-            return 1;
-        } else if (!strcmp(a, "--version")) {
-            printf("fastload %s (libfastload %s)\n", FASTLOAD_VERSION, fl_version());
-            return 1;
-        } else if (OPT("--workers")) {
-            NEED();
-            rc = parse_u32(a, v, 0, 1024, &o->workers);
-        } else if (OPT("--batch")) {
-            NEED();
-            rc = parse_u32("--batch", v, 1, 1u << 20, &o->batch_size);
-        } else if (OPT("--size")) {
-            NEED();
-            rc = parse_out_size(v, o);
-        } else if (OPT("--augment")) {
-            NEED();
-            rc = parse_augment(v, o);
-            ro->augment_text = v;
-        } else if (OPT("--scale")) {
-            NEED();
-            rc = parse_float_pair("--scale", v, 1.0, &o->scale_min, &o->scale_max);
-            scale_given = 1;
-        } else if (OPT("--ratio")) {
-            NEED();
-            rc = parse_float_pair("--ratio", v, 100.0, &o->ratio_min, &o->ratio_max);
-            ratio_given = 1;
-        } else if (OPT("--order")) {
-            NEED();
-            if (!strcmp(v, "seq") || !strcmp(v, "sequential")) o->order = FL_ORDER_SEQUENTIAL;
-            else if (!strcmp(v, "random")) o->order = FL_ORDER_RANDOM;
-            else if (!strcmp(v, "quasi")) o->order = FL_ORDER_QUASI;
-            else rc = bad("--order", v, "expected seq, random or quasi");
-        } else if (OPT("--seed")) {
-            NEED();
-            rc = parse_u64("--seed", v, 0, UINT64_MAX, &o->seed);
-        } else if (OPT("--epochs")) {
-            NEED();
-            rc = parse_u64("--epochs", v, 1, 1000000, &ro->epochs);
-        } else if (OPT("--batches")) {
-            NEED();
-            rc = parse_u64("--batches", v, 1, UINT64_MAX, &ro->max_batches);
-        } else if (OPT("--start-epoch")) {
-            NEED();
-            rc = parse_u64("--start-epoch", v, 0, UINT64_MAX / 2, &o->start_epoch);
-        } else if (OPT("--start-batch")) {
-            NEED();
-            rc = parse_u64("--start-batch", v, 0, UINT64_MAX / 2, &o->start_batch);
-        } else if (OPT("--rank")) {
-            NEED();
-            rc = parse_u32("--rank", v, 0, 1u << 20, &o->rank);
-        } else if (OPT("--world")) {
-            NEED();
-            rc = parse_u32("--world", v, 1, 1u << 20, &o->world);
-        } else if (FLAG("--drop-last")) {
-            NEED();
-            o->drop_last = 1;
-        } else if (OPT("--io")) {
-            NEED();
-            if (!strcmp(v, "auto")) o->io = FL_IO_AUTO;
-            else if (!strcmp(v, "uring") || !strcmp(v, "io_uring")) o->io = FL_IO_URING;
-            else if (!strcmp(v, "pread")) o->io = FL_IO_PREAD;
-            else if (!strcmp(v, "mmap")) o->io = FL_IO_MMAP;
-            else if (!strcmp(v, "memory")) o->io = FL_IO_MEMORY;
-            else rc = bad("--io", v, "expected auto, uring, pread, mmap or memory");
-        } else if (FLAG("--direct")) {
-            NEED();
-            o->direct = 1;
-        } else if (OPT("--queue-depth")) {
-            NEED();
-            rc = parse_u32("--queue-depth", v, 1, 4096, &o->queue_depth);
-            qd_given = 1;
-        } else if (OPT("--prefetch")) {
-            NEED();
-            rc = parse_u32("--prefetch", v, 1, 1024, &o->prefetch);
-        } else if (OPT("--on-corrupt")) {
-            NEED();
-            if (!strcmp(v, "error")) o->on_corrupt = FL_CORRUPT_ERROR;
-            else if (!strcmp(v, "skip")) o->on_corrupt = FL_CORRUPT_SKIP;
-            else rc = bad("--on-corrupt", v, "expected error or skip");
-        } else if (OPT("--decode")) {
-            NEED();
-            if (!strcmp(v, "accurate")) o->decode_flags = 0;
-            else if (!strcmp(v, "fast")) o->decode_flags = FL_DECODE_FAST;
-            else rc = bad("--decode", v, "expected accurate or fast");
-        } else if (OPT("--device")) {
-            NEED();
-            uint32_t d = 0;
-            rc = parse_u32("--device", v, 0, 255, &d);
-            if (!rc)
-                o->device = (int)d;
-        } else if (FLAG("--no-pinned")) {
-            NEED();
-            o->pinned = 0;
-        } else if (FLAG("--quiet") || FLAG("-q")) {
-            NEED();
-            ro->quiet = 1;
-        } else if (kind == RUN_BENCH && FLAG("--json")) {
-            NEED();
-            ro->json = 1;
-        } else if (kind == RUN_BENCH && FLAG("--memcpy")) {
-            NEED();
-            ro->memcpy_mode = 1;
-        } else if (kind == RUN_BENCH && OPT("--memcpy-bytes")) {
-            NEED();
-            rc = parse_size("--memcpy-bytes", v, &ro->memcpy_bytes);
-            memcpy_bytes_given = 1;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fastload %s: error: unknown option '%s' (see --help)\n", argv[0], a);
-            return 2;
-        } else if (!ro->path) {
-            ro->path = a;
-        } else {
-            fprintf(stderr, "fastload %s: error: unexpected argument '%s' (one DST only)\n", argv[0], a);
-            return 2;
-        }
-#undef OPT
-#undef FLAG
-#undef NEED
-    }
-    if (!rc) {
-        /* options that do not apply to this run: say so (issue 10, finding 11) */
-        if ((scale_given || ratio_given) && o->augment != FL_AUG_RRC && !ro->memcpy_mode)
-            fl_cli_warn(TOOL, "%s applies only to --augment rrc: ignored",
-                        scale_given ? "--scale" : "--ratio");
-        if (qd_given && (o->io == FL_IO_PREAD || o->io == FL_IO_MMAP || o->io == FL_IO_MEMORY))
-            fl_cli_warn(TOOL, "--queue-depth applies only to io_uring reads (--io %s): ignored",
-                        run_io_name(o->io));
-        if (memcpy_bytes_given && !ro->memcpy_mode)
-            fl_cli_warn(TOOL, "--memcpy-bytes applies only to --memcpy: ignored");
-        if (ro->memcpy_mode && ro->path)
-            fl_cli_warn(TOOL, "--memcpy measures memcpy only: DST %s and the loader options are ignored",
-                        ro->path);
-    }
-    if (rc)
-        return 2;
+    fl_cli_parsed cl;
+    int r = fl_cli_parse(tool, kind == RUN_BENCH ? &fastload_bench_cmd : &fastload_digest_cmd, argc, argv, ro, &cl);
+    if (r != FL_CLI_RUN)
+        return r == FL_CLI_DONE ? 1 : 2;
+    ro->path = cl.npos ? cl.pos[0] : NULL;
+    warn_not_applying(ro, &cl);
     if (!ro->path && !ro->memcpy_mode) {
         fprintf(stderr, "fastload %s: error: missing DST (a dataset written by packdata); see --help\n",
                 argv[0]);

@@ -1,5 +1,5 @@
-/* run_options.h — the loader options shared by `fastload bench` and `fastload digest`:
- * parsed from the command line into an fl_loader_options plus the run length. */
+/* run_options.h — the command lines of `fastload bench` and `fastload digest` (their option
+ * tables, fl_cli_table.h): parsed into an fl_loader_options plus the run length. */
 #ifndef FASTLOAD_CLI_RUN_OPTIONS_H
 #define FASTLOAD_CLI_RUN_OPTIONS_H
 
@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "fastload.h"
+#include "fl_cli_table.h"
 
 typedef struct run_options {
     const char *path;          /* dataset directory (DST of packdata) */
@@ -23,12 +24,12 @@ typedef struct run_options {
 /* Which subcommand is parsing: options valid for it differ slightly. */
 typedef enum run_kind { RUN_BENCH = 0, RUN_DIGEST = 1 } run_kind;
 
-/* Parse argv (argv[0] is the subcommand name). Returns 0 to run, 1 when --help/--version was
- * printed (exit 0), 2 on a usage error (a message was printed to stderr). */
-int run_options_parse(run_kind kind, int argc, char **argv, run_options *ro);
+/* The two commands (their option tables and run functions), dispatched by main.c. */
+extern const fl_cli_cmd fastload_bench_cmd, fastload_digest_cmd;
 
-/* Print the subcommand's usage text. */
-void run_options_usage(run_kind kind, FILE *f);
+/* Parse argv (argv[0] is the subcommand name) with that command's table. Returns 0 to run, 1
+ * when --help/--version was printed (exit 0), 2 on a usage error (one line on stderr). */
+int run_options_parse(const fl_cli_tool *tool, run_kind kind, int argc, char **argv, run_options *ro);
 
 /* Text names used in reports. */
 const char *run_order_name(fl_order o);

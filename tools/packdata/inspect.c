@@ -11,6 +11,7 @@
 
 #include "fl_cli.h"
 #include "fl_file.h"
+#include "fl_cli_table.h"
 #include "fl_clock.h"
 #include "fl_image.h"
 #include "fl_json.h"
@@ -62,36 +63,40 @@ static int open_ds(const char *path, fl_dataset **ds) {
 
 /* ---- info ---------------------------------------------------------------------------------- */
 
-static const char info_help[] =
-"usage: packdata info DST [--json]\n"
-"\n"
-"Print what a packed dataset holds: records, classes (label order), shards, bytes, encoding,\n"
-"schema, compression, part, packdata version and the options it was packed with.\n"
-"DST may also be a directory holding the N datasets of a split job (`pack --part I/N`):\n"
-"they are shown as one dataset, the way the loader reads them.\n"
-"  --json    one JSON object on stdout (records, classes, shards, bytes, encoding, compression,\n"
-"            channels, height, width, backend, part (\"I/N\" or null), parts_combined (a\n"
-"            directory of parts only), manifest)\n";
+typedef struct info_opts {
+    int json;
+} info_opts;
 
-int pd_cmd_info(int argc, char **argv) {
-    const char *dst = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (fl_cli_is_help(argv[i])) {
-            fputs(info_help, stdout);
-            return FL_EXIT_OK;
-        } else if (fl_cli_is_version(argv[i])) {
-            fl_cli_print_version(stdout, PD_TOOL);
-            return FL_EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (argv[i][0] == '-' || dst) {
-            fl_cli_error(PD_TOOL, "info: unexpected argument '%s' (see packdata info --help)", argv[i]);
-            return FL_EXIT_USAGE;
-        } else {
-            dst = argv[i];
-        }
-    }
+static const fl_cli_opt info_table[] = {
+    {FL_CLI_FLAG, "json", .off = FL_CLI_FIELD(info_opts, json),
+     .help = "one JSON object on stdout (records, classes, shards, bytes, encoding,\n"
+             "compression, channels, height, width, backend, part (\"I/N\" or null),\n"
+             "parts_combined (a directory of parts only), manifest)"},
+    {FL_CLI_END},
+};
+
+static int info_run(const fl_cli_tool *tool, int argc, char **argv);
+
+const fl_cli_cmd pd_info_cmd = {
+    .name = "info", .args = "DST [--json]",
+    .summary = "records, classes, shards, bytes, schema, options of a dataset",
+    .synopsis = "usage: packdata info DST [--json]\n"
+                "\n"
+                "Print what a packed dataset holds: records, classes (label order), shards, bytes, encoding,\n"
+                "schema, compression, part, packdata version and the options it was packed with.\n"
+                "DST may also be a directory holding the N datasets of a split job (`pack --part I/N`):\n"
+                "they are shown as one dataset, the way the loader reads them.\n"
+                "\n",
+    .opts = info_table, .max_pos = 1, .run = info_run,
+};
+
+static int info_run(const fl_cli_tool *tool, int argc, char **argv) {
+    info_opts io = {0};
+    fl_cli_parsed cl;
+    int pr = fl_cli_parse(tool, &pd_info_cmd, argc, argv, &io, &cl);
+    if (pr != FL_CLI_RUN) return pr == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
+    const char *dst = cl.pos[0];
+    const int json = io.json;
     if (!dst) {
         fl_cli_error(PD_TOOL, "info: needs DST (see packdata info --help)");
         return FL_EXIT_USAGE;
@@ -190,14 +195,6 @@ int pd_cmd_info(int argc, char **argv) {
 
 /* ---- verify -------------------------------------------------------------------------------- */
 
-static const char verify_help[] =
-"usage: packdata verify DST [--decode] [--json] [--quiet]\n"
-"\n"
-"Check every record's CRC32C (and that compressed records decompress). With --decode, also\n"
-"decode every image (JPEG/PNG/WebP, each in its record's format) or check every raw record's\n"
-"size. Each bad record is named (index, shard, source name). Exit status 1 when any record is\n"
-"bad.\n";
-
 typedef struct verify_ctx {
     const fl_dataset *ds;
     fl_json *j;
@@ -232,29 +229,42 @@ static int verify_cb(void *user, uint64_t index, const fl_error *err) {
     return 0;
 }
 
-int pd_cmd_verify(int argc, char **argv) {
-    const char *dst = NULL;
-    int decode = 0, json = 0, quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        if (fl_cli_is_help(argv[i])) {
-            fputs(verify_help, stdout);
-            return FL_EXIT_OK;
-        } else if (fl_cli_is_version(argv[i])) {
-            fl_cli_print_version(stdout, PD_TOOL);
-            return FL_EXIT_OK;
-        } else if (!strcmp(argv[i], "--decode")) {
-            decode = 1;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-            quiet = 1;
-        } else if (argv[i][0] == '-' || dst) {
-            fl_cli_error(PD_TOOL, "verify: unexpected argument '%s' (see packdata verify --help)", argv[i]);
-            return FL_EXIT_USAGE;
-        } else {
-            dst = argv[i];
-        }
-    }
+typedef struct verify_opts {
+    int decode, json, quiet;
+} verify_opts;
+
+static const fl_cli_opt verify_table[] = {
+    {FL_CLI_FLAG, "decode", .off = FL_CLI_FIELD(verify_opts, decode),
+     .help = "also decode every image (JPEG/PNG/WebP, each in its record's format)\n"
+             "or check every raw record's size"},
+    {FL_CLI_FLAG, "json", .off = FL_CLI_FIELD(verify_opts, json),
+     .help = "one JSON object on stdout (bad_records, records, bad, ok, seconds)"},
+    {FL_CLI_FLAG, "quiet", 'q', .off = FL_CLI_FIELD(verify_opts, quiet),
+     .help = "no progress bar, no summary line unless a record is bad"},
+    {FL_CLI_END},
+};
+
+static int verify_run(const fl_cli_tool *tool, int argc, char **argv);
+
+const fl_cli_cmd pd_verify_cmd = {
+    .name = "verify", .args = "DST [--decode]",
+    .summary = "check every record's checksum (and that each image decodes)",
+    .synopsis = "usage: packdata verify DST [--decode] [--json] [--quiet]\n"
+                "\n"
+                "Check every record's CRC32C (and that compressed records decompress). With --decode, also\n"
+                "decode every image or check every raw record's size. Each bad record is named (index,\n"
+                "shard, source name). Exit status 1 when any record is bad.\n"
+                "\n",
+    .opts = verify_table, .max_pos = 1, .run = verify_run,
+};
+
+static int verify_run(const fl_cli_tool *tool, int argc, char **argv) {
+    verify_opts vo = {0};
+    fl_cli_parsed cl;
+    int pr = fl_cli_parse(tool, &pd_verify_cmd, argc, argv, &vo, &cl);
+    if (pr != FL_CLI_RUN) return pr == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
+    const char *dst = cl.pos[0];
+    const int decode = vo.decode, json = vo.json, quiet = vo.quiet;
     if (!dst) {
         fl_cli_error(PD_TOOL, "verify: needs DST (see packdata verify --help)");
         return FL_EXIT_USAGE;
@@ -376,17 +386,6 @@ int pd_cmd_verify(int argc, char **argv) {
 
 /* ---- extract ------------------------------------------------------------------------------- */
 
-static const char extract_help[] =
-"usage: packdata extract DST INDEX [-o FILE] [--pnm]\n"
-"\n"
-"Write record INDEX's payload to FILE: the original bytes for kept JPEG/PNG/WebP records, the\n"
-"stored JPEG for re-encoded ones, raw pixels as PNG (or as PGM/PPM with --pnm). The default file\n"
-"name comes from the record's source name (in the current directory), with the extension of\n"
-"the record's format (a PNG kept from photo.JPEG is written as photo.png); -o - writes to stdout.\n"
-"Prints the label and source name on stderr.\n"
-"  -o, --output FILE   where to write (- for stdout)\n"
-"  --pnm               raw records as PGM/PPM instead of PNG\n";
-
 /* Write the extracted payload to `path` ("-": stdout). Returns 0 or -errno. */
 static int write_output(const char *path, const uint8_t *d, size_t n) {
     int fd = strcmp(path, "-") ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666) : STDOUT_FILENO;
@@ -396,36 +395,42 @@ static int write_output(const char *path, const uint8_t *d, size_t n) {
     return e;
 }
 
-int pd_cmd_extract(int argc, char **argv) {
-    const char *dst = NULL, *idx = NULL, *outp = NULL;
-    int pnm = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int m;
-        if (fl_cli_is_help(argv[i])) {
-            fputs(extract_help, stdout);
-            return FL_EXIT_OK;
-        } else if (fl_cli_is_version(argv[i])) {
-            fl_cli_print_version(stdout, PD_TOOL);
-            return FL_EXIT_OK;
-        } else if (!strcmp(argv[i], "--pnm")) {
-            pnm = 1;
-        } else if ((m = fl_cli_opt_value(argc, argv, &i, "-o", &v, PD_TOOL)) != 0 ||
-                   (m = fl_cli_opt_value(argc, argv, &i, "--output", &v, PD_TOOL)) != 0) {
-            if (m < 0) return FL_EXIT_USAGE;
-            outp = v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fl_cli_error(PD_TOOL, "extract: unknown option '%s' (see packdata extract --help)", argv[i]);
-            return FL_EXIT_USAGE;
-        } else if (!dst) {
-            dst = argv[i];
-        } else if (!idx) {
-            idx = argv[i];
-        } else {
-            fl_cli_error(PD_TOOL, "extract: unexpected argument '%s'", argv[i]);
-            return FL_EXIT_USAGE;
-        }
-    }
+typedef struct extract_opts {
+    const char *output;
+    int pnm;
+} extract_opts;
+
+static const fl_cli_opt extract_table[] = {
+    {FL_CLI_TEXT, "output", 'o', .off = FL_CLI_FIELD(extract_opts, output), .metavar = "FILE",
+     .help = "where to write (- for stdout)", .def = "the record's source name"},
+    {FL_CLI_FLAG, "pnm", .off = FL_CLI_FIELD(extract_opts, pnm),
+     .help = "raw records as PGM/PPM instead of PNG"},
+    {FL_CLI_END},
+};
+
+static int extract_run(const fl_cli_tool *tool, int argc, char **argv);
+
+const fl_cli_cmd pd_extract_cmd = {
+    .name = "extract", .args = "DST INDEX [-o F]",
+    .summary = "write one record's payload (original bytes, or raw pixels as PNG)",
+    .synopsis = "usage: packdata extract DST INDEX [-o FILE] [--pnm]\n"
+                "\n"
+                "Write record INDEX's payload to FILE: the original bytes for kept JPEG/PNG/WebP records, the\n"
+                "stored JPEG for re-encoded ones, raw pixels as PNG (or as PGM/PPM with --pnm). The default file\n"
+                "name comes from the record's source name (in the current directory), with the extension of\n"
+                "the record's format (a PNG kept from photo.JPEG is written as photo.png); -o - writes to stdout.\n"
+                "Prints the label and source name on stderr.\n"
+                "\n",
+    .opts = extract_table, .max_pos = 2, .run = extract_run,
+};
+
+static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
+    extract_opts eo = {0};
+    fl_cli_parsed cl;
+    int pr = fl_cli_parse(tool, &pd_extract_cmd, argc, argv, &eo, &cl);
+    if (pr != FL_CLI_RUN) return pr == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
+    const char *dst = cl.pos[0], *idx = cl.pos[1], *outp = eo.output;
+    const int pnm = eo.pnm;
     uint64_t index;
     if (!dst || !idx) {
         fl_cli_error(PD_TOOL, "extract: needs DST and INDEX (see packdata extract --help)");

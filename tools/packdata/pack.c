@@ -1,6 +1,7 @@
-/* pack.c — `packdata pack`: option parsing, schema choice, dictionary training, the parallel
- * pipeline (workers decode/resize/encode/compress; one writer thread adds results in input order
- * through a bounded reorder ring), resume bookkeeping, and the final summary. */
+/* pack.c — `packdata pack` as a short driver over named phases (open DST, list the inputs, the
+ * dictionary, open the writer, the parallel pipeline — workers decode/resize/encode/compress; one
+ * writer thread adds results in input order through a bounded reorder ring —, finish), resume
+ * bookkeeping, and the release of everything a run held. Options are parsed in pack_args.c. */
 #include "packdata.h"
 #include "pack_internal.h"
 
@@ -185,334 +186,393 @@ static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, 
     return 0;
 }
 
-/* ---- pack ---------------------------------------------------------------------------------- */
+/* ---- pack: the state of one run and its phases ------------------------------------------ */
 
-static int run_pack(const pd_pack_opts *po) {
-    double t0 = fl_now_s();
-    pd_reject_ctx rc = {.skip = po->on_error_skip, .quiet_limit = 50};
+typedef struct pack_run {
+    const pd_pack_opts *po;   /* the options, DST normalised once pd_dst_begin has run (&pc) */
+    pd_pack_opts pc;
+    double t0;
+    pd_reject_ctx rc;
     fl_error err;
-    fl_error_clear(&err);
-    int status = FL_EXIT_DATA;
+    int status;               /* the exit status when a phase ends the run */
     pd_items items;
-    pd_items_init(&items);
-    fl_writer *w = NULL;
     pd_plan plan;
-    memset(&plan, 0, sizeof plan);
-    worker *workers = NULL;
+    pd_dst dd;                /* the lock on DST and what was there */
+    pd_job job;               /* options + input list, kept in DST.partial for --resume */
+    void *dict;
+    size_t dict_len;
+    char *options_json;
+    char *partial;
+    journal jn;
+    fl_writer *w;
+    int remove_partial_on_fail;
     pipeline p;
-    memset(&p, 0, sizeof p);
-    int pipeline_init = 0;
-    void *dict = NULL;
-    size_t dict_len = 0;
-    char *partial = NULL;
-    journal jn = {0};
-    char *options_json = NULL;
-    fl_progress *prog = NULL;
-    int remove_partial_on_fail = 0;
-    pd_dst dd;          /* the lock on DST and what was there */
-    pd_job job;         /* options + input list, kept in DST.partial for --resume */
-    pd_pack_opts pc;    /* *po with DST normalised */
-    memset(&dd, 0, sizeof dd);
-    memset(&job, 0, sizeof job);
-    uint64_t n_records = 0, bytes_in = 0;
+    int pipeline_init;
+    worker *workers;
+    size_t start;             /* first input to pack (after a resume) */
+    uint64_t n_records, bytes_in, parse_skipped;
+} pack_run;
 
-    if (po->report) {
-        rc.report = fopen(po->report, "w"); /* on resume the journal re-reports earlier skips */
-        if (!rc.report) {
-            fl_cli_error(PD_TOOL, "--report %s: %s", po->report, strerror(errno));
-            return FL_EXIT_USAGE;
-        }
-    }
+/* What a phase says: go on, or end the run (OUT: release everything; STOP: first stop the
+ * workers; OOM: say "out of memory", then as STOP). */
+enum { GO_ON = 0, TO_OUT, TO_STOP, TO_OOM };
 
-    /* DST first: the lock (held to the end), then what is there; cheap, and the user learns
-     * before any work */
-    int r = pd_dst_begin(po, &dd);
+/* Lock DST and learn what is there: cheap, and the user learns before any work. */
+static int pack_open_dst(pack_run *s) {
+    int r = pd_dst_begin(s->po, &s->dd);
     if (r >= 0) {
-        status = r;
-        goto out;
+        s->status = r;
+        return TO_OUT;
     }
-    pc = *po;
-    pc.dst = dd.dst;
-    po = &pc;
-    if (asprintf(&partial, "%s.partial", po->dst) < 0) partial = NULL;
-    if (asprintf(&jn.path, "%s.partial.skips", po->dst) < 0) jn.path = NULL;
-    if (!partial || !jn.path) {
+    s->pc = *s->po;
+    s->pc.dst = s->dd.dst;
+    s->po = &s->pc;
+    if (asprintf(&s->partial, "%s.partial", s->po->dst) < 0) s->partial = NULL;
+    if (asprintf(&s->jn.path, "%s.partial.skips", s->po->dst) < 0) s->jn.path = NULL;
+    if (!s->partial || !s->jn.path) {
         fl_cli_error(PD_TOOL, "out of memory");
-        goto out;
+        return TO_OUT;
     }
-    if (!po->resume) unlink(jn.path);
+    if (!s->po->resume) unlink(s->jn.path);
+    return GO_ON;
+}
 
-    /* 1. the deterministic item list */
-    r = pd_source_load(po->src, &po->so, &rc, &items, &err);
+/* 1-2. The deterministic item list and the plan; then the job, which --resume must match. */
+static int pack_list_inputs(pack_run *s) {
+    const pd_pack_opts *po = s->po;
+    int r = pd_source_load(po->src, &po->so, &s->rc, &s->items, &s->err);
     if (r) {
-        if (err.msg[0]) fl_cli_error(PD_TOOL, "%s", err.msg);
-        status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
-        goto out;
+        if (s->err.msg[0]) fl_cli_error(PD_TOOL, "%s", s->err.msg);
+        s->status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
+        return TO_OUT;
     }
-    uint64_t parse_skipped = rc.skipped;
-    if (po->shuffle) pd_items_shuffle(&items, po->seed);
-    if (!items.n) {
+    s->parse_skipped = s->rc.skipped;
+    if (po->shuffle) pd_items_shuffle(&s->items, po->seed);
+    if (!s->items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images to pack", po->src);
-        goto out;
+        return TO_OUT;
     }
-
-    /* 2. schema, planned over the whole input list so that the N datasets of a --part job get
+    /* the schema, planned over the whole input list so that the N datasets of a --part job get
      * the same one (keep: the formats of all inputs; raw: the first input's size) */
-    r = pd_plan_make(po, &items, &rc, &plan, &err);
+    r = pd_plan_make(po, &s->items, &s->rc, &s->plan, &s->err);
     if (r) {
-        if (err.msg[0]) fl_cli_error(PD_TOOL, "%s", err.msg);
-        status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
-        goto out;
+        if (s->err.msg[0]) fl_cli_error(PD_TOOL, "%s", s->err.msg);
+        s->status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
+        return TO_OUT;
     }
-    pd_pack_warn_unused(po, &items, &plan);
-    if (po->part_count) pd_items_slice(&items, po->part_index, po->part_count);
-    if (!items.n) {
+    pd_pack_warn_unused(po, &s->items, &s->plan);
+    if (po->part_count) pd_items_slice(&s->items, po->part_index, po->part_count);
+    if (!s->items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images in part %u/%u", po->src, po->part_index,
                      po->part_count);
-        goto out;
+        return TO_OUT;
     }
-
     /* the job (options + input list): --resume continues only the same one, and is a no-op on
      * a finished dataset of the same job */
-    if (pd_job_make(po, &items, &plan, &job)) goto oom;
-    r = pd_dst_decide(po, &dd, &job);
+    if (pd_job_make(po, &s->items, &s->plan, &s->job)) return TO_OOM;
+    r = pd_dst_decide(po, &s->dd, &s->job);
     if (r >= 0) {
-        status = r;
-        goto out;
+        s->status = r;
+        return TO_OUT;
     }
+    return GO_ON;
+}
 
-    /* 3. dictionary (raw + zstd by default): trained on up to ~2000 evenly spaced records. Every
-     * shard carries it, so it is kept to 1/16 of the shard size (none below 16K shards): a 110 KiB
-     * dictionary in 64 KiB shards made the dataset 145x larger than its records */
+/* 3. The dictionary (raw + zstd by default): trained on up to ~2000 evenly spaced records. Every
+ * shard carries it, so it is kept to 1/16 of the shard size (none below 16K shards): a 110 KiB
+ * dictionary in 64 KiB shards made the dataset 145x larger than its records. */
+static int pack_dictionary(pack_run *s) {
+    const pd_pack_opts *po = s->po;
     if (po->backend == FL_BACKEND_SHARDS && po->shard_size / 16 < 110 * 1024)
-        plan.dict_cap = po->shard_size / 16 ? (size_t)(po->shard_size / 16) : 1;
-    if (plan.schema.compression == FL_COMP_ZSTD && po->dict) {
-        r = pd_train_dictionary(&plan, &items, &dict, &dict_len, &err);
+        s->plan.dict_cap = po->shard_size / 16 ? (size_t)(po->shard_size / 16) : 1;
+    if (s->plan.schema.compression == FL_COMP_ZSTD && po->dict) {
+        int r = pd_train_dictionary(&s->plan, &s->items, &s->dict, &s->dict_len, &s->err);
         if (r) {
-            fl_cli_error(PD_TOOL, "%s", err.msg);
-            goto out;
+            fl_cli_error(PD_TOOL, "%s", s->err.msg);
+            return TO_OUT;
         }
     }
+    return GO_ON;
+}
 
-    /* 4. open the writer */
-    options_json = pd_job_options(pd_options_json(po, &plan, &items, dict_len), &job);
+/* After the writer reopened DST.partial: keep its dictionary, replay the skips journal and find
+ * the first input to pack. */
+static int pack_resume(pack_run *s, uint64_t resumed) {
+    size_t dl = 0;
+    const void *d = fl_writer_dictionary(s->w, &dl);
+    if (d && dl && (dl != s->dict_len || memcmp(d, s->dict, dl))) {
+        /* keep compressing with the dictionary the earlier run stored */
+        free(s->dict);
+        s->dict = malloc(dl);
+        if (!s->dict) return TO_OOM;
+        memcpy(s->dict, d, dl);
+        s->dict_len = dl;
+    }
+    int r = journal_resume(&s->jn, s->po, resumed, s->items.n, &s->rc, &s->start, &s->err);
+    if (r) {
+        fl_cli_error(PD_TOOL, "%s", s->err.msg);
+        return TO_OUT;
+    }
+    if (resumed && !s->po->quiet)
+        fprintf(stderr, PD_TOOL ": resuming: %llu records already packed, continuing at input %zu of %zu\n",
+                (unsigned long long)resumed, s->start, s->items.n);
+    return GO_ON;
+}
+
+/* 4. Open the writer (a new DST.partial, or the one --resume continues). */
+static int pack_open_writer(pack_run *s) {
+    const pd_pack_opts *po = s->po;
+    s->options_json = pd_job_options(pd_options_json(po, &s->plan, &s->items, s->dict_len), &s->job);
     fl_writer_options wo;
     memset(&wo, 0, sizeof wo);
     wo.backend = po->backend;
-    wo.schema = plan.schema;
+    wo.schema = s->plan.schema;
     wo.zstd_level = po->level;
-    wo.zstd_dict = dict;
-    wo.zstd_dict_len = dict_len;
+    wo.zstd_dict = s->dict;
+    wo.zstd_dict_len = s->dict_len;
     wo.shard_bytes = po->shard_size;
-    wo.options_json = options_json;
+    wo.options_json = s->options_json;
     wo.tool_version = fl_cli_version();
     wo.part_index = po->part_count ? po->part_index : 0;
     wo.part_count = po->part_count;
     wo.resume = po->resume;
     wo.overwrite = po->force;
-    wo.lock = dd.lock;
-    wo.plan = job.plan;
-    wo.plan_len = job.plan_len;
-    r = fl_writer_open(po->dst, &wo, &w, &err);
+    wo.lock = s->dd.lock;
+    wo.plan = s->job.plan;
+    wo.plan_len = s->job.plan_len;
+    int r = fl_writer_open(po->dst, &wo, &s->w, &s->err);
     if (r) {
-        fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
-        status = r == FL_E_INVALID || r == -EBUSY ? FL_EXIT_USAGE : FL_EXIT_DATA;
-        w = NULL;
-        goto out;
+        fl_cli_error(PD_TOOL, "%s", s->err.msg[0] ? s->err.msg : fl_strerror(r));
+        s->status = r == FL_E_INVALID || r == -EBUSY ? FL_EXIT_USAGE : FL_EXIT_DATA;
+        s->w = NULL;
+        return TO_OUT;
     }
-    remove_partial_on_fail = !po->resume;
-    size_t start = 0;
-    uint64_t resumed = fl_writer_resume_count(w);
+    s->remove_partial_on_fail = !po->resume;
+    uint64_t resumed = fl_writer_resume_count(s->w);
     if (po->resume) {
-        size_t dl = 0;
-        const void *d = fl_writer_dictionary(w, &dl);
-        if (d && dl && (dl != dict_len || memcmp(d, dict, dl))) {
-            /* keep compressing with the dictionary the earlier run stored */
-            free(dict);
-            dict = malloc(dl);
-            if (!dict) goto oom;
-            memcpy(dict, d, dl);
-            dict_len = dl;
-        }
-        r = journal_resume(&jn, po, resumed, items.n, &rc, &start, &err);
-        if (r) {
-            fl_cli_error(PD_TOOL, "%s", err.msg);
-            goto out;
-        }
-        if (resumed && !po->quiet)
-            fprintf(stderr, PD_TOOL ": resuming: %llu records already packed, continuing at input %zu of %zu\n",
-                    (unsigned long long)resumed, start, items.n);
+        r = pack_resume(s, resumed);
+        if (r) return r;
     } else {
-        jn.f = fopen(jn.path, "w");
-        if (!jn.f) {
-            fl_cli_error(PD_TOOL, "%s: %s", jn.path, strerror(errno));
-            goto out;
+        s->jn.f = fopen(s->jn.path, "w");
+        if (!s->jn.f) {
+            fl_cli_error(PD_TOOL, "%s: %s", s->jn.path, strerror(errno));
+            return TO_OUT;
         }
     }
-    n_records = resumed;
+    s->n_records = resumed;
+    return GO_ON;
+}
 
-    /* 5. pipeline */
-    uint32_t nw = po->workers;
-    p.po = po;
-    p.items = &items;
-    p.plan = &plan;
-    p.n_slots = (size_t)nw * 4 + 4;
-    p.end = items.n;
-    p.next = start;
-    p.consumed = start;
-    p.dict = dict;
-    p.dict_len = dict_len;
-    p.slots = calloc(p.n_slots, sizeof *p.slots);
-    workers = calloc(nw, sizeof *workers);
-    if (!p.slots || !workers) goto oom;
-    pthread_mutex_init(&p.m, NULL);
-    pthread_cond_init(&p.cv_free, NULL);
-    pthread_cond_init(&p.cv_ready, NULL);
-    pipeline_init = 1;
+/* 5a. The pipeline: the reorder ring and the worker threads. */
+static int pack_start_workers(pack_run *s) {
+    pipeline *p = &s->p;
+    uint32_t nw = s->po->workers;
+    p->po = s->po;
+    p->items = &s->items;
+    p->plan = &s->plan;
+    p->n_slots = (size_t)nw * 4 + 4;
+    p->end = s->items.n;
+    p->next = s->start;
+    p->consumed = s->start;
+    p->dict = s->dict;
+    p->dict_len = s->dict_len;
+    p->slots = calloc(p->n_slots, sizeof *p->slots);
+    s->workers = calloc(nw, sizeof *s->workers);
+    if (!p->slots || !s->workers) return TO_OOM;
+    pthread_mutex_init(&p->m, NULL);
+    pthread_cond_init(&p->cv_free, NULL);
+    pthread_cond_init(&p->cv_ready, NULL);
+    s->pipeline_init = 1;
     for (uint32_t i = 0; i < nw; i++) {
-        workers[i].p = &p;
-        r = pd_worker_init(&workers[i].ctx, &plan, dict, dict_len, &err);
+        s->workers[i].p = p;
+        int r = pd_worker_init(&s->workers[i].ctx, &s->plan, s->dict, s->dict_len, &s->err);
         if (r) {
-            fl_cli_error(PD_TOOL, "%s", err.msg);
-            goto stop;
+            fl_cli_error(PD_TOOL, "%s", s->err.msg);
+            return TO_STOP;
         }
     }
     for (uint32_t i = 0; i < nw; i++) {
-        if (pthread_create(&workers[i].tid, NULL, worker_main, &workers[i])) {
+        if (pthread_create(&s->workers[i].tid, NULL, worker_main, &s->workers[i])) {
             fl_cli_error(PD_TOOL, "cannot start worker thread");
-            goto stop;
+            return TO_STOP;
         }
-        workers[i].started = 1;
+        s->workers[i].started = 1;
     }
+    return GO_ON;
+}
 
+/* One finished slot, in input order: a rejected input is reported (and journaled), a record is
+ * added. Returns 0, 1 (stop: a bad input in fail mode, a fatal error) or 2 (a write failed). */
+static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after) {
+    int r;
+    if (sl->status == PD_SLOT_REJECT) {
+        if (pd_reject(&s->rc, sl->source, "%s", sl->msg)) return 1;
+        if ((r = journal_add(&s->jn, seq, sl->source, sl->msg))) {
+            fl_cli_error(PD_TOOL, "%s: %s", s->jn.path, strerror(-r));
+            return 2;
+        }
+        return 0;
+    }
+    if (sl->status == PD_SLOT_FATAL) {
+        fl_cli_error(PD_TOOL, "%s", sl->msg);
+        return 1;
+    }
+    const pd_item *it = &s->items.v[seq];
+    /* sl->format: the record's own format (keep on a mixed folder), else the schema's */
+    if (s->plan.schema.compression == FL_COMP_ZSTD)
+        r = fl_writer_add_stored_as(s->w, sl->format, sl->buf, sl->len, sl->raw_len, it->label, it->name,
+                                    sl->height, sl->width, &s->err);
+    else
+        r = fl_writer_add_as(s->w, sl->format, sl->buf, sl->len, it->label, it->name, sl->height,
+                             sl->width, &s->err);
+    if (r) {
+        fl_cli_error(PD_TOOL, "%s", s->err.msg[0] ? s->err.msg : fl_strerror(r));
+        if (r < 0 && r > -4096) {
+            fprintf(stderr, PD_TOOL ": complete shards are kept in %s: fix the problem and "
+                    "run the same command with --resume to continue\n", s->partial);
+            s->remove_partial_on_fail = 0;
+        }
+        return 2;
+    }
+    s->n_records++;
+    s->bytes_in += sl->in_bytes;
+    if (kill_after >= 0 && s->n_records >= (uint64_t)kill_after) raise(SIGKILL);
+    return 0;
+}
+
+/* 5b. The writer side: take the slots in input order until the end or the first failure. */
+static int pack_consume(pack_run *s) {
+    pipeline *p = &s->p;
     long kill_after = -1;
     const char *ka = getenv("PACKDATA_TEST_KILL_AFTER");
     if (ka && *ka) kill_after = atol(ka);
-    prog = fl_progress_start("packing", items.n, "img", po->quiet || po->json);
+    fl_progress *prog = fl_progress_start("packing", s->items.n, "img", s->po->quiet || s->po->json);
     int failed = 0;
-    for (size_t seq = start; seq < items.n; seq++) {
-        pd_slot *s = &p.slots[seq % p.n_slots];
-        pthread_mutex_lock(&p.m);
-        while (s->state != SLOT_READY) pthread_cond_wait(&p.cv_ready, &p.m);
-        pthread_mutex_unlock(&p.m);
-
-        if (s->status == PD_SLOT_REJECT) {
-            if (pd_reject(&rc, s->source, "%s", s->msg)) {
-                failed = 1;
-            } else if ((r = journal_add(&jn, seq, s->source, s->msg))) {
-                fl_cli_error(PD_TOOL, "%s: %s", jn.path, strerror(-r));
-                failed = 2;
-            }
-        } else if (s->status == PD_SLOT_FATAL) {
-            fl_cli_error(PD_TOOL, "%s", s->msg);
-            failed = 1;
-        } else {
-            const pd_item *it = &items.v[seq];
-            /* s->format: the record's own format (keep on a mixed folder), else the schema's */
-            if (plan.schema.compression == FL_COMP_ZSTD)
-                r = fl_writer_add_stored_as(w, s->format, s->buf, s->len, s->raw_len, it->label,
-                                            it->name, s->height, s->width, &err);
-            else
-                r = fl_writer_add_as(w, s->format, s->buf, s->len, it->label, it->name, s->height,
-                                     s->width, &err);
-            if (r) {
-                fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
-                if (r < 0 && r > -4096) {
-                    fprintf(stderr, PD_TOOL ": complete shards are kept in %s: fix the problem and "
-                            "run the same command with --resume to continue\n", partial);
-                    remove_partial_on_fail = 0;
-                }
-                failed = 2;
-            } else {
-                n_records++;
-                bytes_in += s->in_bytes;
-                if (kill_after >= 0 && n_records >= (uint64_t)kill_after) raise(SIGKILL);
-            }
-        }
-        pthread_mutex_lock(&p.m);
-        s->state = SLOT_EMPTY;
-        p.consumed = seq + 1;
-        pthread_cond_broadcast(&p.cv_free);
-        pthread_mutex_unlock(&p.m);
+    for (size_t seq = s->start; seq < s->items.n; seq++) {
+        pd_slot *sl = &p->slots[seq % p->n_slots];
+        pthread_mutex_lock(&p->m);
+        while (sl->state != SLOT_READY) pthread_cond_wait(&p->cv_ready, &p->m);
+        pthread_mutex_unlock(&p->m);
+        failed = pack_take_slot(s, seq, sl, kill_after);
+        pthread_mutex_lock(&p->m);
+        sl->state = SLOT_EMPTY;
+        p->consumed = seq + 1;
+        pthread_cond_broadcast(&p->cv_free);
+        pthread_mutex_unlock(&p->m);
         fl_progress_update(prog, seq + 1);
         if (failed) break;
     }
     fl_progress_finish(prog);
-    prog = NULL;
-    if (failed) goto stop;
+    return failed ? TO_STOP : GO_ON;
+}
 
-    /* 6. finish */
-    for (uint32_t i = 0; i < nw; i++)
-        if (workers[i].started) pthread_join(workers[i].tid, NULL), workers[i].started = 0;
-    if (n_records == 0) {
+/* 6. Finish: the dataset is renamed to DST; print the summary. */
+static int pack_finish(pack_run *s) {
+    const pd_pack_opts *po = s->po;
+    for (uint32_t i = 0; i < po->workers; i++)
+        if (s->workers[i].started) pthread_join(s->workers[i].tid, NULL), s->workers[i].started = 0;
+    if (s->n_records == 0) {
         fl_cli_error(PD_TOOL, "%s: every input was skipped: nothing to pack", po->src);
-        goto stop;
+        return TO_STOP;
     }
-    r = fl_writer_finish(w, (const char *const *)items.class_names, items.num_classes, &err);
-    w = NULL;
+    int r = fl_writer_finish(s->w, (const char *const *)s->items.class_names, s->items.num_classes, &s->err);
+    s->w = NULL;
     if (r) {
-        fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
-        if (r == FL_E_INVALID) status = FL_EXIT_USAGE; /* DST changed into something not ours */
-        remove_partial_on_fail = 0;
-        goto out;
+        fl_cli_error(PD_TOOL, "%s", s->err.msg[0] ? s->err.msg : fl_strerror(r));
+        if (r == FL_E_INVALID) s->status = FL_EXIT_USAGE; /* DST changed into something not ours */
+        s->remove_partial_on_fail = 0;
+        return TO_OUT;
     }
-    if (jn.f) fclose(jn.f);
-    jn.f = NULL;
-    unlink(jn.path);
-    remove_partial_on_fail = 0;
-
-    double el = fl_now_s() - t0;
+    if (s->jn.f) fclose(s->jn.f);
+    s->jn.f = NULL;
+    unlink(s->jn.path);
+    s->remove_partial_on_fail = 0;
+    double el = fl_now_s() - s->t0;
     uint64_t bytes_out = tree_bytes(po->dst);
-    uint64_t skipped = rc.skipped;
-    pd_print_summary(po, &plan, &items, n_records, skipped, parse_skipped, bytes_in, bytes_out, el);
-    status = FL_EXIT_OK;
-    goto out;
+    pd_print_summary(po, &s->plan, &s->items, s->n_records, s->rc.skipped, s->parse_skipped, s->bytes_in,
+                     bytes_out, el);
+    s->status = FL_EXIT_OK;
+    return TO_OUT;
+}
 
-oom:
-    fl_cli_error(PD_TOOL, "out of memory");
-stop:
-    if (pipeline_init) {
-        pthread_mutex_lock(&p.m);
-        p.stop = 1;
-        pthread_cond_broadcast(&p.cv_free);
-        pthread_cond_broadcast(&p.cv_ready);
-        pthread_mutex_unlock(&p.m);
+/* A failed run: tell the workers to stop and wait for them. */
+static void pack_stop_workers(pack_run *s) {
+    pipeline *p = &s->p;
+    if (s->pipeline_init) {
+        pthread_mutex_lock(&p->m);
+        p->stop = 1;
+        pthread_cond_broadcast(&p->cv_free);
+        pthread_cond_broadcast(&p->cv_ready);
+        pthread_mutex_unlock(&p->m);
     }
-    if (workers)
-        for (uint32_t i = 0; i < po->workers; i++)
-            if (workers[i].started) pthread_join(workers[i].tid, NULL), workers[i].started = 0;
-out:
-    fl_progress_finish(prog);
-    if (w) fl_writer_abort(w);
-    if (jn.f) fclose(jn.f);
-    if (remove_partial_on_fail && status != FL_EXIT_OK && partial) {
+    if (s->workers)
+        for (uint32_t i = 0; i < s->po->workers; i++)
+            if (s->workers[i].started) pthread_join(s->workers[i].tid, NULL), s->workers[i].started = 0;
+}
+
+/* Release everything; a failed new run removes its DST.partial (only files of ours, under our
+ * lock). Returns the run's exit status. */
+static int pack_release(pack_run *s) {
+    pipeline *p = &s->p;
+    if (s->w) fl_writer_abort(s->w);
+    if (s->jn.f) fclose(s->jn.f);
+    if (s->remove_partial_on_fail && s->status != FL_EXIT_OK && s->partial) {
         fl_error e2;
-        fl_writer_remove_partial(po->dst, &e2); /* only files of ours, under our lock */
-        if (jn.path) unlink(jn.path);
+        fl_writer_remove_partial(s->po->dst, &e2);
+        if (s->jn.path) unlink(s->jn.path);
     }
-    pd_dst_end(&dd); /* after the writer: it used the lock */
-    pd_job_free(&job);
-    if (workers) {
-        for (uint32_t i = 0; i < po->workers; i++) pd_worker_free(&workers[i].ctx);
-        free(workers);
+    pd_dst_end(&s->dd); /* after the writer: it used the lock */
+    pd_job_free(&s->job);
+    if (s->workers) {
+        for (uint32_t i = 0; i < s->po->workers; i++) pd_worker_free(&s->workers[i].ctx);
+        free(s->workers);
     }
-    if (p.slots) {
-        for (size_t i = 0; i < p.n_slots; i++) free(p.slots[i].buf);
-        free(p.slots);
+    if (p->slots) {
+        for (size_t i = 0; i < p->n_slots; i++) free(p->slots[i].buf);
+        free(p->slots);
     }
-    if (pipeline_init) {
-        pthread_mutex_destroy(&p.m);
-        pthread_cond_destroy(&p.cv_free);
-        pthread_cond_destroy(&p.cv_ready);
+    if (s->pipeline_init) {
+        pthread_mutex_destroy(&p->m);
+        pthread_cond_destroy(&p->cv_free);
+        pthread_cond_destroy(&p->cv_ready);
     }
-    if (rc.report) fclose(rc.report);
-    free(dict);
-    free(options_json);
-    free(partial);
-    free(jn.path);
-    pd_plan_free(&plan);
-    pd_items_free(&items);
-    return status;
+    if (s->rc.report) fclose(s->rc.report);
+    free(s->dict);
+    free(s->options_json);
+    free(s->partial);
+    free(s->jn.path);
+    pd_plan_free(&s->plan);
+    pd_items_free(&s->items);
+    return s->status;
+}
+
+/* One pack run: the phases in order; the first that ends the run decides how to clean up. */
+static int run_pack(const pd_pack_opts *po) {
+    pack_run s;
+    memset(&s, 0, sizeof s);
+    s.po = po;
+    s.t0 = fl_now_s();
+    s.rc = (pd_reject_ctx){.skip = po->on_error_skip, .quiet_limit = 50};
+    fl_error_clear(&s.err);
+    s.status = FL_EXIT_DATA;
+    pd_items_init(&s.items);
+    if (po->report) {
+        s.rc.report = fopen(po->report, "w"); /* on resume the journal re-reports earlier skips */
+        if (!s.rc.report) {
+            fl_cli_error(PD_TOOL, "--report %s: %s", po->report, strerror(errno));
+            return FL_EXIT_USAGE;
+        }
+    }
+    int to = pack_open_dst(&s);
+    if (to == GO_ON) to = pack_list_inputs(&s);
+    if (to == GO_ON) to = pack_dictionary(&s);
+    if (to == GO_ON) to = pack_open_writer(&s);
+    if (to == GO_ON) to = pack_start_workers(&s);
+    if (to == GO_ON) to = pack_consume(&s);
+    if (to == GO_ON) to = pack_finish(&s);
+    if (to == TO_OOM) fl_cli_error(PD_TOOL, "out of memory");
+    if (to == TO_OOM || to == TO_STOP) pack_stop_workers(&s);
+    return pack_release(&s);
 }
 
 int pd_cmd_pack(int argc, char **argv) {

@@ -1,4 +1,7 @@
-/* pack_args.c — the `packdata pack` command line: its help text and option parsing/validation. */
+/* pack_args.c — the `packdata pack` command line: its option table (the help is generated from
+ * it, fl_cli_table.h), the parsers of the values with a syntax of their own (--resize, --part,
+ * --compress, --classes, ...), the checks between options, and the warnings for options that do
+ * not apply to a run. */
 #include "pack_internal.h"
 
 #include <errno.h>
@@ -8,103 +11,7 @@
 #include <unistd.h>
 
 #include "fl_cli.h"
-
-static const char pack_help[] =
-"usage: packdata pack SRC DST [options]\n"
-"       packdata pack --csv FILE DST [options]\n"
-"       packdata pack --idx IMAGES LABELS DST [options]\n"
-"\n"
-"Pack images and labels into a fastload dataset at DST (a directory of checksummed shards and a\n"
-"manifest, or an LMDB environment with --backend lmdb). Everything is written to DST.partial and\n"
-"renamed to DST once complete; a killed run can be finished with --resume. While a run writes DST\n"
-"it holds a lock (DST.lock beside DST): a second run for the same DST fails at once.\n"
-"\n"
-"How SRC is read (first rule that applies):\n"
-"  --idx IMAGES LABELS    MNIST-style IDX files (idx3-ubyte images, idx1-ubyte labels), gzip'ed or not\n"
-"  --csv FILE             CSV with a header row; image paths in --path-column (default \"path\"),\n"
-"                         labels in --label-column (default \"label\"), relative to --root\n"
-"  SRC is a directory holding *-images-idx3-ubyte[.gz] + *-labels-idx1-ubyte[.gz]   → IDX\n"
-"                         (several pairs, e.g. train and t10k: choose with --split train|t10k)\n"
-"  SRC is a directory holding CIFAR binary batches (data_batch_*.bin, test_batch.bin: CIFAR-10;\n"
-"                         train.bin, test.bin: CIFAR-100) → CIFAR; --split train|test chooses the\n"
-"                         batches (required when both are there). SRC may also be one .bin batch.\n"
-"  SRC is another directory → ImageFolder: each sub-folder is a class (sorted by name = label\n"
-"                         order, or as --classes lists them); its image files (.jpg .jpeg .png\n"
-"                         .webp, any depth) are the inputs; a folder without any is skipped\n"
-"                         with a warning (with --classes it stays a class)\n"
-"  SRC is a file ending in .csv → CSV (as --csv)\n"
-"  SRC is any other file → list file: lines \"relative/path label\" (Caffe convert_imageset style;\n"
-"                         the path may contain spaces: the label is the last field), relative to\n"
-"                         --root (default: the list file's directory); '#' lines are comments\n"
-"Labels are integers 0..N-1, or class names when --classes/--class-names gives them.\n"
-"\n"
-"Source options:\n"
-"  --root DIR             base directory for list/CSV paths\n"
-"  --path-column NAME     CSV column with the image path (default: path)\n"
-"  --label-column NAME    CSV column with the label (default: label)\n"
-"  --split PREFIX         IDX/CIFAR directory: which files (train, t10k, test)\n"
-"  --cifar100-labels fine|coarse  CIFAR-100 label to keep (default: fine)\n"
-"  --num-classes N        labels must be < N (default: from class names, else max label + 1)\n"
-"  --classes FILE         class names, one per line, in label order\n"
-"  --class-names A,B,...  class names in label order (or a FILE as for --classes)\n"
-"\n"
-"Encoding:\n"
-"  --encode keep|jpeg|raw keep: store each JPEG/PNG/WebP file byte for byte in its own format\n"
-"                         (default for image files; a folder of several formats is \"mixed\");\n"
-"                         jpeg: decode (at the smallest DCT scale that suffices), resize, re-encode;\n"
-"                         raw: uint8 HWC pixels (default for IDX/CIFAR); all records one size\n"
-"  --quality Q            JPEG quality for --encode jpeg (1-100, default 90)\n"
-"  --jpeg-restart N|row|off  rewrite JPEG records losslessly (same pixels) with a restart marker\n"
-"                         every N MCUs (row: one per MCU row) so the loader's crop decode skips\n"
-"                         what lies outside a crop (default 4 for --encode jpeg; off for keep,\n"
-"                         which then stores the file bytes exactly)\n"
-"  --max-side N           shrink so the longer side is at most N (jpeg/raw)\n"
-"  --resize WxH           resize every image to exactly W x H (needed for raw of varying sizes)\n"
-"  --gray                 store one channel (luma)\n"
-"  --compress none|zstd[:LEVEL]  per-record zstd (default: zstd:19 with a trained dictionary for\n"
-"                         raw, none for jpeg/keep)\n"
-"  --no-dictionary        do not train a zstd dictionary\n"
-"\n"
-"Output:\n"
-"  --backend shards|lmdb  (default: shards)\n"
-"  --shard-size SIZE      target shard size, e.g. 256M, 1G (default 256M); every shard carries the\n"
-"                         zstd dictionary, which is kept to 1/16 of it (none below 16K)\n"
-"  --shuffle              permute the inputs before packing (deterministic from --seed)\n"
-"  --seed S               shuffle seed (default 0), stored in the manifest\n"
-"  --part I/N             pack only slice I of N (0 <= I < N) of the (shuffled) input list\n"
-"  --workers N            worker threads (default: all cores); the output does not depend on it\n"
-"  --resume               finish an interrupted run from DST.partial, only if SRC's inputs (names,\n"
-"                         labels, sizes, modification times) and the options are those it started\n"
-"                         with (else exit 2 naming what changed); on a finished DST of the same job:\n"
-"                         exit 0, nothing to do (of another job: exit 2 naming the difference)\n"
-"  --force                replace an existing DST (after the new one is complete) or a stale DST.partial,\n"
-"                         only if it is a dataset packdata wrote (else exit 2, nothing touched);\n"
-"                         with --resume: finish an interrupted replacement\n"
-"\n"
-"Bad inputs:\n"
-"  --on-error fail|skip   fail (default): stop at the first bad input, exit 1, nothing at DST;\n"
-"                         skip: report it, pack the rest, exit 0\n"
-"  --report FILE          write every bad input as \"source<TAB>reason\"\n"
-"  --max-pixels N         refuse images declaring more pixels (default 100000000), before decoding\n"
-"\n"
-"  --quiet                errors only (no progress bar, no summary)\n"
-"  --json                 print the summary as one JSON object on stdout\n"
-"  -h, --help             this help            -V, --version\n"
-"\n"
-"An option given twice takes its last value. Options that do not apply to SRC or to the\n"
-"encoding (--root on an ImageFolder, --quality with --encode raw, ...) are ignored with a warning.\n"
-"Exit status: 0 ok, 1 bad input or data error, 2 usage error.\n";
-
-static int usage(const char *fmt, const char *arg) {
-    char m[512], q[96];
-    /* a 10,000-character value must not flood the terminal: quote its start only */
-    size_t n = strlen(arg);
-    if (n > 40) snprintf(q, sizeof q, "%.40s... (%zu characters)", arg, n);
-    else snprintf(q, sizeof q, "%s", arg);
-    snprintf(m, sizeof m, fmt, q);
-    fl_cli_error(PD_TOOL, "pack: %s (see packdata pack --help)", m);
-    return FL_EXIT_USAGE;
-}
+#include "fl_cli_table.h"
 
 /* "AxB" with A and B decimal integers in [lo, hi] (strict: no sign, space or junk). */
 static int parse_pair(const char *s, char sep, uint64_t lo_a, uint64_t lo_b, uint64_t hi,
@@ -118,6 +25,81 @@ static int parse_pair(const char *s, char sep, uint64_t lo_a, uint64_t lo_b, uin
     if (fl_cli_parse_u64(first, lo_a, hi, &va) || fl_cli_parse_u64(x + 1, lo_b, hi, &vb)) return -1;
     *a = (unsigned)va;
     *b = (unsigned)vb;
+    return 0;
+}
+
+/* ---- values with a syntax of their own (FL_CLI_CUSTOM) ----------------------------------- */
+
+/* The one line for a refused value: "pack: --resize wants WxH, ... (got 'v') (see ...)";
+ * `why` holds one %s for the value (its first 40 characters). Returns -1. */
+static int bad_value(const char *tool, const char *why, const char *v) {
+    char m[512], q[96];
+    snprintf(m, sizeof m, why, fl_cli_quote(v, q, sizeof q));
+    fl_cli_error(tool, "pack: %s (see packdata pack --help)", m);
+    return -1;
+}
+
+static int opt_jpeg_restart(void *opts, const char *name, const char *v, const char *tool) {
+    pd_pack_opts *po = opts;
+    uint64_t u;
+    if (!strcmp(v, "off")) po->jpeg_restart = -1;
+    else if (!strcmp(v, "row")) po->jpeg_restart = 0;
+    else if (fl_cli_parse_u64(v, 1, 65535, &u) == 0) po->jpeg_restart = (int)u;
+    else return bad_value(tool, "--jpeg-restart wants a number of MCUs (1-65535), row or off (got '%s')", v);
+    return 0;
+}
+
+static int opt_resize(void *opts, const char *name, const char *v, const char *tool) {
+    pd_pack_opts *po = opts;
+    unsigned w, h;
+    if (parse_pair(v, 'x', 1, 1, 65535, &w, &h))
+        return bad_value(tool, "--resize wants WxH, each 1-65535, e.g. 224x224 (got '%s')", v);
+    po->resize_w = w;
+    po->resize_h = h;
+    return 0;
+}
+
+static int opt_compress(void *opts, const char *name, const char *v, const char *tool) {
+    pd_pack_opts *po = opts;
+    long l = 0;
+    if (!strcmp(v, "none")) {
+        po->compress = 0;
+    } else if (!strncmp(v, "zstd", 4) && (v[4] == 0 || v[4] == ':')) {
+        if (v[4] == ':' && fl_cli_parse_int(v + 5, 1, 22, &l))
+            return bad_value(tool, "--compress: zstd level must be 1..22 (got '%s')", v);
+        po->compress = 1;
+    } else {
+        return bad_value(tool, "--compress must be none or zstd[:LEVEL] (got '%s')", v);
+    }
+    po->level = (int)l;
+    return 0;
+}
+
+static int opt_part(void *opts, const char *name, const char *v, const char *tool) {
+    pd_pack_opts *po = opts;
+    unsigned i, n;
+    if (parse_pair(v, '/', 0, 1, 1000000, &i, &n) || i >= n)
+        return bad_value(tool, "--part wants I/N with 0 <= I < N, e.g. 0/4 (got '%s')", v);
+    po->part_index = i;
+    po->part_count = n;
+    return 0;
+}
+
+static int opt_num_classes(void *opts, const char *name, const char *v, const char *tool) {
+    uint64_t u;
+    if (fl_cli_opt_u64(tool, name, v, 1, PD_MAX_CLASSES, &u)) return -1;
+    ((pd_pack_opts *)opts)->so.num_classes = (long)u;
+    return 0;
+}
+
+static int opt_root(void *opts, const char *name, const char *v, const char *tool) {
+    struct stat st;
+    errno = 0;
+    if (stat(v, &st) || !S_ISDIR(st.st_mode)) {
+        fl_cli_opt_error(tool, name, v, "not a directory%s%s", errno ? ": " : "", errno ? strerror(errno) : "");
+        return -1;
+    }
+    ((pd_pack_opts *)opts)->so.root = v;
     return 0;
 }
 
@@ -158,6 +140,200 @@ void pd_pack_opts_free(pd_pack_opts *po) {
     memset(po, 0, sizeof *po);
 }
 
+/* --classes FILE (one name per line) or --class-names A,B,C (or a FILE as for --classes); the
+ * last one given replaces the names of an earlier one. */
+static int opt_classes(void *opts, const char *name, const char *v, const char *tool) {
+    pd_pack_opts *po = opts;
+    struct stat st;
+    free(po->so.class_names);
+    free(po->class_list_buf);
+    po->so.class_names = NULL;
+    po->class_list_buf = NULL;
+    po->so.n_class_names = 0;
+    errno = 0;
+    if (stat(v, &st) == 0 && S_ISREG(st.st_mode)) {
+        uint8_t *d;
+        size_t n;
+        fl_error e;
+        if (pd_read_file(v, 0, 64u << 20, &d, &n, &e)) {
+            fl_cli_error(tool, "%s: %s", name, e.msg);
+            return -1;
+        }
+        char *s = realloc(d, n + 1);
+        if (!s) {
+            free(d);
+            return -1;
+        }
+        s[n] = 0;
+        /* a UTF-8 byte order mark is not part of the first class name */
+        if (n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) memmove(s, s + 3, n - 2);
+        if (split_class_names(po, s, '\n')) {
+            free(s);
+            return -1;
+        }
+    } else if (!strcmp(name, "--classes")) {
+        fl_cli_opt_error(tool, name, v, "cannot read the file%s%s", errno ? ": " : "", errno ? strerror(errno) : "");
+        return -1;
+    } else {
+        char *s = strdup(v);
+        if (!s || split_class_names(po, s, ',')) {
+            free(s);
+            return -1;
+        }
+    }
+    if (!po->so.n_class_names) return bad_value(tool, "%s gives no class names", name);
+    return 0;
+}
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+#define F(field) FL_CLI_FIELD(pd_pack_opts, field)
+
+static const fl_cli_choice encodings[] = {
+    {"keep", PD_ENC_KEEP, 0}, {"jpeg", PD_ENC_JPEG, 0}, {"raw", PD_ENC_RAW, 0}, {NULL, 0, 0}};
+static const fl_cli_choice backends[] = {
+    {"shards", FL_BACKEND_SHARDS, 0}, {"lmdb", FL_BACKEND_LMDB, 0}, {NULL, 0, 0}};
+static const fl_cli_choice on_error[] = {{"fail", 0, 0}, {"skip", 1, 0}, {NULL, 0, 0}};
+static const fl_cli_choice cifar100_labels[] = {{"fine", 0, 0}, {"coarse", 1, 0}, {NULL, 0, 0}};
+
+static const fl_cli_opt pack_opts[] = {
+    {FL_CLI_SECTION, .help = "Source options:"},
+    {FL_CLI_TEXT2, "idx", .off = F(so.idx_images), .off2 = F(so.idx_labels), .metavar = "IMAGES LABELS",
+     .help = "MNIST-style IDX files (idx3-ubyte images, idx1-ubyte labels), gzip'ed or not"},
+    {FL_CLI_TEXT, "csv", .off = F(so.csv), .metavar = "FILE",
+     .help = "CSV with a header row (see --path-column, --label-column, --root)"},
+    {FL_CLI_CUSTOM, "root", .parse = opt_root, .metavar = "DIR",
+     .help = "base directory for list/CSV paths", .def = "the list file's directory"},
+    {FL_CLI_TEXT, "path-column", .off = F(so.path_column), .metavar = "NAME",
+     .help = "CSV column with the image path", .def = "path"},
+    {FL_CLI_TEXT, "label-column", .off = F(so.label_column), .metavar = "NAME",
+     .help = "CSV column with the label", .def = "label"},
+    {FL_CLI_TEXT, "split", .off = F(so.split), .metavar = "PREFIX",
+     .help = "IDX/CIFAR directory: which files (train, t10k, test)"},
+    {FL_CLI_ENUM, "cifar100-labels", .off = F(so.cifar100_coarse), .choices = cifar100_labels,
+     .help = "CIFAR-100 label to keep", .def = "fine"},
+    {FL_CLI_CUSTOM, "num-classes", .parse = opt_num_classes, .metavar = "N",
+     .help = "labels must be < N", .def = "from class names, else max label + 1"},
+    {FL_CLI_CUSTOM, "classes", .parse = opt_classes, .metavar = "FILE",
+     .help = "class names, one per line, in label order"},
+    {FL_CLI_CUSTOM, "class-names", .parse = opt_classes, .metavar = "A,B,...",
+     .help = "class names in label order (or a FILE as for --classes)"},
+
+    {FL_CLI_SECTION, .help = "Encoding:"},
+    {FL_CLI_ENUM, "encode", .off = F(encode), .choices = encodings,
+     .help = "keep: store each JPEG/PNG/WebP file byte for byte in its own format\n"
+             "(a folder of several formats is \"mixed\");\n"
+             "jpeg: decode (at the smallest DCT scale that suffices), resize, re-encode;\n"
+             "raw: uint8 HWC pixels; all records one size",
+     .def = "keep for image files, raw for IDX/CIFAR"},
+    {FL_CLI_INT, "quality", .off = F(quality), .umin = 1, .umax = 100, .metavar = "Q",
+     .help = "JPEG quality for --encode jpeg (1-100)", .def = "90"},
+    {FL_CLI_CUSTOM, "jpeg-restart", .parse = opt_jpeg_restart, .metavar = "N|row|off",
+     .help = "rewrite JPEG records losslessly (same pixels) with a restart marker\n"
+             "every N MCUs (row: one per MCU row) so the loader's crop decode skips\n"
+             "what lies outside a crop",
+     .def = "4 for --encode jpeg; off for keep, which then stores the file bytes exactly"},
+    {FL_CLI_U32, "max-side", .off = F(max_side), .umin = 1, .umax = 65535, .metavar = "N",
+     .help = "shrink so the longer side is at most N (jpeg/raw)"},
+    {FL_CLI_CUSTOM, "resize", .parse = opt_resize, .metavar = "WxH",
+     .help = "resize every image to exactly W x H (needed for raw of varying sizes)"},
+    {FL_CLI_FLAG, "gray", .off = F(gray), .help = "store one channel (luma)"},
+    {FL_CLI_FLAG, "grey", .off = F(gray), .hidden = 1},
+    {FL_CLI_CUSTOM, "compress", .parse = opt_compress, .metavar = "none|zstd[:LEVEL]",
+     .help = "per-record zstd", .def = "zstd:19 with a trained dictionary for raw, none for jpeg/keep"},
+    {FL_CLI_FLAG_OFF, "no-dictionary", .off = F(dict), .help = "do not train a zstd dictionary"},
+
+    {FL_CLI_SECTION, .help = "Output:"},
+    {FL_CLI_ENUM, "backend", .off = F(backend), .choices = backends, .def = "shards",
+     .help = "a directory of shards, or one LMDB environment"},
+    {FL_CLI_SIZE, "shard-size", .off = F(shard_size), .umin = 4096, .umax = 1ull << 40, .metavar = "SIZE",
+     .help = "target shard size, e.g. 256M, 1G; every shard carries the zstd\n"
+             "dictionary, which is kept to 1/16 of it (none below 16K)",
+     .def = "256M"},
+    {FL_CLI_FLAG, "shuffle", .off = F(shuffle),
+     .help = "permute the inputs before packing (deterministic from --seed)"},
+    {FL_CLI_U64, "seed", .off = F(seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",
+     .help = "shuffle seed, stored in the manifest", .def = "0"},
+    {FL_CLI_CUSTOM, "part", .parse = opt_part, .metavar = "I/N",
+     .help = "pack only slice I of N (0 <= I < N) of the (shuffled) input list"},
+    {FL_CLI_U32, "workers", .off = F(workers), .umin = 1, .umax = 1024, .metavar = "N",
+     .help = "worker threads; the output does not depend on it", .def = "all cores"},
+    {FL_CLI_FLAG, "resume", .off = F(resume),
+     .help = "finish an interrupted run from DST.partial, only if SRC's inputs (names,\n"
+             "labels, sizes, modification times) and the options are those it started\n"
+             "with (else exit 2 naming what changed); on a finished DST of the same job:\n"
+             "exit 0, nothing to do (of another job: exit 2 naming the difference)"},
+    {FL_CLI_FLAG, "force", .off = F(force),
+     .help = "replace an existing DST (after the new one is complete) or a stale\n"
+             "DST.partial, only if it is a dataset packdata wrote (else exit 2, nothing\n"
+             "touched); with --resume: finish an interrupted replacement"},
+
+    {FL_CLI_SECTION, .help = "Bad inputs:"},
+    {FL_CLI_ENUM, "on-error", .off = F(on_error_skip), .choices = on_error, .def = "fail",
+     .help = "fail: stop at the first bad input, exit 1, nothing at DST;\n"
+             "skip: report it, pack the rest, exit 0"},
+    {FL_CLI_TEXT, "report", .off = F(report), .metavar = "FILE",
+     .help = "write every bad input as \"source<TAB>reason\""},
+    {FL_CLI_U64, "max-pixels", .off = F(so.max_pixels), .umin = 1, .umax = UINT64_MAX, .metavar = "N",
+     .help = "refuse images declaring more pixels, before decoding", .def = "100000000"},
+
+    {FL_CLI_SECTION, .help = "Messages:"},
+    {FL_CLI_FLAG, "quiet", 'q', .off = F(quiet), .help = "errors only (no progress bar, no summary)"},
+    {FL_CLI_FLAG, "json", .off = F(json), .help = "print the summary as one JSON object on stdout"},
+    {FL_CLI_END},
+};
+#undef F
+
+static const char pack_synopsis[] =
+"usage: packdata pack SRC DST [options]\n"
+"       packdata pack --csv FILE DST [options]\n"
+"       packdata pack --idx IMAGES LABELS DST [options]\n"
+"\n"
+"Pack images and labels into a fastload dataset at DST (a directory of checksummed shards and a\n"
+"manifest, or an LMDB environment with --backend lmdb). Everything is written to DST.partial and\n"
+"renamed to DST once complete; a killed run can be finished with --resume. While a run writes DST\n"
+"it holds a lock (DST.lock beside DST): a second run for the same DST fails at once.\n"
+"\n"
+"How SRC is read (first rule that applies):\n"
+"  --idx IMAGES LABELS    MNIST-style IDX files\n"
+"  --csv FILE             CSV with a header row; image paths in --path-column, labels in\n"
+"                         --label-column, relative to --root\n"
+"  SRC is a directory holding *-images-idx3-ubyte[.gz] + *-labels-idx1-ubyte[.gz]   → IDX\n"
+"                         (several pairs, e.g. train and t10k: choose with --split train|t10k)\n"
+"  SRC is a directory holding CIFAR binary batches (data_batch_*.bin, test_batch.bin: CIFAR-10;\n"
+"                         train.bin, test.bin: CIFAR-100) → CIFAR; --split train|test chooses the\n"
+"                         batches (required when both are there). SRC may also be one .bin batch.\n"
+"  SRC is another directory → ImageFolder: each sub-folder is a class (sorted by name = label\n"
+"                         order, or as --classes lists them); its image files (.jpg .jpeg .png\n"
+"                         .webp, any depth) are the inputs; a folder without any is skipped\n"
+"                         with a warning (with --classes it stays a class)\n"
+"  SRC is a file ending in .csv → CSV (as --csv)\n"
+"  SRC is any other file → list file: lines \"relative/path label\" (Caffe convert_imageset style;\n"
+"                         the path may contain spaces: the label is the last field), relative to\n"
+"                         --root (default: the list file's directory); '#' lines are comments\n"
+"Labels are integers 0..N-1, or class names when --classes/--class-names gives them.\n";
+
+static const char pack_epilog[] =
+"\n"
+"An option given twice takes its last value. Options that do not apply to SRC or to the\n"
+"encoding (--root on an ImageFolder, --quality with --encode raw, ...) are ignored with a warning.\n"
+"Exit status: 0 ok, 1 bad input or data error, 2 usage error.\n";
+
+static int pack_run(const fl_cli_tool *tool, int argc, char **argv) {
+    (void)tool;
+    return pd_cmd_pack(argc, argv);
+}
+
+const fl_cli_cmd pd_pack_cmd = {
+    .name = "pack", .args = "SRC DST [options]",
+    .summary = "pack an ImageFolder, list file, CSV, IDX or CIFAR source",
+    .synopsis = pack_synopsis, .opts = pack_opts, .epilog = pack_epilog, .max_pos = 2, .run = pack_run,
+};
+
+static void usage(const char *what) {
+    fl_cli_error(PD_TOOL, "pack: %s (see packdata pack --help)", what);
+}
+
 static int parse_args(int argc, char **argv, pd_pack_opts *po) {
     memset(po, 0, sizeof *po);
     po->quality = 90;
@@ -170,218 +346,25 @@ static int parse_args(int argc, char **argv, pd_pack_opts *po) {
     po->workers = nc > 0 ? (uint32_t)nc : 1;
     po->so.num_classes = -1;
     po->so.max_pixels = 100000000ull;
-    const char *pos[3];
-    int npos = 0;
-    /* An option given twice takes its last value; every value given is checked. */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int m = 0;
-        uint64_t u;
-#define OPT(name) ((m = fl_cli_opt_value(argc, argv, &i, name, &v, PD_TOOL)) != 0)
-#define FLAG(name) ((m = fl_cli_flag(a, name, PD_TOOL)) != 0)
-        if (fl_cli_is_help(a)) {
-            fputs(pack_help, stdout);
-            return FL_EXIT_OK;
-        } else if (fl_cli_is_version(a)) {
-            fl_cli_print_version(stdout, PD_TOOL);
-            return FL_EXIT_OK;
-        } else if (a[0] != '-' || !strcmp(a, "-")) {
-            if (npos == 3) return usage("unexpected argument '%s'", a);
-            pos[npos++] = a;
-        } else if (!strcmp(a, "--idx")) {
-            if (i + 2 >= argc || !argv[i + 1][0] || !argv[i + 2][0] || !strncmp(argv[i + 1], "--", 2) ||
-                !strncmp(argv[i + 2], "--", 2))
-                return usage("--idx needs two files: IMAGES LABELS%s", "");
-            po->so.idx_images = argv[++i];
-            po->so.idx_labels = argv[++i];
-        } else if (OPT("--encode")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (!strcmp(v, "keep")) po->encode = PD_ENC_KEEP;
-            else if (!strcmp(v, "jpeg")) po->encode = PD_ENC_JPEG;
-            else if (!strcmp(v, "raw")) po->encode = PD_ENC_RAW;
-            else return usage("--encode must be keep, jpeg or raw (got '%s')", v);
-        } else if (OPT("--jpeg-restart")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (!strcmp(v, "off")) po->jpeg_restart = -1;
-            else if (!strcmp(v, "row")) po->jpeg_restart = 0;
-            else if (fl_cli_parse_u64(v, 1, 65535, &u) == 0) po->jpeg_restart = (int)u;
-            else return usage("--jpeg-restart wants a number of MCUs (1-65535), row or off (got '%s')", v);
-        } else if (OPT("--quality")) {
-            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--quality", v, 1, 100, &u)) return FL_EXIT_USAGE;
-            po->quality = (int)u;
-            po->quality_given = 1;
-        } else if (OPT("--max-side")) {
-            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--max-side", v, 1, 65535, &u)) return FL_EXIT_USAGE;
-            po->max_side = (uint32_t)u;
-        } else if (OPT("--resize")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            unsigned rw, rh;
-            if (parse_pair(v, 'x', 1, 1, 65535, &rw, &rh))
-                return usage("--resize wants WxH, each 1-65535, e.g. 224x224 (got '%s')", v);
-            po->resize_w = rw;
-            po->resize_h = rh;
-        } else if (FLAG("--gray") || FLAG("--grey")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->gray = 1;
-        } else if (OPT("--compress")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (!strcmp(v, "none")) {
-                po->compress = 0;
-                po->level = 0;
-            } else if (!strncmp(v, "zstd", 4) && (v[4] == 0 || v[4] == ':')) {
-                po->compress = 1;
-                po->level = 0;
-                if (v[4] == ':') {
-                    long l;
-                    if (fl_cli_parse_int(v + 5, 1, 22, &l)) return usage("--compress: zstd level must be 1..22 (got '%s')", v);
-                    po->level = (int)l;
-                }
-            } else {
-                return usage("--compress must be none or zstd[:LEVEL] (got '%s')", v);
-            }
-        } else if (FLAG("--no-dictionary")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->dict = 0;
-        } else if (OPT("--backend")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (!strcmp(v, "shards")) po->backend = FL_BACKEND_SHARDS;
-            else if (!strcmp(v, "lmdb")) po->backend = FL_BACKEND_LMDB;
-            else return usage("--backend must be shards or lmdb (got '%s')", v);
-        } else if (OPT("--shard-size")) {
-            if (m < 0 || fl_cli_opt_size(PD_TOOL, "--shard-size", v, 4096, 1ull << 40, &po->shard_size))
-                return FL_EXIT_USAGE;
-            po->shard_size_given = 1;
-        } else if (FLAG("--shuffle")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->shuffle = 1;
-        } else if (OPT("--seed")) {
-            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--seed", v, 0, UINT64_MAX, &po->seed)) return FL_EXIT_USAGE;
-            po->seed_given = 1;
-        } else if (OPT("--workers")) {
-            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--workers", v, 1, 1024, &u)) return FL_EXIT_USAGE;
-            po->workers = (uint32_t)u;
-        } else if (OPT("--part")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            unsigned pi, pn;
-            if (parse_pair(v, '/', 0, 1, 1000000, &pi, &pn) || pi >= pn)
-                return usage("--part wants I/N with 0 <= I < N, e.g. 0/4 (got '%s')", v);
-            po->part_index = pi;
-            po->part_count = pn;
-        } else if (OPT("--on-error")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (!strcmp(v, "skip")) po->on_error_skip = 1;
-            else if (!strcmp(v, "fail")) po->on_error_skip = 0;
-            else return usage("--on-error must be skip or fail (got '%s')", v);
-        } else if (OPT("--report")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->report = v;
-        } else if (OPT("--max-pixels")) {
-            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--max-pixels", v, 1, UINT64_MAX, &po->so.max_pixels))
-                return FL_EXIT_USAGE;
-        } else if (FLAG("--resume")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->resume = 1;
-        } else if (FLAG("--force")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->force = 1;
-        } else if (FLAG("--quiet") || FLAG("-q")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->quiet = 1;
-        } else if (FLAG("--json")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->json = 1;
-        } else if (OPT("--root")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            struct stat st;
-            errno = 0;
-            if (stat(v, &st) || !S_ISDIR(st.st_mode)) {
-                fl_cli_opt_error(PD_TOOL, "--root", v, "not a directory%s%s", errno ? ": " : "",
-                                 errno ? strerror(errno) : "");
-                return FL_EXIT_USAGE;
-            }
-            po->so.root = v;
-        } else if (OPT("--csv")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->so.csv = v;
-        } else if (OPT("--path-column")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->so.path_column = v;
-        } else if (OPT("--label-column")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->so.label_column = v;
-        } else if (OPT("--split")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            po->so.split = v;
-        } else if (OPT("--cifar100-labels")) {
-            if (m < 0) return FL_EXIT_USAGE;
-            if (!strcmp(v, "coarse")) po->so.cifar100_coarse = 1;
-            else if (!strcmp(v, "fine")) po->so.cifar100_coarse = 0;
-            else return usage("--cifar100-labels must be fine or coarse (got '%s')", v);
-            po->cifar100_given = 1;
-        } else if (OPT("--num-classes")) {
-            if (m < 0 || fl_cli_opt_u64(PD_TOOL, "--num-classes", v, 1, PD_MAX_CLASSES, &u)) return FL_EXIT_USAGE;
-            po->so.num_classes = (long)u;
-        } else if (OPT("--classes") || OPT("--class-names")) {
-            /* either a file with one name per line, or "A,B,C" */
-            if (m < 0) return FL_EXIT_USAGE;
-            const char *opt = !strncmp(a, "--classes", 9) ? "--classes" : "--class-names";
-            struct stat st;
-            free(po->so.class_names);
-            free(po->class_list_buf);
-            po->so.class_names = NULL;
-            po->class_list_buf = NULL;
-            po->so.n_class_names = 0;
-            errno = 0;
-            if (stat(v, &st) == 0 && S_ISREG(st.st_mode)) {
-                uint8_t *d;
-                size_t n;
-                fl_error e;
-                if (pd_read_file(v, 0, 64u << 20, &d, &n, &e)) {
-                    fl_cli_error(PD_TOOL, "%s: %s", opt, e.msg);
-                    return FL_EXIT_USAGE;
-                }
-                char *s = realloc(d, n + 1);
-                if (!s) {
-                    free(d);
-                    return FL_EXIT_USAGE;
-                }
-                s[n] = 0;
-                /* a UTF-8 byte order mark is not part of the first class name */
-                if (n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) memmove(s, s + 3, n - 2);
-                if (split_class_names(po, s, '\n')) {
-                    free(s);
-                    return FL_EXIT_USAGE;
-                }
-            } else if (!strcmp(opt, "--classes")) {
-                fl_cli_opt_error(PD_TOOL, opt, v, "cannot read the file%s%s", errno ? ": " : "",
-                                 errno ? strerror(errno) : "");
-                return FL_EXIT_USAGE;
-            } else {
-                char *s = strdup(v);
-                if (!s || split_class_names(po, s, ',')) {
-                    free(s);
-                    return FL_EXIT_USAGE;
-                }
-            }
-            if (!po->so.n_class_names) return usage("%s gives no class names", opt);
-        } else {
-            return usage("unknown option '%s'", a);
-        }
-#undef OPT
-#undef FLAG
-    }
+    fl_cli_parsed p;
+    int r = fl_cli_parse(&pd_tool, &pd_pack_cmd, argc, argv, po, &p);
+    if (r == FL_CLI_DONE) return FL_EXIT_OK;
+    if (r != FL_CLI_RUN) return FL_EXIT_USAGE;
+    po->quality_given = fl_cli_given(&p, "quality");
+    po->seed_given = fl_cli_given(&p, "seed");
+    po->shard_size_given = fl_cli_given(&p, "shard-size");
+    po->cifar100_given = fl_cli_given(&p, "cifar100-labels");
     int need_src = !(po->so.idx_images || po->so.csv);
-    if (npos == (need_src ? 2 : 1)) {
-        po->src = need_src ? pos[0] : NULL;
-        po->dst = pos[npos - 1];
-    } else if (!need_src && npos == 2) {
-        return usage("%s", "give either SRC or --csv/--idx, not both");
+    if (p.npos == (need_src ? 2 : 1)) {
+        po->src = need_src ? p.pos[0] : NULL;
+        po->dst = p.pos[p.npos - 1];
+    } else if (!need_src && p.npos == 2) {
+        return usage("give either SRC or --csv/--idx, not both"), FL_EXIT_USAGE;
     } else {
-        return usage("%s", need_src ? "needs SRC and DST" : "needs DST");
+        return usage(need_src ? "needs SRC and DST" : "needs DST"), FL_EXIT_USAGE;
     }
     if (po->so.num_classes > 0 && po->so.n_class_names && (long)po->so.n_class_names != po->so.num_classes)
-        return usage("%s", "--num-classes does not match the number of class names given");
-    /* --resume --force together: finish an interrupted replacement of an existing DST. */
+        return usage("--num-classes does not match the number of class names given"), FL_EXIT_USAGE;
     size_t dl = strlen(po->dst);
     while (dl > 1 && po->dst[dl - 1] == '/') ((char *)po->dst)[--dl] = 0;
     return -1;

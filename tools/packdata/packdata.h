@@ -152,10 +152,13 @@ int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_so
  * with N = --num-classes or max label + 1. */
 int pd_items_finish_classes(pd_items *it, const pd_source_opts *so, int32_t max_label);
 
-/* Subcommands: argc/argv start at the subcommand name. Return the process exit status. */
+/* The tool and its sub-commands (option tables and run functions, fl_cli_table.h), dispatched
+ * by main.c. */
+struct fl_cli_tool;
+struct fl_cli_cmd;
+extern const struct fl_cli_tool pd_tool;
+extern const struct fl_cli_cmd pd_pack_cmd, pd_info_cmd, pd_verify_cmd, pd_extract_cmd;
+/* `packdata pack`: argc/argv start at "pack". Returns the process exit status. */
 int pd_cmd_pack(int argc, char **argv);
-int pd_cmd_info(int argc, char **argv);
-int pd_cmd_verify(int argc, char **argv);
-int pd_cmd_extract(int argc, char **argv);
 
 #endif

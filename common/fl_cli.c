@@ -1,5 +1,5 @@
-/* fl_cli.c — option helpers, number/size parsing and version/error printing for the fastload
- * command-line tools (see fl_cli.h). */
+/* fl_cli.c — strict number/size parsing, the one-line option errors and version/error printing
+ * of the command-line layer (see fl_cli.h; the option tables are in fl_cli_table.c). */
 #include "fl_cli.h"
 
 #include <ctype.h>
@@ -39,20 +39,12 @@ void fl_cli_warn(const char *tool, const char *fmt, ...) {
     va_end(ap);
 }
 
-int fl_cli_is_help(const char *arg) {
-    return arg && (!strcmp(arg, "-h") || !strcmp(arg, "--help"));
-}
-
-int fl_cli_is_version(const char *arg) {
-    return arg && (!strcmp(arg, "-V") || !strcmp(arg, "--version"));
-}
-
-/* A value quoted in an error message: at most 40 characters of it (a 10,000-character value
- * must not flood the terminal), with "..." when shortened. */
-static void quote_value(const char *v, char *buf, size_t cap) {
+/* At most 40 characters of it: a 10,000-character value must not flood the terminal. */
+const char *fl_cli_quote(const char *v, char *buf, size_t cap) {
     size_t n = strlen(v);
     if (n <= 40) snprintf(buf, cap, "%s", v);
     else snprintf(buf, cap, "%.40s... (%zu characters)", v, n);
+    return buf;
 }
 
 void fl_cli_opt_error(const char *tool, const char *opt, const char *value, const char *fmt, ...) {
@@ -62,50 +54,11 @@ void fl_cli_opt_error(const char *tool, const char *opt, const char *value, cons
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     if (value) {
-        quote_value(value, q, sizeof q);
+        fl_cli_quote(value, q, sizeof q);
         fl_cli_error(tool, "%s: %s (got '%s')", opt, why, q);
     } else {
         fl_cli_error(tool, "%s: %s", opt, why);
     }
-}
-
-int fl_cli_opt_value(int argc, char **argv, int *i, const char *name, const char **value,
-                     const char *tool) {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    const char *v;
-    if (a[n] == '=') {
-        v = a + n + 1;
-    } else if (a[n] != '\0') {
-        return 0;
-    } else if (*i + 1 >= argc) {
-        fl_cli_opt_error(tool, name, NULL, "needs a value");
-        return -1;
-    } else if (!strncmp(argv[*i + 1], "--", 2) && argv[*i + 1][2]) {
-        /* "--report --quiet": the value was forgotten; a value that really starts with "--"
-         * can be given as --report=--quiet */
-        fl_cli_opt_error(tool, name, NULL, "needs a value (next is the option '%.40s'; write %s=VALUE "
-                         "for a value starting with --)", argv[*i + 1], name);
-        return -1;
-    } else {
-        v = argv[++*i];
-    }
-    if (!*v) {
-        fl_cli_opt_error(tool, name, NULL, "empty value");
-        return -1;
-    }
-    *value = v;
-    return 1;
-}
-
-int fl_cli_flag(const char *arg, const char *name, const char *tool) {
-    size_t n = strlen(name);
-    if (strncmp(arg, name, n) != 0) return 0;
-    if (arg[n] == '\0') return 1;
-    if (arg[n] != '=') return 0;
-    fl_cli_opt_error(tool, name, arg + n + 1, "takes no value");
-    return -1;
 }
 
 static int all_digits(const char *s) {

@@ -1,7 +1,8 @@
-/* fl_cli.h — small helpers shared by the fastload command-line front ends (packdata, the
- * `fastload` bench tool, trainfast): option parsing, size strings ("256M"), version and error
- * printing. Human-readable units and the progress bar are in common/fl_progress.h (included
- * here); the JSON writer is in common/fl_json.h.
+/* fl_cli.h — the value side of the command-line layer of the fastload front ends (packdata,
+ * fastload, trainfast): strict parsing of numbers and sizes ("256M"), the one-line option errors,
+ * version and error printing. The option tables, getopt_long and the generated --help are in
+ * fl_cli_table.h. Human-readable units and the progress bar are in fl_progress.h (included
+ * here); the JSON writer is in fl_json.h.
  *
  * These helpers may print (they are for front ends); none of them exits the process. */
 #ifndef FL_CLI_H
@@ -33,30 +34,16 @@ void fl_cli_error(const char *tool, const char *fmt, ...) __attribute__((format(
 /* Print "<tool>: warning: <message>\n" to stderr. */
 void fl_cli_warn(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Non-zero when `arg` is "-h" or "--help". */
-int fl_cli_is_help(const char *arg);
-/* Non-zero when `arg` is "-V" or "--version". */
-int fl_cli_is_version(const char *arg);
-
 /* ---- options and their values ------------------------------------------------------------
- * Every front end parses its options with these, so that all tools treat a missing, empty or
- * malformed value the same way: exit status 2 (FL_EXIT_USAGE) after ONE line on stderr that
- * starts with the option's name:
+ * The option tables (fl_cli_table.h) check every value with these, so that all tools treat a
+ * missing, empty or malformed value the same way: exit status 2 (FL_EXIT_USAGE) after ONE line
+ * on stderr that starts with the option's name:
  *     "<tool>: error: --quality: expected an integer from 1 to 100 (got 'nan')"
  * An option given twice takes its last value; every value given is checked. */
 
-/* Match an option that takes a value, accepting both "--name VALUE" and "--name=VALUE".
- * argv[*i] is the current argument. On a match returns 1, stores the value in *value and
- * advances *i past a separate value argument. Returns 0 when argv[*i] is another option, and -1
- * after printing the error when the value is missing (the option is last on the line, or the
- * next argument is another long option "--x": write --name=--x if that really is the value) or
- * empty. `tool` is used only for that message and may be NULL. */
-int fl_cli_opt_value(int argc, char **argv, int *i, const char *name, const char **value,
-                     const char *tool);
-
-/* Match a flag (an option without a value). Returns 1 when `arg` is `name`, 0 when it is
- * something else, -1 after printing "<name>: takes no value" when it is "name=...". */
-int fl_cli_flag(const char *arg, const char *name, const char *tool);
+/* An argument as a message quotes it: itself, or its first 40 characters and its length
+ * ("xxxx... (10000 characters)"). Writes into buf (96 bytes suffice) and returns buf. */
+const char *fl_cli_quote(const char *arg, char *buf, size_t cap);
 
 /* Print "<tool>: error: <opt>: <reason> (got '<value>')" (printf-style reason; a long value is
  * shortened to its first 40 characters; value NULL: no "(got ...)"). */
