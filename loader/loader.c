@@ -227,6 +227,113 @@ static void make_work_ctx(fl_loader *L)
                            .mapped = L->mapped, .fds = L->fds, .mem = L->mem, .nmem = L->nmem};
 }
 
+/* Open the dataset and work out what a batch is: output geometry, the order plan, the
+ * augmentation config and the buffer of an epoch's sequence. */
+static int open_dataset(fl_loader *L, const char *path, fl_error *err)
+{
+    const fl_loader_options *opt = &L->opt;
+    int rc = fl_dataset_open(path, &L->ds, err);
+    if (rc < 0)
+        return rc;
+    L->schema = *fl_dataset_schema(L->ds);
+    L->backend = fl_dataset_backend(L->ds);
+    L->out_h = opt->out_height ? opt->out_height : L->schema.height;
+    L->out_w = opt->out_width ? opt->out_width : L->schema.width;
+    L->out_c = opt->channels ? opt->channels : L->schema.channels;
+    if (!L->out_h || !L->out_w)
+        return fl_error_set(err, FL_E_INVALID,
+                            "%s: images vary in size: set out_height and out_width", path);
+    if (L->out_c != 1 && L->out_c != 3)
+        return fl_error_set(err, FL_E_UNSUPPORTED, "%s: %u channels not supported", path,
+                            L->out_c);
+    L->sample_bytes = (size_t)L->out_h * L->out_w * L->out_c;
+    rc = fl_order_plan_init(&L->plan, fl_dataset_count(L->ds), opt->order, opt->quasi_block,
+                            opt->quasi_window, opt->seed, opt->rank, opt->world, opt->batch_size,
+                            opt->drop_last, err);
+    if (rc < 0) {
+        fl_error_prefix(err, "%s", path);
+        return rc;
+    }
+    L->aug = (fl_aug_config){.augment = opt->augment, .flip = opt->flip,
+                             .scale_min = opt->scale_min, .scale_max = opt->scale_max,
+                             .ratio_min = opt->ratio_min, .ratio_max = opt->ratio_max,
+                             .center_ratio = opt->center_ratio, .out_width = L->out_w,
+                             .out_height = L->out_h, .seed = opt->seed};
+    L->perm = malloc(L->plan.n * sizeof *L->perm);
+    if (!L->perm)
+        return fl_error_set(err, -ENOMEM, "out of memory for the order of %llu records",
+                            (unsigned long long)L->plan.n);
+    return 0;
+}
+
+/* Workers, ring slots, samples per claim, and whether raw samples can be read in place. */
+static void size_pipeline(fl_loader *L)
+{
+    const fl_loader_options *opt = &L->opt;
+    L->nworkers = opt->workers;
+    if (L->nworkers == 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        L->nworkers = c > 0 ? (uint32_t)c : 1;
+    }
+    L->nslots = opt->prefetch ? opt->prefetch : L->nworkers + 2;
+    uint32_t qd = opt->queue_depth ? opt->queue_depth : 32;
+    L->chunk = opt->batch_size < qd ? opt->batch_size : qd;
+    L->read_in_place = L->schema.encoding == FL_ENC_RAW && L->schema.compression == FL_COMP_NONE &&
+                       opt->augment == FL_AUG_NONE && !opt->flip && L->out_c == L->schema.channels &&
+                       L->out_h == L->schema.height && L->out_w == L->schema.width;
+}
+
+/* Where records come from: memory (the dataset's mapping, or the shards read into memory) or
+ * reads of the shard files (their descriptors opened here; the readers come with the workers). */
+static int choose_io(fl_loader *L, fl_error *err)
+{
+    const fl_loader_options *opt = &L->opt;
+    /* FL_IO_AUTO never maps, but reads small datasets into memory: see fl_io_mode in fastload.h. */
+    int in_memory = L->backend != FL_BACKEND_LMDB &&
+                    (opt->io == FL_IO_MEMORY || fl_memory_auto(opt, &L->schema, fl_dataset_total_bytes(L->ds)));
+    L->mapped = L->backend == FL_BACKEND_LMDB || opt->io == FL_IO_MMAP || in_memory;
+    /* Raw records from memory cost ~0.1 µs each: claim whole batches (up to 1024 samples) so
+     * the lock and the wake-ups are paid per batch, not per 32 samples. */
+    if (L->mapped && L->schema.encoding == FL_ENC_RAW)
+        L->chunk = opt->batch_size < 1024 ? opt->batch_size : 1024;
+    int rc;
+    if (in_memory && (rc = fl_memory_load(L, err)) < 0)
+        return rc;
+    if (!L->mapped && (rc = open_shards(L, err)) < 0)
+        return rc;
+    return 0;
+}
+
+/* The ring, the workers' context, the workers with their readers, and their threads. */
+static int start_workers(fl_loader *L, fl_error *err)
+{
+    const fl_loader_options *opt = &L->opt;
+    uint64_t first = opt->start_epoch * L->plan.batches + opt->start_batch;
+    if (fl_ring_init(&L->ring, L->nslots, opt->batch_size, L->chunk, first, assign_batch, L) < 0)
+        return fl_error_set(err, -ENOMEM, "out of memory for %u ring slots", L->nslots);
+    L->ring_init = 1;
+    make_work_ctx(L);
+    L->workers = calloc(L->nworkers, sizeof *L->workers);
+    if (!L->workers)
+        return fl_error_set(err, -ENOMEM, "out of memory for %u workers", L->nworkers);
+    int rc;
+    for (uint32_t i = 0; i < L->nworkers; i++)
+        if ((rc = fl_worker_init(&L->workers[i], &L->ctx, i, err)) < 0)
+            return rc;
+    if (!L->mapped) {
+        if ((rc = make_readers(L, err)) < 0)
+            return rc;
+    } else {
+        L->io_backend = L->mem ? "memory" : "mmap";
+    }
+    for (uint32_t i = 0; i < L->nworkers; i++) {
+        if ((rc = pthread_create(&L->workers[i].thread, NULL, fl_worker_main, &L->workers[i])) != 0)
+            return fl_error_set(err, -rc, "cannot start worker thread %u: %s", i, strerror(rc));
+        L->nstarted = i + 1;
+    }
+    return 0;
+}
+
 int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
                      fl_error *err)
 {
@@ -241,100 +348,16 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
     L->t_create = fl_now_s();
     L->perm_epoch = UINT64_MAX;
     L->direct = opt->direct;
-    if ((rc = fl_dataset_open(path, &L->ds, err)) < 0)
+    if ((rc = open_dataset(L, path, err)) < 0)
         goto fail;
-    L->schema = *fl_dataset_schema(L->ds);
-    L->backend = fl_dataset_backend(L->ds);
-    L->out_h = opt->out_height ? opt->out_height : L->schema.height;
-    L->out_w = opt->out_width ? opt->out_width : L->schema.width;
-    L->out_c = opt->channels ? opt->channels : L->schema.channels;
-    if (!L->out_h || !L->out_w) {
-        rc = fl_error_set(err, FL_E_INVALID,
-                          "%s: images vary in size: set out_height and out_width", path);
+    size_pipeline(L);
+    if ((rc = setup_cuda(L, err)) < 0 || (rc = make_slots(L, err)) < 0 ||
+        (rc = choose_io(L, err)) < 0 || (rc = start_workers(L, err)) < 0)
         goto fail;
-    }
-    if (L->out_c != 1 && L->out_c != 3) {
-        rc = fl_error_set(err, FL_E_UNSUPPORTED, "%s: %u channels not supported", path, L->out_c);
-        goto fail;
-    }
-    L->sample_bytes = (size_t)L->out_h * L->out_w * L->out_c;
-    rc = fl_order_plan_init(&L->plan, fl_dataset_count(L->ds), opt->order, opt->quasi_block,
-                            opt->quasi_window, opt->seed, opt->rank, opt->world, opt->batch_size,
-                            opt->drop_last, err);
-    if (rc < 0) {
-        fl_error_prefix(err, "%s", path);
-        goto fail;
-    }
-    L->aug = (fl_aug_config){.augment = opt->augment, .flip = opt->flip,
-                             .scale_min = opt->scale_min, .scale_max = opt->scale_max,
-                             .ratio_min = opt->ratio_min, .ratio_max = opt->ratio_max,
-                             .center_ratio = opt->center_ratio, .out_width = L->out_w,
-                             .out_height = L->out_h, .seed = opt->seed};
-    L->perm = malloc(L->plan.n * sizeof *L->perm);
-    if (!L->perm) {
-        rc = fl_error_set(err, -ENOMEM, "out of memory for the order of %llu records",
-                          (unsigned long long)L->plan.n);
-        goto fail;
-    }
-    L->nworkers = opt->workers;
-    if (L->nworkers == 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        L->nworkers = c > 0 ? (uint32_t)c : 1;
-    }
-    L->nslots = opt->prefetch ? opt->prefetch : L->nworkers + 2;
-    uint32_t qd = opt->queue_depth ? opt->queue_depth : 32;
-    L->chunk = opt->batch_size < qd ? opt->batch_size : qd;
-
-    L->read_in_place = L->schema.encoding == FL_ENC_RAW && L->schema.compression == FL_COMP_NONE &&
-                       opt->augment == FL_AUG_NONE && !opt->flip && L->out_c == L->schema.channels &&
-                       L->out_h == L->schema.height && L->out_w == L->schema.width;
-    if ((rc = setup_cuda(L, err)) < 0 || (rc = make_slots(L, err)) < 0)
-        goto fail;
-    /* FL_IO_AUTO never maps, but reads small datasets into memory: see fl_io_mode in fastload.h. */
-    int in_memory = L->backend != FL_BACKEND_LMDB &&
-                    (opt->io == FL_IO_MEMORY || fl_memory_auto(opt, &L->schema, fl_dataset_total_bytes(L->ds)));
-    L->mapped = L->backend == FL_BACKEND_LMDB || opt->io == FL_IO_MMAP || in_memory;
-    /* Raw records from memory cost ~0.1 µs each: claim whole batches (up to 1024 samples) so
-     * the lock and the wake-ups are paid per batch, not per 32 samples. */
-    if (L->mapped && L->schema.encoding == FL_ENC_RAW)
-        L->chunk = opt->batch_size < 1024 ? opt->batch_size : 1024;
-    if (in_memory && (rc = fl_memory_load(L, err)) < 0)
-        goto fail;
-    if (!L->mapped && (rc = open_shards(L, err)) < 0)
-        goto fail;
-    uint64_t first = opt->start_epoch * L->plan.batches + opt->start_batch;
-    if (fl_ring_init(&L->ring, L->nslots, opt->batch_size, L->chunk, first, assign_batch, L) < 0) {
-        rc = fl_error_set(err, -ENOMEM, "out of memory for %u ring slots", L->nslots);
-        goto fail;
-    }
-    L->ring_init = 1;
-    make_work_ctx(L);
-    L->workers = calloc(L->nworkers, sizeof *L->workers);
-    if (!L->workers) {
-        rc = fl_error_set(err, -ENOMEM, "out of memory for %u workers", L->nworkers);
-        goto fail;
-    }
-    for (uint32_t i = 0; i < L->nworkers; i++)
-        if ((rc = fl_worker_init(&L->workers[i], &L->ctx, i, err)) < 0)
-            goto fail;
-    if (!L->mapped) {
-        if ((rc = make_readers(L, err)) < 0)
-            goto fail;
-    } else {
-        L->io_backend = L->mem ? "memory" : "mmap";
-    }
-    for (uint32_t i = 0; i < L->nworkers; i++) {
-        if ((rc = pthread_create(&L->workers[i].thread, NULL, fl_worker_main, &L->workers[i])) !=
-            0) {
-            rc = fl_error_set(err, -rc, "cannot start worker thread %u: %s", i, strerror(rc));
-            goto fail;
-        }
-        L->nstarted = i + 1;
-    }
     *out = L;
     return 0;
 fail:
-    fl_loader_close(L);
+    fl_loader_close(L); /* undoes whatever the steps did */
     return rc;
 }
 
