@@ -1,7 +1,11 @@
 /* test_json.c — the JSON module (common/fl_json.h): the reader's values, escapes and \u
  * surrogates, rejection of malformed text with a byte position, depth limit, escape round trips
  * through fl_tbuf, and the quoting styles of the two writers. */
-#include "fmt_test.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fl_check.h"
 #include "fl_json.h"
 
 static int parse(const char *t, fl_jdoc **d, fl_error *e) {
