@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_layers.h"
+#include "fl_check.h"
 
 static uint64_t g_rng = 12345;
 static float frand(void) /* uniform in [-1, 1) */
@@ -45,7 +46,6 @@ static double objective(lt *t, const float *r, float *y)
     return s;
 }
 
-static int g_fail = 0;
 
 /* compare analytic gradient ga of array v (n elements) with finite differences */
 static void check(lt *t, const char *what, float *v, long n, const float *ga, const float *r,
@@ -71,9 +71,8 @@ static void check(lt *t, const char *what, float *v, long n, const float *ga, co
     /* fp32 forward, h ~ 1e-2: rounding error ~ eps32 * |L| / h plus O(h^2) curvature */
     const double TOL = 5e-3;
     if (worst > TOL) {
-        printf("FAIL %s d%s: worst relative error %.3g at %ld (tol %.1g)\n", t->name, what, worst,
-               worst_i, TOL);
-        g_fail = 1;
+        EXPECTF(0, "%s d%s: worst relative error %.3g at %ld (tol %.1g)", t->name, what, worst,
+                worst_i, TOL);
     } else {
         printf("ok   %-28s d%-6s %ld elems, worst rel err %.2g\n", t->name, what, n, worst);
     }
@@ -157,8 +156,7 @@ static void test_conv_cache(cpu_pool *P, int N, int C, int H, int Co, int k, int
     int same = !memcmp(y1, y2, 4 * ny) && !memcmp(dx1, dx2, 4 * nx) && !memcmp(dw1, dw2, 4 * nw) &&
                !memcmp(db1, db2, 4 * Co);
     if (!same) {
-        printf("FAIL cached conv %dx%d k%d s%d differs from the plain one\n", H, H, k, st);
-        g_fail = 1;
+        EXPECTF(0, "cached conv %dx%d k%d s%d differs from the plain one", H, H, k, st);
     } else {
         printf("ok   cached conv N=%d %dx%dx%d k%d s%d p%d: bit-identical to the plain one\n", N, C,
                H, H, k, st, pad);
@@ -292,8 +290,7 @@ int main(void)
         memset(t.x, 0, 4 * N * K);
         double l = cpu_softmax_xent(N, K, t.x, labels, 0.1f, 0.0f, NULL, NULL, NULL);
         if (fabs(l / N - log(K)) > 1e-6) {
-            printf("FAIL uniform logits loss %.9f != log K %.9f\n", l / N, log(K));
-            g_fail = 1;
+            EXPECTF(0, "uniform logits loss %.9f != log K %.9f", l / N, log(K));
         }
         /* top-k counting */
         float z[2 * 7] = {0, 5, 1, 2, 3, 4, 6, /* label 0 ranks last -> not in top 5 */
@@ -302,13 +299,12 @@ int main(void)
         uint32_t c1, c5;
         cpu_softmax_xent(2, 7, z, lab, 0.0f, 0.0f, NULL, &c1, &c5);
         if (c1 != 1 || c5 != 1) {
-            printf("FAIL top-k counts %u %u (want 1 1)\n", c1, c5);
-            g_fail = 1;
+            EXPECTF(0, "top-k counts %u %u (want 1 1)", c1, c5);
         }
         free(t.x); free(dz);
     }
     cpu_pool_free(P1);
     cpu_pool_free(P2);
-    printf(g_fail ? "FAILED\n" : "all layer gradients match finite differences\n");
-    return g_fail;
+    printf(fl_check_failures ? "FAILED\n" : "all layer gradients match finite differences\n");
+    return fl_check_status();
 }
