@@ -351,15 +351,10 @@ int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out,
         return fl_error_set(err, rc, "%s: writing checkpoint failed: %s", path, strerror(-rc));
     }
     /* make the rename durable: until the directory is synced, a crash may lose the new name */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL)) {
-        int e = errno;
-        if (dfd >= 0)
-            close(dfd);
-        return fl_error_set(err, -e, "%s: cannot sync the checkpoint directory after writing %s: %s",
-                            dir, path, strerror(e));
-    }
-    close(dfd);
+    rc = fl_fsync_dir(dir);
+    if (rc && rc != -EINVAL) /* EINVAL: a file system that cannot sync directories */
+        return fl_error_set(err, rc, "%s: cannot sync the checkpoint directory after writing %s: %s",
+                            dir, path, strerror(-rc));
     if (path_out)
         snprintf(path_out, cap, "%s", path);
     /* leftovers of a run killed mid-write (never renamed, so never valid checkpoints) */
