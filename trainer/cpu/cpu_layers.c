@@ -555,16 +555,19 @@ static void input_thread(void *a, int tid, int nt)
                    xs = p->nhwc ? Co : 1;
         for (int c = 0; c < Co; c++)
             for (int y = 0; y < H; y++) {
+                float *row = out + c * cs + y * ys;
+                if (c >= C) { /* c_out padding */
+                    for (int x = 0; x < W; x++)
+                        row[x * xs] = 0.0f;
+                    continue;
+                }
+                const float *lut = J->lut[c];
                 int sy = input_src(y, dy, p->pad, H, p->reflect);
+                const uint8_t *srow = sy >= 0 ? src + (long)sy * W * C + c : NULL;
                 for (int x = 0; x < W; x++) {
-                    float v = 0.0f; /* channels past C (c_out padding) are 0 */
-                    if (c < C) {
-                        int sx = input_src(fl ? W - 1 - x : x, dx, p->pad, W, p->reflect);
-                        /* zero padding is a uint8 0 pixel, normalised like any other */
-                        v = sy >= 0 && sx >= 0 ? J->lut[c][src[((long)sy * W + sx) * C + c]]
-                                               : J->lut[c][0];
-                    }
-                    out[c * cs + y * ys + x * xs] = v;
+                    int sx = input_src(fl ? W - 1 - x : x, dx, p->pad, W, p->reflect);
+                    /* zero padding is a uint8 0 pixel, normalised like any other */
+                    row[x * xs] = srow && sx >= 0 ? lut[srow[(long)sx * C]] : lut[0];
                 }
             }
     }
