@@ -26,12 +26,13 @@ int fl_write_all(int fd, const void *buf, size_t n) {
     return 0;
 }
 
-int fl_read_full(int fd, void *buf, size_t n, size_t *got) {
+/* read(2) (off < 0) or pread(2) at `off` until n bytes, end of file or an error. */
+static int read_loop(int fd, void *buf, size_t n, int64_t off, size_t *got) {
     uint8_t *b = buf;
     size_t k = 0;
     int rc = 0;
     while (k < n) {
-        ssize_t r = read(fd, b + k, n - k);
+        ssize_t r = off < 0 ? read(fd, b + k, n - k) : pread(fd, b + k, n - k, (off_t)(off + (int64_t)k));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             rc = -errno;
@@ -42,6 +43,12 @@ int fl_read_full(int fd, void *buf, size_t n, size_t *got) {
     }
     *got = k;
     return rc;
+}
+
+int fl_read_full(int fd, void *buf, size_t n, size_t *got) { return read_loop(fd, buf, n, -1, got); }
+
+int fl_pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got) {
+    return read_loop(fd, buf, n, (int64_t)off, got);
 }
 
 int fl_fsync_dir(const char *dir) {

@@ -21,6 +21,9 @@ int fl_write_all(int fd, const void *buf, size_t n);
  * the bytes read (less than n at end of file), also on error. Returns 0 or -errno. */
 int fl_read_full(int fd, void *buf, size_t n, size_t *got);
 
+/* The same with pread(2) at file offset `off` (the file position is not used or moved). */
+int fl_pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got);
+
 /* fsync a directory (after creating, renaming or removing names in it). Returns 0 or -errno. */
 int fl_fsync_dir(const char *dir);
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fl_file.h"
 #include "loader_internal.h"
 
 int fl_memory_auto(const fl_loader_options *opt, const fl_schema *schema, uint64_t dataset_bytes)
@@ -49,20 +50,11 @@ static int load_one(fl_loader *L, uint32_t i, fl_error *err)
                             path, size);
     }
     madvise(m, cap, MADV_HUGEPAGE); /* a hint: fewer TLB misses on random record access */
-    size_t got = 0;
-    while (got < size) {
-        ssize_t n = pread(fd, m + got, size - got, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = -errno;
-            munmap(m, cap);
-            return fl_error_set(err, e, "%s: read failed at byte %zu: %s", path, got,
-                                strerror(-e));
-        }
-        if (n == 0)
-            break; /* shrank since the stat */
-        got += (size_t)n;
+    size_t got;
+    int e = fl_pread_full(fd, m, size, 0, &got); /* got < size: shrank since the stat */
+    if (e) {
+        munmap(m, cap);
+        return fl_error_set(err, e, "%s: read failed at byte %zu: %s", path, got, strerror(-e));
     }
     L->mem[i] = (fl_shard_copy){.p = m, .len = got, .cap = cap};
     return 0;
