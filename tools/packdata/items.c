@@ -367,3 +367,37 @@ int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_so
     if (label > *max_label) *max_label = label;
     return pd_items_push(out, &it) ? -ENOMEM : 0;
 }
+
+int pd_listing_open(pd_listing *l, const char *file, const pd_source_opts *so, fl_error *err) {
+    memset(l, 0, sizeof *l);
+    l->file = file;
+    l->max_label = -1;
+    int r = pd_read_file(file, 0, 1ull << 32, &l->data, &l->len, err);
+    if (r) return r;
+    if (l->len >= 3 && !memcmp(l->data, "\xEF\xBB\xBF", 3)) l->start = 3; /* UTF-8 BOM */
+    l->root = so->root ? strdup(so->root) : fl_dir_of(file);
+    if (!l->root) return pd_listing_end(l, PD_LISTING_OOM, NULL, so, NULL, err);
+    return 0;
+}
+
+int pd_listing_add(pd_listing *l, pd_items *out, pd_reject_ctx *rc, const pd_source_opts *so,
+                   const char *src, const char *path, const char *label_text) {
+    return pd_add_listed(out, &l->seen, rc, so, src, l->root, path, label_text, &l->max_label);
+}
+
+int pd_listing_end(pd_listing *l, int how, pd_items *out, const pd_source_opts *so, const char *form,
+                   fl_error *err) {
+    int r = how;
+    if (how == PD_LISTING_DONE) {
+        out->form = form;
+        r = 0;
+        if (pd_items_finish_classes(out, so, l->max_label)) how = PD_LISTING_OOM;
+    }
+    if (how == PD_LISTING_OOM) r = fl_error_set(err, -ENOMEM, "out of memory reading %s", l->file);
+    else if (how == PD_LISTING_STOPPED) r = pd_fail_reported(err, FL_E_LABEL);
+    free(l->root);
+    free(l->data);
+    pd_strset_free(&l->seen);
+    memset(l, 0, sizeof *l);
+    return r;
+}

@@ -152,6 +152,31 @@ int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_so
  * with N = --num-classes or max label + 1. */
 int pd_items_finish_classes(pd_items *it, const pd_source_opts *so, int32_t max_label);
 
+/* The frame the list-file and CSV sources share. pd_listing_open reads the file (its text starts
+ * at `start`, past a UTF-8 byte order mark: Windows editors write one) and sets the directory its
+ * paths are relative to (--root, else the file's folder); each entry goes through
+ * pd_listing_add; pd_listing_end finishes the items and frees the listing. */
+typedef struct pd_listing {
+    const char *file;
+    uint8_t *data;
+    size_t len, start;
+    char *root;
+    pd_strset seen;
+    int32_t max_label;
+} pd_listing;
+/* Errors: those of pd_read_file, -ENOMEM; on error the listing holds nothing. */
+int pd_listing_open(pd_listing *l, const char *file, const pd_source_opts *so, fl_error *err);
+/* pd_add_listed with the listing's root, duplicate set and largest label. */
+int pd_listing_add(pd_listing *l, pd_items *out, pd_reject_ctx *rc, const pd_source_opts *so,
+                   const char *src, const char *path, const char *label_text);
+/* How a listing's parse ended, for pd_listing_end. */
+enum { PD_LISTING_DONE = 0, PD_LISTING_OOM = 1, PD_LISTING_STOPPED = 2 };
+/* DONE: set out->form and the class names, return 0; OOM: "out of memory reading FILE";
+ * STOPPED (pd_reject said stop; already reported): FL_E_LABEL; any other value is an error the
+ * caller already set in err, returned as is. Frees the listing. */
+int pd_listing_end(pd_listing *l, int how, pd_items *out, const pd_source_opts *so, const char *form,
+                   fl_error *err);
+
 /* The tool and its sub-commands (option tables and run functions, fl_cli_table.h), dispatched
  * by main.c. */
 struct fl_cli_tool;

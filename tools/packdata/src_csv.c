@@ -3,8 +3,6 @@
  * (--path-column, --label-column). Paths are relative to --root (default: the CSV's folder). */
 #include "packdata.h"
 
-#include "fl_file.h"
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,26 +102,24 @@ static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *
 
 int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                fl_error *err) {
-    uint8_t *data;
-    size_t len;
-    int r = pd_read_file(file, 0, 1ull << 32, &data, &len, err);
+    pd_listing lst;
+    int r = pd_listing_open(&lst, file, so, err);
     if (r) return r;
-    const char *d = (const char *)data;
-    size_t pos = 0, lines = 0;
-    if (len >= 3 && !memcmp(d, "\xEF\xBB\xBF", 3)) pos = 3; /* UTF-8 BOM */
+    const char *d = (const char *)lst.data;
+    size_t len = lst.len, pos = lst.start, lines = 0; /* past a UTF-8 byte order mark */
     const char *pc = so->path_column ? so->path_column : "path";
     const char *lc = so->label_column ? so->label_column : "label";
     csv_row row = {0};
-    pd_strset seen = {0};
-    char *root = so->root ? strdup(so->root) : fl_dir_of(file);
-    int32_t maxl = -1;
     long ip = -1, il = -1;
     size_t ncols = 0;
-    if (!root) goto oom;
+    int how = PD_LISTING_DONE;
     int k = csv_next(d, len, &pos, &row, &lines);
-    if (k == -2) goto oom;
+    if (k == -2) {
+        how = PD_LISTING_OOM;
+        goto done;
+    }
     if (k <= 0) {
-        r = fl_error_set(err, FL_E_FORMAT, "%s: %s", file, k == 0 ? "empty CSV: expected a header row" : "malformed header row");
+        how = fl_error_set(err, FL_E_FORMAT, "%s: %s", file, k == 0 ? "empty CSV: expected a header row" : "malformed header row");
         goto done;
     }
     ncols = row.n;
@@ -136,7 +132,7 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
         if (!strcmp(f, lc) && il < 0) il = (long)i;
     }
     if (ip < 0 || il < 0) {
-        r = fl_error_set(err, FL_E_INVALID, "%s:1: header has no column named '%s' (choose with "
+        how = fl_error_set(err, FL_E_INVALID, "%s:1: header has no column named '%s' (choose with "
                          "%s): columns are %s%s%s%s", file, ip < 0 ? pc : lc,
                          ip < 0 ? "--path-column" : "--label-column", row.n > 0 ? row.f[0] : "",
                          row.n > 1 ? ", " : "", row.n > 1 ? row.f[1] : "", row.n > 2 ? ", ..." : "");
@@ -146,41 +142,41 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
         size_t line_no = lines + 1;
         k = csv_next(d, len, &pos, &row, &lines);
         if (k == 0) break;
-        if (k == -2) goto oom;
+        if (k == -2) {
+            how = PD_LISTING_OOM;
+            break;
+        }
         char src[4200];
         snprintf(src, sizeof src, "%s:%zu", file, line_no);
         if (k == -1) {
-            if (pd_reject(rc, src, "malformed CSV record (unterminated quote or too many fields)")) goto fail;
+            if (pd_reject(rc, src, "malformed CSV record (unterminated quote or too many fields)"))
+                how = PD_LISTING_STOPPED;
             break; /* the rest of the file cannot be framed */
         }
         if (row.n == 1 && row.f[0][0] == 0) continue; /* blank line */
         if (row.n != ncols) {
-            if (pd_reject(rc, src, "has %zu fields but the header has %zu", row.n, ncols)) goto fail;
+            if (pd_reject(rc, src, "has %zu fields but the header has %zu", row.n, ncols)) {
+                how = PD_LISTING_STOPPED;
+                break;
+            }
             continue;
         }
         const char *path = row.f[ip];
         if (!*path) {
-            if (pd_reject(rc, src, "empty path")) goto fail;
+            if (pd_reject(rc, src, "empty path")) {
+                how = PD_LISTING_STOPPED;
+                break;
+            }
             continue;
         }
-        int added = pd_add_listed(out, &seen, rc, so, src, root, path, row.f[il], &maxl);
-        if (added < 0) goto oom;
-        if (added > 0) goto fail;
+        int added = pd_listing_add(&lst, out, rc, so, src, path, row.f[il]);
+        if (added) {
+            how = added < 0 ? PD_LISTING_OOM : PD_LISTING_STOPPED;
+            break;
+        }
     }
-    out->form = "csv";
-    if (pd_items_finish_classes(out, so, maxl)) goto oom;
-    r = 0;
-    goto done;
-oom:
-    r = fl_error_set(err, -ENOMEM, "out of memory reading %s", file);
-    goto done;
-fail:
-    r = pd_fail_reported(err, FL_E_LABEL);
 done:
     free(row.f);
     free(row.buf);
-    free(root);
-    free(data);
-    pd_strset_free(&seen);
-    return r;
+    return pd_listing_end(&lst, how, out, so, "csv", err);
 }

@@ -4,28 +4,20 @@
  * A leading UTF-8 byte order mark is skipped. */
 #include "packdata.h"
 
-#include "fl_file.h"
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                 fl_error *err) {
-    uint8_t *data;
-    size_t len;
-    int r = pd_read_file(file, 0, 1ull << 32, &data, &len, err);
+    pd_listing lst;
+    int r = pd_listing_open(&lst, file, so, err);
     if (r) return r;
-    char *root = so->root ? strdup(so->root) : fl_dir_of(file);
-    pd_strset seen = {0};
-    int32_t maxl = -1;
-    size_t line_no = 0, pos = 0;
+    const uint8_t *data = lst.data;
+    size_t len = lst.len, line_no = 0, pos = lst.start; /* past a UTF-8 byte order mark */
     char *line = NULL;
     size_t line_cap = 0;
-    r = 0;
-    if (!root) goto oom;
-    /* a UTF-8 byte order mark (Windows editors write one) is not part of the first path */
-    if (len >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3)) pos = 3;
+    int how = PD_LISTING_DONE;
     while (pos < len) {
         size_t e = pos;
         while (e < len && data[e] != '\n') e++;
@@ -34,7 +26,10 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
         if (n + 1 > line_cap) {
             line_cap = n + 1;
             char *nl = realloc(line, line_cap);
-            if (!nl) goto oom;
+            if (!nl) {
+                how = PD_LISTING_OOM;
+                break;
+            }
             line = nl;
         }
         memcpy(line, data + pos, n);
@@ -49,36 +44,31 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
         snprintf(where, sizeof where, ":%zu", line_no);
         snprintf(src, sizeof src, "%s%s", file, where);
         if (memchr(line, 0, n) != NULL && strlen(line) != n) {
-            if (pd_reject(rc, src, "line contains a NUL byte")) goto fail;
+            if (pd_reject(rc, src, "line contains a NUL byte")) {
+                how = PD_LISTING_STOPPED;
+                break;
+            }
             continue;
         }
         char *sp = p + strlen(p);
         while (sp > p && sp[-1] != ' ' && sp[-1] != '\t') sp--;
         if (sp == p) {
-            if (pd_reject(rc, src, "expected \"path label\", found one field '%.200s'", p)) goto fail;
+            if (pd_reject(rc, src, "expected \"path label\", found one field '%.200s'", p)) {
+                how = PD_LISTING_STOPPED;
+                break;
+            }
             continue;
         }
         char *lab = sp;
         char *pe = sp;
         while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t')) pe--;
         *pe = 0;
-        int added = pd_add_listed(out, &seen, rc, so, src, root, p, lab, &maxl);
-        if (added < 0) goto oom;
-        if (added > 0) goto fail;
+        int added = pd_listing_add(&lst, out, rc, so, src, p, lab);
+        if (added) {
+            how = added < 0 ? PD_LISTING_OOM : PD_LISTING_STOPPED;
+            break;
+        }
     }
-    out->form = "list";
-    r = pd_items_finish_classes(out, so, maxl);
-    if (r) goto oom;
-    goto done;
-oom:
-    r = fl_error_set(err, -ENOMEM, "out of memory reading %s", file);
-    goto done;
-fail:
-    r = pd_fail_reported(err, FL_E_LABEL);
-done:
     free(line);
-    free(root);
-    free(data);
-    pd_strset_free(&seen);
-    return r;
+    return pd_listing_end(&lst, how, out, so, "list", err);
 }
