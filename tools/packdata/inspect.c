@@ -183,7 +183,10 @@ static int info_run(const fl_cli_tool *tool, int argc, char **argv) {
         else printf("schema:      variable size, %u channel%s\n", sc->channels, sc->channels == 1 ? "" : "s");
         printf("compression: %s\n", sc->compression == FL_COMP_ZSTD ? "zstd" : "none");
         if (part[0]) printf("part:        %s\n", part);
-        printf("version:     packdata %s (format %u)\n", version, FL_FORMAT_VERSION);
+        /* the dataset's own format version (version 1 datasets still open), not the writer's */
+        const fl_jnode *fv = mdoc ? fl_jget(fl_jroot(mdoc), "format_version") : NULL;
+        unsigned fmt = fv && fv->is_int ? (unsigned)fv->ival : FL_FORMAT_VERSION;
+        printf("version:     packdata %s (format %u)\n", version, fmt);
         if (created[0]) printf("created:     %s\n", created);
         char opts[2048];
         if (!manifest_text(mdoc, manifest, "options", opts, sizeof opts)) printf("options:     %s\n", opts);
