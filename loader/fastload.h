@@ -57,10 +57,31 @@
 extern "C" {
 #endif
 
-#define FASTLOAD_VERSION "0.1.0"
+/* FASTLOAD_VERSION ("MAJOR.MINOR.PATCH") and its parts: generated at build time from
+ * project(fastload VERSION ...) in CMakeLists.txt, the one place the version is written. */
+#include "fl_version.h"
 
 /* Library version string (same as FASTLOAD_VERSION of the build). */
 const char *fl_version(void);
+
+/* What a binding that declares these structs itself (python/fastload/_native.py, through ctypes)
+ * checks before its first call: the library's version and the size of every struct the caller and
+ * the library share. A binding built for another version or layout refuses to run, naming both,
+ * instead of reading fields at the wrong offsets. */
+typedef struct fl_abi_info {
+    const char *version;          /* FASTLOAD_VERSION of the library */
+    uint32_t abi_version;         /* FL_ABI_VERSION of the library */
+    uint32_t sizeof_error;        /* sizeof(fl_error) */
+    uint32_t sizeof_loader_options; /* sizeof(fl_loader_options) */
+    uint32_t sizeof_batch;        /* sizeof(fl_batch) */
+    uint32_t sizeof_loader_stats; /* sizeof(fl_loader_stats) */
+} fl_abi_info;
+
+/* Incremented whenever a shared struct changes layout or a function changes signature. */
+#define FL_ABI_VERSION 1
+
+/* The library's fl_abi_info (static storage, never NULL). */
+const fl_abi_info *fl_abi_info_get(void);
 
 typedef enum fl_order {
     FL_ORDER_SEQUENTIAL = 0, /* records in dataset order */

@@ -12,14 +12,14 @@
     for x, y in fastload.torch_batches(L, device="cuda"):
         ...
 
-The library is found through $FASTLOAD_LIBRARY, then next to this package, then the build tree
-of the source checkout (build/libfastload.so), then the system library path.
+The library is $FASTLOAD_LIBRARY when set, else the one inside this package (pip install ./python),
+else, in a source checkout, the build tree (build/libfastload.so); fastload.library_path() says which.
 """
 from ._native import library_path
 from .loader import Batch, Error, Loader
 
 __all__ = ["Loader", "Batch", "Error", "torch_batches", "version", "library_path"]
-__version__ = "0.1.0"
+from ._native import PACKAGE_VERSION as __version__  # from CMakeLists.txt, via _version.py
 
 
 def version():

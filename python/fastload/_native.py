@@ -1,13 +1,19 @@
-"""_native.py — find libfastload.so and declare its C API (loader/fastload.h) for ctypes.
+"""_native.py — find libfastload.so, check its ABI and declare its C API (loader/fastload.h) for ctypes.
+
+Which library: $FASTLOAD_LIBRARY when set (nothing else is tried), else libfastload.so inside the
+package (what `pip install ./python` puts there), else, only when this is python/fastload of a
+source checkout, the build tree: $FL_BINARY_DIR/libfastload.so or build/libfastload.so.
+library_path() / library_origin() say which was loaded. Before the first call the library's
+fl_abi_info_get() (version, FL_ABI_VERSION, sizeof of each shared struct) must match this module:
+a mismatch raises ImportError naming both.
 
 The structures below mirror loader/fastload.h field by field. The library may append fields to
 its option and stats structures in later versions, so the buffers handed to C are over-allocated
 (see _Padded): a newer library writing a longer struct cannot overrun them.
 """
 import ctypes
-import ctypes.util
-import glob
 import os
+import re
 
 LIB_ENV = "FASTLOAD_LIBRARY"
 
@@ -110,55 +116,127 @@ ON_CORRUPT = {"error": 0, "skip": 1}
 DECODE = {"accurate": 0, "fast": 3}  # FL_DECODE_FAST of imaging/fl_image.h
 
 
-def _candidates():
+class fl_abi_info(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_char_p),
+        ("abi_version", ctypes.c_uint32),
+        ("sizeof_error", ctypes.c_uint32),
+        ("sizeof_loader_options", ctypes.c_uint32),
+        ("sizeof_batch", ctypes.c_uint32),
+        ("sizeof_loader_stats", ctypes.c_uint32),
+    ]
+
+
+ABI_VERSION = 1  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
+
+
+def _source_checkout():
+    """The repository root when this package is python/fastload of a source checkout, else None."""
+    cm = os.path.join(_REPO, "CMakeLists.txt")
+    try:
+        with open(cm, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text if re.search(r"project\(\s*fastload\b", text) else None
+
+
+def _package_version():
+    """The version this package was built for: _version.py, written at build time from
+    CMakeLists.txt (python/setup.py), or in a source checkout CMakeLists.txt itself."""
+    try:
+        from ._version import version
+        return version
+    except ImportError:
+        pass
+    text = _source_checkout()
+    m = re.search(r"project\(\s*fastload\s+VERSION\s+([0-9][0-9.]*)", text or "")
+    return m.group(1) if m else None
+
+
+PACKAGE_VERSION = _package_version()
+
+
+def candidates():
+    """[(path, where)] in the order they are tried: $FASTLOAD_LIBRARY alone when it is set (an
+    explicit choice is not second-guessed), else the library inside the package (pip install),
+    then, for python/fastload of a source checkout only, the build tree: $FL_BINARY_DIR or build/."""
     env = os.environ.get(LIB_ENV)
     if env:
-        yield env
-        return  # an explicit choice is not second-guessed: a wrong path is an error
-    here = os.path.dirname(os.path.abspath(__file__))
-    # installed layouts: the library beside the package, or in the lib/ dir above site-packages
-    libdir = os.path.normpath(os.path.join(here, "..", "..", ".."))
-    for d in [here, libdir] + sorted(glob.glob(os.path.join(libdir, "*-linux-gnu*"))):
-        for name in ("libfastload.so", "libfastload.so.0"):
-            yield os.path.join(d, name)
-    # the build tree of a source checkout: <repo>/build*/libfastload.so (build/ first)
-    repo = os.path.normpath(os.path.join(here, "..", ".."))
-    bindir = os.environ.get("FL_BINARY_DIR")
-    if bindir:
-        yield os.path.join(bindir, "libfastload.so")
-    yield os.path.join(repo, "build", "libfastload.so")
-    for p in sorted(glob.glob(os.path.join(repo, "build*", "libfastload.so"))):
-        yield p
-    found = ctypes.util.find_library("fastload")
-    if found:
-        yield found
+        return [(env, "$" + LIB_ENV)]
+    out = [(os.path.join(_HERE, "libfastload.so"), "inside the package")]
+    if _source_checkout() is not None:
+        bindir = os.environ.get("FL_BINARY_DIR")
+        if bindir:
+            out.append((os.path.join(bindir, "libfastload.so"), "build tree ($FL_BINARY_DIR)"))
+        else:
+            out.append((os.path.join(_REPO, "build", "libfastload.so"), "build tree (build/)"))
+    return out
 
 
 def find_library():
-    """Path of the libfastload to load: $FASTLOAD_LIBRARY, then next to the package, then the
-    build tree (build/libfastload.so in the repository), then the system search path."""
-    tried = []
-    for p in _candidates():
-        tried.append(p)
-        if os.environ.get(LIB_ENV) or os.path.exists(p) or "/" not in p:
-            return p, tried
-    return None, tried
+    """(path, where) of the libfastload to load, or (None, None); see candidates()."""
+    for path, where in candidates():
+        if where.startswith("$") or os.path.exists(path):
+            return path, where
+    return None, None
+
+
+def check_abi(L, path):
+    """Refuse a library whose version or struct sizes differ from what this module declares."""
+    ours = "fastload Python package " + (PACKAGE_VERSION or "(version unknown)")
+    try:
+        fn = L.fl_abi_info_get
+    except AttributeError:
+        raise ImportError(f"fastload: {path} has no fl_abi_info_get: it was built from an older "
+                          f"fastload than the {ours}; rebuild it, or reinstall the package "
+                          f"(pip install ./python)") from None
+    fn.restype = ctypes.POINTER(fl_abi_info)
+    fn.argtypes = []
+    info = fn().contents
+    theirs = (info.version or b"?").decode("utf-8", "replace")
+    problems = []
+    if PACKAGE_VERSION is not None and theirs != PACKAGE_VERSION:
+        problems.append(f"version {theirs} != {PACKAGE_VERSION}")
+    if info.abi_version != ABI_VERSION:
+        problems.append(f"ABI version {info.abi_version} != {ABI_VERSION}")
+    for field, struct in (("sizeof_error", fl_error), ("sizeof_loader_options", fl_loader_options),
+                          ("sizeof_batch", fl_batch), ("sizeof_loader_stats", fl_loader_stats)):
+        if getattr(info, field) != ctypes.sizeof(struct):
+            problems.append(f"sizeof({struct.__name__}) {getattr(info, field)} != "
+                            f"{ctypes.sizeof(struct)}")
+    if problems:
+        raise ImportError(f"fastload: libfastload {theirs} at {path} does not match the {ours} "
+                          f"({'; '.join(problems)}; library first, package second): rebuild the "
+                          f"library and the package from the same checkout")
+    return theirs
 
 
 _lib = None
 _lib_path = None
+_lib_where = None
 
 
 def lib():
-    """The loaded library (loaded and declared on first use)."""
-    global _lib, _lib_path
+    """The loaded library (loaded, ABI-checked and declared on first use)."""
+    global _lib, _lib_path, _lib_where
     if _lib is not None:
         return _lib
-    path, tried = find_library()
+    path, where = find_library()
     if path is None:
-        raise OSError("fastload: libfastload.so not found; set FASTLOAD_LIBRARY or build the "
-                      "project (cmake -B build && cmake --build build). Tried: " + ", ".join(tried))
-    L = ctypes.CDLL(path)
+        tried = ", ".join(f"{p} ({w})" for p, w in candidates())
+        raise OSError("fastload: libfastload.so not found. Install the package with "
+                          "`/usr/bin/python3 -m pip install --no-build-isolation --no-index ./python` "
+                          "(it builds the library into the package), or in a source checkout build "
+                          "it (cmake -B build && cmake --build build), or set " + LIB_ENV +
+                          ". Tried: " + tried)
+    try:
+        L = ctypes.CDLL(path)
+    except OSError as e:
+        raise OSError(f"fastload: cannot load {path} ({where}): {e}") from None
+    check_abi(L, path)
     L.fl_version.restype = ctypes.c_char_p
     L.fl_version.argtypes = []
     L.fl_strerror.restype = ctypes.c_char_p
@@ -196,7 +274,7 @@ def lib():
             fn.restype, fn.argtypes = res, args
         except AttributeError:
             pass
-    _lib, _lib_path = L, path
+    _lib, _lib_path, _lib_where = L, path, where
     return L
 
 
@@ -204,3 +282,10 @@ def library_path():
     """Path of the loaded libfastload (loads it if needed)."""
     lib()
     return _lib_path
+
+
+def library_origin():
+    """Where the loaded libfastload was found: "inside the package", "build tree (build/)",
+    "build tree ($FL_BINARY_DIR)" or "$FASTLOAD_LIBRARY" (loads it if needed)."""
+    lib()
+    return _lib_where
