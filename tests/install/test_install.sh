@@ -29,10 +29,13 @@ out=$("$T/c1" "$T/ds") || fail "pkg-config consumer run"
 # outside its search path (the README's "Linking against libfastload" says so), and runs with
 # LD_LIBRARY_PATH=PREFIX/lib
 cc "$S/tests/install/consumer.c" -o "$T/c0" $(pkg-config --cflags --libs fastload) || fail "build without rpath"
-if env -u LD_LIBRARY_PATH "$T/c0" "$T/ds" >"$T/c0.out" 2>&1; then
+if ldconfig -p 2>/dev/null | grep -q 'libfastload\.so\.0 '; then
+    echo "note: a libfastload.so.0 is installed system-wide (ldconfig -p): the no-rpath failure is not checked"
+elif env -u LD_LIBRARY_PATH "$T/c0" "$T/ds" >"$T/c0.out" 2>&1; then
     fail "a program without rpath ran against a non-system prefix: the README's explanation is wrong"
+else
+    grep -q "libfastload.so.0: cannot open shared object file" "$T/c0.out" || { cat "$T/c0.out"; fail "unexpected error without rpath"; }
 fi
-grep -q "libfastload.so.0: cannot open shared object file" "$T/c0.out" || { cat "$T/c0.out"; fail "unexpected error without rpath"; }
 out=$(LD_LIBRARY_PATH="$T/prefix/lib" "$T/c0" "$T/ds") || fail "consumer with LD_LIBRARY_PATH"
 [[ "$out" == *" 2" ]] || fail "LD_LIBRARY_PATH consumer printed '$out'"
 # the rpath build, moved elsewhere, still runs (the rpath is absolute: PREFIX/lib)
