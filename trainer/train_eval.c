@@ -152,6 +152,8 @@ static int eval_load(const char **ckpt_path, char *latest, size_t cap, int json,
     if (spec->spec_id != ck->spec_id || spec->param_count != ck->param_count) {
         fl_cli_error(TOOL, "%s: model %s does not match this build's definition", *ckpt_path,
                      ck->model);
+        tf_model_free(spec);
+        tf_checkpoint_free(ck);
         return FL_EXIT_DATA;
     }
     memcpy(spec->mean, ck->mean, sizeof spec->mean);
@@ -195,10 +197,12 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
     if (status)
         return status;
     const tf_backend_ops *ops;
+    tf_backend *b = NULL;
     char notice[400];
     if (tf_pick_backend(device, &ops, notice, sizeof notice, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_DATA;
+        status = FL_EXIT_DATA;
+        goto out;
     }
     if (notice[0] && !json)
         fprintf(stderr, "%s: %s\n", TOOL, notice);
@@ -208,15 +212,16 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
     cfg.max_batch = batch ? batch : 256;
     cfg.threads = threads;
     cfg.ema_decay = ck.has_ema ? 0.5f : 0.0f;
-    tf_backend *b;
     if (ops->create(&spec, &cfg, &b, &err) || ops->set_state(b, &ck.st, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_DATA;
+        status = FL_EXIT_DATA;
+        goto out;
     }
     fl_dataset *probe;
     if (fl_dataset_open(data, &probe, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_DATA;
+        status = FL_EXIT_DATA;
+        goto out;
     }
     uint32_t size = fl_dataset_schema(probe)->height ? 0 : (uint32_t)ck.in_h;
     char why[9000] = "";
@@ -234,7 +239,10 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
     } else {
         status = eval_print(ckpt_path, data, &ck, &spec, ops->name, &ev, json);
     }
-    ops->destroy(b);
+out:
+    /* every exit frees what was loaded and built (a refused --device used to leak both) */
+    if (b)
+        ops->destroy(b);
     tf_model_free(&spec);
     tf_checkpoint_free(&ck);
     return status;

@@ -184,6 +184,13 @@ write)
     [[ $(wc -l < "$W/l.jsonl") -eq 1 ]] || fail "log: $(cat "$W/l.jsonl")"
     expect_rc 1 eval sh -c '"$0" "$@" > /dev/full' "$T" eval "$W/c" "$W/va" --device cpu --json
     has eval "stdout" "No space left on device"
+    # a device this build or machine cannot use: one clear error (or a run, on a GPU machine),
+    # nothing leaked on the way out (a refused --device used to leak the loaded checkpoint and
+    # model; the ASan build's LeakSanitizer reports it on stderr, keeping the exit status 1)
+    "$T" eval "$W/c" "$W/va" --device cuda > "$W/cuda.out" 2> "$W/cuda.err"
+    rc=$?
+    [[ $rc -eq 0 || $rc -eq 1 ]] || fail "eval --device cuda: exit $rc: $(tail -n 3 "$W/cuda.err")"
+    ! grep -q "Sanitizer" "$W/cuda.err" || fail "eval --device cuda: $(grep -m1 Sanitizer "$W/cuda.err")"
     echo "ok   $(cat "$W/log.err")"
     ;;
 *)
