@@ -49,6 +49,10 @@ static int claim_locked(fl_ring *R, int block, fl_ring_run *out, double *wait_s)
         fl_ring_slot *s = R->fill_slot == NO_SLOT ? NULL : &R->slots[R->fill_slot];
         if (!s || s->claimed == R->batch) {
             uint32_t i = (uint32_t)(R->fill_next % R->nslots);
+            /* the consumer still holds ticket fill_next's usual slot: any free slot will do */
+            for (uint32_t k = 1; k < R->nslots && R->slots[i].state == FL_SLOT_HELD; k++)
+                if (R->slots[(i + k) % R->nslots].state == FL_SLOT_FREE)
+                    i = (i + k) % R->nslots;
             fl_ring_slot *cand = &R->slots[i];
             if (cand->state != FL_SLOT_FREE) {
                 if (!block)
@@ -122,15 +126,30 @@ int fl_ring_take(fl_ring *R, uint32_t *slot, uint32_t *skipped, fl_error *err)
 {
     pthread_mutex_lock(&R->mu);
     int rc = 0;
+    /* the next ticket is in its usual slot (ticket mod nslots) unless the consumer held that
+     * one when the ticket was claimed (see claim_locked) */
     uint32_t i = (uint32_t)(R->next_ticket % R->nslots);
-    fl_ring_slot *s = &R->slots[i];
-    if (!R->failed && s->state == FL_SLOT_HELD) {
-        rc = FL_RING_ALL_HELD;
-        goto out;
-    }
+    fl_ring_slot *s = NULL;
     double t0 = fl_now_s();
-    while (!R->failed && !R->stop && !(s->state == FL_SLOT_READY && s->ticket == R->next_ticket))
+    while (!R->failed && !R->stop) {
+        uint32_t held = 0;
+        for (uint32_t k = 0; k < R->nslots; k++) {
+            fl_ring_slot *c = &R->slots[(i + k) % R->nslots];
+            if (c->state == FL_SLOT_READY && c->ticket == R->next_ticket) {
+                i = (i + k) % R->nslots;
+                s = c;
+                break;
+            }
+            held += c->state == FL_SLOT_HELD;
+        }
+        if (s)
+            break;
+        if (held == R->nslots) {
+            rc = FL_RING_ALL_HELD;
+            goto out;
+        }
         pthread_cond_wait(&R->ready_cv, &R->mu);
+    }
     R->take_wait_s += fl_now_s() - t0;
     if (R->failed) {
         if (err)
@@ -151,6 +170,8 @@ int fl_ring_take(fl_ring *R, uint32_t *slot, uint32_t *skipped, fl_error *err)
         goto out;
     }
     s->state = FL_SLOT_HELD;
+    if (i == R->fill_next % R->nslots) /* producers waiting for this slot may use a free one now */
+        pthread_cond_broadcast(&R->free_cv);
     R->next_ticket++;
     R->taken++;
     R->taken_skipped += s->skipped;

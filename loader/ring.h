@@ -1,6 +1,8 @@
 /* ring.h — the ring of batch slots between the decode workers (producers) and the caller
  * (consumer), as its own unit with its own lock: slot i carries tickets i, i + n, i + 2n, ...
- * (a ticket is the absolute batch number: epoch × batches per epoch + batch). It knows slot
+ * (a ticket is the absolute batch number: epoch × batches per epoch + batch), except that a
+ * ticket whose slot the consumer still holds goes to another free slot (a consumer may keep a
+ * batch for as long as it likes: the ring works on with the other slots). It knows slot
  * states and sample counts only; what a slot holds (pixels, labels) belongs to the loader.
  * Internal. */
 #ifndef FL_RING_H
@@ -17,8 +19,7 @@
 enum { FL_SLOT_FREE = 0, FL_SLOT_FILLING = 1, FL_SLOT_READY = 2, FL_SLOT_HELD = 3 };
 #define FL_RING_NO_ERROR UINT32_MAX
 
-/* fl_ring_take's code when the slot of the next ticket is still held by the consumer (every
- * slot is held: release one first). */
+/* fl_ring_take's code when the consumer holds every slot (release one first). */
 #define FL_RING_ALL_HELD (-EBUSY)
 /* fl_ring_take's code when the ring was stopped (fl_ring_stop) while no batch was ready. */
 #define FL_RING_STOPPED (-ECANCELED)

@@ -16,9 +16,12 @@ The library is $FASTLOAD_LIBRARY when set, else the one inside this package (pip
 else, in a source checkout, the build tree (build/libfastload.so); fastload.library_path() says which.
 """
 from ._native import library_path
-from .loader import Batch, Error, Loader
+from .errors import (CorruptRecordError, DataIOError, Error, InvalidOptionError,
+                     LoaderClosedError, UnsupportedError)
+from .loader import Batch, Loader
 
-__all__ = ["Loader", "Batch", "Error", "torch_batches", "version", "library_path"]
+__all__ = ["Loader", "Batch", "Error", "CorruptRecordError", "DataIOError", "InvalidOptionError",
+           "LoaderClosedError", "UnsupportedError", "torch_batches", "version", "library_path"]
 from ._native import PACKAGE_VERSION as __version__  # from CMakeLists.txt, via _version.py
 
 

@@ -1,83 +1,158 @@
 """loader.py — fastload.Loader: batches from libfastload as numpy arrays without copies.
 
-The images of a batch are a numpy view (N, H, W, C) uint8 of the loader's pinned batch memory and
-the labels an int32 view; nothing is copied. A batch's memory goes back to the loader's ring when
-the next batch is requested through iteration, when `release()` is called, or at the end of a
-`with` block. Keep a batch longer by copying it (`images.copy()`).
+The images of a batch are a numpy array (N, H, W, C) uint8 over the loader's pinned batch memory
+and the labels an int32 array; nothing is copied. Every array handed out keeps its ring slot: the
+slot goes back to the loader only when the last array over it (or a view of it) is garbage, so a
+batch is never overwritten while referenced, and `list(L.epoch())` is correct. When the batches
+the caller holds would leave the ring no free slot, the next batch is copied out of the ring into
+memory of its own (so memory is bounded by what the caller holds). After `close()` the ring lives
+on until the last held array dies. One consumer thread per loader; see Loader.
 """
 import ctypes
 import logging
+import operator
 import os
+import threading
 
 import numpy as np
 
 from . import _native
 from ._native import fl_error, fl_batch
+from .errors import (CorruptRecordError, DataIOError, Error, InvalidOptionError,  # noqa: F401
+                     LoaderClosedError, UnsupportedError, make_error)
 
 _log = logging.getLogger("fastload")
-
-
-class Error(Exception):
-    """A libfastload error. `code` is the library's code (negative errno or FL_E_*), `message`
-    its one-line message naming the shard, record and reason."""
-
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+_MAX_EPOCH = 1 << 40  # far beyond any run; keeps epoch * batches_per_epoch inside 64 bits
 
 
 def _raise(code, err):
     msg = err.msg.decode("utf-8", "replace") if err.msg else ""
     if not msg:
         msg = _native.lib().fl_strerror(code).decode("utf-8", "replace")
-    raise Error(code, msg)
+    raise make_error(code, msg)
 
 
-def _view(ptr, ctype, count, dtype):
-    """A numpy array over `count` elements at C pointer `ptr`, without copying."""
-    if count == 0:
-        return np.empty(0, dtype=dtype)
-    buf = (ctype * count).from_address(ctypes.addressof(ptr.contents))
-    return np.frombuffer(buf, dtype=dtype, count=count)
+class _Ring:
+    """Owns the C loader handle and counts the ring slots held by live arrays. Holds no reference
+    to the Loader, so arrays outliving it keep only this (and the ring memory) alive."""
+
+    def __init__(self, lib, handle, nslots):
+        self.lib = lib
+        self.handle = handle
+        self.nslots = nslots
+        self.live = 0             # slots held by live arrays
+        self.pending = []         # slots dropped on another thread: released by the consumer
+        self.consumer = None      # threading.Thread driving next(), set by the first request
+        self.in_next = False      # the consumer is inside fl_loader_next
+        self.closing = False      # close() was called with slots still held
+        self.lock = threading.RLock()
+
+    def drop(self, ptr):
+        """A slot's last array died (any thread): give the slot back, now or via `pending`."""
+        with self.lock:
+            if self.handle is None:
+                return
+            if self.closing:
+                self.lib.fl_loader_release(self.handle, ptr)
+                self.live -= 1
+                if self.live == 0:
+                    self.lib.fl_loader_close(self.handle)
+                    self.handle = None
+                return
+            c = self.consumer
+            if not self.in_next and (c is None or c.ident == threading.get_ident()):
+                self.lib.fl_loader_release(self.handle, ptr)
+                self.live -= 1
+            else:
+                self.pending.append(ptr)
+
+    def drain(self):
+        """Release the slots dropped on other threads (consumer thread only)."""
+        with self.lock:
+            while self.pending:
+                self.lib.fl_loader_release(self.handle, self.pending.pop())
+                self.live -= 1
+
+    def close(self):
+        """Close the handle now, or when the last held slot dies."""
+        with self.lock:
+            if self.handle is None or self.closing:
+                return
+            while self.pending:
+                self.lib.fl_loader_release(self.handle, self.pending.pop())
+                self.live -= 1
+            if self.live == 0:
+                self.lib.fl_loader_close(self.handle)
+                self.handle = None
+            else:
+                self.closing = True
+
+
+class _Slot:
+    """One ring slot held by the arrays over it: released when the last of them is garbage."""
+    __slots__ = ("ring", "ptr", "__weakref__")
+
+    def __init__(self, ring):
+        self.ring = ring
+        self.ptr = None
+
+    def __del__(self):
+        if self.ptr is not None:
+            try:
+                self.ring.drop(self.ptr)
+            except Exception:  # interpreter shutdown
+                pass
+
+
+class _Export:
+    """An __array_interface__ over slot memory; the array made from it keeps it (.base), which
+    keeps the slot."""
+    __slots__ = ("__array_interface__", "slot")
+
+    def __init__(self, slot, addr, shape, typestr):
+        self.slot = slot
+        self.__array_interface__ = {"data": (addr, False), "shape": shape, "typestr": typestr,
+                                    "version": 3}
+
+
+def _array(slot, ptr, shape, typestr, dtype):
+    if not ptr or 0 in shape:
+        return np.empty(shape, dtype=dtype)
+    return np.asarray(_Export(slot, ctypes.cast(ptr, ctypes.c_void_p).value, shape, typestr))
 
 
 class Batch(tuple):
-    """One batch: unpacks as (images, labels). Attributes: images (N,H,W,C uint8 view), labels
-    (N int32 view), indices (N uint64 dataset record indices), epoch, batch (number within the
-    epoch), last_in_epoch, skipped (corrupt records replaced), address (the C images pointer).
-    Valid until released; usable as a context manager that releases it."""
+    """One batch: unpacks as (images, labels). Attributes: images (N,H,W,C uint8), labels
+    (N int32), indices (N uint64 dataset record indices), epoch, batch (number within the epoch),
+    last_in_epoch, skipped (corrupt records replaced), address (the images pointer), copied
+    (True when the batch was copied out of the ring because the caller held every other slot).
+    The arrays keep the batch's ring slot until the last of them (and of their views) is garbage;
+    release() only drops this object's own claim (kept for compatibility)."""
 
-    def __new__(cls, loader, ptr):
-        b = ptr.contents
-        n = b.size
-        shape = (n, b.height, b.width, b.channels)
-        count = n * b.height * b.width * b.channels
-        images = _view(b.images, ctypes.c_uint8, count, np.uint8).reshape(shape)
-        labels = _view(b.labels, ctypes.c_int32, n, np.int32)
+    def __new__(cls, images, labels, indices, b, copied):
         self = super().__new__(cls, (images, labels))
-        self.images, self.labels = images, labels
-        self.indices = _view(b.indices, ctypes.c_uint64, n, np.uint64)
+        self.images, self.labels, self.indices = images, labels, indices
         self.epoch, self.batch = int(b.epoch), int(b.batch)
         self.last_in_epoch = bool(b.last_in_epoch)
         self.skipped = int(b.skipped)
-        self.address = ctypes.addressof(b.images.contents) if count else 0
-        self.device_images = b.device_images
-        self.device_labels = b.device_labels
-        self.event = b.event
-        self.stream = b.stream
-        self._loader = loader
-        self._ptr = ptr
+        self.address = images.ctypes.data if images.size else 0
+        self.copied = copied
+        if copied:  # the device copies belong to the ring slot, which went back
+            self.device_images = self.device_labels = self.event = self.stream = None
+        else:
+            self.device_images, self.device_labels = b.device_images, b.device_labels
+            self.event, self.stream = b.event, b.stream
+        self._released = False
         return self
 
     @property
     def released(self):
-        return self._ptr is None
+        return self._released
 
     def release(self):
-        """Give the batch's memory back to the loader (the arrays must not be used after)."""
-        if self._ptr is not None and self._loader is not None:
-            self._loader._release(self)
+        """Say the batch is no longer needed. Its slot goes back to the ring when its arrays (and
+        their views) are garbage: nothing held is ever overwritten."""
+        self._released = True
 
     def __enter__(self):
         return self
@@ -88,7 +163,7 @@ class Batch(tuple):
 
     def __repr__(self):
         return (f"fastload.Batch(epoch={self.epoch}, batch={self.batch}, size={len(self.labels)}, "
-                f"shape={self.images.shape}{', released' if self.released else ''})")
+                f"shape={self.images.shape}{', copied' if self.copied else ''})")
 
 
 def _parse_augment(augment, flip):
@@ -100,14 +175,34 @@ def _parse_augment(augment, flip):
         elif tok in _native.AUGMENT:
             base = tok
         elif tok:
-            raise ValueError(f"fastload: augment '{augment}': use rrc, center or none, optionally ',flip'")
+            raise InvalidOptionError(FL_E_INVALID, f"fastload: augment '{augment}': use rrc, center "
+                                     "or none, optionally ',flip'")
     return _native.AUGMENT[base], f
+
+
+FL_E_INVALID = -40009
 
 
 def _choice(name, value, table):
     if value not in table:
-        raise ValueError(f"fastload: {name}={value!r}: expected one of {sorted(set(table))}")
+        raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={value!r}: expected one of "
+                                 f"{sorted(set(table))}")
     return table[value]
+
+
+def _count(name, value, hi=None):
+    """`value` as a non-negative int (below `hi`), else InvalidOptionError (a ValueError)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        v = operator.index(value)
+    except TypeError:
+        raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={value!r}: expected an integer") \
+            from None
+    if v < 0 or (hi is not None and v >= hi):
+        rng = f"[0, {hi})" if hi is not None else ">= 0"
+        raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={v} out of range {rng}")
+    return v
 
 
 def _default_log(user, level, msg):
@@ -142,8 +237,14 @@ class Loader:
 
     Iterating over a Loader yields the batches left in the current epoch as (images, labels)
     tuples (fastload.Batch), like a DataLoader; `epoch()` does the same; `batches(n)` streams
-    across epochs. In iteration, each batch is released when the next one is requested.
-    Errors raise fastload.Error with the library's message.
+    across epochs. A batch's ring slot goes back when its arrays are garbage (see Batch); while
+    the caller holds all ring slots but one, batches come as copies (Batch.copied).
+    One consumer thread: the thread that first asks for a batch drives the loader; another thread
+    asking gets a RuntimeError (position(), state_dict(), stats() may be read from any thread).
+    A KeyboardInterrupt inside iteration loses no batch: the batch it interrupted comes next.
+    Errors raise fastload.Error subclasses (see fastload.errors) with the library's message:
+    CorruptRecordError, DataIOError (an OSError), InvalidOptionError and LoaderClosedError
+    (ValueErrors), UnsupportedError.
     """
 
     def __init__(self, path, batch_size=256, workers=0, size=None, augment="none", flip=False,
@@ -161,10 +262,12 @@ class Loader:
             h = w = size
         else:
             h, w = (int(v) for v in size)
-        if int(batch_size) < 1:
-            raise ValueError(f"fastload: batch_size must be at least 1 (got {batch_size})")
-        if world < 1 or not 0 <= rank < world:
-            raise ValueError(f"fastload: rank {rank} must be in [0, world={world})")
+        if _count("batch_size", batch_size) < 1:
+            raise InvalidOptionError(FL_E_INVALID, f"fastload: batch_size must be at least 1 (got {batch_size})")
+        if _count("world", world) < 1 or _count("rank", rank) >= world:
+            raise InvalidOptionError(FL_E_INVALID, f"fastload: rank {rank} must be in [0, world={world})")
+        start_epoch = _count("start_epoch", start_epoch, _MAX_EPOCH)
+        start_batch = _count("start_batch", start_batch)
         po = _native.PaddedOptions()
         self._lib.fl_loader_options_init(ctypes.byref(po))
         o = po.s
@@ -202,10 +305,12 @@ class Loader:
         o.log = self._log_cb
         self._opts = po
         self.seed = int(seed)
+        self._prefetch = int(prefetch)
+        self._workers = int(workers)
         self._handle = None
-        self._current = None      # batch handed out by iteration (released on the next request)
-        self._held = {}           # id -> Batch for every batch not yet released
-        self._open(int(start_epoch), int(start_batch))
+        self._ring = None
+        self._current = None      # the batch iteration handed out last
+        self._open(start_epoch, start_batch)
 
     # ---- life cycle -------------------------------------------------------------------------
     def _open(self, epoch, batch):
@@ -217,21 +322,36 @@ class Loader:
         if rc:
             if not self._opts.s.out_height and b"vary in size" in err.msg:
                 # The library names its C option fields; say which argument sets them here.
-                raise Error(rc, err.msg.decode("utf-8", "replace") + " (pass size=(H, W) or size=S)")
+                raise make_error(rc, err.msg.decode("utf-8", "replace") + " (pass size=(H, W) or size=S)")
             _raise(rc, err)
+        bpe = int(self._lib.fl_loader_batches_per_epoch(h))
+        if batch >= bpe:
+            self._lib.fl_loader_close(h)
+            raise InvalidOptionError(FL_E_INVALID, f"fastload: start batch {batch} out of range: "
+                                     f"an epoch has {bpe} batches")
+        # ring slots as the library sizes them (loader.c size_pipeline): prefetch or workers + 2
+        workers = self._workers or os.sysconf("SC_NPROCESSORS_ONLN") or 1
+        self._ring = _Ring(self._lib, h, self._prefetch or workers + 2)
         self._handle = h
+        self._bpe = bpe
         self._failed = False
+        # the out-pointer fl_loader_next fills: non-NULL while a batch taken from the ring has not
+        # reached the caller (a KeyboardInterrupt right after the C call); delivered next time
+        self._out = ctypes.POINTER(fl_batch)()
+        self._undelivered = None  # (epoch, batch) of a batch taken from C, not yet delivered
 
     def close(self):
-        """Stop the workers and free the ring. Arrays of unreleased batches become invalid."""
+        """Stop handing out batches. Arrays still held keep their memory: the ring (and the
+        workers) are freed when the last of them is garbage, at once when none is held."""
         if self._handle is not None:
-            for b in list(self._held.values()):
-                b._ptr = None
-                b._loader = None
-            self._held.clear()
+            r = self._ring
+            if r.in_next and r.consumer is not None and r.consumer.ident != threading.get_ident():
+                raise RuntimeError("fastload: close() from another thread while the consumer "
+                                   "thread waits for a batch")
             self._current = None
-            self._lib.fl_loader_close(self._handle)
             self._handle = None
+            self._ring = None
+            r.close()
 
     def __enter__(self):
         return self
@@ -246,66 +366,82 @@ class Loader:
         except Exception:
             pass
 
+    def _closed(self):
+        return LoaderClosedError(-22, f"{self.path}: loader is closed")
+
     def _check_handle(self):
         if self._handle is None:
-            raise Error(-22, f"{self.path}: loader is closed")
+            raise self._closed()
 
     def _check_open(self):
         if self._handle is None:
-            raise Error(-22, f"{self.path}: loader is closed")
+            raise self._closed()
         if self._failed:
-            raise Error(-22, f"{self.path}: loader failed earlier; create a new one")
+            raise LoaderClosedError(-22, f"{self.path}: loader failed earlier; create a new one")
 
     # ---- batches ----------------------------------------------------------------------------
     def next_batch(self):
-        """The next batch in order. It stays valid until you call its release() (or close the
-        loader): hold at most `prefetch` - 1 at once, or the loader stalls."""
+        """The next batch in order (see Batch: its arrays keep its slot while they live)."""
         self._check_open()
-        p = ctypes.POINTER(fl_batch)()
-        err = fl_error()
-        rc = self._lib.fl_loader_next(self._handle, ctypes.byref(p), ctypes.byref(err))
-        if rc:
-            self._failed = True
-            _raise(rc, err)
-        b = Batch(self, p)
-        self._held[id(b)] = b
-        return b
-
-    def _release(self, b):
-        if b._ptr is None:
-            return
-        if self._handle is not None:
-            self._lib.fl_loader_release(self._handle, b._ptr)
-        self._held.pop(id(b), None)
-        b._ptr = None
-        if self._current is b:
-            self._current = None
+        r = self._ring
+        me = threading.current_thread()
+        c = r.consumer
+        if c is not me:
+            if c is not None and c.is_alive():
+                raise RuntimeError(f"fastload: this Loader is consumed by thread {c.name!r}; a "
+                                   "Loader has one consumer thread (create one Loader per thread)")
+            r.consumer = me
+        if r.pending:
+            r.drain()
+        out = self._out
+        if not out:  # else: the batch an interrupted call took, not delivered yet
+            err = fl_error()
+            r.in_next = True
+            try:
+                rc = self._lib.fl_loader_next(self._handle, ctypes.byref(out), ctypes.byref(err))
+            finally:
+                r.in_next = False
+            if rc:
+                self._failed = True
+                _raise(rc, err)
+        b = out.contents
+        n, h, w, ch = b.size, b.height, b.width, b.channels
+        if r.live + 1 < r.nslots:  # zero-copy: the arrays hold the slot
+            slot = _Slot(r)
+            images = _array(slot, b.images, (n, h, w, ch), "|u1", np.uint8)
+            labels = _array(slot, b.labels, (n,), "<i4", np.int32)
+            indices = _array(slot, b.indices, (n,), "<u8", np.uint64)
+            batch = Batch(images, labels, indices, b, False)
+            r.live += 1
+            slot.ptr = out            # armed: the slot releases when its arrays die
+            self._out = ctypes.POINTER(fl_batch)()
+        else:  # the caller holds every other slot: copy, and give the slot back now
+            tmp = _Slot(r)
+            images = _array(tmp, b.images, (n, h, w, ch), "|u1", np.uint8).copy()
+            labels = _array(tmp, b.labels, (n,), "<i4", np.int32).copy()
+            indices = _array(tmp, b.indices, (n,), "<u8", np.uint64).copy()
+            batch = Batch(images, labels, indices, b, True)
+            self._out = ctypes.POINTER(fl_batch)()
+            self._lib.fl_loader_release(self._handle, out)
+        return batch
 
     def release(self):
-        """Release the batch most recently handed out by iteration (if still held)."""
-        if self._current is not None:
-            self._current.release()
-
-    def _next_auto(self):
-        if self._current is not None:
-            self._current.release()
-        b = self.next_batch()
-        self._current = b
-        return b
+        """Drop the loader's reference to the batch iteration handed out last."""
+        self._current = None
 
     def epoch(self):
         """Iterate over the batches left in the current epoch (all of them at an epoch start)."""
         self._check_open()
         e, _ = self.position()
-        while True:
-            if self.position()[0] != e:
-                return
-            b = self._next_auto()
+        while self.position()[0] == e:
+            self._current = None
+            b = self._current = self.next_batch()
+            last = b.last_in_epoch
             yield b
-            if b.last_in_epoch:
-                # release eagerly: nothing will request another batch for this epoch
-                self.release()
-                return
+            del b
+            if last:
+                break
+        self._current = None
 
     __iter__ = epoch
 
@@ -313,18 +449,23 @@ class Loader:
         """Stream batches across epoch boundaries: n of them, or without end when n is None."""
         i = 0
         while n is None or i < n:
-            yield self._next_auto()
+            self._current = None
+            self._current = self.next_batch()
+            yield self._current
             i += 1
-        self.release()
+        self._current = None
 
     def __len__(self):
         self._check_handle()
-        return int(self._lib.fl_loader_batches_per_epoch(self._handle))
+        return self._bpe
 
     # ---- position / resume ------------------------------------------------------------------
     def position(self):
-        """(epoch, batch) of the next batch the loader will return."""
+        """(epoch, batch) of the next batch the loader will hand out."""
         self._check_open()
+        out = self._out
+        if out:  # taken from the ring by an interrupted call: it is the next one
+            return int(out.contents.epoch), int(out.contents.batch)
         e, b = ctypes.c_uint64(), ctypes.c_uint64()
         self._lib.fl_loader_position(self._handle, ctypes.byref(e), ctypes.byref(b))
         return int(e.value), int(b.value)
@@ -336,16 +477,33 @@ class Loader:
         return {"epoch": e, "batch": b, "seed": self.seed}
 
     def load_state_dict(self, state):
-        """Restart at state['epoch'], state['batch'] (from state_dict()). Batches still held
-        become invalid. Raises ValueError when the state was saved with another seed."""
-        if "seed" in state and int(state["seed"]) != self.seed:
-            raise ValueError(f"fastload: state was saved with seed {state['seed']}, this loader "
-                             f"uses seed {self.seed}: the stream would not continue exactly")
-        if "epoch" not in state or "batch" not in state:
-            raise ValueError("fastload: state needs 'epoch' and 'batch' (as state_dict() returns), "
-                             f"got keys {sorted(state)}")
+        """Restart at state['epoch'], state['batch'] (from state_dict()). Arrays still held keep
+        their memory. Raises ValueError (InvalidOptionError), leaving the loader unchanged, for a
+        state that is not a mapping with integer 'epoch' and 'batch' in range, or that was saved
+        with another seed."""
+        self._check_handle()
+        try:
+            keys = sorted(state)
+            if "epoch" not in state or "batch" not in state:
+                raise KeyError
+        except Exception:
+            raise InvalidOptionError(FL_E_INVALID, "fastload: state needs 'epoch' and 'batch' (as "
+                                     f"state_dict() returns), got {state!r}") from None
+        if "seed" in state:
+            try:
+                seed = operator.index(state["seed"])
+            except TypeError:
+                raise InvalidOptionError(FL_E_INVALID, f"fastload: state seed {state['seed']!r}: "
+                                         "expected an integer") from None
+            if seed != self.seed:
+                raise InvalidOptionError(FL_E_INVALID, f"fastload: state was saved with seed {seed}, "
+                                         f"this loader uses seed {self.seed}: the stream would not "
+                                         "continue exactly")
+        e = _count("state epoch", state["epoch"], _MAX_EPOCH)
+        b = _count("state batch", state["batch"], self._bpe)
+        del keys
         self.close()
-        self._open(int(state["epoch"]), int(state["batch"]))
+        self._open(e, b)
 
     # ---- information ------------------------------------------------------------------------
     @property

@@ -26,12 +26,14 @@ typedef struct fake_ring {
     uint64_t runs_done;      /* runs handed in, all producers (atomic) */
 } fake_ring;
 
-/* assign: tickets come in order, ticket t into slot t mod nslots, and never more than nslots
- * ahead of the consumer (the ring's bound). Runs under the ring's lock. */
+/* assign: tickets come in order (ticket t into slot t mod nslots unless the consumer holds that
+ * one), and never more than nslots ahead of the consumer (the ring's bound). Runs under the
+ * ring's lock. */
 static void fake_assign(void *user, uint32_t slot, uint64_t ticket)
 {
     fake_ring *f = user;
-    if (ticket != f->assign_next++ || slot != ticket % f->nslots)
+    if (ticket != f->assign_next++ || slot >= f->nslots ||
+        (slot != ticket % f->nslots && f->R.slots[ticket % f->nslots].state != FL_SLOT_HELD))
         f->assign_bad++;
     uint64_t ahead = ticket + 1 - f->R.next_ticket; /* the ring's field, read under its lock */
     if (ahead > f->max_ahead)

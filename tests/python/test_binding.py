@@ -8,22 +8,18 @@ random-resized-crop + flip; state_dict resume mid-epoch and at an epoch boundary
 rank/world shares; fastload.Error naming the shard and record on a flipped byte (and skip mode);
 torch tensors when torch is importable.
 Environment (set by CTest): FASTLOAD_LIBRARY, FL_MAKE_DATASET, FASTLOAD_CLI, PYTHONPATH.
-Exit: 0 pass, 1 fail, 77 skip (numpy missing).
+Run with pytest (tests/python/CMakeLists.txt): the methods of Tests are the test cases, on the
+datasets of conftest.py. Skipped without numpy.
 """
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import traceback
 
-try:
-    import numpy as np
-except ImportError:
-    print("SKIP: numpy is not importable by", sys.executable)
-    sys.exit(77)
+import pytest
+
+np = pytest.importorskip("numpy")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import fastload  # noqa: E402
@@ -57,6 +53,7 @@ AUG_CLI = ["--batch", "16", "--augment", "rrc,flip", "--size", "5x4", "--order",
 
 
 class Tests:
+    __test__ = False  # the cases run through the module-level functions below
     def __init__(self, tmp):
         self.tmp = tmp
         self.ds = os.path.join(tmp, "ds")
@@ -87,10 +84,7 @@ class Tests:
     def test_zero_copy(self):
         with fastload.Loader(self.ds, batch_size=16, order="seq", workers=1) as L:
             b = L.next_batch()
-            c = b._ptr.contents
-            assert b.images.ctypes.data == b.address != 0
-            assert b.images.ctypes.data == fastload._native.ctypes.addressof(c.images.contents)
-            assert b.labels.ctypes.data == fastload._native.ctypes.addressof(c.labels.contents)
+            assert b.images.ctypes.data == b.address != 0 and not b.copied
             assert not b.images.flags.owndata and not b.labels.flags.owndata
             images, labels = b  # unpacks like a tuple
             assert images is b.images and labels is b.labels
@@ -99,11 +93,11 @@ class Tests:
             with L.next_batch() as b2:
                 assert b2.batch == 1
             assert b2.released
-            # several batches may be held at once (up to prefetch - 1)
+            # several batches may be held at once, each in its own slot
             held = [L.next_batch() for _ in range(2)]
             assert [h.batch for h in held] == [2, 3] and held[0].address != held[1].address
-            for h in held:
-                h.release()
+            del held, b, b2, images, labels
+            assert L._ring.live == 0  # the slots went back with the arrays
         # a closed loader raises instead of touching freed memory
         for f in (len, lambda l: l.next_batch(), lambda l: l.state_dict()):
             try:
@@ -261,11 +255,13 @@ class Tests:
         with fastload.Loader(self.ds, batch_size=16, order="seq") as L:
             gen = fastload.torch_batches(L, normalize=False)
             x, y = next(gen)
-            held = list(L._held.values())
-            assert len(held) == 1 and x.data_ptr() == held[0].address  # zero-copy uint8 view
+            assert L._ring.live == 1 and x.data_ptr() == L._current.address  # zero-copy uint8 view
             assert tuple(x.shape) == (16, H, W, 3) and x.dtype == torch.uint8
-            gen.close()  # releases the batch
-            assert not L._held
+            gen.close()
+            L.release()
+            assert L._ring.live == 1  # the tensor keeps the slot...
+            del x, y
+            assert L._ring.live == 0  # ...until it is garbage
 
     def test_example_pytorch_train(self):
         try:
@@ -285,31 +281,19 @@ class Tests:
         assert "resumed from" in r.stdout and "epoch 1: loss" in r.stdout and "epoch 0:" not in r.stdout, r.stdout
 
 
-def main():
-    if not MAKER or not os.path.exists(MAKER):
-        print("SKIP: FL_MAKE_DATASET (the fixture maker) is not set")
-        return 77
-    tmp = tempfile.mkdtemp(prefix="fl-pytest-", dir=os.environ.get("TMPDIR"))
-    failed = 0
-    try:
-        t = Tests(tmp)
-        names = [n for n in dir(t) if n.startswith("test_")]
-        only = sys.argv[1:]
-        for n in names:
-            if only and n not in only:
-                continue
-            try:
-                getattr(t, n)()
-                print(f"ok   {n}")
-            except Exception:
-                failed += 1
-                print(f"FAIL {n}")
-                traceback.print_exc()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{'FAILED' if failed else 'passed'} ({failed} failure(s)); library {fastload.library_path()}")
-    return 1 if failed else 0
+@pytest.fixture(scope="module")
+def T(datasets):
+    t = Tests.__new__(Tests)
+    t.tmp, t.ds, t.bad, t.bad_shard = datasets
+    return t
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _case(name):
+    def case(T):
+        getattr(T, name)()
+    case.__name__ = name
+    return case
+
+
+for _name in [n for n in dir(Tests) if n.startswith("test_")]:
+    globals()[_name] = _case(_name)

@@ -1,0 +1,206 @@
+"""test_safety.py — safe batches by construction and the error classes (issue 12, items 2-3).
+
+Arrays keep their ring slot while they (or views) live; close() never frees memory an array still
+uses; list(L.epoch()) is correct; a second consumer thread gets RuntimeError; positions and states
+are range-checked; a KeyboardInterrupt loses no batch; errors come as fastload.Error subclasses.
+Cases that crashed or hung before run in a subprocess or a daemon thread, so they fail, not kill.
+"""
+import errno
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+np = pytest.importorskip("numpy")
+import fastload  # noqa: E402
+from conftest import COUNT, H, K, W  # noqa: E402
+
+
+def expected_pixels(i):
+    y, x, c = np.meshgrid(np.arange(H), np.arange(W), np.arange(3), indexing="ij")
+    return ((int(i) * 7 + y * 13 + x * 29 + c * 71) & 255).astype(np.uint8)
+
+
+def check_batch(images, labels, indices):
+    for j, idx in enumerate(indices):
+        assert np.array_equal(images[j], expected_pixels(idx)), f"record {idx}: wrong pixels"
+        assert labels[j] == idx % K, f"record {idx}: label {labels[j]}"
+
+
+def run_py(code):
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_array_after_close_keeps_memory(ds):
+    r = run_py(f"""
+        import numpy as np, fastload
+        L = fastload.Loader({ds!r}, batch_size=16, order="seq", workers=2)
+        images, labels = next(iter(L))
+        view = images[3:5]
+        ref, lref = images.copy(), labels.copy()
+        L.close()
+        for _ in range(3):
+            junk = [np.ones(1 << 20, np.uint8) for _ in range(8)]  # reuse of freed memory
+        assert np.array_equal(images, ref) and np.array_equal(labels, lref)
+        assert np.array_equal(view, ref[3:5])
+        images[:] = 0  # still writable memory of its own
+        del images, labels, view  # the last arrays: the ring is freed now
+        print("ok")
+    """)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stderr[-2000:])
+
+
+def test_list_epoch_is_correct(ds):
+    for kw in (dict(workers=2), dict(workers=1, prefetch=3), dict(workers=3, prefetch=2)):
+        with fastload.Loader(ds, batch_size=16, order="seq", **kw) as L:
+            bs = list(L.epoch())
+            assert len(bs) == len(L) == (COUNT + 15) // 16, kw
+            assert [b.batch for b in bs] == list(range(len(L)))
+            for b in bs:
+                check_batch(b.images, b.labels, b.indices)
+            assert len({b.address for b in bs}) == len(bs), "two batches share memory"
+            assert any(b.copied for b in bs)  # more batches than ring slots: the rest are copies
+            # the next epoch reuses the slots the list gave back
+            del bs, b
+            gc.collect()
+            for images, labels in L:
+                check_batch(images, labels, L._current.indices)
+
+
+def test_views_keep_the_slot(ds):
+    with fastload.Loader(ds, batch_size=16, order="seq", workers=2, prefetch=4) as L:
+        b = L.next_batch()
+        view = b.images[2:4, 1:]
+        idx = b.indices[2:4].copy()
+        del b
+        for images, labels in L.batches(3 * len(L)):  # many times around the ring
+            check_batch(images, labels, L._current.indices)
+
+
+        for j, i in enumerate(idx):
+            assert np.array_equal(view[j], expected_pixels(i)[1:]), "view overwritten"
+
+
+def test_plain_loop_is_zero_copy(ds):
+    with fastload.Loader(ds, batch_size=16, order="seq", workers=2) as L:
+        for _ in range(3):
+            for images, labels in L:
+                b = L._current
+                assert not b.copied and not images.flags.owndata
+                assert images.ctypes.data == b.address != 0
+        assert L._ring.live <= 1
+
+
+def test_second_consumer_thread(ds):
+    with fastload.Loader(ds, batch_size=16, order="seq", workers=2) as L:
+        it = iter(L)
+        next(it)
+        got = []
+
+        def other():
+            try:
+                for _ in L:
+                    pass
+                got.append("no error")
+            except RuntimeError as e:
+                got.append(e)
+        t = threading.Thread(target=other, daemon=True)
+        t.start()
+        t.join(20)
+        assert not t.is_alive(), "second consumer thread hangs"
+        assert isinstance(got[0], RuntimeError) and "thread" in str(got[0]), got
+        assert next(it).batch == 1  # the first thread goes on
+        # arrays dropped on another thread give their slots back through the consumer
+        held = [L.next_batch() for _ in range(2)]
+        t = threading.Thread(target=held.clear)
+        t.start()
+        t.join()
+        for b in L.batches(2 * len(L)):
+            pass
+        del b, it
+        assert L._ring.live == 0 and not L._ring.pending
+
+
+def test_positions_are_range_checked(ds):
+    with fastload.Loader(ds, batch_size=16, order="seq", workers=2) as L:
+        next(iter(L))
+        pos = L.position()
+        for st in ({"epoch": -1, "batch": 0}, {"epoch": 0, "batch": -1}, {"epoch": 0, "batch": len(L)},
+                   {"epoch": 1 << 62, "batch": 0}, {"epoch": "x", "batch": 0}, {"epoch": 1.5, "batch": 0},
+                   {"epoch": 0}, "junk", None, {"epoch": 0, "batch": 0, "seed": "s"}):
+            with pytest.raises(ValueError):
+                L.load_state_dict(st)
+            assert L.position() == pos, st  # unchanged, still open
+        L.load_state_dict({"epoch": 2, "batch": 3})
+        assert L.position() == (2, 3) and L.next_batch().batch == 3
+    for kw in (dict(start_epoch=-1), dict(start_batch=-1), dict(start_batch=(COUNT + 15) // 16),
+               dict(start_epoch=1 << 62), dict(start_epoch=0.5), dict(batch_size=0), dict(rank=-1),
+               dict(world=0)):
+        with pytest.raises(ValueError):
+            fastload.Loader(ds, batch_size=kw.pop("batch_size", 16), **kw)
+
+
+class _InterruptAfterNext:
+    """Library proxy: the n-th fl_loader_next returns, then a KeyboardInterrupt arrives (as a
+    Ctrl-C during the C call is raised when it returns)."""
+
+    def __init__(self, lib, n):
+        self._lib, self._n = lib, n
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def fl_loader_next(self, *args):
+        rc = self._lib.fl_loader_next(*args)
+        self._n -= 1
+        if self._n == 0:
+            raise KeyboardInterrupt
+        return rc
+
+
+def test_keyboard_interrupt_loses_no_batch(ds):
+    with fastload.Loader(ds, batch_size=16, order="seq", workers=2) as L:
+        got = []
+        L._lib = _InterruptAfterNext(L._lib, 3)
+        with pytest.raises(KeyboardInterrupt):
+            for images, labels in L:
+                got.append(L._current.batch)
+        assert got == [0, 1]
+        assert L.state_dict()["batch"] == 2 and L.position() == (0, 2)
+        rest = [b.batch for b in L]  # the interrupted batch comes next
+        assert rest == list(range(2, len(L)))
+
+
+def test_closed_loader_raises_valueerror(ds):
+    L = fastload.Loader(ds, batch_size=16)
+    L.close()
+    for f in (len, lambda l: l.next_batch(), lambda l: l.state_dict(), lambda l: list(l),
+              lambda l: l.load_state_dict({"epoch": 0, "batch": 0})):
+        with pytest.raises(ValueError) as ei:
+            f(L)
+        assert isinstance(ei.value, fastload.LoaderClosedError)
+        assert isinstance(ei.value, fastload.Error) and "closed" in str(ei.value)
+
+
+def test_error_classes(datasets):
+    tmp, ds, bad, bad_shard = datasets
+    with pytest.raises(fastload.CorruptRecordError) as ei:
+        with fastload.Loader(bad, batch_size=16, order="seq", workers=2) as L:
+            for _ in L:
+                pass
+    assert isinstance(ei.value, fastload.Error) and ei.value.code < 0 and bad_shard in str(ei.value)
+    with pytest.raises(OSError) as ei:
+        fastload.Loader(os.path.join(tmp, "missing"))
+    assert isinstance(ei.value, fastload.DataIOError) and isinstance(ei.value, fastload.Error)
+    assert ei.value.errno == errno.ENOENT and "missing" in str(ei.value)
+    # bad options: the binding's own checks and the library's (FL_E_INVALID) are ValueErrors
+    for kw in (dict(order="sorted"), dict(prefetch=70000), dict(batch_size=COUNT + 1, drop_last=True)):
+        with pytest.raises(ValueError) as ei:
+            fastload.Loader(ds, **kw)
+        assert isinstance(ei.value, fastload.InvalidOptionError), kw
