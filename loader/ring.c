@@ -171,7 +171,11 @@ int fl_ring_take(fl_ring *R, uint32_t *slot, uint32_t *skipped, fl_error *err)
     }
     s->state = FL_SLOT_HELD;
     if (i == R->fill_next % R->nslots) /* producers waiting for this slot may use a free one now */
-        pthread_cond_broadcast(&R->free_cv);
+        for (uint32_t k = 0; k < R->nslots; k++)
+            if (R->slots[k].state == FL_SLOT_FREE) {
+                pthread_cond_broadcast(&R->free_cv);
+                break;
+            }
     R->next_ticket++;
     R->taken++;
     R->taken_skipped += s->skipped;

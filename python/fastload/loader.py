@@ -104,21 +104,18 @@ class _Slot:
                 pass
 
 
-class _Export:
-    """An __array_interface__ over slot memory; the array made from it keeps it (.base), which
-    keeps the slot."""
-    __slots__ = ("__array_interface__", "slot")
-
-    def __init__(self, slot, addr, shape, typestr):
-        self.slot = slot
-        self.__array_interface__ = {"data": (addr, False), "shape": shape, "typestr": typestr,
-                                    "version": 3}
-
-
-def _array(slot, ptr, shape, typestr, dtype):
-    if not ptr or 0 in shape:
+def _array(slot, ptr, shape, ctype, dtype):
+    """A numpy array of `shape` over the C memory at `ptr`, without copying: its base is a ctypes
+    array over that memory that holds `slot` (so the slot lives as long as any view of it)."""
+    count = 1
+    for d in shape:
+        count *= d
+    if not ptr or count == 0:
         return np.empty(shape, dtype=dtype)
-    return np.asarray(_Export(slot, ctypes.cast(ptr, ctypes.c_void_p).value, shape, typestr))
+    buf = (ctype * count).from_address(ctypes.addressof(ptr.contents))
+    buf.slot = slot
+    a = np.frombuffer(buf, dtype=dtype)
+    return a.reshape(shape) if len(shape) > 1 else a
 
 
 class Batch(tuple):
@@ -408,18 +405,18 @@ class Loader:
         n, h, w, ch = b.size, b.height, b.width, b.channels
         if r.live + 1 < r.nslots:  # zero-copy: the arrays hold the slot
             slot = _Slot(r)
-            images = _array(slot, b.images, (n, h, w, ch), "|u1", np.uint8)
-            labels = _array(slot, b.labels, (n,), "<i4", np.int32)
-            indices = _array(slot, b.indices, (n,), "<u8", np.uint64)
+            images = _array(slot, b.images, (n, h, w, ch), ctypes.c_uint8, np.uint8)
+            labels = _array(slot, b.labels, (n,), ctypes.c_int32, np.int32)
+            indices = _array(slot, b.indices, (n,), ctypes.c_uint64, np.uint64)
             batch = Batch(images, labels, indices, b, False)
             r.live += 1
             slot.ptr = out            # armed: the slot releases when its arrays die
             self._out = ctypes.POINTER(fl_batch)()
         else:  # the caller holds every other slot: copy, and give the slot back now
             tmp = _Slot(r)
-            images = _array(tmp, b.images, (n, h, w, ch), "|u1", np.uint8).copy()
-            labels = _array(tmp, b.labels, (n,), "<i4", np.int32).copy()
-            indices = _array(tmp, b.indices, (n,), "<u8", np.uint64).copy()
+            images = _array(tmp, b.images, (n, h, w, ch), ctypes.c_uint8, np.uint8).copy()
+            labels = _array(tmp, b.labels, (n,), ctypes.c_int32, np.int32).copy()
+            indices = _array(tmp, b.indices, (n,), ctypes.c_uint64, np.uint64).copy()
             batch = Batch(images, labels, indices, b, True)
             self._out = ctypes.POINTER(fl_batch)()
             self._lib.fl_loader_release(self._handle, out)
