@@ -218,8 +218,10 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
  * holds every ring slot (release one and call again: not fatal). */
 int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err);
 
-/* Give a batch's slot back to the ring. Batches may be released in any order; a pointer that is
- * not a held batch of L is ignored. Device mode: waits for the batch's host-to-device copy. */
+/* Give a batch's slot back to the ring. Batches may be released in any order and held as long as
+ * the caller likes: the workers go on with the other slots (a held slot is never refilled); only
+ * when every slot is held does fl_loader_next fail. A pointer that is not a held batch of L is
+ * ignored. Device mode: waits for the batch's host-to-device copy. */
 void fl_loader_release(fl_loader *L, fl_batch *b);
 
 /* Batches each epoch yields for this rank, and samples they hold. */
