@@ -322,7 +322,8 @@ static int pack_resume(pack_run *s, uint64_t resumed) {
 /* 4. Open the writer (a new DST.partial, or the one --resume continues). */
 static int pack_open_writer(pack_run *s) {
     const pd_pack_opts *po = s->po;
-    s->options_json = pd_job_options(pd_options_json(po, &s->plan, &s->items, s->dict_len), &s->job);
+    s->options_json = pd_options_json(po, &s->plan, &s->items, s->dict_len, s->job.count,
+                                      s->job.sha256);
     fl_writer_options wo;
     memset(&wo, 0, sizeof wo);
     wo.backend = po->backend;

@@ -209,7 +209,7 @@ static int option_compared(const char *key) {
 
 int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan, pd_job *j) {
     memset(j, 0, sizeof *j);
-    char *opts = pd_options_json(po, plan, items, 0);
+    char *opts = pd_options_json(po, plan, items, 0, 0, NULL);
     if (!opts) return -ENOMEM;
     fl_jdoc *doc = NULL;
     fl_error err;
@@ -286,23 +286,6 @@ int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *pl
 void pd_job_free(pd_job *j) {
     free(j->plan);
     j->plan = NULL;
-}
-
-char *pd_job_options(char *options, const pd_job *j) {
-    if (!options) return NULL;
-    char *end = strrchr(options, '}');
-    if (!end) return options;
-    /* is the object empty? then no comma */
-    const char *p = end;
-    while (p > options && (p[-1] == ' ' || p[-1] == '\n' || p[-1] == '\t')) p--;
-    int empty = p > options && p[-1] == '{';
-    char *out = NULL;
-    if (asprintf(&out, "%.*s%s\"inputs\": {\"count\": %llu, \"sha256\": \"%s\"}%s",
-                 (int)(end - options), options, empty ? "" : ", ", (unsigned long long)j->count,
-                 j->sha256, end) < 0)
-        out = NULL;
-    free(options);
-    return out;
 }
 
 /* ---- comparing jobs ------------------------------------------------------------------------- */

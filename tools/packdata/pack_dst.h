@@ -39,8 +39,4 @@ void pd_job_free(pd_job *j);
  * already complete for this job (reported as such), else the exit status. */
 int pd_dst_decide(const pd_pack_opts *po, pd_dst *d, const pd_job *j);
 
-/* The options object for the manifest: `options` (malloc'ed JSON object text, freed here) with
- * "inputs": {"count": N, "sha256": HEX} added. NULL when options is NULL or out of memory. */
-char *pd_job_options(char *options, const pd_job *j);
-
 #endif

@@ -115,9 +115,10 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
 int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict, size_t *len,
                         fl_error *err);
 
-/* The options object stored in the manifest (malloc'ed JSON text). */
+/* The options object stored in the manifest (malloc'ed JSON text), with
+ * "inputs": {"count", "sha256"} (the job's input digest) when inputs_sha256 is not NULL. */
 char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
-                      size_t dict_len);
+                      size_t dict_len, uint64_t input_count, const char *inputs_sha256);
 
 void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
                       uint64_t records, uint64_t skipped, uint64_t parse_skipped,

@@ -250,7 +250,7 @@ oom:
 }
 
 char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
-                      size_t dict_len) {
+                      size_t dict_len, uint64_t input_count, const char *inputs_sha256) {
     fl_json j;
     fl_json_init(&j);
     char b[64];
@@ -307,6 +307,15 @@ char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_item
     fl_json_string(&j, po->backend == FL_BACKEND_LMDB ? "lmdb" : "shards");
     fl_json_key(&j, "shard_size");
     fl_json_uint(&j, po->shard_size);
+    if (inputs_sha256) {
+        fl_json_key(&j, "inputs");
+        fl_json_begin_object(&j);
+        fl_json_key(&j, "count");
+        fl_json_uint(&j, input_count);
+        fl_json_key(&j, "sha256");
+        fl_json_string(&j, inputs_sha256);
+        fl_json_end_object(&j);
+    }
     fl_json_end_object(&j);
     char *s = fl_json_failed(&j) ? NULL : strdup(fl_json_text(&j));
     fl_json_free(&j);
