@@ -8,9 +8,10 @@
             ...                           # images: (N, H, W, C) uint8, labels: (N,) int32
         ckpt = {"loader": L.state_dict()} # resume later with L.load_state_dict(ckpt["loader"])
 
-    # torch tensors (normalized float NCHW on the GPU):
-    for x, y in fastload.torch_batches(L, device="cuda"):
-        ...
+    # PyTorch: an iterable of (images, labels) tensors, normalized on the GPU (see fastload.torch)
+    import fastload.torch as ft
+    loader = ft.Loader("data/packed", batch_size=256, size=224, augment="rrc", flip=True,
+                       device="cuda", dtype="bfloat16", layout="channels_last")
 
 The library is $FASTLOAD_LIBRARY when set, else the one inside this package (pip install ./python),
 else, in a source checkout, the build tree (build/libfastload.so); fastload.library_path() says which.
@@ -32,7 +33,8 @@ def version():
 
 
 def torch_batches(loader, device=None, **kwargs):
-    """Batches of `loader` as torch tensors; see fastload.torch_helpers.torch_batches."""
+    """Deprecated (use fastload.torch.Loader): batches of the fastload.Loader `loader` as torch
+    tensors; see fastload.torch_helpers.torch_batches."""
     try:
         from .torch_helpers import torch_batches as tb
     except ImportError as e:  # torch missing

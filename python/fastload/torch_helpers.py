@@ -1,77 +1,43 @@
-"""torch_helpers.py — fastload batches as torch tensors (only imported when torch is used).
-
-torch_batches(loader, device=None, ...) wraps a Loader's iteration:
-  * device None / "cpu" and normalize=False: uint8 NHWC tensors that share the batch memory
-    (torch.from_numpy, no copy; valid until the next batch, like the numpy arrays);
-  * otherwise the uint8 batch is moved to `device` first (a 4x smaller copy than float32),
-    with non_blocking=True, then converted there to float NCHW (or channels_last) and normalized
-    with (x / 255 - mean) / std. The batch's host memory is handed back to the loader only after
-    the copy has completed (a CUDA event), so the next batch can be prepared meanwhile.
+"""torch_helpers.py — the old fastload.torch_batches(loader, ...), kept for existing scripts as a
+thin wrapper over fastload.torch (which new code should use: fastload.torch.Loader).
 """
+import warnings
+
 import torch
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-def _convert(x, normalize, mean, std, dtype, channels_last):
-    x = x.permute(0, 3, 1, 2)  # NHWC -> NCHW view
-    if not normalize:
-        return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
-    x = x.to(dtype).div_(255.0)
-    if mean is not None:
-        c = x.shape[1]
-        m = torch.tensor(mean[:c], dtype=dtype, device=x.device).view(1, c, 1, 1)
-        s = torch.tensor(std[:c], dtype=dtype, device=x.device).view(1, c, 1, 1)
-        x = x.sub_(m).div_(s)
-    return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+from .torch import IMAGENET_MEAN, IMAGENET_STD, _Feeder  # noqa: F401
 
 
 def torch_batches(loader, device=None, normalize=True, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                   dtype=torch.float32, channels_last=False, non_blocking=True, epochs=1,
                   labels_dtype=torch.long):
-    """Yield (images, labels) torch tensors for `epochs` epochs (None: without end) of `loader`.
+    """Deprecated: use fastload.torch.Loader. Yield (images, labels) torch tensors for `epochs`
+    epochs (None: without end) of the fastload.Loader `loader`.
 
-    images: float `dtype` N×C×H×W normalized (normalize=True), or uint8 N×C×H×W (normalize=False
-    and a device) or the zero-copy uint8 N×H×W×C view (normalize=False, no device).
-    labels: `labels_dtype` tensor of N on `device`.
+    images: float `dtype` N×C×H×W (channels_last=True: that memory format) normalized as
+    (x / 255 - mean) / std (mean=None: x / 255), or, normalize=False, the uint8 N×H×W×C batch
+    (zero-copy on the CPU: the tensor keeps the batch's ring slot). labels: `labels_dtype` on
+    `device`. non_blocking is always used on CUDA (from the pinned batch, on a side stream).
     """
-    dev = torch.device(device) if device is not None else torch.device("cpu")
-    on_cuda = dev.type == "cuda"
+    warnings.warn("fastload.torch_batches is deprecated: use fastload.torch.Loader",
+                  DeprecationWarning, stacklevel=2)
+    del non_blocking
+    if mean is None:
+        mean, std = 0.0, 1.0
+    feed = _Feeder(device, dtype if normalize else None, "channels_last" if channels_last else "nchw",
+                   mean, std)
     done = 0
-    pending = None  # (batch, event) whose host memory an asynchronous copy may still read
     try:
         while epochs is None or done < epochs:
-            ended = False
-            while not ended:
-                b = loader.next_batch()
-                ended = b.last_in_epoch
-                x = torch.from_numpy(b.images)
-                y = torch.from_numpy(b.labels)
-                if on_cuda:
-                    x = x.to(dev, non_blocking=non_blocking)
-                    y = y.to(dev, non_blocking=non_blocking).to(labels_dtype)
-                    ev = torch.cuda.Event()
-                    ev.record()
-                    if pending is not None:
-                        pending[1].synchronize()
-                        pending[0].release()
-                    pending = (b, ev)
-                    yield _convert(x, normalize, mean, std, dtype, channels_last), y
-                elif normalize or dev.type != "cpu":
-                    x = _convert(x.to(dev), normalize, mean, std, dtype, channels_last)
-                    y = y.to(labels_dtype).to(dev)
-                    b.release()
-                    yield x, y
-                else:
-                    # zero-copy views: the batch is released when the next one is requested
-                    if pending is not None:
-                        pending[0].release()
-                    pending = (b, None)
-                    yield x, y.to(labels_dtype) if labels_dtype != torch.int32 else y
+            last = False
+            while not last:
+                loader._current = None
+                b = loader._current = loader.next_batch()
+                last = b.last_in_epoch
+                x, y = feed(b)
+                del b
+                yield x, y if labels_dtype == torch.int64 else y.to(labels_dtype)
             done += 1
     finally:
-        if pending is not None:
-            if pending[1] is not None:
-                pending[1].synchronize()
-            pending[0].release()
+        loader._current = None
+        feed.close()
