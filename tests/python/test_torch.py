@@ -2,12 +2,15 @@
 batches (uint8 zero-copy, float32/bf16/fp16 NCHW and channels_last against a reference computed
 from the uint8 batch), len, set_epoch, exact mid-epoch resume, rank/world from the environment and
 from torch.distributed (gloo, world 1), tensors valid after the loader moves on and after close,
-errors as fastload.errors classes. The CUDA paths are not exercised here (no GPU)."""
+errors as fastload.errors classes. No GPU here: the CUDA paths run only against fake streams and
+events (test_cuda_paths_fake_streams: the order of copy, wait, conversion and slot release)."""
 import gc
 import os
 import subprocess
 import sys
 import textwrap
+import contextlib
+import ctypes
 
 import pytest
 
@@ -15,7 +18,7 @@ np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
 import fastload  # noqa: E402
 import fastload.torch as ft  # noqa: E402
-from conftest import COUNT, H, K, W  # noqa: E402
+from conftest import COUNT, H, W  # noqa: E402
 
 BS = 16
 
@@ -219,3 +222,99 @@ def test_old_torch_batches_wrapper(ds):
     for (x, y), (ri, rl) in zip(got, ref):
         assert np.allclose(x.numpy(), reference(ri, (0.5,) * 3, (0.25,) * 3), atol=1e-5)
         assert np.array_equal(y.numpy(), rl)
+
+
+class _Fake:
+    """Stand-ins for torch.cuda streams and events that log what the feeder asks of them."""
+
+    def __init__(self):
+        self.log = []
+        self.events = []
+        fake = self
+
+        class Stream:
+            def __init__(self, device=None, name="side"):
+                self.name = name
+
+            def wait_event(self, ev):
+                fake.log.append(("wait_event", self.name, ev.on))
+
+            def wait_stream(self, other):
+                fake.log.append(("wait_stream", self.name, other.name))
+
+        class Event:
+            def __init__(self):
+                self.done, self.on = False, None
+                fake.events.append(self)
+
+            def record(self, stream):
+                self.on = stream.name
+                fake.log.append(("record", stream.name))
+
+            def query(self):
+                return self.done
+
+            def synchronize(self):
+                self.done = True
+
+        self.Stream, self.Event = Stream, Event
+        self.current = Stream(name="current")
+
+
+def _host_as_tensor(obj, device=None):
+    """torch.as_tensor of a _CudaArray whose 'device' pointer is host memory (the fake)."""
+    i = obj.__cuda_array_interface__
+    n = int(np.prod(i["shape"]))
+    ct = {"|u1": ctypes.c_uint8, "<i4": ctypes.c_int32}[i["typestr"]]
+    a = np.ctypeslib.as_array((ct * n).from_address(i["data"][0])).reshape(i["shape"])
+    return torch.from_numpy(a)
+
+
+class _DevBatch:
+    """A Batch as the library's device mode gives it, its 'device' buffers being host memory."""
+
+    def __init__(self, b):
+        self.b, self.images, self.labels = b, b.images, b.labels
+        self.device_images, self.device_labels = b.images.ctypes.data, b.labels.ctypes.data
+        self.stream, self.last_in_epoch = 1234, b.last_in_epoch
+
+
+@pytest.mark.parametrize("loader_device", [False, True])
+def test_cuda_paths_fake_streams(ds, monkeypatch, loader_device):
+    fake = _Fake()
+    monkeypatch.setattr(torch.cuda, "Stream", fake.Stream)
+    monkeypatch.setattr(torch.cuda, "Event", fake.Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: fake.current)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "ExternalStream",
+                        lambda ptr, device=None: fake.Stream(name=f"loader{ptr}"))
+    monkeypatch.setattr(torch.Tensor, "record_stream",
+                        lambda self, s: fake.log.append(("record_stream", s.name)))
+    monkeypatch.setattr(torch, "as_tensor", _host_as_tensor)
+    feed = ft._Feeder("cpu", torch.float32, "nchw", None, None, loader_device=loader_device)
+    feed.cuda, feed.side = True, fake.Stream(name="side")  # the CUDA branch, on the CPU
+    ref = plain_epoch(ds, order="seq")
+    with fastload.Loader(ds, batch_size=BS, order="seq", workers=2, drop_last=True) as L:
+        ring = L._ring
+        for k in range(4):
+            b = L.next_batch()
+            x, y = feed(_DevBatch(b) if loader_device else b)
+            del b
+            gc.collect()
+            want = reference(ref[k][0], ft.IMAGENET_MEAN, ft.IMAGENET_STD)
+            assert np.abs(x.numpy() - want).max() <= 1e-5 and np.array_equal(y.numpy(), ref[k][1])
+            assert y.dtype == torch.int64
+            # no event completed: the batches stay held, two at most (the oldest waited for)
+            assert len(feed.pending) == min(k + 1, 2) and ring.live == len(feed.pending)
+            assert all(ev.done for ev in fake.events[:-2]) and not fake.events[-1].done
+        if loader_device:  # wait for the loader's stream, event after the conversion's reads
+            assert fake.log[:2] == [("wait_stream", "current", "loader1234"), ("record", "current")]
+        else:  # copy on the side stream, event there, current waits, tensors marked for current
+            assert fake.log[:4] == [("record", "side"), ("wait_event", "current", "side"),
+                                    ("record_stream", "current"), ("record_stream", "current")]
+        fake.events[-2].done = True  # a finished event frees its batch at the next call
+        feed(L.next_batch())
+        assert len(feed.pending) == 2 and fake.events[-2].on is not None
+        feed.close()
+        gc.collect()
+        assert feed.pending == [] and ring.live == 0
