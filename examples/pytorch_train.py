@@ -73,6 +73,19 @@ def fastload_loader(path, args, device, dtype, train=True):
                      rank=0, world=1, **kw)
 
 
+class _Order(torch.utils.data.Sampler):
+    """The sample order of the current epoch (a list TorchLoader refills before each epoch)."""
+
+    def __init__(self, order):
+        self.order = order
+
+    def __iter__(self):
+        return iter(list(self.order))
+
+    def __len__(self):
+        return len(self.order)
+
+
 class TorchLoader:
     """torch.utils.data.DataLoader over torchvision ImageFolder(image_folder) with the augmentation
     of --loader fastload, yielding what fastload.torch yields (normalized `dtype` on `device`).
@@ -90,7 +103,7 @@ class TorchLoader:
             self.ds, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
         self.batch, self.workers = args.batch, args.workers or os.cpu_count()
         self.device, self.dtype, self.channels_last = device, dtype, args.channels_last
-        self.epoch, self.pos = 0, 0
+        self.epoch, self.pos, self.order, self.dl = 0, 0, [], None
         self.mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
         self.std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
 
@@ -109,10 +122,13 @@ class TorchLoader:
 
     def __iter__(self):
         self.sampler.set_epoch(self.epoch)
-        order = list(self.sampler)[self.pos * self.batch:len(self) * self.batch]
-        dl = torch.utils.data.DataLoader(self.ds, batch_size=self.batch, sampler=order, drop_last=True,
-                                         num_workers=self.workers, pin_memory=self.device.type == "cuda",
-                                         persistent_workers=False)
+        self.order[:] = list(self.sampler)[self.pos * self.batch:len(self) * self.batch]
+        if self.dl is None:  # one DataLoader: its workers persist across epochs, the order is per epoch
+            self.dl = torch.utils.data.DataLoader(
+                self.ds, batch_size=self.batch, sampler=_Order(self.order), drop_last=True,
+                num_workers=self.workers, pin_memory=self.device.type == "cuda",
+                persistent_workers=self.workers > 0)
+        dl = self.dl
         nb = self.device.type == "cuda"
         mf = torch.channels_last if self.channels_last else torch.contiguous_format
         for x, y in dl:
@@ -123,7 +139,43 @@ class TorchLoader:
         self.epoch, self.pos = self.epoch + 1, 0
 
     def close(self):
-        pass
+        self.dl = None  # (persistent workers end with the DataLoader)
+
+
+class GpuUtil:
+    """Mean GPU utilisation (NVML's %, sampled every 0.5 s by nvidia-smi, else torch.cuda.utilization
+    through pynvml) between start() and stop(); None when neither is available."""
+
+    def __init__(self, device):
+        import threading
+        self.idx, self.samples, self.done = device.index or 0, [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        import shutil
+        import subprocess
+        if shutil.which("nvidia-smi"):
+            r = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                                "-i", str(self.idx)], capture_output=True, text=True, timeout=5)
+            return float(r.stdout.split()[0])
+        return float(torch.cuda.utilization(self.idx))
+
+    def _run(self):
+        while not self.done.wait(0.5):
+            try:
+                self.samples.append(self._sample())
+            except Exception:
+                return
+
+    def start(self):
+        if not self.thread.is_alive():
+            self.thread.start()
+
+    def stop(self):
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join(6)
+        return round(sum(self.samples) / len(self.samples), 1) if self.samples else None
 
 
 def dataset_info(path):
@@ -180,6 +232,10 @@ def parse_args(argv=None):
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N steps in this run (0: no limit)")
     ap.add_argument("--print-every", type=int, default=0, help="progress every N batches (0: by --print-seconds)")
     ap.add_argument("--print-seconds", type=float, default=5.0, help="progress at least this often in an epoch")
+    ap.add_argument("--warmup-steps", type=int, default=0,
+                    help="steps left out of the --json figures (cuDNN autotuning, workers starting)")
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON line at the end: images/s, data-wait fraction, GPU utilisation")
     return ap.parse_args(argv)
 
 
@@ -238,6 +294,10 @@ def main(argv=None):
             os.replace(tmp, args.checkpoint)  # a killed save never leaves a half checkpoint
 
     run_steps, stop = 0, False
+    meas = {"t0": time.perf_counter(), "images": 0, "wait": 0.0}  # the --json figures, after warm-up
+    gpu = GpuUtil(device) if args.json and device.type == "cuda" else None
+    if gpu and not args.warmup_steps:
+        gpu.start()
     for epoch in range(start_epoch, args.epochs):
         if not (resumed and epoch == start_epoch):
             loader.set_epoch(epoch)  # (a resumed epoch keeps the checkpoint's position)
@@ -252,7 +312,9 @@ def main(argv=None):
                 x, y = next(it)
             except StopIteration:
                 break
-            wait += time.perf_counter() - tw
+            dw = time.perf_counter() - tw
+            wait += dw
+            meas["wait"] += dw
             with amp:
                 loss = loss_fn(train_model(x), y)
             opt.zero_grad(set_to_none=True)
@@ -264,6 +326,13 @@ def main(argv=None):
             b += 1
             step += 1
             run_steps += 1
+            meas["images"] += len(y)
+            if run_steps == args.warmup_steps:
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                meas = {"t0": time.perf_counter(), "images": 0, "wait": 0.0}
+                if gpu:
+                    gpu.start()
             stop = bool(args.max_steps) and run_steps >= args.max_steps
             now = time.perf_counter()
             if stop or (args.print_every and b % args.print_every == 0) or \
@@ -289,6 +358,18 @@ def main(argv=None):
             say(f"  val top-1: {evaluate(model, args.val, args, device, in_dtype, amp):.4f}")
         if stop:
             break
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - meas["t0"]
+    if args.json and rank == 0:
+        import json
+        print(json.dumps({"loader": args.loader, "model": args.model, "size": args.size, "batch": args.batch,
+                          "world": world, "amp": args.amp, "channels_last": args.channels_last,
+                          "steps": run_steps, "measured_steps": max(run_steps - args.warmup_steps, 0),
+                          "images_per_sec": round(meas["images"] * world / dt, 1) if meas["images"] else None,
+                          "data_wait_fraction": round(meas["wait"] / dt, 4) if meas["images"] else None,
+                          "gpu_util": gpu.stop() if gpu else None,
+                          "torch": torch.__version__}), flush=True)
     loader.close()
     if ddp:
         dist.destroy_process_group()
