@@ -141,6 +141,12 @@ class _Feeder:
         if wait_all:
             self.pending.clear()
 
+    def make_room(self):
+        """Before asking the loader for a batch: keep at most _PENDING_MAX - 1 slots held, so the
+        ring has a free slot and the batch comes zero-copy (with the device buffers)."""
+        if self.pending:
+            self._retire()
+
     def __call__(self, b):
         t = self.torch
         x = t.from_numpy(b.images)   # the numpy array holds the slot; the tensor holds the array
@@ -275,6 +281,7 @@ class Loader:
         L = self._loader
         e = L.position()[0]
         while L.position()[0] == e:
+            self._feed.make_room()
             b = L.next_batch()
             last = b.last_in_epoch
             out = self._feed(b)

@@ -32,6 +32,7 @@ def torch_batches(loader, device=None, normalize=True, mean=IMAGENET_MEAN, std=I
             last = False
             while not last:
                 loader._current = None
+                feed.make_room()
                 b = loader._current = loader.next_batch()
                 last = b.last_in_epoch
                 x, y = feed(b)

@@ -294,10 +294,14 @@ def test_cuda_paths_fake_streams(ds, monkeypatch, loader_device):
     feed = ft._Feeder("cpu", torch.float32, "nchw", None, None, loader_device=loader_device)
     feed.cuda, feed.side = True, fake.Stream(name="side")  # the CUDA branch, on the CPU
     ref = plain_epoch(ds, order="seq")
-    with fastload.Loader(ds, batch_size=BS, order="seq", workers=2, drop_last=True) as L:
+    # workers=1: a ring of 3 slots; make_room keeps one free, so no batch comes as a copy
+    with fastload.Loader(ds, batch_size=BS, order="seq", workers=1, drop_last=True) as L:
         ring = L._ring
+        assert ring.nslots == 3
         for k in range(4):
+            feed.make_room()
             b = L.next_batch()
+            assert not b.copied
             x, y = feed(_DevBatch(b) if loader_device else b)
             del b
             gc.collect()
@@ -307,12 +311,14 @@ def test_cuda_paths_fake_streams(ds, monkeypatch, loader_device):
             # no event completed: the batches stay held, two at most (the oldest waited for)
             assert len(feed.pending) == min(k + 1, 2) and ring.live == len(feed.pending)
             assert all(ev.done for ev in fake.events[:-2]) and not fake.events[-1].done
+            assert not any(ev.done for ev in fake.events[-2:])
         if loader_device:  # wait for the loader's stream, event after the conversion's reads
             assert fake.log[:2] == [("wait_stream", "current", "loader1234"), ("record", "current")]
         else:  # copy on the side stream, event there, current waits, tensors marked for current
             assert fake.log[:4] == [("record", "side"), ("wait_event", "current", "side"),
                                     ("record_stream", "current"), ("record_stream", "current")]
         fake.events[-2].done = True  # a finished event frees its batch at the next call
+        feed.make_room()
         feed(L.next_batch())
         assert len(feed.pending) == 2 and fake.events[-2].on is not None
         feed.close()
