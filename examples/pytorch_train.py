@@ -305,6 +305,7 @@ def main(argv=None):
         n = n_last = wait = wait_last = 0
         b = b_last = start_batch if resumed and epoch == start_epoch else 0  # batches done in the epoch
         loss_acc = torch.zeros((), device=device)  # summed on the device: no sync per step
+        loss_epoch = torch.zeros((), device=device)
         it = iter(loader)
         while True:
             tw = time.perf_counter()
@@ -322,6 +323,7 @@ def main(argv=None):
             scaler.step(opt)
             scaler.update()
             loss_acc += loss.detach().float()
+            loss_epoch += loss.detach().float()
             n += len(y)
             b += 1
             step += 1
@@ -349,7 +351,7 @@ def main(argv=None):
         if device.type == "cuda":
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
-        say(f"epoch {epoch}: {n // args.batch} batches, {n * world / dt:,.0f} img/s, data wait {100 * wait / dt:.1f}% "
+        say(f"epoch {epoch}: loss {loss_epoch.item() / max(n // args.batch, 1):.4f}, {n // args.batch} batches, {n * world / dt:,.0f} img/s, data wait {100 * wait / dt:.1f}% "
             f"of {dt:.1f} s", flush=True)
         if stop:
             del it  # (the generator's position is the loader's state)

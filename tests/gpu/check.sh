@@ -3,7 +3,8 @@
 # the Debian dependencies, configure with CUDA ON and build; (2) run ctest, GPU tests included;
 # (3) train Fashion-MNIST in bf16 with trainfast and time it; (4) train the same model in PyTorch
 # (AMP bf16, channels_last) and compare images/s; (5) report trainfast's data-wait fraction;
-# (6) print a table of these figures beside their targets. Self-contained: no network needed.
+# (5b) ResNet-50 (AMP bf16, channels_last, 224 px, batch 256) fed by fastload.torch vs
+# torch.utils.data.DataLoader over the same JPEGs; (6) print a table of these figures beside their targets. Self-contained: no network needed.
 #
 # Usage: tests/gpu/check.sh [--build DIR] [--deps PREFIX] [--quick]
 #   --build DIR    build directory (default: build-gpu in the repository)
@@ -15,7 +16,9 @@
 #   for both trainers), CHECK_TRAIN_ARGS (extra trainfast options), CHECK_BUDGET_S (default 480),
 #   CHECK_RESIDUAL=1 (fastcnn --residual in both trainers), CHECK_SUITE=0 (skip the non-GPU tests), CHECK_DEVICE=cpu (dry run of the script without a GPU),
 #   CHECK_DATA (packed Fashion-MNIST with train/ and test/; default samples/fashion-mnist/packed,
-#   packed there from samples/fashion-mnist/data when only the IDX files were carried).
+#   packed there from samples/fashion-mnist/data when only the IDX files were carried),
+#   CHECK_PHOTOS (ImageFolder of JPEGs for the ResNet-50 loader step; default BUILD/photos/img, made
+#   by bench/make_photos.py), CHECK_PHOTOS_COUNT (2560), CHECK_R50_STEPS (50, of which 10 warm-up).
 # Exit status: 0 when every target is met, 1 when one is missed or a step failed, 2 usage.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -27,7 +30,7 @@ while (($#)); do
     --build) build="$2"; shift 2 ;;
     --deps) deps="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -237,6 +240,45 @@ elif ((!quick)); then
     STATUS=1 # no training run: the accuracy/speed targets are not met (the table says "not run")
 fi
 
+# ---- (5b) ResNet-50 fed by fastload.torch vs torch.utils.data.DataLoader over the same photo JPEGs ----
+# examples/pytorch_train.py, AMP bf16, channels_last, batch 256 at 224 px (RandomResizedCrop + flip in
+# both), CHECK_R50_STEPS steps of which the first 10 are left out; each prints images/s, data-wait
+# fraction and the GPU's mean utilisation (nvidia-smi). The photos: CHECK_PHOTOS (an ImageFolder) or
+# made by bench/make_photos.py from the skimage sample photographs (installed, or carried as
+# .deps/photo-src/skimage/data, see README.md), packed by packdata into BUILD/photos-packed.
+photos="${CHECK_PHOTOS:-$build/photos/img}"
+photos_packed="$build/photos/packed"
+if [[ $DEVICE == cpu ]]; then
+    RES[r50]=dry
+    log "resnet50 loaders: skipped (CHECK_DEVICE=cpu: needs a GPU)"
+elif ((!quick)); then
+    RES[r50]=nodata
+    if [[ ! -d "$photos" ]]; then
+        run_step make_photos 90 env PYTHONPATH="$root/.deps/photo-src${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" \
+            "$root/bench/make_photos.py" "$photos" --count "${CHECK_PHOTOS_COUNT:-2560}" --mean-pixels 150000 ||
+            { tail -3 "$OUT/make_photos.log" | sed 's/^/    /'; rm -rf "$photos"; }
+    fi
+    if [[ -d "$photos" && ! -f "$photos_packed/manifest.json" ]]; then
+        run_step pack_photos 60 "$packdata" pack "$photos" "$photos_packed" || tail -3 "$OUT/pack_photos.log"
+    fi
+    if [[ -f "$photos_packed/manifest.json" ]]; then
+        RES[r50]=run
+        export FASTLOAD_LIBRARY="$build/libfastload.so"
+        r50=(--device cuda --model resnet50 --size 224 --batch 256 --amp bf16 --channels-last --epochs 100000
+             --max-steps "${CHECK_R50_STEPS:-50}" --warmup-steps 10 --json)
+        for l in fastload torch; do
+            run_step "r50_$l" 120 "$PYTHON" "$root/examples/pytorch_train.py" "$photos_packed" --loader "$l" \
+                --image-folder "$photos" "${r50[@]}" || STATUS=1
+            tail -2 "$OUT/r50_$l.log" | sed 's/^/    /'
+            for k in images_per_sec data_wait_fraction gpu_util; do
+                RES[r50_${l}_$k]="$(json_field "$OUT/r50_$l.log" "$k")"
+            done
+        done
+    else
+        STATUS=1
+    fi
+fi
+
 # ---- the rest of the suite last: on the GPU machine it matters least, so it gets the time left ----
 if ((!quick)) && [[ "${CHECK_SUITE:-1}" != 0 ]]; then
     run_step ctest_all 150 ctest --test-dir "$build" -LE gpu -j "$jobs" --timeout 120
@@ -279,6 +321,23 @@ sp = ips / pt if ips and pt else None
 row("trainfast / PyTorch images/s", f"{sp:.2f}x" if sp else "n/a", ">= 1.2x", None if sp is None else sp >= 1.2)
 row("trainfast data-wait fraction", f"{100*wait:.2f}%" if wait is not None else "not run", "< 2%",
     None if wait is None else wait < 0.02)
+r50 = R.get("r50")
+if r50:
+    why = {"dry": "not run (CHECK_DEVICE=cpu)", "nodata": "not run (no photo set)"}.get(r50)
+    def fig(loader, k, fmt):
+        v = num(f"r50_{loader}_{k}")
+        return (why or "failed") if v is None else fmt(v)
+    for l, name in (("fastload", "fastload.torch"), ("torch", "DataLoader")):
+        row(f"ResNet-50 bf16 224px b256, {name}: images/s", fig(l, "images_per_sec", lambda v: f"{v:,.0f}"), "", None)
+        row(f"ResNet-50, {name}: GPU utilisation", fig(l, "gpu_util", lambda v: f"{v:.0f}%"), "", None)
+    fw, tw = num("r50_fastload_data_wait_fraction"), num("r50_torch_data_wait_fraction")
+    row("ResNet-50, fastload.torch: data wait", fig("fastload", "data_wait_fraction", lambda v: f"{100*v:.1f}%"),
+        "< 5% of step time", None if r50 == "dry" else (fw is not None and fw < 0.05))
+    row("ResNet-50, DataLoader: data wait (peer)", fig("torch", "data_wait_fraction", lambda v: f"{100*v:.1f}%"),
+        "", None)
+    fi, ti = num("r50_fastload_images_per_sec"), num("r50_torch_images_per_sec")
+    if fi and ti:
+        row("ResNet-50 fastload.torch / DataLoader images/s", f"{fi / ti:.2f}x", "", None)
 pt1 = num("pt_top1")
 if pt1 is not None:
     row("PyTorch test top-1 (reference)", f"{100*pt1:.2f}%", "", None)
