@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# storage.sh — libfastload reading a data set bigger than the page cache it may use, beside the device's
+# own limit measured by fio in the same run (issue 14, item 1). Each figure: median of --runs runs.
+#   data: raw uint8 records 64x64x3 (12 KiB) and 224x224x3 (147 KiB) cut from real photographs
+#         (bench/make_photos.py, python3-skimage's photos; hard-linked copies repeat them to reach --gib),
+#         and JPEG records (--encode keep) of the 224-class photos;
+#   memory: every loader run is inside a cgroup v1 memory group limited to --limit-mib (the page
+#         cache counts against it; each raw data set is >= 4x the limit), and the page cache is
+#         dropped before each run (echo 3 > /proc/sys/vm/drop_caches), so every read is cold;
+#   peers: fio on the same shard files, O_DIRECT, io_uring, iodepth 32, 2 jobs — random reads of the
+#         record size rounded up to 4 KiB (peer of --order random) and 1 MiB sequential reads (the
+#         limit of --order quasi, which can read whole blocks); JPEG: the same loader run from a
+#         warm page cache (outside the cgroup), to show whether the I/O is hidden behind decode;
+#   loader: `fastload bench --io uring --workers 2 --batch 64 --epochs 2` (batch 64 keeps the loader's own
+#         buffers well under the cgroup limit), --order random and quasi, with
+#         --direct and buffered (cold cache); useful MB/s (batch bytes delivered) and images/s,
+#         read amplification (bytes read / bytes delivered), page-cache growth (Cached in
+#         /proc/meminfo after - before), the cgroup's peak charge and the loader's peak RSS.
+# Targets (issue 14): direct random >= 0.9x fio random (12 KiB and 147 KiB); direct quasi >= 1.5x
+# direct random on 12 KiB; direct page-cache growth < 64 MiB; JPEG cold = warm images/s (>= 0.95x).
+# Needs root (drop_caches, cgroup), cgroup v1 memory controller, fio (installed with apt-get unless
+# --no-setup), python3-skimage + python3-pil. Exit: 0 ok, 1 error, 2 usage, 77 skipped (no root,
+# no cgroup v1 memory controller, or no fio).
+# Usage: bench/storage.sh [--runs R (3)] [--gib G (1): size of each raw data set] [--limit-mib M (256)]
+#                         [--fio-seconds S (5)] [--batch B (64)] [--build DIR] [--out DIR (/var/tmp/fl-storage)]
+#                         [--keep] [--no-setup]
+#   --keep: leave the photos, data sets and per-run JSON under --out (default: removed at the end)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+runs=3 gib=1 limit_mib=256 batch=64 fio_s=5 build="$root/build" out=/var/tmp/fl-storage keep=0 setup=1
+while (($#)); do
+    case "$1" in
+        --runs) runs=$2; shift 2 ;;
+        --gib) gib=$2; shift 2 ;;
+        --limit-mib) limit_mib=$2; shift 2 ;;
+        --fio-seconds) fio_s=$2; shift 2 ;;
+        --batch) batch=$2; shift 2 ;;
+        --build) build=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --keep) keep=1; shift ;;
+        --no-setup) setup=0; shift ;;
+        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "storage.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+[[ $runs =~ ^[1-9][0-9]*$ && $limit_mib =~ ^[1-9][0-9]*$ && $batch =~ ^[1-9][0-9]*$ && $fio_s =~ ^[1-9][0-9]*$ && $gib =~ ^[0-9.]+$ ]] \
+    || { echo "storage.sh: --runs, --limit-mib, --fio-seconds, --gib must be positive numbers" >&2; exit 2; }
+py=/usr/bin/python3
+cgbase=/sys/fs/cgroup/memory
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "storage.sh: SKIP: needs root (drop_caches and a memory cgroup)"; exit 77
+fi
+if [[ ! -w $cgbase/cgroup.procs ]]; then
+    echo "storage.sh: SKIP: no cgroup v1 memory controller at $cgbase"; exit 77
+fi
+if ((setup)); then
+    missing=()
+    for p in fio python3-skimage python3-pil; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        echo "storage.sh: installing ${missing[*]}"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+fi
+command -v fio >/dev/null || { echo "storage.sh: SKIP: fio not installed (apt-get install fio)"; exit 77; }
+fastload="$build/tools/fastload/fastload"
+packdata="$build/tools/packdata/packdata"
+[[ -x $fastload && -x $packdata ]] || { echo "storage.sh: $fastload or $packdata not built" >&2; exit 1; }
+
+cg="$cgbase/fl-storage.$$"
+cleanup() {
+    if [[ -d $cg ]]; then # move anything left to the parent, then remove the group
+        while read -r pid; do echo "$pid" >"$cgbase/cgroup.procs" 2>/dev/null || true; done <"$cg/cgroup.procs"
+        rmdir "$cg" 2>/dev/null || echo "storage.sh: could not remove $cg" >&2
+    fi
+    if ((keep)); then echo "storage.sh: kept $out"; else rm -rf "$out"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+mkdir "$cg"
+echo $((limit_mib << 20)) >"$cg/memory.limit_in_bytes"
+mkdir -p "$out/json"
+
+# --- data ---------------------------------------------------------------------------------------
+# Unique photos are few (packing decodes each one); hard-linked copies (packdata refuses a path listed
+# twice) repeat them to reach the size, which does not matter to the device: every record is its own
+# bytes at its own offset.
+make_set() { # make_set NAME MEAN_PIXELS COUNT
+    [[ -d $out/$1 ]] || { $py "$root/bench/make_photos.py" "$out/$1.tmp" --count "$3" --mean-pixels "$2" \
+        >/dev/null && mv "$out/$1.tmp" "$out/$1"; }
+}
+pack() { # pack NAME PHOTO_DIR COPIES packdata-options...
+    local name=$1 src=$2 copies=$3 rep="$2.rep" k; shift 3
+    [[ -d $out/$name ]] && return 0
+    rm -rf "$rep"; mkdir -p "$rep"
+    for ((k = 0; k < copies; k++)); do cp -al "$src" "$rep/$k"; done
+    (cd "$rep" && find . -type f -name '*.jpg' | sort | awk -F/ '{print $0" "$3}') >"$rep/all.list"
+    "$packdata" pack "$rep/all.list" "$out/$name" --class-names "$(ls "$src" | paste -sd,)" "$@" --quiet
+}
+echo "storage.sh: making the data sets under $out (${gib} GiB each raw set, cgroup limit ${limit_mib} MiB)"
+make_set photos64 4096 3000
+make_set photos224 60000 1500
+n64=$($py -c "import math; print(math.ceil($gib * 2**30 / 12288 / 3000))")
+n224=$($py -c "import math; print(math.ceil($gib * 2**30 / 150528 / 1500))")
+pack raw64 "$out/photos64" "$n64" --encode raw --resize 64x64 --compress none
+pack raw224 "$out/photos224" "$n224" --encode raw --resize 224x224 --compress none
+pack jpeg "$out/photos224" "$n224" --encode keep
+du -sh "$out"/raw64 "$out"/raw224 "$out"/jpeg | sed 's/^/  /'
+
+# --- measuring ----------------------------------------------------------------------------------
+cached_kib() { awk '/^Cached:/{print $2}' /proc/meminfo; }
+cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# in_cg CMD...: run CMD inside the memory group (the shell enters it, then execs CMD)
+in_cg() { bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"; }
+# loader NAME DATASET [in_cg|warm] options...: one `fastload bench` run; adds the page-cache growth
+# and the cgroup's peak charge to its JSON
+loader() {
+    local name=$1 ds=$2 where=$3 i=$4; shift 4
+    local f="$out/json/$name.$i.json" before after
+    if [[ $where == warm ]]; then cat "$out/$ds"/* >/dev/null; else cold; fi
+    echo 0 >"$cg/memory.max_usage_in_bytes"
+    before=$(cached_kib)
+    if [[ $where == warm ]]; then
+        "$fastload" bench "$out/$ds" --workers 2 --batch "$batch" --io uring -q --json "$@" >"$f.raw"
+    else
+        in_cg "$fastload" bench "$out/$ds" --workers 2 --batch "$batch" --io uring -q --json "$@" >"$f.raw"
+    fi
+    after=$(cached_kib)
+    $py - "$f.raw" "$f" "$before" "$after" "$(cat "$cg/memory.max_usage_in_bytes")" "$where" \
+        "$(awk '$1=="cache"{print $2}' "$cg/memory.stat")" "$(awk '$1=="shmem"{print $2}' "$cg/memory.stat")" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+# the page cache (and shmem) still charged to the group after the run: the loader's own share
+j["cgroup_cache_mib"] = int(sys.argv[7]) / 2**20 if sys.argv[6] != "warm" else None
+j["cgroup_shmem_mib"] = int(sys.argv[8] or 0) / 2**20 if sys.argv[6] != "warm" else None
+j["page_cache_growth_mib"] = (int(sys.argv[4]) - int(sys.argv[3])) / 1024
+j["cgroup_peak_mib"] = int(sys.argv[5]) / 2**20 if sys.argv[6] != "warm" else None
+j["read_amplification"] = j["bytes_read"] / j["bytes_out"] if j["bytes_out"] else None
+json.dump(j, open(sys.argv[2], "w"))
+EOF
+    rm -f "$f.raw"
+}
+# fio_run NAME DATASET RW BS: the device's limit on the same shard files
+fio_run() {
+    local name=$1 ds=$2 rw=$3 bs=$4 i=$5 files
+    files=$(ls "$out/$ds"/*.fls | paste -sd:)
+    cold
+    fio --name="$name" --filename="$files" --rw="$rw" --bs="$bs" --direct=1 --ioengine=io_uring \
+        --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime="$fio_s" \
+        --output-format=json >"$out/json/$name.$i.raw"
+    $py - "$out/json/$name.$i.raw" "$out/json/$name.$i.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+json.dump({"mb_per_sec": r["bw_bytes"] / 1e6, "iops": r["iops"]}, open(sys.argv[2], "w"))
+EOF
+    rm -f "$out/json/$name.$i.raw"
+}
+
+# 2 epochs for raw sets (RSS across epochs); JPEG runs (random-resized-crop 224 + flip) are
+# decode-bound: about 10,000 images each
+jb=(--size 224 --augment "rrc,flip" --batches $((10000 / batch)))
+for ((i = 1; i <= runs; i++)); do
+    echo "storage.sh: run $i of $runs"
+    fio_run fio-rand12k raw64 randread 12k "$i"
+    fio_run fio-seq-raw64 raw64 read 1m "$i"
+    fio_run fio-rand148k raw224 randread 148k "$i"
+    fio_run fio-seq-raw224 raw224 read 1m "$i"
+    for ds in raw64 raw224; do
+        for order in random quasi; do
+            loader "$ds-direct-$order" "$ds" cg "$i" --order "$order" --direct --epochs 2
+            loader "$ds-buffered-$order" "$ds" cg "$i" --order "$order" --epochs 2
+        done
+    done
+    loader jpeg-direct-random jpeg cg "$i" --order random --direct "${jb[@]}"
+    loader jpeg-buffered-random jpeg cg "$i" --order random "${jb[@]}"
+    loader jpeg-warm-random jpeg warm "$i" --order random "${jb[@]}"
+done
+
+# --- table --------------------------------------------------------------------------------------
+$py - "$out/json" "$runs" "$limit_mib" <<'EOF'
+import json, os, statistics, sys
+d, runs, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def med(name, key):
+    v = [json.load(open(os.path.join(d, f"{name}.{i}.json"))).get(key) for i in range(1, runs + 1)]
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else None
+def maxof(name, key):
+    v = [max(json.load(open(os.path.join(d, f"{name}.{i}.json")))[key]) for i in range(1, runs + 1)]
+    return max(v)
+rows = []  # figure, unit key, value, peer name, peer value, target
+for ds, rec, fr, fs in (("raw64", "raw 64x64x3 12 KiB", "fio-rand12k", "fio-seq-raw64"),
+                        ("raw224", "raw 224x224x3 147 KiB", "fio-rand148k", "fio-seq-raw224")):
+    rows.append((f"fio randread {fr[8:]}, {ds} files", med(fr, "mb_per_sec"), f"{med(fr, 'iops'):,.0f} IOPS", None, None, ""))
+    rows.append((f"fio seq read 1m, {ds} files", med(fs, "mb_per_sec"), "", None, None, ""))
+    for mode in ("direct", "buffered"):
+        r = f"{ds}-{mode}-random"; q = f"{ds}-{mode}-quasi"
+        tr = ">=0.9" if mode == "direct" else ""
+        rows.append((f"{rec} {mode} random", med(r, "mb_per_sec"), "fio randread", med(fr, "mb_per_sec"), r, tr))
+        rows.append((f"{rec} {mode} quasi", med(q, "mb_per_sec"), "fio randread", med(fr, "mb_per_sec"), q, ""))
+        rows.append((f"{rec} {mode} quasi", med(q, "mb_per_sec"), f"{mode} random",
+                     med(r, "mb_per_sec"), q, ">=1.5" if mode == "direct" and ds == "raw64" else ""))
+        rows.append((f"{rec} {mode} quasi", med(q, "mb_per_sec"), "fio seq 1m", med(fs, "mb_per_sec"), q, ""))
+w = "jpeg-warm-random"
+for mode in ("direct", "buffered"):
+    n = f"jpeg-{mode}-random"
+    rows.append((f"JPEG {mode} cold random (img/s)", med(n, "images_per_sec"), "warm page cache",
+                 med(w, "images_per_sec"), n, ">=0.95"))
+print(f"\n(medians of {runs} runs; loader: 2 workers, io_uring, inside a {limit} MiB memory cgroup, "
+      "page cache dropped before each run; MB/s = 1e6 B/s of records delivered; "
+      "amp = bytes read / bytes delivered (JPEG: decoded bytes); cache = Cached growth (whole machine); cg cache = page cache still charged to the cgroup after the run; cg = cgroup peak; RSS = loader peak)")
+hdr = f"| {'figure':<38} | {'value':>9} | {'peer':<16} | {'peer value':>10} | {'ratio':>6} | {'target':>6} | {'amp':>5} | {'cache MiB':>9} | {'cg cache':>8} | {'cg MiB':>6} | {'RSS MiB':>7} |"
+print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
+for fig, val, peer, pval, name, target in rows:
+    ratio = f"{val / pval:.2f}x" if pval else ""
+    extra = ["", "", "", "", ""]
+    if name:
+        amp = med(name, "read_amplification"); cache = med(name, "page_cache_growth_mib")
+        cgp = med(name, "cgroup_peak_mib"); rss = maxof(name, "rss_mib_per_epoch")
+        cgc = med(name, "cgroup_cache_mib")
+        extra = [f"{amp:.2f}" if amp else "", f"{cache:.0f}", f"{cgc:.0f}" if cgc is not None else "-",
+                 f"{cgp:.0f}" if cgp is not None else "-", f"{rss:.0f}"]
+    print(f"| {fig:<38} | {val:>9,.0f} | {peer:<16} | {(f'{pval:,.0f}' if pval else ''):>10} | {ratio:>6} | {target:>6} | "
+          f"{extra[0]:>5} | {extra[1]:>9} | {extra[2]:>8} | {extra[3]:>6} | {extra[4]:>7} |")
+rss = {n: json.load(open(os.path.join(d, f"{n}.1.json")))["rss_mib_per_epoch"]
+       for n in ("raw64-direct-random", "raw224-direct-random")}
+print("RSS per epoch (run 1, MiB): " + "; ".join(f"{k} {[round(x) for x in v]}" for k, v in rss.items()))
+EOF
