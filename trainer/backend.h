@@ -202,6 +202,16 @@ typedef struct tf_backend_ops {
      * --sync-bn where unsupported), FL_E_CUDA, those of comm's callbacks. */
     int (*attach_comm)(tf_backend *b, const tf_comm *comm, char *note, size_t note_cap,
                        fl_error *err);
+
+    /* Optional (NULL: this backend cannot predict): the forward of eval_batch without TTA (BN in
+     * eval mode, no augmentation; use_ema as there) returning the logits themselves:
+     * batch->n x spec->num_classes fp32, row-major, written to `logits` (host memory the caller
+     * owns), so their argmax is eval_batch's top-1 without TTA. The label values are not used
+     * (batch->labels must still point at n labels). The CUDA backend computes in its configured
+     * precision (bf16 as in training) and converts the logits to fp32 on the device. Does not
+     * change the training state. Errors: as eval_batch. */
+    int (*predict_batch)(tf_backend *b, const tf_batch *batch, int use_ema, float *logits,
+                         fl_error *err);
 } tf_backend_ops;
 
 /* The CPU fp32 reference backend (trainer/cpu). Always built. */

@@ -174,7 +174,7 @@ static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_bac
     return 0;
 }
 
-static int check_batch(tf_backend *b, const tf_batch *x, fl_error *err)
+static int check_shape(tf_backend *b, const tf_batch *x, fl_error *err)
 {
     const tf_model_spec *s = b->spec;
     if (x->n == 0 || x->n > b->cfg.max_batch)
@@ -184,6 +184,15 @@ static int check_batch(tf_backend *b, const tf_batch *x, fl_error *err)
         return fl_error_set(err, FL_E_INVALID,
                             "batch images are %ux%ux%u but model %s expects %dx%dx%d (HxWxC)", x->h,
                             x->w, x->c, s->name, s->in_h, s->in_w, s->in_c);
+    return 0;
+}
+
+static int check_batch(tf_backend *b, const tf_batch *x, fl_error *err)
+{
+    const tf_model_spec *s = b->spec;
+    int rc = check_shape(b, x, err);
+    if (rc)
+        return rc;
     if (x->accum_group > (uint32_t)b->cfg.accum ||
         (x->accum_group && b->accum_count >= x->accum_group))
         return fl_error_set(err, FL_E_INVALID,
@@ -429,6 +438,25 @@ static int cpu_eval_batch(tf_backend *b, const tf_batch *x, int flip_tta, int us
     return 0;
 }
 
+/* backend.h predict_batch: exactly the forward of cpu_eval_batch's first pass, so the argmax of
+ * these logits is eval's top-1 without TTA, bit for bit */
+static int cpu_predict_batch(tf_backend *b, const tf_batch *x, int use_ema, float *logits,
+                             fl_error *err)
+{
+    int rc = check_shape(b, x, err);
+    if (rc)
+        return rc;
+    if (use_ema && !b->ema_params)
+        return fl_error_set(err, FL_E_INVALID, "prediction with EMA weights but EMA is off");
+    const tf_model_spec *s = b->spec;
+    const int N = (int)x->n;
+    cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0, 0,
+                 NULL, 0, b->act[0]);
+    forward(b, N, 0, use_ema ? b->ema_params : b->params, use_ema ? b->ema_stats : b->stats);
+    memcpy(logits, b->act[s->n_tensors - 1], sizeof(float) * (size_t)N * (size_t)s->num_classes);
+    return 0;
+}
+
 static int cpu_get_state(tf_backend *b, tf_state *st, fl_error *err)
 {
     const size_t P = sizeof(float) * (size_t)b->spec->param_count,
@@ -517,6 +545,7 @@ static const tf_backend_ops cpu_ops = {
     .describe = cpu_describe,
     .destroy = cpu_destroy,
     .attach_comm = cpu_attach_comm,
+    .predict_batch = cpu_predict_batch,
 };
 
 const tf_backend_ops *tf_backend_cpu(void) { return &cpu_ops; }

@@ -677,6 +677,44 @@ static int gpu_eval_batch(tf_backend *b, const tf_batch *bt, int flip_tta, int u
     return 0;
 }
 
+/* backend.h predict_batch: eval_batch's forward without TTA, the logits converted to fp32 on the
+ * device (into scratch: it holds the largest tensor, at least max_batch x H x W x 8 halves for the
+ * input, far more than max_batch x classes floats; checked) and copied to the caller. */
+static int gpu_predict_batch(tf_backend *b, const tf_batch *bt, int use_ema, float *logits,
+                             fl_error *err) {
+    const tf_model_spec *s = b->spec;
+    int n = (int)bt->n, copied, last = s->n_tensors - 1;
+    size_t nl = (size_t)n * s->num_classes;
+    size_t room = (size_t)b->max_batch * s->in_h * s->in_w * b->in_cpad * b->esize;
+    if (use_ema && !(b->cfg.ema_decay > 0))
+        return fl_error_set(err, FL_E_INVALID, "cuda backend: predict with EMA weights but EMA is off");
+    if (b->dt != FLK_F32 && nl * 4 > room)
+        return fl_error_set(err, FL_E_UNSUPPORTED, "cuda backend: %zu logits do not fit the scratch "
+                            "buffer (%zu bytes)", nl, room);
+    GPU_CUDA(cudaSetDevice(b->cfg.device));
+    const float *P = use_ema ? b->ema_p : b->params;
+    float *S = use_ema ? b->ema_s : b->stats;
+    if (use_ema) GPU_TRY(refresh_weights(b, P, err));
+    int rc = stage_input(b, bt, 0, 0, &copied, err);
+    if (!rc) rc = forward(b, n, 0, P, S, err);
+    const void *src = b->act[last];
+    if (!rc && b->dt != FLK_F32) {
+        cudaError_t e = flk_cast(b->act[last], b->dt, b->scratch, FLK_F32, nl, b->stream);
+        if (e != cudaSuccess) rc = gpu_fail_cuda(err, e, "flk_cast (logits)", __FILE__, __LINE__);
+        src = b->scratch;
+    }
+    if (!rc) {
+        cudaError_t e = cudaMemcpyAsync(logits, src, nl * 4, cudaMemcpyDeviceToHost, b->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(b->stream);
+        if (e != cudaSuccess) rc = gpu_fail_cuda(err, e, "logits to the host", __FILE__, __LINE__);
+    }
+    if (use_ema) { /* back to the training weights whatever happened */
+        int r2 = refresh_weights(b, b->params, err);
+        if (!rc) rc = r2;
+    }
+    return rc;
+}
+
 /* ---- state ---------------------------------------------------------------------------------------- */
 
 /* Host <-> device copies of the state, ordered on b->stream and waited for. */
@@ -787,7 +825,7 @@ static void gpu_describe(tf_backend *b, char *buf, size_t cap) {
 static const tf_backend_ops GPU_OPS = {
     "cuda",        gpu_available, gpu_create,      gpu_train_step, gpu_eval_batch,
     gpu_get_state, gpu_set_state, gpu_probe_batch, gpu_describe,   gpu_destroy,
-    gpu_attach_comm,
+    gpu_attach_comm, gpu_predict_batch,
 };
 
 const tf_backend_ops *tf_backend_cuda(void) { return &GPU_OPS; }
