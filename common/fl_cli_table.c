@@ -302,7 +302,13 @@ int fl_cli_parse(const fl_cli_tool *tool, const fl_cli_cmd *cmd, int argc, char 
         next_token(&s, tool->name, cmd->name, argc, argv, &tk);
         switch (tk.what) {
         case T_POS:
-            if (out->npos >= cmd->max_pos || out->npos >= FL_CLI_MAX_POS) {
+            if (cmd->max_pos == FL_CLI_POS_ANY) {
+                /* argv[1 + npos] was read already (each positional takes one word), so the
+                 * words can be gathered in place */
+                if (out->npos < FL_CLI_MAX_POS)
+                    out->pos[out->npos] = tk.value;
+                argv[1 + out->npos++] = (char *)tk.value;
+            } else if (out->npos >= cmd->max_pos || out->npos >= FL_CLI_MAX_POS) {
                 char q[96];
                 fl_cli_error(tool->name, "%s: unexpected argument '%s' (see %s %s --help)", cmd->name,
                              fl_cli_quote(tk.value, q, sizeof q), tool->name, cmd->name);

@@ -80,7 +80,11 @@ typedef struct fl_cli_cmd {
     const char *synopsis;  /* start of --help: usage lines and what the command does */
     const fl_cli_opt *opts;/* terminated by {FL_CLI_END} */
     const char *epilog;    /* end of --help (NULL: none) */
-    int max_pos;           /* positional arguments accepted; more is a usage error */
+    int max_pos;           /* positional arguments accepted; more is a usage error.
+                              FL_CLI_POS_ANY: any number (file lists): fl_cli_parse gathers them,
+                              in order, at argv[1..npos] (argv is rearranged: what follows them
+                              is no longer the command line) and pos[] holds the first
+                              FL_CLI_MAX_POS */
     /* Run the command: argv[0] is the command name; `tool` is the tool running it (for
      * fl_cli_parse). Returns the exit status. */
     int (*run)(const struct fl_cli_tool *tool, int argc, char **argv);
@@ -97,6 +101,7 @@ typedef struct fl_cli_tool {
 
 /* What one parse found. */
 #define FL_CLI_MAX_POS 8
+#define FL_CLI_POS_ANY (-1)
 #define FL_CLI_MAX_OPTS 96
 typedef struct fl_cli_parsed {
     const fl_cli_tool *tool;
