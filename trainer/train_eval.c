@@ -102,8 +102,8 @@ uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref,
 /* Scored against the wrong labels, a dataset packed with another class list gives a number that
  * means nothing: compare with the classes the checkpoint was trained on (recorded since issue 10;
  * older checkpoints only know their count). The reason goes to why ("" when the data fits). */
-static void check_classes(const tf_checkpoint *ck, const char *ckpt_path, const fl_dataset *ds,
-                          const char *data, char *why, size_t cap)
+void tf_check_classes(const tf_checkpoint *ck, const char *ckpt_path, const fl_dataset *ds,
+                      const char *data, char *why, size_t cap)
 {
     const uint32_t dn = fl_dataset_num_classes(ds);
     const tf_run_config *c = &ck->cfg;
@@ -124,9 +124,8 @@ static void check_classes(const tf_checkpoint *ck, const char *ckpt_path, const 
     }
 }
 
-/* the checkpoint (the newest valid one of a --checkpoint DIR) and the model it holds */
-static int eval_load(const char **ckpt_path, char *latest, size_t cap, int json,
-                     tf_checkpoint *ck, tf_model_spec *spec)
+int tf_eval_load(const char **ckpt_path, char *latest, size_t cap, const char *verb, int json,
+                 tf_checkpoint *ck, tf_model_spec *spec)
 {
     fl_error err;
     struct stat st;
@@ -138,7 +137,7 @@ static int eval_load(const char **ckpt_path, char *latest, size_t cap, int json,
         }
         *ckpt_path = latest;
         if (!json)
-            fprintf(stderr, "%s: evaluating %s (newest valid checkpoint)\n", TOOL, *ckpt_path);
+            fprintf(stderr, "%s: %s %s (newest valid checkpoint)\n", TOOL, verb, *ckpt_path);
     } else if (tf_checkpoint_load(*ckpt_path, ck, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
         return FL_EXIT_DATA;
@@ -193,7 +192,7 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
     tf_checkpoint ck;
     tf_model_spec spec;
     char latest[4096];
-    int status = eval_load(&ckpt_path, latest, sizeof latest, json, &ck, &spec);
+    int status = tf_eval_load(&ckpt_path, latest, sizeof latest, "evaluating", json, &ck, &spec);
     if (status)
         return status;
     const tf_backend_ops *ops;
@@ -225,7 +224,7 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
     }
     uint32_t size = fl_dataset_schema(probe)->height ? 0 : (uint32_t)ck.in_h;
     char why[9000] = "";
-    check_classes(&ck, ckpt_path, probe, data, why, sizeof why);
+    tf_check_classes(&ck, ckpt_path, probe, data, why, sizeof why);
     fl_dataset_close(probe);
     int quiet = json;
     tf_eval_out ev;

@@ -126,6 +126,18 @@ uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref,
 /* the loader's messages on stderr (warnings always, notes unless *(int *)user) */
 void tf_loader_log(void *user, int level, const char *msg);
 
+/* eval and predict: load the checkpoint *ckpt_path (a --checkpoint DIR: its newest valid one,
+ * whose path goes to `latest` and *ckpt_path, announced on stderr as "<verb> PATH" unless json)
+ * and build its model with the checkpoint's mean/std. Returns 0, or the exit status after
+ * printing the error (nothing left to free). */
+int tf_eval_load(const char **ckpt_path, char *latest, size_t cap, const char *verb, int json,
+                 tf_checkpoint *ck, tf_model_spec *spec);
+
+/* Why dataset `ds` (at `data`) cannot be scored by checkpoint ck: its classes are labelled
+ * differently, or it has more of them; "" in why when it fits. */
+void tf_check_classes(const tf_checkpoint *ck, const char *ckpt_path, const fl_dataset *ds,
+                      const char *data, char *why, size_t cap);
+
 /* ---- train_config.c ---- */
 /* The dataset's identity: format v2's dataset_id when the manifest has one, else its record and
  * class counts and the CRC32C of its manifest text (which lists every shard's size). */
