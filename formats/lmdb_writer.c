@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fl_lmdb.h"
+#include "fl_page_cache.h"
 #include "fl_shard.h"
 
 #define BATCH_RECORDS 4096u
@@ -29,7 +30,16 @@ struct fl_lmdb_writer {
     size_t *ends;           /* end offset of each queued value */
     uint32_t nq, cap_q;
     uint64_t batch_first;
+    int drop_cache; /* committed pages leave the page cache (fl_cache_drop_enabled) */
 };
+
+/* After a commit (LMDB fsyncs data.mdb in it, so every written page is durable): drop the file's
+ * cached pages. Pages LMDB reads through its map (the root, branch pages, the last leaf) are mapped
+ * and stay; the appended leaves, never read again while packing, go. */
+static void drop_committed(fl_lmdb_writer *lw) {
+    mdb_filehandle_t fd;
+    if (lw->drop_cache && mdb_env_get_fd(lw->env, &fd) == 0) fl_cache_drop_file(fd);
+}
 
 static void key_of(uint64_t i, uint8_t k[8]) {
     for (int b = 7; b >= 0; b--) {
@@ -100,6 +110,7 @@ static int commit_batch(fl_lmdb_writer *lw, fl_error *err) {
     lw->batch_first += lw->nq;
     lw->nq = 0;
     lw->vals_len = 0;
+    drop_committed(lw);
     return 0;
 }
 
@@ -141,6 +152,7 @@ int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, 
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, FL_LMDB_DATA_FILE);
     struct stat st;
+    lw->drop_cache = fl_cache_drop_enabled();
     lw->mapsize = fl_lmdb_initial_mapsize < (1u << 20) ? (1u << 20) : fl_lmdb_initial_mapsize;
     if (resume && stat(path, &st) == 0)
         while (lw->mapsize < (size_t)st.st_size * 2) lw->mapsize *= 2;
@@ -263,6 +275,7 @@ int fl_lmdb_writer_finish(fl_lmdb_writer *lw, const char *manifest, size_t len, 
     if (rc == 0) {
         int r = mdb_env_sync(lw->env, 1);
         if (r) rc = lmdb_err(lw, r, "sync failed", err);
+        else drop_committed(lw);
     }
     char lock[PATH_MAX];
     snprintf(lock, sizeof lock, "%s/%s", lw->dir, FL_LMDB_LOCK_FILE);

@@ -20,6 +20,7 @@
 #include "fl_json.h"
 #include "fl_lmdb.h"
 #include "fl_manifest.h"
+#include "fl_page_cache.h"
 #include "fl_shard.h"
 #include "fl_writer.h"
 
@@ -78,6 +79,8 @@ struct fl_writer {
     growbuf index, names;
     uint8_t *wbuf;
     size_t wlen;
+    fl_wb_window wb;     /* the open shard's writeback (fl_page_cache.h) */
+    int drop_cache;      /* written shards leave the page cache (fl_cache_drop_enabled) */
     /* LMDB */
     fl_lmdb_writer *lmdb;
     fl_writer_lock *own_lock; /* the destination's lock when open took it (none was given) */
@@ -185,20 +188,24 @@ static int wflush(fl_writer *w) {
     return rc;
 }
 
+/* Buffered write of n bytes at w->pos. Whenever the buffer goes to the file, the shard's written
+ * chunks are pushed to the disk and out of the page cache (fl_wb_advance), so packing a data set
+ * bigger than RAM keeps at most a few chunks of the open shard cached. */
 static int wput(fl_writer *w, const void *p, size_t n) {
     const uint8_t *b = p;
     w->pos += n;
+    int rc = 0;
     if (n >= WBUF_SIZE) {
-        int rc = wflush(w);
-        return rc ? rc : fl_write_all(w->fd, b, n);
-    }
-    if (w->wlen + n > WBUF_SIZE) {
-        int rc = wflush(w);
+        rc = wflush(w);
+        if (!rc) rc = fl_write_all(w->fd, b, n);
+    } else {
+        if (w->wlen + n > WBUF_SIZE) rc = wflush(w);
         if (rc) return rc;
+        memcpy(w->wbuf + w->wlen, b, n);
+        w->wlen += n;
+        if (w->wlen > n) return 0; /* nothing went to the file */
     }
-    memcpy(w->wbuf + w->wlen, b, n);
-    w->wlen += n;
-    return 0;
+    return rc ? rc : fl_wb_advance(w->fd, &w->wb, w->pos - w->wlen);
 }
 
 static int wzeros(fl_writer *w, size_t n) {
@@ -230,6 +237,8 @@ static int shard_start(fl_writer *w, fl_error *err) {
     }
     w->pos = 0;
     w->wlen = 0;
+    memset(&w->wb, 0, sizeof w->wb);
+    w->wb.on = w->drop_cache;
     w->shard_first = w->total;
     w->shard_count = 0;
     w->index.len = 0;
@@ -330,6 +339,8 @@ static int shard_finish(fl_writer *w, fl_error *err) {
     free(hdr);
     if (!rc && fsync(w->fd)) rc = -errno;
     if (rc) return io_fail(w, rc, "write failed", err);
+    /* durable: none of its pages is dirty, drop them all (the reader reads it from the disk) */
+    if (w->drop_cache) fl_cache_drop_file(w->fd);
     close(w->fd);
     w->fd = -1;
     char name[64], path[PATH_MAX];
@@ -893,6 +904,7 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
     w->fd = -1;
     w->opt = *opt;
     w->max_label = -1;
+    w->drop_cache = fl_cache_drop_enabled();
     if (!w->opt.shard_bytes) w->opt.shard_bytes = DEFAULT_SHARD_BYTES;
     w->dst = ndst;
     w->partial = malloc(strlen(ndst) + 16);
