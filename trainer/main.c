@@ -317,12 +317,16 @@ static void version(FILE *out)
     fl_cli_print_version(out, TOOL);
 }
 
-static const fl_cli_cmd *const commands[] = {&train_cmd, &eval_cmd, &doctor_cmd, NULL};
+/* `trainfast predict` (predict_cli.c) */
+extern const fl_cli_cmd tf_predict_cmd;
+
+static const fl_cli_cmd *const commands[] = {&train_cmd, &eval_cmd, &tf_predict_cmd, &doctor_cmd, NULL};
 
 static const fl_cli_tool tool = {
     .name = TOOL,
     .synopsis = "usage: trainfast train --data DIR --val DIR [options]\n"
                 "       trainfast eval CKPT DATA [options]\n"
+                "       trainfast predict CKPT DATA|IMAGE... [options]\n"
                 "       trainfast doctor [--json]\n"
                 "\n"
                 "Trains an image classifier on datasets packed by packdata, fed by libfastload.\n",
