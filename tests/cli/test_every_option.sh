@@ -62,6 +62,7 @@ POS[bench]="$T/ds";          BASE[bench]="--batch 4 --workers 1 --epochs 1"
 POS[digest]="$T/ds";         BASE[digest]="--batch 4 --workers 1 --epochs 1"
 POS[train]="";               BASE[train]="--data $T/tr --val $T/tr --epochs 1 --batch 8 --width 4 --threads 1 --workers 1 --quiet"
 POS[eval]="$CKPT $T/tr";     BASE[eval]="--threads 1"
+POS[predict]="$CKPT $T/tr";  BASE[predict]="--threads 1"
 POS[doctor]="";              BASE[doctor]=""
 # positional arguments for options that only mean something with another kind of SRC
 declare -A OPT_POS=(
@@ -89,6 +90,7 @@ declare -A TEXT=(
     ["pack --label-column"]=1 ["pack --split"]=1 ["pack --classes"]=1 ["pack --class-names"]=1
     ["pack --report"]=1 ["extract -o"]=1 ["extract --output"]=1
     ["train --data"]=1 ["train --val"]=1 ["train --checkpoint"]=1
+    ["predict --logits"]=1 ["predict --csv"]=1
     ["train --log"]=1
 )
 # Values among -1 0 nan 1e309 99999999999999999999 that ARE valid for a numeric option (they must
@@ -134,6 +136,8 @@ declare -A SAMPLE=(
     ["train --checkpoint-every"]="1" ["train --log"]="log.jsonl"
     ["train --nproc"]="-"   # a valid --nproc re-executes under mpirun: not a parsing matter
     ["eval --batch"]="4" ["eval --threads"]="1" ["eval --device"]="cpu"
+    ["predict --batch"]="4" ["predict --threads"]="1" ["predict --device"]="cpu" ["predict --top"]="2"
+    ["predict --workers"]="1" ["predict --logits"]="l.npy" ["predict --csv"]="p.csv"
 )
 for k in "${!SAMPLE[@]}"; do   # digest shares bench's options
     [[ $k == bench* ]] && SAMPLE["digest ${k#bench }"]="${SAMPLE[$k]}"
