@@ -34,6 +34,21 @@ static int opt_batch(void *opts, const char *name, const char *v, const char *to
     return 0;
 }
 
+/* --epochs E|auto (auto = 0: train.c sizes the run from the dataset, epoch_budget.h) */
+static int opt_epochs(void *opts, const char *name, const char *v, const char *tool)
+{
+    tf_options *o = opts;
+    uint64_t n;
+    if (!strcmp(v, "auto")) {
+        o->epochs = 0;
+        return 0;
+    }
+    if (fl_cli_opt_u64(tool, name, v, 1, 100000, &n))
+        return -1;
+    o->epochs = (int)n;
+    return 0;
+}
+
 #define F(field) FL_CLI_FIELD(tf_options, field)
 
 static const fl_cli_choice models[] = {{"fastcnn", 0, 0}, {"resnet18", 0, 0}, {"resnet50", 0, 0}, {NULL, 0, 0}};
@@ -57,8 +72,10 @@ static const fl_cli_opt train_opts[] = {
      .help = "image size for variable-size datasets", .def = "224"},
 
     {FL_CLI_SECTION, .help = "optimisation:"},
-    {FL_CLI_INT, "epochs", .off = F(epochs), .umin = 1, .umax = 100000, .metavar = "E", .help = "epochs",
-     .def = "2"},
+    {FL_CLI_CUSTOM, "epochs", .parse = opt_epochs, .metavar = "E|auto",
+     .help = "epochs (1-100000); auto: enough to see at least 120,000 samples,\n"
+             "at least 2 (6,000 images: 20 epochs; 60,000: 2)",
+     .def = "auto"},
     {FL_CLI_CUSTOM, "batch", .parse = opt_batch, .metavar = "B|auto",
      .help = "samples per batch (per process); auto: the largest power of two that\n"
              "fits in GPU memory, found by trying (on CPU: the default)",

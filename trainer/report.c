@@ -137,8 +137,8 @@ void tf_report_banner(const tf_run *r)
             "classes, %dx%dx%d | batch %u x %d accum, %d epoch%s, lr %g %s, %s\n",
             TOOL, spec->name, spec->param_count / 1e6, 2 * tf_model_flops(spec) / 1e6,
             r->desc[0] ? r->desc : r->ops->name, o->data, (unsigned long long)count,
-            r->num_classes, r->in_h, r->in_w, r->in_c, r->batch, o->accum, o->epochs,
-            o->epochs == 1 ? "" : "s", o->lr, o->cosine ? "cosine" : "linear",
+            r->num_classes, r->in_h, r->in_w, r->in_c, r->batch, o->accum, (int)r->epochs,
+            r->epochs == 1 ? "" : "s", o->lr, o->cosine ? "cosine" : "linear",
             tf_precision_name(r->prec));
     if (D->world > 1)
         fprintf(stderr,
@@ -158,14 +158,13 @@ void tf_report_banner(const tf_run *r)
 /* the summary's lines on stderr */
 static void summary_text(const tf_run *r, double wall, double busy, double ips, double dwf)
 {
-    const tf_options *o = r->o;
     const tf_run_totals *t = &r->t;
     char rate[32];
     fl_cli_human_rate(ips, "img/s", rate, sizeof rate);
     fprintf(stderr,
             "%s: done: val top1 %.2f%% loss %.4f after %d epoch%s | %s | wall %.1f s "
             "(train %.1f s, eval %.1f s, checkpoints %.1f s)\n",
-            TOOL, 100.0 * t->ev.top1, t->ev.loss, o->epochs, o->epochs == 1 ? "" : "s", rate,
+            TOOL, 100.0 * t->ev.top1, t->ev.loss, (int)r->epochs, r->epochs == 1 ? "" : "s", rate,
             wall, busy, t->eval_s, t->ckpt_s);
     fprintf(stderr,
             "%s: step time split: compute %.1f%% (%.2f s)%s, waiting for data %.1f%% (%.2f s)"
@@ -220,7 +219,9 @@ static int summary_json(const tf_run *r, double wall, double busy, double ips, d
         jd(&j, "val_top5", t->ev.top5);
     jd(&j, "val_loss", t->ev.loss);
     fl_json_key(&j, "epochs");
-    fl_json_int(&j, r->o->epochs);
+    fl_json_int(&j, (int)r->epochs);
+    fl_json_key(&j, "epochs_auto");
+    fl_json_bool(&j, r->epochs_auto);
     jd(&j, "images_per_sec", ips);
     jd(&j, "data_wait_fraction", dwf);
     js(&j, "device", r->ops->name);

@@ -12,7 +12,7 @@ void tf_options_init(tf_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "fastcnn";
-    o->epochs = 2;
+    o->epochs = 0; /* auto */
     o->batch = 0;
     o->lr = 0.2f;
     o->wd = 5e-4f;

@@ -19,7 +19,7 @@ typedef struct tf_options {
     const char *data, *val;      /* packed datasets (train, validation) */
     const char *model;           /* "fastcnn" */
     tf_model_options mopt;
-    int epochs;
+    int epochs;                  /* 0 = auto: sized from the dataset (epoch_budget.h) */
     uint32_t batch;              /* 0 = the default (128 on CPU, 512 on GPU) or --batch auto */
     int batch_auto;              /* --batch auto: probe the largest power of two that fits (GPU) */
     float lr, wd, momentum, label_smoothing;

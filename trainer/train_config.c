@@ -46,7 +46,7 @@ int tf_run_config_of(const tf_run *r, const fl_dataset *ds, tf_run_config *c)
     c->world = (uint32_t)r->D->world;
     c->batch = r->batch;
     c->pad_tail = !r->lo.drop_last;
-    c->epochs = (uint32_t)o->epochs;
+    c->epochs = r->epochs;
     c->accum = (uint32_t)o->accum;
     c->lr = o->lr;
     c->wd = o->wd;
@@ -132,7 +132,7 @@ int tf_run_config_differs(const tf_run *r, const tf_run_config *ck, char *msg, s
     tf_run_config now;
     memset(&now, 0, sizeof now);
     const tf_options *o = r->o;
-    now.epochs = (uint32_t)o->epochs;
+    now.epochs = r->epochs;
     now.accum = (uint32_t)o->accum;
     now.lr = o->lr;
     now.wd = o->wd;

@@ -62,6 +62,8 @@ typedef struct tf_run {
     uint32_t size;                    /* output size of a variable-size dataset, else 0 */
     int in_h, in_w, in_c;
     tf_model_options mopt;
+    uint32_t epochs;                  /* --epochs, or auto's (epoch_budget.h) / the checkpoint's */
+    int epochs_auto;                  /* --epochs auto (the default) */
     /* prepare_model */
     fl_loader_options lo;
     tf_model_spec spec;

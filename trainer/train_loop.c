@@ -8,6 +8,7 @@
 
 #include "fl_cli.h"
 #include "fl_clock.h"
+#include "epoch_budget.h"
 #include "nvml.h"
 #include "train_internal.h"
 
@@ -175,7 +176,7 @@ static int end_epoch(loop *lp)
      * there. */
     int rc = D->rank != 0 ? 0
                           : tf_evaluate(r->ops, r->b, o->val, r->batch, r->size,
-                                        o->tta && lp->epoch == (uint64_t)o->epochs, o->ema > 0,
+                                        o->tta && lp->epoch == (uint64_t)r->epochs, o->ema > 0,
                                         o->workers > 0 ? o->workers : 1, &r->quiet, &r->t.ev,
                                         &err);
     if (rc) {
@@ -186,7 +187,7 @@ static int end_epoch(loop *lp)
     r->t.eval_s += r->t.ev.seconds;
     const double busy = lp->ep_wait + lp->ep_compute + 1e-9, chance = logf((float)r->num_classes);
     tf_epoch_report er = {
-        .epoch = (int)lp->epoch, .epochs = o->epochs,
+        .epoch = (int)lp->epoch, .epochs = (int)r->epochs,
         .train_loss = em[2] > 0 ? em[0] / em[2] : 0, .train_acc = em[2] > 0 ? em[1] / em[2] : 0,
         .val_loss = r->t.ev.loss, .val_top1 = r->t.ev.top1,
         .val_top5 = r->num_classes > 10 ? r->t.ev.top5 : -1, .lr = lp->lr,
@@ -275,8 +276,8 @@ int tf_run_epochs(tf_run *r)
     const tf_options *o = r->o;
     loop lp = {.r = r, .accum = (uint64_t)o->accum};
     lp.steps_per_epoch = (r->bpe + lp.accum - 1) / lp.accum;
-    lp.total_steps = lp.steps_per_epoch * (uint64_t)o->epochs;
-    lp.warmup = (uint64_t)(o->warmup_epochs * (double)lp.steps_per_epoch);
+    lp.total_steps = lp.steps_per_epoch * (uint64_t)r->epochs;
+    lp.warmup = tf_warmup_steps(o->warmup_epochs, lp.steps_per_epoch, lp.total_steps);
     lp.diverge_loss = 1e4 * logf((float)r->num_classes);
     lp.epoch = r->lo.start_epoch;
     lp.bpos = r->lo.start_batch;
@@ -285,7 +286,7 @@ int tf_run_epochs(tf_run *r)
     tf_live_start(&lp.live, r->quiet);
     lp.ep_t0 = fl_now_s();
     int status = FL_EXIT_OK;
-    while (!status && lp.epoch < (uint64_t)o->epochs) {
+    while (!status && lp.epoch < (uint64_t)r->epochs) {
         int last = 0;
         if ((status = train_one(&lp, &last)))
             break;
@@ -296,7 +297,7 @@ int tf_run_epochs(tf_run *r)
         } else {
             lp.bpos++;
         }
-        tf_live_update(&lp.live, (int)(last ? lp.epoch : lp.epoch + 1), o->epochs,
+        tf_live_update(&lp.live, (int)(last ? lp.epoch : lp.epoch + 1), (int)r->epochs,
                        last ? r->spe : lp.bpos * r->batch, r->spe,
                        r->epoch_seen ? r->epoch_loss / r->epoch_seen : 0,
                        r->epoch_seen ? (double)r->epoch_correct / r->epoch_seen : 0,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "epoch_budget.h"
 #include "fl_cli.h"
 #include "train_internal.h"
 
@@ -94,6 +95,21 @@ static int check_val(const tf_run *r, const fl_dataset *train, const fl_dataset 
     return bad;
 }
 
+/* --epochs: as given, or auto's for a dataset of n samples (epoch_budget.h). A resumed run keeps
+ * the number its checkpoint recorded, resolved when the run began: the budget's rule may change
+ * between versions, the schedule of a run in progress must not. */
+static void resolve_epochs(tf_run *r, uint64_t n)
+{
+    const tf_run_config *ck = &r->rck.cfg;
+    r->epochs_auto = r->o->epochs == 0;
+    if (!r->epochs_auto)
+        r->epochs = (uint32_t)r->o->epochs;
+    else if (r->resumed && (ck->present & TF_CFG_EPOCHS) && ck->epochs > 0)
+        r->epochs = ck->epochs;
+    else
+        r->epochs = tf_epochs_auto(n);
+}
+
 int tf_prepare_data(tf_run *r)
 {
     const tf_options *o = r->o;
@@ -105,6 +121,7 @@ int tf_prepare_data(tf_run *r)
     }
     r->schema = *fl_dataset_schema(probe);
     r->num_classes = fl_dataset_num_classes(probe);
+    resolve_epochs(r, fl_dataset_count(probe));
     tf_dataset_identity(probe, r->data_id, sizeof r->data_id);
     if (fl_dataset_open(o->val, &vprobe, &err)) {
         fl_cli_error(TOOL, "--val: %s", err.msg);
@@ -275,6 +292,36 @@ int tf_prepare_backend(tf_run *r)
     return 0;
 }
 
+/* n with thousands separators ("1,188") */
+static const char *grouped(uint64_t n, char *buf, size_t cap)
+{
+    char d[24];
+    int len = snprintf(d, sizeof d, "%llu", (unsigned long long)n), k = 0;
+    for (int i = 0; i < len && (size_t)k + 2 < cap; i++) {
+        if (i && (len - i) % 3 == 0)
+            buf[k++] = ',';
+        buf[k++] = d[i];
+    }
+    buf[k] = 0;
+    return buf;
+}
+
+/* "trainfast: 6,000 images: 20 epochs, 920 steps (--epochs auto: ...)", before the banner */
+static void say_epochs_auto(const tf_run *r)
+{
+    if (r->quiet)
+        return;
+    const uint64_t n = fl_dataset_count(fl_loader_dataset(r->L)), accum = (uint64_t)r->o->accum;
+    const uint64_t steps = (r->bpe + accum - 1) / accum * r->epochs;
+    char a[32], b[32], c[32];
+    fprintf(stderr, "%s: %s images: %u epoch%s, %s steps (--epochs auto: %s samples at least, "
+            "%u epochs at least%s; --epochs N to choose)\n", TOOL, grouped(n, a, sizeof a),
+            r->epochs, r->epochs == 1 ? "" : "s", grouped(steps, b, sizeof b),
+            grouped(TF_AUTO_SAMPLES, c, sizeof c), TF_AUTO_MIN_EPOCHS,
+            r->resumed && (r->rck.cfg.present & TF_CFG_EPOCHS) ? "; resumed: the checkpoint's"
+                                                                 : "");
+}
+
 int tf_prepare_loader(tf_run *r)
 {
     const tf_options *o = r->o;
@@ -292,6 +339,8 @@ int tf_prepare_loader(tf_run *r)
         fl_cli_error(TOOL, "%s: fewer samples than one batch of %u", o->data, r->batch);
         return FL_EXIT_DATA;
     }
+    if (r->epochs_auto)
+        say_epochs_auto(r);
     if (tf_run_config_of(r, fl_loader_dataset(r->L), &r->ck.cfg)) {
         fl_cli_error(TOOL, "out of memory");
         return FL_EXIT_DATA;
