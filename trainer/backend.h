@@ -30,6 +30,19 @@ typedef enum tf_precision {
 } tf_precision;
 
 /* Training hyper-parameters a backend needs (the LR comes per step from the core's schedule). */
+/* The CPU backend's compute path (--cpu-backend): the fp32 reference layers (cpu_layers.h, the
+ * GPU kernels' oracle) or oneDNN primitives (cpu_onednn.h, builds with FL_HAVE_ONEDNN). The
+ * training state means the same in both, so checkpoints move freely between them. */
+typedef enum tf_cpu_impl {
+    TF_CPU_DEFAULT = 0,   /* $FASTLOAD_CPU_BACKEND (reference|onednn) if set, else oneDNN when
+                             built with it, else the reference */
+    TF_CPU_REFERENCE = 1,
+    TF_CPU_ONEDNN = 2     /* create fails with FL_E_UNSUPPORTED in a build without oneDNN */
+} tf_cpu_impl;
+
+/* 1 when this build has the oneDNN path. */
+int tf_cpu_have_onednn(void);
+
 typedef struct tf_train_config {
     tf_precision precision;
     float label_smoothing;  /* eps: target = (1 - eps) one-hot + eps / num_classes */
@@ -43,6 +56,8 @@ typedef struct tf_train_config {
     int flip;               /* random horizontal flip in the backend (fl_aug_crop_flip), 0: none */
     uint64_t aug_seed;      /* seed of the augmentation hash */
     int threads;            /* CPU backend: worker threads (0 = online CPUs) */
+    int cpu_impl;           /* CPU backend: tf_cpu_impl (0 = default: oneDNN when built with it,
+                               unless $FASTLOAD_CPU_BACKEND says reference) */
     int device;             /* GPU backend: CUDA device ordinal */
     uint32_t max_batch;     /* largest batch that train_step/eval_batch will be given */
     float loss_scale_init;  /* fp16: initial dynamic loss scale (0 = 65536) */

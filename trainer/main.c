@@ -56,6 +56,8 @@ static const fl_cli_choice schedules[] = {{"linear", 0, 0}, {"cosine", 1, 0}, {N
 static const fl_cli_choice precisions[] = {{"bf16", TF_BF16, 0}, {"fp16", TF_FP16, 0}, {"fp32", TF_FP32, 0},
                                            {NULL, 0, 0}};
 static const fl_cli_choice devices[] = {{"cpu", 0, 0}, {"cuda", 0, 0}, {"auto", 0, 0}, {NULL, 0, 0}};
+static const fl_cli_choice cpu_backends[] = {{"reference", TF_CPU_REFERENCE, 0},
+                                             {"onednn", TF_CPU_ONEDNN, 0}, {NULL, 0, 0}};
 _Static_assert(sizeof(tf_precision) == sizeof(int), "FL_CLI_ENUM fields are 4-byte ints");
 
 static const fl_cli_opt train_opts[] = {
@@ -116,6 +118,10 @@ static const fl_cli_opt train_opts[] = {
      .help = "loader decode threads", .def = "1 on CPU, all cores on GPU"},
     {FL_CLI_INT, "threads", .off = F(threads), .umin = 1, .umax = 256, .metavar = "N",
      .help = "CPU compute threads", .def = "all cores"},
+    {FL_CLI_ENUM, "cpu-backend", .off = F(cpu_impl), .choices = cpu_backends, .metavar = "B",
+     .help = "CPU compute path: onednn (oneDNN primitives) or reference (the\n"
+             "plain C layers the tests compare against; same checkpoints)",
+     .def = "onednn when built with it ($FASTLOAD_CPU_BACKEND overrides)"},
     {FL_CLI_U64, "seed", .off = F(seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",
      .help = "shuffling/augmentation/init seed", .def = "0"},
 
@@ -238,6 +244,11 @@ static int train_run(const fl_cli_tool *tool, int argc, char **argv)
     if (r != FL_CLI_RUN)
         return r == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
     o.precision_given = fl_cli_given(&cl, "precision");
+    if (o.cpu_impl == TF_CPU_ONEDNN && !tf_cpu_have_onednn()) {
+        fl_cli_error(TOOL, "--cpu-backend onednn: this trainfast was built without oneDNN "
+                     "(install libdnnl-dev and reconfigure)");
+        return FL_EXIT_USAGE;
+    }
     /* options that do not apply to this run: say so (issue 10, finding 11) */
     int width_given = fl_cli_given(&cl, "width");
     if (strcmp(o.model, "fastcnn") && (width_given || o.mopt.residual))

@@ -37,6 +37,7 @@ typedef struct tf_options {
     const char *log_path;
     int json, quiet;
     int threads;                 /* CPU compute threads; 0 = cores */
+    int cpu_impl;                /* --cpu-backend: tf_cpu_impl (0: the default) */
     int accum;
     float ema;
     int tta;                     /* flip TTA at evaluation */

@@ -189,6 +189,7 @@ int tf_prepare_model(tf_run *r)
     cfg->flip = 0; /* the loader flips */
     cfg->aug_seed = o->seed;
     cfg->threads = o->threads;
+    cfg->cpu_impl = o->cpu_impl;
     cfg->max_batch = r->batch;
     cfg->device = r->on_cpu ? 0 : D->local_rank; /* one GPU per process on a node */
     cfg->world = D->world; /* gradients are averaged through attach_comm (prepare_backend) */

@@ -1,6 +1,9 @@
-/* cpu_backend.c — the CPU fp32 reference backend (backend.h): runs a tf_model_spec layer by layer
- * with the cpu_layers.h kernels, SGD (Nesterov) with weight decay on the flat params, gradient
- * accumulation and EMA. All buffers are allocated in create for cfg.max_batch samples. */
+/* cpu_backend.c — the CPU fp32 backend (backend.h): runs a tf_model_spec either layer by layer
+ * with the cpu_layers.h reference kernels or, when built with oneDNN and chosen (cfg.cpu_impl,
+ * --cpu-backend), as oneDNN primitives (cpu_onednn.h); either way SGD (Nesterov) with weight
+ * decay on the flat params, gradient accumulation and EMA here, on the same flat arrays, so the
+ * state and checkpoints do not depend on the path. All buffers are allocated in create for
+ * cfg.max_batch samples. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +12,9 @@
 
 #include "backend.h"
 #include "cpu_layers.h"
+#ifdef FL_HAVE_ONEDNN
+#include "cpu_onednn.h"
+#endif
 
 #ifdef FL_HAVE_OPENBLAS
 #include <cblas.h>
@@ -29,7 +35,19 @@ struct tf_backend {
     double *bn_scratch;    /* --sync-bn: 2 x the widest BN layer, else NULL */
     int sync_rc;           /* first error of a sync-BN reduction in this step (0: none) */
     fl_error *sync_err;
+#ifdef FL_HAVE_ONEDNN
+    cpu_dnn *dnn;          /* the oneDNN path; NULL: the reference layers (act, dact, ... set) */
+#endif
 };
+
+int tf_cpu_have_onednn(void)
+{
+#ifdef FL_HAVE_ONEDNN
+    return 1;
+#else
+    return 0;
+#endif
+}
 
 void tf_train_config_init(tf_train_config *c)
 {
@@ -67,7 +85,7 @@ static void cpu_destroy(tf_backend *b)
     if (b->save)
         for (int l = 0; l < s->n_layers; l++) {
             free(b->save[l]);
-            free(b->arg[l]);
+            free(b->arg ? b->arg[l] : NULL);
             free(b->col ? b->col[l] : NULL);
         }
     free(b->col);
@@ -83,6 +101,9 @@ static void cpu_destroy(tf_backend *b)
     free(b->ema_stats);
     free(b->logits_sum);
     free(b->bn_scratch);
+#ifdef FL_HAVE_ONEDNN
+    cpu_dnn_free(b->dnn);
+#endif
     cpu_pool_free(b->pool);
     free(b);
 }
@@ -92,50 +113,24 @@ static float *falloc(size_t n)
     return calloc(n ? n : 1, sizeof(float));
 }
 
-static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_backend **out,
-                      fl_error *err)
+/* The reference layers' buffers: activations and their gradients per tensor, BN saves, max-pool
+ * argmax, im2col caches. Returns 0 or -ENOMEM (with *bytes the activation size asked for). */
+static int ref_alloc(tf_backend *b, double *bytes)
 {
-    *out = NULL;
-    if (cfg->precision != TF_FP32)
-        return fl_error_set(err, FL_E_UNSUPPORTED, "cpu backend: only fp32 precision");
-    if (cfg->max_batch == 0 || cfg->accum < 1)
-        return fl_error_set(err, FL_E_INVALID, "cpu backend: max_batch and accum must be >= 1");
-    tf_backend *b = calloc(1, sizeof *b);
-    if (!b)
-        return fl_error_set(err, -ENOMEM, "cpu backend: out of memory");
-    b->spec = s;
-    b->cfg = *cfg;
-#ifdef FL_HAVE_OPENBLAS
-    openblas_set_num_threads(1); /* we split the batch across our own threads */
-#endif
-    b->pool = cpu_pool_create(cfg->threads);
-    const size_t P = (size_t)s->param_count, S = (size_t)s->stat_count, N = cfg->max_batch;
-    b->params = falloc(P);
-    b->momentum = falloc(P);
-    b->grad = falloc(P);
-    b->stats = falloc(S);
-    if (cfg->ema_decay > 0) {
-        b->ema_params = falloc(P);
-        b->ema_stats = falloc(S);
-    }
+    const tf_model_spec *s = b->spec;
+    const size_t N = b->cfg.max_batch;
     b->act = calloc((size_t)s->n_tensors, sizeof(float *));
     b->dact = calloc((size_t)s->n_tensors, sizeof(float *));
     b->save = calloc((size_t)s->n_layers, sizeof(float *));
     b->arg = calloc((size_t)s->n_layers, sizeof(int32_t *));
     b->col = calloc((size_t)s->n_layers, sizeof(float *));
-    b->logits_sum = falloc(N * (size_t)s->num_classes);
-    if (cfg->bn_allreduce && cfg->world > 1)
-        b->bn_scratch = bn_scratch_alloc(s);
-    int bad = !b->pool || !b->params || !b->momentum || !b->grad || !b->stats || !b->act ||
-              !b->dact || !b->save || !b->arg || !b->col || !b->logits_sum ||
-              (cfg->ema_decay > 0 && (!b->ema_params || !b->ema_stats)) ||
-              (cfg->bn_allreduce && cfg->world > 1 && !b->bn_scratch);
-    double bytes = 0;
+    int bad = !b->act || !b->dact || !b->save || !b->arg || !b->col;
+    *bytes = 0;
     for (int t = 0; t < s->n_tensors && !bad; t++) {
         size_t n = N * (size_t)tf_shape_size(s->tensors[t]);
         b->act[t] = falloc(n);
         b->dact[t] = t > 0 ? falloc(n) : NULL; /* the input needs no gradient */
-        bytes += (t > 0 ? 2.0 : 1.0) * n * 4;
+        *bytes += (t > 0 ? 2.0 : 1.0) * n * 4;
         bad = !b->act[t] || (t > 0 && !b->dact[t]);
     }
     for (int l = 0; l < s->n_layers && !bad; l++) {
@@ -164,6 +159,79 @@ static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_bac
                                    (size_t)(tf_shape_size(s->tensors[L->out]) / L->cout));
             /* a failed cache allocation only costs speed */
         }
+    return bad ? -ENOMEM : 0;
+}
+
+/* The path cfg->cpu_impl asks for: 1 oneDNN, 0 reference, or an error (oneDNN not built in,
+ * a bad $FASTLOAD_CPU_BACKEND). */
+static int pick_impl(const tf_train_config *cfg, fl_error *err)
+{
+    int want = cfg->cpu_impl;
+    if (want == TF_CPU_DEFAULT) {
+        const char *e = getenv("FASTLOAD_CPU_BACKEND");
+        if (e && *e && strcmp(e, "reference") && strcmp(e, "onednn"))
+            return fl_error_set(err, FL_E_INVALID,
+                                "FASTLOAD_CPU_BACKEND=%s: expected reference or onednn", e);
+        want = e && !strcmp(e, "reference") ? TF_CPU_REFERENCE
+               : e && !strcmp(e, "onednn")  ? TF_CPU_ONEDNN
+               : tf_cpu_have_onednn()       ? TF_CPU_ONEDNN
+                                            : TF_CPU_REFERENCE;
+    }
+    if (want == TF_CPU_ONEDNN && !tf_cpu_have_onednn())
+        return fl_error_set(err, FL_E_UNSUPPORTED,
+                            "--cpu-backend onednn: this trainfast was built without oneDNN "
+                            "(install libdnnl-dev and reconfigure)");
+    /* --sync-bn reduces BN statistics between the layers: the reference path has the hooks */
+    return want == TF_CPU_ONEDNN && !(cfg->bn_allreduce && cfg->world > 1);
+}
+
+static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_backend **out,
+                      fl_error *err)
+{
+    *out = NULL;
+    if (cfg->precision != TF_FP32)
+        return fl_error_set(err, FL_E_UNSUPPORTED, "cpu backend: only fp32 precision");
+    if (cfg->max_batch == 0 || cfg->accum < 1)
+        return fl_error_set(err, FL_E_INVALID, "cpu backend: max_batch and accum must be >= 1");
+    int use_dnn = pick_impl(cfg, err);
+    if (use_dnn < 0)
+        return use_dnn;
+    tf_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return fl_error_set(err, -ENOMEM, "cpu backend: out of memory");
+    b->spec = s;
+    b->cfg = *cfg;
+#ifdef FL_HAVE_OPENBLAS
+    openblas_set_num_threads(1); /* we split the batch across our own threads */
+#endif
+    b->pool = cpu_pool_create(cfg->threads);
+    const size_t P = (size_t)s->param_count, S = (size_t)s->stat_count, N = cfg->max_batch;
+    b->params = falloc(P);
+    b->momentum = falloc(P);
+    b->grad = falloc(P);
+    b->stats = falloc(S);
+    if (cfg->ema_decay > 0) {
+        b->ema_params = falloc(P);
+        b->ema_stats = falloc(S);
+    }
+    b->logits_sum = falloc(N * (size_t)s->num_classes);
+    if (cfg->bn_allreduce && cfg->world > 1)
+        b->bn_scratch = bn_scratch_alloc(s);
+    int bad = !b->pool || !b->params || !b->momentum || !b->grad || !b->stats ||
+              !b->logits_sum || (cfg->ema_decay > 0 && (!b->ema_params || !b->ema_stats)) ||
+              (cfg->bn_allreduce && cfg->world > 1 && !b->bn_scratch);
+    double bytes = 0;
+#ifdef FL_HAVE_ONEDNN
+    if (!bad && use_dnn) {
+        int rc = cpu_dnn_create(s, (int)N, cfg->threads, &b->dnn, err);
+        if (rc) {
+            cpu_destroy(b);
+            return rc;
+        }
+    }
+#endif
+    if (!bad && !use_dnn)
+        bad = ref_alloc(b, &bytes) != 0;
     if (bad) {
         cpu_destroy(b);
         return fl_error_set(err, -ENOMEM,
@@ -370,23 +438,43 @@ static int cpu_train_step(tf_backend *b, const tf_batch *x, float lr, tf_step_re
         return rc;
     const tf_model_spec *s = b->spec;
     const int N = (int)x->n, K = s->num_classes;
-    cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std,
-                 b->cfg.crop_pad, b->cfg.flip, b->cfg.aug_seed, x->epoch, x->indices, 0, b->act[0]);
-    b->sync_rc = 0;
-    b->sync_err = err;
-    forward(b, N, 1, b->params, b->stats);
-    if (b->sync_rc)
-        return b->sync_rc;
-    const int lt = s->n_tensors - 1;
     /* an epoch's last accumulation group may hold fewer micro-batches (backend.h) */
     const uint32_t group = x->accum_group ? x->accum_group : (uint32_t)b->cfg.accum;
     uint32_t c1 = 0;
-    double loss = cpu_softmax_xent(N, K, b->act[lt], x->labels, b->cfg.label_smoothing,
-                                   1.0f / ((float)N * (float)group), b->dact[lt], &c1,
-                                   NULL);
-    backward(b, N);
-    if (b->sync_rc)
-        return b->sync_rc;
+    double loss;
+#ifdef FL_HAVE_ONEDNN
+    if (b->dnn) {
+        const float *logits;
+        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std,
+                     b->cfg.crop_pad, b->cfg.flip, b->cfg.aug_seed, x->epoch, x->indices, 0,
+                     cpu_dnn_input(b->dnn));
+        rc = cpu_dnn_forward(b->dnn, N, 1, b->params, b->stats, &logits, err);
+        if (rc)
+            return rc;
+        loss = cpu_softmax_xent(N, K, logits, x->labels, b->cfg.label_smoothing,
+                                1.0f / ((float)N * (float)group), cpu_dnn_dlogits(b->dnn), &c1,
+                                NULL);
+        rc = cpu_dnn_backward(b->dnn, b->params, b->grad, err);
+        if (rc)
+            return rc;
+    } else
+#endif
+    {
+        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std,
+                     b->cfg.crop_pad, b->cfg.flip, b->cfg.aug_seed, x->epoch, x->indices, 0,
+                     b->act[0]);
+        b->sync_rc = 0;
+        b->sync_err = err;
+        forward(b, N, 1, b->params, b->stats);
+        if (b->sync_rc)
+            return b->sync_rc;
+        const int lt = s->n_tensors - 1;
+        loss = cpu_softmax_xent(N, K, b->act[lt], x->labels, b->cfg.label_smoothing,
+                                1.0f / ((float)N * (float)group), b->dact[lt], &c1, NULL);
+        backward(b, N);
+        if (b->sync_rc)
+            return b->sync_rc;
+    }
     b->micro_step++;
     res->loss = loss / N;
     res->correct = c1;
@@ -421,14 +509,27 @@ static int cpu_eval_batch(tf_backend *b, const tf_batch *x, int flip_tta, int us
     const int N = (int)x->n, K = s->num_classes, lt = s->n_tensors - 1;
     const float *params = use_ema ? b->ema_params : b->params;
     float *stats = use_ema ? b->ema_stats : b->stats;
-    const float *logits = b->act[lt];
+    const float *logits = NULL, *out = NULL;
     for (int pass = 0; pass < (flip_tta ? 2 : 1); pass++) {
-        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0, 0,
-                     NULL, pass, b->act[0]);
-        forward(b, N, 0, params, stats);
+#ifdef FL_HAVE_ONEDNN
+        if (b->dnn) {
+            cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0,
+                         0, 0, NULL, pass, cpu_dnn_input(b->dnn));
+            rc = cpu_dnn_forward(b->dnn, N, 0, params, stats, &out, err);
+            if (rc)
+                return rc;
+        } else
+#endif
+        {
+            cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0,
+                         0, 0, NULL, pass, b->act[0]);
+            forward(b, N, 0, params, stats);
+            out = b->act[lt];
+        }
+        logits = out;
         if (flip_tta) {
             for (long i = 0; i < (long)N * K; i++)
-                b->logits_sum[i] = pass ? 0.5f * (b->logits_sum[i] + b->act[lt][i]) : b->act[lt][i];
+                b->logits_sum[i] = pass ? 0.5f * (b->logits_sum[i] + out[i]) : out[i];
             logits = b->logits_sum;
         }
     }
@@ -450,10 +551,25 @@ static int cpu_predict_batch(tf_backend *b, const tf_batch *x, int use_ema, floa
         return fl_error_set(err, FL_E_INVALID, "prediction with EMA weights but EMA is off");
     const tf_model_spec *s = b->spec;
     const int N = (int)x->n;
-    cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0, 0,
-                 NULL, 0, b->act[0]);
-    forward(b, N, 0, use_ema ? b->ema_params : b->params, use_ema ? b->ema_stats : b->stats);
-    memcpy(logits, b->act[s->n_tensors - 1], sizeof(float) * (size_t)N * (size_t)s->num_classes);
+    const float *params = use_ema ? b->ema_params : b->params;
+    float *stats = use_ema ? b->ema_stats : b->stats;
+    const float *out;
+#ifdef FL_HAVE_ONEDNN
+    if (b->dnn) {
+        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0,
+                     0, NULL, 0, cpu_dnn_input(b->dnn));
+        rc = cpu_dnn_forward(b->dnn, N, 0, params, stats, &out, err);
+        if (rc)
+            return rc;
+    } else
+#endif
+    {
+        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0,
+                     0, NULL, 0, b->act[0]);
+        forward(b, N, 0, params, stats);
+        out = b->act[s->n_tensors - 1];
+    }
+    memcpy(logits, out, sizeof(float) * (size_t)N * (size_t)s->num_classes);
     return 0;
 }
 
@@ -511,8 +627,17 @@ static int cpu_set_state(tf_backend *b, const tf_state *st, fl_error *err)
 
 static void cpu_describe(tf_backend *b, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "CPU, %d threads, GEMM %s, fp32", cpu_pool_threads(b->pool),
-             cpu_gemm_name());
+#ifdef FL_HAVE_ONEDNN
+    if (b->dnn) {
+        char v[96];
+        cpu_dnn_describe(b->dnn, v, sizeof v);
+        snprintf(buf, cap, "CPU, %d threads, %s (--cpu-backend onednn), fp32",
+                 cpu_pool_threads(b->pool), v);
+        return;
+    }
+#endif
+    snprintf(buf, cap, "CPU, %d threads, reference layers (--cpu-backend reference), GEMM %s, fp32",
+             cpu_pool_threads(b->pool), cpu_gemm_name());
 }
 
 /* Data parallel: gradients (and with --sync-bn the BN statistics) summed over the ranks through
@@ -526,6 +651,18 @@ static int cpu_attach_comm(tf_backend *b, const tf_comm *c, char *note, size_t c
         return 0;
     if (c->sync_bn && !b->bn_scratch && !(b->bn_scratch = bn_scratch_alloc(b->spec)))
         return fl_error_set(err, -ENOMEM, "cpu backend: out of memory");
+#ifdef FL_HAVE_ONEDNN
+    if (c->sync_bn && b->dnn) {
+        /* BN statistics reduced between layers: only the reference path has that hook (describe
+         * then names the reference layers) */
+        double bytes;
+        cpu_dnn_free(b->dnn);
+        b->dnn = NULL;
+        if (ref_alloc(b, &bytes))
+            return fl_error_set(err, -ENOMEM, "cpu backend: out of memory for %s (%.1f MiB)",
+                                b->spec->name, bytes / 1048576.0);
+    }
+#endif
     b->cfg.world = c->world;
     b->cfg.grad_allreduce = c->sum_f32;
     b->cfg.grad_allreduce_user = c->user;

@@ -1,0 +1,61 @@
+/* cpu_onednn.h — the CPU backend's fast path on oneDNN (libdnnl 2.x, C API): a tf_model_spec run
+ * as oneDNN primitives in the layouts oneDNN picks (blocked nChw16c on AVX-512 machines), created
+ * once per batch size and mode and reused every step, BN + ReLU fused (dnnl_fuse_norm_relu) in
+ * training and evaluation. Threading is oneDNN's (OpenMP). Only in builds with FL_HAVE_ONEDNN;
+ * cpu_backend.c drives it and keeps the flat fp32 state (params, grads, stats, momentum, EMA) in
+ * the model.h layout, so checkpoints are the same for both CPU paths.
+ *
+ * Numerics: the same functions as the reference layers (cpu_layers.h) up to summation order;
+ * tests/trainer/test_onednn_grads.c states the tolerance. Not supported here: --sync-bn (the
+ * backend falls back to the reference path for it). */
+#ifndef TF_CPU_ONEDNN_H
+#define TF_CPU_ONEDNN_H
+
+#include <stdint.h>
+
+#include "fl_error.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cpu_dnn cpu_dnn;
+
+/* Build the training and evaluation plans of `spec` for batches of max_batch (other batch sizes
+ * get their own plans on first use, kept in a small cache). threads > 0 sets oneDNN's thread
+ * count (omp_set_num_threads), 0 leaves the default (all cores). spec must outlive the object.
+ * Errors: FL_E_UNSUPPORTED (a layer or shape oneDNN has no primitive for: message names it),
+ * -ENOMEM. */
+int cpu_dnn_create(const tf_model_spec *spec, int max_batch, int threads, cpu_dnn **out,
+                   fl_error *err);
+
+/* The input buffer to fill before a forward pass: max_batch * C * H * W floats, NCHW (the layout
+ * cpu_input_u8 writes). */
+float *cpu_dnn_input(cpu_dnn *d);
+
+/* Forward pass over the first N samples of the input. train = 1: BN on batch statistics, the
+ * running statistics in `stats` updated (PyTorch convention, as cpu_bn_forward), and what the
+ * backward pass needs kept; train = 0: BN on `stats`. Returns the logits [N][num_classes]
+ * (owned by d, valid until the next call) in *logits. Errors: FL_E_INVALID (N outside
+ * 1..max_batch), FL_E_UNSUPPORTED / -ENOMEM when a plan for a new N cannot be built. */
+int cpu_dnn_forward(cpu_dnn *d, int N, int train, const float *params, float *stats,
+                    const float **logits, fl_error *err);
+
+/* The gradient of the loss w.r.t. the logits of the last training forward pass: fill it
+ * ([N][num_classes]) before cpu_dnn_backward. */
+float *cpu_dnn_dlogits(cpu_dnn *d);
+
+/* Backward pass of the last training forward pass (same N, same params): the parameter
+ * gradients are ADDED to grad (model.h layout, spec->param_count floats). */
+int cpu_dnn_backward(cpu_dnn *d, const float *params, float *grad, fl_error *err);
+
+/* "oneDNN 2.6.3 (avx512_core)" style description. */
+void cpu_dnn_describe(cpu_dnn *d, char *buf, size_t cap);
+
+void cpu_dnn_free(cpu_dnn *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
