@@ -23,9 +23,11 @@ done
 pkgs=(build-essential cmake pkg-config git
       liburing-dev liblmdb-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
       libwebp-dev
-      libopenblas-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3 python3-numpy python3-pytest
+      libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3 python3-numpy python3-pytest
       python3-pil python3-skimage python3-venv python3-pip python3-setuptools python3-wheel
       python3-torch python3-torchvision)
+# libdnnl-dev (oneDNN 2.x): trainfast's fast CPU path (--cpu-backend onednn, the default when
+# found); without it the build keeps the reference layers and says so.
 # python3-torch / -torchvision (Debian's CPU build): fastload.torch, examples/pytorch_train.py and
 # their tests (which skip without them), and the PyTorch DataLoader peer of bench/loader.sh.
 # libwebp-dev: optional for the build (WebP inputs are refused without it), installed here so
