@@ -35,6 +35,9 @@
  *   ring      prefetch × batch_size × (out_height × out_width × channels + 4)   (pinned)
  *   indices   prefetch × batch_size × 8
  *   order     8 bytes per dataset record (the epoch's sequence)
+ *   FL_ORDER_QUASI read as coalesced extents (io_uring, one rank): up to twice the quasi
+ *             window's stored bytes + 16 MiB of extent buffers (at most 256 MiB and a quarter of
+ *             the page cache the run can expect; a larger window is read record by record)
  *   per worker  2 × queue_depth × (largest stored record [+ 8 KiB with O_DIRECT]) read buffers
  *             (the next chunk's reads are in flight while the current chunk decodes)
  *             + largest decompressed record + decoder/resize scratch (grow-only, bounded by
@@ -99,7 +102,10 @@ typedef enum fl_io_mode {
     FL_IO_AUTO = 0,  /* FL_IO_MEMORY for shard datasets of raw pixels (where reads, not
                         decoding, are the cost) of at most `memory_max` bytes (default 256 MiB
                         and 1/16 of physical memory: MNIST, CIFAR) unless `direct`; otherwise
-                        io_uring when the kernel allows it, else the pread pool (one log line).
+                        io_uring when the kernel allows it, else the pread pool (one log line);
+                        with O_DIRECT (one log line) when the data set is larger than the page
+                        cache the run can expect (MemAvailable, the cgroup's memory limit):
+                        fl_loader_io_describe says which and why.
                         Never the mapping: a file that shrinks or fails under a mapping kills the
                         process (SIGBUS), while reads return an error naming shard and record.
                         LMDB datasets are always read through LMDB's mmap. */
@@ -251,6 +257,18 @@ typedef struct fl_loader_stats {
 } fl_loader_stats;
 
 void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);
+
+/* How records are read, as decided at create, in words: the backend ("io_uring", "pread",
+ * "memory", "mmap"), "O_DIRECT", "buffered" or "from memory", and why when FL_IO_AUTO chose
+ * O_DIRECT, e.g. "io_uring, O_DIRECT (io auto: the data set (1100.0 MiB) is larger than the
+ * page cache it can expect (256.0 MiB, cgroup memory limit))"; ", drop-behind" when buffered
+ * reads of such a data set drop their pages once used; ", quasi blocks read as coalesced
+ * extents" for FL_ORDER_QUASI's block reads. Valid until fl_loader_close. */
+const char *fl_loader_io_describe(const fl_loader *L);
+
+/* 1 when records are read with O_DIRECT: the `direct` option or FL_IO_AUTO's choice (0 where the
+ * filesystem refused it and buffered reads are used). */
+int fl_loader_direct(const fl_loader *L);
 
 /* The dataset being read (class names, schema, count). */
 const fl_dataset *fl_loader_dataset(const fl_loader *L);

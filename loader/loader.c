@@ -116,6 +116,43 @@ static int make_readers(fl_loader *L, fl_error *err)
     return 0;
 }
 
+/* Quasi order on io_uring, one rank: coalesced extent reads (block_reader.h) when the window's
+ * extents fit the budget (at most FL_BLOCK_BUDGET_MAX and a quarter of the page cache the run
+ * can expect); otherwise each record is read on its own, and the log says why. */
+#define FL_BLOCK_BUDGET_MAX (256ull << 20)
+static int make_block_reader(fl_loader *L, fl_error *err)
+{
+    if (L->plan.order != FL_ORDER_QUASI || strcmp(L->io_backend, "io_uring") != 0)
+        return 0;
+    if (L->plan.world > 1) {
+        logf_(L, 0, "fastload: quasi order with %u ranks: per-record reads (a coalesced extent "
+              "would be read by every rank)", L->plan.world);
+        return 0;
+    }
+    uint64_t win = fl_block_window_bytes(L->ds, &L->plan, L->direct);
+    uint64_t cap = L->cache_expect / 4 < FL_BLOCK_BUDGET_MAX ? L->cache_expect / 4
+                                                              : FL_BLOCK_BUDGET_MAX;
+    if (win > cap) {
+        logf_(L, 0, "fastload: quasi window of %.1f MiB (block %llu x window %llu records) is over "
+              "the read-ahead budget of %.1f MiB: per-record reads (lower quasi_block)",
+              win / 1048576.0, (unsigned long long)L->plan.block,
+              (unsigned long long)L->plan.window, cap / 1048576.0);
+        return 0;
+    }
+    uint32_t qd = L->opt.queue_depth ? L->opt.queue_depth : 32;
+    fl_block_config cfg = {
+        .ds = L->ds, .fds = L->fds, .plan = &L->plan,
+        .first_ticket = L->opt.start_epoch * L->plan.batches + L->opt.start_batch,
+        .direct = L->direct, .drop_behind = L->drop_behind, .depth = qd < 64 ? qd : 64,
+        /* the window's extents, the next window's (read while this one is used) and 16 MiB */
+        .budget = 2 * win + (16u << 20) < cap ? 2 * win + (16u << 20) : cap};
+    int rc = fl_block_reader_create(&cfg, &L->blocks, err);
+    if (rc < 0)
+        return rc;
+    L->ctx.blocks = L->blocks;
+    return 0;
+}
+
 static int cuda_check(fl_loader *L, int rc, const char *what, fl_error *err)
 {
     if (rc == 0)
@@ -224,7 +261,8 @@ static void make_work_ctx(fl_loader *L)
                            .batch_size = L->opt.batch_size, .chunk = L->chunk,
                            .on_corrupt = L->opt.on_corrupt, .decode_flags = L->opt.decode_flags,
                            .direct = L->direct, .read_in_place = L->read_in_place,
-                           .mapped = L->mapped, .fds = L->fds, .mem = L->mem, .nmem = L->nmem};
+                           .mapped = L->mapped, .fds = L->fds, .mem = L->mem, .nmem = L->nmem,
+                           .drop_behind = L->drop_behind};
 }
 
 /* Open the dataset and work out what a batch is: output geometry, the order plan, the
@@ -283,6 +321,21 @@ static void size_pipeline(fl_loader *L)
                        L->out_h == L->schema.height && L->out_w == L->schema.width;
 }
 
+/* FL_IO_AUTO on a data set larger than the page cache it can expect: O_DIRECT (one log line). */
+static void auto_direct(fl_loader *L)
+{
+    const char *why = "";
+    L->cache_expect = fl_page_cache_expect(fl_page_cache_root(), &why);
+    uint64_t total = fl_dataset_total_bytes(L->ds);
+    if (L->opt.io != FL_IO_AUTO || L->opt.direct || total <= L->cache_expect)
+        return;
+    L->direct = 1;
+    snprintf(L->io_reason, sizeof L->io_reason,
+             "io auto: the data set (%.1f MiB) is larger than the page cache it can expect "
+             "(%.1f MiB, %s)", total / 1048576.0, L->cache_expect / 1048576.0, why);
+    logf_(L, 0, "fastload: %s: O_DIRECT reads", L->io_reason);
+}
+
 /* Where records come from: memory (the dataset's mapping, or the shards read into memory) or
  * reads of the shard files (their descriptors opened here; the readers come with the workers). */
 static int choose_io(fl_loader *L, fl_error *err)
@@ -299,8 +352,14 @@ static int choose_io(fl_loader *L, fl_error *err)
     int rc;
     if (in_memory && (rc = fl_memory_load(L, err)) < 0)
         return rc;
-    if (!L->mapped && (rc = open_shards(L, err)) < 0)
-        return rc;
+    if (!L->mapped) {
+        auto_direct(L);
+        if ((rc = open_shards(L, err)) < 0)
+            return rc;
+        /* buffered reads of more than the page cache can keep: drop what was read behind us,
+         * so the run does not evict everyone else's cache (and its cgroup's memory) for nothing */
+        L->drop_behind = !L->direct && fl_dataset_total_bytes(L->ds) > L->cache_expect;
+    }
     return 0;
 }
 
@@ -321,7 +380,7 @@ static int start_workers(fl_loader *L, fl_error *err)
         if ((rc = fl_worker_init(&L->workers[i], &L->ctx, i, err)) < 0)
             return rc;
     if (!L->mapped) {
-        if ((rc = make_readers(L, err)) < 0)
+        if ((rc = make_readers(L, err)) < 0 || (rc = make_block_reader(L, err)) < 0)
             return rc;
     } else {
         L->io_backend = L->mem ? "memory" : "mmap";
@@ -332,6 +391,31 @@ static int start_workers(fl_loader *L, fl_error *err)
         L->nstarted = i + 1;
     }
     return 0;
+}
+
+/* L->io_reason: backend, O_DIRECT or buffered, and the choices made for this data set. */
+static void describe_io(fl_loader *L)
+{
+    char why[sizeof L->io_reason];
+    snprintf(why, sizeof why, "%s", L->io_reason);
+    int n = snprintf(L->io_reason, sizeof L->io_reason, "%s, %s%s%s%s", L->io_backend,
+                     L->mapped ? "from memory" : L->direct ? "O_DIRECT" : "buffered",
+                     why[0] ? " (" : "", why, why[0] ? ")" : "");
+    if (n > 0 && (size_t)n < sizeof L->io_reason && L->drop_behind)
+        n += snprintf(L->io_reason + n, sizeof L->io_reason - n,
+                      ", drop-behind (the data set is larger than the page cache it can expect)");
+    if (n > 0 && (size_t)n < sizeof L->io_reason && L->blocks)
+        snprintf(L->io_reason + n, sizeof L->io_reason - n, ", quasi blocks read as coalesced extents");
+}
+
+int fl_loader_direct(const fl_loader *L)
+{
+    return L->direct && !L->mapped;
+}
+
+const char *fl_loader_io_describe(const fl_loader *L)
+{
+    return L->io_reason;
 }
 
 int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
@@ -354,6 +438,7 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
     if ((rc = setup_cuda(L, err)) < 0 || (rc = make_slots(L, err)) < 0 ||
         (rc = choose_io(L, err)) < 0 || (rc = start_workers(L, err)) < 0)
         goto fail;
+    describe_io(L);
     *out = L;
     return 0;
 fail:
@@ -449,7 +534,7 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *o)
     fl_stage_stats st = {0};
     for (uint32_t i = 0; i < L->nstarted; i++)
         fl_worker_stats(&L->workers[i], &st);
-    o->bytes_read = st.bytes_read;
+    o->bytes_read = st.bytes_read + fl_block_reader_bytes(L->blocks);
     o->io_wait_s = st.io_wait_s;
     o->decode_s = st.decode_s;
     o->augment_s = st.augment_s;
@@ -472,8 +557,10 @@ void fl_loader_close(fl_loader *L)
         return;
     if (L->ring_init)
         fl_ring_stop(&L->ring);
+    fl_block_reader_stop(L->blocks); /* wakes workers waiting for an extent */
     for (uint32_t i = 0; i < L->nstarted; i++)
         pthread_join(L->workers[i].thread, NULL);
+    fl_block_reader_destroy(L->blocks);
     if (L->workers)
         for (uint32_t i = 0; i < L->nworkers; i++)
             fl_worker_free(&L->workers[i]);

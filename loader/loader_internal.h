@@ -70,9 +70,22 @@ struct fl_loader {
 
     double t_create;
     const char *io_backend;
+    fl_block_reader *blocks; /* quasi order's coalesced extent reads (block_reader.h) or NULL */
+    int drop_behind;         /* buffered reads of a data set larger than the expected page cache:
+                                POSIX_FADV_DONTNEED behind each read */
+    uint64_t cache_expect;   /* page cache the run can expect (io_auto.c), bytes */
+    char io_reason[256];     /* how records are read and why (fl_loader_io_describe) */
 };
 
 int fl_loader_options_check(const fl_loader_options *o, fl_error *err);
+
+/* io_auto.c: bytes of page cache the process can expect to keep, the smaller of MemAvailable
+ * and its cgroup's memory limit less the group's non-cache usage (v1 and v2, ancestors
+ * included); *why names which ("MemAvailable", "cgroup memory limit"). `root` stands in for
+ * "/" (tests point it at fake /proc and /sys/fs/cgroup trees); fl_page_cache_root() is
+ * $FL_PROC_ROOT or "". */
+uint64_t fl_page_cache_expect(const char *root, const char **why);
+const char *fl_page_cache_root(void);
 
 /* FL_IO_MEMORY (memory_reader.c). FL_IO_AUTO picks it (fl_memory_auto returns 1) for shard
  * datasets of raw pixels of at most opt->memory_max bytes, by default FL_MEMORY_AUTO_MAX or 1/16

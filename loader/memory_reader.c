@@ -20,6 +20,10 @@ int fl_memory_auto(const fl_loader_options *opt, const fl_schema *schema, uint64
     if (opt->io != FL_IO_AUTO || opt->direct || opt->memory_max < 0 ||
         schema->encoding != FL_ENC_RAW)
         return 0;
+    /* nor more than the page cache the run can expect (its cgroup's limit): a copy that does
+     * not fit would be swapped or killed */
+    if (dataset_bytes > fl_page_cache_expect(fl_page_cache_root(), NULL))
+        return 0;
     if (opt->memory_max > 0)
         return dataset_bytes <= (uint64_t)opt->memory_max;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);

@@ -6,6 +6,7 @@
 #include "fl_crc32c.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,8 +183,16 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
                        uint64_t pos, uint8_t *dst, fl_error *err)
 {
     const fl_work_ctx *X = w->ctx;
-    if (X->mapped && X->read_in_place && len == X->sample_bytes && len == info->stored_len)
-        return copy_checked(w, idx, info, stored, len, dst, err);
+    if (X->read_in_place && len == X->sample_bytes && len == info->stored_len) {
+        if (X->mapped) /* timed per chunk by the caller */
+            return copy_checked(w, idx, info, stored, len, dst, err);
+        /* read into a reader's buffer (O_DIRECT spans, coalesced extents): one pass copies
+         * and checks */
+        double t0 = fl_now_s();
+        int rc = copy_checked(w, idx, info, stored, len, dst, err);
+        w->st.decode_s += fl_now_s() - t0;
+        return rc;
+    }
     double t0 = fl_now_s();
     int rc;
     if ((rc = check_record(X, idx, info, stored, len, err)) < 0)
@@ -349,6 +358,8 @@ static void on_read(void *user, fl_read_req *req)
     } else {
         rc = load_sample(w, idx, info, req->data, req->len, c->epoch, pos, dst, &e);
     }
+    if (X->drop_behind && req->fd > 0) /* whole pages inside the record only (the kernel's rule) */
+        posix_fadvise(req->fd, (off_t)req->offset, req->len, POSIX_FADV_DONTNEED);
     if (rc < 0)
         sample_failed(c, k, idx, pos, dst, &e);
     else
@@ -426,6 +437,43 @@ static void chunk_mapped(fl_chunk *c)
         w->st.decode_s += fl_now_s() - t0;
 }
 
+/* Coalesced quasi reads (block_reader.h): the chunk's records are only looked up here (the
+ * I/O thread reads their extents ahead); reqs[i].res says whether the lookup failed. */
+static void chunk_blocks_start(fl_chunk *c)
+{
+    const fl_work_ctx *X = c->w->ctx;
+    for (uint32_t i = 0; i < c->cnt; i++) {
+        uint32_t k = c->k0 + i;
+        uint64_t idx = c->b->indices[k];
+        fl_error e;
+        c->reqs[i].res = fl_dataset_record_info(X->ds, idx, &c->infos[i], &e);
+        if (c->reqs[i].res < 0)
+            sample_failed(c, k, idx, fl_order_pos(X->plan, c->batch, k),
+                          c->b->images + (size_t)k * X->sample_bytes, &e);
+    }
+}
+
+/* Each record's bytes from its extent (waiting for the read when it has not landed yet), then
+ * processed as a completed read would be; every sample puts its extent back, failed or not. */
+static void chunk_blocks_finish(fl_chunk *c)
+{
+    fl_worker *w = c->w;
+    const fl_work_ctx *X = w->ctx;
+    for (uint32_t i = 0; i < c->cnt; i++) {
+        uint32_t k = c->k0 + i;
+        uint64_t idx = c->b->indices[k];
+        if (c->reqs[i].res == 0) {
+            fl_read_req r = {.len = c->infos[i].stored_len, .tag = k};
+            double t0 = fl_now_s();
+            r.res = fl_block_reader_get(X->blocks, c->epoch, c->run.ticket * X->batch_size + k,
+                                        idx, &c->infos[i], &r.data);
+            w->st.io_wait_s += fl_now_s() - t0;
+            on_read(c, &r);
+        }
+        fl_block_reader_put(X->blocks, c->epoch, idx);
+    }
+}
+
 /* Look the chunk's records up; mapped records are processed right away, the others are queued
  * on the reader. */
 static void chunk_start(fl_chunk *c)
@@ -438,6 +486,10 @@ static void chunk_start(fl_chunk *c)
     c->skipped = 0;
     if (X->mapped) {
         chunk_mapped(c);
+        return;
+    }
+    if (X->blocks) {
+        chunk_blocks_start(c);
         return;
     }
     for (uint32_t i = 0; i < c->cnt; i++) {
@@ -470,6 +522,10 @@ static void chunk_start(fl_chunk *c)
 static void chunk_finish(fl_chunk *c)
 {
     fl_worker *w = c->w;
+    if (w->ctx->blocks) {
+        chunk_blocks_finish(c);
+        return;
+    }
     if (c->nreq > 0)
         w->reader->drain(w->reader, c->reqs, c->nreq, on_read, c, &w->st.io_wait_s,
                          &w->st.bytes_read);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "augment.h"
+#include "block_reader.h"
 #include "fastload.h"
 #include "fl_clock.h"
 #include "fl_image.h"
@@ -52,6 +53,9 @@ typedef struct fl_work_ctx {
     const int *fds;        /* not mapped: the readers' descriptor of each shard */
     const fl_shard_copy *mem; /* FL_IO_MEMORY: each shard file's bytes (memory_reader.c) */
     uint32_t nmem;
+    int drop_behind;          /* buffered reads: POSIX_FADV_DONTNEED each record once used */
+    fl_block_reader *blocks;  /* quasi order with coalesced extent reads (block_reader.h), or
+                                 NULL: each record is read on its own by the worker's reader */
 } fl_work_ctx;
 
 typedef struct fl_worker {

@@ -41,6 +41,70 @@ void cli_rss_mib(double *rss, double *peak)
     fclose(f);
 }
 
+/* Page cache in MiB: the machine's (Cached in /proc/meminfo) and this process's cgroup's
+ * ("cache" in a v1 memory.stat, "file" in a v2 one; -1 when unreadable). */
+static double meminfo_cached_mib(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Cached: %lu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb / 1024.0;
+}
+
+static double cgroup_cached_mib(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[4096], path[4200] = "";
+    int v2 = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        if (strstr(c1 + 1, "memory")) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.stat", c2 + 1);
+            v2 = 0;
+            break;
+        }
+        if (!strcmp(line, "0") && !c1[1]) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.stat", c2 + 1);
+            v2 = 1;
+        }
+    }
+    if (f)
+        fclose(f);
+    FILE *g = path[0] ? fopen(path, "r") : NULL;
+    if (!g)
+        return -1;
+    double mib = -1;
+    unsigned long long v;
+    while (fgets(line, sizeof line, g))
+        if (sscanf(line, v2 ? "file %llu" : "cache %llu", &v) == 1) {
+            mib = v / 1048576.0;
+            break;
+        }
+    fclose(g);
+    return mib;
+}
+
+/* Stored bytes of the batch's records (the read amplification's denominator). */
+static uint64_t stored_bytes(const fl_dataset *ds, const fl_batch *b)
+{
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < b->size; k++) {
+        fl_record_info r;
+        if (fl_dataset_record_info(ds, b->indices[k], &r, NULL) == 0)
+            sum += r.stored_len;
+    }
+    return sum;
+}
+
 static const char *encoding_name(const fl_dataset *ds)
 {
     const fl_schema *s = ds ? fl_dataset_schema(ds) : NULL;
@@ -109,6 +173,7 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     fl_loader *L = NULL;
     /* Timing starts before create: the workers begin filling the ring inside it, and that work
      * must be inside the measured interval (else prefetched batches would look free). */
+    double cached0 = meminfo_cached_mib(), cg_cached0 = cgroup_cached_mib();
     double t_create = fl_now_s(), cpu_start = cpu_s();
     if (fl_loader_create(ro.path, &ro.opt, &L, &err)) {
         /* The library names its option fields; tell a command-line user which flag sets them. */
@@ -138,6 +203,7 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
         return 1;
     }
     uint64_t images = 0, out_bytes = 0, batches = 0, epochs_done = 0, epoch_images = 0;
+    uint64_t stored = 0; /* stored bytes of the records delivered */
     uint32_t h = 0, w = 0, c = 0;
     double t_epoch = t_create;
     int status = 0;
@@ -153,6 +219,7 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
         epoch_images += b->size;
         out_bytes += (uint64_t)b->size * b->height * b->width * b->channels + b->size * 4ull;
         batches++;
+        stored += stored_bytes(ds, b);
         int last = b->last_in_epoch;
         fl_loader_release(L, b);
         if (last) {
@@ -173,6 +240,11 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     }
     double wall = fl_now_s() - t_create;
     double cpu = cpu_s() - cpu_start;
+    double cache_growth = meminfo_cached_mib() - cached0, cg_cached1 = cgroup_cached_mib();
+    int cg_ok = cg_cached0 >= 0 && cg_cached1 >= 0;
+    double cg_growth = cg_ok ? cg_cached1 - cg_cached0 : 0;
+    /* bytes read (aligned spans, extents, prefetched batches included) per stored byte delivered */
+    double amp = 0;
     if (status) {
         free(rss_epoch);
         free(ips_epoch);
@@ -187,6 +259,7 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     double ips = wall > 0 ? images / wall : 0;
     double mbs = wall > 0 ? out_bytes / wall / 1e6 : 0;
     double rmbs = wall > 0 ? st.bytes_read / wall / 1e6 : 0;
+    amp = stored ? (double)st.bytes_read / stored : 0;
     /* 0 means "one per online CPU" to the loader: report the number it actually runs. */
     uint32_t workers = ro.opt.workers ? ro.opt.workers : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
     const char *backend = st.io_backend ? st.io_backend : "?";
@@ -218,10 +291,20 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
         fl_json_key(&j, "world"); fl_json_uint(&j, ro.opt.world ? ro.opt.world : 1);
         fl_json_key(&j, "io"); fl_json_string(&j, run_io_name(ro.opt.io));
         fl_json_key(&j, "io_backend"); fl_json_string(&j, backend);
-        fl_json_key(&j, "direct"); fl_json_bool(&j, ro.opt.direct);
+        fl_json_key(&j, "direct"); fl_json_bool(&j, fl_loader_direct(L)); /* effective */
+        fl_json_key(&j, "direct_requested"); fl_json_bool(&j, ro.opt.direct);
+        fl_json_key(&j, "io_mode"); fl_json_string(&j, fl_loader_io_describe(L));
         fl_json_key(&j, "decode"); fl_json_string(&j, ro.opt.decode_flags ? "fast" : "accurate");
         fl_json_key(&j, "bytes_read"); fl_json_uint(&j, st.bytes_read);
         fl_json_key(&j, "bytes_out"); fl_json_uint(&j, out_bytes);
+        fl_json_key(&j, "bytes_stored_delivered"); fl_json_uint(&j, stored);
+        fl_json_key(&j, "read_amplification"); fl_json_double(&j, amp);
+        fl_json_key(&j, "page_cache_growth_mib"); fl_json_double(&j, cache_growth);
+        fl_json_key(&j, "cgroup_page_cache_growth_mib");
+        if (cg_ok)
+            fl_json_double(&j, cg_growth);
+        else
+            fl_json_null(&j);
         fl_json_key(&j, "skipped"); fl_json_uint(&j, st.skipped);
         fl_json_key(&j, "stages");
         fl_json_begin_object(&j);
@@ -270,6 +353,11 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
                (unsigned long long)images, (unsigned long long)batches,
                (unsigned long long)epochs_done, wall, rate, mbs, rmbs, t_start - t_create);
         printf("  cpu: %.3f s over all threads, %s images per CPU-second\n", cpu, cpu_rate);
+        printf("  io: %s; read amplification %.3f (bytes read / stored bytes delivered), page cache "
+               "%+.1f MiB (machine)", fl_loader_io_describe(L), amp, cache_growth);
+        if (cg_ok)
+            printf(", %+.1f MiB (cgroup)", cg_growth);
+        printf("\n");
         printf("  stages (s, summed over workers): io wait %.3f, decode %.3f, augment %.3f, "
                "slot wait %.3f; consumer waited %.3f\n",
                st.io_wait_s, st.decode_s, st.augment_s, st.slot_wait_s, st.consumer_wait_s);
