@@ -21,6 +21,9 @@ MK="$B/tests/trainer/tf_make_dataset"
 PY=/usr/bin/python3
 T="$(mktemp -d "${TMPDIR:-/tmp}/tf_predict.XXXXXX")"
 trap 'rm -rf "$T"' EXIT
+# in a sanitizer build a leak or error report must not pass as an expected exit 1
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1:exitcode=86"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1:halt_on_error=1:exitcode=86"
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 die() { echo "FAIL: $*"; exit 1; }
