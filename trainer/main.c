@@ -140,6 +140,11 @@ static const fl_cli_opt train_opts[] = {
              "and --quiet, --threads, --workers, --device, --precision, --no-tta,\n"
              "and --checkpoint-every, --sync-bn, the number of processes"},
     {FL_CLI_TEXT, "log", .off = F(log_path), .metavar = "FILE.jsonl", .help = "one JSON object per epoch"},
+    {FL_CLI_U32, "log-every", .off = F(log_every), .umin = 1, .umax = 1u << 30, .metavar = "N",
+     .help = "the log's per-N-steps points (loss, lr, images/s, data wait)\n"
+             "every N batches", .def = "about 50 points per epoch"},
+    {FL_CLI_TEXT, "report", .off = F(report_path), .metavar = "FILE.html",
+     .help = "at the end, write the run's HTML report there (docs/REPORT.md)"},
     {FL_CLI_FLAG, "json", .off = F(json), .help = "last stdout line: a JSON summary (val_top1, images_per_sec, ...)"},
     {FL_CLI_FLAG, "quiet", 'q', .off = F(quiet), .help = "no progress or per-epoch lines"},
 
@@ -348,7 +353,10 @@ static void version(FILE *out)
 /* `trainfast predict` (predict_cli.c) */
 extern const fl_cli_cmd tf_predict_cmd;
 
-static const fl_cli_cmd *const commands[] = {&train_cmd, &eval_cmd, &tf_predict_cmd, &doctor_cmd, NULL};
+/* `trainfast report` (report_cli.c) */
+extern const fl_cli_cmd tf_report_cmd;
+
+static const fl_cli_cmd *const commands[] = {&train_cmd, &eval_cmd, &tf_predict_cmd, &doctor_cmd, &tf_report_cmd, NULL};
 
 static const fl_cli_tool tool = {
     .name = TOOL,
@@ -356,6 +364,7 @@ static const fl_cli_tool tool = {
                 "       trainfast eval CKPT DATA [options]\n"
                 "       trainfast predict CKPT DATA|IMAGE... [options]\n"
                 "       trainfast doctor [--json]\n"
+                "       trainfast report LOG.jsonl... [-o FILE.html]\n"
                 "\n"
                 "Trains an image classifier on datasets packed by packdata, fed by libfastload.\n",
     .cmds = commands,

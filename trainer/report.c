@@ -1,6 +1,7 @@
 /* report.c — what trainfast shows while it trains: the run's banner, a live progress line on a
- * terminal, one line per epoch (and a JSONL record per epoch with --log), and the end-of-run
- * summary (text on stderr, one JSON object on stdout with --json). */
+ * terminal, one line per epoch (and a JSONL record per epoch with --log, which the HTML report
+ * reads: report_log.h, docs/REPORT.md), and the end-of-run summary (text on stderr, one JSON
+ * object on stdout with --json). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,7 +49,35 @@ void tf_live_clear(tf_live *lv)
     }
 }
 
-int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log)
+/* the fields after the first ones: the step-time split, GPU figures, points, the run (report) */
+static void epoch_extra(fl_json *j, const tf_epoch_report *r)
+{
+    static const char *const keys[] = {"compute_seconds", "h2d_seconds", "data_wait_seconds",
+                                       "eval_seconds", "checkpoint_seconds"};
+    const double v[] = {r->compute_s, r->h2d_s, r->data_wait_s, r->eval_s, r->ckpt_s};
+    for (int k = 0; k < 5; k++) {
+        fl_json_key(j, keys[k]);
+        fl_json_double(j, v[k]);
+    }
+    if (r->gpu_util >= 0) {
+        fl_json_key(j, "gpu_utilization");
+        fl_json_double(j, r->gpu_util);
+        fl_json_key(j, "gpu_memory_used_bytes");
+        fl_json_uint(j, r->gpu_mem);
+        fl_json_key(j, "gpu_memory_total_bytes");
+        fl_json_uint(j, r->gpu_mem_total);
+    }
+    if (r->points_json) {
+        fl_json_key(j, "points");
+        fl_json_raw(j, r->points_json);
+    }
+    if (r->run_json) {
+        fl_json_key(j, "run");
+        fl_json_raw(j, r->run_json);
+    }
+}
+
+int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log, fl_tbuf *lines)
 {
     int e = 0;
     if (!quiet) {
@@ -62,7 +91,7 @@ int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log)
                 r->epoch, r->epochs, r->train_loss, 100.0 * r->train_acc, r->val_loss,
                 100.0 * r->val_top1, top5, rate, 100.0 * r->data_wait_fraction, r->epoch_seconds);
     }
-    if (log) {
+    if (log || lines) {
         fl_json j;
         fl_json_init(&j);
         fl_json_begin_object(&j);
@@ -94,12 +123,16 @@ int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log)
         fl_json_double(&j, r->epoch_seconds);
         fl_json_key(&j, "wall_seconds");
         fl_json_double(&j, r->wall_seconds);
+        epoch_extra(&j, r);
         fl_json_end_object(&j);
         errno = 0;
         if (fl_json_failed(&j))
             e = ENOMEM;
-        else if (fprintf(log, "%s\n", fl_json_text(&j)) < 0 || fflush(log) != 0 || ferror(log))
+        else if (log && (fprintf(log, "%s\n", fl_json_text(&j)) < 0 || fflush(log) != 0 ||
+                         ferror(log)))
             e = errno ? errno : EIO;
+        if (lines && !fl_json_failed(&j))
+            fl_tbuf_printf(lines, "%s\n", fl_json_text(&j));
         fl_json_free(&j);
     }
     return e;

@@ -6,6 +6,7 @@
 
 #include "fl_cli.h"
 #include "fl_clock.h"
+#include "report_train.h"
 #include "train_internal.h"
 
 void tf_options_init(tf_options *o)
@@ -56,6 +57,7 @@ static int finish(tf_run *r, int status)
             status = FL_EXIT_DATA;
         }
     }
+    status = tf_report_at_end(r, status); /* --report FILE.html */
     if (r->ops->get_state(r->b, &r->ck.st, &err) == 0)
         r->t.skipped_steps = r->ck.st.skipped_steps;
     /* data parallel: every rank must have run the same number of steps; count the samples of
@@ -82,6 +84,7 @@ static void run_free(tf_run *r)
     fl_loader_close(r->L);
     tf_checkpoint_free(&r->ck);
     tf_checkpoint_free(&r->rck);
+    fl_tbuf_free(&r->log_lines);
     if (r->ops)
         r->ops->destroy(r->b); /* and the communicator it owns */
     if (r->have_spec)

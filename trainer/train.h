@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "fl_json.h"
 #include "model.h"
 
 #ifdef __cplusplus
@@ -35,6 +36,8 @@ typedef struct tf_options {
     uint64_t ckpt_every;         /* steps; 0 = only at epoch ends and on signals */
     int resume;
     const char *log_path;
+    uint32_t log_every;          /* --log-every N: micro-batches per point of the log; 0 = auto */
+    const char *report_path;     /* --report FILE.html: the HTML report at the end (report_train.c) */
     int json, quiet;
     int threads;                 /* CPU compute threads; 0 = cores */
     int cpu_impl;                /* --cpu-backend: tf_cpu_impl (0: the default) */
@@ -81,11 +84,19 @@ typedef struct tf_epoch_report {
     double images_per_sec, data_wait_fraction;
     double epoch_seconds, wall_seconds;
     uint64_t steps;
+    /* the epoch's step-time split (seconds): compute without host-to-device copies, copies,
+     * waiting for data, its evaluation, checkpoints written during it */
+    double compute_s, h2d_s, data_wait_s, eval_s, ckpt_s;
+    double gpu_util;                 /* mean GPU utilisation (fraction); < 0: not sampled */
+    unsigned long long gpu_mem, gpu_mem_total; /* bytes (when gpu_util >= 0) */
+    const char *points_json;         /* the "points" array (JSON text) or NULL */
+    const char *run_json;            /* the "run" object (JSON text) or NULL */
 } tf_epoch_report;
 
-/* One line on stderr (unless quiet) and one JSON object line in `log` (may be NULL), flushed.
- * Returns 0, or the errno of a failed write to `log` (e.g. ENOSPC). */
-int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log);
+/* One line on stderr (unless quiet) and one JSON object line in `log` (may be NULL), flushed;
+ * the line is also appended to `lines` (may be NULL; train --report). Returns 0, or the errno of
+ * a failed write to `log` (e.g. ENOSPC). */
+int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log, fl_tbuf *lines);
 
 /* Run `trainfast doctor`. */
 int tf_doctor_main(int json);

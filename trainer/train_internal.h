@@ -79,6 +79,7 @@ typedef struct tf_run {
     fl_loader *L;
     uint64_t bpe, spe;                /* batches / samples per epoch (this rank) */
     FILE *log;
+    fl_tbuf log_lines;                /* the log's lines of this run, for --report (rank 0) */
     /* the interrupted epoch's running figures (restored) and the time before this run */
     double epoch_loss, wall_before;
     uint64_t epoch_correct, epoch_seen;

@@ -10,6 +10,7 @@
 #include "fl_clock.h"
 #include "epoch_budget.h"
 #include "nvml.h"
+#include "report_train.h"
 #include "train_internal.h"
 
 /* ---- signals: the handler only sets a flag; the loop stops at the next step boundary ------ */
@@ -63,6 +64,12 @@ typedef struct loop {
     int warned_diverged;
     int log_failed; /* errno of a failed --log write */
     float lr;
+    /* for the log's report fields (report_train.h): the epoch's points, the rest of its
+     * step-time split, its GPU samples; the "run" object goes on this process's first line */
+    tf_points pts;
+    double ep_h2d, ep_ckpt, ep_nv_util;
+    int ep_nv_n, run_logged;
+    unsigned long long ep_nv_mem;
 } loop;
 
 /* the step's loss is far above chance level or not finite: say so (training on would only write
@@ -100,6 +107,9 @@ static void sample_nvml(loop *lp, double now)
         t->nv_samples++;
         t->nv_mem_max = used > t->nv_mem_max ? used : t->nv_mem_max;
         t->nv_mem_total = tot;
+        lp->ep_nv_util += u;
+        lp->ep_nv_n++;
+        lp->ep_nv_mem = used > lp->ep_nv_mem ? used : lp->ep_nv_mem;
     }
 }
 
@@ -155,6 +165,10 @@ static int train_one(loop *lp, int *last)
     r->epoch_loss += s.loss * s.n;
     r->epoch_correct += s.correct;
     r->epoch_seen += s.n;
+    lp->ep_h2d += s.h2d_s;
+    tf_points_add(&lp->pts, (double)b_epoch + (double)(lp->bpos + 1) / (double)(r->bpe ? r->bpe : 1),
+                  r->t.opt_steps, lp->lr, s.loss * s.n, s.correct, s.n, t1 - t0, t2 - t1,
+                  r->D->world, *last);
     return 0;
 }
 
@@ -193,8 +207,24 @@ static int end_epoch(loop *lp)
         .val_top5 = r->num_classes > 10 ? r->t.ev.top5 : -1, .lr = lp->lr,
         .images_per_sec = lp->ep_images * (double)D->world / busy,
         .data_wait_fraction = lp->ep_wait / busy, .epoch_seconds = fl_now_s() - lp->ep_t0,
-        .wall_seconds = r->wall_before + fl_now_s() - r->t_start, .steps = r->t.opt_steps};
-    int lerr = tf_report_epoch(&er, r->quiet, r->log);
+        .wall_seconds = r->wall_before + fl_now_s() - r->t_start, .steps = r->t.opt_steps,
+        .compute_s = lp->ep_compute - lp->ep_h2d, .h2d_s = lp->ep_h2d,
+        .data_wait_s = lp->ep_wait, .eval_s = r->t.ev.seconds, .ckpt_s = lp->ep_ckpt,
+        .gpu_util = lp->ep_nv_n ? lp->ep_nv_util / lp->ep_nv_n / 100.0 : -1,
+        .gpu_mem = lp->ep_nv_mem, .gpu_mem_total = r->t.nv_mem_total};
+    fl_json run;
+    fl_json_init(&run);
+    if (lp->pts.every) {
+        er.points_json = tf_points_take(&lp->pts);
+        if (!lp->run_logged) {
+            tf_report_run_json(r, er.epochs, &run);
+            er.run_json = fl_json_failed(&run) ? NULL : fl_json_text(&run);
+            lp->run_logged = 1;
+        }
+    }
+    int lerr = tf_report_epoch(&er, r->quiet, r->log,
+                               o->report_path && D->rank == 0 ? &r->log_lines : NULL);
+    fl_json_free(&run);
     if (lerr && !lp->log_failed)
         lp->log_failed = lerr; /* finish this step (its checkpoint), then stop */
     /* chance level is log(classes): far above it the run has diverged; say so once instead of
@@ -209,6 +239,9 @@ static int end_epoch(loop *lp)
     r->epoch_correct = r->epoch_seen = 0;
     lp->ep_wait = lp->ep_compute = 0;
     lp->ep_images = 0;
+    lp->ep_h2d = lp->ep_ckpt = lp->ep_nv_util = 0;
+    lp->ep_nv_n = 0;
+    lp->ep_nv_mem = 0;
     lp->ep_t0 = fl_now_s();
     return 0;
 }
@@ -250,6 +283,7 @@ static int after_step(loop *lp, int last)
             return FL_EXIT_DATA;
         }
         r->t.ckpt_s += fl_now_s() - c0;
+        lp->ep_ckpt += fl_now_s() - c0;
     }
     if (lp->log_failed) {
         tf_live_clear(&lp->live);
@@ -283,6 +317,9 @@ int tf_run_epochs(tf_run *r)
     lp.bpos = r->lo.start_batch;
     install_signals();
     lp.nv = r->on_cpu ? NULL : tf_nvml_open();
+    /* the log's points (and the report's) only where a log or report is written: rank 0 */
+    tf_points_init(&lp.pts, (r->log || o->report_path) && r->D->rank == 0
+                                ? tf_points_every(o->log_every, r->bpe) : 0);
     tf_live_start(&lp.live, r->quiet);
     lp.ep_t0 = fl_now_s();
     int status = FL_EXIT_OK;
@@ -307,6 +344,7 @@ int tf_run_epochs(tf_run *r)
         status = after_step(&lp, last);
     }
     tf_nvml_close(lp.nv);
+    tf_points_free(&lp.pts);
     return status;
 }
 

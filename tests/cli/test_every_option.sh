@@ -43,6 +43,7 @@ fail() {
 "$MK" "$T/tr" 16 16 16 1 4 1 >/dev/null || { echo "FAIL: trainer fixture"; exit 1; }
 "$TF" train --data "$T/tr" --val "$T/tr" --epochs 1 --batch 8 --width 4 --threads 1 --workers 1 \
     --quiet --checkpoint "$T/ck" >/dev/null 2>&1 || { echo "FAIL: trainer checkpoint fixture"; exit 1; }
+printf '{"epoch":1,"lr":0.1,"train_loss":1.2,"val_top1":0.5,"points":[{"x":0.5,"loss":1.3}]}\n' > "$T/fx.jsonl"
 CKPT=$(ls "$T"/ck/*.tfc 2>/dev/null | head -1)
 [[ -n "$CKPT" ]] || { echo "FAIL: no checkpoint written"; exit 1; }
 mkdir -p "$T/cwd"   # runs start here: output options given "0" or "-1" write files here
@@ -64,6 +65,7 @@ POS[train]="";               BASE[train]="--data $T/tr --val $T/tr --epochs 1 --
 POS[eval]="$CKPT $T/tr";     BASE[eval]="--threads 1"
 POS[predict]="$CKPT $T/tr";  BASE[predict]="--threads 1"
 POS[doctor]="";              BASE[doctor]=""
+POS[report]="$T/fx.jsonl";   BASE[report]=""
 # positional arguments for options that only mean something with another kind of SRC
 declare -A OPT_POS=(
     ["pack --idx"]="@DST" ["pack --csv"]="@DST"
@@ -92,6 +94,7 @@ declare -A TEXT=(
     ["train --data"]=1 ["train --val"]=1 ["train --checkpoint"]=1
     ["predict --logits"]=1 ["predict --csv"]=1
     ["train --log"]=1
+    ["train --report"]=1 ["report -o"]=1 ["report --output"]=1 ["report --title"]=1
 )
 # Values among -1 0 nan 1e309 99999999999999999999 that ARE valid for a numeric option (they must
 # run: exit 0, or 1 for a data error). Everything else not listed must be refused with exit 2.
@@ -134,6 +137,8 @@ declare -A SAMPLE=(
     ["train --size"]="16" ["train --precision"]="fp32" ["train --device"]="cpu" ["train --workers"]="1"
     ["train --threads"]="1" ["train --seed"]="5" ["train --checkpoint"]="ckdir"
     ["train --checkpoint-every"]="1" ["train --log"]="log.jsonl"
+    ["train --log-every"]="2" ["train --report"]="r.html"
+    ["report -o"]="r.html" ["report --output"]="r.html" ["report --title"]="t"
     ["train --nproc"]="-"   # a valid --nproc re-executes under mpirun: not a parsing matter
     ["eval --batch"]="4" ["eval --threads"]="1" ["eval --device"]="cpu"
     ["predict --batch"]="4" ["predict --threads"]="1" ["predict --device"]="cpu" ["predict --top"]="2"
