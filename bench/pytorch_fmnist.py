@@ -6,6 +6,19 @@ linear warm-up then linear decay, random crop with zero padding + flip, trained 
 autocast and channels_last — PyTorch's recommended fast eager recipe — with the whole dataset on
 the GPU (so PyTorch never waits for data). Prints images/s of the training steps and test top-1.
 
+CPU mode (--device cpu, bench/trainer_cpu.sh): fp32, torch.set_num_threads(--threads, default all
+cores; oneDNN underneath), the dataset preloaded in RAM as uint8, NCHW (--memory-format); images/s
+over all epochs (as trainfast's images_per_sec: the training steps including augmentation, not
+the evaluation) and cores used ((user+sys CPU time)/wall of the training). --model resnet18 is
+trainfast's resnet18 layer for layer (torchvision's: 7x7/2 stem + BN + ReLU, 3x3/2 max pool, 4
+stages of 2 basic blocks with 1x1 BN downsample, global average pool, linear); --no-eval skips
+the test set (images/s only).
+
+Recipe as trainfast's (trainer/train_loop.c, epoch_budget.h): full batches only (an epoch's last
+partial batch is dropped), linear warm-up of int(warmup x steps per epoch) steps but at least
+min(50, total/4), then linear decay to 0; init U(+-1/sqrt(fan_in)) is PyTorch's default and
+trainfast's; BN eps 1e-5, momentum 0.1 in both.
+
 Data, in order of preference: a packed fastload dataset (--data/--val, read once through the
 fastload Python binding), IDX files (--idx DIR), else synthetic data (images/s only; says so).
 
@@ -39,7 +52,13 @@ def parse_args():
     ap.add_argument("--crop-pad", type=int, default=2)
     ap.add_argument("--no-flip", action="store_true")
     ap.add_argument("--no-tta", action="store_true")
-    ap.add_argument("--precision", choices=["bf16", "fp16", "fp32"], default="bf16")
+    ap.add_argument("--precision", choices=["bf16", "fp16", "fp32"], default=None,
+                    help="default: bf16 on cuda, fp32 on cpu")
+    ap.add_argument("--model", choices=["fastcnn", "resnet18"], default="fastcnn")
+    ap.add_argument("--threads", type=int, default=0, help="CPU: torch.set_num_threads (default: all cores)")
+    ap.add_argument("--memory-format", choices=["auto", "nchw", "channels_last"], default="auto",
+                    help="auto: channels_last on cuda, NCHW on cpu")
+    ap.add_argument("--no-eval", action="store_true", help="skip the test set (images/s only)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (default: eager)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (a smoke test of the script)")
@@ -109,6 +128,12 @@ def main():
     if a.device == "cuda" and not torch.cuda.is_available():
         print("SKIP pytorch_fmnist: no GPU (torch.cuda.is_available() is False)")
         return 77
+    if a.precision is None:
+        a.precision = "bf16" if a.device == "cuda" else "fp32"
+    if a.device == "cpu":
+        torch.set_num_threads(a.threads or os.cpu_count() or 1)
+    mf = {"auto": torch.channels_last if a.device == "cuda" else torch.contiguous_format,
+          "nchw": torch.contiguous_format, "channels_last": torch.channels_last}[a.memory_format]
     torch.manual_seed(a.seed)
     torch.backends.cudnn.benchmark = True
     dev = torch.device(a.device)
@@ -156,7 +181,38 @@ def main():
         def forward(self, x):
             return self.head(self.features(x).mean((2, 3)))
 
-    model = FastCNN(a.width).to(dev).to(memory_format=torch.channels_last)
+    class Basic(nn.Module):
+        """resnet18's basic block: conv3x3-BN-ReLU, conv3x3-BN, + skip (1x1 conv-BN when the
+        shape changes), ReLU (trainfast models.c build_resnet)."""
+        def __init__(self, ci, co, stride):
+            super().__init__()
+            self.f = nn.Sequential(nn.Conv2d(ci, co, 3, stride, 1, bias=False), nn.BatchNorm2d(co),
+                                   nn.ReLU(inplace=True), nn.Conv2d(co, co, 3, 1, 1, bias=False),
+                                   nn.BatchNorm2d(co))
+            self.down = None if stride == 1 and ci == co else nn.Sequential(
+                nn.Conv2d(ci, co, 1, stride, 0, bias=False), nn.BatchNorm2d(co))
+
+        def forward(self, x):
+            return F.relu(self.f(x) + (x if self.down is None else self.down(x)))
+
+    class ResNet18(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers = [nn.Conv2d(in_c, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+                      nn.MaxPool2d(3, 2, 1)]
+            c = 64
+            for stage in range(4):
+                w = 64 << stage
+                for i in range(2):
+                    layers.append(Basic(c, w, 2 if stage > 0 and i == 0 else 1))
+                    c = w
+            self.features = nn.Sequential(*layers)
+            self.head = nn.Linear(c, classes)
+
+        def forward(self, x):
+            return self.head(self.features(x).mean((2, 3)))
+
+    model = (FastCNN(a.width) if a.model == "fastcnn" else ResNet18()).to(dev).to(memory_format=mf)
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
     opt = torch.optim.SGD([{"params": decay, "weight_decay": a.wd},
@@ -169,13 +225,17 @@ def main():
         scaler = torch.amp.GradScaler("cuda", enabled=a.precision == "fp16" and cuda)
     except (AttributeError, TypeError):  # torch < 2.3
         scaler = torch.cuda.amp.GradScaler(enabled=a.precision == "fp16" and cuda)
-    steps_per_epoch = (N + a.batch - 1) // a.batch
+    steps_per_epoch = N // a.batch  # full batches only, as trainfast on one process
     total = steps_per_epoch * a.epochs
-    warm = max(1, int(a.warmup * steps_per_epoch))
+    warm = int(a.warmup * steps_per_epoch)  # trainfast's tf_warmup_steps
+    warm = max(warm, min(50, total // 4)) if a.warmup > 0 else 0
+    warm = min(warm, total)
 
     def lr_at(step):
         if step < warm:
             return a.lr * (step + 1) / warm
+        if total <= warm:
+            return a.lr
         return a.lr * max(0.0, (total - step) / max(1, total - warm))
 
     p = a.crop_pad
@@ -199,14 +259,15 @@ def main():
             flip = torch.rand(B, device=dev) < 0.5
             x = torch.where(flip[:, None, None, None], x.flip(3), x)
         x = (x.float() * (1.0 / (255.0 * std)) - mean / std)
-        return x.contiguous(memory_format=torch.channels_last)
+        return x.contiguous(memory_format=mf)
 
     def to_input(xb):
         x = xb.permute(0, 3, 1, 2).float() * (1.0 / (255.0 * std)) - mean / std
-        return x.contiguous(memory_format=torch.channels_last)
+        return x.contiguous(memory_format=mf)
 
     epoch_times, step = [], 0
     model.train()
+    cpu0 = os.times()
     t_all = time.perf_counter()
     for ep in range(a.epochs):
         sync()
@@ -227,9 +288,13 @@ def main():
         sync()
         epoch_times.append(time.perf_counter() - t0)
     train_s = time.perf_counter() - t_all
+    cpu1 = os.times()
+    cores_used = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / train_s
 
     model.eval()
     correct, loss_sum = 0, 0.0
+    if a.no_eval:
+        Xte = Xte[:0]
     with torch.no_grad(), torch.autocast(dev.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
         for i in range(0, Xte.shape[0], 2000):
             x = to_input(Xte[i:i + 2000])
@@ -238,18 +303,20 @@ def main():
                 logits = 0.5 * (logits + run(x.flip(3)).float())
             correct += (logits.argmax(1) == Yte[i:i + 2000]).sum().item()
             loss_sum += F.cross_entropy(logits, Yte[i:i + 2000], reduction="sum").item()
-    top1 = correct / Xte.shape[0]
+    top1 = correct / Xte.shape[0] if Xte.shape[0] else None
     steady = epoch_times[1:] if len(epoch_times) > 1 else epoch_times
-    ips_steady = N * len(steady) / sum(steady)
-    ips_all = N * a.epochs / train_s
+    ips_steady = steps_per_epoch * a.batch * len(steady) / sum(steady)
+    ips_all = steps_per_epoch * a.batch * a.epochs / train_s
     res = {"images_per_sec": ips_steady, "images_per_sec_all_epochs": ips_all, "val_top1": top1,
-           "val_loss": loss_sum / Xte.shape[0], "train_seconds": train_s, "epochs": a.epochs,
+           "val_loss": loss_sum / Xte.shape[0] if Xte.shape[0] else None, "train_seconds": train_s, "epochs": a.epochs,
            "batch": a.batch, "width": a.width, "residual": a.residual, "precision": a.precision,
-           "channels_last": True, "compile": a.compile, "data_source": source,
+           "channels_last": mf == torch.channels_last, "compile": a.compile, "model": a.model,
+           "threads": torch.get_num_threads() if not cuda else None, "cores_used": cores_used, "images": N, "data_source": source,
            "torch": torch.__version__, "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
     print(f"pytorch_fmnist: {a.epochs} epochs in {train_s:.2f} s, {ips_steady:,.0f} img/s "
           f"(steady state, epochs 2+), {ips_all:,.0f} img/s over all epochs, test top-1 "
-          f"{100 * top1:.2f}% ({source} data, {a.precision} AMP, channels_last)")
+          f"{'-' if top1 is None else f'{100 * top1:.2f}%'} ({source} data, {a.precision}, "
+          f"{'channels_last' if mf == torch.channels_last else 'NCHW'}, {cores_used:.2f} cores used)")
     if a.json:
         print(json.dumps(res))
     return 0
