@@ -13,8 +13,9 @@
 #         warm page cache (outside the cgroup), to show whether the I/O is hidden behind decode;
 #   loader: `fastload bench --io uring --workers 2 --batch 64 --epochs 2` (batch 64 keeps the loader's own
 #         buffers well under the cgroup limit), --order random and quasi, with
-#         --direct and buffered (cold cache); useful MB/s (batch bytes delivered) and images/s,
-#         read amplification (bytes read / bytes delivered), page-cache growth (Cached in
+#         --direct and buffered (cold cache), and --io auto (which must pick O_DIRECT here);
+#         useful MB/s (batch bytes delivered) and images/s,
+#         read amplification (bytes read / stored bytes delivered), page-cache growth (Cached in
 #         /proc/meminfo after - before), the cgroup's peak charge and the loader's peak RSS.
 # Targets (issue 14): direct random >= 0.9x fio random (12 KiB and 147 KiB); direct quasi >= 1.5x
 # direct random on 12 KiB; direct page-cache growth < 64 MiB; JPEG cold = warm images/s (>= 0.95x).
@@ -137,7 +138,9 @@ j["cgroup_cache_mib"] = int(sys.argv[7]) / 2**20 if sys.argv[6] != "warm" else N
 j["cgroup_shmem_mib"] = int(sys.argv[8] or 0) / 2**20 if sys.argv[6] != "warm" else None
 j["page_cache_growth_mib"] = (int(sys.argv[4]) - int(sys.argv[3])) / 1024
 j["cgroup_peak_mib"] = int(sys.argv[5]) / 2**20 if sys.argv[6] != "warm" else None
-j["read_amplification"] = j["bytes_read"] / j["bytes_out"] if j["bytes_out"] else None
+# fastload bench reports it (bytes read / stored bytes delivered); older builds did not
+if "read_amplification" not in j:
+    j["read_amplification"] = j["bytes_read"] / j["bytes_out"] if j["bytes_out"] else None
 json.dump(j, open(sys.argv[2], "w"))
 EOF
     rm -f "$f.raw"
@@ -173,6 +176,8 @@ for ((i = 1; i <= runs; i++)); do
             loader "$ds-buffered-$order" "$ds" cg "$i" --order "$order" --epochs 2
         done
     done
+    # --io auto inside the cgroup: must pick O_DIRECT (the set is 4x the limit) and say so
+    loader raw64-auto-random raw64 cg "$i" --order random --io auto --epochs 2
     loader jpeg-direct-random jpeg cg "$i" --order random --direct "${jb[@]}"
     loader jpeg-buffered-random jpeg cg "$i" --order random "${jb[@]}"
     loader jpeg-warm-random jpeg warm "$i" --order random "${jb[@]}"
@@ -202,6 +207,9 @@ for ds, rec, fr, fs in (("raw64", "raw 64x64x3 12 KiB", "fio-rand12k", "fio-seq-
         rows.append((f"{rec} {mode} quasi", med(q, "mb_per_sec"), f"{mode} random",
                      med(r, "mb_per_sec"), q, ">=1.5" if mode == "direct" and ds == "raw64" else ""))
         rows.append((f"{rec} {mode} quasi", med(q, "mb_per_sec"), "fio seq 1m", med(fs, "mb_per_sec"), q, ""))
+    if ds == "raw64":
+        rows.append((f"{rec} --io auto random", med("raw64-auto-random", "mb_per_sec"), "direct random",
+                     med("raw64-direct-random", "mb_per_sec"), "raw64-auto-random", ""))
 w = "jpeg-warm-random"
 for mode in ("direct", "buffered"):
     n = f"jpeg-{mode}-random"
@@ -209,7 +217,7 @@ for mode in ("direct", "buffered"):
                  med(w, "images_per_sec"), n, ">=0.95"))
 print(f"\n(medians of {runs} runs; loader: 2 workers, io_uring, inside a {limit} MiB memory cgroup, "
       "page cache dropped before each run; MB/s = 1e6 B/s of records delivered; "
-      "amp = bytes read / bytes delivered (JPEG: decoded bytes); cache = Cached growth (whole machine); cg cache = page cache still charged to the cgroup after the run; cg = cgroup peak; RSS = loader peak)")
+      "amp = bytes read / stored bytes delivered; cache = Cached growth (whole machine); cg cache = page cache still charged to the cgroup after the run; cg = cgroup peak; RSS = loader peak)")
 hdr = f"| {'figure':<38} | {'value':>9} | {'peer':<16} | {'peer value':>10} | {'ratio':>6} | {'target':>6} | {'amp':>5} | {'cache MiB':>9} | {'cg cache':>8} | {'cg MiB':>6} | {'RSS MiB':>7} |"
 print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
 for fig, val, peer, pval, name, target in rows:
@@ -225,5 +233,6 @@ for fig, val, peer, pval, name, target in rows:
           f"{extra[0]:>5} | {extra[1]:>9} | {extra[2]:>8} | {extra[3]:>6} | {extra[4]:>7} |")
 rss = {n: json.load(open(os.path.join(d, f"{n}.1.json")))["rss_mib_per_epoch"]
        for n in ("raw64-direct-random", "raw224-direct-random")}
+print("--io auto (run 1): " + json.load(open(os.path.join(d, "raw64-auto-random.1.json"))).get("io_mode", "?"))
 print("RSS per epoch (run 1, MiB): " + "; ".join(f"{k} {[round(x) for x in v]}" for k, v in rss.items()))
 EOF
