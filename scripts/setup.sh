@@ -25,7 +25,11 @@ pkgs=(build-essential cmake pkg-config git
       libwebp-dev
       libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3 python3-numpy python3-pytest
       python3-pil python3-skimage python3-venv python3-pip python3-setuptools python3-wheel
-      python3-torch python3-torchvision)
+      python3-torch python3-torchvision
+      protobuf-c-compiler libprotobuf-c-dev python3-onnx)
+# protobuf-c-compiler / libprotobuf-c-dev / python3-onnx: `trainfast export` (ONNX) generates its
+# protobuf code from python3-onnx's onnx.proto, and the export tests run onnx.checker; without
+# them the build leaves export out (it exits 2 saying so) and those tests skip.
 # libdnnl-dev (oneDNN 2.x): trainfast's fast CPU path (--cpu-backend onednn, the default when
 # found); without it the build keeps the reference layers and says so.
 # python3-torch / -torchvision (Debian's CPU build): fastload.torch, examples/pytorch_train.py and
@@ -49,6 +53,19 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
     echo "setup: all Debian packages present"
+fi
+
+# onnxruntime-node (npm, pinned): ONNX Runtime's CPU build, which tests/trainer/test_export_onnx.sh
+# runs exported models with. --ignore-scripts: its install script fetches GPU binaries from a host
+# that may be unreachable; the CPU runtime is in the package. Without it those steps skip.
+ort="$root/.deps/onnxruntime" ort_version=1.30.0
+if [[ -f $ort/node_modules/onnxruntime-node/package.json ]]; then
+    echo "setup: onnxruntime-node present in $ort"
+elif mkdir -p "$ort" && (cd "$ort" && npm install --silent --no-audit --no-fund --ignore-scripts \
+        "onnxruntime-node@$ort_version" > /dev/null); then
+    echo "setup: onnxruntime-node $ort_version installed in $ort (ONNX export tests)"
+else
+    echo "setup: warning: npm install onnxruntime-node failed: the ONNX Runtime steps of the export tests will skip" >&2
 fi
 
 if ((build)); then

@@ -356,7 +356,10 @@ extern const fl_cli_cmd tf_predict_cmd;
 /* `trainfast report` (report_cli.c) */
 extern const fl_cli_cmd tf_report_cmd;
 
-static const fl_cli_cmd *const commands[] = {&train_cmd, &eval_cmd, &tf_predict_cmd, &doctor_cmd, &tf_report_cmd, NULL};
+/* `trainfast export` (export_cli.c) */
+extern const fl_cli_cmd tf_export_cmd;
+
+static const fl_cli_cmd *const commands[] = {&train_cmd, &eval_cmd, &tf_predict_cmd, &doctor_cmd, &tf_report_cmd, &tf_export_cmd, NULL};
 
 static const fl_cli_tool tool = {
     .name = TOOL,
@@ -365,6 +368,7 @@ static const fl_cli_tool tool = {
                 "       trainfast predict CKPT DATA|IMAGE... [options]\n"
                 "       trainfast doctor [--json]\n"
                 "       trainfast report LOG.jsonl... [-o FILE.html]\n"
+                "       trainfast export CKPT -o FILE.onnx [options]\n"
                 "\n"
                 "Trains an image classifier on datasets packed by packdata, fed by libfastload.\n",
     .cmds = commands,

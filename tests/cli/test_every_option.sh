@@ -65,6 +65,7 @@ POS[train]="";               BASE[train]="--data $T/tr --val $T/tr --epochs 1 --
 POS[eval]="$CKPT $T/tr";     BASE[eval]="--threads 1"
 POS[predict]="$CKPT $T/tr";  BASE[predict]="--threads 1"
 POS[doctor]="";              BASE[doctor]=""
+POS[export]="$CKPT";         BASE[export]="-o m.onnx"
 POS[report]="$T/fx.jsonl";   BASE[report]=""
 # positional arguments for options that only mean something with another kind of SRC
 declare -A OPT_POS=(
@@ -94,6 +95,7 @@ declare -A TEXT=(
     ["train --data"]=1 ["train --val"]=1 ["train --checkpoint"]=1
     ["predict --logits"]=1 ["predict --csv"]=1
     ["train --log"]=1
+    ["export -o"]=1 ["export --output"]=1
     ["train --report"]=1 ["report -o"]=1 ["report --output"]=1 ["report --title"]=1
 )
 # Values among -1 0 nan 1e309 99999999999999999999 that ARE valid for a numeric option (they must
@@ -143,6 +145,7 @@ declare -A SAMPLE=(
     ["eval --batch"]="4" ["eval --threads"]="1" ["eval --device"]="cpu"
     ["predict --batch"]="4" ["predict --threads"]="1" ["predict --device"]="cpu" ["predict --top"]="2"
     ["predict --workers"]="1" ["predict --logits"]="l.npy" ["predict --csv"]="p.csv"
+    ["export -o"]="m.onnx" ["export --output"]="m.onnx" ["export --batch"]="4" ["export --opset"]="13"
 )
 for k in "${!SAMPLE[@]}"; do   # digest shares bench's options
     [[ $k == bench* ]] && SAMPLE["digest ${k#bench }"]="${SAMPLE[$k]}"
