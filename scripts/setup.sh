@@ -25,11 +25,15 @@ pkgs=(build-essential cmake pkg-config git
       libwebp-dev
       libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3 python3-numpy python3-pytest
       python3-pil python3-skimage python3-venv python3-pip python3-setuptools python3-wheel
+      chromium fonts-dejavu-core
       python3-torch python3-torchvision
       protobuf-c-compiler libprotobuf-c-dev python3-onnx)
 # protobuf-c-compiler / libprotobuf-c-dev / python3-onnx: `trainfast export` (ONNX) generates its
 # protobuf code from python3-onnx's onnx.proto, and the export tests run onnx.checker; without
 # them the build leaves export out (it exits 2 saying so) and those tests skip.
+# chromium: the report test opens `trainfast report`'s page headless and checks the screenshot
+# (test_trainer_report_chromium; it skips without it); fonts-dejavu-core: a font to draw the
+# page's text with.
 # libdnnl-dev (oneDNN 2.x): trainfast's fast CPU path (--cpu-backend onednn, the default when
 # found); without it the build keeps the reference layers and says so.
 # python3-torch / -torchvision (Debian's CPU build): fastload.torch, examples/pytorch_train.py and

@@ -2,6 +2,7 @@
 # run.sh — the main job on a real dataset: fetch Fashion-MNIST, pack it with packdata (raw pixels +
 # zstd with a trained dictionary), and train the small CNN with trainfast (GPU when there is one,
 # otherwise the CPU backend). Extra arguments go to `trainfast train` (e.g. --epochs 3, --json).
+# The run's log and its HTML report (docs/REPORT.md) go to samples/fashion-mnist/output/.
 # Usage: samples/fashion-mnist/run.sh [trainfast options...]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -9,7 +10,7 @@ root="$(cd "$here/../.." && pwd)"
 build="${FL_BUILD:-$root/build}"
 case "${1:-}" in
     -h|--help)
-        sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
         echo "Environment: FL_BUILD=DIR uses another build directory (default: $root/build)."
         echo "trainfast options: $build/trainer/trainfast train --help"
         exit 0 ;;
@@ -34,4 +35,8 @@ for split in train:train test:t10k; do
 done
 "$packdata" info "$packed/train"
 "$packdata" info "$packed/test"
-exec "$trainfast" train --data "$packed/train" --val "$packed/test" --model fastcnn "$@"
+out="$here/output"
+mkdir -p "$out"
+echo "fashion-mnist: training; log $out/train.jsonl, report $out/report.html"
+exec "$trainfast" train --data "$packed/train" --val "$packed/test" --model fastcnn \
+    --log "$out/train.jsonl" --report "$out/report.html" "$@"
