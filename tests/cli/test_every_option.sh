@@ -84,6 +84,8 @@ declare -A OPT_ARGS=(
     ["bench --scale"]="--augment rrc" ["bench --ratio"]="--augment rrc"
     ["digest --scale"]="--augment rrc" ["digest --ratio"]="--augment rrc"
     ["bench --memcpy-bytes"]="--memcpy"
+    ["bench --quasi-block"]="--order quasi" ["bench --quasi-window"]="--order quasi"
+    ["digest --quasi-block"]="--order quasi" ["digest --quasi-window"]="--order quasi"
 )
 # options taking two values
 declare -A ARITY2=(["pack --idx"]=1)
@@ -129,7 +131,7 @@ declare -A SAMPLE=(
     ["bench --workers"]="1" ["bench --batch"]="4" ["bench --size"]="8" ["bench --augment"]="rrc,flip"
     ["bench --scale"]="0.5,1" ["bench --ratio"]="0.75,1.3333" ["bench --order"]="seq"
     ["bench --seed"]="3" ["bench --epochs"]="1" ["bench --start-epoch"]="1" ["bench --start-batch"]="1"
-    ["bench --rank"]="0" ["bench --world"]="2" ["bench --io"]="pread" ["bench --queue-depth"]="4"
+    ["bench --rank"]="0" ["bench --world"]="2" ["bench --io"]="pread" ["bench --queue-depth"]="4" ["bench --quasi-block"]="8" ["bench --quasi-window"]="4"
     ["bench --prefetch"]="2" ["bench --on-corrupt"]="skip" ["bench --decode"]="fast"
     ["bench --device"]="0" ["bench --batches"]="1" ["bench --memcpy-bytes"]="1M"
     ["train --data"]="$T/tr" ["train --val"]="$T/tr" ["train --model"]="fastcnn" ["train --width"]="4"

@@ -179,6 +179,11 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
      .help = "random-resized-crop aspect range", .def = "0.75,1.3333"},                              \
     {FL_CLI_ENUM, "order", .off = F(opt.order), .choices = orders, .metavar = "O",                    \
      .help = "seq | random | quasi", .def = "random"},                                               \
+    {FL_CLI_U32, "quasi-block", .off = F(opt.quasi_block), .umin = 1, .umax = 1u << 20, .metavar = "N", \
+     .help = "--order quasi: records per block (read as one extent of <= 1 MiB\n"                     \
+             "pieces when the window of blocks fits the read-ahead budget)", .def = "64"},             \
+    {FL_CLI_U32, "quasi-window", .off = F(opt.quasi_window), .umin = 1, .umax = 1u << 20,            \
+     .metavar = "N", .help = "--order quasi: blocks shuffled together", .def = "32"},               \
     {FL_CLI_U64, "seed", .off = F(opt.seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",           \
      .help = "seed of shuffling and augmentation", .def = "0"},                                      \
     {FL_CLI_U64, "epochs", .off = F(epochs), .umin = 1, .umax = 1000000, .metavar = "E",              \
@@ -197,7 +202,9 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
      .help = "auto | uring | pread | memory | mmap (auto: memory for raw-pixel\n"                     \
              "datasets up to 256 MiB and 1/16 of RAM, else io_uring, else pread;\n"                   \
              "memory reads the shards once into RAM; mmap is opt-in: as fast, but\n"                  \
-             "a file that shrinks under it kills the process with SIGBUS)",                           \
+             "a file that shrinks under it kills the process with SIGBUS; auto reads\n"              \
+             "with O_DIRECT a dataset larger than the page cache it can expect:\n"                   \
+             "MemAvailable, the cgroup memory limit)",                                                \
      .def = "auto"},                                                                                  \
     {FL_CLI_FLAG, "direct", .off = F(opt.direct), .help = "O_DIRECT reads (datasets larger than RAM)"}, \
     {FL_CLI_U32, "queue-depth", .off = F(opt.queue_depth), .umin = 1, .umax = 4096, .metavar = "N",   \
@@ -282,6 +289,9 @@ static void warn_not_applying(const run_options *ro, const fl_cli_parsed *cl)
     int scale_given = fl_cli_given(cl, "scale"), ratio_given = fl_cli_given(cl, "ratio");
     if ((scale_given || ratio_given) && o->augment != FL_AUG_RRC && !ro->memcpy_mode)
         fl_cli_warn(TOOL, "%s applies only to --augment rrc: ignored", scale_given ? "--scale" : "--ratio");
+    if ((fl_cli_given(cl, "quasi-block") || fl_cli_given(cl, "quasi-window")) && o->order != FL_ORDER_QUASI)
+        fl_cli_warn(TOOL, "%s applies only to --order quasi: ignored",
+                    fl_cli_given(cl, "quasi-block") ? "--quasi-block" : "--quasi-window");
     if (fl_cli_given(cl, "queue-depth") && (o->io == FL_IO_PREAD || o->io == FL_IO_MMAP || o->io == FL_IO_MEMORY))
         fl_cli_warn(TOOL, "--queue-depth applies only to io_uring reads (--io %s): ignored", run_io_name(o->io));
     if (fl_cli_given(cl, "memcpy-bytes") && !ro->memcpy_mode)
