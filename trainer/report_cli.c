@@ -46,7 +46,8 @@ static int report_run(const fl_cli_tool *tool, int argc, char **argv)
     if (r != FL_CLI_RUN)
         return r == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
     if (cl.npos < 1) {
-        fl_cli_error("trainfast", "report needs at least one LOG.jsonl (trainfast report LOG.jsonl)");
+        fl_cli_error("trainfast", "report needs at least one LOG.jsonl (trainfast report "
+                     "LOG.jsonl)");
         return FL_EXIT_USAGE;
     }
     return tf_report_main((const char *const *)argv + 1, cl.npos, o.out, o.title); /* POS_ANY */

@@ -95,8 +95,9 @@ static void summary_table(fl_tbuf *b, const tf_log *logs, size_t n)
             if (isfinite(g->ep[i][TF_E_IPS]))
                 ips += g->ep[i][TF_E_IPS], nips++;
         }
-        double wait = sum_of(g, TF_E_WAIT_S),
-               busy = wait + sum_of(g, TF_E_COMPUTE_S) + (isfinite(sum_of(g, TF_E_H2D_S)) ? sum_of(g, TF_E_H2D_S) : 0);
+        /* the run's share of step time waiting for data: from the seconds when logged */
+        double wait = sum_of(g, TF_E_WAIT_S), h2d = sum_of(g, TF_E_H2D_S);
+        double busy = wait + sum_of(g, TF_E_COMPUTE_S) + (isfinite(h2d) ? h2d : 0);
         double wf = isfinite(busy) && busy > 0 ? wait / busy : last ? last[TF_E_WAIT_FRAC] : NAN;
         run_name_cell(b, g, (int)r);
         fl_tbuf_printf(b, "<td>%zu</td>", g->n_ep);
@@ -132,7 +133,8 @@ typedef struct chart_spec {
 
 static const chart_spec CHARTS[] = {
     {"loss", "Loss", "loss (cross-entropy, label smoothing included)", "", 0, NAN, 1,
-     {TF_E_TRAIN_LOSS, TF_E_VAL_LOSS, -1}, {"train", "val", NULL}, TF_P_LOSS, "train, every N steps", "points.loss"},
+     {TF_E_TRAIN_LOSS, TF_E_VAL_LOSS, -1}, {"train", "val", NULL}, TF_P_LOSS,
+     "train, every N steps", "points.loss"},
     {"top1", "Accuracy", "top-1 accuracy (%)", "%", 0, 100, 100,
      {TF_E_TRAIN_ACC, TF_E_VAL_TOP1, TF_E_VAL_TOP5}, {"train", "val top-1", "val top-5"}, TF_P_ACC,
      "train, every N steps", "points.acc"},
@@ -264,10 +266,7 @@ static void config_table(fl_tbuf *b, const tf_log *logs, size_t n)
 
 void tf_report_html(const tf_log *logs, size_t n, const char *title, fl_tbuf *b)
 {
-    size_t most = 0;
-    for (size_t r = 0; r < n; r++)
-        most += 4;
-    tf_series *s = calloc(most ? most : 1, sizeof *s);
+    tf_series *s = calloc(n * 4 + 1, sizeof *s); /* a chart: up to 4 series per run */
     if (!s) {
         b->failed = 1;
         return;

@@ -175,6 +175,7 @@ static int read_line(reader *rd, const char *line, size_t len)
     if (rc)
         return rc;
     const fl_jnode *root = fl_jroot(doc), *e = fl_jget(root, "epoch");
+    const fl_jnode *pts = fl_jget(root, "points"), *run = fl_jget(root, "run");
     const char *bad = NULL;
     if (!root || root->type != FL_J_OBJECT)
         rc = fl_error_set(rd->err, FL_E_FORMAT, "%s: not a JSON object", where);
@@ -192,7 +193,6 @@ static int read_line(reader *rd, const char *line, size_t len)
         goto done;
     }
     out->n_ep++;
-    const fl_jnode *pts = fl_jget(root, "points"), *run = fl_jget(root, "run");
     if (pts && pts->type != FL_J_NULL && (rc = read_points(rd, pts)))
         goto done;
     if (run && run->type == FL_J_OBJECT && !out->cfg && (rc = read_config(run, line, out)))

@@ -30,7 +30,7 @@ enum {
     TF_E_VAL_TOP5,
     TF_E_IPS,           /* images/s (all processes) */
     TF_E_WAIT_FRAC,     /* data-wait fraction of the step time */
-    TF_E_EPOCH_S,       /* the epoch's wall time (training, evaluation, checkpoint of the epoch before) */
+    TF_E_EPOCH_S,       /* the epoch's wall time (its steps and evaluation, checkpoints during it) */
     TF_E_WALL_S,        /* since the run started (with the time before a resume) */
     TF_E_COMPUTE_S,     /* the step-time split of the epoch, seconds */
     TF_E_WAIT_S,

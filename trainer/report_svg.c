@@ -229,7 +229,8 @@ void tf_svg_legend(fl_tbuf *b, const tf_series *s, size_t ns, int with_run)
 {
     fl_tbuf_puts(b, "<div class=\"legend\">");
     for (size_t k = 0; k < ns; k++) {
-        fl_tbuf_printf(b, "<span class=\"key\"><svg width=\"30\" height=\"10\" aria-hidden=\"true\">"
+        fl_tbuf_printf(b, "<span class=\"key\"><svg width=\"30\" height=\"10\" "
+                       "aria-hidden=\"true\">"
                        "<line x1=\"1\" y1=\"5\" x2=\"29\" y2=\"5\" stroke=\"%s\" "
                        "stroke-width=\"%s\"%s/></svg>", tf_svg_color(s[k].color),
                        s[k].style == TF_LINE_THIN ? "1.5" : "2.5", dash(s[k].style));
