@@ -83,6 +83,33 @@ EOF
     grep -qF '<title>&lt;i&gt;t&lt;/i&gt;&amp;</title>' "$T/e.html" || fail "title not escaped"
     echo "ok   strings from the log are escaped (name, configuration, title)"
 
+    # a resumed run's report draws the whole --log file, the epochs before the resume included
+    expect_status 0 "run with checkpoints" -- "$TF" "${run[@]}" --epochs 2 --checkpoint "$T/ck" \
+        --log "$T/c.jsonl" || exit 1
+    expect_status 0 "resumed run" -- "$TF" "${run[@]}" --epochs 2 --checkpoint "$T/ck" --resume \
+        --log "$T/c.jsonl" --report "$T/c.html" || exit 1
+    "${CHECK[@]}" "$T/c.html" "$T/c.jsonl" || fail "resumed run's page"
+    grep -c 'data-series="val_top1"' "$T/c.html" | grep -qx 1 || fail "resumed page: val_top1 series"
+    echo "ok   a resumed run's --report draws the epochs of its whole log"
+
+    # a GPU run's NVML fields: the GPU utilisation and memory charts, mapped back like the others
+    /usr/bin/python3 - "$T/a.jsonl" "$T/gpu.jsonl" <<'EOF'
+import json, sys
+with open(sys.argv[2], "w") as f:
+    for i, l in enumerate(open(sys.argv[1])):
+        d = json.loads(l)
+        d.update(gpu_utilization=0.5 + 0.1 * i, gpu_memory_used_bytes=(3 + i) * 2**30,
+                 gpu_memory_total_bytes=141 * 2**30, h2d_seconds=0.01 * (i + 1))
+        f.write(json.dumps(d) + "\n")
+EOF
+    grep -q 'data-chart="gpu_util"' "$T/a.html" && fail "GPU charts drawn for a CPU run"
+    expect_status 0 "report of a GPU log" -- "$TF" report "$T/gpu.jsonl" -o "$T/gpu.html" || exit 1
+    "${CHECK[@]}" "$T/gpu.html" "$T/gpu.jsonl" || fail "GPU page"
+    for c in gpu_util gpu_mem; do
+        grep -q "data-chart=\"$c\"" "$T/gpu.html" || fail "no $c chart for a log with NVML fields"
+    done
+    echo "ok   NVML fields give the GPU utilisation and memory charts (none for a CPU run)"
+
     # a log written before the report's fields (the first 13 keys only) still draws
     /usr/bin/python3 - "$T/a.jsonl" "$T/old.jsonl" <<'EOF'
 import json, sys
