@@ -3,6 +3,7 @@
 # the Debian dependencies, configure with CUDA ON and build; (2) run ctest, GPU tests included;
 # (3) train Fashion-MNIST in bf16 with trainfast and time it; (4) train the same model in PyTorch
 # (AMP bf16, channels_last) and compare images/s; (5) report trainfast's data-wait fraction;
+# (3b) ONNX export of a CUDA-trained fastcnn run by onnxruntime vs trainfast predict/eval;
 # (5b) ResNet-50 (AMP bf16, channels_last, 224 px, batch 256) fed by fastload.torch vs
 # torch.utils.data.DataLoader over the same JPEGs; (6) print a table of these figures beside their targets. Self-contained: no network needed.
 #
@@ -18,7 +19,8 @@
 #   CHECK_DATA (packed Fashion-MNIST with train/ and test/; default samples/fashion-mnist/packed,
 #   packed there from samples/fashion-mnist/data when only the IDX files were carried),
 #   CHECK_PHOTOS (ImageFolder of JPEGs for the ResNet-50 loader step; default BUILD/photos/img, made
-#   by bench/make_photos.py), CHECK_PHOTOS_COUNT (2560), CHECK_R50_STEPS (50, of which 10 warm-up).
+#   by bench/make_photos.py), CHECK_PHOTOS_COUNT (2560), CHECK_R50_STEPS (50, of which 10 warm-up),
+#   CHECK_ONNX_EPOCHS (2: the short run whose checkpoint the ONNX step exports).
 # Exit status: 0 when every target is met, 1 when one is missed or a step failed, 2 usage.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -240,6 +242,32 @@ elif ((!quick)); then
     STATUS=1 # no training run: the accuracy/speed targets are not met (the table says "not run")
 fi
 
+# ---- (3b) ONNX: a CUDA-trained model exported, run by onnxruntime, compared with trainfast ----------
+# A short run of the same recipe with a checkpoint (the timed run above writes none), then
+# tests/gpu/onnx_check.sh: trainfast export, onnx.checker, the Python onnxruntime (CPU provider,
+# fp32) over the test set vs `trainfast predict --device cpu --logits` (<= 1e-4 of each row's
+# largest logit, argmax >= 99.9%) and `eval --device cpu --no-tta` (same top-1); predict on the
+# GPU (bf16) beside it as a figure.
+if ((!quick)) && [[ -f "$packed/train/manifest.json" ]]; then
+    RES[onnx]=no
+    rm -rf "$OUT/onnx_ckpt"
+    if run_step onnx_train 60 "$trainfast" train --data "$packed/train" --val "$packed/test" "${recipe[@]}" \
+        --epochs "${CHECK_ONNX_EPOCHS:-2}" --precision bf16 --device "$DEVICE" --checkpoint "$OUT/onnx_ckpt" --quiet; then
+        run_step onnx 120 env PYTHON="$PYTHON" "$root/tests/gpu/onnx_check.sh" "$build" "$OUT/onnx_ckpt" \
+            "$packed/test" "$OUT/onnx" "$DEVICE"
+        rc=$?
+        tail -4 "$OUT/onnx.log" | sed 's/^/    /'
+        case $rc in 0) RES[onnx]=yes ;; 77) RES[onnx]=skip ;; *) STATUS=1 ;; esac
+        for k in max_rel_cpu argmax_agree_cpu top1_ort top1_eval_cpu top1_equal max_rel_dev argmax_agree_dev \
+            ort_images_per_sec; do
+            RES[onnx_$k]="$(json_field "$OUT/onnx.log" "$k")"
+        done
+    else
+        tail -3 "$OUT/onnx_train.log" | sed 's/^/    /'
+        STATUS=1
+    fi
+fi
+
 # ---- (5b) ResNet-50 fed by fastload.torch vs torch.utils.data.DataLoader over the same photo JPEGs ----
 # examples/pytorch_train.py, AMP bf16, channels_last, batch 256 at 224 px (RandomResizedCrop + flip in
 # both), CHECK_R50_STEPS steps of which the first 10 are left out; each prints images/s, data-wait
@@ -338,6 +366,25 @@ if r50:
     fi, ti = num("r50_fastload_images_per_sec"), num("r50_torch_images_per_sec")
     if fi and ti:
         row("ResNet-50 fastload.torch / DataLoader images/s", f"{fi / ti:.2f}x", "", None)
+on = R.get("onnx")
+if on:
+    skip = on == "skip"
+    mr, ag, t_o, t_e = num("onnx_max_rel_cpu"), num("onnx_argmax_agree_cpu"), num("onnx_top1_ort"), num("onnx_top1_eval_cpu")
+    row("ONNX export (CUDA-trained) vs predict fp32: max |diff|/row max",
+        f"{mr:.2g}" if mr is not None else ("skipped: no onnx/onnxruntime" if skip else "failed"), "<= 1e-4",
+        None if skip else (mr is not None and mr <= 1e-4))
+    row("ONNX vs predict fp32: argmax identical", f"{100*ag:.3f}%" if ag is not None else "n/a", ">= 99.9%",
+        None if skip else (ag is not None and ag >= 0.999))
+    row("ONNX Runtime top-1 vs eval --no-tta",
+        f"{100*t_o:.2f}% vs {100*t_e:.2f}%" if t_o is not None and t_e is not None else "n/a", "equal",
+        None if skip else R.get("onnx_top1_equal") == "True")
+    md, ad = num("onnx_max_rel_dev"), num("onnx_argmax_agree_dev")
+    if md is not None and ad is not None:
+        row("ONNX fp32 vs predict on the GPU (bf16): max |diff|/row max, argmax",
+            f"{md:.2g}, {100*ad:.2f}%", "", None)
+    oi = num("onnx_ort_images_per_sec")
+    if oi is not None:
+        row("onnxruntime images/s (CPU provider, batch 256)", f"{oi:,.0f}", "", None)
 pt1 = num("pt_top1")
 if pt1 is not None:
     row("PyTorch test top-1 (reference)", f"{100*pt1:.2f}%", "", None)
