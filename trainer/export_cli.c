@@ -221,8 +221,9 @@ static int export_run(const fl_cli_tool *tool, int argc, char **argv)
 #ifdef TF_HAVE_ONNX
     return do_export(cl.pos[0], &e);
 #else
-    fl_cli_error(TOOL, "export: this trainfast was built without ONNX export (install "
-                 "protobuf-c-compiler, libprotobuf-c-dev and python3-onnx, then re-run cmake)");
+    fl_cli_error(TOOL, "export: this trainfast was built without ONNX export (it needs "
+                 "protobuf-c-compiler, libprotobuf-c-dev and python3-onnx when cmake runs, and "
+                 "FL_ONNX_EXPORT=ON)");
     return FL_EXIT_USAGE;
 #endif
 }

@@ -3,6 +3,7 @@
 # schema the checker we test with uses), serialised with libprotobuf-c. Without protoc-c,
 # libprotobuf-c or onnx.proto the rest builds as before and `trainfast export` exits 2 saying
 # what to install. Included from trainer/CMakeLists.txt after the trainfast target exists.
+option(FL_ONNX_EXPORT "Build `trainfast export` (needs protoc-c, libprotobuf-c and python3-onnx)" ON)
 find_program(FL_PROTOC_C protoc-c)
 pkg_check_modules(PROTOBUFC IMPORTED_TARGET libprotobuf-c)
 find_file(FL_ONNX_PROTO onnx.proto
@@ -10,7 +11,7 @@ find_file(FL_ONNX_PROTO onnx.proto
   DOC "onnx.proto (proto2) of the python3-onnx package" NO_DEFAULT_PATH)
 
 target_sources(trainfast PRIVATE export_cli.c)
-if(FL_PROTOC_C AND PROTOBUFC_FOUND AND FL_ONNX_PROTO)
+if(FL_ONNX_EXPORT AND FL_PROTOC_C AND PROTOBUFC_FOUND AND FL_ONNX_PROTO AND EXISTS "${FL_ONNX_PROTO}")
   set(_onnx_gen ${CMAKE_CURRENT_BINARY_DIR}/onnx_gen)
   # protoc-c names its outputs after the .proto: onnx.pb-c.c / onnx.pb-c.h
   add_custom_command(
@@ -34,6 +35,10 @@ if(FL_PROTOC_C AND PROTOBUFC_FOUND AND FL_ONNX_PROTO)
                  "${PROTOBUFC_VERSION}, schema ${FL_ONNX_PROTO})")
 else()
   set(TF_HAVE_ONNX OFF CACHE INTERNAL "trainfast export built")
-  message(STATUS "trainfast: ONNX export OFF (needs protoc-c, libprotobuf-c and onnx.proto: install "
-                 "protobuf-c-compiler libprotobuf-c-dev python3-onnx); `trainfast export` exits 2")
+  if(NOT FL_ONNX_EXPORT)
+    message(STATUS "trainfast: ONNX export OFF (FL_ONNX_EXPORT=OFF); `trainfast export` exits 2")
+  else()
+    message(STATUS "trainfast: ONNX export OFF (needs protoc-c, libprotobuf-c and onnx.proto: install "
+                   "protobuf-c-compiler libprotobuf-c-dev python3-onnx); `trainfast export` exits 2")
+  endif()
 endif()

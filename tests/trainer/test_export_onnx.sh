@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_export_onnx.sh MODEL — `trainfast export` (issue 15 items 1 and 3): train a small MODEL
-# (fastcnn with --residual and --ema, resnet18 or resnet50 at 32 px) for a few steps on a synthetic set, export it, check the file
+# (fastcnn with --residual, --gelu and --ema; resnet18 or resnet50 at 32 px) for a few steps on a synthetic set, export it, check the file
 # with onnx.checker (python3-onnx) and run it with ONNX Runtime (npm onnxruntime-node, CPU) on
 # the pixels `trainfast eval` sees:
 #   - top-1 of ONNX Runtime's logits == `trainfast eval --no-tta` top-1 (exactly), and its mean
@@ -44,11 +44,12 @@ export FL_ORT_NODE_MODULES="$ORT_DIR"
 
 # ---- a trained checkpoint ---------------------------------------------------------------------
 case "$MODEL" in
-    fastcnn) # 1 channel, like Fashion-MNIST; EMA on: export must take the EMA weights like eval
+    fastcnn) # 1 channel, like Fashion-MNIST; EMA on: export must take the EMA weights like eval;
+        # GELU: the tanh form built from Mul/Add/Tanh (ReLU: the ResNets and bench/onnx_fmnist.sh)
         C=1 H=28 K=10
         "$MK" "$T/train" 1200 28 28 1 10 1 "$(echo c{0..9} | tr ' ' ,)" > /dev/null || fail "fixture"
         "$MK" "$T/val" 300 28 28 1 10 2 "$(echo c{0..9} | tr ' ' ,)" > /dev/null || fail "fixture"
-        train=(--model fastcnn --width 8 --residual --batch 100 --epochs 2 --ema 0.9 --lr 0.2)
+        train=(--model fastcnn --width 8 --residual --gelu --batch 100 --epochs 2 --ema 0.9 --lr 0.2)
         want_weights=ema ;;
     resnet18) # 3 channels at 32 px (the smallest sizes the model accepts are tiny images)
         C=3 H=32 K=4
@@ -78,6 +79,7 @@ expect_status 0 "export --batch 16 --opset 13" -- "$TF" export "$T/ck" -o "$T/fi
 if ((have_onnx)); then
     "$PY" "$CHECK" check "$T/m.onnx" $C $H $H $K > "$T/chk" || { cat "$T/chk"; fail "checker"; }
     grep -q "\"weights\": \"$want_weights\"" "$T/chk" || fail "metadata weights: $(cat "$T/chk")"
+    [[ $MODEL != fastcnn ]] || grep -q '"Tanh"' "$T/chk" || fail "GELU model without Tanh: $(cat "$T/chk")"
     echo "ok   onnx.checker: $(cat "$T/chk")"
     "$PY" "$CHECK" check "$T/fixed.onnx" $C $H $H $K 16 > "$T/chk" || { cat "$T/chk"; fail "checker (fixed batch)"; }
     grep -q '"opset": 13' "$T/chk" || fail "opset 13: $(cat "$T/chk")"
