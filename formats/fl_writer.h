@@ -9,6 +9,12 @@
  * fl_writer_resume_count() says how many records they hold: the caller skips that many records of
  * its (deterministically ordered) input and adds the rest.
  *
+ * Page cache: what the writer writes leaves the page cache as it goes (fl_page_cache.h: each
+ * shard's chunks are written back and dropped while it is written, the whole shard once fsync'ed;
+ * LMDB's data.mdb after each committed batch), so packing a data set bigger than RAM keeps a few
+ * MiB cached instead of filling the cache with pages nobody reads back. Durability is unchanged (the
+ * same fsyncs). The environment variable FL_WRITER_KEEP_CACHE=1 leaves the pages to the kernel.
+ *
  * What the writer touches at <dst> (SPEC.md, "Writing, resuming, publishing"):
  * - "<dst>.lock": an exclusive flock(2) held from open to finish/abort (fl_writer_lock_acquire), so
  *   two writers never share a destination; the kernel drops it when the process dies, so a file

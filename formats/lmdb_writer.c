@@ -159,7 +159,10 @@ int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, 
     int rc = mdb_env_create(&lw->env);
     if (rc == 0) rc = mdb_env_set_maxdbs(lw->env, 2);
     if (rc == 0) rc = mdb_env_set_mapsize(lw->env, lw->mapsize);
-    if (rc == 0) rc = mdb_env_open(lw->env, dir, 0, 0644);
+    /* dropping committed pages (drop_committed) makes LMDB fault the pages it walks back in through
+     * its map; MDB_NORDAHEAD (MADV_RANDOM on the map, kept across map growth) keeps each such fault
+     * to its own page instead of the device's read-around (read_ahead_kb: MiBs per fault) */
+    if (rc == 0) rc = mdb_env_open(lw->env, dir, lw->drop_cache ? MDB_NORDAHEAD : 0, 0644);
     if (rc) {
         /* lw_free closes the environment: LMDB requires mdb_env_close after a failed open */
         int r = lmdb_err(lw, rc, "cannot open the environment", err);
