@@ -4,12 +4,13 @@
 #   data (each --gib, of real photographs: bench/make_photos.py, python3-skimage's photos; hard-linked
 #         copies repeat them to reach the size): raw uint8 224x224x3 records (147 KiB; packdata
 #         decodes and resizes: `pack --encode raw --resize 224x224 --compress none --workers 2`), and
-#         ImageNet-like JPEGs (~0.4 megapixels, ~110 KB) stored as they are (`--encode keep`: read,
-#         CRC, write: packdata's least CPU per byte); 256 MiB shards;
+#         ImageNet-like JPEGs (~0.6 megapixels, ~100 KB) stored as they are (`--encode keep`: read,
+#         CRC, write: packdata's least CPU per byte), also into LMDB (`--backend lmdb`); 256 MiB shards;
 #   memory: each run inside a cgroup v1 memory group limited to --limit-mib (the page cache counts
 #         against it; the data set is >= 4x the limit), page cache dropped before each run;
 #   packdata: as shipped (each shard's written chunks go to the disk and leave the page cache while it
-#         is written, the whole shard once fsync'ed: formats/page_cache.c), and with
+#         is written, the whole shard once fsync'ed; LMDB: data.mdb after each fsync'ed commit of 32 MiB:
+#         formats/page_cache.c), and with
 #         FL_WRITER_KEEP_CACHE=1 (the writer before issue 14: the kernel alone decides);
 #   peers: fio sequential write of the same byte count to one file on the same file system, 1 MiB
 #         blocks: buffered + fsync at the end (psync, 1 job: how packdata writes) and O_DIRECT (io_uring,
@@ -23,7 +24,7 @@
 #         highest sampled, its peak charge (memory.max_usage_in_bytes).
 # Needs root (drop_caches, cgroup), cgroup v1 memory controller, fio (installed with apt-get unless
 # --no-setup), python3-skimage + python3-pil. Exit: 0 ok, 1 error, 2 usage, 77 skipped (no root, no
-# cgroup v1 memory controller, or no fio). Runtime (2-core VM, virtio disk): ~3 minutes with the defaults.
+# cgroup v1 memory controller, or no fio). Runtime (2-core VM, virtio disk): ~5 minutes with the defaults.
 # Usage: bench/packdata_large.sh [--runs R (3)] [--gib G (2)] [--limit-mib M (256)] [--build DIR]
 #                                [--out DIR (/var/tmp/fl-packlarge)] [--keep] [--no-setup] [--no-uncapped]
 #   --keep: leave the photos and per-run JSON under --out (default: removed at the end)
@@ -105,11 +106,11 @@ photoset() {
 }
 photoset photos224 1500 60000 150528
 bytes=$((copies * 1500 * 150528))
-photoset photosjpeg 500 400000 file
-jpeg_total=$(($(du -sb "$out/photosjpeg" | cut -f1) * copies))
+photoset photosjpeg600k 500 600000 file
+jpeg_total=$(($(du -sb "$out/photosjpeg600k" | cut -f1) * copies))
 classes=$(ls "$out/photos224" | paste -sd,)
 echo "packdata_large.sh: raw set $((bytes >> 20)) MiB, JPEG set $((jpeg_total >> 20)) MiB" \
-     "($(($(du -sb "$out/photosjpeg" | cut -f1) / 500 / 1000)) KB a file); cgroup limit ${limit_mib} MiB" \
+     "($(($(du -sb "$out/photosjpeg600k" | cut -f1) / 500 / 1000)) KB a file); cgroup limit ${limit_mib} MiB" \
      "($(($((bytes >> 20)) / limit_mib))x); disk ${dev:-?} under $out"
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -141,8 +142,9 @@ PYEOF
 }
 pack=("$packdata" pack "$out/photos224.rep/all.list" "$out/dst" --class-names "$classes" --encode raw
       --resize 224x224 --compress none --workers 2 --json --quiet)
-packj=("$packdata" pack "$out/photosjpeg.rep/all.list" "$out/dst" --class-names "$classes" --encode keep
+packj=("$packdata" pack "$out/photosjpeg600k.rep/all.list" "$out/dst" --class-names "$classes" --encode keep
        --workers 2 --json --quiet)
+packl=("${packj[@]}" --backend lmdb)
 fio_w=(fio --name=seqw --filename="$out/fio.dat" --rw=write --bs=1m --size="$bytes" --numjobs=1 --output-format=json)
 for ((i = 1; i <= runs; i++)); do
     echo "packdata_large.sh: run $i of $runs"
@@ -152,6 +154,8 @@ for ((i = 1; i <= runs; i++)); do
     measure pack-keepcache "$i" cg "FL_WRITER_KEEP_CACHE=1" "${pack[@]}"
     measure packj "$i" cg "" "${packj[@]}"
     measure packj-keepcache "$i" cg "FL_WRITER_KEEP_CACHE=1" "${packj[@]}"
+    measure packl "$i" cg "" "${packl[@]}"
+    measure packl-keepcache "$i" cg "FL_WRITER_KEEP_CACHE=1" "${packl[@]}"
     if ((uncapped)); then
         measure pack-uncapped "$i" free "" "${pack[@]}"
         measure pack-keepcache-uncapped "$i" free "FL_WRITER_KEEP_CACHE=1" "${pack[@]}"
@@ -174,12 +178,13 @@ print(f"\n(medians of {runs} runs; {nbytes / 2**20:,.0f} MiB raw written per run
       "and O_DIRECT sequential write; cores = CPU s / wall s; RSS = peak resident set; cache = the group's page "
       "cache, highest sampled / at the end; dirty = its dirty + writeback pages, highest sampled; peak = its "
       "peak charge; uncapped rows: a group without a limit)")
-hdr = (f"| {'run':<48} | {'MB/s':>6} | {'vs fio buf':>10} | {'vs fio dir':>10} | {'cores':>5} | {'RSS MiB':>7} | "
+hdr = (f"| {'run':<50} | {'MB/s':>6} | {'vs fio buf':>10} | {'vs fio dir':>10} | {'cores':>5} | {'RSS MiB':>7} | "
        f"{'cache MiB peak/end':>18} | {'dirty MiB':>9} | {'peak MiB':>8} |")
 print(hdr); print("|" + "|".join("-" * len(c) for c in hdr.split("|")[1:-1]) + "|")
 rows = [("fio-buffered", "fio write 1m, buffered + end fsync (psync)"), ("fio-direct", "fio write 1m, O_DIRECT (io_uring, qd 8)"),
         ("pack", "packdata raw (drops written pages)"), ("pack-keepcache", "packdata raw, FL_WRITER_KEEP_CACHE=1"),
-        ("packj", "packdata JPEG keep (drops written pages)"), ("packj-keepcache", "packdata JPEG keep, FL_WRITER_KEEP_CACHE=1")]
+        ("packj", "packdata JPEG keep (drops written pages)"), ("packj-keepcache", "packdata JPEG keep, FL_WRITER_KEEP_CACHE=1"),
+        ("packl", "packdata JPEG keep, LMDB (drops committed pages)"), ("packl-keepcache", "packdata JPEG keep, LMDB, FL_WRITER_KEEP_CACHE=1")]
 if uncapped:
     rows += [("pack-uncapped", "packdata raw (drops written pages), uncapped"),
              ("pack-keepcache-uncapped", "packdata raw, FL_WRITER_KEEP_CACHE=1, uncapped")]
@@ -187,7 +192,7 @@ for name, label in rows:
     mb = med(name, "mb_per_sec")
     cores = statistics.median(j["cpu_seconds"][0] / j["seconds"] for j in load(name))
     cache = f"{med(name, 'cg_cache_peak_mib'):.0f} / {med(name, 'cg_cache_end_mib'):.0f}"
-    print(f"| {label:<48} | {mb:>6,.0f} | {mb / fb:>9.2f}x | {mb / fd:>9.2f}x | {cores:>5.2f} | {med(name, 'peak_rss_mib'):>7.0f} | "
+    print(f"| {label:<50} | {mb:>6,.0f} | {mb / fb:>9.2f}x | {mb / fd:>9.2f}x | {cores:>5.2f} | {med(name, 'peak_rss_mib'):>7.0f} | "
           f"{cache:>18} | {med(name, 'cg_dirty_peak_mib'):>9.0f} | {med(name, 'cg_peak_mib'):>8.0f} |")
 print("per-run MB/s: " + "; ".join(f"{n} {[round(j['mb_per_sec']) for j in load(n)]}" for n, _ in rows))
 PYEOF

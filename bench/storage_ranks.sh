@@ -21,7 +21,8 @@
 #         the device's limit for this access pattern;
 #   figures: aggregate MB/s (records delivered by all ranks / wall time, 1e6 B/s), device reads /
 #         bytes delivered (/proc/diskstats of the data set's disk: other processes' I/O counts too),
-#         the cgroup's page cache (highest sampled, at the end), its peak charge, peak RSS per rank.
+#         the cgroup's page cache (highest sampled, at the end), its peak charge, peak RSS per rank,
+#         MB delivered per CPU-second (user + system of all ranks, from wait4).
 # Needs root, cgroup v1 memory controller, fio (apt-get unless --no-setup), python3-skimage + -pil.
 # Exit: 0 ok, 1 error, 2 usage, 77 skipped. Runtime (2-core VM, virtio disk): ~3 minutes with the defaults.
 # Usage: bench/storage_ranks.sh [--runs R (3)] [--gib G (2)] [--limit-mib M (256)] [--fio-seconds S (5)]
@@ -121,6 +122,7 @@ s["ranks"] = r
 s["bytes_out"] = sum(x["bytes_out"] for x in r)
 s["mb_per_sec"] = s["bytes_out"] / s["seconds"] / 1e6
 s["rank_mb_per_sec"] = [x["mb_per_sec"] for x in r]
+s["mb_per_cpu_sec"] = s["bytes_out"] / sum(s["cpu_seconds"]) / 1e6  # all ranks' threads, user + system
 if "disk_read_mib" in s:
     s["device_amplification"] = s["disk_read_mib"] * 2**20 / s["bytes_out"]
 json.dump(s, open(sys.argv[3], "w"))
@@ -166,9 +168,10 @@ print(f"\n(medians of {runs} runs; {size} MiB data set of raw 224x224x3 records;
       "cgroup; 2 epochs, random order, io_uring, batch 64, 2 loader threads in all; MB/s = 1e6 B/s of records "
       "delivered by all ranks together over the wall time; vs fio = ratio to fio's random 148 KiB reads (O_DIRECT, qd 32, "
       f"2 jobs: {fio:,.0f} MB/s); dev amp = bytes read from the disk / bytes delivered (whole disk); cg cache = the "
-      "cgroup's page cache, highest sampled / at the end; cg peak = its peak charge; RSS = peak per rank)")
+      "cgroup's page cache, highest sampled / at the end; cg peak = its peak charge; RSS = peak per rank; "
+      "MB/CPU-s = MB delivered per CPU-second of all ranks, user + system)")
 hdr = (f"| {'ranks':<60} | {'MB/s':>6} | {'per rank':>13} | {'vs fio':>6} | {'dev amp':>7} | {'cg cache peak/end':>17} | "
-       f"{'cg peak':>7} | {'RSS MiB':>9} |")
+       f"{'cg peak':>7} | {'RSS MiB':>9} | {'MB/CPU-s':>8} |")
 print(hdr); print("|" + "|".join("-" * len(c) for c in hdr.split("|")[1:-1]) + "|")
 labels = {"1rank": "1 rank, 2 workers", "split": "2 ranks, --rank 0|1 --world 2 (disjoint halves)",
           "splitq": "2 ranks, --world 2, --order quasi",
@@ -183,7 +186,7 @@ for mode in ("buffered", "direct"):
         print(f"| {label + ', ' + mode:<60} | {mb:>6,.0f} | {' + '.join(f'{x:,.0f}' for x in per):>13} | {mb / fio:>5.2f}x | "
               f"{(f'{amp:.2f}' if amp is not None else '-'):>7} | "
               f"{med(n, 'cg_cache_peak_mib'):>8.0f} / {med(n, 'cg_cache_end_mib'):<6.0f} | {med(n, 'cg_peak_mib'):>7.0f} | "
-              f"{' + '.join(f'{x:.0f}' for x in rss):>9} |")
+              f"{' + '.join(f'{x:.0f}' for x in rss):>9} | {med(n, 'mb_per_cpu_sec'):>8,.0f} |")
 print("per-run aggregate MB/s: " + "; ".join(f"{k}-{m} {[round(j['mb_per_sec']) for j in load(f'{k}-{m}')]}"
                                            for m in ("buffered", "direct") for k in labels))
 PYEOF
