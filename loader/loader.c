@@ -359,6 +359,10 @@ static int choose_io(fl_loader *L, fl_error *err)
         /* buffered reads of more than the page cache can keep: drop what was read behind us,
          * so the run does not evict everyone else's cache (and its cgroup's memory) for nothing */
         L->drop_behind = !L->direct && fl_dataset_total_bytes(L->ds) > L->cache_expect;
+        /* and read no more than asked: the kernel's read-ahead (up to the device's
+         * read_ahead_kb, 8 MiB on some disks) would fill the cache with pages nobody drops */
+        for (uint32_t i = 0; L->drop_behind && i < L->nfds; i++)
+            posix_fadvise(L->fds[i], 0, 0, POSIX_FADV_RANDOM);
     }
     return 0;
 }
