@@ -220,12 +220,63 @@ static int weighted_descs(dnn_plan *p, const tf_layer *T, dnnl_memory_desc_t *wu
     return 0;
 }
 
+static int is_ref_impl(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    return impl && !strncmp(impl, "ref", 3);
+}
+
+/* The forward convolution with the output layout oneDNN picks, unless that pairs the input's
+ * layout with an output no optimised kernel takes (oneDNN then falls back to its reference
+ * kernel, ~100x slower: seen with an 8-channel input in nChw16c): then the first of NHWC,
+ * nChw16c, NCHW outputs that has one. */
+static int conv_fwd_pd(dnn_plan *p, const tf_layer *T, const dnnl_memory_desc_t *wany,
+                       const dnnl_memory_desc_t *bias, dnnl_prop_kind_t prop,
+                       dnnl_primitive_desc_t *out)
+{
+    const tf_model_spec *s = p->d->spec;
+    tf_shape is = s->tensors[T->in], os = s->tensors[T->out];
+    /* channels not a multiple of 16 would be padded in the blocked layout, and oneDNN 2.6 has
+     * no optimised kernel for a padded blocked input (seen: 8 channels): NHWC first then */
+    dnnl_format_tag_t tags[] = {dnnl_format_tag_any, dnnl_nhwc, dnnl_nChw16c, dnnl_nchw};
+    if (os.c % 16) {
+        tags[0] = dnnl_nhwc;
+        tags[1] = dnnl_format_tag_any;
+    }
+    dnnl_dims_t dd, st, pl, pr;
+    dims4(dd, p->N, os);
+    pads(T, is, os, T->k, st, pl, pr);
+    *out = NULL;
+    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
+        dnnl_memory_desc_t dmd;
+        dnnl_convolution_desc_t cd;
+        dnnl_primitive_desc_t pd;
+        DNN_TRY(p, dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, tags[i]));
+        DNN_TRY(p, dnnl_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct,
+                                                      &p->md[T->in], wany, bias, &dmd, st, pl,
+                                                      pr));
+        if (dnnl_primitive_desc_create(&pd, &cd, NULL, p->d->eng, NULL) != dnnl_success)
+            continue;
+        if (!*out) {
+            *out = pd; /* the first that exists, in case all are reference kernels */
+        } else if (!is_ref_impl(pd)) {
+            dnnl_primitive_desc_destroy(*out);
+            *out = pd;
+        } else {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!is_ref_impl(*out))
+            return 0;
+    }
+    return *out ? 0 : dnn_fail(p, dnnl_unimplemented, "convolution forward", __LINE__);
+}
+
 static int weighted_fwd(dnn_plan *p, int l)
 {
     cpu_dnn *d = p->d;
     const tf_layer *T = &d->spec->layers[l];
     dnn_layer *L = &p->L[l];
-    tf_shape is = d->spec->tensors[T->in], os = d->spec->tensors[T->out];
     dnnl_memory_desc_t wuser, bmd, wany, dmd;
     TRYRC(weighted_descs(p, T, &wuser, &bmd));
     DNN_TRY(p, dnnl_memory_desc_init_by_tag(&wany, wuser.ndims, wuser.dims, dnnl_f32,
@@ -233,15 +284,7 @@ static int weighted_fwd(dnn_plan *p, int l)
     const dnnl_prop_kind_t prop = p->train ? dnnl_forward_training : dnnl_forward_inference;
     const dnnl_memory_desc_t *bias = T->b_off >= 0 ? &bmd : NULL;
     if (T->kind == TF_CONV) {
-        dnnl_dims_t dd, st, pl, pr;
-        dims4(dd, p->N, os);
-        pads(T, is, os, T->k, st, pl, pr);
-        DNN_TRY(p, dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, dnnl_format_tag_any));
-        dnnl_convolution_desc_t cd;
-        DNN_TRY(p, dnnl_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct,
-                                                      &p->md[T->in], &wany, bias, &dmd, st, pl,
-                                                      pr));
-        DNN_TRY(p, dnnl_primitive_desc_create(&L->fwd_pd, &cd, NULL, d->eng, NULL));
+        TRYRC(conv_fwd_pd(p, T, &wany, bias, prop, &L->fwd_pd));
     } else {
         dnnl_dims_t dd = {p->N, T->cout};
         DNN_TRY(p, dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_nc));
@@ -746,7 +789,10 @@ int dnn_plan_build(cpu_dnn *d, int N, int train, dnn_plan **out, fl_error *err)
     p->cur_layer = -1;
     int rc = plan_alloc(p, s);
     dnnl_dims_t in_dims = {N, s->in_c, s->in_h, s->in_w};
-    if (!rc && dnnl_memory_desc_init_by_tag(&p->md[0], 4, in_dims, dnnl_f32, dnnl_nchw))
+    /* one channel: NCHW and NHWC are the same bytes, and NHWC lets the first convolution write
+     * NHWC for a following one (see conv_fwd_pd) */
+    if (!rc && dnnl_memory_desc_init_by_tag(&p->md[0], 4, in_dims, dnnl_f32,
+                                            s->in_c == 1 ? dnnl_nhwc : dnnl_nchw))
         rc = fl_error_set(err, FL_E_UNSUPPORTED, "oneDNN plan: input descriptor");
     if (!rc)
         rc = own_mem(p, &p->md[0], d->input, &p->act[0]);
