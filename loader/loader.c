@@ -143,9 +143,12 @@ static int make_block_reader(fl_loader *L, fl_error *err)
     fl_block_config cfg = {
         .ds = L->ds, .fds = L->fds, .plan = &L->plan,
         .first_ticket = L->opt.start_epoch * L->plan.batches + L->opt.start_batch,
-        /* 8 reads of <= 1 MiB in flight: fio reached more at iodepth 8 than 32 with 768 KiB
-         * reads on this disk, and 8 MiB in flight is what NVMe drives need for sequential rate */
-        .direct = L->direct, .drop_behind = L->drop_behind, .depth = qd < 8 ? qd : 8,
+        /* O_DIRECT: 8 reads of <= 1 MiB in flight (fio reached more at iodepth 8 than 32 with
+         * 768 KiB reads on this disk; 8 MiB in flight is what NVMe drives need for their
+         * sequential rate). Buffered reads run in io_uring's worker threads, each read
+         * copying through the page cache: more of them in flight. */
+        .direct = L->direct, .drop_behind = L->drop_behind,
+        .depth = L->direct ? (qd < 8 ? qd : 8) : (qd < 64 ? qd : 64),
         /* the window's extents, the next window's (read while this one is used) and 16 MiB */
         .budget = 2 * win + (16u << 20) < cap ? 2 * win + (16u << 20) : cap};
     int rc = fl_block_reader_create(&cfg, &L->blocks, err);
