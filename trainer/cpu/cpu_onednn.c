@@ -174,8 +174,16 @@ int cpu_dnn_create(const tf_model_spec *spec, int max_batch, int threads, cpu_dn
         return fl_error_set(err, -ENOMEM, "oneDNN: out of memory");
     d->spec = spec;
     d->max_batch = max_batch;
-    if (threads > 0)
-        omp_set_num_threads(threads);
+    /* Grain size, as PyTorch's parallel_for has: a training step under ~1 GMAC (the test
+     * models, tiny images) runs each primitive in microseconds, where a second thread's barrier
+     * costs more than it saves, and on a loaded machine OpenMP barriers whose partner thread is
+     * descheduled spin for milliseconds (seen: 10x the CPU time, 20x the wall time of one thread
+     * at load 25 on 2 cores). Decided from the model alone, so a given model and batch always
+     * gets the same thread count and the same bit-exact results. */
+    d->threads = threads > 0 ? threads : omp_get_num_procs();
+    if (tf_model_flops(spec) * 3.0 * max_batch < 1e9)
+        d->threads = 1;
+    omp_set_num_threads(d->threads);
     if (dnnl_engine_create(&d->eng, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&d->stream, d->eng, dnnl_stream_default_flags) != dnnl_success) {
         cpu_dnn_free(d);
@@ -289,8 +297,7 @@ static const char *isa_name(dnnl_cpu_isa_t isa)
 
 void cpu_dnn_describe(cpu_dnn *d, char *buf, size_t cap)
 {
-    (void)d;
     const dnnl_version_t *v = dnnl_version();
-    snprintf(buf, cap, "oneDNN %d.%d.%d (%s)", v->major, v->minor, v->patch,
-             isa_name(dnnl_get_effective_cpu_isa()));
+    snprintf(buf, cap, "oneDNN %d.%d.%d (%s, %d thread%s)", v->major, v->minor, v->patch,
+             isa_name(dnnl_get_effective_cpu_isa()), d->threads, d->threads == 1 ? "" : "s");
 }

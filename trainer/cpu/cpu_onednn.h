@@ -23,8 +23,9 @@ extern "C" {
 typedef struct cpu_dnn cpu_dnn;
 
 /* Build the training and evaluation plans of `spec` for batches of max_batch (other batch sizes
- * get their own plans on first use, kept in a small cache). threads > 0 sets oneDNN's thread
- * count (omp_set_num_threads), 0 leaves the default (all cores). spec must outlive the object.
+ * get their own plans on first use, kept in a small cache). oneDNN's thread count
+ * (omp_set_num_threads) is `threads` (0: all cores), or 1 when a training step is under 1 GMAC
+ * (too little work per primitive to share). spec must outlive the object.
  * Errors: FL_E_UNSUPPORTED (a layer or shape oneDNN has no primitive for: message names it),
  * -ENOMEM. */
 int cpu_dnn_create(const tf_model_spec *spec, int max_batch, int threads, cpu_dnn **out,

@@ -66,6 +66,7 @@ struct dnn_plan {
 struct cpu_dnn {
     const tf_model_spec *spec;
     int max_batch;
+    int threads;         /* OpenMP threads oneDNN runs on */
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     float *input, *logits, *dlogits;
