@@ -17,6 +17,7 @@ pkgs=(
   libpng-dev libpng16-16
   zlib1g-dev zlib1g
   libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
+  libprotobuf-c-dev libprotobuf-c1   # trainfast export (ONNX; schema code: trainer/onnx_gen)
   pkgconf pkgconf-bin libpkgconf3 make   # tools the GPU machine may lack
 )
 command -v apt-get >/dev/null || { echo "fetch_gpu_deps.sh: apt-get not found (Debian/Ubuntu only)" >&2; exit 1; }

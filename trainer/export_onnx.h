@@ -77,8 +77,9 @@ typedef struct tf_onnx_plan {
     int n_layers;
     int *fold_into;   /* BN layer: index of the conv layer it is folded into, else -1 */
     int *folded_bn;   /* conv layer: index of the BN layer folded into it, else -1 */
-    float *scale;     /* per BN channel (at the BN's stat_off / 2 ... ): a = gamma / sqrt(var + eps) */
-    float *shift;     /*                                          b = beta - mean * a */
+    float *scale;     /* per BN channel, a = gamma / sqrt(var + eps); BN layer L's channels
+                         start at L.stat_off / 2 (its stats hold mean and var per channel) */
+    float *shift;     /* per BN channel, b = beta - mean * a (same indexing) */
     int bn_conv, bn_pool, bn_affine; /* counts, as tf_onnx_summary */
 } tf_onnx_plan;
 

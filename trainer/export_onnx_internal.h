@@ -44,8 +44,8 @@ void tf_onnx_attr_ints(tf_onnx_builder *g, Onnx__NodeProto *n, const char *name,
 const char *tf_onnx_init(tf_onnx_builder *g, const char *name, const int64_t *dims, int ndims,
                          const float *data, int64_t count);
 
-/* The nodes and initializers of every layer, from `input` (the normalised image tensor's name)
- * to the output named "logits". Returns 0 or g->fail. */
+/* The nodes and initializers of every layer, from g->name[0] (the normalised image tensor, set by
+ * the caller) to the output named "logits". Returns 0 or g->fail. */
 int tf_onnx_graph_layers(tf_onnx_builder *g);
 
 void tf_onnx_builder_free(tf_onnx_builder *g);
