@@ -140,6 +140,7 @@ declare -A SAMPLE=(
     ["train --warmup"]="0.1" ["train --accum"]="2" ["train --ema"]="0.9" ["train --crop-pad"]="2"
     ["train --size"]="16" ["train --precision"]="fp32" ["train --device"]="cpu" ["train --workers"]="1"
     ["train --threads"]="1" ["train --seed"]="5" ["train --checkpoint"]="ckdir"
+    ["train --cpu-backend"]="reference"
     ["train --checkpoint-every"]="1" ["train --log"]="log.jsonl"
     ["train --log-every"]="2" ["train --report"]="r.html"
     ["report -o"]="r.html" ["report --output"]="r.html" ["report --title"]="t"
