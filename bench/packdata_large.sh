@@ -49,23 +49,9 @@ done
     || { echo "packdata_large.sh: --runs, --limit-mib, --gib must be positive numbers" >&2; exit 2; }
 py=/usr/bin/python3
 cgbase=/sys/fs/cgroup/memory
-if [[ $(id -u) -ne 0 ]]; then
-    echo "packdata_large.sh: SKIP: needs root (drop_caches and a memory cgroup)"; exit 77
-fi
-if [[ ! -w $cgbase/cgroup.procs ]]; then
-    echo "packdata_large.sh: SKIP: no cgroup v1 memory controller at $cgbase"; exit 77
-fi
-if ((setup)); then
-    missing=()
-    for p in fio python3-skimage python3-pil; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    if ((${#missing[@]})); then
-        echo "packdata_large.sh: installing ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-fi
-command -v fio >/dev/null || { echo "packdata_large.sh: SKIP: fio not installed (apt-get install fio)"; exit 77; }
+me=packdata_large.sh
+. "$root/bench/lib_memcg.sh"
+memcg_preflight
 packdata="$build/tools/packdata/packdata"
 [[ -x $packdata ]] || { echo "packdata_large.sh: $packdata not built" >&2; exit 1; }
 
@@ -73,11 +59,7 @@ packdata="$build/tools/packdata/packdata"
 # cache of the uncapped runs apart from the rest of the machine's
 cg="$cgbase/fl-packlarge.$$" cgfree="$cgbase/fl-packlarge-free.$$"
 cleanup() {
-    for g in "$cg" "$cgfree"; do
-        [[ -d $g ]] || continue # move anything left to the parent, then remove the group
-        while read -r pid; do echo "$pid" >"$cgbase/cgroup.procs" 2>/dev/null || true; done <"$g/cgroup.procs"
-        rmdir "$g" 2>/dev/null || echo "packdata_large.sh: could not remove $g" >&2
-    done
+    memcg_remove "$cg" "$cgfree"
     if ((keep)); then echo "packdata_large.sh: kept $out"; rm -rf "$out/dst" "$out/fio.dat"; else rm -rf "$out"; fi
 }
 trap cleanup EXIT

@@ -49,33 +49,16 @@ done
 py=/usr/bin/python3
 cgbase=/sys/fs/cgroup/memory
 
-if [[ $(id -u) -ne 0 ]]; then
-    echo "storage.sh: SKIP: needs root (drop_caches and a memory cgroup)"; exit 77
-fi
-if [[ ! -w $cgbase/cgroup.procs ]]; then
-    echo "storage.sh: SKIP: no cgroup v1 memory controller at $cgbase"; exit 77
-fi
-if ((setup)); then
-    missing=()
-    for p in fio python3-skimage python3-pil; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    if ((${#missing[@]})); then
-        echo "storage.sh: installing ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-fi
-command -v fio >/dev/null || { echo "storage.sh: SKIP: fio not installed (apt-get install fio)"; exit 77; }
+me=storage.sh
+. "$root/bench/lib_memcg.sh"
+memcg_preflight
 fastload="$build/tools/fastload/fastload"
 packdata="$build/tools/packdata/packdata"
 [[ -x $fastload && -x $packdata ]] || { echo "storage.sh: $fastload or $packdata not built" >&2; exit 1; }
 
 cg="$cgbase/fl-storage.$$"
 cleanup() {
-    if [[ -d $cg ]]; then # move anything left to the parent, then remove the group
-        while read -r pid; do echo "$pid" >"$cgbase/cgroup.procs" 2>/dev/null || true; done <"$cg/cgroup.procs"
-        rmdir "$cg" 2>/dev/null || echo "storage.sh: could not remove $cg" >&2
-    fi
+    memcg_remove "$cg"
     if ((keep)); then echo "storage.sh: kept $out"; else rm -rf "$out"; fi
 }
 trap cleanup EXIT

@@ -48,33 +48,16 @@ done
     || { echo "storage_ranks.sh: --runs, --limit-mib, --fio-seconds, --gib must be positive numbers" >&2; exit 2; }
 py=/usr/bin/python3
 cgbase=/sys/fs/cgroup/memory
-if [[ $(id -u) -ne 0 ]]; then
-    echo "storage_ranks.sh: SKIP: needs root (drop_caches and a memory cgroup)"; exit 77
-fi
-if [[ ! -w $cgbase/cgroup.procs ]]; then
-    echo "storage_ranks.sh: SKIP: no cgroup v1 memory controller at $cgbase"; exit 77
-fi
-if ((setup)); then
-    missing=()
-    for p in fio python3-skimage python3-pil; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    if ((${#missing[@]})); then
-        echo "storage_ranks.sh: installing ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-fi
-command -v fio >/dev/null || { echo "storage_ranks.sh: SKIP: fio not installed (apt-get install fio)"; exit 77; }
+me=storage_ranks.sh
+. "$root/bench/lib_memcg.sh"
+memcg_preflight
 fastload="$build/tools/fastload/fastload"
 packdata="$build/tools/packdata/packdata"
 [[ -x $fastload && -x $packdata ]] || { echo "storage_ranks.sh: $fastload or $packdata not built" >&2; exit 1; }
 
 cg="$cgbase/fl-ranks.$$"
 cleanup() {
-    if [[ -d $cg ]]; then
-        while read -r pid; do echo "$pid" >"$cgbase/cgroup.procs" 2>/dev/null || true; done <"$cg/cgroup.procs"
-        rmdir "$cg" 2>/dev/null || echo "storage_ranks.sh: could not remove $cg" >&2
-    fi
+    memcg_remove "$cg"
     if ((keep)); then echo "storage_ranks.sh: kept $out"; else rm -rf "$out"; fi
 }
 trap cleanup EXIT
