@@ -24,8 +24,11 @@
  *
  * Order: the epoch's sequence of records (sequential, a random permutation, or quasi-random:
  * blocks of quasi_block consecutive records shuffled, then the samples of each window of
- * quasi_window blocks shuffled together) is dealt round-robin to the ranks: sample j of rank r
- * is sequence position j*world + r (as PyTorch's DistributedSampler). Every rank gets the same
+ * quasi_window blocks shuffled together) is split between the ranks: sequential and random
+ * orders deal it round-robin, sample j of rank r being sequence position j*world + r (as
+ * PyTorch's DistributedSampler); quasi order gives rank r the contiguous positions
+ * r*per_rank + j, so a block's records go to one rank and each rank reads its blocks as whole
+ * extents (read once per epoch on the node, not once per rank). Every rank gets the same
  * number of full batches: with drop_last the tail is dropped, otherwise positions past the end
  * wrap to the start of the sequence. Sample augmentation draws from (seed, epoch, position).
  *
@@ -35,7 +38,7 @@
  *   ring      prefetch × batch_size × (out_height × out_width × channels + 4)   (pinned)
  *   indices   prefetch × batch_size × 8
  *   order     8 bytes per dataset record (the epoch's sequence)
- *   FL_ORDER_QUASI read as coalesced extents (io_uring, one rank): up to twice the quasi
+ *   FL_ORDER_QUASI read as coalesced extents (io_uring): up to twice the quasi
  *             window's stored bytes + 16 MiB of extent buffers (at most 256 MiB and a quarter of
  *             the page cache the run can expect; a larger window is read record by record)
  *   per worker  2 × queue_depth × (largest stored record [+ 8 KiB with O_DIRECT]) read buffers
@@ -149,7 +152,8 @@ typedef struct fl_loader_options {
     float ratio_min, ratio_max; /* RRC aspect ratio range (default 3/4, 4/3) */
     float center_ratio;      /* FL_AUG_CENTER crop ratio (default 0.875) */
     fl_order order;
-    uint32_t quasi_block;    /* records per block for FL_ORDER_QUASI (default 64) */
+    uint32_t quasi_block;    /* records per block for FL_ORDER_QUASI; 0 = 64, or fewer for
+                                records over 16 KiB: as many as make ~1 MiB (at least 1) */
     uint32_t quasi_window;   /* blocks mixed together (default 32) */
     uint64_t seed;
     uint32_t rank, world;    /* data-parallel share: rank in [0, world); world 0 or 1 = all */
@@ -263,7 +267,7 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);
  * O_DIRECT, e.g. "io_uring, O_DIRECT (io auto: the data set (1100.0 MiB) is larger than the
  * page cache it can expect (256.0 MiB, cgroup memory limit))"; ", drop-behind" when buffered
  * reads of such a data set drop their pages once used; ", quasi blocks read as coalesced
- * extents" for FL_ORDER_QUASI's block reads. Valid until fl_loader_close. */
+ * extents (B records x W blocks a window)" for FL_ORDER_QUASI's block reads. Valid until fl_loader_close. */
 const char *fl_loader_io_describe(const fl_loader *L);
 
 /* 1 when records are read with O_DIRECT: the `direct` option or FL_IO_AUTO's choice (0 where the

@@ -22,7 +22,7 @@ void fl_loader_options_init(fl_loader_options *o)
     o->ratio_max = 4.0f / 3.0f;
     o->center_ratio = 0.875f;
     o->order = FL_ORDER_SEQUENTIAL;
-    o->quasi_block = 64;
+    o->quasi_block = 0; /* by record size: fl_order_quasi_block */
     o->quasi_window = 32;
     o->seed = 0;
     o->rank = 0;

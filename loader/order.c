@@ -42,6 +42,12 @@ int fl_order_plan_init(fl_order_plan *p, uint64_t n, fl_order order, uint32_t bl
     return 0;
 }
 
+uint32_t fl_order_quasi_block(uint64_t mean_record_bytes)
+{
+    uint64_t b = mean_record_bytes ? FL_QUASI_BLOCK_BYTES / mean_record_bytes : FL_QUASI_BLOCK_MAX;
+    return b < 1 ? 1 : b > FL_QUASI_BLOCK_MAX ? FL_QUASI_BLOCK_MAX : (uint32_t)b;
+}
+
 static void shuffle(uint64_t *a, uint64_t len, fl_rng *r)
 {
     for (uint64_t i = len; i > 1; i--) {

@@ -34,11 +34,29 @@ int fl_order_plan_init(fl_order_plan *p, uint64_t n, fl_order order, uint32_t bl
 void fl_order_epoch(const fl_order_plan *p, uint64_t epoch, uint64_t *perm);
 
 /* Position in the epoch sequence (before wrapping) of sample k of this rank's batch `batch`;
- * the record is perm[pos % n]. Unique per (rank, batch, k) within an epoch, so it also keys
- * the sample's augmentation randomness. */
+ * the record is perm[pos % n]. Sequential and random orders deal the sequence round-robin
+ * (sample j of rank r at j*world + r, as PyTorch's DistributedSampler). The quasi-random order
+ * gives each rank one contiguous run of per_rank positions (r*per_rank + j): a rank then uses
+ * whole windows, so each block's records go to one rank (two where a share's edge cuts a
+ * window) and a rank's coalesced extent reads (block_reader.h) carry no other rank's records.
+ * Unique per (rank, batch, k) within an epoch, so it also keys the sample's augmentation
+ * randomness. With one rank both rules give j. */
 static inline uint64_t fl_order_pos(const fl_order_plan *p, uint64_t batch, uint32_t k)
 {
-    return (batch * p->batch + k) * p->world + p->rank;
+    uint64_t j = batch * p->batch + k;
+    if (p->order == FL_ORDER_QUASI)
+        return p->rank * p->per_rank + j;
+    return j * p->world + p->rank;
 }
+
+/* Records per quasi block when the caller gives none (quasi_block 0): as many as fill
+ * FL_QUASI_BLOCK_BYTES at the data set's mean stored record size, at most 64 and at least 1.
+ * Small records get 64 (one block's worth of shuffling); large ones get blocks that are still
+ * one read of about 1 MiB, so a window of 32 blocks stays a few tens of MiB (147 KiB records: 6
+ * per block, a 28 MiB window, where 64 would need 300 MiB). A function of the data set alone,
+ * so the order is the same on every machine. */
+#define FL_QUASI_BLOCK_BYTES (1u << 20)
+#define FL_QUASI_BLOCK_MAX 64u
+uint32_t fl_order_quasi_block(uint64_t mean_record_bytes);
 
 #endif

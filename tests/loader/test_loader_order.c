@@ -104,7 +104,7 @@ static void test_orders(void)
     free(c);
 }
 
-static void test_ranks(int drop)
+static void test_ranks(int drop, fl_order order)
 {
     const uint64_t n = 1000;
     const uint32_t world = 3, B = 32;
@@ -112,7 +112,7 @@ static void test_ranks(int drop)
     uint32_t *count = calloc(n, sizeof *count);
     uint64_t per = 0, total = 0;
     for (uint32_t r = 0; r < world; r++) {
-        fl_order_plan p = plan(n, FL_ORDER_RANDOM, r, world, B, drop);
+        fl_order_plan p = plan(n, order, r, world, B, drop);
         if (r == 0)
             per = p.per_rank;
         CHECK(p.per_rank == per); /* equal shares */
@@ -120,8 +120,15 @@ static void test_ranks(int drop)
         fl_order_epoch(&p, 7, perm);
         for (uint64_t bt = 0; bt < p.batches; bt++)
             for (uint32_t k = 0; k < B; k++) {
-                count[perm[fl_order_pos(&p, bt, k) % n]]++;
+                uint64_t pos = fl_order_pos(&p, bt, k);
+                count[perm[pos % n]]++;
                 total++;
+                /* quasi: each rank one contiguous run of the sequence (whole windows of
+                 * blocks); otherwise dealt round-robin */
+                if (order == FL_ORDER_QUASI)
+                    CHECK(pos == r * per + bt * B + k);
+                else
+                    CHECK(pos == (bt * B + k) * world + r);
             }
     }
     uint64_t covered = 0, dup = 0;
@@ -228,8 +235,15 @@ static void test_crop_flip_draws(void)
 int main(void)
 {
     test_orders();
-    test_ranks(1);
-    test_ranks(0);
+    test_ranks(1, FL_ORDER_RANDOM);
+    test_ranks(0, FL_ORDER_RANDOM);
+    test_ranks(1, FL_ORDER_QUASI);
+    test_ranks(0, FL_ORDER_QUASI);
+    /* quasi blocks by record size: 64 up to 16 KiB records, ~1 MiB blocks above, at least 1 */
+    CHECK(fl_order_quasi_block(784) == 64 && fl_order_quasi_block(12288) == 64);
+    CHECK(fl_order_quasi_block(16384) == 64 && fl_order_quasi_block(16385) == 63);
+    CHECK(fl_order_quasi_block(150528) == 6 && fl_order_quasi_block(4u << 20) == 1);
+    CHECK(fl_order_quasi_block(0) == 64);
     test_plan_errors();
     test_augment();
     test_crop_flip_draws();

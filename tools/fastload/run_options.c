@@ -181,7 +181,8 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
      .help = "seq | random | quasi", .def = "random"},                                               \
     {FL_CLI_U32, "quasi-block", .off = F(opt.quasi_block), .umin = 1, .umax = 1u << 20, .metavar = "N", \
      .help = "--order quasi: records per block (read as one extent of <= 1 MiB\n"                     \
-             "pieces when the window of blocks fits the read-ahead budget)", .def = "64"},             \
+             "pieces when the window of blocks fits the read-ahead budget);\n"                        \
+             "auto: 64, fewer for records over 16 KiB (~1 MiB a block)", .def = "auto"},              \
     {FL_CLI_U32, "quasi-window", .off = F(opt.quasi_window), .umin = 1, .umax = 1u << 20,            \
      .metavar = "N", .help = "--order quasi: blocks shuffled together", .def = "32"},               \
     {FL_CLI_U64, "seed", .off = F(opt.seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",           \
