@@ -260,6 +260,12 @@ def lib():
                                      ctypes.POINTER(ctypes.c_uint64)]
     L.fl_loader_stats_get.restype = None
     L.fl_loader_stats_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    # newer libraries only (hasattr: the binding still loads an older libfastload)
+    if hasattr(L, "fl_loader_io_describe"):
+        L.fl_loader_io_describe.restype = ctypes.c_char_p
+        L.fl_loader_io_describe.argtypes = [ctypes.c_void_p]
+        L.fl_loader_direct.restype = ctypes.c_int
+        L.fl_loader_direct.argtypes = [ctypes.c_void_p]
     L.fl_loader_dataset.restype = ctypes.c_void_p
     L.fl_loader_dataset.argtypes = [ctypes.c_void_p]
     L.fl_loader_close.restype = None

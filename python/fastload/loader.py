@@ -532,15 +532,33 @@ class Loader:
         except AttributeError:
             return []
 
+    @property
+    def io(self):
+        """How records are read, decided when the loader opened, in words: backend, O_DIRECT or
+        buffered, and why `io="auto"` chose O_DIRECT (e.g. "io_uring, O_DIRECT (io auto: the
+        data set (1100.0 MiB) is larger than the page cache it can expect (256.0 MiB, cgroup
+        memory limit))")."""
+        self._check_handle()
+        if not hasattr(self._lib, "fl_loader_io_describe"):
+            return ""
+        return (self._lib.fl_loader_io_describe(self._handle) or b"").decode("utf-8", "replace")
+
+    @property
+    def direct(self):
+        """True when records are read with O_DIRECT (asked for, or chosen by io="auto")."""
+        self._check_handle()
+        return bool(hasattr(self._lib, "fl_loader_direct") and self._lib.fl_loader_direct(self._handle))
+
     def stats(self):
         """Loader counters: images, batches, bytes_read, skipped, time per stage (seconds summed
-        over workers), wall_s, io_backend, pinned_bytes."""
+        over workers), wall_s, io_backend, io (how records are read, as `io`), pinned_bytes."""
         self._check_open()
         ps = _native.PaddedStats()
         self._lib.fl_loader_stats_get(self._handle, ctypes.byref(ps))
         s = ps.s
         d = {name: getattr(s, name) for name, _ in s._fields_}
         d["io_backend"] = (s.io_backend or b"").decode()
+        d["io"] = self.io
         return d
 
     def __repr__(self):

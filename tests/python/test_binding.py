@@ -177,6 +177,14 @@ class Tests:
             assert bs == [(3, 0), (3, 1), (3, 2), (4, 0)], bs
             st = L.stats()
             assert st["images"] >= 13 * 32 and st["io_backend"], st
+            assert st["io"] == L.io and L.io.startswith(st["io_backend"]), (st, L.io)
+        # how records are read, in words, and whether O_DIRECT is on (a filesystem that refuses
+        # it gets buffered reads: then both say so)
+        with fastload.Loader(self.ds, batch_size=32, io="pread", direct=True) as L:
+            assert L.io.startswith("pread, "), L.io
+            assert L.direct == ("O_DIRECT" in L.io), (L.direct, L.io)
+        with fastload.Loader(self.ds, batch_size=32, io="pread") as L:
+            assert not L.direct and "buffered" in L.io, L.io
         # random order: each epoch is a permutation (drop_last=False, no padding when it divides)
         with fastload.Loader(self.ds, batch_size=20, order="random", seed=3) as L:
             for _ in range(2):
