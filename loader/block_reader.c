@@ -207,8 +207,10 @@ static void complete(fl_block_reader *br, uint64_t ud, int res)
             return;
         }
     }
-    if (br->cfg.drop_behind && s->got)
-        posix_fadvise(br->cfg.fds[br->shard[e]], (off_t)br->off[e], s->got, POSIX_FADV_DONTNEED);
+    if (br->cfg.drop_behind && s->got) /* every page touched, edge pages included (worker.c) */
+        posix_fadvise(br->cfg.fds[br->shard[e]], (off_t)align_down(br->off[e]),
+                      (off_t)(align_up(br->off[e] + s->got) - align_down(br->off[e])),
+                      POSIX_FADV_DONTNEED);
     pthread_mutex_lock(&br->mu);
     s->res = res < 0 ? res : 0;
     s->state = EXT_READY;

@@ -40,7 +40,10 @@
  *   order     8 bytes per dataset record (the epoch's sequence)
  *   FL_ORDER_QUASI read as coalesced extents (io_uring): up to twice the quasi
  *             window's stored bytes + 16 MiB of extent buffers (at most 256 MiB and a quarter of
- *             the page cache the run can expect; a larger window is read record by record)
+ *             the page cache the run can expect, divided by the loader processes on the node
+ *             when the launcher says how many: LOCAL_WORLD_SIZE (torchrun),
+ *             OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE; a larger
+ *             window is read record by record)
  *   per worker  2 × queue_depth × (largest stored record [+ 8 KiB with O_DIRECT]) read buffers
  *             (the next chunk's reads are in flight while the current chunk decodes)
  *             + largest decompressed record + decoder/resize scratch (grow-only, bounded by

@@ -148,6 +148,23 @@ uint64_t fl_page_cache_expect(const char *root, const char **why)
     return best;
 }
 
+uint32_t fl_local_ranks(void)
+{
+    /* torchrun / torch.distributed, Open MPI, MPICH/Hydra, Slurm */
+    static const char *const vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                       "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        if (!v || !*v)
+            continue;
+        unsigned long n = strtoul(v, &end, 10);
+        if (end != v && n >= 1 && n <= 4096) /* "4(x2)" (Slurm) reads as 4 */
+            return (uint32_t)n;
+    }
+    return 1;
+}
+
 const char *fl_page_cache_root(void)
 {
     const char *r = getenv("FL_PROC_ROOT");

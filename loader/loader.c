@@ -116,22 +116,28 @@ static int make_readers(fl_loader *L, fl_error *err)
     return 0;
 }
 
-/* Quasi order on io_uring (each rank reads its own contiguous share: order.h): coalesced extent reads (block_reader.h) when the window's
- * extents fit the budget (at most FL_BLOCK_BUDGET_MAX and a quarter of the page cache the run
- * can expect); otherwise each record is read on its own, and the log says why. */
+/* Quasi order on io_uring (each rank reads its own contiguous share: order.h): coalesced
+ * extent reads (block_reader.h) when the window's extents fit the budget (at most
+ * FL_BLOCK_BUDGET_MAX and a quarter of the page cache the run can expect, divided among the
+ * node's loader processes: fl_local_ranks); otherwise each record is read on its own, and the
+ * log says why. */
 #define FL_BLOCK_BUDGET_MAX (256ull << 20)
 static int make_block_reader(fl_loader *L, fl_error *err)
 {
     if (L->plan.order != FL_ORDER_QUASI || strcmp(L->io_backend, "io_uring") != 0)
         return 0;
     uint64_t win = fl_block_window_bytes(L->ds, &L->plan, L->direct);
-    uint64_t cap = L->cache_expect / 4 < FL_BLOCK_BUDGET_MAX ? L->cache_expect / 4
-                                                              : FL_BLOCK_BUDGET_MAX;
+    /* each loader process on the node holds its own extents: a quarter of the node's expected
+     * page cache is shared among them */
+    uint32_t local = fl_local_ranks();
+    uint64_t share = L->cache_expect / 4 / local;
+    uint64_t cap = share < FL_BLOCK_BUDGET_MAX ? share : FL_BLOCK_BUDGET_MAX;
     if (win > cap) {
         logf_(L, 0, "fastload: quasi window of %.1f MiB (block %llu x window %llu records) is over "
-              "the read-ahead budget of %.1f MiB: per-record reads (lower quasi_block)",
+              "the read-ahead budget of %.1f MiB%s: per-record reads (lower quasi_block)",
               win / 1048576.0, (unsigned long long)L->plan.block,
-              (unsigned long long)L->plan.window, cap / 1048576.0);
+              (unsigned long long)L->plan.window, cap / 1048576.0,
+              local > 1 ? " (a quarter of the page cache shared by the node's loader processes)" : "");
         return 0;
     }
     uint32_t qd = L->opt.queue_depth ? L->opt.queue_depth : 32;

@@ -86,6 +86,11 @@ int fl_loader_options_check(const fl_loader_options *o, fl_error *err);
  * $FL_PROC_ROOT or "". */
 uint64_t fl_page_cache_expect(const char *root, const char **why);
 const char *fl_page_cache_root(void);
+/* io_auto.c: loader processes on this node sharing its memory, from the launcher's environment
+ * (LOCAL_WORLD_SIZE of torchrun, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
+ * SLURM_NTASKS_PER_NODE; the first set), 1 when none is. Private buffers sized from the page
+ * cache (the quasi extents) take their share of it. */
+uint32_t fl_local_ranks(void);
 
 /* FL_IO_MEMORY (memory_reader.c). FL_IO_AUTO picks it (fl_memory_auto returns 1) for shard
  * datasets of raw pixels of at most opt->memory_max bytes, by default FL_MEMORY_AUTO_MAX or 1/16

@@ -358,8 +358,14 @@ static void on_read(void *user, fl_read_req *req)
     } else {
         rc = load_sample(w, idx, info, req->data, req->len, c->epoch, pos, dst, &e);
     }
-    if (X->drop_behind && req->fd > 0) /* whole pages inside the record only (the kernel's rule) */
-        posix_fadvise(req->fd, (off_t)req->offset, req->len, POSIX_FADV_DONTNEED);
+    if (X->drop_behind && req->fd > 0) {
+        /* every page the record touches: the kernel drops only whole pages inside the range, and
+         * small records (JPEG, ~17 KB) would leave their two edge pages — half their bytes —
+         * cached; a neighbour read later re-reads a shared page at worst */
+        uint64_t a = req->offset / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
+        uint64_t z = (req->offset + req->len + FL_DIRECT_ALIGN - 1) / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
+        posix_fadvise(req->fd, (off_t)a, (off_t)(z - a), POSIX_FADV_DONTNEED);
+    }
     if (rc < 0)
         sample_failed(c, k, idx, pos, dst, &e);
     else

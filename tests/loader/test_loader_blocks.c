@@ -145,6 +145,35 @@ static void two_ranks(const char *dir, const char *path)
     CHECK(amp >= 1.0 && amp <= 1.5);
 }
 
+/* The extent budget is a quarter of the expected page cache shared by the node's loader
+ * processes: with the fake 4 MiB of page cache one process gets 1 MiB (the 0.65 MB window fits),
+ * eight (LOCAL_WORLD_SIZE=8, as torchrun sets it) get 128 KiB each: per-record reads, same stream. */
+static void local_ranks(const char *dir, const char *path, uint64_t want)
+{
+    char root[4096];
+    snprintf(root, sizeof root, "%s/root", dir);
+    setenv("FL_PROC_ROOT", root, 1);
+    const char *env[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"};
+    for (int v = 0; v < 2; v++)
+        for (int ranks = 1; ranks <= 8; ranks *= 8) {
+            char n[8];
+            snprintf(n, sizeof n, "%d", ranks);
+            setenv(env[v], n, 1);
+            fl_loader_options o;
+            opts(&o, FL_IO_URING);
+            fl_loader *L;
+            fl_error err;
+            CHECK_OK(fl_loader_create(path, &o, &L, &err), &err);
+            int coalesced = strstr(fl_loader_io_describe(L), "coalesced extents") != NULL;
+            printf("%s=%d: %s\n", env[v], ranks, fl_loader_io_describe(L));
+            CHECK(coalesced == (ranks == 1));
+            fl_loader_close(L);
+            CHECK(fx_stream_hash(path, &o, N / BATCH, NULL) == want);
+            unsetenv(env[v]);
+        }
+    unsetenv("FL_PROC_ROOT");
+}
+
 int main(void)
 {
     char *dir = fx_tmpdir("blocks");
@@ -182,6 +211,7 @@ int main(void)
     q.queue_depth = 1;
     CHECK(fx_stream_hash(path, &q, nb, NULL) == h);
     two_ranks(dir, path);
+    local_ranks(dir, path, fx_stream_hash(path, &p, N / BATCH, NULL));
     fx_rmrf(dir);
     free(dir);
     free(path);
