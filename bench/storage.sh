@@ -3,38 +3,43 @@
 # own limit measured by fio in the same run (issue 14, item 1). Each figure: median of --runs runs.
 #   data: raw uint8 records 64x64x3 (12 KiB) and 224x224x3 (147 KiB) cut from real photographs
 #         (bench/make_photos.py, python3-skimage's photos; hard-linked copies repeat them to reach --gib),
-#         and JPEG records (--encode keep) of the 224-class photos;
+#         and JPEG records (--encode keep) of the 224-class photos, 4x as many copies (~1 GiB:
+#         also >= 4x the limit);
 #   memory: every loader run is inside a cgroup v1 memory group limited to --limit-mib (the page
 #         cache counts against it; each raw data set is >= 4x the limit), and the page cache is
 #         dropped before each run (echo 3 > /proc/sys/vm/drop_caches), so every read is cold;
-#   peers: fio on the same shard files, O_DIRECT, io_uring, iodepth 32, 2 jobs — random reads of the
-#         record size rounded up to 4 KiB (peer of --order random) and 1 MiB sequential reads (the
-#         limit of --order quasi, which can read whole blocks); JPEG: the same loader run from a
-#         warm page cache (outside the cgroup), to show whether the I/O is hidden behind decode;
+#   peers: fio on the same shard files, O_DIRECT, io_uring, iodepth 32, 2 jobs, reading as many
+#         bytes as the loader's run (2 epochs of the set) — random reads of the record size rounded
+#         up to 4 KiB (peer of --order random) and 1 MiB sequential reads (the limit of --order
+#         quasi, which can read whole blocks), each run right before the loader runs it is the
+#         peer of; JPEG: the same loader run from a warm page cache (outside the cgroup), to show
+#         whether the I/O is hidden behind decode;
 #   loader: `fastload bench --io uring --workers 2 --batch 64 --epochs 2` (batch 64 keeps the loader's own
 #         buffers well under the cgroup limit), --order random and quasi, with
 #         --direct and buffered (cold cache), and --io auto (which must pick O_DIRECT here);
 #         useful MB/s (batch bytes delivered) and images/s,
 #         read amplification (bytes read / stored bytes delivered), page-cache growth (Cached in
 #         /proc/meminfo after - before), the cgroup's peak charge and the loader's peak RSS.
+# Ratios: the median over runs of each run's own ratio (figure / peer measured minutes apart in the
+# same run), since a virtual disk's rate drifts by 2x from minute to minute; value columns are
+# medians of their own.
 # Targets (issue 14): direct random >= 0.9x fio random (12 KiB and 147 KiB); direct quasi >= 1.5x
 # direct random on 12 KiB; direct page-cache growth < 64 MiB; JPEG cold = warm images/s (>= 0.95x).
 # Needs root (drop_caches, cgroup), cgroup v1 memory controller, fio (installed with apt-get unless
 # --no-setup), python3-skimage + python3-pil. Exit: 0 ok, 1 error, 2 usage, 77 skipped (no root,
 # no cgroup v1 memory controller, or no fio).
 # Usage: bench/storage.sh [--runs R (3)] [--gib G (1): size of each raw data set] [--limit-mib M (256)]
-#                         [--fio-seconds S (5)] [--batch B (64)] [--build DIR] [--out DIR (/var/tmp/fl-storage)]
+#                         [--batch B (64)] [--build DIR] [--out DIR (/var/tmp/fl-storage)]
 #                         [--keep] [--no-setup]
 #   --keep: leave the photos, data sets and per-run JSON under --out (default: removed at the end)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=3 gib=1 limit_mib=256 batch=64 fio_s=5 build="$root/build" out=/var/tmp/fl-storage keep=0 setup=1
+runs=5 gib=2 limit_mib=256 batch=64 build="$root/build" out=/var/tmp/fl-storage keep=0 setup=1
 while (($#)); do
     case "$1" in
         --runs) runs=$2; shift 2 ;;
         --gib) gib=$2; shift 2 ;;
         --limit-mib) limit_mib=$2; shift 2 ;;
-        --fio-seconds) fio_s=$2; shift 2 ;;
         --batch) batch=$2; shift 2 ;;
         --build) build=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
@@ -44,8 +49,8 @@ while (($#)); do
         *) echo "storage.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
-[[ $runs =~ ^[1-9][0-9]*$ && $limit_mib =~ ^[1-9][0-9]*$ && $batch =~ ^[1-9][0-9]*$ && $fio_s =~ ^[1-9][0-9]*$ && $gib =~ ^[0-9.]+$ ]] \
-    || { echo "storage.sh: --runs, --limit-mib, --fio-seconds, --gib must be positive numbers" >&2; exit 2; }
+[[ $runs =~ ^[1-9][0-9]*$ && $limit_mib =~ ^[1-9][0-9]*$ && $batch =~ ^[1-9][0-9]*$ && $gib =~ ^[0-9.]+$ ]] \
+    || { echo "storage.sh: --runs, --limit-mib, --batch, --gib must be positive numbers" >&2; exit 2; }
 py=/usr/bin/python3
 cgbase=/sys/fs/cgroup/memory
 
@@ -90,7 +95,7 @@ n64=$($py -c "import math; print(math.ceil($gib * 2**30 / 12288 / 3000))")
 n224=$($py -c "import math; print(math.ceil($gib * 2**30 / 150528 / 1500))")
 pack raw64 "$out/photos64" "$n64" --encode raw --resize 64x64 --compress none
 pack raw224 "$out/photos224" "$n224" --encode raw --resize 224x224 --compress none
-pack jpeg "$out/photos224" "$n224" --encode keep
+pack jpeg "$out/photos224" $((4 * n224)) --encode keep  # ~1 GiB: also >= 4x the limit
 du -sh "$out"/raw64 "$out"/raw224 "$out"/jpeg | sed 's/^/  /'
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -128,13 +133,16 @@ json.dump(j, open(sys.argv[2], "w"))
 EOF
     rm -f "$f.raw"
 }
-# fio_run NAME DATASET RW BS: the device's limit on the same shard files
+# fio_run NAME DATASET RW BS: the device's limit on the same shard files, reading what the
+# loader's 2-epoch run reads (each of the 2 jobs one epoch's bytes: random reads without
+# repeats within a pass, as an epoch of the loader)
 fio_run() {
-    local name=$1 ds=$2 rw=$3 bs=$4 i=$5 files
+    local name=$1 ds=$2 rw=$3 bs=$4 i=$5 files mib
     files=$(ls "$out/$ds"/*.fls | paste -sd:)
+    mib=$(stat -c %s "$out/$ds"/*.fls | awk '{s += $1} END {print int(s / 1048576)}')
     cold
     fio --name="$name" --filename="$files" --rw="$rw" --bs="$bs" --direct=1 --ioengine=io_uring \
-        --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime="$fio_s" \
+        --iodepth=32 --numjobs=2 --group_reporting --io_size="${mib}m" \
         --output-format=json >"$out/json/$name.$i.raw"
     $py - "$out/json/$name.$i.raw" "$out/json/$name.$i.json" <<'EOF'
 import json, sys
@@ -149,21 +157,20 @@ EOF
 jb=(--size 224 --augment "rrc,flip" --batches $((10000 / batch)))
 for ((i = 1; i <= runs; i++)); do
     echo "storage.sh: run $i of $runs"
-    fio_run fio-rand12k raw64 randread 12k "$i"
-    fio_run fio-seq-raw64 raw64 read 1m "$i"
-    fio_run fio-rand148k raw224 randread 148k "$i"
-    fio_run fio-seq-raw224 raw224 read 1m "$i"
     for ds in raw64 raw224; do
-        for order in random quasi; do
-            loader "$ds-direct-$order" "$ds" cg "$i" --order "$order" --direct --epochs 2
-            loader "$ds-buffered-$order" "$ds" cg "$i" --order "$order" --epochs 2
-        done
+        [[ $ds == raw64 ]] && bs=12k || bs=148k
+        fio_run "fio-rand${bs}" "$ds" randread "$bs" "$i"
+        loader "$ds-direct-random" "$ds" cg "$i" --order random --direct --epochs 2
+        # --io auto inside the cgroup: must pick O_DIRECT (the set is 4x the limit) and say so
+        [[ $ds == raw64 ]] && loader raw64-auto-random raw64 cg "$i" --order random --io auto --epochs 2
+        loader "$ds-buffered-random" "$ds" cg "$i" --order random --epochs 2
+        fio_run "fio-seq-$ds" "$ds" read 1m "$i"
+        loader "$ds-direct-quasi" "$ds" cg "$i" --order quasi --direct --epochs 2
+        loader "$ds-buffered-quasi" "$ds" cg "$i" --order quasi --epochs 2
     done
-    # --io auto inside the cgroup: must pick O_DIRECT (the set is 4x the limit) and say so
-    loader raw64-auto-random raw64 cg "$i" --order random --io auto --epochs 2
     loader jpeg-direct-random jpeg cg "$i" --order random --direct "${jb[@]}"
-    loader jpeg-buffered-random jpeg cg "$i" --order random "${jb[@]}"
     loader jpeg-warm-random jpeg warm "$i" --order random "${jb[@]}"
+    loader jpeg-buffered-random jpeg cg "$i" --order random "${jb[@]}"
 done
 
 # --- table --------------------------------------------------------------------------------------
@@ -175,36 +182,47 @@ def med(name, key):
     v = [x for x in v if x is not None]
     return statistics.median(v) if v else None
 def maxof(name, key):
-    v = [max(json.load(open(os.path.join(d, f"{name}.{i}.json")))[key]) for i in range(1, runs + 1)]
+    """highest of a per-epoch list over the runs; a run shorter than an epoch (JPEG) has none:
+    its peak RSS then"""
+    v = []
+    for i in range(1, runs + 1):
+        j = json.load(open(os.path.join(d, f"{name}.{i}.json")))
+        v.append(max(j[key]) if j.get(key) else j["peak_rss_mib"])
     return max(v)
-rows = []  # figure, unit key, value, peer name, peer value, target
+def paired(name, peer, key):
+    """median over runs of run i's figure / run i's peer"""
+    v = []
+    for i in range(1, runs + 1):
+        a = json.load(open(os.path.join(d, f"{name}.{i}.json"))).get(key)
+        b = json.load(open(os.path.join(d, f"{peer}.{i}.json"))).get(key)
+        if a is not None and b:
+            v.append(a / b)
+    return statistics.median(v) if v else None
+rows = []  # figure, value, peer label, peer value, name, target, paired ratio
+def row(fig, name, label, peer, target="", key="mb_per_sec"):
+    rows.append((fig, med(name, key), label, med(peer, key), name, target, paired(name, peer, key)))
 for ds, rec, fr, fs in (("raw64", "raw 64x64x3 12 KiB", "fio-rand12k", "fio-seq-raw64"),
                         ("raw224", "raw 224x224x3 147 KiB", "fio-rand148k", "fio-seq-raw224")):
-    rows.append((f"fio randread {fr[8:]}, {ds} files", med(fr, "mb_per_sec"), f"{med(fr, 'iops'):,.0f} IOPS", None, None, ""))
-    rows.append((f"fio seq read 1m, {ds} files", med(fs, "mb_per_sec"), "", None, None, ""))
+    rows.append((f"fio randread {fr[8:]}, {ds} files", med(fr, "mb_per_sec"), f"{med(fr, 'iops'):,.0f} IOPS", None, None, "", None))
+    rows.append((f"fio seq read 1m, {ds} files", med(fs, "mb_per_sec"), "", None, None, "", None))
     for mode in ("direct", "buffered"):
         r = f"{ds}-{mode}-random"; q = f"{ds}-{mode}-quasi"
-        tr = ">=0.9" if mode == "direct" else ""
-        rows.append((f"{rec} {mode} random", med(r, "mb_per_sec"), "fio randread", med(fr, "mb_per_sec"), r, tr))
-        rows.append((f"{rec} {mode} quasi", med(q, "mb_per_sec"), "fio randread", med(fr, "mb_per_sec"), q, ""))
-        rows.append((f"{rec} {mode} quasi", med(q, "mb_per_sec"), f"{mode} random",
-                     med(r, "mb_per_sec"), q, ">=1.5" if mode == "direct" and ds == "raw64" else ""))
-        rows.append((f"{rec} {mode} quasi", med(q, "mb_per_sec"), "fio seq 1m", med(fs, "mb_per_sec"), q, ""))
+        row(f"{rec} {mode} random", r, "fio randread", fr, ">=0.9" if mode == "direct" else "")
+        row(f"{rec} {mode} quasi", q, "fio randread", fr)
+        row(f"{rec} {mode} quasi", q, f"{mode} random", r, ">=1.5" if mode == "direct" and ds == "raw64" else "")
+        row(f"{rec} {mode} quasi", q, "fio seq 1m", fs)
     if ds == "raw64":
-        rows.append((f"{rec} --io auto random", med("raw64-auto-random", "mb_per_sec"), "direct random",
-                     med("raw64-direct-random", "mb_per_sec"), "raw64-auto-random", ""))
-w = "jpeg-warm-random"
+        row(f"{rec} --io auto random", "raw64-auto-random", "direct random", "raw64-direct-random")
 for mode in ("direct", "buffered"):
-    n = f"jpeg-{mode}-random"
-    rows.append((f"JPEG {mode} cold random (img/s)", med(n, "images_per_sec"), "warm page cache",
-                 med(w, "images_per_sec"), n, ">=0.95"))
-print(f"\n(medians of {runs} runs; loader: 2 workers, io_uring, inside a {limit} MiB memory cgroup, "
+    row(f"JPEG {mode} cold random (img/s)", f"jpeg-{mode}-random", "warm page cache", "jpeg-warm-random",
+        ">=0.95", key="images_per_sec")
+print(f"\n(medians of {runs} runs; ratio: median of the runs' own figure/peer ratios; loader: 2 workers, io_uring, inside a {limit} MiB memory cgroup, "
       "page cache dropped before each run; MB/s = 1e6 B/s of records delivered; "
       "amp = bytes read / stored bytes delivered; cache = Cached growth (whole machine); cg cache = page cache still charged to the cgroup after the run; cg = cgroup peak; RSS = loader peak)")
 hdr = f"| {'figure':<38} | {'value':>9} | {'peer':<16} | {'peer value':>10} | {'ratio':>6} | {'target':>6} | {'amp':>5} | {'cache MiB':>9} | {'cg cache':>8} | {'cg MiB':>6} | {'RSS MiB':>7} |"
 print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
-for fig, val, peer, pval, name, target in rows:
-    ratio = f"{val / pval:.2f}x" if pval else ""
+for fig, val, peer, pval, name, target, pr in rows:
+    ratio = f"{pr:.2f}x" if pr else ""
     extra = ["", "", "", "", ""]
     if name:
         amp = med(name, "read_amplification"); cache = med(name, "page_cache_growth_mib")

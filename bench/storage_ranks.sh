@@ -13,29 +13,30 @@
 #         same    : 2 processes, --world 1, same --seed, --workers 1 each: both read every record in
 #                   the same order at the same time (two jobs on one data set, or ranks that need the
 #                   same batches): the case where a shared page cache could serve the second rank;
-#         splitq  : as split, with --order quasi (the epoch is dealt round-robin, so neighbouring
-#                   records of a quasi block go to different ranks);
+#         splitq  : as split, with --order quasi (each rank gets a contiguous share of the epoch's
+#                   sequence, so a quasi block's records go to one rank and each rank reads its
+#                   blocks as coalesced extents);
 #         seeds   : as same, with --seed 0 and 1: both read everything, in different orders;
-#         each buffered and with --direct;
-#   peer: fio random reads of 148 KiB on the same shard files (O_DIRECT, io_uring, iodepth 32, 2 jobs):
-#         the device's limit for this access pattern;
+#         each buffered and with --direct; the 2-rank runs have LOCAL_WORLD_SIZE=2 as torchrun sets it;
+#   peer: fio random reads of 148 KiB on the same shard files (O_DIRECT, io_uring, iodepth 32, 2 jobs,
+#         each job one pass over the set: the bytes of the loader's 2 epochs): the device's limit
+#         for this access pattern;
 #   figures: aggregate MB/s (records delivered by all ranks / wall time, 1e6 B/s), device reads /
 #         bytes delivered (/proc/diskstats of the data set's disk: other processes' I/O counts too),
 #         the cgroup's page cache (highest sampled, at the end), its peak charge, peak RSS per rank,
 #         MB delivered per CPU-second (user + system of all ranks, from wait4).
 # Needs root, cgroup v1 memory controller, fio (apt-get unless --no-setup), python3-skimage + -pil.
 # Exit: 0 ok, 1 error, 2 usage, 77 skipped. Runtime (2-core VM, virtio disk): ~3 minutes with the defaults.
-# Usage: bench/storage_ranks.sh [--runs R (3)] [--gib G (2)] [--limit-mib M (256)] [--fio-seconds S (5)]
+# Usage: bench/storage_ranks.sh [--runs R (3)] [--gib G (2)] [--limit-mib M (256)]
 #                               [--build DIR] [--out DIR (/var/tmp/fl-ranks)] [--keep] [--no-setup]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=3 gib=2 limit_mib=256 fio_s=5 build="$root/build" out=/var/tmp/fl-ranks keep=0 setup=1
+runs=3 gib=2 limit_mib=256 build="$root/build" out=/var/tmp/fl-ranks keep=0 setup=1
 while (($#)); do
     case "$1" in
         --runs) runs=$2; shift 2 ;;
         --gib) gib=$2; shift 2 ;;
         --limit-mib) limit_mib=$2; shift 2 ;;
-        --fio-seconds) fio_s=$2; shift 2 ;;
         --build) build=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --keep) keep=1; shift ;;
@@ -44,8 +45,8 @@ while (($#)); do
         *) echo "storage_ranks.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
-[[ $runs =~ ^[1-9][0-9]*$ && $limit_mib =~ ^[1-9][0-9]*$ && $fio_s =~ ^[1-9][0-9]*$ && $gib =~ ^[0-9.]+$ ]] \
-    || { echo "storage_ranks.sh: --runs, --limit-mib, --fio-seconds, --gib must be positive numbers" >&2; exit 2; }
+[[ $runs =~ ^[1-9][0-9]*$ && $limit_mib =~ ^[1-9][0-9]*$ && $gib =~ ^[0-9.]+$ ]] \
+    || { echo "storage_ranks.sh: --runs, --limit-mib, --gib must be positive numbers" >&2; exit 2; }
 py=/usr/bin/python3
 cgbase=/sys/fs/cgroup/memory
 me=storage_ranks.sh
@@ -87,6 +88,9 @@ echo "storage_ranks.sh: $(du -sm "$ds" | cut -f1) MiB data set, node memory (cgr
 # --- measuring ----------------------------------------------------------------------------------
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 lb=("$fastload" bench "$ds" --io uring --batch 64 --epochs 2 --order random -q --json)
+# two loader processes on the node, as torchrun launches them (it sets LOCAL_WORLD_SIZE, which
+# the loader uses to share its extent budget between them)
+l2=(env LOCAL_WORLD_SIZE=2 "${lb[@]}")
 # ranks NAME RUN CMD [--- CMD]: the loader processes at once, in the cgroup, sampled
 ranks() {
     local name=$1 i=$2; shift 2
@@ -113,11 +117,12 @@ PYEOF
     rm -f "$f.sample"
 }
 fio_run() {
-    local i=$1 files
+    local i=$1 files mib
     files=$(ls "$ds"/*.fls | paste -sd:)
+    mib=$(stat -c %s "$ds"/*.fls | awk '{s += $1} END {print int(s / 1048576)}')
     cold
     fio --name=rand148k --filename="$files" --rw=randread --bs=148k --direct=1 --ioengine=io_uring \
-        --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime="$fio_s" \
+        --iodepth=32 --numjobs=2 --group_reporting --io_size="${mib}m" \
         --output-format=json >"$out/json/fio.$i.raw"
     $py -c "import json,sys; r=json.load(open(sys.argv[1]))['jobs'][0]['read']; json.dump({'mb_per_sec': r['bw_bytes']/1e6}, open(sys.argv[2],'w'))" \
         "$out/json/fio.$i.raw" "$out/json/fio.$i.json"
@@ -129,12 +134,12 @@ for ((i = 1; i <= runs; i++)); do
     for mode in buffered direct; do
         d=(); [[ $mode == direct ]] && d=(--direct)
         ranks "1rank-$mode" "$i" "${lb[@]}" "${d[@]}" --workers 2
-        ranks "split-$mode" "$i" "${lb[@]}" "${d[@]}" --workers 1 --rank 0 --world 2 --- \
-                                "${lb[@]}" "${d[@]}" --workers 1 --rank 1 --world 2
-        ranks "splitq-$mode" "$i" "${lb[@]}" "${d[@]}" --workers 1 --rank 0 --world 2 --order quasi --- \
-                                 "${lb[@]}" "${d[@]}" --workers 1 --rank 1 --world 2 --order quasi
-        ranks "same-$mode" "$i" "${lb[@]}" "${d[@]}" --workers 1 --seed 0 --- "${lb[@]}" "${d[@]}" --workers 1 --seed 0
-        ranks "seeds-$mode" "$i" "${lb[@]}" "${d[@]}" --workers 1 --seed 0 --- "${lb[@]}" "${d[@]}" --workers 1 --seed 1
+        ranks "split-$mode" "$i" "${l2[@]}" "${d[@]}" --workers 1 --rank 0 --world 2 --- \
+                                "${l2[@]}" "${d[@]}" --workers 1 --rank 1 --world 2
+        ranks "splitq-$mode" "$i" "${l2[@]}" "${d[@]}" --workers 1 --rank 0 --world 2 --order quasi --- \
+                                 "${l2[@]}" "${d[@]}" --workers 1 --rank 1 --world 2 --order quasi
+        ranks "same-$mode" "$i" "${l2[@]}" "${d[@]}" --workers 1 --seed 0 --- "${l2[@]}" "${d[@]}" --workers 1 --seed 0
+        ranks "seeds-$mode" "$i" "${l2[@]}" "${d[@]}" --workers 1 --seed 0 --- "${l2[@]}" "${d[@]}" --workers 1 --seed 1
     done
 done
 
