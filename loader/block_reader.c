@@ -45,6 +45,8 @@ struct fl_block_reader {
     uint64_t *perm;
     void **pool;      /* free buffers */
     size_t npool;
+    void **slabs;     /* huge-page slabs the buffers are cut from (fl_huge_alloc) */
+    size_t nslabs, slab_bufs;
     uint64_t live;    /* bytes in buffers handed out */
     uint64_t need_seq; /* 1 + the highest sequence position a worker waits for (0: none) */
     uint32_t inflight;
@@ -283,6 +285,19 @@ static int start_epoch(fl_block_reader *br, uint64_t epoch, uint64_t b0)
     return 0;
 }
 
+/* With the lock held: a slab of slab_bufs buffers in huge pages (each extent read is then a few
+ * DMA segments, not one per 4 KiB page: reader.h), all into the pool. */
+static void add_slab(fl_block_reader *br)
+{
+    void *m;
+    size_t stride = (br->cap + FL_DIRECT_ALIGN - 1) / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
+    if (fl_huge_alloc(&m, stride * br->slab_bufs) != 0)
+        return;
+    br->slabs[br->nslabs++] = m;
+    for (size_t i = 0; i < br->slab_bufs; i++)
+        br->pool[br->npool++] = (uint8_t *)m + i * stride;
+}
+
 /* Read extent e of parity p when it is its first use this epoch. Returns -1 when stopping. */
 static int issue(fl_block_reader *br, int p, uint64_t e, uint64_t epoch, uint64_t seq)
 {
@@ -299,12 +314,9 @@ static int issue(fl_block_reader *br, int p, uint64_t e, uint64_t epoch, uint64_
         pthread_mutex_unlock(&br->mu);
         return -1;
     }
-    if (br->npool) {
-        s->buf = br->pool[--br->npool];
-    } else {
-        void *m = NULL;
-        s->buf = posix_memalign(&m, FL_DIRECT_ALIGN, br->cap) == 0 ? m : NULL;
-    }
+    if (!br->npool)
+        add_slab(br);
+    s->buf = br->npool ? br->pool[--br->npool] : NULL;
     if (!s->buf) {
         s->state = EXT_READY;
         s->res = -ENOMEM;
@@ -407,9 +419,16 @@ int fl_block_reader_create(const fl_block_config *cfg, fl_block_reader **out, fl
     br->st[1] = calloc(br->next, sizeof *br->st[1]);
     br->cnt = calloc(br->next, sizeof *br->cnt);
     br->perm = malloc(br->n * sizeof *br->perm);
-    /* buffers in use are bounded by the extents referenced in two epochs, reads ahead included */
-    br->pool = malloc(2 * br->next * sizeof *br->pool);
-    if (!br->st[0] || !br->st[1] || !br->cnt || !br->perm || !br->pool)
+    /* buffers in use are bounded by the extents referenced in two epochs, reads ahead included;
+     * slabs of ~8 MiB (whole huge pages), so at most slab_bufs - 1 buffers more are ever made */
+    size_t stride = (br->cap + FL_DIRECT_ALIGN - 1) / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
+    br->slab_bufs = stride ? (8u << 20) / stride : 1;
+    if (br->slab_bufs < 1)
+        br->slab_bufs = 1;
+    size_t most = 2 * br->next + br->slab_bufs;
+    br->pool = malloc(most * sizeof *br->pool);
+    br->slabs = malloc((most / br->slab_bufs + 1) * sizeof *br->slabs);
+    if (!br->st[0] || !br->st[1] || !br->cnt || !br->perm || !br->pool || !br->slabs)
         return fl_error_set(err, -ENOMEM, "out of memory for the state of %llu extents",
                             (unsigned long long)br->next);
     rc = io_uring_queue_init(cfg->depth, &br->ring, 0);
@@ -442,11 +461,9 @@ void fl_block_reader_destroy(fl_block_reader *br)
         pthread_join(br->thread, NULL);
     if (br->ring_ok)
         io_uring_queue_exit(&br->ring);
-    for (int p = 0; p < 2; p++)
-        for (uint64_t e = 0; br->st[p] && e < br->next; e++)
-            free(br->st[p][e].buf);
-    for (size_t i = 0; i < br->npool; i++)
-        free(br->pool[i]);
+    for (size_t i = 0; i < br->nslabs; i++) /* every buffer is cut from one */
+        free(br->slabs[i]);
+    free(br->slabs);
     free(br->pool);
     free(br->st[0]);
     free(br->st[1]);

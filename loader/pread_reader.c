@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,15 +67,31 @@ int fl_pread_span(fl_read_req *req, uint8_t *buf, int direct, uint64_t *bytes)
     return req->res = 0;
 }
 
+int fl_huge_alloc(void **p, size_t len)
+{
+    size_t align = FL_DIRECT_ALIGN;
+    if (len >= FL_HUGE_PAGE / 4) { /* round up: at most one 2 MiB page more */
+        len = (len + FL_HUGE_PAGE - 1) / FL_HUGE_PAGE * FL_HUGE_PAGE;
+        align = FL_HUGE_PAGE;
+    }
+    *p = NULL;
+    if (posix_memalign(p, align, len) != 0)
+        return -ENOMEM;
+    if (align == FL_HUGE_PAGE)
+        madvise(*p, len, MADV_HUGEPAGE); /* a hint: THP "never" or no THP leaves 4 KiB pages */
+    return 0;
+}
+
 int fl_reader_alloc_arena(fl_reader *r, unsigned depth, size_t max_len, int direct)
 {
     r->depth = depth;
     r->direct = direct;
     r->slot_size = fl_reader_slot_size(max_len, direct);
     void *p = NULL;
-    if (posix_memalign(&p, FL_DIRECT_ALIGN, r->slot_size * depth) != 0)
+    size_t len = r->slot_size * depth;
+    if (fl_huge_alloc(&p, len) != 0)
         return -ENOMEM;
-    memset(p, 0, r->slot_size * depth); /* resident up front; defined for valgrind (see pinned.c) */
+    memset(p, 0, len); /* resident up front; defined for valgrind (see pinned.c) */
     r->arena = p;
     return 0;
 }

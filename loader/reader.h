@@ -85,7 +85,16 @@ int fl_uring_reader_create(unsigned depth, size_t max_len, int direct, fl_reader
 int fl_pread_reader_create(unsigned depth, size_t max_len, int direct, fl_reader **out,
                            fl_error *err);
 
-/* Allocate depth slots for r (shared by both implementations). */
+/* Read buffers in transparent huge pages (madvise; 2 MiB-aligned, the length rounded up to 2 MiB
+ * when it is at least 512 KiB): every 4 KiB page of an O_DIRECT read's buffer is a DMA segment
+ * the device (or the hypervisor behind a virtio disk) handles on its own, and a 2 MiB page makes
+ * a 150 KiB read one or two. Measured on this project's virtio disk, 147 KiB random O_DIRECT
+ * reads, 2 workers, 5 interleaved rounds: 3.1-3.9 GB/s with 4 KiB pages, 6.3-7.3 with huge pages.
+ * Free with free(). Returns 0 or -ENOMEM. */
+#define FL_HUGE_PAGE (2u << 20)
+int fl_huge_alloc(void **p, size_t len);
+
+/* Allocate depth slots for r (shared by both implementations), in huge pages (fl_huge_alloc). */
 int fl_reader_alloc_arena(fl_reader *r, unsigned depth, size_t max_len, int direct);
 
 #endif
