@@ -24,7 +24,7 @@
 #         highest sampled, its peak charge (memory.max_usage_in_bytes).
 # Needs root (drop_caches, cgroup), cgroup v1 memory controller, fio (installed with apt-get unless
 # --no-setup), python3-skimage + python3-pil. Exit: 0 ok, 1 error, 2 usage, 77 skipped (no root, no
-# cgroup v1 memory controller, or no fio). Runtime (2-core VM, virtio disk): ~5 minutes with the defaults.
+# cgroup v1 memory controller, or no fio). Runtime (2-core VM, virtio disk): 3-5 minutes with the defaults.
 # Usage: bench/packdata_large.sh [--runs R (3)] [--gib G (2)] [--limit-mib M (256)] [--build DIR]
 #                                [--out DIR (/var/tmp/fl-packlarge)] [--keep] [--no-setup] [--no-uncapped]
 #   --keep: leave the photos and per-run JSON under --out (default: removed at the end)

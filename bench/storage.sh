@@ -28,7 +28,7 @@
 # Needs root (drop_caches, cgroup), cgroup v1 memory controller, fio (installed with apt-get unless
 # --no-setup), python3-skimage + python3-pil. Exit: 0 ok, 1 error, 2 usage, 77 skipped (no root,
 # no cgroup v1 memory controller, or no fio).
-# Usage: bench/storage.sh [--runs R (3)] [--gib G (1): size of each raw data set] [--limit-mib M (256)]
+# Usage: bench/storage.sh [--runs R (5)] [--gib G (2): size of each raw data set] [--limit-mib M (256)]
 #                         [--batch B (64)] [--build DIR] [--out DIR (/var/tmp/fl-storage)]
 #                         [--keep] [--no-setup]
 #   --keep: leave the photos, data sets and per-run JSON under --out (default: removed at the end)

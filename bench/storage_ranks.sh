@@ -26,7 +26,7 @@
 #         the cgroup's page cache (highest sampled, at the end), its peak charge, peak RSS per rank,
 #         MB delivered per CPU-second (user + system of all ranks, from wait4).
 # Needs root, cgroup v1 memory controller, fio (apt-get unless --no-setup), python3-skimage + -pil.
-# Exit: 0 ok, 1 error, 2 usage, 77 skipped. Runtime (2-core VM, virtio disk): ~3 minutes with the defaults.
+# Exit: 0 ok, 1 error, 2 usage, 77 skipped. Runtime (2-core VM, virtio disk): 2-3 minutes with the defaults.
 # Usage: bench/storage_ranks.sh [--runs R (3)] [--gib G (2)] [--limit-mib M (256)]
 #                               [--build DIR] [--out DIR (/var/tmp/fl-ranks)] [--keep] [--no-setup]
 set -euo pipefail
