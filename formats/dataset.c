@@ -430,10 +430,13 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
 }
 
 /* One attempt at opening `path`. *replaced is set when it failed because the directory was
- * swapped (or is being swapped) under us. */
-static int open_once(const char *path, fl_dataset **out, fl_error *err, int *replaced) {
+ * swapped (or is being swapped) under us; *absent when the error is about `path` itself (not
+ * there, or no manifest in it) rather than a file inside it. */
+static int open_once(const char *path, fl_dataset **out, fl_error *err, int *replaced,
+                     int *absent) {
     *out = NULL;
     *replaced = 0;
+    *absent = 0;
     fl_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     ds->lmdb_fd = -1;
@@ -447,6 +450,7 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
     if (!abs) {
         int e = errno;
         fl_dataset_close(ds);
+        *absent = e == ENOENT;
         if (e == ENOENT) {
             /* between the two renames of a replace, DST is briefly absent while DST.partial is
              * there; and the second rename may land between our two looks */
@@ -464,7 +468,7 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
     int dir_fd = hold_dir(&c, AT_FDCWD, abs, abs);
     if (dir_fd < 0) {
         rc = fl_error_set(err, dir_fd, "%s: %s", abs, strerror(-dir_fd));
-        if (dir_fd == -ENOENT) *replaced = 1;
+        if (dir_fd == -ENOENT) *replaced = *absent = 1;
         goto fail;
     }
     char *mpath = path_join(ds->dir, FL_MANIFEST_NAME);
@@ -495,6 +499,7 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
             unfinished = stat(partial, &st) == 0;
         }
         free(partial);
+        *absent = 1;
         fl_error_set(err, -ENOENT, "%s: no %s: not a fastload dataset%s", ds->dir,
                      FL_MANIFEST_NAME,
                      unfinished ? " (an unfinished one is in .partial: resume packing it)" : "");
@@ -550,11 +555,13 @@ int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
     *out = NULL;
     if (!path || !*path) return fl_error_set(err, FL_E_INVALID, "dataset path is empty");
     for (int attempt = 1;; attempt++) {
-        int replaced = 0;
-        int rc = open_once(path, out, err, &replaced);
+        int replaced = 0, absent = 0;
+        int rc = open_once(path, out, err, &replaced, &absent);
         if (rc == 0 || !replaced) return rc;
         if (attempt == FL_OPEN_ATTEMPTS) {
-            if (rc == -ENOENT) return rc; /* gone, and a .partial beside it: say that, as before */
+            /* gone, and a .partial beside it: say that, as before. A shard that vanished
+             * because its directory was replaced and deleted is -EAGAIN, like any other file */
+            if (rc == -ENOENT && absent) return rc;
             return fl_error_set(err, -EAGAIN,
                                 "%s: the dataset was replaced while being opened: open it again", path);
         }

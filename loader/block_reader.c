@@ -49,6 +49,9 @@ struct fl_block_reader {
     size_t nslabs, slab_bufs;
     uint64_t live;    /* bytes in buffers handed out */
     uint64_t need_seq; /* 1 + the highest sequence position a worker waits for (0: none) */
+    uint64_t asked_seq; /* 1 + the highest sequence position any worker has asked for */
+    uint64_t ahead;    /* read no extent first used more than this many samples past asked_seq */
+    int ahead_wait;    /* the I/O thread waits for asked_seq to move */
     uint32_t inflight;
     uint64_t bytes;   /* read so far (relaxed atomic) */
     struct io_uring ring;
@@ -307,9 +310,13 @@ static int issue(fl_block_reader *br, int p, uint64_t e, uint64_t epoch, uint64_
         pthread_mutex_unlock(&br->mu);
         return 0;
     }
-    while (!br->stop && (br->inflight >= br->cfg.depth ||
-                         (br->live + br->cap > br->cfg.budget && seq >= br->need_seq)))
+    /* ahead: a run that stops reads at most two windows it does not use, whatever the budget */
+    while (!br->stop && (br->inflight >= br->cfg.depth || seq >= br->asked_seq + br->ahead ||
+                         (br->live + br->cap > br->cfg.budget && seq >= br->need_seq))) {
+        br->ahead_wait = seq >= br->asked_seq + br->ahead;
         io_wait_locked(br);
+    }
+    br->ahead_wait = 0;
     if (br->stop) {
         pthread_mutex_unlock(&br->mu);
         return -1;
@@ -366,6 +373,11 @@ int fl_block_reader_get(fl_block_reader *br, uint64_t epoch, uint64_t seq, uint6
     ext_state *s = &br->st[epoch & 1][e];
     int rc = 0;
     pthread_mutex_lock(&br->mu);
+    if (seq + 1 > br->asked_seq) {
+        br->asked_seq = seq + 1;
+        if (br->ahead_wait)
+            pthread_cond_signal(&br->icv);
+    }
     while (!br->stop && (s->epoch != epoch || s->state != EXT_READY)) {
         if (seq + 1 > br->need_seq) {
             br->need_seq = seq + 1;
@@ -408,6 +420,8 @@ int fl_block_reader_create(const fl_block_config *cfg, fl_block_reader **out, fl
         return fl_error_set(err, -ENOMEM, "out of memory for the block reader");
     br->cfg = *cfg;
     br->n = cfg->plan->n;
+    br->ahead = 2 * (uint64_t)cfg->plan->block * cfg->plan->window;
+    br->asked_seq = cfg->first_ticket * cfg->plan->batch;
     pthread_mutex_init(&br->mu, NULL);
     pthread_cond_init(&br->wcv, NULL);
     pthread_cond_init(&br->icv, NULL);

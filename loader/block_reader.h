@@ -1,10 +1,11 @@
 /* block_reader.h — coalesced reads for the quasi-random order: the records of each quasi block
  * are read as a few large aligned extents (consecutive records of one shard, up to
  * FL_EXTENT_MAX bytes each) by one I/O thread that walks the epoch's sequence ahead of the
- * workers, so every page of the data set is read once per epoch however many records share it,
- * and the reads are as large as the device likes. An extent stays in memory until the last of
- * this rank's samples in it has been used (the quasi window bounds that: every block of a window
- * is used up within the window), then its buffer is reused. Internal. */
+ * workers (at most two quasi windows past the furthest sample they asked for, and within the
+ * byte budget), so every page of the data set is read once per epoch however many records share
+ * it, and the reads are as large as the device likes. An extent stays in memory until the last
+ * of this rank's samples in it has been used (the quasi window bounds that: every block of a
+ * window is used up within the window), then its buffer is reused. Internal. */
 #ifndef FL_BLOCK_READER_H
 #define FL_BLOCK_READER_H
 

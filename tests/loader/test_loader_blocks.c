@@ -3,9 +3,12 @@
  * blocks) read with O_DIRECT through io_uring in quasi order: every record is delivered exactly
  * once per epoch with its own bytes and label, the stream equals the per-record pread reader's,
  * a resumed run continues it exactly, and the bytes read show no double reads (per-record
- * aligned reads of these records would read ~2x), also with two ranks. Skips (77) without io_uring. */
+ * aligned reads of these records would read ~2x), also with two ranks, and a consumer that
+ * stops taking batches does not make the I/O thread read epochs ahead that no one asked for
+ * (with memory to spare, only two quasi windows past the workers). Skips (77) without io_uring. */
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fixture.h"
 
@@ -85,6 +88,45 @@ static void exactly_once(const char *dir, const char *path)
     printf("bytes read %llu for %llu delivered over %d epochs: %.3f\n",
            (unsigned long long)st.bytes_read, (unsigned long long)stored, epochs, amp);
     CHECK(amp >= 1.0 && amp <= 1.35);
+    fl_loader_close(L);
+    unsetenv("FL_PROC_ROOT");
+}
+
+/* A consumer that takes one batch and then waits: the workers fill the ring (prefetch = 4
+ * batches) and stop; with 8 GB of expected page cache the byte budget allows whole epochs, but
+ * the I/O thread reads no extent first used more than two windows (2 x 32 samples here) past
+ * what the workers asked for: ~9 blocks of 32 records, not the two epochs (1,920 records) it
+ * read before. */
+static void slow_consumer(const char *dir, const char *path)
+{
+    char root[4096], file[4200];
+    snprintf(root, sizeof root, "%s/root8g", dir);
+    snprintf(file, sizeof file, "%s/proc", root);
+    CHECK(mkdir(root, 0755) == 0 && mkdir(file, 0755) == 0);
+    snprintf(file, sizeof file, "%s/proc/meminfo", root);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    fputs("MemAvailable:    8000000 kB\n", f);
+    fclose(f);
+    setenv("FL_PROC_ROOT", root, 1);
+    fl_loader_options o;
+    opts(&o, FL_IO_URING);
+    o.quasi_block = 32;
+    o.quasi_window = 1;
+    fl_loader *L;
+    fl_error err;
+    CHECK_OK(fl_loader_create(path, &o, &L, &err), &err);
+    CHECK(strstr(fl_loader_io_describe(L), "coalesced extents") != NULL);
+    fl_batch *bt;
+    CHECK_OK(fl_loader_next(L, &bt, &err), &err);
+    fl_loader_release(L, bt);
+    usleep(300 * 1000);
+    fl_loader_stats st;
+    fl_loader_stats_get(L, &st);
+    uint64_t half = (uint64_t)N / 2 * (H * W * C);
+    printf("slow consumer: %llu bytes read after 1 batch (half an epoch: %llu)\n",
+           (unsigned long long)st.bytes_read, (unsigned long long)half);
+    CHECK(st.bytes_read < half);
     fl_loader_close(L);
     unsetenv("FL_PROC_ROOT");
 }
@@ -192,6 +234,7 @@ int main(void)
         return 77;
     }
     exactly_once(dir, path);
+    slow_consumer(dir, path);
     /* the same stream as each record read on its own */
     fl_loader_options p;
     opts(&p, FL_IO_PREAD);
