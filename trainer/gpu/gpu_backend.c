@@ -124,7 +124,7 @@ static void gpu_destroy(tf_backend *b) {
     if (b->ev_h2d1) cudaEventDestroy(b->ev_h2d1);
     if (b->xdesc) cudnnDestroyTensorDescriptor(b->xdesc);
     if (b->ydesc) cudnnDestroyTensorDescriptor(b->ydesc);
-    if (b->cublas) cublasDestroy(b->cublas);
+    if (b->cublas) gpu_cublas.destroy(b->cublas);
     if (b->cudnn) cudnnDestroy(b->cudnn);
     if (b->stream) cudaStreamDestroy(b->stream);
     free(b);
@@ -199,10 +199,11 @@ static int create_inner(tf_backend *b, fl_error *err) {
     GPU_CUDA(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     GPU_CUDNN(cudnnCreate(&b->cudnn));
     GPU_CUDNN(cudnnSetStream(b->cudnn, b->stream));
-    GPU_CUBLAS(cublasCreate(&b->cublas));
-    GPU_CUBLAS(cublasSetStream(b->cublas, b->stream));
+    GPU_TRY(gpu_cublas_load(err));
+    GPU_CUBLAS(gpu_cublas.create(&b->cublas));
+    GPU_CUBLAS(gpu_cublas.set_stream(b->cublas, b->stream));
     /* fp32 must match the CPU reference: no TF32 in cuBLAS (half types use tensor cores anyway) */
-    GPU_CUBLAS(cublasSetMathMode(b->cublas, CUBLAS_DEFAULT_MATH));
+    GPU_CUBLAS(gpu_cublas.set_math_mode(b->cublas, CUBLAS_DEFAULT_MATH));
     GPU_CUDNN(cudnnCreateTensorDescriptor(&b->xdesc));
     GPU_CUDNN(cudnnCreateTensorDescriptor(&b->ydesc));
     GPU_CUDA(cudaEventCreate(&b->ev_h2d0));

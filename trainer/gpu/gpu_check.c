@@ -2,6 +2,8 @@
  * failing call, the library's own error text and a hint for the common causes. */
 #include "gpu_check.h"
 
+#include "gpu_cublas.h"
+
 static const char *cuda_hint(cudaError_t e) {
     switch (e) {
     case cudaErrorMemoryAllocation:
@@ -47,6 +49,9 @@ int gpu_fail_cublas(fl_error *err, cublasStatus_t s, const char *call, const cha
         hint = "; hint: out of GPU memory: lower --batch, or use --batch auto";
     else if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH)
         hint = "; hint: this GEMM type combination is not supported on this GPU: try --precision fp32";
+    if (!gpu_cublas.status_name) /* cannot happen after gpu_cublas_load; say the number */
+        return fl_error_set(err, FL_E_CUDA, "%s:%d: %s: cuBLAS status %d%s", file, line, call, (int)s,
+                            hint);
     return fl_error_set(err, FL_E_CUDA, "%s:%d: %s: cuBLAS %s (%s)%s", file, line, call,
-                        cublasGetStatusName(s), cublasGetStatusString(s), hint);
+                        gpu_cublas.status_name(s), gpu_cublas.status_string(s), hint);
 }

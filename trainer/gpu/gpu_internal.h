@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "fl_kernels.h"
 #include "gpu_check.h"
+#include "gpu_cublas.h"
 
 /* Convolution algorithms chosen for one batch size (two cached: train and eval sizes). */
 /* Upper bound for the cuDNN workspace; the allocation is the largest any chosen algorithm needs. */

@@ -24,7 +24,7 @@ int gpu_linear_forward(tf_backend *b, int li, int n, const float *P, fl_error *e
     const void *x = linear_input(b, L, n, err, &rc);
     if (rc) return rc;
     const float one = 1.0f, zero = 0.0f;
-    GPU_CUBLAS(cublasGemmEx(b->cublas, CUBLAS_OP_T, CUBLAS_OP_N, L->cout, n, L->cin, &one,
+    GPU_CUBLAS(gpu_cublas.gemm_ex(b->cublas, CUBLAS_OP_T, CUBLAS_OP_N, L->cout, n, L->cin, &one,
                             b->L[li].wc, b->blas_dt, L->cin, x, b->blas_dt, L->cin, &zero,
                             b->act[L->out], b->blas_dt, L->cout, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
@@ -40,7 +40,7 @@ int gpu_linear_backward(tf_backend *b, int li, int n, fl_error *err) {
     const void *x = linear_input(b, L, n, err, &rc);
     if (rc) return rc;
     const float one = 1.0f, zero = 0.0f;
-    GPU_CUBLAS(cublasGemmEx(b->cublas, CUBLAS_OP_N, CUBLAS_OP_T, L->cin, L->cout, n, &one, x,
+    GPU_CUBLAS(gpu_cublas.gemm_ex(b->cublas, CUBLAS_OP_N, CUBLAS_OP_T, L->cin, L->cout, n, &one, x,
                             b->blas_dt, L->cin, dy, b->blas_dt, L->cout, &zero, b->gmicro + L->w_off,
                             CUDA_R_32F, L->cin, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (L->b_off >= 0)
@@ -48,7 +48,7 @@ int gpu_linear_backward(tf_backend *b, int li, int n, fl_error *err) {
     if (L->in == 0) return 0;
     if (si.h * si.w == 1) {
         const float beta = b->ginit[L->in] ? 1.0f : 0.0f;
-        GPU_CUBLAS(cublasGemmEx(b->cublas, CUBLAS_OP_N, CUBLAS_OP_N, L->cin, n, L->cout, &one,
+        GPU_CUBLAS(gpu_cublas.gemm_ex(b->cublas, CUBLAS_OP_N, CUBLAS_OP_N, L->cin, n, L->cout, &one,
                                 b->L[li].wc, b->blas_dt, L->cin, dy, b->blas_dt, L->cout, &beta,
                                 b->grad[L->in], b->blas_dt, L->cin, CUBLAS_COMPUTE_32F,
                                 CUBLAS_GEMM_DEFAULT));
@@ -56,7 +56,7 @@ int gpu_linear_backward(tf_backend *b, int li, int n, fl_error *err) {
         return 0;
     }
     /* NCHW-ordered gradient into scratch2 (x is no longer needed), then back to NHWC */
-    GPU_CUBLAS(cublasGemmEx(b->cublas, CUBLAS_OP_N, CUBLAS_OP_N, L->cin, n, L->cout, &one, b->L[li].wc,
+    GPU_CUBLAS(gpu_cublas.gemm_ex(b->cublas, CUBLAS_OP_N, CUBLAS_OP_N, L->cin, n, L->cout, &one, b->L[li].wc,
                             b->blas_dt, L->cin, dy, b->blas_dt, L->cout, &zero, b->scratch2,
                             b->blas_dt, L->cin, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     void *dx = gpu_dx_begin(b, L->in);
