@@ -1,9 +1,22 @@
 /* backends.c — the compute backends this trainfast was built with (backend.h), and the choice
- * of one for --device. The only place in trainfast that knows whether the CUDA backend is in. */
+ * of one for --device and of the CPU path for --cpu-backend. The only place in trainfast that
+ * knows whether the CUDA backend is in. */
 #include <stdio.h>
 #include <string.h>
 
+#include "fl_cli_table.h"
 #include "train.h"
+
+const fl_cli_choice tf_cpu_backend_choices[] = {{"reference", TF_CPU_REFERENCE, 0},
+                                                {"onednn", TF_CPU_ONEDNN, 0}, {NULL, 0, 0}};
+
+int tf_cpu_impl_check(int cpu_impl, fl_error *err)
+{
+    if (cpu_impl == TF_CPU_ONEDNN && !tf_cpu_have_onednn())
+        return fl_error_set(err, FL_E_UNSUPPORTED, "--cpu-backend onednn: this trainfast was built "
+                            "without oneDNN (install libdnnl-dev and reconfigure)");
+    return 0;
+}
 
 int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice, size_t cap,
                     fl_error *err)

@@ -56,8 +56,6 @@ static const fl_cli_choice schedules[] = {{"linear", 0, 0}, {"cosine", 1, 0}, {N
 static const fl_cli_choice precisions[] = {{"bf16", TF_BF16, 0}, {"fp16", TF_FP16, 0}, {"fp32", TF_FP32, 0},
                                            {NULL, 0, 0}};
 static const fl_cli_choice devices[] = {{"cpu", 0, 0}, {"cuda", 0, 0}, {"auto", 0, 0}, {NULL, 0, 0}};
-static const fl_cli_choice cpu_backends[] = {{"reference", TF_CPU_REFERENCE, 0},
-                                             {"onednn", TF_CPU_ONEDNN, 0}, {NULL, 0, 0}};
 _Static_assert(sizeof(tf_precision) == sizeof(int), "FL_CLI_ENUM fields are 4-byte ints");
 
 static const fl_cli_opt train_opts[] = {
@@ -118,7 +116,7 @@ static const fl_cli_opt train_opts[] = {
      .help = "loader decode threads", .def = "1 on CPU, all cores on GPU"},
     {FL_CLI_INT, "threads", .off = F(threads), .umin = 1, .umax = 256, .metavar = "N",
      .help = "CPU compute threads", .def = "all cores"},
-    {FL_CLI_ENUM, "cpu-backend", .off = F(cpu_impl), .choices = cpu_backends, .metavar = "B",
+    {FL_CLI_ENUM, "cpu-backend", .off = F(cpu_impl), .choices = tf_cpu_backend_choices, .metavar = "B",
      .help = "CPU compute path: onednn (oneDNN primitives) or reference (the\n"
              "plain C layers the tests compare against; same checkpoints)",
      .def = "onednn when built with it ($FASTLOAD_CPU_BACKEND overrides)"},
@@ -249,9 +247,9 @@ static int train_run(const fl_cli_tool *tool, int argc, char **argv)
     if (r != FL_CLI_RUN)
         return r == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
     o.precision_given = fl_cli_given(&cl, "precision");
-    if (o.cpu_impl == TF_CPU_ONEDNN && !tf_cpu_have_onednn()) {
-        fl_cli_error(TOOL, "--cpu-backend onednn: this trainfast was built without oneDNN "
-                     "(install libdnnl-dev and reconfigure)");
+    fl_error err;
+    if (tf_cpu_impl_check(o.cpu_impl, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
         return FL_EXIT_USAGE;
     }
     /* options that do not apply to this run: say so (issue 10, finding 11) */
@@ -270,7 +268,7 @@ static int train_run(const fl_cli_tool *tool, int argc, char **argv)
 
 typedef struct eval_opts {
     uint32_t batch;
-    int tta, json, threads;
+    int tta, json, threads, cpu_impl;
     const char *device;
 } eval_opts;
 
@@ -282,6 +280,11 @@ static const fl_cli_opt eval_table[] = {
      .help = "cpu, cuda or auto", .def = "auto"},
     {FL_CLI_INT, "threads", .off = FL_CLI_FIELD(eval_opts, threads), .umin = 1, .umax = 256, .metavar = "N",
      .help = "CPU compute threads", .def = "all cores"},
+    {FL_CLI_ENUM, "cpu-backend", .off = FL_CLI_FIELD(eval_opts, cpu_impl), .choices = tf_cpu_backend_choices,
+     .metavar = "B",
+     .help = "CPU compute path: onednn (oneDNN primitives) or reference (the\n"
+             "plain C layers the tests compare against; same checkpoints)",
+     .def = "onednn when built with it ($FASTLOAD_CPU_BACKEND overrides)"},
     {FL_CLI_FLAG, "json", .off = FL_CLI_FIELD(eval_opts, json), .help = "print the result as one JSON object"},
     {FL_CLI_END},
 };
@@ -291,7 +294,8 @@ static int eval_run(const fl_cli_tool *tool, int argc, char **argv);
 static const fl_cli_cmd eval_cmd = {
     .name = "eval", .args = "CKPT DATA [options]",
     .summary = "evaluate a checkpoint (file, or a --checkpoint DIR: its newest valid one)",
-    .synopsis = "usage: trainfast eval CKPT DATA [--batch B] [--no-tta] [--device D] [--threads N] [--json]\n"
+    .synopsis = "usage: trainfast eval CKPT DATA [--batch B] [--no-tta] [--device D] [--threads N]\n"
+                "                      [--cpu-backend B] [--json]\n"
                 "\n"
                 "Evaluates a checkpoint on a dataset packed by packdata. CKPT is a checkpoint file, or a\n"
                 "checkpoint directory (its newest valid checkpoint).\n",
@@ -311,7 +315,13 @@ static int eval_run(const fl_cli_tool *tool, int argc, char **argv)
         fl_cli_error(TOOL, "eval needs CKPT and DATA (trainfast eval CKPT DATA)");
         return FL_EXIT_USAGE;
     }
-    return tf_eval_main(cl.pos[0], cl.pos[1], e.batch, e.tta, e.json, e.device, e.threads);
+    fl_error err;
+    if (tf_cpu_impl_check(e.cpu_impl, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_USAGE;
+    }
+    return tf_eval_main(cl.pos[0], cl.pos[1], e.batch, e.tta, e.json, e.device, e.threads,
+                        e.cpu_impl);
 }
 
 /* ---- doctor --------------------------------------------------------------------------------- */

@@ -130,6 +130,7 @@ static int make_backend(pctx *c)
     cfg.precision = strcmp(c->ops->name, "cpu") ? TF_BF16 : TF_FP32;
     cfg.max_batch = o->batch;
     cfg.threads = o->threads;
+    cfg.cpu_impl = o->cpu_impl;
     cfg.ema_decay = c->ck.has_ema ? 0.5f : 0.0f;
     if (c->ops->create(&c->spec, &cfg, &c->b, &err) || c->ops->set_state(c->b, &c->ck.st, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
@@ -253,6 +254,11 @@ static int print_summary(pctx *c)
                "\"compute_images_per_sec\":%.1f",
                c->spec.name, c->ops->name, o->batch, (unsigned long long)c->n, c->seconds, ips,
                c->compute_s, cps);
+        char desc[256] = "";
+        if (c->ops->describe)
+            c->ops->describe(c->b, desc, sizeof desc);
+        printf(",\"backend\":");
+        fl_json_fputs(stdout, desc, strlen(desc));
         if (p->labelled)
             printf(",\"top1\":%.6g,\"top5\":%.6g", (double)p->correct1 / n,
                    (double)p->correct5 / n);

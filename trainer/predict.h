@@ -22,6 +22,7 @@ typedef struct tf_predict_opts {
     uint32_t top;              /* classes listed per record (clamped to the model's classes) */
     int json;                  /* stdout: JSON lines (one object per record, then a summary) */
     int threads, workers;      /* CPU compute threads (0: all), loader workers (0: 1) */
+    int cpu_impl;              /* --cpu-backend: tf_cpu_impl (0: the default) */
     const char *device;        /* cpu, cuda, auto */
     const char *logits_path;   /* .npy of float32 [N, classes] logits, or NULL */
     const char *csv_path;      /* CSV of the per-record predictions, or NULL */

@@ -6,6 +6,7 @@
 #include "fl_cli.h"
 #include "fl_cli_table.h"
 #include "predict.h"
+#include "train.h"
 
 #define TOOL "trainfast"
 
@@ -32,6 +33,10 @@ static const fl_cli_opt predict_table[] = {
      .help = "CPU compute threads", .def = "all cores"},
     {FL_CLI_INT, "workers", .off = P(workers), .umin = 1, .umax = 1024, .metavar = "N",
      .help = "loader decode threads (packed data)", .def = "1"},
+    {FL_CLI_ENUM, "cpu-backend", .off = P(cpu_impl), .choices = tf_cpu_backend_choices, .metavar = "B",
+     .help = "CPU compute path: onednn (oneDNN primitives) or reference (the\n"
+             "plain C layers the tests compare against; same checkpoints)",
+     .def = "onednn when built with it ($FASTLOAD_CPU_BACKEND overrides)"},
     {FL_CLI_END},
 };
 #undef P
@@ -42,7 +47,7 @@ const fl_cli_cmd tf_predict_cmd = {
     .name = "predict", .args = "CKPT DATA|IMAGE... [options]",
     .summary = "predict with a checkpoint: per-record classes, .npy logits, CSV, JSON",
     .synopsis = "usage: trainfast predict CKPT DATA [--batch B] [--device D] [--top K] [--json]\n"
-                "                         [--logits FILE.npy] [--csv FILE]\n"
+                "                         [--logits FILE.npy] [--csv FILE] [--cpu-backend B]\n"
                 "       trainfast predict CKPT IMAGE... [options]\n"
                 "\n"
                 "Runs a checkpoint (file, or a checkpoint directory: its newest valid one) over a dataset\n"
@@ -76,5 +81,10 @@ static int predict_run(const fl_cli_tool *tool, int argc, char **argv)
     p.ckpt = argv[1];
     p.data = argv + 2;
     p.ndata = cl.npos - 1;
+    fl_error err;
+    if (tf_cpu_impl_check(p.cpu_impl, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_USAGE;
+    }
     return tf_predict_main(&p);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "fl_cli_table.h"
 #include "fl_json.h"
 #include "model.h"
 
@@ -61,7 +62,7 @@ int tf_train_main(const tf_options *o);
 
 /* Run `trainfast eval CKPT DATA`. */
 int tf_eval_main(const char *ckpt, const char *data, uint32_t batch, int tta, int json,
-                 const char *device, int threads);
+                 const char *device, int threads, int cpu_impl);
 
 /* ---- report.c ---- */
 typedef struct tf_live {        /* the progress line on a terminal */
@@ -105,6 +106,12 @@ int tf_doctor_main(int json);
  * to the CPU, notice holds a one-line explanation. Errors: FL_E_UNSUPPORTED with the reason. */
 int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice, size_t cap,
                     fl_error *err);
+
+/* --cpu-backend's words (reference, onednn: tf_cpu_impl values) for train, eval and predict, and
+ * the check that the one asked for is in this build: 0, or FL_E_UNSUPPORTED saying what to
+ * install. */
+extern const fl_cli_choice tf_cpu_backend_choices[];
+int tf_cpu_impl_check(int cpu_impl, fl_error *err);
 
 #ifdef __cplusplus
 }

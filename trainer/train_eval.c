@@ -162,17 +162,18 @@ int tf_eval_load(const char **ckpt_path, char *latest, size_t cap, const char *v
 
 /* the result line (or JSON object) on stdout */
 static int eval_print(const char *ckpt_path, const char *data, const tf_checkpoint *ck,
-                      const tf_model_spec *spec, const char *device, const tf_eval_out *ev,
-                      int json)
+                      const tf_model_spec *spec, const char *device, const char *backend,
+                      const tf_eval_out *ev, int json)
 {
     if (json) {
         printf("{\"checkpoint\":");
         fl_json_fputs(stdout, ckpt_path, strlen(ckpt_path));
         printf(",\"model\":\"%s\",\"images\":%llu,\"top1\":%.6g,\"top5\":%.6g,\"loss\":%.6g,"
-               "\"epoch\":%llu,\"steps\":%llu,\"device\":\"%s\",\"seconds\":%.3f}\n",
+               "\"epoch\":%llu,\"steps\":%llu,\"device\":\"%s\",\"backend\":",
                spec->name, (unsigned long long)ev->n, ev->top1, ev->top5, ev->loss,
-               (unsigned long long)ck->epoch, (unsigned long long)ck->st.step, device,
-               ev->seconds);
+               (unsigned long long)ck->epoch, (unsigned long long)ck->st.step, device);
+        fl_json_fputs(stdout, backend, strlen(backend));
+        printf(",\"seconds\":%.3f}\n", ev->seconds);
     } else {
         printf("%s on %s: %llu images, top1 %.2f%%, top5 %.2f%%, loss %.4f (%.1f s)\n", ckpt_path,
                data, (unsigned long long)ev->n, 100 * ev->top1, 100 * ev->top5, ev->loss,
@@ -186,7 +187,7 @@ static int eval_print(const char *ckpt_path, const char *data, const tf_checkpoi
 }
 
 int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tta, int json,
-                 const char *device, int threads)
+                 const char *device, int threads, int cpu_impl)
 {
     fl_error err;
     tf_checkpoint ck;
@@ -210,6 +211,7 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
     cfg.precision = strcmp(ops->name, "cpu") ? TF_BF16 : TF_FP32;
     cfg.max_batch = batch ? batch : 256;
     cfg.threads = threads;
+    cfg.cpu_impl = cpu_impl;
     cfg.ema_decay = ck.has_ema ? 0.5f : 0.0f;
     if (ops->create(&spec, &cfg, &b, &err) || ops->set_state(b, &ck.st, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
@@ -236,7 +238,10 @@ int tf_eval_main(const char *ckpt_path, const char *data, uint32_t batch, int tt
         fl_cli_error(TOOL, "%s", err.msg);
         status = FL_EXIT_DATA;
     } else {
-        status = eval_print(ckpt_path, data, &ck, &spec, ops->name, &ev, json);
+        char desc[256] = "";
+        if (ops->describe)
+            ops->describe(b, desc, sizeof desc);
+        status = eval_print(ckpt_path, data, &ck, &spec, ops->name, desc, &ev, json);
     }
 out:
     /* every exit frees what was loaded and built (a refused --device used to leak both) */

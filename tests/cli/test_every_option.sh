@@ -141,6 +141,8 @@ declare -A SAMPLE=(
     ["train --size"]="16" ["train --precision"]="fp32" ["train --device"]="cpu" ["train --workers"]="1"
     ["train --threads"]="1" ["train --seed"]="5" ["train --checkpoint"]="ckdir"
     ["train --cpu-backend"]="reference"
+    ["eval --cpu-backend"]="reference"
+    ["predict --cpu-backend"]="reference"
     ["train --checkpoint-every"]="1" ["train --log"]="log.jsonl"
     ["train --log-every"]="2" ["train --report"]="r.html"
     ["report -o"]="r.html" ["report --output"]="r.html" ["report --title"]="t"

@@ -50,6 +50,26 @@ awk -v a="$t1" -v b="$t2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1.0
 awk -v a="$l1" -v b="$l2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * b + 1e-6) }' \
     || fail "eval loss oneDNN $l1 vs reference $l2"
 echo "ok   one checkpoint, both paths: top-1 $t1 / $t2, loss $l1 / $l2"
+# the same choice as an option of eval and predict (the option beats the environment), and the
+# path that ran named in their JSON
+FASTLOAD_CPU_BACKEND=onednn "$T" eval "$fa" "$W/val" --json --cpu-backend reference > "$W/e3.out" \
+    || fail "eval --cpu-backend reference"
+e3=$(tail -n 1 "$W/e3.out")
+grep -q '"backend":"CPU, [0-9]* threads, reference layers' <<< "$e3" || fail "eval --cpu-backend reference ran: $e3"
+grep -q '"backend":"CPU, [0-9]* threads, oneDNN' <<< "$e1" || fail "eval (default) ran: $e1"
+[[ $(json top1 "$e3") == "$t2" && $(json loss "$e3") == "$l2" ]] \
+    || fail "eval --cpu-backend reference: $e3, FASTLOAD_CPU_BACKEND=reference: $e2"
+for b in reference onednn; do
+    "$T" predict "$fa" "$W/val" --json --cpu-backend "$b" > "$W/p-$b.out" || fail "predict --cpu-backend $b"
+done
+pr=$(tail -n 1 "$W/p-reference.out") po=$(tail -n 1 "$W/p-onednn.out")
+grep -q 'reference layers' <<< "$pr" || fail "predict --cpu-backend reference ran: $pr"
+grep -q 'oneDNN' <<< "$po" || fail "predict --cpu-backend onednn ran: $po"
+awk -v a="$(json top1 "$pr")" -v b="$(json top1 "$po")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1.0 / 400 + 1e-9) }' \
+    || fail "predict top-1 reference vs oneDNN: $pr / $po"
+"$T" eval "$fa" "$W/val" --cpu-backend fast > /dev/null 2> "$W/e4.err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q "cpu-backend" "$W/e4.err" || fail "eval --cpu-backend fast: exit $rc, $(cat "$W/e4.err")"
+echo "ok   eval/predict --cpu-backend choose the path (JSON backend says which), a bad one exits 2"
 
 # 3. resume the oneDNN run's epoch-2 checkpoint on the reference path
 mkdir -p "$W/b"
