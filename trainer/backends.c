@@ -4,18 +4,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fl_cli.h"
 #include "fl_cli_table.h"
 #include "train.h"
 
 const fl_cli_choice tf_cpu_backend_choices[] = {{"reference", TF_CPU_REFERENCE, 0},
                                                 {"onednn", TF_CPU_ONEDNN, 0}, {NULL, 0, 0}};
 
-int tf_cpu_impl_check(int cpu_impl, fl_error *err)
+int tf_cpu_impl_refused(int cpu_impl)
 {
-    if (cpu_impl == TF_CPU_ONEDNN && !tf_cpu_have_onednn())
-        return fl_error_set(err, FL_E_UNSUPPORTED, "--cpu-backend onednn: this trainfast was built "
-                            "without oneDNN (install libdnnl-dev and reconfigure)");
-    return 0;
+    if (cpu_impl != TF_CPU_ONEDNN || tf_cpu_have_onednn())
+        return 0;
+    fl_cli_error("trainfast", "--cpu-backend onednn: this trainfast was built without oneDNN "
+                 "(install libdnnl-dev and reconfigure)");
+    return FL_EXIT_USAGE;
 }
 
 int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice, size_t cap,

@@ -117,9 +117,7 @@ static const fl_cli_opt train_opts[] = {
     {FL_CLI_INT, "threads", .off = F(threads), .umin = 1, .umax = 256, .metavar = "N",
      .help = "CPU compute threads", .def = "all cores"},
     {FL_CLI_ENUM, "cpu-backend", .off = F(cpu_impl), .choices = tf_cpu_backend_choices, .metavar = "B",
-     .help = "CPU compute path: onednn (oneDNN primitives) or reference (the\n"
-             "plain C layers the tests compare against; same checkpoints)",
-     .def = "onednn when built with it ($FASTLOAD_CPU_BACKEND overrides)"},
+     .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
     {FL_CLI_U64, "seed", .off = F(seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",
      .help = "shuffling/augmentation/init seed", .def = "0"},
 
@@ -247,11 +245,8 @@ static int train_run(const fl_cli_tool *tool, int argc, char **argv)
     if (r != FL_CLI_RUN)
         return r == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
     o.precision_given = fl_cli_given(&cl, "precision");
-    fl_error err;
-    if (tf_cpu_impl_check(o.cpu_impl, &err)) {
-        fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_USAGE;
-    }
+    if ((r = tf_cpu_impl_refused(o.cpu_impl)))
+        return r;
     /* options that do not apply to this run: say so (issue 10, finding 11) */
     int width_given = fl_cli_given(&cl, "width");
     if (strcmp(o.model, "fastcnn") && (width_given || o.mopt.residual))
@@ -282,9 +277,7 @@ static const fl_cli_opt eval_table[] = {
      .help = "CPU compute threads", .def = "all cores"},
     {FL_CLI_ENUM, "cpu-backend", .off = FL_CLI_FIELD(eval_opts, cpu_impl), .choices = tf_cpu_backend_choices,
      .metavar = "B",
-     .help = "CPU compute path: onednn (oneDNN primitives) or reference (the\n"
-             "plain C layers the tests compare against; same checkpoints)",
-     .def = "onednn when built with it ($FASTLOAD_CPU_BACKEND overrides)"},
+     .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
     {FL_CLI_FLAG, "json", .off = FL_CLI_FIELD(eval_opts, json), .help = "print the result as one JSON object"},
     {FL_CLI_END},
 };
@@ -315,11 +308,8 @@ static int eval_run(const fl_cli_tool *tool, int argc, char **argv)
         fl_cli_error(TOOL, "eval needs CKPT and DATA (trainfast eval CKPT DATA)");
         return FL_EXIT_USAGE;
     }
-    fl_error err;
-    if (tf_cpu_impl_check(e.cpu_impl, &err)) {
-        fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_USAGE;
-    }
+    if ((r = tf_cpu_impl_refused(e.cpu_impl)))
+        return r;
     return tf_eval_main(cl.pos[0], cl.pos[1], e.batch, e.tta, e.json, e.device, e.threads,
                         e.cpu_impl);
 }

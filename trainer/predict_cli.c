@@ -34,9 +34,7 @@ static const fl_cli_opt predict_table[] = {
     {FL_CLI_INT, "workers", .off = P(workers), .umin = 1, .umax = 1024, .metavar = "N",
      .help = "loader decode threads (packed data)", .def = "1"},
     {FL_CLI_ENUM, "cpu-backend", .off = P(cpu_impl), .choices = tf_cpu_backend_choices, .metavar = "B",
-     .help = "CPU compute path: onednn (oneDNN primitives) or reference (the\n"
-             "plain C layers the tests compare against; same checkpoints)",
-     .def = "onednn when built with it ($FASTLOAD_CPU_BACKEND overrides)"},
+     .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
     {FL_CLI_END},
 };
 #undef P
@@ -81,10 +79,7 @@ static int predict_run(const fl_cli_tool *tool, int argc, char **argv)
     p.ckpt = argv[1];
     p.data = argv + 2;
     p.ndata = cl.npos - 1;
-    fl_error err;
-    if (tf_cpu_impl_check(p.cpu_impl, &err)) {
-        fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_USAGE;
-    }
+    if ((r = tf_cpu_impl_refused(p.cpu_impl)))
+        return r;
     return tf_predict_main(&p);
 }

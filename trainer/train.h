@@ -107,11 +107,15 @@ int tf_doctor_main(int json);
 int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice, size_t cap,
                     fl_error *err);
 
-/* --cpu-backend's words (reference, onednn: tf_cpu_impl values) for train, eval and predict, and
- * the check that the one asked for is in this build: 0, or FL_E_UNSUPPORTED saying what to
- * install. */
+/* --cpu-backend of train, eval and predict: its words (reference, onednn: tf_cpu_impl values),
+ * help and default, and the check that the path asked for is in this build: 0, or FL_EXIT_USAGE
+ * after one error line saying what to install. */
 extern const fl_cli_choice tf_cpu_backend_choices[];
-int tf_cpu_impl_check(int cpu_impl, fl_error *err);
+#define TF_CPU_BACKEND_HELP                                                                        \
+    "CPU compute path: onednn (oneDNN primitives) or reference (the\n"                             \
+    "plain C layers the tests compare against; same checkpoints)"
+#define TF_CPU_BACKEND_DEF "onednn when built with it ($FASTLOAD_CPU_BACKEND overrides)"
+int tf_cpu_impl_refused(int cpu_impl);
 
 #ifdef __cplusplus
 }

@@ -33,21 +33,27 @@ static void opts(fl_loader_options *o, fl_io_mode io)
     o->memory_max = -1;
 }
 
-/* Every record once per epoch, with the pixels and label it was written with; run with 4 MiB of
- * expected page cache (a fake /proc/meminfo through FL_PROC_ROOT), which caps the extents read
- * ahead at 1 MiB, so the bytes read show whether a page was read twice. */
-static void exactly_once(const char *dir, const char *path)
+/* A fake /proc under dir/name saying MemAvailable: kib, made the loader's (FL_PROC_ROOT). */
+static void fake_proc(const char *dir, const char *name, unsigned kib)
 {
     char root[4096], file[4200];
-    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(root, sizeof root, "%s/%s", dir, name);
     snprintf(file, sizeof file, "%s/proc", root);
     CHECK(mkdir(root, 0755) == 0 && mkdir(file, 0755) == 0);
     snprintf(file, sizeof file, "%s/proc/meminfo", root);
     FILE *f = fopen(file, "w");
     CHECK(f != NULL);
-    fputs("MemAvailable:       4096 kB\n", f);
+    fprintf(f, "MemAvailable: %u kB\n", kib);
     fclose(f);
     setenv("FL_PROC_ROOT", root, 1);
+}
+
+/* Every record once per epoch, with the pixels and label it was written with; run with 4 MiB of
+ * expected page cache (a fake /proc/meminfo through FL_PROC_ROOT), which caps the extents read
+ * ahead at 1 MiB, so the bytes read show whether a page was read twice. */
+static void exactly_once(const char *dir, const char *path)
+{
+    fake_proc(dir, "root", 4096);
     fl_loader_options o;
     opts(&o, FL_IO_URING);
     fl_loader *L;
@@ -99,16 +105,7 @@ static void exactly_once(const char *dir, const char *path)
  * read before. */
 static void slow_consumer(const char *dir, const char *path)
 {
-    char root[4096], file[4200];
-    snprintf(root, sizeof root, "%s/root8g", dir);
-    snprintf(file, sizeof file, "%s/proc", root);
-    CHECK(mkdir(root, 0755) == 0 && mkdir(file, 0755) == 0);
-    snprintf(file, sizeof file, "%s/proc/meminfo", root);
-    FILE *f = fopen(file, "w");
-    CHECK(f != NULL);
-    fputs("MemAvailable:    8000000 kB\n", f);
-    fclose(f);
-    setenv("FL_PROC_ROOT", root, 1);
+    fake_proc(dir, "root8g", 8000000);
     fl_loader_options o;
     opts(&o, FL_IO_URING);
     o.quasi_block = 32;
