@@ -16,6 +16,13 @@ static uint32_t clampu(int64_t v, uint32_t lo, uint32_t hi)
     return v < (int64_t)lo ? lo : v > (int64_t)hi ? hi : (uint32_t)v;
 }
 
+/* The flip has its own stream so that it does not depend on how many crop tries ran. */
+static void draw_flip(const fl_aug_config *c, uint64_t epoch, uint64_t pos, fl_aug_params *out)
+{
+    fl_rng rf = fl_rng_init(c->seed, epoch, pos, FL_STREAM_AUGMENT + 16);
+    out->flip = c->flip ? (fl_rng_next(&rf) >> 63) != 0 : 0;
+}
+
 static void rrc(const fl_aug_config *c, fl_rng *r, uint32_t W, uint32_t H, fl_rect *out)
 {
     double area = (double)W * (double)H;
@@ -83,7 +90,34 @@ void fl_augment_params(const fl_aug_config *c, uint64_t epoch, uint64_t pos, uin
         out->crop.height = H;
         break;
     }
-    /* The flip has its own stream so that it does not depend on how many RRC tries ran. */
-    fl_rng rf = fl_rng_init(c->seed, epoch, pos, FL_STREAM_AUGMENT + 16);
-    out->flip = c->flip ? (fl_rng_next(&rf) >> 63) != 0 : 0;
+    draw_flip(c, epoch, pos, out);
+}
+
+void fl_augment_object_params(const fl_aug_config *c, uint64_t epoch, uint64_t pos, uint32_t W,
+                              uint32_t H, const float *boxes, uint32_t n, fl_aug_params *out)
+{
+    fl_rng r = fl_rng_init(c->seed, epoch, pos, FL_STREAM_AUGMENT);
+    out->crop = (fl_rect){0, 0, W, H};
+    double area = (double)W * (double)H;
+    double lr0 = log(c->ratio_min), lr1 = log(c->ratio_max);
+    for (int t = 0; n > 0 && t < FL_OBJECT_CROP_TRIES; t++) {
+        double target = area * (c->scale_min + (c->scale_max - c->scale_min) * fl_rng_uniform(&r));
+        double aspect = exp(lr0 + (lr1 - lr0) * fl_rng_uniform(&r));
+        int64_t w = pyround(sqrt(target * aspect));
+        int64_t h = pyround(sqrt(target / aspect));
+        if (w <= 0 || w > (int64_t)W || h <= 0 || h > (int64_t)H)
+            continue;
+        uint32_t y = (uint32_t)fl_rng_below(&r, H - (uint64_t)h + 1);
+        uint32_t x = (uint32_t)fl_rng_below(&r, W - (uint64_t)w + 1);
+        for (uint32_t i = 0; i < n; i++) {
+            const float *b = boxes + 4 * (size_t)i;
+            double cx = 0.5 * ((double)b[0] + b[2]), cy = 0.5 * ((double)b[1] + b[3]);
+            if (cx >= x && cx < (double)x + w && cy >= y && cy < (double)y + h) {
+                out->crop = (fl_rect){x, y, (uint32_t)w, (uint32_t)h};
+                draw_flip(c, epoch, pos, out);
+                return;
+            }
+        }
+    }
+    draw_flip(c, epoch, pos, out);
 }

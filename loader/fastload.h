@@ -101,7 +101,12 @@ typedef enum fl_order {
 typedef enum fl_augment {
     FL_AUG_NONE = 0,   /* resize the whole image to out size (no-op for fixed-size raw data) */
     FL_AUG_CENTER = 1, /* resize shorter side to out/center_ratio, center crop (evaluation) */
-    FL_AUG_RRC = 2     /* random-resized-crop (scale and ratio ranges) */
+    FL_AUG_RRC = 2,    /* random-resized-crop (scale and ratio ranges) */
+    FL_AUG_OBJECT_CROP = 3 /* detection: a random crop (scale and ratio ranges as RRC) whose
+                              window holds the centre of at least one box of the sample's first
+                              BOXES field (up to 50 draws from the sample's stream, else the whole
+                              image; the whole image when the sample has no box), as SSD and
+                              DALI's RandomBBoxCrop; needs a data set with a BOXES field */
 } fl_augment;
 
 typedef enum fl_io_mode {
