@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "fl_error.h"
+#include "fl_fields.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -190,6 +191,43 @@ int fl_encode_jpeg_restart(fl_encoder *e, const fl_image *img, int quality, uint
  * level, adaptive filters). Same ownership as fl_encode_jpeg. Errors: FL_E_INVALID, -ENOMEM. */
 int fl_encode_png(fl_encoder *e, const fl_image *img, const uint8_t **out, size_t *out_len,
                   fl_error *err);
+
+/* ---- Masks (mask_codec.c) -------------------------------------------------------------------
+ * A mask is a label image: height x width class ids, uint8 or uint16, row-major, no stride.
+ * Stored losslessly as an 8/16-bit grayscale PNG or as one zstd frame of the raw little-endian
+ * elements (fl_mask_codec, fl_fields.h). */
+
+/* Encode `pixels` (width x height elements of `dtype`, FL_DTYPE_U8 or FL_DTYPE_U16) with
+ * `codec` (FL_MASK_PNG: 8- or 16-bit gray PNG, zlib level 6; FL_MASK_ZSTD: zstd `level`, 0 =
+ * 3) into *out, a grow-only buffer (realloc'ed as needed, *cap its size), setting *out_len.
+ * Errors: FL_E_INVALID (zero size, other dtype or codec), -ENOMEM. */
+int fl_mask_encode(const void *pixels, uint32_t width, uint32_t height, fl_dtype dtype,
+                   fl_mask_codec codec, int level, uint8_t **out, size_t *cap, size_t *out_len,
+                   fl_error *err);
+
+/* The size of an encoded mask without decoding it: a PNG's IHDR (*bits = its bit depth, 1..16)
+ * or, for FL_MASK_ZSTD, nothing to read (*width = *height = 0, *bits = 0). Errors: FL_E_DECODE. */
+int fl_mask_probe(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t *width,
+                  uint32_t *height, uint32_t *bits, fl_error *err);
+
+/* Decode an encoded mask (untrusted bytes) into dst: exactly width x height elements of `dtype`
+ * (U8 or U16), dst_cap bytes available. FL_MASK_PNG: a gray PNG (1..16 bits, alpha dropped)
+ * gives its values; a palette PNG gives its palette indices (VOC's SegmentationClass masks are
+ * palette images whose indices are the classes, 255 the "void" border); an RGB/RGBA PNG is
+ * refused (colour-coded masks must be converted to class ids first). A value that does not fit
+ * `dtype` (over 255 into uint8) is refused. FL_MASK_ZSTD: the frame must decompress to exactly
+ * width x height x element bytes (little-endian). `what` names the mask in messages.
+ * Errors: FL_E_DECODE (corrupt, truncated), FL_E_FORMAT (size other than width x height, RGB,
+ * a value out of range), FL_E_INVALID (dtype, codec, dst_cap too small), -ENOMEM. */
+int fl_mask_decode(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t width,
+                   uint32_t height, fl_dtype dtype, void *dst, size_t dst_cap, const char *what,
+                   fl_error *err);
+
+/* Nearest-neighbour resample of a mask (elements of `elem` bytes, 1 or 2): output pixel (u, v)
+ * takes source pixel (floor((u + 0.5) * sw / dw), floor((v + 0.5) * sh / dh)), so no new value
+ * ever appears. */
+void fl_mask_resize_nearest(const void *src, uint32_t sw, uint32_t sh, void *dst, uint32_t dw,
+                            uint32_t dh, uint32_t elem);
 
 #ifdef __cplusplus
 }

@@ -29,9 +29,11 @@ void pd_items_free(pd_items *it) {
     memset(it, 0, sizeof *it);
 }
 
-char *pd_items_strndup(pd_items *it, const char *s, size_t n) {
-    if (!it->n_arena || it->arena_used + n + 1 > it->arena_cap) {
-        size_t cap = n + 1 > ARENA_BLOCK ? n + 1 : ARENA_BLOCK;
+/* n bytes from the arena at a multiple of `align` (blocks come from malloc: 16-aligned). */
+static char *arena_alloc(pd_items *it, size_t n, size_t align) {
+    size_t pad = it->n_arena ? (align - it->arena_used % align) % align : 0;
+    if (!it->n_arena || it->arena_used + pad + n > it->arena_cap) {
+        size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
         char **a = realloc(it->arena, (it->n_arena + 1) * sizeof *a);
         if (!a) return NULL;
         it->arena = a;
@@ -39,15 +41,50 @@ char *pd_items_strndup(pd_items *it, const char *s, size_t n) {
         it->n_arena++;
         it->arena_used = 0;
         it->arena_cap = cap;
+        pad = 0;
     }
-    char *d = it->arena[it->n_arena - 1] + it->arena_used;
+    char *d = it->arena[it->n_arena - 1] + it->arena_used + pad;
+    it->arena_used += pad + n;
+    return d;
+}
+
+char *pd_items_strndup(pd_items *it, const char *s, size_t n) {
+    char *d = arena_alloc(it, n + 1, 1);
+    if (!d) return NULL;
     memcpy(d, s, n);
     d[n] = 0;
-    it->arena_used += n + 1;
     return d;
 }
 
 char *pd_items_strdup(pd_items *it, const char *s) { return pd_items_strndup(it, s, strlen(s)); }
+
+void *pd_items_memdup(pd_items *it, const void *data, size_t n) {
+    /* 8-aligned: boxes are float32, ndarray elements up to 8 bytes */
+    char *d = arena_alloc(it, n ? n : 1, 8);
+    if (!d) return NULL;
+    if (data) memcpy(d, data, n);
+    else memset(d, 0, n);
+    return d;
+}
+
+pd_value *pd_items_new_values(pd_items *it) {
+    return pd_items_memdup(it, NULL, (it->num_fields ? it->num_fields : 1) * sizeof(pd_value));
+}
+
+int pd_items_add_field(pd_items *it, const char *name, fl_field_type type, fl_dtype dtype,
+                       uint32_t ndim, const uint32_t *shape, int32_t of) {
+    if (it->num_fields >= FL_MAX_FIELDS) return -1;
+    fl_field *f = &it->fields[it->num_fields];
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->type = type;
+    f->dtype = dtype;
+    f->ndim = ndim;
+    for (uint32_t d = 0; d < ndim && d < FL_MAX_DIMS; d++) f->shape[d] = shape[d];
+    f->of = of;
+    if (type == FL_FIELD_MASK) f->codec = FL_MASK_PNG;
+    return (int)it->num_fields++;
+}
 
 int pd_items_push(pd_items *it, const pd_item *item) {
     if (it->n == it->cap) {

@@ -9,10 +9,37 @@
 
 #include "fl_dataset.h"
 #include "fl_error.h"
+#include "fl_fields.h"
 
 #define PD_TOOL "packdata"
 /* Most classes a dataset may have (class names are listed in the manifest). */
 #define PD_MAX_CLASSES 1000000
+
+/* How an item holds the value of one schema field (pd_value.kind). */
+typedef enum pd_value_kind {
+    PD_VAL_NONE = 0,  /* no value: the image and label fields (they are pd_item's own), or an
+                         empty variable field (0 boxes, 0 ints, 0 bytes) */
+    PD_VAL_DATA,      /* data/len/count: the value's bytes exactly as fl_field_value wants them
+                         for fl_fields_encode (INT/FLOAT 4 bytes, INT_LIST count x int32, BOXES
+                         count x 4 float32 xyxy in pixels of the source image, NDARRAY the raw
+                         row-major elements, BYTES/TEXT the bytes). The worker scales BOXES when
+                         the image is resized */
+    PD_VAL_FILE,      /* path: a file read by the worker. MASK: a PNG (gray values or palette
+                         indices, fl_mask_decode) the size of the source image; NDARRAY: a .npy
+                         file of the field's dtype and shape; BYTES: the file's bytes */
+    PD_VAL_SEGMENTS   /* MASK rasterised by the worker from data/len (a pd_segments blob,
+                         pd_coco.h) at the source image's size */
+} pd_value_kind;
+
+/* One field value of one item. data and path live in the item list's arena. */
+typedef struct pd_value {
+    pd_value_kind kind;
+    uint32_t count;   /* PD_VAL_DATA: as fl_field_value.count (ints, boxes, bytes; 1 for
+                         INT/FLOAT, shape[0] for FLOAT_VECTOR) */
+    const void *data;
+    size_t len;
+    const char *path;
+} pd_value;
 
 /* One input image: a file to read, or raw pixels held in memory (IDX, CIFAR). */
 typedef struct pd_item {
@@ -21,6 +48,12 @@ typedef struct pd_item {
     const uint8_t *pixels; /* in-memory HWC pixels (points into pd_items.pixel_blocks) */
     uint32_t height, width, channels; /* of the in-memory pixels */
     int32_t label;
+    /* With a schema (pd_items.num_fields > 0): values[i] for field i (pd_items.fields[i]), an
+     * array of num_fields in the list's arena (pd_items_new_values); NULL for a classification
+     * list. src_height/src_width: the size the source declares for the image (COCO's
+     * "height"/"width"), which boxes and masks were checked against; 0 when it does not. */
+    pd_value *values;
+    uint32_t src_height, src_width;
 } pd_item;
 
 /* How bad inputs are handled; shared by the parsers and the pack pipeline. */
@@ -50,7 +83,13 @@ typedef struct pd_items {
     char **class_names;   /* label order; owned */
     uint32_t num_classes;
     int in_memory;        /* items carry pixels (IDX/CIFAR) rather than paths */
-    const char *form;     /* "imagefolder", "list", "csv", "idx", "cifar10", "cifar100" */
+    const char *form;     /* "imagefolder", "list", "csv", "idx", "cifar10", "cifar100",
+                             "coco", "maskpairs", "jsonl" */
+    /* The schema when the source has more than an image and a label (COCO, mask pairs,
+     * --field): fields[0..num_fields) in record order, max_count 0 (the writer fills it in).
+     * num_fields 0: the classic image + label. */
+    fl_field fields[FL_MAX_FIELDS];
+    uint32_t num_fields;
     /* storage */
     char **arena;         /* string arena blocks */
     size_t n_arena, arena_used, arena_cap;
@@ -63,6 +102,14 @@ void pd_items_free(pd_items *it);
 /* Copy a string into the list's arena. Returns NULL on -ENOMEM. */
 char *pd_items_strdup(pd_items *it, const char *s);
 char *pd_items_strndup(pd_items *it, const char *s, size_t n);
+/* Copy `n` bytes into the arena, 8-byte aligned (data may be NULL: zeroed). NULL on -ENOMEM. */
+void *pd_items_memdup(pd_items *it, const void *data, size_t n);
+/* A zeroed values array for one item (it->num_fields entries) in the arena; NULL on -ENOMEM. */
+pd_value *pd_items_new_values(pd_items *it);
+/* Add a field to the schema (name copied; dtype, shape as fl_field wants; of = -1 or an index).
+ * Returns the field's index, or -1 when the schema is full. */
+int pd_items_add_field(pd_items *it, const char *name, fl_field_type type, fl_dtype dtype,
+                       uint32_t ndim, const uint32_t *shape, int32_t of);
 /* Append an item (its strings must already live in the arena). Returns 0 or -ENOMEM. */
 int pd_items_push(pd_items *it, const pd_item *item);
 /* Keep ownership of a malloc'ed pixel block. Returns 0 or -ENOMEM (block freed). */
