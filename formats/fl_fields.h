@@ -87,14 +87,36 @@ int fl_dtype_from_name(const char *s, fl_dtype *out); /* 0, or -1 when unknown *
 const char *fl_field_type_name(fl_field_type t); /* "image", "int", "int_list", ... */
 int fl_field_type_from_name(const char *s, fl_field_type *out);
 
-/* Check a schema's field list: names valid and unique, types known, dtypes/shapes allowed for
- * each type, `of` pointing at a field of the right type, at most one IMAGE, a MASK only with an
- * IMAGE. Fills err naming the field. Errors: FL_E_INVALID. */
+/* Check a schema's field list: 1..FL_MAX_FIELDS fields, names valid and unique, types known,
+ * dtype exactly fl_field_type_dtype(type) (MASK uint8/uint16, NDARRAY any), ndim/shape only where
+ * the type has one (unused shape entries 0), codec only on MASK, max_count only on variable
+ * fields, `of` -1 except on INT_LIST (-1 or a BOXES field) and MASK (the IMAGE field), at most one
+ * IMAGE, BOXES and MASK only with an IMAGE. Note that `of` must be set to -1 explicitly (a zeroed
+ * fl_field has of = 0, which names field 0). Fills err naming the field and why.
+ * Errors: FL_E_INVALID. */
 int fl_fields_validate(const fl_field *fields, uint32_t n, fl_error *err);
 
-/* 1 when the list is the classification pair (an IMAGE, then an INT; any names): such a dataset
- * has no fields block and is written as format version 2. */
+/* 1 when the list is the classification pair: an IMAGE named "image", then an INT named "label"
+ * (the names a version 1/2 dataset's reader gives them, so they survive a round trip). Such a
+ * dataset has no fields block and is written as format version 2, byte for byte as before. */
 int fl_fields_is_classic(const fl_field *fields, uint32_t n);
+
+/* Fill out[0..1] with the classic schema: [image "image" uint8, int "label" int32], `of` -1. */
+void fl_fields_classic(fl_field out[2]);
+
+/* The dtype a field of type `t` always has (IMAGE, BYTES, TEXT uint8; INT, INT_LIST int32; FLOAT,
+ * FLOAT_VECTOR, BOXES float32), or 0 for MASK and NDARRAY whose field declares it. */
+fl_dtype fl_field_type_dtype(fl_field_type t);
+/* 1 for the variable-count types (INT_LIST, BOXES, BYTES, TEXT): they have a max_count. */
+int fl_field_is_variable(fl_field_type t);
+/* Bytes of one row of a variable field (INT_LIST 4, BOXES 16, BYTES/TEXT 1), else 0. */
+size_t fl_field_row_bytes(const fl_field *f);
+/* Elements of a fixed field: product of the shape (NDARRAY), shape[0] (FLOAT_VECTOR), else 1. */
+uint64_t fl_field_elements(const fl_field *f);
+/* Decompressed bytes of an NDARRAY value (elements x dtype size); 0 for other types. */
+size_t fl_field_ndarray_bytes(const fl_field *f);
+/* The smallest fields block a record of this schema can have (length words and fixed values). */
+size_t fl_fields_min_block(const fl_field *fields, uint32_t n);
 
 /* Index of the label field (the first INT), of the image field, or of the field called `name`;
  * -1 when there is none. */
@@ -113,6 +135,7 @@ int fl_field_in_block(const fl_field *fields, uint32_t n, uint32_t i);
  *   raw row-major elements, which fl_fields_encode compresses.
  * count: elements for the variable types (ints, boxes, bytes), 1 for INT/FLOAT, shape[0] for
  * FLOAT_VECTOR. height/width: MASK only (must equal the record's image size). */
+/* Parsed `data` points into the block and is not aligned: read it with memcpy. */
 typedef struct fl_field_value {
     const void *data;
     size_t len;
@@ -121,7 +144,8 @@ typedef struct fl_field_value {
 } fl_field_value;
 
 /* Encode the block fields of one record (values[i] for every schema field i; the entries of the
- * image and label fields are ignored) into `out` (grow-only: *out/*cap are realloc'ed as needed,
+ * image and label fields are ignored; variable fields give count = len / row bytes, a MASK its
+ * height and width) into `out` (grow-only: *out and *cap are realloc'ed as needed,
  * *len set). NDARRAY values are compressed here (zstd level `level`; raw MASK values are given as
  * PNG or zstd bytes already: see fl_mask_encode in fl_image.h). Checks each value against its
  * field: lengths, counts, shapes, boxes inside image_width x image_height with x0 <= x1 and
@@ -138,6 +162,20 @@ int fl_fields_encode(const fl_field *fields, uint32_t n, const fl_field_value *v
  * Errors: FL_E_FORMAT. */
 int fl_fields_parse(const fl_field *fields, uint32_t n, const uint8_t *block, size_t len,
                     fl_field_value *values, const char *what, fl_error *err);
+/* What fl_fields_parse checks besides the block itself: every length word inside the block,
+ * INT/FLOAT/FLOAT_VECTOR of their exact size and finite, variable fields a whole number of rows
+ * (count = len / row bytes) and <= max_count when set, boxes finite with 0 <= x0 <= x1 and
+ * 0 <= y0 <= y1, TEXT valid UTF-8, a MASK a gray PNG of the dtype's depth (height/width filled from
+ * its IHDR) or a zstd frame carrying its content size (height/width 0), an NDARRAY a zstd frame
+ * whose content size is fl_field_ndarray_bytes, an `of` list as long as its boxes. */
+
+/* The checks that need the record's image size (fl_fields_encode does them; readers call this
+ * after fl_fields_parse, fl_dataset_record_fields does): every box inside image_width x
+ * image_height, every mask of that size, `of` lists as long as their boxes. `what` names the
+ * record. Errors: FL_E_INVALID. */
+int fl_fields_check_record(const fl_field *fields, uint32_t n, const fl_field_value *values,
+                           uint32_t image_width, uint32_t image_height, const char *what,
+                           fl_error *err);
 
 #ifdef __cplusplus
 }
