@@ -11,6 +11,7 @@ const fl_abi_info *fl_abi_info_get(void)
         .sizeof_loader_options = (uint32_t)sizeof(fl_loader_options),
         .sizeof_batch = (uint32_t)sizeof(fl_batch),
         .sizeof_loader_stats = (uint32_t)sizeof(fl_loader_stats),
+        .sizeof_batch_field = (uint32_t)sizeof(fl_batch_field),
     };
     return &info;
 }

@@ -35,7 +35,11 @@
  * Memory bound (resident, whatever the dataset size and the number of epochs; the read buffers
  * are touched at create, the ring as the workers fill its first `prefetch` batches, or at create
  * when it is pinned):
- *   ring      prefetch × batch_size × (out_height × out_width × channels + 4)   (pinned)
+ *   ring      prefetch × batch_size × (out_height × out_width × channels + 4
+ *             + the other fields' bytes per sample: 4 per INT/FLOAT, 4 × n per FLOAT_VECTOR,
+ *             M × row bytes + 4 per variable field (INT_LIST 4, BOXES 16, BYTES/TEXT 1;
+ *             M its max_count), out_height × out_width × 1 or 2 per MASK, the element count
+ *             × dtype size per NDARRAY; each array rounded up to 64 bytes)   (pinned)
  *   indices   prefetch × batch_size × 8
  *   order     8 bytes per dataset record (the epoch's sequence)
  *   FL_ORDER_QUASI read as coalesced extents (io_uring): up to twice the quasi
@@ -48,6 +52,8 @@
  *             (the next chunk's reads are in flight while the current chunk decodes)
  *             + largest decompressed record + decoder/resize scratch (grow-only, bounded by
  *             the largest image) + one replacement-read buffer
+ *             + with fields: the largest decoded mask (source size) and the output maps
+ *             (grow-only), the fields' parsed values and the kept-box rows (max_count)
  *   plus the dataset's index (fl_dataset); for FL_IO_MEMORY (which FL_IO_AUTO picks for
  *   raw-pixel datasets of at most `memory_max` bytes) the shard files' bytes; and, for
  *   LMDB and FL_IO_MMAP, the page-cache pages of the dataset that the mapping touches
@@ -61,6 +67,7 @@
 
 #include "fl_dataset.h"
 #include "fl_error.h"
+#include "fl_fields.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -84,10 +91,13 @@ typedef struct fl_abi_info {
     uint32_t sizeof_loader_options; /* sizeof(fl_loader_options) */
     uint32_t sizeof_batch;        /* sizeof(fl_batch) */
     uint32_t sizeof_loader_stats; /* sizeof(fl_loader_stats) */
+    uint32_t sizeof_batch_field;  /* sizeof(fl_batch_field) (ABI 2 on) */
 } fl_abi_info;
 
-/* Incremented whenever a shared struct changes layout or a function changes signature. */
-#define FL_ABI_VERSION 1
+/* Incremented whenever a shared struct changes layout or a function changes signature.
+ * 2: fl_batch.num_fields/fields (fl_batch_field), fl_loader_options.box_min_visible,
+ *    fl_abi_info.sizeof_batch_field, FL_AUG_OBJECT_CROP. */
+#define FL_ABI_VERSION 2
 
 /* The library's fl_abi_info (static storage, never NULL). */
 const fl_abi_info *fl_abi_info_get(void);
@@ -190,10 +200,50 @@ typedef struct fl_loader_options {
     int64_t memory_max;      /* FL_IO_AUTO reads raw-pixel shard datasets of at most this many
                                 bytes (on disk) into memory (FL_IO_MEMORY); 0 (default): 256 MiB
                                 or 1/16 of physical memory, the smaller; negative: never */
+    /* ABI 2 */
+    float box_min_visible;   /* BOXES fields: after the sample's crop, a box is kept when its
+                                part inside the output is at least 1 output pixel wide and high
+                                and holds at least this fraction (0..1) of the box's transformed
+                                area; dropped boxes take their rows of the INT_LIST fields
+                                aligned to them (`of`) along. Default 0.0 */
 } fl_loader_options;
 
 /* Fill `o` with the defaults documented above. */
 void fl_loader_options_init(fl_loader_options *o);
+
+/* One field of a batch: the values of one schema field for every sample, in pinned host memory
+ * (and, in device mode, on the device). B is the batch size; M = the field's max_count (the
+ * largest count of any record, from the manifest; at least 1); H x W the output size of the
+ * image (out_height x out_width); C its channels.
+ *   type          dtype     shape (ndim)               geometry applied
+ *   IMAGE         uint8     [B, H, W, C] (4)           the sample's crop, resize and flip
+ *   INT           int32     [B] (1)                    -
+ *   FLOAT         float32   [B] (1)                    -
+ *   INT_LIST      int32     [B, M] (2) + counts        rows of dropped boxes removed when `of`
+ *   FLOAT_VECTOR  float32   [B, n] (2)                 -
+ *   BOXES         float32   [B, M, 4] (3) + counts     x0 y0 x1 y1 in output pixels: transformed,
+ *                                                      clipped, flipped, kept by box_min_visible
+ *   MASK          uint8 or  [B, H, W] (3)              nearest neighbour through the image's crop,
+ *                 uint16                               resize and flip (no new class id appears)
+ *   NDARRAY       any       [B, shape...] (1 + ndim)   -
+ *   BYTES, TEXT   uint8     [B, M] (2) + counts        - (TEXT: UTF-8, not NUL-terminated)
+ * Variable fields (+ counts): counts[i] = rows of sample i that are real (boxes, ints, bytes);
+ * rows counts[i] .. M-1 are zeros. Fixed fields have counts NULL. Arrays are row-major and
+ * packed: data holds `bytes` bytes = B x (product of shape[1..]) x the dtype's size. The image
+ * field's data is fl_batch.images; the label field's (the schema's first INT) is
+ * fl_batch.labels. */
+typedef struct fl_batch_field {
+    const char *name;           /* the schema's name ("image", "label", "boxes", ...) */
+    fl_field_type type;
+    fl_dtype dtype;
+    uint32_t ndim;              /* dimensions of shape, the batch's included */
+    uint64_t shape[FL_MAX_DIMS + 2];
+    void *data;                 /* pinned host memory, 64-byte aligned */
+    int32_t *counts;            /* variable fields: B counts; else NULL */
+    uint64_t bytes;             /* bytes of data */
+    void *device_data;          /* device mode: device copy of data, ready when `event` completes */
+    int32_t *device_counts;     /* device mode, variable fields: device copy of counts */
+} fl_batch_field;
 
 /* One batch. All pointers stay valid until fl_loader_release(batch). Every batch is full
  * (size == batch_size): the epoch's tail is padded or dropped (see drop_last).
@@ -214,6 +264,12 @@ typedef struct fl_batch {
     void *device_labels;  /* device mode: device copy of labels */
     void *event;          /* device mode: cudaEvent_t recorded after the copies */
     void *stream;         /* device mode: the loader's cudaStream_t */
+    /* ABI 2 */
+    uint32_t num_fields;  /* the schema's fields (fl_dataset_num_fields): 2 for a
+                             classification data set (image, label), whose arrays are images and
+                             labels above; 0..1 image fields (a data set without images has
+                             none: height = width = channels = 0 and images holds no bytes) */
+    const fl_batch_field *fields; /* num_fields entries, schema order */
 } fl_batch;
 
 typedef struct fl_loader fl_loader;

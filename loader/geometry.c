@@ -8,25 +8,28 @@ static double clampd(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-uint32_t fl_boxes_transform(const float *src, uint32_t n, const fl_aug_params *ap,
+uint32_t fl_boxes_transform(const void *src, uint32_t n, const fl_aug_params *ap,
                             uint32_t out_w, uint32_t out_h, float min_visible, float *dst,
                             uint32_t *keep)
 {
     const fl_rect *r = &ap->crop;
-    double sx = (double)out_w / (double)r->width, sy = (double)out_h / (double)r->height;
     double W = out_w, H = out_h;
     uint32_t kept = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const float *b = src + 4 * (size_t)i;
-        double x0 = ((double)b[0] - r->x) * sx, x1 = ((double)b[2] - r->x) * sx;
-        double y0 = ((double)b[1] - r->y) * sy, y1 = ((double)b[3] - r->y) * sy;
-        double area = (x1 - x0) * (y1 - y0);
+        float b[4];
+        memcpy(b, (const uint8_t *)src + 16 * (size_t)i, sizeof b);
+        /* multiply before dividing: a box edge on the crop's edge lands exactly on the output's */
+        double x0 = ((double)b[0] - r->x) * W / r->width, x1 = ((double)b[2] - r->x) * W / r->width;
+        double y0 = ((double)b[1] - r->y) * H / r->height, y1 = ((double)b[3] - r->y) * H / r->height;
         double cx0 = clampd(x0, 0, W), cx1 = clampd(x1, 0, W);
         double cy0 = clampd(y0, 0, H), cy1 = clampd(y1, 0, H);
-        double cw = cx1 - cx0, ch = cy1 - cy0;
-        /* NaN-safe: a comparison with NaN is false, so such a box is dropped */
-        if (!(cw >= 1.0 && ch >= 1.0 && cw * ch >= (double)min_visible * area))
-            continue;
+        int whole = x0 >= 0 && y0 >= 0 && x1 <= W && y1 <= H;
+        if (!whole) {
+            /* NaN-safe: a comparison with NaN is false, so such a box is dropped */
+            double cw = cx1 - cx0, ch = cy1 - cy0, area = (x1 - x0) * (y1 - y0);
+            if (!(cw >= 1.0 && ch >= 1.0 && cw * ch >= (double)min_visible * area * (1 - 1e-9)))
+                continue;
+        }
         float *d = dst + 4 * (size_t)kept;
         if (ap->flip) {
             d[0] = (float)(W - cx1);
@@ -44,10 +47,10 @@ uint32_t fl_boxes_transform(const float *src, uint32_t n, const fl_aug_params *a
     return kept;
 }
 
-void fl_rows_compact_i32(const int32_t *src, const uint32_t *keep, uint32_t nkeep, int32_t *dst)
+void fl_rows_compact_i32(const void *src, const uint32_t *keep, uint32_t nkeep, int32_t *dst)
 {
     for (uint32_t j = 0; j < nkeep; j++)
-        dst[j] = src[keep[j]];
+        memmove(&dst[j], (const uint8_t *)src + 4 * (size_t)keep[j], 4);
 }
 
 void fl_geometry_maps(const fl_aug_params *ap, uint32_t out_w, uint32_t out_h, uint32_t *xmap,

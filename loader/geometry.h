@@ -16,21 +16,24 @@
 
 #include "augment.h" /* fl_aug_params */
 
-/* Boxes (n rows of x0, y0, x1, y1 float32, source pixels, x1/y1 exclusive) through the crop
+/* Boxes (n rows of x0, y0, x1, y1 float32, source pixels, x1/y1 exclusive; src need not be
+ * aligned: a parsed fields block's values are not) through the crop
  * ap->crop resampled to out_w × out_h and the flip ap->flip:
  *   x' = (x - crop.x) * out_w / crop.width, clipped to [0, out_w] (y likewise),
  *   flipped: x0' = out_w - x1', x1' = out_w - x0'.
- * A box is kept when its clipped part is at least 1 output pixel wide and 1 high and holds at
- * least `min_visible` (0..1) of its transformed, unclipped area. Kept boxes are written to dst
+ * A box the crop does not cut is always kept (however small: with no augmentation every box
+ * comes out); a box the crop cuts is kept when its clipped part is at least 1 output pixel wide
+ * and 1 high and holds at least `min_visible` (0..1) of its transformed, unclipped area. Kept boxes are written to dst
  * in their source order (dst may not overlap src), and keep[j] (may be NULL) receives the source
  * row of kept box j, for fl_rows_compact. Returns the number kept. */
-uint32_t fl_boxes_transform(const float *src, uint32_t n, const fl_aug_params *ap,
+uint32_t fl_boxes_transform(const void *src, uint32_t n, const fl_aug_params *ap,
                             uint32_t out_w, uint32_t out_h, float min_visible, float *dst,
                             uint32_t *keep);
 
-/* dst[j] = src[keep[j]] for j < nkeep: an int list aligned to a boxes field keeps the rows its
- * boxes kept. dst may equal src (keep[] is increasing, so the compaction runs in place). */
-void fl_rows_compact_i32(const int32_t *src, const uint32_t *keep, uint32_t nkeep, int32_t *dst);
+/* dst[j] = src[keep[j]] for j < nkeep (src int32, need not be aligned): an int list aligned to a
+ * boxes field keeps the rows its boxes kept. dst may equal src (keep[] is increasing, so the
+ * compaction runs in place). */
+void fl_rows_compact_i32(const void *src, const uint32_t *keep, uint32_t nkeep, int32_t *dst);
 
 /* The source column of each output column (xmap[out_w], flip applied: xmap[u] is what output
  * column u shows) and the source row of each output row (ymap[out_h]), nearest neighbour

@@ -46,7 +46,7 @@ int fl_loader_options_check(const fl_loader_options *o, fl_error *err)
         return fl_error_set(err, FL_E_INVALID,
                             "out_height and out_width must both be set or both be 0 (got %u×%u)",
                             o->out_height, o->out_width);
-    if ((unsigned)o->augment > FL_AUG_RRC)
+    if ((unsigned)o->augment > FL_AUG_OBJECT_CROP)
         return fl_error_set(err, FL_E_INVALID, "unknown augment %d", (int)o->augment);
     if ((unsigned)o->order > FL_ORDER_QUASI)
         return fl_error_set(err, FL_E_INVALID, "unknown order %d", (int)o->order);
@@ -57,7 +57,7 @@ int fl_loader_options_check(const fl_loader_options *o, fl_error *err)
                             o->io == FL_IO_MMAP ? "FL_IO_MMAP" : "FL_IO_MEMORY");
     if ((unsigned)o->on_corrupt > FL_CORRUPT_SKIP)
         return fl_error_set(err, FL_E_INVALID, "unknown on_corrupt %d", (int)o->on_corrupt);
-    if (o->augment == FL_AUG_RRC) {
+    if (o->augment == FL_AUG_RRC || o->augment == FL_AUG_OBJECT_CROP) {
         if (!(o->scale_min > 0 && o->scale_min <= o->scale_max && isfinite(o->scale_max)))
             return fl_error_set(err, FL_E_INVALID,
                                 "scale range (%g, %g) must satisfy 0 < min <= max",
@@ -70,6 +70,9 @@ int fl_loader_options_check(const fl_loader_options *o, fl_error *err)
     if (o->augment == FL_AUG_CENTER && !(o->center_ratio > 0 && o->center_ratio <= 1))
         return fl_error_set(err, FL_E_INVALID, "center_ratio %g must lie in (0, 1]",
                             o->center_ratio);
+    if (!(o->box_min_visible >= 0 && o->box_min_visible <= 1))
+        return fl_error_set(err, FL_E_INVALID, "box_min_visible %g must lie in [0, 1]",
+                            o->box_min_visible);
     uint32_t world = o->world ? o->world : 1;
     if (o->rank >= world)
         return fl_error_set(err, FL_E_INVALID, "rank %u out of range for world %u", o->rank,

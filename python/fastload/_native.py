@@ -59,6 +59,25 @@ class fl_loader_options(ctypes.Structure):
         ("log_user", ctypes.c_void_p),
         ("decode_flags", ctypes.c_uint32),
         ("memory_max", ctypes.c_int64),
+        ("box_min_visible", ctypes.c_float),
+    ]
+
+
+MAX_DIMS = 4  # FL_MAX_DIMS of formats/fl_fields.h
+
+
+class fl_batch_field(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("type", ctypes.c_int),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_uint32),
+        ("shape", ctypes.c_uint64 * (MAX_DIMS + 2)),
+        ("data", ctypes.c_void_p),
+        ("counts", ctypes.POINTER(ctypes.c_int32)),
+        ("bytes", ctypes.c_uint64),
+        ("device_data", ctypes.c_void_p),
+        ("device_counts", ctypes.c_void_p),
     ]
 
 
@@ -79,6 +98,8 @@ class fl_batch(ctypes.Structure):
         ("device_labels", ctypes.c_void_p),
         ("event", ctypes.c_void_p),
         ("stream", ctypes.c_void_p),
+        ("num_fields", ctypes.c_uint32),
+        ("fields", ctypes.POINTER(fl_batch_field)),
     ]
 
 
@@ -124,10 +145,11 @@ class fl_abi_info(ctypes.Structure):
         ("sizeof_loader_options", ctypes.c_uint32),
         ("sizeof_batch", ctypes.c_uint32),
         ("sizeof_loader_stats", ctypes.c_uint32),
+        ("sizeof_batch_field", ctypes.c_uint32),
     ]
 
 
-ABI_VERSION = 1  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
+ABI_VERSION = 2  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
 
@@ -203,7 +225,8 @@ def check_abi(L, path):
     if info.abi_version != ABI_VERSION:
         problems.append(f"ABI version {info.abi_version} != {ABI_VERSION}")
     for field, struct in (("sizeof_error", fl_error), ("sizeof_loader_options", fl_loader_options),
-                          ("sizeof_batch", fl_batch), ("sizeof_loader_stats", fl_loader_stats)):
+                          ("sizeof_batch", fl_batch), ("sizeof_loader_stats", fl_loader_stats),
+                          ("sizeof_batch_field", fl_batch_field)):
         if getattr(info, field) != ctypes.sizeof(struct):
             problems.append(f"sizeof({struct.__name__}) {getattr(info, field)} != "
                             f"{ctypes.sizeof(struct)}")

@@ -27,7 +27,7 @@ static void exact_boxes(void)
         20, 30, 40, 60,    /* inside: (20, 20, 60, 80) */
         0, 0, 15, 25,      /* clipped: (0, 0, 10, 10) of (-20, -40, 10, 10): 100 of 3000 px */
         200, 0, 300, 10,   /* outside: dropped */
-        10, 20, 10.2f, 60, /* 0.4 px wide after the scale: dropped */
+        5, 30, 10.2f, 40,  /* cut to 0.4 px wide: dropped */
         105, 65, 130, 90,  /* clipped to (190, 90, 200, 100) */
     };
     float dst[5 * 4];
@@ -53,6 +53,10 @@ static void exact_boxes(void)
     /* 1.0 keeps only boxes wholly inside */
     n = fl_boxes_transform(src, 5, &ap, 200, 100, 1.0f, dst, keep);
     EXPECT(n == 1 && keep[0] == 0);
+    /* a box the crop does not cut is kept however thin */
+    const float thin[] = {30, 30, 30.1f, 30};
+    EXPECT(fl_boxes_transform(thin, 1, &ap, 200, 100, 0.9f, dst, NULL) == 1 && near(dst[0], 40) &&
+           near(dst[2], 40.2f) && near(dst[1], 20) && near(dst[3], 20));
     /* a NaN box is dropped */
     const float bad[] = {NAN, 0, 50, 50};
     EXPECT(fl_boxes_transform(bad, 1, &ap, 200, 100, 0.0f, dst, NULL) == 0);
