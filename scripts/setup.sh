@@ -22,7 +22,7 @@ done
 
 pkgs=(build-essential cmake pkg-config git
       liburing-dev liblmdb-dev libzstd-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
-      libwebp-dev
+      libwebp-dev libarchive-dev
       libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin clang libclang-rt-14-dev python3 python3-numpy python3-pytest
       python3-pil python3-skimage python3-venv python3-pip python3-setuptools python3-wheel
       chromium fonts-dejavu-core
@@ -38,6 +38,8 @@ pkgs=(build-essential cmake pkg-config git
 # found); without it the build keeps the reference layers and says so.
 # python3-torch / -torchvision (Debian's CPU build): fastload.torch, examples/pytorch_train.py and
 # their tests (which skip without them), and the PyTorch DataLoader peer of bench/loader.sh.
+# libarchive-dev: optional for the build: packdata reads tar inputs (ImageNet's tar of per-class
+# tars, a tar of class folders, WebDataset shards) in place with it; without it they are refused.
 # libwebp-dev: optional for the build (WebP inputs are refused without it), installed here so
 # packdata keeps WebP files and the loader decodes them.
 # python3-venv / -pip / -setuptools / -wheel: `pip install ./python` into a venv, offline (README,

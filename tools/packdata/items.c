@@ -2,6 +2,7 @@
  * --part slicing), bad-input reporting, and small file helpers shared by the source parsers. */
 #include "packdata.h"
 
+#include "archive_source.h"
 #include "fl_file.h"
 #include "fl_splitmix64.h"
 
@@ -26,6 +27,7 @@ void pd_items_free(pd_items *it) {
     free(it->arena);
     for (size_t i = 0; i < it->n_blocks; i++) free(it->pixel_blocks[i]);
     free(it->pixel_blocks);
+    pd_archives_free(it->archives);
     memset(it, 0, sizeof *it);
 }
 

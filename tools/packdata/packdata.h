@@ -54,6 +54,9 @@ typedef struct pd_item {
      * "height"/"width"), which boxes and masks were checked against; 0 when it does not. */
     pd_value *values;
     uint32_t src_height, src_width;
+    /* A member of a tar file (archive_source.h; in the list's arena): the image's bytes are
+     * read from there, path is NULL. NULL for files and in-memory pixels. */
+    const struct pd_member *member;
 } pd_item;
 
 /* How bad inputs are handled; shared by the parsers and the pack pipeline. */
@@ -95,6 +98,7 @@ typedef struct pd_items {
     size_t n_arena, arena_used, arena_cap;
     uint8_t **pixel_blocks;
     size_t n_blocks;
+    struct pd_archive *archives; /* the tar files members are read from (archive_source.h) */
 } pd_items;
 
 void pd_items_init(pd_items *it);
@@ -137,6 +141,7 @@ typedef struct pd_source_opts {
     char **class_names;        /* --classes FILE / --class-names a,b,c; NULL when not given */
     uint32_t n_class_names;
     uint64_t max_pixels;       /* --max-pixels */
+    const char *wds;           /* --wds SHARDS: WebDataset tar shards (src_tar_wds.c) */
 } pd_source_opts;
 
 /* Build the item list from SRC (autodetected or forced by the options). Rejected entries go
