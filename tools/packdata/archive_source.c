@@ -71,6 +71,7 @@ int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, 
     return FL_E_UNSUPPORTED;
 }
 void pd_archives_begin_ordered(pd_items *items, size_t start) { (void)items, (void)start; }
+const char *pd_archives_stream_only(const pd_archive *list) { (void)list; return NULL; }
 void pd_archives_free(pd_archive *list) { (void)list; }
 
 #else
@@ -457,6 +458,12 @@ void pd_archives_begin_ordered(pd_items *items, size_t start) {
     head->order->on = k > 0;
     head->order->turn = 0;
     pthread_mutex_unlock(&head->order->m);
+}
+
+const char *pd_archives_stream_only(const pd_archive *list) {
+    for (; list; list = list->next)
+        if (!list->random) return list->path;
+    return NULL;
 }
 
 void pd_archives_free(pd_archive *list) {

@@ -81,6 +81,10 @@ int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, 
  * once (the pipeline reads each item's member first thing). */
 void pd_archives_begin_ordered(pd_items *items, size_t start);
 
+/* The path of the first archive of the list that can only be read in order (compressed), or
+ * NULL when every one is read at random (or there is none). */
+const char *pd_archives_stream_only(const pd_archive *list);
+
 /* Close every archive and free the list. */
 void pd_archives_free(pd_archive *list);
 

@@ -16,6 +16,7 @@
 
 #include "fl_cli.h"
 #include "fl_clock.h"
+#include "archive_source.h"
 #include "fl_writer.h"
 #include "pack_dst.h"
 
@@ -247,6 +248,15 @@ static int pack_list_inputs(pack_run *s) {
         return TO_OUT;
     }
     s->parse_skipped = s->rc.skipped;
+    const char *stream = pd_archives_stream_only(s->items.archives);
+    if (po->shuffle && stream) {
+        fl_cli_error(PD_TOOL, "--shuffle: %s is a compressed tar, whose members can only be read "
+                     "in order (a shuffled pack would decompress it again for almost every "
+                     "record): decompress it first (a plain .tar is read at random), or pack "
+                     "in order and let the loader shuffle", stream);
+        s->status = FL_EXIT_USAGE;
+        return TO_OUT;
+    }
     if (po->shuffle) pd_items_shuffle(&s->items, po->seed);
     if (!s->items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images to pack", po->src);
@@ -384,6 +394,7 @@ static int pack_start_workers(pack_run *s) {
     pthread_cond_init(&p->cv_free, NULL);
     pthread_cond_init(&p->cv_ready, NULL);
     s->pipeline_init = 1;
+    pd_archives_begin_ordered(&s->items, s->start); /* compressed tars: members in item order */
     for (uint32_t i = 0; i < nw; i++) {
         s->workers[i].p = p;
         int r = pd_worker_init(&s->workers[i].ctx, &s->plan, s->dict, s->dict_len, &s->err);

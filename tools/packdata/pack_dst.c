@@ -3,6 +3,8 @@
  * DST.partial/plan.txt and the inputs digest kept in the manifest's options. */
 #include "pack_dst.h"
 
+#include "archive_source.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -251,12 +253,17 @@ int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *pl
             oom = 1;
             break;
         }
-        char stamp[64];
+        char stamp[96];
         unsigned long long size = 0;
         if (it->pixels) {
             /* in-memory pixels (IDX, CIFAR): their content stands for size and time */
             size = (unsigned long long)it->height * it->width * it->channels;
             snprintf(stamp, sizeof stamp, "crc32c:%08x", fl_crc32c(0, it->pixels, size));
+        } else if (it->member) {
+            /* a tar member: where it sits in which version of the tar */
+            size = it->member->size;
+            snprintf(stamp, sizeof stamp, "tar:%s@%llu#%llu", pd_archive_stamp(it->member->ar),
+                     (unsigned long long)it->member->offset, (unsigned long long)it->member->entry);
         } else {
             struct stat st;
             if (it->path && stat(it->path, &st) == 0) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "archive_source.h"
 #include "fl_cli.h"
 
 static const char *enc_name(pd_encode e) {
@@ -20,10 +21,16 @@ static const char *enc_name(pd_encode e) {
 /* First file input that reads and probes: its info. Returns 0 when found. */
 static int probe_first(const pd_items *items, uint64_t max_pixels, fl_image_info *info) {
     for (size_t i = 0; i < items->n && i < 1000; i++) {
-        uint8_t *d;
-        size_t n;
+        uint8_t *d = NULL;
+        size_t n, dcap = 0;
         fl_error e;
-        if (!items->v[i].path || pd_read_file(items->v[i].path, 0, 1ull << 31, &d, &n, &e)) continue;
+        char why[256];
+        const pd_item *it = &items->v[i];
+        if (it->member ? pd_member_read(it->member, &d, &dcap, &n, why, sizeof why) != 0
+                       : !it->path || pd_read_file(it->path, 0, 1ull << 31, &d, &n, &e) != 0) {
+            free(d);
+            continue;
+        }
         int r = fl_image_probe(d, n, info, &e);
         free(d);
         if (!r && info->width && info->height && (uint64_t)info->width * info->height <= max_pixels)
@@ -61,7 +68,8 @@ typedef struct sniff_job {
 static void *sniff_range(void *arg) {
     sniff_job *j = arg;
     for (size_t i = j->lo; i < j->hi; i++)
-        if (j->items->v[i].path) j->count[sniff_file(j->items->v[i].path)]++;
+        if (j->items->v[i].member) j->count[j->items->v[i].member->format]++; /* sniffed when listed */
+        else if (j->items->v[i].path) j->count[sniff_file(j->items->v[i].path)]++;
     return NULL;
 }
 

@@ -4,6 +4,7 @@
  * Everything goes into the caller's slot; buffers are grow-only and reused across items. */
 #include "pack_internal.h"
 
+#include "archive_source.h"
 #include "fl_file.h"
 
 #include <errno.h>
@@ -108,20 +109,29 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
     s->len = s->raw_len = 0;
     s->in_bytes = 0;
     s->format = plan->schema.encoding; /* KEEP: set below from the file */
-    s->source = it->path ? it->path : it->name;
+    s->source = it->member ? it->member->source : it->path ? it->path : it->name;
     const uint32_t ch = plan->channels;
     const uint8_t *pix;
     uint32_t w, h;
     size_t stride;
 
-    if (it->path) {
+    if (it->path || it->member) {
         /* keep without compression: read straight into the slot, no copy */
         int direct = plan->encode == PD_ENC_KEEP && plan->schema.compression == FL_COMP_NONE;
         uint8_t **buf = direct ? &s->buf : &c->file;
         size_t *cap = direct ? &s->cap : &c->file_cap;
         size_t len = 0;
-        int r = read_into(it->path, buf, cap, &len);
-        if (r == -ENOMEM) FATAL("out of memory reading %s", it->path);
+        int r;
+        if (it->member) {
+            /* a tar member: its bytes straight from the archive */
+            char why[600];
+            r = pd_member_read(it->member, buf, cap, &len, why, sizeof why);
+            if (r == -ENOMEM) FATAL("%.190s: %s", s->source, why);
+            if (r) REJECT("%s", why);
+        } else {
+            r = read_into(it->path, buf, cap, &len);
+        }
+        if (r == -ENOMEM) FATAL("out of memory reading %s", s->source);
         if (r == -ENOENT) REJECT("missing file (No such file or directory)");
         if (r == -EISDIR) REJECT("not a regular file");
         if (r == -ELOOP) REJECT("cannot read: a symbolic link loop (%s)", strerror(-r));
@@ -177,7 +187,7 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
         target_size(plan, info.width, info.height, &tw, &th);
         fl_image img;
         r = fl_decode(c->dec, data, len, ch, tw, th, &img, &err);
-        if (r == -ENOMEM) FATAL("out of memory decoding %s", it->path);
+        if (r == -ENOMEM) FATAL("out of memory decoding %s", s->source);
         if (r) REJECT("cannot decode %s: %s", fmt_name(info.format), err.msg[0] ? err.msg : fl_strerror(r));
         pix = img.pixels;
         w = img.width;

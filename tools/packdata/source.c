@@ -2,6 +2,8 @@
  * matching parser. */
 #include "packdata.h"
 
+#include "archive_source.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@ static int ends_with(const char *s, const char *suf) {
 int pd_source_load(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                    fl_error *err) {
     if (so->idx_images) return pd_src_idx(so->idx_images, so->idx_labels, so, rc, out, err);
+    if (so->wds) return pd_src_wds(so->wds, so, rc, out, err);
     if (so->csv) return pd_src_csv(so->csv, so, rc, out, err);
     struct stat st;
     if (stat(src, &st) < 0) return fl_error_set(err, -errno, "%s: %s", src, strerror(errno));
@@ -42,6 +45,7 @@ int pd_source_load(const char *src, const pd_source_opts *so, pd_reject_ctx *rc,
         if (pd_cifar_detect(src)) return pd_src_cifar(src, so, rc, out, err);
         return pd_src_imagefolder(src, so, rc, out, err);
     }
+    if (pd_is_tar_name(src)) return pd_src_tar(src, so, rc, out, err);
     if (ends_with(src, ".csv")) return pd_src_csv(src, so, rc, out, err);
     if (ends_with(src, ".bin")) return pd_src_cifar(src, so, rc, out, err);
     if (strstr(src, "idx3-ubyte") || strstr(src, "idx1-ubyte"))
