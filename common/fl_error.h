@@ -11,6 +11,14 @@
 
 #include <stdarg.h>
 
+/* FL_API marks a function of libfastload's public API. The library's objects are compiled with
+ * -fvisibility=hidden where their public headers use it (cmake/fl_public_api.cmake), so only what
+ * is marked keeps default visibility; the version script generated from the public headers
+ * decides what libfastload.so exports either way. */
+#ifndef FL_API
+#define FL_API __attribute__((visibility("default")))
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,21 +50,22 @@ typedef struct fl_error {
 } fl_error;
 
 /* Human-readable name of `code` (FL_E* or -errno). Never returns NULL. */
-const char *fl_strerror(int code);
+FL_API const char *fl_strerror(int code);
 
 /* Fill `err` (when not NULL) with `code` and a printf-style message; returns `code`, so callers
  * write `return fl_error_set(err, FL_E_FORMAT, "%s: bad magic", path);`. */
-int fl_error_set(fl_error *err, int code, const char *fmt, ...)
+FL_API int fl_error_set(fl_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Same with a va_list. */
-int fl_error_vset(fl_error *err, int code, const char *fmt, va_list ap);
+FL_API int fl_error_vset(fl_error *err, int code, const char *fmt, va_list ap);
 
 /* Prefix an existing message in place: "prefix: old message". Keeps the code. Returns err->code. */
-int fl_error_prefix(fl_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+FL_API int fl_error_prefix(fl_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Reset to FL_OK with an empty message. */
-void fl_error_clear(fl_error *err);
+FL_API void fl_error_clear(fl_error *err);
 
 #ifdef __cplusplus
 }
