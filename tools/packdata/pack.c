@@ -351,6 +351,12 @@ static int pack_open_writer(pack_run *s) {
     wo.lock = s->dd.lock;
     wo.plan = s->job.plan;
     wo.plan_len = s->job.plan_len;
+    if (s->plan.num_fields) {
+        /* until the writer stores a fields block (format version 3) */
+        fl_cli_error(PD_TOOL, "%s: this source has fields beyond image + label, which this build's "
+                     "writer cannot store yet", po->src ? po->src : "the input");
+        return TO_OUT;
+    }
     int r = fl_writer_open(po->dst, &wo, &s->w, &s->err);
     if (r) {
         fl_cli_error(PD_TOOL, "%s", s->err.msg[0] ? s->err.msg : fl_strerror(r));
@@ -540,7 +546,10 @@ static int pack_release(pack_run *s) {
         free(s->workers);
     }
     if (p->slots) {
-        for (size_t i = 0; i < p->n_slots; i++) free(p->slots[i].buf);
+        for (size_t i = 0; i < p->n_slots; i++) {
+            free(p->slots[i].buf);
+            free(p->slots[i].fields_buf);
+        }
         free(p->slots);
     }
     if (s->pipeline_init) {

@@ -185,6 +185,17 @@ static int opt_classes(void *opts, const char *name, const char *v, const char *
     return 0;
 }
 
+/* --field NAME:TYPE[:SHAPE], repeatable: the specs are checked when the source builds its
+ * schema (pd_field_spec_add), where the error can name the spec. */
+static int opt_field(void *opts, const char *name, const char *v, const char *tool) {
+    pd_pack_opts *po = opts;
+    if (po->so.n_field_specs == FL_MAX_FIELDS - 2)
+        return bad_value(tool, "--field: at most 30 fields (got '%s' past that)", v);
+    po->so.field_specs[po->so.n_field_specs++] = v;
+    (void)name;
+    return 0;
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 #define F(field) FL_CLI_FIELD(pd_pack_opts, field)
@@ -201,7 +212,30 @@ static const fl_cli_opt pack_opts[] = {
     {FL_CLI_TEXT2, "idx", .off = F(so.idx_images), .off2 = F(so.idx_labels), .metavar = "IMAGES LABELS",
      .help = "MNIST-style IDX files (idx3-ubyte images, idx1-ubyte labels), gzip'ed or not"},
     {FL_CLI_TEXT, "csv", .off = F(so.csv), .metavar = "FILE",
-     .help = "CSV with a header row (see --path-column, --label-column, --root)"},
+     .help = "CSV with a header row (see --path-column, --label-column, --root, --field)"},
+    {FL_CLI_TEXT, "jsonl", .off = F(so.jsonl), .metavar = "FILE",
+     .help = "JSON Lines: one object per line with \"path\", \"label\" and --field keys"},
+    {FL_CLI_CUSTOM, "field", .parse = opt_field, .metavar = "NAME:TYPE[:SHAPE]",
+     .help = "CSV column / JSONL key NAME packed as a field (repeatable); TYPE: int,\n"
+             "int_list (\"3 7 9\" or [3,7,9]), float, float_vector:N, boxes\n"
+             "([[x0,y0,x1,y1],...] pixels), ndarray:DTYPE:SHAPE (a .npy path or a\n"
+             "nested list; e.g. ndarray:float32:3x4), mask[:uint16] (a PNG path),\n"
+             "bytes (a file path), text (the string). With --field the label\n"
+             "column is optional"},
+    {FL_CLI_TEXT, "coco", .off = F(so.coco), .metavar = "INSTANCES.json",
+     .help = "COCO instances file; images under --root. Fields: image, boxes (xyxy\n"
+             "float32 pixels), labels (per box: index of its category in the classes,\n"
+             "the categories in id order), iscrowd"},
+    {FL_CLI_FLAG, "masks", .off = F(so.masks),
+     .help = "with --coco: also a semantic \"mask\" field (0 background, class index + 1)\n"
+             "rasterised from the polygons and RLE as pycocotools draws them"},
+    {FL_CLI_TEXT, "mask-dir", .off = F(so.mask_dir), .metavar = "DIR",
+     .help = "SRC is a folder of images, DIR the folder of their masks (same relative\n"
+             "paths): fields image, mask. One record per mask"},
+    {FL_CLI_TEXT, "mask-suffix", .off = F(so.mask_suffix), .metavar = "SUFFIX",
+     .help = "end of a mask's file name, replaced to find its image", .def = ".png"},
+    {FL_CLI_TEXT, "image-suffix", .off = F(so.image_suffix), .metavar = "SUFFIX",
+     .help = "end of an image's file name", .def = "the first of .jpg .jpeg .png .webp that exists"},
     {FL_CLI_CUSTOM, "root", .parse = opt_root, .metavar = "DIR",
      .help = "base directory for list/CSV paths", .def = "the list file's directory"},
     {FL_CLI_TEXT, "path-column", .off = F(so.path_column), .metavar = "NAME",
@@ -288,6 +322,9 @@ static const char pack_synopsis[] =
 "usage: packdata pack SRC DST [options]\n"
 "       packdata pack --csv FILE DST [options]\n"
 "       packdata pack --idx IMAGES LABELS DST [options]\n"
+"       packdata pack --coco INSTANCES.json --root IMAGE_DIR DST [--masks] [options]\n"
+"       packdata pack IMAGES_DIR DST --mask-dir MASKS_DIR [options]\n"
+"       packdata pack --jsonl FILE DST --field NAME:TYPE[:SHAPE] ... [options]\n"
 "\n"
 "Pack images and labels into a fastload dataset at DST (a directory of checksummed shards and a\n"
 "manifest, or an LMDB environment with --backend lmdb). Everything is written to DST.partial and\n"
@@ -296,8 +333,24 @@ static const char pack_synopsis[] =
 "\n"
 "How SRC is read (first rule that applies):\n"
 "  --idx IMAGES LABELS    MNIST-style IDX files\n"
+"  --coco FILE            COCO instances JSON, images under --root: one record per image (those\n"
+"                         without annotations too, with 0 boxes); fields image, boxes, labels,\n"
+"                         iscrowd, and with --masks mask. Boxes are [x,y,w,h] -> x0,y0,x1,y1 in\n"
+"                         pixels; a box up to 1 px outside its image is clipped to it, further\n"
+"                         out is a bad input. The mask: 0 background, class index + 1 (uint8\n"
+"                         up to 254 classes, else uint16), objects painted in file order (a\n"
+"                         later one wins where they overlap), each as pycocotools' annToMask\n"
+"                         draws it (polygons, RLE lists and compressed RLE strings)\n"
 "  --csv FILE             CSV with a header row; image paths in --path-column, labels in\n"
-"                         --label-column, relative to --root\n"
+"                         --label-column, relative to --root; --field maps more columns\n"
+"  --jsonl FILE           JSON Lines, one object per line (keys as the CSV's columns)\n"
+"  SRC + --mask-dir DIR   segmentation pairs: one record per mask under DIR (name ending in\n"
+"                         --mask-suffix), its image at the same relative path under SRC with\n"
+"                         the suffix replaced. VOC: SRC JPEGImages, DIR SegmentationClass\n"
+"                         (palette PNGs: their indices are the classes); ADE20K: SRC\n"
+"                         images, DIR annotations; Cityscapes: SRC leftImg8bit, DIR gtFine,\n"
+"                         --image-suffix _leftImg8bit.png --mask-suffix _gtFine_labelIds.png.\n"
+"                         A mask must have its image's size\n"
 "  SRC is a directory holding *-images-idx3-ubyte[.gz] + *-labels-idx1-ubyte[.gz]   → IDX\n"
 "                         (several pairs, e.g. train and t10k: choose with --split train|t10k)\n"
 "  SRC is a directory holding CIFAR binary batches (data_batch_*.bin, test_batch.bin: CIFAR-10;\n"
@@ -311,7 +364,9 @@ static const char pack_synopsis[] =
 "  SRC is any other file → list file: lines \"relative/path label\" (Caffe convert_imageset style;\n"
 "                         the path may contain spaces: the label is the last field), relative to\n"
 "                         --root (default: the list file's directory); '#' lines are comments\n"
-"Labels are integers 0..N-1, or class names when --classes/--class-names gives them.\n";
+"Labels are integers 0..N-1, or class names when --classes/--class-names gives them.\n"
+"With --max-side/--resize (--encode jpeg or raw) boxes are scaled with their image and masks\n"
+"resized by nearest neighbour (no new class ids).\n";
 
 static const char pack_epilog[] =
 "\n"
@@ -354,17 +409,23 @@ static int parse_args(int argc, char **argv, pd_pack_opts *po) {
     po->seed_given = fl_cli_given(&p, "seed");
     po->shard_size_given = fl_cli_given(&p, "shard-size");
     po->cifar100_given = fl_cli_given(&p, "cifar100-labels");
-    int need_src = !(po->so.idx_images || po->so.csv);
+    int need_src = !(po->so.idx_images || po->so.csv || po->so.coco || po->so.jsonl);
     if (p.npos == (need_src ? 2 : 1)) {
         po->src = need_src ? p.pos[0] : NULL;
         po->dst = p.pos[p.npos - 1];
     } else if (!need_src && p.npos == 2) {
-        return usage("give either SRC or --csv/--idx, not both"), FL_EXIT_USAGE;
+        return usage("give either SRC or --csv/--jsonl/--coco/--idx, not both"), FL_EXIT_USAGE;
     } else {
         return usage(need_src ? "needs SRC and DST" : "needs DST"), FL_EXIT_USAGE;
     }
     if (po->so.num_classes > 0 && po->so.n_class_names && (long)po->so.n_class_names != po->so.num_classes)
         return usage("--num-classes does not match the number of class names given"), FL_EXIT_USAGE;
+    if (po->so.masks && !po->so.coco)
+        return usage("--masks goes with --coco (mask folders: --mask-dir)"), FL_EXIT_USAGE;
+    if (po->so.coco && !po->so.root)
+        return usage("--coco needs --root IMAGE_DIR, the folder its file_name values are in"), FL_EXIT_USAGE;
+    if (po->so.n_field_specs && !po->so.csv && !po->so.jsonl && !(po->src && (strstr(po->src, ".csv") || strstr(po->src, ".jsonl"))))
+        return usage("--field goes with a CSV or JSON Lines source"), FL_EXIT_USAGE;
     size_t dl = strlen(po->dst);
     while (dl > 1 && po->dst[dl - 1] == '/') ((char *)po->dst)[--dl] = 0;
     return -1;
@@ -384,19 +445,23 @@ static const char *form_name(const char *form) {
     if (!strcmp(form, "idx")) return "an IDX source";
     if (!strcmp(form, "cifar10")) return "a CIFAR-10 source";
     if (!strcmp(form, "cifar100")) return "a CIFAR-100 source";
+    if (!strcmp(form, "coco")) return "a COCO source";
+    if (!strcmp(form, "maskpairs")) return "an image/mask folder source";
+    if (!strcmp(form, "jsonl")) return "a JSON Lines source";
     return form;
 }
 
 void pd_pack_warn_unused(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan) {
     const char *form = items->form ? items->form : "";
     const char *what = form_name(items->form);
-    int list_or_csv = !strcmp(form, "list") || !strcmp(form, "csv");
+    int list_or_csv = !strcmp(form, "list") || !strcmp(form, "csv") || !strcmp(form, "jsonl") ||
+                      !strcmp(form, "coco");
     if (po->so.root && !list_or_csv)
         fl_cli_warn(PD_TOOL, "--root does not apply to %s (only list file and CSV paths are relative "
                     "to it): ignored", what);
-    if (po->so.path_column && strcmp(form, "csv"))
+    if (po->so.path_column && strcmp(form, "csv") && strcmp(form, "jsonl"))
         fl_cli_warn(PD_TOOL, "--path-column does not apply to %s (only to CSV): ignored", what);
-    if (po->so.label_column && strcmp(form, "csv"))
+    if (po->so.label_column && strcmp(form, "csv") && strcmp(form, "jsonl"))
         fl_cli_warn(PD_TOOL, "--label-column does not apply to %s (only to CSV): ignored", what);
     if (po->so.split && (po->so.idx_images || po->so.csv ||
                          (strcmp(form, "idx") && strcmp(form, "cifar10") && strcmp(form, "cifar100"))))

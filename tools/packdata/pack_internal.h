@@ -60,6 +60,9 @@ typedef struct pd_plan {
     fl_image_format keep_format;
     uint64_t keep_count[4];
     size_t dict_cap;          /* most bytes of zstd dictionary to train (0: 110 KiB) */
+    /* the schema when the source has fields beyond image + label (pd_items.fields), else 0 */
+    const fl_field *fields;
+    uint32_t num_fields;
 } pd_plan;
 
 /* The record encoding of an image format (FL_IMG_JPEG -> FL_ENC_JPEG, ...). */
@@ -86,6 +89,9 @@ typedef struct pd_slot {
     uint32_t height, width;
     fl_encoding format; /* the record's encoding (its own format under --encode keep) */
     uint64_t in_bytes;  /* input bytes (file size or raw pixels) */
+    uint32_t src_height, src_width; /* the image before any resize (boxes and masks scale from it) */
+    uint8_t *fields_buf; /* the record's fields block (plan->num_fields > 0; grow-only, reused) */
+    size_t fields_len, fields_cap;
     const char *source; /* item name or path, for messages */
     char msg[800];
 } pd_slot;
@@ -102,6 +108,12 @@ typedef struct pd_worker_ctx {
     size_t pix_cap;
     uint8_t *scratch;   /* resize scratch */
     size_t scratch_cap;
+    /* fields: a field's file, boxes scaled to the stored image, masks at source and stored
+     * size, an encoded mask (grow-only) */
+    uint8_t *ffile;
+    size_t ffile_cap;
+    uint8_t *fboxes, *mask, *mask2, *menc;
+    size_t fboxes_cap, mask_cap, mask2_cap, menc_cap;
 } pd_worker_ctx;
 
 int pd_worker_init(pd_worker_ctx *c, const pd_plan *plan, const void *dict, size_t dict_len,

@@ -142,6 +142,14 @@ typedef struct pd_source_opts {
     uint32_t n_class_names;
     uint64_t max_pixels;       /* --max-pixels */
     const char *wds;           /* --wds SHARDS: WebDataset tar shards (src_tar_wds.c) */
+    const char *coco;          /* --coco INSTANCES.json (images under --root) */
+    int masks;                 /* --masks: COCO segmentations into a "mask" field */
+    const char *mask_dir;      /* --mask-dir: image/mask folder pairs */
+    const char *mask_suffix;   /* --mask-suffix (default ".png") */
+    const char *image_suffix;  /* --image-suffix (default: any image extension) */
+    const char *jsonl;         /* --jsonl FILE */
+    const char *field_specs[FL_MAX_FIELDS]; /* --field NAME:TYPE[:SHAPE], in order */
+    uint32_t n_field_specs;
 } pd_source_opts;
 
 /* Build the item list from SRC (autodetected or forced by the options). Rejected entries go
@@ -155,6 +163,30 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
                 fl_error *err);
 int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                fl_error *err);
+/* COCO instances JSON (src_coco.c; needs so->root). */
+int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                fl_error *err);
+/* Image/mask folder pairs (src_maskpairs.c): images under `dir`, masks under so->mask_dir. */
+int pd_src_maskpairs(const char *dir, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                     fl_error *err);
+/* JSON Lines: one object per line with "path", "label" and the --field keys (src_jsonl.c). */
+int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                 fl_error *err);
+/* --field NAME:TYPE[:SHAPE] (field_spec.c). pd_field_spec_add: one spec into it->fields.
+ * pd_fields_begin: the schema of a CSV/JSONL source with --field: image, "label" (INT) when
+ * with_label, then the specs in order; validated. pd_field_value_text / _json: a CSV cell or a
+ * JSON value into *v (in the list's arena; paths resolved against root), checked against f:
+ * int, int_list ("3 7 9" or [3,7,9]), float, float_vector, boxes ([[x0,y0,x1,y1],...]),
+ * ndarray (a .npy path or a nested list), mask / bytes (a path), text (the string).
+ * All return 0, -1 with `why` filled (the caller names the line and field), or -ENOMEM. */
+struct fl_jnode;
+int pd_field_spec_add(pd_items *it, const char *spec, char *why, size_t cap);
+int pd_fields_begin(pd_items *it, const pd_source_opts *so, int with_label, char *why, size_t cap);
+int pd_field_value_text(pd_items *it, const fl_field *f, const char *s, const char *root,
+                        pd_value *v, char *why, size_t cap);
+int pd_field_value_json(pd_items *it, const fl_field *f, const struct fl_jnode *n,
+                        const char *root, pd_value *v, char *why, size_t cap);
+
 /* IDX from memory (for the fuzzer): parse an idx3 image file and idx1 label file. */
 int pd_idx_parse(const uint8_t *img, size_t img_len, const uint8_t *lab, size_t lab_len,
                  const char *img_name, const char *lab_name, uint64_t max_pixels,
@@ -180,6 +212,14 @@ int pd_parse_label(const char *s, const pd_source_opts *so, int32_t *label, char
  * *data is malloc'ed. Errors: -errno, FL_E_TOO_LARGE (over max_len), FL_E_DECODE (bad gzip). */
 int pd_read_file(const char *path, int gunzip, size_t max_len, uint8_t **data, size_t *len,
                  fl_error *err);
+
+/* A .npy file in memory (untrusted): its dtype, shape (*ndim sizes) and element bytes (pointing
+ * into d). Little-endian, C order, format 1-3. Returns 0, or -1 with `why` filled. (npy.c) */
+int pd_npy_parse(const uint8_t *d, size_t len, fl_dtype *dtype, uint32_t *ndim, uint64_t *shape,
+                 const uint8_t **data, size_t *data_len, char *why, size_t cap);
+/* Write a .npy (version 1) header for these into out (cap >= 128 bytes); returns its length (a
+ * multiple of 64), 0 when it does not fit or the dtype has no .npy name. */
+size_t pd_npy_header(fl_dtype dtype, uint32_t ndim, const uint64_t *shape, char *out, size_t cap);
 
 /* Join dir + "/" + name into a malloc'ed string. */
 char *pd_path_join(const char *dir, const char *name);

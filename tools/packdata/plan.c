@@ -115,6 +115,8 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
         return fl_error_set(err, FL_E_INVALID, "--encode keep stores the files unchanged: "
                             "--resize, --max-side and --gray need --encode jpeg or raw");
     plan->encode = e;
+    plan->fields = items->num_fields ? items->fields : NULL;
+    plan->num_fields = items->num_fields;
     plan->quality = po->quality;
     /* default: restart markers for re-encoded JPEGs (cheaper crops in the loader), none for keep
      * (the bytes stay exact); raw records have no JPEG to rewrite */

@@ -6,6 +6,7 @@
 
 #include "archive_source.h"
 #include "fl_file.h"
+#include "pd_coco.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +34,11 @@ void pd_worker_free(pd_worker_ctx *c) {
     free(c->file);
     free(c->pix);
     free(c->scratch);
+    free(c->ffile);
+    free(c->fboxes);
+    free(c->mask);
+    free(c->mask2);
+    free(c->menc);
     memset(c, 0, sizeof *c);
 }
 
@@ -101,7 +107,7 @@ static void store(pd_worker_ctx *c, const pd_plan *plan, const uint8_t *payload,
     s->len = len;
 }
 
-void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s) {
+static void process_image(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s) {
     fl_error err;
     fl_error_clear(&err);
     s->status = PD_SLOT_OK;
@@ -154,6 +160,11 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
             REJECT("declared size %ux%u (%llu pixels) is over --max-pixels %llu", info.width,
                    info.height, (unsigned long long)px, (unsigned long long)plan->max_pixels);
         if (!info.width || !info.height) REJECT("declared size %ux%u is empty", info.width, info.height);
+        s->src_width = info.width;
+        s->src_height = info.height;
+        if (it->src_width && (it->src_width != info.width || it->src_height != info.height))
+            REJECT("image is %ux%u, but its annotations say %ux%u", info.width, info.height,
+                   it->src_width, it->src_height);
         if (!fl_image_looks_complete(info.format, data, len))
             REJECT("truncated %s (%s)", fmt_name(info.format),
                    info.format == FL_IMG_JPEG ? "no end-of-image marker"
@@ -196,6 +207,8 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
     } else {
         w = it->width;
         h = it->height;
+        s->src_width = w;
+        s->src_height = h;
         s->in_bytes = (uint64_t)w * h * it->channels;
         pix = it->pixels;
         stride = (size_t)w * it->channels;
@@ -261,4 +274,174 @@ void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, p
      * to stop a --on-error skip run */
     if (er) REJECT("cannot encode as JPEG: %.500s", err.msg);
     store(c, plan, out, out_len, s);
+}
+
+/* ---- fields ------------------------------------------------------------------------------- */
+
+/* The mask of field f at the source image's size into c->mask, then at the stored size. */
+static int field_mask(pd_worker_ctx *c, const pd_plan *plan, const fl_field *f, const pd_value *v,
+                      pd_slot *s, const uint8_t **px) {
+    uint32_t sw = s->src_width, sh = s->src_height, w = s->width, h = s->height;
+    uint32_t elem = f->dtype == FL_DTYPE_U16 ? 2 : 1;
+    size_t need = (size_t)sw * sh * elem;
+    if (grow(&c->mask, &c->mask_cap, need ? need : 1)) {
+        s->status = PD_SLOT_FATAL;
+        snprintf(s->msg, sizeof s->msg, "out of memory");
+        return -1;
+    }
+    fl_error err;
+    fl_error_clear(&err);
+    if (v->kind == PD_VAL_FILE) {
+        size_t len = 0;
+        int r = read_into(v->path, &c->ffile, &c->ffile_cap, &len);
+        if (r) {
+            s->status = PD_SLOT_REJECT;
+            snprintf(s->msg, sizeof s->msg, "field %s: cannot read %.300s: %s", f->name, v->path, strerror(-r));
+            return -1;
+        }
+        if (fl_mask_decode(c->ffile, len, FL_MASK_PNG, sw, sh, f->dtype, c->mask, c->mask_cap, v->path, &err)) {
+            s->status = PD_SLOT_REJECT;
+            snprintf(s->msg, sizeof s->msg, "field %s: %.600s", f->name, err.msg);
+            return -1;
+        }
+    } else if (v->kind == PD_VAL_SEGMENTS) {
+        memset(c->mask, 0, need);
+        char why[300];
+        int r = pd_coco_paint(v->data, v->len, sw, sh, c->mask, elem, why, sizeof why);
+        if (r) {
+            s->status = r == -ENOMEM ? PD_SLOT_FATAL : PD_SLOT_REJECT;
+            snprintf(s->msg, sizeof s->msg, "field %s: %s", f->name, r == -ENOMEM ? "out of memory" : why);
+            return -1;
+        }
+    } else {
+        memset(c->mask, 0, need); /* no value: all background */
+    }
+    const uint8_t *m = c->mask;
+    if (w != sw || h != sh) {
+        if (grow(&c->mask2, &c->mask2_cap, (size_t)w * h * elem)) {
+            s->status = PD_SLOT_FATAL;
+            snprintf(s->msg, sizeof s->msg, "out of memory");
+            return -1;
+        }
+        fl_mask_resize_nearest(c->mask, sw, sh, c->mask2, w, h, elem);
+        m = c->mask2;
+    }
+    (void)plan;
+    *px = m;
+    return 0;
+}
+
+/* Encode the item's fields block into s->fields_buf (status set on failure). */
+static void encode_fields(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s) {
+    fl_field_value vals[FL_MAX_FIELDS];
+    memset(vals, 0, sizeof vals);
+    fl_error err;
+    fl_error_clear(&err);
+    s->fields_len = 0;
+    if (!it->values) FATAL("%s: the item has no field values", s->source);
+    /* scratch for the boxes of every BOXES field (usually one) */
+    size_t box_bytes = 0;
+    for (uint32_t i = 0; i < plan->num_fields; i++)
+        if (plan->fields[i].type == FL_FIELD_BOXES && it->values[i].kind == PD_VAL_DATA) box_bytes += it->values[i].len;
+    if (grow(&c->fboxes, &c->fboxes_cap, box_bytes ? box_bytes : 1)) FATAL("out of memory");
+    size_t box_off = 0;
+    int file_used = 0;
+    for (uint32_t i = 0; i < plan->num_fields; i++) {
+        const fl_field *f = &plan->fields[i];
+        const pd_value *v = &it->values[i];
+        fl_field_value *o = &vals[i];
+        if (!fl_field_in_block(plan->fields, plan->num_fields, i)) continue;
+        switch (f->type) {
+        case FL_FIELD_MASK: {
+            const uint8_t *m;
+            if (field_mask(c, plan, f, v, s, &m)) return;
+            size_t len = 0;
+            if (fl_mask_encode(m, s->width, s->height, f->dtype, f->codec ? f->codec : FL_MASK_PNG,
+                               0, &c->menc, &c->menc_cap, &len, &err))
+                FATAL("%.300s: field %s: %.300s", s->source, f->name, err.msg);
+            o->data = c->menc;
+            o->len = len;
+            o->height = s->height;
+            o->width = s->width;
+            o->count = 1;
+            break;
+        }
+        case FL_FIELD_BOXES:
+            if (v->kind != PD_VAL_DATA) break;
+            o->count = v->count;
+            o->len = v->len;
+            if (s->width == s->src_width && s->height == s->src_height) {
+                o->data = v->data;
+            } else {
+                /* the stored image was resized: boxes follow it, clipped to the new size */
+                const float *b = v->data;
+                float *d = (float *)(void *)(c->fboxes + box_off);
+                double sx = (double)s->width / s->src_width, sy = (double)s->height / s->src_height;
+                for (uint32_t k = 0; k < v->count * 4; k++) {
+                    double x = b[k] * (k % 2 ? sy : sx), lim = k % 2 ? s->height : s->width;
+                    d[k] = (float)(x < 0 ? 0 : x > lim ? lim : x);
+                }
+                o->data = d;
+                box_off += v->len;
+            }
+            break;
+        case FL_FIELD_NDARRAY:
+        case FL_FIELD_BYTES:
+            if (v->kind == PD_VAL_FILE) {
+                if (file_used) FATAL("%s: two file-backed fields", s->source);
+                size_t len = 0;
+                int r = read_into(v->path, &c->ffile, &c->ffile_cap, &len);
+                if (r) REJECT("field %s: cannot read %.300s: %s", f->name, v->path, strerror(-r));
+                if (f->type == FL_FIELD_BYTES) {
+                    o->data = c->ffile;
+                    o->len = o->count = (uint32_t)len;
+                    if (len > UINT32_MAX) REJECT("field %s: %.300s is over 4 GiB", f->name, v->path);
+                    break;
+                }
+                fl_dtype dt;
+                uint32_t nd;
+                uint64_t shape[FL_MAX_DIMS];
+                const uint8_t *data;
+                size_t dl;
+                char why[200];
+                if (pd_npy_parse(c->ffile, len, &dt, &nd, shape, &data, &dl, why, sizeof why))
+                    REJECT("field %s: %.200s: %s", f->name, v->path, why);
+                int same = dt == f->dtype && nd == f->ndim;
+                for (uint32_t d = 0; same && d < nd; d++) same = shape[d] == f->shape[d];
+                if (!same) {
+                    char got[96], want[96];
+                    int n = snprintf(got, sizeof got, "%s (", fl_dtype_name(dt));
+                    for (uint32_t d = 0; d < nd; d++) n += snprintf(got + n, sizeof got - (size_t)n, "%s%llu", d ? "," : "", (unsigned long long)shape[d]);
+                    snprintf(got + n, sizeof got - (size_t)n, ")");
+                    n = snprintf(want, sizeof want, "%s (", fl_dtype_name(f->dtype));
+                    for (uint32_t d = 0; d < f->ndim; d++) n += snprintf(want + n, sizeof want - (size_t)n, "%s%u", d ? "," : "", f->shape[d]);
+                    snprintf(want + n, sizeof want - (size_t)n, ")");
+                    REJECT("field %s: %.300s is %s, the field is %s", f->name, v->path, got, want);
+                }
+                o->data = data;
+                o->len = dl;
+                o->count = 1;
+                break;
+            }
+            __attribute__((fallthrough)); /* BYTES / NDARRAY held in memory */
+        default:
+            if (v->kind == PD_VAL_DATA) {
+                o->data = v->data;
+                o->len = v->len;
+                o->count = v->count;
+            }
+            break;
+        }
+    }
+    int r = fl_fields_encode(plan->fields, plan->num_fields, vals, s->width, s->height, plan->level,
+                             &s->fields_buf, &s->fields_cap, &s->fields_len, &err);
+    if (r == -ENOMEM) FATAL("%s: out of memory encoding its fields", s->source);
+    if (r) REJECT("%.700s", err.msg);
+}
+
+void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s) {
+    s->fields_len = 0;
+    s->src_width = s->src_height = 0;
+    process_image(c, plan, it, s);
+    if (s->status == PD_SLOT_OK && plan->num_fields) encode_fields(c, plan, it, s);
 }

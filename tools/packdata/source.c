@@ -18,9 +18,12 @@ int pd_source_load(const char *src, const pd_source_opts *so, pd_reject_ctx *rc,
                    fl_error *err) {
     if (so->idx_images) return pd_src_idx(so->idx_images, so->idx_labels, so, rc, out, err);
     if (so->wds) return pd_src_wds(so->wds, so, rc, out, err);
+    if (so->coco) return pd_src_coco(so->coco, so, rc, out, err);
     if (so->csv) return pd_src_csv(so->csv, so, rc, out, err);
+    if (so->jsonl) return pd_src_jsonl(so->jsonl, so, rc, out, err);
     struct stat st;
     if (stat(src, &st) < 0) return fl_error_set(err, -errno, "%s: %s", src, strerror(errno));
+    if (S_ISDIR(st.st_mode) && so->mask_dir) return pd_src_maskpairs(src, so, rc, out, err);
     if (S_ISDIR(st.st_mode)) {
         char *img = NULL, *lab = NULL;
         int r = pd_idx_find(src, so->split, &img, &lab, err);
@@ -47,6 +50,7 @@ int pd_source_load(const char *src, const pd_source_opts *so, pd_reject_ctx *rc,
     }
     if (pd_is_tar_name(src)) return pd_src_tar(src, so, rc, out, err);
     if (ends_with(src, ".csv")) return pd_src_csv(src, so, rc, out, err);
+    if (ends_with(src, ".jsonl")) return pd_src_jsonl(src, so, rc, out, err);
     if (ends_with(src, ".bin")) return pd_src_cifar(src, so, rc, out, err);
     if (strstr(src, "idx3-ubyte") || strstr(src, "idx1-ubyte"))
         return fl_error_set(err, FL_E_INVALID, "%s: an IDX file: pass --idx IMAGES LABELS, or the "

@@ -131,7 +131,27 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
         if (!strcmp(f, pc) && ip < 0) ip = (long)i;
         if (!strcmp(f, lc) && il < 0) il = (long)i;
     }
-    if (ip < 0 || il < 0) {
+    long fcol[FL_MAX_FIELDS];
+    int with_fields = so->n_field_specs > 0;
+    if (with_fields) {
+        /* --field: the label column becomes optional (regression, tensors) */
+        char why[300];
+        if (pd_fields_begin(out, so, il >= 0, why, sizeof why)) {
+            how = fl_error_set(err, FL_E_INVALID, "%s", why);
+            goto done;
+        }
+        for (uint32_t f = 0; f < out->num_fields; f++) {
+            fcol[f] = -1;
+            for (size_t i = 0; i < row.n; i++)
+                if (!strcmp(row.f[i], out->fields[f].name) && fcol[f] < 0) fcol[f] = (long)i;
+            if (fcol[f] < 0 && fl_field_in_block(out->fields, out->num_fields, f)) {
+                how = fl_error_set(err, FL_E_INVALID, "%s:1: header has no column named '%s' "
+                                   "(--field %s)", file, out->fields[f].name, out->fields[f].name);
+                goto done;
+            }
+        }
+    }
+    if (ip < 0 || (il < 0 && !with_fields)) {
         how = fl_error_set(err, FL_E_INVALID, "%s:1: header has no column named '%s' (choose with "
                          "%s): columns are %s%s%s%s", file, ip < 0 ? pc : lc,
                          ip < 0 ? "--path-column" : "--label-column", row.n > 0 ? row.f[0] : "",
@@ -169,10 +189,40 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
             }
             continue;
         }
-        int added = pd_listing_add(&lst, out, rc, so, src, path, row.f[il]);
+        size_t before = out->n;
+        int added = pd_listing_add(&lst, out, rc, so, src, path, il >= 0 ? row.f[il] : "0");
         if (added) {
             how = added < 0 ? PD_LISTING_OOM : PD_LISTING_STOPPED;
             break;
+        }
+        if (with_fields && out->n > before) {
+            pd_item *it = &out->v[out->n - 1];
+            if (!(it->values = pd_items_new_values(out))) {
+                how = PD_LISTING_OOM;
+                break;
+            }
+            int bad = 0;
+            for (uint32_t f = 0; f < out->num_fields && !bad; f++) {
+                /* the image, and the label column: pd_listing_add took them */
+                int lab_f = f == (uint32_t)fl_fields_label_index(out->fields, out->num_fields);
+                if (out->fields[f].type == FL_FIELD_IMAGE || (lab_f && il >= 0)) continue;
+                char why[300];
+                int vr = pd_field_value_text(out, &out->fields[f], row.f[fcol[f]], lst.root,
+                                             &it->values[f], why, sizeof why);
+                if (vr == -ENOMEM) {
+                    how = PD_LISTING_OOM;
+                    bad = 2;
+                } else if (vr) {
+                    out->n--; /* not added after all */
+                    bad = pd_reject(rc, src, "field %s: %s", out->fields[f].name, why) ? 2 : 1;
+                    if (bad == 2) how = PD_LISTING_STOPPED;
+                } else if (lab_f) {
+                    memcpy(&it->label, it->values[f].data, 4);
+                    if (it->label > lst.max_label) lst.max_label = it->label;
+                    it->values[f].kind = PD_VAL_NONE;
+                }
+            }
+            if (bad == 2) break;
         }
     }
 done:
