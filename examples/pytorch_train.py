@@ -68,7 +68,7 @@ def fastload_loader(path, args, device, dtype, train=True):
     if train:
         return ft.Loader(path, augment="rrc" if args.size else "none", flip=True, order="random",
                          seed=args.seed, drop_last=True, **kw)
-    # evaluation: every sample once on one process (drop_last=False pads the tail by wrap-around)
+    # evaluation: every sample once on one process (drop_last=False: the last batch is short)
     return ft.Loader(path, augment="center" if args.size else "none", order="seq", drop_last=False,
                      rank=0, world=1, **kw)
 

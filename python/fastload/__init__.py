@@ -18,11 +18,11 @@ else, in a source checkout, the build tree (build/libfastload.so); fastload.libr
 """
 from ._native import library_path
 from .errors import (CorruptRecordError, DataIOError, Error, InvalidOptionError,
-                     LoaderClosedError, UnsupportedError)
+                     LoaderClosedError, LoaderForkedError, UnsupportedError)
 from .loader import Batch, Loader
 
 __all__ = ["Loader", "Batch", "Error", "CorruptRecordError", "DataIOError", "InvalidOptionError",
-           "LoaderClosedError", "UnsupportedError", "torch_batches", "version", "library_path"]
+           "LoaderClosedError", "LoaderForkedError", "UnsupportedError", "torch_batches", "version", "library_path"]
 from ._native import PACKAGE_VERSION as __version__  # from CMakeLists.txt, via _version.py
 
 

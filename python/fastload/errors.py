@@ -12,6 +12,8 @@
       LoaderClosedError (ValueError)   a call on a closed (or failed) loader
       UnsupportedError              valid input or option this build or machine cannot handle
                                     (FL_E_UNSUPPORTED, FL_E_CUDA)
+      LoaderForkedError (RuntimeError)  a Loader used in a process forked from the one that
+                                    made it (create the Loader in each worker)
 The codes are those of common/fl_error.h.
 """
 import errno as _errno
@@ -36,7 +38,11 @@ class Error(Exception):
     """A libfastload error. `code` is the library's code (negative errno or FL_E_*), `message`
     its one-line message naming the shard, record and reason."""
 
-    def __init__(self, code, message):
+    def __init__(self, code=0, message=""):
+        # Error(message) works too: torch's DataLoader re-raises a worker's exception as
+        # exc_type(text), so the main process gets this class (not a RuntimeError) and the text
+        if isinstance(code, str) and not message:
+            code, message = 0, code
         Exception.__init__(self, message)
         self.code = code
         self.message = message
@@ -71,6 +77,11 @@ class LoaderClosedError(Error, ValueError):
 
 class UnsupportedError(Error):
     """Valid input or options this build or machine cannot handle (no io_uring, no CUDA...)."""
+
+
+class LoaderForkedError(Error, RuntimeError):
+    """A Loader used in a child process (os.fork, a DataLoader worker) of the process that made
+    it: its library threads are not there. Create the Loader in each worker."""
 
 
 _CORRUPT = {FL_E_FORMAT, FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_DECODE, FL_E_TOO_LARGE,

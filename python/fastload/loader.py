@@ -2,109 +2,150 @@
 
 The images of a batch are a numpy array (N, H, W, C) uint8 over the loader's pinned batch memory
 and the labels an int32 array; nothing is copied. Every array handed out keeps its ring slot: the
-slot goes back to the loader only when the last array over it (or a view of it) is garbage, so a
+slot goes back to the loader once the last array over it (or a view of it) is garbage, so a
 batch is never overwritten while referenced, and `list(L.epoch())` is correct. When the batches
 the caller holds would leave the ring no free slot, the next batch is copied out of the ring into
 memory of its own (so memory is bounded by what the caller holds). After `close()` the ring lives
-on until the last held array dies. One consumer thread per loader; see Loader.
+on until the last held array dies. One consumer thread per loader; one process (see fork below).
+
+Interrupts: a KeyboardInterrupt is raised by CPython only at calls and loop jumps, never between
+two attribute or item stores. Every step that takes a batch from the library or hands one out
+therefore ends in a "commit" of plain stores followed by the return, and every other step can be
+repeated: a batch taken but not handed out is handed out next time, a slot given back twice is
+ignored by the library. No Python code runs when an array dies (a weakref calls list.append, a C
+function): the consumer gives dead slots back at its next call, so a Ctrl-C can neither be
+swallowed by a finalizer nor leave a slot half released.
+
+Fork: the library's threads do not exist in a child process. A child never calls the library
+for a Loader of its parent: close() (and garbage collection, and exit) in the child only drop
+Python references, and any other use raises LoaderForkedError saying to create the Loader in
+each worker (fastload.torch.Dataset does that for torch DataLoader workers).
 """
+from __future__ import annotations
+
 import ctypes
 import logging
 import operator
 import os
 import threading
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _native
-from ._native import fl_error, fl_batch
-from .errors import (CorruptRecordError, DataIOError, Error, InvalidOptionError,  # noqa: F401
-                     LoaderClosedError, UnsupportedError, make_error)
+from ._native import fl_batch, fl_error
+from .errors import (FL_E_INVALID, CorruptRecordError, DataIOError, Error,  # noqa: F401
+                     InvalidOptionError, LoaderClosedError, LoaderForkedError, UnsupportedError,
+                     make_error)
 
 _log = logging.getLogger("fastload")
 _MAX_EPOCH = 1 << 40  # far beyond any run; keeps epoch * batches_per_epoch inside 64 bits
 
+# Incremented in every child process after a fork: an object made under another value belongs to
+# an ancestor process, whose library threads, locks and condition variables this one does not own.
+_FORK_GEN = [0]
 
-def _raise(code, err):
+
+def _after_fork_in_child() -> None:
+    _FORK_GEN[0] += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _raise(code: int, err: fl_error):
     msg = err.msg.decode("utf-8", "replace") if err.msg else ""
     if not msg:
         msg = _native.lib().fl_strerror(code).decode("utf-8", "replace")
     raise make_error(code, msg)
 
 
-class _Ring:
-    """Owns the C loader handle and counts the ring slots held by live arrays. Holds no reference
-    to the Loader, so arrays outliving it keep only this (and the ring memory) alive."""
+class _Slot:
+    """Held (as `.slot`) by the ctypes buffers under a batch's arrays; its death means that no
+    array over the slot is left. Holds nothing itself."""
+    __slots__ = ("__weakref__",)
 
-    def __init__(self, lib, handle, nslots):
+
+class _Ring:
+    """Owns the C loader handle and the ring slots held by live arrays. Holds no reference to the
+    Loader, so arrays outliving it keep only this (and the ring memory) alive."""
+
+    def __init__(self, lib, handle, nslots: int):
         self.lib = lib
         self.handle = handle
         self.nslots = nslots
-        self.live = 0             # slots held by live arrays
-        self.pending = []         # slots dropped on another thread: released by the consumer
-        self.consumer = None      # threading.Thread driving next(), set by the first request
+        self.gen = _FORK_GEN[0]
+        self.held: Dict[weakref.ref, Any] = {}  # weakref of a live batch's _Slot -> fl_batch*
+        self.dead: List[weakref.ref] = []  # weakrefs of dead _Slots (appended by list.append)
+        self.stale = None         # a slot whose batch was copied: released at the next drain
+        self.consumer: Optional[threading.Thread] = None  # the thread driving next()
         self.in_next = False      # the consumer is inside fl_loader_next
         self.closing = False      # close() was called with slots still held
-        self.lock = threading.RLock()
+        self.watch: List[weakref.ref] = []  # closing: the held slots, with a close callback
+        self.lock = threading.Lock()
 
-    def drop(self, ptr):
-        """A slot's last array died (any thread): give the slot back, now or via `pending`."""
-        with self.lock:
-            if self.handle is None:
-                return
-            if self.closing:
-                self.lib.fl_loader_release(self.handle, ptr)
-                self.live -= 1
-                if self.live == 0:
-                    self.lib.fl_loader_close(self.handle)
-                    self.handle = None
-                return
-            c = self.consumer
-            if not self.in_next and (c is None or c.ident == threading.get_ident()):
-                self.lib.fl_loader_release(self.handle, ptr)
-                self.live -= 1
-            else:
-                self.pending.append(ptr)
+    def forked(self) -> bool:
+        return self.gen != _FORK_GEN[0]
 
-    def drain(self):
-        """Release the slots dropped on other threads (consumer thread only)."""
-        with self.lock:
-            while self.pending:
-                self.lib.fl_loader_release(self.handle, self.pending.pop())
-                self.live -= 1
+    @property
+    def live(self) -> int:
+        """Slots held by arrays that are still alive."""
+        return sum(1 for wr in list(self.held) if wr() is not None)
 
-    def close(self):
-        """Close the handle now, or when the last held slot dies."""
+    def hold(self) -> Tuple[_Slot, weakref.ref]:
+        s = _Slot()
+        return s, weakref.ref(s, self.dead.append)
+
+    def drain(self) -> None:
+        """Give back the slots whose arrays died and the copied batch's slot (consumer thread).
+        Interrupted anywhere, it repeats the rest next time; a second release of a slot is
+        ignored by the library (no fl_loader_next ran in between)."""
+        if self.stale is not None:
+            self.lib.fl_loader_release(self.handle, self.stale)
+            self.stale = None
+        while self.dead:
+            wr = self.dead[-1]
+            p = self.held.get(wr)
+            if p is not None:
+                self.lib.fl_loader_release(self.handle, p)
+            self.held.pop(wr, None)
+            self.dead.pop()
+
+    def close(self) -> None:
+        """Close the handle now, or when the last held slot dies. In a forked child: forget it."""
+        if self.forked():
+            self.handle = None
+            self.held = {}
+            return
         with self.lock:
             if self.handle is None or self.closing:
                 return
-            while self.pending:
-                self.lib.fl_loader_release(self.handle, self.pending.pop())
-                self.live -= 1
             if self.live == 0:
-                self.lib.fl_loader_close(self.handle)
-                self.handle = None
-            else:
-                self.closing = True
+                h, self.handle = self.handle, None
+                self.held = {}
+                self.lib.fl_loader_close(h)
+                return
+            self.closing = True
+            for wr in list(self.held):
+                s = wr()
+                if s is not None:
+                    self.watch.append(weakref.ref(s, self._closing_death))
+
+    def _closing_death(self, _wr) -> None:
+        # Python code at an array's death, only after close() with arrays held: a Ctrl-C landing
+        # here leaves the closed loader's memory to the process's end, nothing else
+        if self.forked():
+            return
+        with self.lock:
+            if self.handle is not None and self.live == 0:
+                h, self.handle = self.handle, None
+                self.held = {}
+                self.watch = []
+                self.lib.fl_loader_close(h)
 
 
-class _Slot:
-    """One ring slot held by the arrays over it: released when the last of them is garbage."""
-    __slots__ = ("ring", "ptr", "__weakref__")
-
-    def __init__(self, ring):
-        self.ring = ring
-        self.ptr = None
-
-    def __del__(self):
-        if self.ptr is not None:
-            try:
-                self.ring.drop(self.ptr)
-            except Exception:  # interpreter shutdown
-                pass
-
-
-def _array(slot, ptr, shape, ctype, dtype):
+def _array(slot: Optional[_Slot], ptr, shape: Tuple[int, ...], ctype, dtype) -> np.ndarray:
     """A numpy array of `shape` over the C memory at `ptr`, without copying: its base is a ctypes
     array over that memory that holds `slot` (so the slot lives as long as any view of it)."""
     count = 1
@@ -112,7 +153,7 @@ def _array(slot, ptr, shape, ctype, dtype):
         count *= d
     if not ptr or count == 0:
         return np.empty(shape, dtype=dtype)
-    buf = (ctype * count).from_address(ctypes.addressof(ptr.contents))
+    buf = (ctype * count).from_address(ctypes.cast(ptr, ctypes.c_void_p).value)
     buf.slot = slot
     a = np.frombuffer(buf, dtype=dtype)
     return a.reshape(shape) if len(shape) > 1 else a
@@ -123,10 +164,12 @@ class Batch(tuple):
     (N int32), indices (N uint64 dataset record indices), epoch, batch (number within the epoch),
     last_in_epoch, skipped (corrupt records replaced), address (the images pointer), copied
     (True when the batch was copied out of the ring because the caller held every other slot).
+    N is the batch size, or fewer for the short last batch of an epoch (drop_last=False).
     The arrays keep the batch's ring slot until the last of them (and of their views) is garbage;
     release() only drops this object's own claim (kept for compatibility)."""
 
-    def __new__(cls, images, labels, indices, b, copied):
+    def __new__(cls, images: np.ndarray, labels: np.ndarray, indices: np.ndarray, b: fl_batch,
+                copied: bool):
         self = super().__new__(cls, (images, labels))
         self.images, self.labels, self.indices = images, labels, indices
         self.epoch, self.batch = int(b.epoch), int(b.batch)
@@ -143,27 +186,27 @@ class Batch(tuple):
         return self
 
     @property
-    def released(self):
+    def released(self) -> bool:
         return self._released
 
-    def release(self):
+    def release(self) -> None:
         """Say the batch is no longer needed. Its slot goes back to the ring when its arrays (and
         their views) are garbage: nothing held is ever overwritten."""
         self._released = True
 
-    def __enter__(self):
+    def __enter__(self) -> "Batch":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> bool:
         self.release()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"fastload.Batch(epoch={self.epoch}, batch={self.batch}, size={len(self.labels)}, "
                 f"shape={self.images.shape}{', copied' if self.copied else ''})")
 
 
-def _parse_augment(augment, flip):
+def _parse_augment(augment: Optional[str], flip: bool) -> Tuple[int, bool]:
     base, f = "none", bool(flip)
     for tok in str(augment or "none").replace("+", ",").split(","):
         tok = tok.strip()
@@ -177,17 +220,22 @@ def _parse_augment(augment, flip):
     return _native.AUGMENT[base], f
 
 
-FL_E_INVALID = -40009
+def default_order(augment: Optional[str] = "none", flip: bool = False) -> str:
+    """The order a Loader uses when none is given: "random" when the augmentation is random
+    (augment="rrc" or flip), else "seq" — the C library's default, and a DataLoader's without
+    shuffle (an evaluation set is read once, in order)."""
+    aug, f = _parse_augment(augment, flip)
+    return "random" if f or aug == _native.AUGMENT["rrc"] else "seq"
 
 
-def _choice(name, value, table):
+def _choice(name: str, value, table: Mapping[str, int]) -> int:
     if value not in table:
         raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={value!r}: expected one of "
                                  f"{sorted(set(table))}")
     return table[value]
 
 
-def _count(name, value, hi=None):
+def _count(name: str, value, hi: Optional[int] = None) -> int:
     """`value` as a non-negative int (below `hi`), else InvalidOptionError (a ValueError)."""
     try:
         if isinstance(value, bool):
@@ -202,54 +250,79 @@ def _count(name, value, hi=None):
     return v
 
 
-def _default_log(user, level, msg):
+def _default_log(user, level, msg) -> None:
     (_log.warning if level else _log.info)(msg.decode("utf-8", "replace") if msg else "")
+
+
+_ORDER_NAME = {0: "seq", 1: "random", 2: "quasi"}
+_NULL = ctypes.POINTER(fl_batch)
+Size = Union[None, int, Tuple[int, int], Sequence[int]]
 
 
 class Loader:
     """Stream a packed dataset (made by packdata) as batches of numpy arrays.
 
-    Loader(path, batch_size=256, workers=0, size=None, augment="none", flip=False,
-           order="random", seed=0, rank=0, world=1, io="auto", direct=False, drop_last=False, ...)
+    Loader(path, *, batch_size=256, workers=0, size=None, augment="none", flip=False,
+           order=None, seed=0, rank=0, world=1, drop_last=False, io="auto", direct=False, ...)
 
+    Every option is a keyword argument.
     path        dataset directory (shards or LMDB backend)
     batch_size  samples per batch
     workers     decode threads (0: one per online CPU)
     size        output (height, width), or an int for square; None: the dataset's fixed size
-    augment     "rrc" (random-resized-crop), "center" (resize + center crop), "none";
+    augment     "rrc" (random-resized-crop), "center" (resize the shorter side to size /
+                center_ratio, then crop the centre: evaluation), "none" (resize to size);
                 "rrc,flip" also turns on flip
     flip        random horizontal flip (p = 0.5)
     scale, ratio  random-resized-crop ranges (defaults (0.08, 1.0), (3/4, 4/3))
-    order       "seq", "random" (a permutation per epoch) or "quasi" (block shuffle)
+    center_ratio  augment="center": the crop's share of the resized image (default 0.875, i.e.
+                resize to 256 and crop 224)
+    order       "seq", "random" (a permutation per epoch) or "quasi" (block shuffle); None (the
+                default): "random" when the augmentation is random (rrc or flip), else "seq"
     seed        fixes shuffling and augmentation: same seed, same batches
     rank, world this process's share of every epoch in a data-parallel job
-    drop_last   drop the incomplete tail; False pads by wrapping around (equal batch counts per rank)
+    drop_last   True: only full batches (the tail is dropped). False (default): every sample,
+                the last batch shorter when the epoch does not divide (as a DataLoader's);
+                with world > 1, each rank gets ceil(records / world) samples as with
+                DistributedSampler (sequential and random orders)
     io          "auto", "uring", "pread", "mmap" or "memory";  direct: O_DIRECT reads
     memory_max  io="auto" reads raw-pixel datasets up to this many bytes into memory
                 (0: 256 MiB and 1/16 of RAM; negative: never)
     decode      "accurate" (libjpeg's defaults) or "fast" (fast IDCT, box chroma upsampling)
     prefetch    batches in the ring (0: workers + 2);  on_corrupt: "error" or "skip"
+    channels    1 or 3 (0: the dataset's)
     device      -1: host only; >= 0 the library also copies each batch to that CUDA device
     start_epoch, start_batch  resume position (see state_dict)
+    quasi_block, quasi_window, queue_depth, pinned, log: see loader/fastload.h
 
     Iterating over a Loader yields the batches left in the current epoch as (images, labels)
     tuples (fastload.Batch), like a DataLoader; `epoch()` does the same; `batches(n)` streams
-    across epochs. A batch's ring slot goes back when its arrays are garbage (see Batch); while
-    the caller holds all ring slots but one, batches come as copies (Batch.copied).
+    across epochs. len() is the batches per epoch. A batch's ring slot goes back when its arrays
+    are garbage (see Batch); while the caller holds all ring slots but one, batches come as
+    copies (Batch.copied). Information: dataset_size, class_names, samples_per_epoch, io, stats().
     One consumer thread: the thread that first asks for a batch drives the loader; another thread
     asking gets a RuntimeError (position(), state_dict(), stats() may be read from any thread).
+    One process: a Loader is not copied, pickled or used after os.fork (LoaderForkedError).
     A KeyboardInterrupt inside iteration loses no batch: the batch it interrupted comes next.
     Errors raise fastload.Error subclasses (see fastload.errors) with the library's message:
     CorruptRecordError, DataIOError (an OSError), InvalidOptionError and LoaderClosedError
-    (ValueErrors), UnsupportedError.
+    (ValueErrors), UnsupportedError, LoaderForkedError (a RuntimeError).
     """
 
-    def __init__(self, path, batch_size=256, workers=0, size=None, augment="none", flip=False,
-                 order="random", seed=0, rank=0, world=1, io="auto", direct=False, drop_last=False,
-                 prefetch=0, channels=0, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
-                 center_ratio=0.875, on_corrupt="error", pinned=True, device=-1, queue_depth=0,
-                 quasi_block=0, quasi_window=0, start_epoch=0, start_batch=0, log=None,
-                 decode="accurate", memory_max=0):
+    def __init__(self, path: Union[str, "os.PathLike[str]"], *, batch_size: int = 256,
+                 workers: int = 0, size: Size = None, augment: str = "none", flip: bool = False,
+                 order: Optional[str] = None, seed: int = 0, rank: int = 0, world: int = 1,
+                 drop_last: bool = False, io: str = "auto", direct: bool = False,
+                 prefetch: int = 0, channels: int = 0,
+                 scale: Tuple[float, float] = (0.08, 1.0),
+                 ratio: Tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+                 center_ratio: float = 0.875, on_corrupt: str = "error", pinned: bool = True,
+                 device: int = -1, queue_depth: int = 0, quasi_block: int = 0,
+                 quasi_window: int = 0, start_epoch: int = 0, start_batch: int = 0,
+                 log: Optional[Callable[[int, str], None]] = None, decode: str = "accurate",
+                 memory_max: int = 0, _exact_shares: bool = False):
+        self._handle = None
+        self._ring: Optional[_Ring] = None
         self._lib = _native.lib()
         self.path = os.fspath(path)
         aug, fl = _parse_augment(augment, flip)
@@ -265,6 +338,8 @@ class Loader:
             raise InvalidOptionError(FL_E_INVALID, f"fastload: rank {rank} must be in [0, world={world})")
         start_epoch = _count("start_epoch", start_epoch, _MAX_EPOCH)
         start_batch = _count("start_batch", start_batch)
+        if order is None:
+            order = default_order(augment, flip)
         po = _native.PaddedOptions()
         self._lib.fl_loader_options_init(ctypes.byref(po))
         o = po.s
@@ -302,15 +377,17 @@ class Loader:
         o.log = self._log_cb
         self._opts = po
         self.seed = int(seed)
+        self.order = _ORDER_NAME[o.order]
+        self.rank, self.world = int(rank), int(world)
+        self.drop_last = bool(drop_last)
+        self._exact = bool(_exact_shares)
         self._prefetch = int(prefetch)
         self._workers = int(workers)
-        self._handle = None
-        self._ring = None
-        self._current = None      # the batch iteration handed out last
+        self._current: Optional[Batch] = None  # the batch iteration handed out last
         self._open(start_epoch, start_batch)
 
     # ---- life cycle -------------------------------------------------------------------------
-    def _open(self, epoch, batch):
+    def _open(self, epoch: int, batch: int) -> None:
         self._opts.s.start_epoch, self._opts.s.start_batch = epoch, batch
         h = ctypes.c_void_p()
         err = fl_error()
@@ -326,34 +403,61 @@ class Loader:
             self._lib.fl_loader_close(h)
             raise InvalidOptionError(FL_E_INVALID, f"fastload: start batch {batch} out of range: "
                                      f"an epoch has {bpe} batches")
+        self._records = int(self._lib.fl_dataset_count(self._lib.fl_loader_dataset(h)))
         # ring slots as the library sizes them (loader.c size_pipeline): prefetch or workers + 2
         workers = self._workers or os.sysconf("SC_NPROCESSORS_ONLN") or 1
         self._ring = _Ring(self._lib, h, self._prefetch or workers + 2)
         self._handle = h
         self._bpe = bpe
+        self._real = self._real_samples(bpe * self.batch_size)
+        self._len = -(-self._real // self.batch_size)
         self._failed = False
         # the out-pointer fl_loader_next fills: non-NULL while a batch taken from the ring has not
         # reached the caller (a KeyboardInterrupt right after the C call); delivered next time
-        self._out = ctypes.POINTER(fl_batch)()
-        self._undelivered = None  # (epoch, batch) of a batch taken from C, not yet delivered
+        self._out = _NULL()
 
-    def close(self):
+    def _real_samples(self, per_rank: int) -> int:
+        """Samples of this rank's epoch that are handed out; the library fills the rest of its
+        `per_rank` positions (past the end of the sequence) by wrapping around."""
+        n, r, w = self._records, self.rank, self.world
+        if self.drop_last:
+            return per_rank
+        quasi = self.order == "quasi"
+        if self._exact:  # positions below n only: every record once over all the shares
+            if quasi:
+                return max(0, min(per_rank, n - r * per_rank))
+            return max(0, min(per_rank, (n - r + w - 1) // w))
+        if w == 1:
+            return n
+        if quasi:  # contiguous shares: the wrapped positions stay (equal counts per rank)
+            return per_rank
+        return (n + w - 1) // w  # DistributedSampler: ceil(n / world), the last round padded
+
+    def _valid(self, batch: int) -> int:
+        """Samples of batch `batch` (of an epoch) that are handed out."""
+        B = self.batch_size
+        return max(0, min(B, self._real - batch * B))
+
+    def close(self) -> None:
         """Stop handing out batches. Arrays still held keep their memory: the ring (and the
-        workers) are freed when the last of them is garbage, at once when none is held."""
-        if self._handle is not None:
-            r = self._ring
-            if r.in_next and r.consumer is not None and r.consumer.ident != threading.get_ident():
-                raise RuntimeError("fastload: close() from another thread while the consumer "
-                                   "thread waits for a batch")
-            self._current = None
-            self._handle = None
-            self._ring = None
-            r.close()
+        workers) are freed when the last of them is garbage, at once when none is held. In a
+        forked child (the Loader was made by the parent) only the references are dropped."""
+        r = self._ring
+        if self._handle is None or r is None:
+            return
+        if not r.forked() and r.in_next and r.consumer is not None and \
+                r.consumer.ident != threading.get_ident():
+            raise RuntimeError("fastload: close() from another thread while the consumer "
+                               "thread waits for a batch")
+        self._current = None
+        self._handle = None
+        self._ring = None
+        r.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Loader":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> bool:
         self.close()
         return False
 
@@ -363,21 +467,41 @@ class Loader:
         except Exception:
             pass
 
-    def _closed(self):
+    def _no_copy(self, what: str):
+        return TypeError(f"fastload.Loader cannot be {what}: it owns the library's worker threads "
+                         "and batch ring. Create another Loader with the same arguments (its "
+                         "state_dict() / load_state_dict() continue exactly where one stopped); "
+                         "in DataLoader workers, create it in each worker (fastload.torch.Dataset)")
+
+    def __copy__(self):
+        raise self._no_copy("copied")
+
+    def __deepcopy__(self, memo):
+        raise self._no_copy("copied")
+
+    def __reduce_ex__(self, protocol):
+        raise self._no_copy("pickled")
+
+    def _closed(self) -> LoaderClosedError:
         return LoaderClosedError(-22, f"{self.path}: loader is closed")
 
-    def _check_handle(self):
+    def _check_handle(self) -> None:
         if self._handle is None:
             raise self._closed()
+        if self._ring.forked():
+            raise LoaderForkedError(
+                FL_E_INVALID, f"fastload: this Loader ({self.path}) was created in another process "
+                "(before os.fork, e.g. by the parent of a DataLoader worker); its worker threads "
+                "and ring are not in this process. Create the Loader in each process or worker "
+                "(in worker_init_fn or the Dataset's __iter__; fastload.torch.Dataset does this)")
 
-    def _check_open(self):
-        if self._handle is None:
-            raise self._closed()
+    def _check_open(self) -> None:
+        self._check_handle()
         if self._failed:
             raise LoaderClosedError(-22, f"{self.path}: loader failed earlier; create a new one")
 
     # ---- batches ----------------------------------------------------------------------------
-    def next_batch(self):
+    def next_batch(self) -> Batch:
         """The next batch in order (see Batch: its arrays keep its slot while they live)."""
         self._check_open()
         r = self._ring
@@ -388,8 +512,7 @@ class Loader:
                 raise RuntimeError(f"fastload: this Loader is consumed by thread {c.name!r}; a "
                                    "Loader has one consumer thread (create one Loader per thread)")
             r.consumer = me
-        if r.pending:
-            r.drain()
+        r.drain()
         out = self._out
         if not out:  # else: the batch an interrupted call took, not delivered yet
             err = fl_error()
@@ -402,39 +525,42 @@ class Loader:
                 self._failed = True
                 _raise(rc, err)
         b = out.contents
-        n, h, w, ch = b.size, b.height, b.width, b.channels
-        if r.live + 1 < r.nslots:  # zero-copy: the arrays hold the slot
-            slot = _Slot(r)
+        n, h, w, ch = self._valid(int(b.batch)), b.height, b.width, b.channels
+        null = _NULL()
+        if n and len(r.held) + 1 < r.nslots:  # zero-copy: the arrays hold the slot
+            slot, wr = r.hold()
             images = _array(slot, b.images, (n, h, w, ch), ctypes.c_uint8, np.uint8)
             labels = _array(slot, b.labels, (n,), ctypes.c_int32, np.int32)
             indices = _array(slot, b.indices, (n,), ctypes.c_uint64, np.uint64)
             batch = Batch(images, labels, indices, b, False)
-            r.live += 1
-            slot.ptr = out            # armed: the slot releases when its arrays die
-            self._out = ctypes.POINTER(fl_batch)()
-        else:  # the caller holds every other slot: copy, and give the slot back now
-            tmp = _Slot(r)
-            images = _array(tmp, b.images, (n, h, w, ch), ctypes.c_uint8, np.uint8).copy()
-            labels = _array(tmp, b.labels, (n,), ctypes.c_int32, np.int32).copy()
-            indices = _array(tmp, b.indices, (n,), ctypes.c_uint64, np.uint64).copy()
-            batch = Batch(images, labels, indices, b, True)
-            self._out = ctypes.POINTER(fl_batch)()
-            self._lib.fl_loader_release(self._handle, out)
+            # commit: stores only, then return (no KeyboardInterrupt can land in between)
+            r.held[wr] = out
+            self._out = null
+            return batch
+        # the caller holds every other slot: copy; the slot goes back at the next call
+        images = _array(None, b.images, (n, h, w, ch), ctypes.c_uint8, np.uint8).copy()
+        labels = _array(None, b.labels, (n,), ctypes.c_int32, np.int32).copy()
+        indices = _array(None, b.indices, (n,), ctypes.c_uint64, np.uint64).copy()
+        batch = Batch(images, labels, indices, b, True)
+        r.stale = out
+        self._out = null
         return batch
 
-    def release(self):
+    def release(self) -> None:
         """Drop the loader's reference to the batch iteration handed out last."""
         self._current = None
 
-    def epoch(self):
+    def epoch(self) -> Iterator[Batch]:
         """Iterate over the batches left in the current epoch (all of them at an epoch start)."""
         self._check_open()
         e, _ = self.position()
         while self.position()[0] == e:
             self._current = None
-            b = self._current = self.next_batch()
+            b = self.next_batch()
             last = b.last_in_epoch
-            yield b
+            if len(b.labels) or not self._exact:
+                self._current = b
+                yield b
             del b
             if last:
                 break
@@ -442,22 +568,25 @@ class Loader:
 
     __iter__ = epoch
 
-    def batches(self, n=None):
+    def batches(self, n: Optional[int] = None) -> Iterator[Batch]:
         """Stream batches across epoch boundaries: n of them, or without end when n is None."""
         i = 0
         while n is None or i < n:
             self._current = None
-            self._current = self.next_batch()
-            yield self._current
-            i += 1
+            b = self.next_batch()
+            if len(b.labels) or not self._exact:
+                self._current = b
+                yield b
+                i += 1
+            del b
         self._current = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         self._check_handle()
-        return self._bpe
+        return self._len
 
     # ---- position / resume ------------------------------------------------------------------
-    def position(self):
+    def position(self) -> Tuple[int, int]:
         """(epoch, batch) of the next batch the loader will hand out."""
         self._check_open()
         out = self._out
@@ -467,20 +596,34 @@ class Loader:
         self._lib.fl_loader_position(self._handle, ctypes.byref(e), ctypes.byref(b))
         return int(e.value), int(b.value)
 
-    def state_dict(self):
-        """Where the stream stands: {'epoch', 'batch', 'seed'}. A loader given this state (same
-        dataset and options) continues with exactly the batches this one would produce next."""
-        e, b = self.position()
-        return {"epoch": e, "batch": b, "seed": self.seed}
+    def _settings(self) -> Dict[str, Any]:
+        s = {"batch_size": self.batch_size, "world": self.world, "order": self.order,
+             "drop_last": self.drop_last, "records": self._records}
+        if self.order == "quasi":
+            s["quasi_block"] = int(self._opts.s.quasi_block)
+            s["quasi_window"] = int(self._opts.s.quasi_window)
+        return s
 
-    def load_state_dict(self, state):
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the stream stands: {'epoch', 'batch', 'seed'} and the settings that give batch
+        numbers their meaning (batch_size, world, order, drop_last, records, and quasi_block /
+        quasi_window in quasi order). A loader given this state (same dataset and options)
+        continues with exactly the batches this one would produce next."""
+        e, b = self.position()
+        return dict({"epoch": e, "batch": b, "seed": self.seed}, **self._settings())
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restart at state['epoch'], state['batch'] (from state_dict()). Arrays still held keep
         their memory. Raises ValueError (InvalidOptionError), leaving the loader unchanged, for a
-        state that is not a mapping with integer 'epoch' and 'batch' in range, or that was saved
-        with another seed."""
+        state that is not a mapping with integer 'epoch' and 'batch' in range, that was saved
+        with another seed, or, mid-epoch, with another batch_size, world, order, drop_last,
+        quasi_block / quasi_window or dataset size (the batch number would point elsewhere in
+        the epoch). A mid-epoch state of another batch_size is converted when it is exact:
+        sequential or random order, same world, and the samples done a multiple of this
+        loader's batch_size. A state at an epoch start (batch 0) fits any of these settings;
+        states without the settings (older versions) are taken as they are."""
         self._check_handle()
         try:
-            keys = sorted(state)
             if "epoch" not in state or "batch" not in state:
                 raise KeyError
         except Exception:
@@ -497,32 +640,60 @@ class Loader:
                                          f"this loader uses seed {self.seed}: the stream would not "
                                          "continue exactly")
         e = _count("state epoch", state["epoch"], _MAX_EPOCH)
-        b = _count("state batch", state["batch"], self._bpe)
-        del keys
+        b = _count("state batch", state["batch"])
+        if b:
+            b = self._convert_batch(state, b)
+        b = _count("state batch", b, self._bpe)
         self.close()
         self._open(e, b)
 
+    def _convert_batch(self, state: Mapping[str, Any], b: int) -> int:
+        """Batch `b` of a state saved with other settings, in this loader's batches (or an
+        InvalidOptionError naming the setting that differs)."""
+        mine = self._settings()
+        for key in ("records", "world", "order", "quasi_block", "quasi_window", "drop_last",
+                    "batch_size"):
+            if key not in state or key not in mine or state[key] == mine[key]:
+                continue
+            theirs = state[key]
+            if key == "batch_size" and self.order != "quasi":
+                try:
+                    done = _count("state batch_size", theirs) * b
+                except InvalidOptionError:
+                    done = -1
+                if done >= 0 and done % self.batch_size == 0:
+                    return done // self.batch_size
+            raise InvalidOptionError(
+                FL_E_INVALID, f"fastload: state was saved mid-epoch (batch {b}) with {key}="
+                f"{theirs!r}, this loader has {key}={mine[key]!r}: its batch number would skip or "
+                f"repeat samples of the epoch. Create the Loader with {key}={theirs!r} to resume, "
+                "or resume at the epoch's start ({'epoch': e, 'batch': 0})")
+        return b
+
     # ---- information ------------------------------------------------------------------------
     @property
-    def batches_per_epoch(self):
+    def batches_per_epoch(self) -> int:
         return len(self)
 
     @property
-    def samples_per_epoch(self):
+    def samples_per_epoch(self) -> int:
+        """Samples this rank's epoch hands out (the short last batch counted as it is)."""
         self._check_handle()
-        return int(self._lib.fl_loader_samples_per_epoch(self._handle))
+        return self._real
 
     @property
-    def batch_size(self):
+    def batch_size(self) -> int:
         return int(self._opts.s.batch_size)
 
     @property
-    def dataset_size(self):
+    def dataset_size(self) -> int:
+        """Records in the dataset (all ranks)."""
         self._check_handle()
-        return int(self._lib.fl_dataset_count(self._lib.fl_loader_dataset(self._handle)))
+        return self._records
 
     @property
-    def class_names(self):
+    def class_names(self) -> List[str]:
+        """The dataset's class names (label i is class_names[i]); [] when it has none."""
         self._check_handle()
         ds = self._lib.fl_loader_dataset(self._handle)
         try:
@@ -533,7 +704,7 @@ class Loader:
             return []
 
     @property
-    def io(self):
+    def io(self) -> str:
         """How records are read, decided when the loader opened, in words: backend, O_DIRECT or
         buffered, and why `io="auto"` chose O_DIRECT (e.g. "io_uring, O_DIRECT (io auto: the
         data set (1100.0 MiB) is larger than the page cache it can expect (256.0 MiB, cgroup
@@ -544,12 +715,12 @@ class Loader:
         return (self._lib.fl_loader_io_describe(self._handle) or b"").decode("utf-8", "replace")
 
     @property
-    def direct(self):
+    def direct(self) -> bool:
         """True when records are read with O_DIRECT (asked for, or chosen by io="auto")."""
         self._check_handle()
         return bool(hasattr(self._lib, "fl_loader_direct") and self._lib.fl_loader_direct(self._handle))
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """Loader counters: images, batches, bytes_read, skipped, time per stage (seconds summed
         over workers), wall_s, io_backend, io (how records are read, as `io`), pinned_bytes."""
         self._check_open()
@@ -561,6 +732,11 @@ class Loader:
         d["io"] = self.io
         return d
 
-    def __repr__(self):
-        state = "closed" if self._handle is None else "epoch %d batch %d" % self.position()
+    def __repr__(self) -> str:
+        if self._handle is None:
+            state = "closed"
+        elif self._ring.forked():
+            state = "of another process"
+        else:
+            state = "epoch %d batch %d" % self.position()
         return f"fastload.Loader({self.path!r}, batch_size={self.batch_size}, {state})"

@@ -11,7 +11,10 @@
 
 torch is imported only when a Loader is made, so `import fastload` never needs it.
 """
+from __future__ import annotations
+
 import os
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from . import loader as _loader
 from .errors import FL_E_INVALID, InvalidOptionError, UnsupportedError
@@ -197,13 +200,45 @@ class _CudaArray:
                                          "data": (int(ptr), False), "version": 2}
 
 
+class DatasetInfo:
+    """`loader.dataset`: what training and evaluation scripts read from a DataLoader's dataset.
+    len() is the dataset's records (all ranks); classes / class_to_idx as torchvision's
+    ImageFolder; root / path the dataset directory."""
+
+    def __init__(self, loader: "_loader.Loader"):
+        self.root = self.path = loader.path
+        self._size = loader.dataset_size
+        self.classes: List[str] = loader.class_names
+        self.class_to_idx: Dict[str, int] = {c: i for i, c in enumerate(self.classes)}
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"fastload.torch.DatasetInfo({self.root!r}, {self._size} records, {len(self.classes)} classes)"
+
+
+class _Sampler:
+    """`loader.sampler`: set_epoch(e) as on a DistributedSampler (it calls loader.set_epoch)."""
+
+    def __init__(self, loader: "Loader"):
+        self._loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        self._loader.set_epoch(epoch)
+
+
 class Loader:
     """A fastload dataset as an iterable of (images, labels) torch tensors, one epoch per pass.
 
-    Loader(path, batch_size=256, *, size=None, augment="none", flip=False, order="random",
-           seed=0, workers=0, drop_last=True, device="cpu", dtype=None, layout="nchw",
-           mean=None, std=None, rank=None, world=None, loader_device="auto", **loader_kwargs)
+    Loader(path, *, batch_size=256, size=None, augment="none", flip=False, order=None, seed=0,
+           workers=0, drop_last=False, device="cpu", dtype=None, layout="nchw", mean=None,
+           std=None, rank=None, world=None, loader_device="auto", batch_transform=None,
+           **loader_kwargs)
 
+    Every option is a keyword argument; the loading options and their defaults are those of
+    fastload.Loader (order None: "random" with random augmentation, else "seq"; drop_last=False:
+    every sample once, the last batch shorter, as a DataLoader).
     device      torch device of the tensors ("cpu", "cuda", "cuda:1"; "cuda" = the current one)
     dtype       None: images are uint8 N×H×W×C as the loader makes them (layout ignored); on the
                 CPU without a copy (the tensor keeps the batch's ring slot until it is garbage).
@@ -219,19 +254,30 @@ class Loader:
                 the GPU on its own stream) when the library can, else torch copies the uint8 batch
                 from pinned memory with non_blocking on a side stream; True requires the former,
                 False uses the latter.
-    loader_kwargs  passed to fastload.Loader (io, prefetch, decode, on_corrupt, scale, ratio...)
+    batch_transform  called on every batch after it is on `device` and converted:
+                batch_transform(images, labels) -> what the loop gets (e.g. torchvision's
+                MixUp / CutMix, which take and return (images, labels)).
+    loader_kwargs  passed to fastload.Loader (io, prefetch, decode, on_corrupt, scale, ratio,
+                center_ratio, channels, ...)
 
-    labels are int64 tensors on `device`. len() is the batches per epoch. Iterating yields the
-    batches left in the current epoch. set_epoch(e) moves to the start of epoch e unless the loader
-    is already inside epoch e (so a state loaded mid-epoch survives the usual set_epoch call
-    before the epoch's loop). state_dict() / load_state_dict() resume exactly, also mid-epoch.
-    Errors are fastload.errors classes, unchanged. One consumer thread, as fastload.Loader.
+    labels are int64 tensors on `device`. len() is the batches per epoch; `dataset` (len() =
+    records, classes), `sampler.set_epoch`, `batch_size`, `loader` (the fastload.Loader) as a
+    DataLoader's. Iterating yields the batches left in the current epoch. set_epoch(e) moves to
+    the start of epoch e unless the loader is already inside epoch e (so a state loaded mid-epoch
+    survives the usual set_epoch call before the epoch's loop). state_dict() / load_state_dict()
+    resume exactly, also mid-epoch; a KeyboardInterrupt loses no batch. Errors are
+    fastload.errors classes, unchanged. One consumer thread and one process, as fastload.Loader
+    (for torch.utils.data.DataLoader workers use fastload.torch.Dataset).
     """
 
-    def __init__(self, path, batch_size=256, *, size=None, augment="none", flip=False,
-                 order="random", seed=0, workers=0, drop_last=True, device="cpu", dtype=None,
-                 layout="nchw", mean=None, std=None, rank=None, world=None, loader_device="auto",
-                 **loader_kwargs):
+    def __init__(self, path, *, batch_size: int = 256, size=None, augment: str = "none",
+                 flip: bool = False, order: Optional[str] = None, seed: int = 0, workers: int = 0,
+                 drop_last: bool = False, device: Any = "cpu", dtype: Any = None,
+                 layout: str = "nchw", mean: Any = None, std: Any = None,
+                 rank: Optional[int] = None, world: Optional[int] = None,
+                 loader_device: Any = "auto",
+                 batch_transform: Optional[Callable[..., Any]] = None, **loader_kwargs: Any):
+        self._loader = None
         torch = _torch()
         rank, world = rank_world(rank, world)
         dev = torch.device(device)
@@ -239,11 +285,12 @@ class Loader:
             dev = torch.device("cuda", torch.cuda.current_device())
         if loader_device not in ("auto", True, False):
             raise _bad(f"loader_device={loader_device!r}: expected 'auto', True or False")
+        if batch_transform is not None and not callable(batch_transform):
+            raise _bad(f"batch_transform={batch_transform!r}: expected a callable")
         kw = dict(batch_size=batch_size, size=size, augment=augment, flip=flip, order=order,
                   seed=seed, workers=workers, drop_last=drop_last, rank=rank, world=world,
                   **loader_kwargs)
         use_dev = False
-        self._loader = None
         if dev.type == "cuda" and loader_device is not False:
             try:
                 self._loader = _loader.Loader(path, device=dev.index, **kw)
@@ -255,14 +302,18 @@ class Loader:
             self._loader = _loader.Loader(path, **kw)
         self.loader_device = use_dev
         self.rank, self.world = rank, world
+        self.batch_transform = batch_transform
+        self._held = None  # a batch taken from the loader whose tensors did not reach the loop
         try:  # mean / std are checked against the channels at the first batch
             self._feed = _Feeder(dev, dtype, layout, mean, std, loader_device=use_dev)
+            self.dataset = DatasetInfo(self._loader)
         except Exception:
             self._loader.close()
             raise
+        self.sampler = _Sampler(self)
 
     @property
-    def loader(self):
+    def loader(self) -> "_loader.Loader":
         """The underlying fastload.Loader."""
         return self._loader
 
@@ -271,53 +322,185 @@ class Loader:
         return self._feed.device
 
     @property
-    def batch_size(self):
+    def batch_size(self) -> int:
         return self._loader.batch_size
 
-    def __len__(self):
+    @property
+    def drop_last(self) -> bool:
+        return self._loader.drop_last
+
+    def __len__(self) -> int:
         return len(self._loader)
 
-    def __iter__(self):
+    def _no_copy(self, what):
+        return TypeError(f"fastload.torch.Loader cannot be {what}: it owns the library's worker "
+                         "threads and batch ring; create another one with the same arguments (for "
+                         "DataLoader workers: fastload.torch.Dataset)")
+
+    def __copy__(self):
+        raise self._no_copy("copied")
+
+    def __deepcopy__(self, memo):
+        raise self._no_copy("copied")
+
+    def __reduce_ex__(self, protocol):
+        raise self._no_copy("pickled")
+
+    def position(self) -> Tuple[int, int]:
+        """(epoch, batch) of the next batch the loop gets."""
+        h = self._held
+        return (h.epoch, h.batch) if h is not None else self._loader.position()
+
+    def __iter__(self) -> Iterator[Any]:
         L = self._loader
-        e = L.position()[0]
-        while L.position()[0] == e:
-            self._feed.make_room()
-            b = L.next_batch()
+        e = self.position()[0]
+        out = None
+        while self.position()[0] == e:
+            if self._held is None:
+                self._feed.make_room()
+                self._held = L.next_batch()
+            b = self._held
             last = b.last_in_epoch
-            out = self._feed(b)
+            if len(b.labels):
+                out = self._feed(b)
+                if self.batch_transform is not None:
+                    out = self.batch_transform(*out)
             del b
-            yield out
+            # commit: a KeyboardInterrupt before here hands the same batch out again
+            self._held = None
+            if out is not None:
+                yield out
+            out = None
             if last:
                 break
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Go to the start of `epoch`, unless the loader is already inside it."""
         e = _loader._count("epoch", epoch, _loader._MAX_EPOCH)
-        if self._loader.position()[0] != e:
+        if self.position()[0] != e:
+            self._held = None
             self._feed.close()
             self._loader.load_state_dict({"epoch": e, "batch": 0})
 
-    def state_dict(self):
-        """{'epoch', 'batch', 'seed'} of the next batch: pass to load_state_dict to continue."""
-        return self._loader.state_dict()
+    def state_dict(self) -> Dict[str, Any]:
+        """{'epoch', 'batch', 'seed', ...} of the next batch: pass to load_state_dict to continue
+        (see fastload.Loader.state_dict)."""
+        s = self._loader.state_dict()
+        s["epoch"], s["batch"] = self.position()
+        return s
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        held = self._held
+        self._held = None
         self._feed.close()
-        self._loader.load_state_dict(state)
+        try:
+            self._loader.load_state_dict(state)
+        except Exception:
+            self._held = held
+            raise
 
-    def close(self):
+    def close(self) -> None:
         """Stop the loader. Tensors handed out stay valid (CPU uint8 ones keep their slot)."""
         if self._loader is not None:
+            self._held = None
             self._feed.close()
             self._loader.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Loader":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> bool:
         self.close()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"fastload.torch.Loader({self._loader.path!r}, batch_size={self.batch_size}, "
                 f"device={str(self.device)!r}, rank={self.rank}, world={self.world})")
+
+
+def _make_dataset_class():
+    torch = _torch()
+
+    class Dataset(torch.utils.data.IterableDataset):
+        """A fastload dataset for a torch.utils.data.DataLoader, its workers included: each worker
+        opens its own loader (in the worker: nothing of the library crosses a fork) over its share
+        of the epoch, so the workers together see every sample of this rank's share once.
+
+            ds = fastload.torch.Dataset(path, batch_size=256, augment="rrc", flip=True)
+            dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+            for epoch in range(epochs):
+                ds.set_epoch(epoch)             # as DistributedSampler.set_epoch
+                for images, labels in dl: ...
+
+        The items are whole batches (so batch_size=None in the DataLoader): (images, labels) CPU
+        tensors as fastload.torch.Loader(device="cpu") makes them (dtype, layout, mean, std,
+        batch_transform as there). With drop_last=False (default) worker w of W on rank r of R
+        reads share r*W + w of R*W of the epoch without padding: every record once over all ranks
+        (sequential and random orders; the workers' batch counts may differ by one). With
+        drop_last=True every worker yields the same number of full batches. `workers` (decode
+        threads per DataLoader worker) defaults to the CPUs divided among the workers. The batches
+        of a worker come in its loader's order; the DataLoader interleaves the workers' batches.
+        fastload.torch.Loader (no DataLoader, no worker processes) is the faster drop-in where the
+        DataLoader itself is not needed.
+        """
+
+        def __init__(self, path, *, batch_size: int = 256, rank: Optional[int] = None,
+                     world: Optional[int] = None, **kwargs: Any):
+            super().__init__()
+            for k in ("device", "loader_device", "start_epoch", "start_batch"):
+                if k in kwargs:
+                    raise _bad(f"Dataset: {k}= is not an option here (CPU tensors; the epoch is "
+                               "set with set_epoch)")
+            self.path = os.fspath(path)
+            self.batch_size = int(batch_size)
+            self.rank, self.world = rank_world(rank, world)
+            self.kwargs = kwargs
+            self.epoch = 0
+
+        def set_epoch(self, epoch: int) -> None:
+            """The epoch the next iteration reads (its order and augmentation draws)."""
+            self.epoch = _loader._count("epoch", epoch, _loader._MAX_EPOCH)
+
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            nw, wid = (info.num_workers, info.id) if info is not None else (1, 0)
+            kw = dict(self.kwargs)
+            if not kw.get("workers"):
+                kw["workers"] = max(1, (os.cpu_count() or 1) // nw)
+            drop_last = bool(kw.pop("drop_last", False))
+            L = Loader(self.path, batch_size=self.batch_size, rank=self.rank * nw + wid,
+                       world=self.world * nw, drop_last=drop_last, device="cpu",
+                       start_epoch=self.epoch, _exact_shares=not drop_last, **kw)
+            try:
+                for out in L:
+                    if info is not None and isinstance(out, tuple):
+                        # sent to the main process: tensors of their own, not ring slots
+                        out = tuple(t.clone() if _over_ring(t) else t for t in out)
+                    yield out
+            finally:
+                L.close()
+
+        def __repr__(self):
+            return (f"fastload.torch.Dataset({self.path!r}, batch_size={self.batch_size}, "
+                    f"epoch={self.epoch}, rank={self.rank}, world={self.world})")
+
+    def _over_ring(t):
+        # uint8 CPU tensors are views of the loader's ring (dtype=None); converted ones are not
+        return isinstance(t, torch.Tensor) and t.dtype == torch.uint8
+
+    Dataset.__qualname__ = "Dataset"  # pickled by reference (spawn workers): fastload.torch.Dataset
+    return Dataset
+
+
+_DATASET = None
+
+
+def __getattr__(name):
+    # Dataset subclasses torch's IterableDataset: made on first use, so that importing this
+    # module does not import torch
+    global _DATASET
+    if name == "Dataset":
+        if _DATASET is None:
+            _DATASET = _make_dataset_class()
+        return _DATASET
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,7 @@ def reference(images, mean, std):
 
 def test_uint8_nhwc_zero_copy(ds):
     ref = plain_epoch(ds)
-    with ft.Loader(ds, BS, order="random", seed=3, workers=2) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="random", seed=3, workers=2) as L:
         assert len(L) == len(ref) == COUNT // BS
         got = list(L)  # held all at once: each tensor keeps its slot (or is a copy)
     assert len(got) == len(ref)
@@ -50,7 +50,7 @@ def test_uint8_nhwc_zero_copy(ds):
 
 
 def test_zero_copy_keeps_slot(ds):
-    with ft.Loader(ds, BS, order="seq", workers=2) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", workers=2) as L:
         it = iter(L)
         x, y = next(it)
         ring = L.loader._ring
@@ -77,7 +77,7 @@ def test_float_conversion(ds, dtype, layout):
     ref = plain_epoch(ds)
     dt = {"bfloat16": torch.bfloat16}.get(dtype, dtype)
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # the default for 3 channels
-    with ft.Loader(ds, BS, order="random", seed=3, workers=2, dtype=dtype, layout=layout) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="random", seed=3, workers=2, dtype=dtype, layout=layout) as L:
         got = list(L)
     assert len(got) == len(ref)
     for (x, y), (ri, rl) in zip(got, ref):
@@ -94,23 +94,23 @@ def test_float_conversion(ds, dtype, layout):
 
 def test_mean_std_options(ds):
     ref = plain_epoch(ds, order="seq")[0][0]
-    with ft.Loader(ds, BS, order="seq", dtype=torch.float32, mean=0, std=1) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", dtype=torch.float32, mean=0, std=1) as L:
         x, _ = next(iter(L))
     assert np.allclose(x.numpy(), reference(ref, (0,) * 3, (1,) * 3), atol=1e-6)
-    with ft.Loader(ds, BS, order="seq", dtype=torch.float32, mean=(0.5, 0.25, 0.0), std=0.5) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", dtype=torch.float32, mean=(0.5, 0.25, 0.0), std=0.5) as L:
         x, _ = next(iter(L))
     assert np.allclose(x.numpy(), reference(ref, (0.5, 0.25, 0.0), (0.5,) * 3), atol=1e-5)
-    with ft.Loader(ds, BS, order="seq", dtype=torch.float32, mean=(0.5, 0.5)) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", dtype=torch.float32, mean=(0.5, 0.5)) as L:
         with pytest.raises(fastload.InvalidOptionError):
             next(iter(L))
     for bad in (dict(dtype=torch.int32), dict(dtype="float64"), dict(layout="nhwc"),
                 dict(loader_device="yes")):
         with pytest.raises(ValueError):
-            ft.Loader(ds, BS, **bad)
+            ft.Loader(ds, batch_size=BS, drop_last=True, **bad)
 
 
 def test_set_epoch_matches_plain_loader(ds):
-    with ft.Loader(ds, BS, order="random", seed=3, workers=2) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="random", seed=3, workers=2) as L:
         for e in (2, 0, 5):
             L.set_epoch(e)
             got = [(x.numpy().copy(), y.numpy().copy()) for x, y in L]
@@ -127,7 +127,7 @@ def test_set_epoch_matches_plain_loader(ds):
 def test_state_dict_mid_epoch_resume(ds):
     kw = dict(order="random", seed=3, workers=2, augment="rrc", flip=True, size=(4, 4),
               dtype=torch.float32)
-    with ft.Loader(ds, BS, **kw) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, **kw) as L:
         L.set_epoch(1)
         it = iter(L)
         for _ in range(2):
@@ -136,7 +136,7 @@ def test_state_dict_mid_epoch_resume(ds):
         assert (state["epoch"], state["batch"]) == (1, 2)
         rest = [(x.clone(), y.clone()) for x, y in it]
     assert len(rest) == COUNT // BS - 2
-    with ft.Loader(ds, BS, **kw) as L2:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, **kw) as L2:
         L2.load_state_dict(state)
         L2.set_epoch(1)  # the usual call before an epoch's loop keeps the resumed position
         again = list(L2)
@@ -148,13 +148,13 @@ def test_state_dict_mid_epoch_resume(ds):
 def test_rank_world_from_env(ds, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with ft.Loader(ds, BS, order="seq") as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq") as L:
         assert (L.rank, L.world) == (1, 2)
         got = np.concatenate([y.numpy() for _, y in L])
     with fastload.Loader(ds, batch_size=BS, order="seq", rank=1, world=2, drop_last=True) as P:
         want = np.concatenate([l.copy() for _, l in P])
     assert np.array_equal(got, want)
-    with ft.Loader(ds, BS, order="seq", rank=0, world=1) as L:  # arguments win
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", rank=0, world=1) as L:  # arguments win
         assert (L.rank, L.world) == (0, 1)
     monkeypatch.delenv("RANK")
     monkeypatch.delenv("WORLD_SIZE")
@@ -167,7 +167,7 @@ def test_rank_world_from_torch_distributed(ds, tmp_path):
         import os, torch.distributed as d, fastload.torch as ft
         os.environ["RANK"], os.environ["WORLD_SIZE"] = "3", "8"   # distributed wins over these
         d.init_process_group("gloo", init_method="file://{tmp_path}/pg", rank=0, world_size=1)
-        with ft.Loader({ds!r}, {BS}, order="seq") as L:
+        with ft.Loader({ds!r}, batch_size={BS}, drop_last=True, order="seq") as L:
             assert (L.rank, L.world) == (0, 1), (L.rank, L.world)
             assert len(list(L)) == {COUNT // BS}
         d.destroy_process_group()
@@ -181,11 +181,11 @@ def test_rank_world_from_torch_distributed(ds, tmp_path):
 
 
 def test_tensors_valid_after_close(ds):
-    with ft.Loader(ds, BS, order="seq", workers=2) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", workers=2) as L:
         it = iter(L)
         x8, y8 = next(it)
         want = x8.clone()
-    with ft.Loader(ds, BS, order="seq", workers=2, dtype=torch.float32) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", workers=2, dtype=torch.float32) as L:
         xf, _ = next(iter(L))
         wantf = xf.clone()
     for _ in range(3):
@@ -198,16 +198,16 @@ def test_tensors_valid_after_close(ds):
 def test_errors_pass_through(datasets, tmp_path):
     _, ds, bad, shard = datasets
     with pytest.raises(fastload.DataIOError) as e:
-        ft.Loader(str(tmp_path / "missing"), BS)
+        ft.Loader(str(tmp_path / "missing"), batch_size=BS)
     assert isinstance(e.value, OSError)
     with pytest.raises(fastload.InvalidOptionError):
-        ft.Loader(ds, BS, rank=2, world=2)
+        ft.Loader(ds, batch_size=BS, drop_last=True, rank=2, world=2)
     with pytest.raises(fastload.CorruptRecordError) as e:
-        with ft.Loader(bad, BS, order="seq", workers=1) as L:
+        with ft.Loader(bad, batch_size=BS, order="seq", workers=1) as L:
             for _ in L:
                 pass
     assert shard in str(e.value)
-    L = ft.Loader(ds, BS)
+    L = ft.Loader(ds, batch_size=BS)
     L.close()
     with pytest.raises(fastload.LoaderClosedError):
         next(iter(L))

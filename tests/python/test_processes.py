@@ -1,0 +1,171 @@
+"""test_processes.py — a Loader across copies and processes: copy.copy / deepcopy / pickle refused
+(a copy shared the ring and freed it under the original); after os.fork a child that never touches
+the Loader exits (close, garbage collection and exit only drop references: the library's threads,
+locks and condition variables are the parent's), a child using it gets LoaderForkedError at once;
+a torch DataLoader whose workers use a Loader of the parent gets that error, and one over
+fastload.torch.Dataset with num_workers=2 sees every sample exactly once. Cases that hung before
+run in subprocesses with a timeout."""
+import copy
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+np = pytest.importorskip("numpy")
+import fastload  # noqa: E402
+from conftest import COUNT, H, K, W  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def record_of(images):
+    """Record index of each image of the fixture: pixel (0, 0, 0) = 7 i mod 256, a bijection on
+    [0, 256) (7 * 183 = 1 mod 256)."""
+    return ((np.asarray(images)[:, 0, 0, 0].astype(np.int64) * 183) % 256).tolist()
+
+
+def run_py(code, timeout=60):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "..", "python"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def test_copy_and_pickle_refused(ds):
+    with fastload.Loader(ds, batch_size=16, workers=2) as L:
+        next(iter(L))
+        for f in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError) as ei:
+                f(L)
+            assert "cannot be" in str(ei.value) and "Loader" in str(ei.value)
+        L.load_state_dict({"epoch": 0, "batch": 0})
+        idx = [i for images, _ in L for i in record_of(images)]
+        assert idx == list(range(COUNT))  # the original is unharmed
+
+
+def test_copy_refused_torch(ds):
+    ft = pytest.importorskip("fastload.torch")
+    pytest.importorskip("torch")
+    with ft.Loader(ds, batch_size=16) as L:
+        for f in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError):
+                f(L)
+        assert sum(len(y) for _, y in L) == COUNT
+
+
+def test_fork_child_exits_and_refuses(ds):
+    r = run_py(f"""
+        import gc, os, sys, time
+        import fastload
+        L = fastload.Loader({ds!r}, batch_size=16, workers=2, order="seq")
+        it = iter(L)
+        held = next(it)          # a batch held across the fork, its workers busy
+        def child(action):
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    if action == "use":
+                        try:
+                            next(iter(L))
+                            code = 3
+                        except fastload.LoaderForkedError as e:
+                            code = 0 if "each" in str(e) and "worker_init_fn" in str(e) else 4
+                        except Exception as e:
+                            print("unexpected", type(e), e, file=sys.stderr)
+                            code = 5
+                    elif action == "close":
+                        L.close()
+                    elif action == "drop":
+                        global held
+                        held = None
+                        gc.collect()
+                except BaseException as e:
+                    print("child", action, repr(e), file=sys.stderr)
+                    code = 6
+                sys.exit(code)   # a normal exit: finalizers run (they used to hang here)
+            t0 = time.time()
+            while time.time() - t0 < 20:
+                p, st = os.waitpid(pid, os.WNOHANG)
+                if p:
+                    return os.waitstatus_to_exitcode(st)
+                time.sleep(0.02)
+            os.kill(pid, 9)
+            return "hang"
+        for action in ("exit", "close", "drop", "use"):
+            rc = child(action)
+            assert rc == 0, (action, rc)
+        # the parent goes on as if nothing happened
+        rest = [b.batch for b in it]
+        assert rest == list(range(1, len(L))), rest
+        L.close()
+        print("ok")
+    """)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-3000:])
+
+
+def test_dataloader_workers_with_parents_loader(ds):
+    pytest.importorskip("torch")
+    r = run_py(f"""
+        import torch, fastload
+        L = fastload.Loader({ds!r}, batch_size=16, workers=2)
+        class Wrap(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                for images, labels in L:
+                    yield torch.from_numpy(labels.copy())
+        dl = torch.utils.data.DataLoader(Wrap(), batch_size=None, num_workers=2)
+        try:
+            list(dl)
+            print("no error")
+        except fastload.LoaderForkedError as e:  # the worker's class, re-raised by the DataLoader
+            assert "worker_init_fn" in str(e), str(e)
+            print("refused")
+        # the parent's loader still works
+        assert sum(len(l) for _, l in L) == {COUNT}
+        print("ok")
+    """, timeout=120)
+    assert r.returncode == 0 and "refused" in r.stdout and "ok" in r.stdout, \
+        (r.returncode, r.stdout, r.stderr[-3000:])
+
+
+@pytest.mark.parametrize("num_workers,order,batch", [(2, "random", 16), (2, "seq", 7), (0, "random", 16),
+                                                     (3, "random", 5)])
+def test_dataloader_workers_every_sample_once(ds, num_workers, order, batch):
+    torch = pytest.importorskip("torch")
+    import fastload.torch as ft
+    d = ft.Dataset(ds, batch_size=batch, order=order, seed=4, augment="none", workers=1)
+    dl = torch.utils.data.DataLoader(d, batch_size=None, num_workers=num_workers)
+    epochs = []
+    for e in range(2):
+        d.set_epoch(e)
+        seen = []
+        for images, labels in dl:
+            assert images.dtype == torch.uint8 and tuple(images.shape[1:]) == (H, W, 3)
+            assert 0 < len(labels) <= batch
+            idx = record_of(images.numpy())
+            assert labels.tolist() == [i % K for i in idx]
+            seen += idx
+        assert sorted(seen) == list(range(COUNT)), (e, sorted(seen))  # every sample exactly once
+        epochs.append(seen)
+    if order == "random" and num_workers:
+        assert epochs[0] != epochs[1]  # set_epoch moved the shuffle on
+    # drop_last=True: full batches only, none twice
+    d = ft.Dataset(ds, batch_size=batch, order=order, seed=4, drop_last=True, workers=1)
+    seen = []
+    for images, labels in torch.utils.data.DataLoader(d, batch_size=None, num_workers=num_workers):
+        assert len(labels) == batch
+        seen += record_of(images.numpy())
+    assert len(seen) == len(set(seen)) and len(seen) >= COUNT - max(1, num_workers) * batch
+
+
+def test_dataset_pickles_for_spawn(ds):
+    pytest.importorskip("torch")
+    import fastload.torch as ft
+    d = ft.Dataset(ds, batch_size=16, dtype="float32")
+    d2 = pickle.loads(pickle.dumps(d))  # what a spawn/forkserver DataLoader worker receives
+    assert d2.path == d.path and d2.kwargs == d.kwargs
+    x, y = next(iter(d2))
+    assert tuple(x.shape) == (16, 3, H, W)
