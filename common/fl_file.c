@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -117,4 +118,136 @@ int fl_read_file_at(int dirfd, const char *path, size_t max, unsigned flags, uin
     if (got < n && !(flags & FL_READ_SHORT_OK)) return fail(step, FL_READ_SHRANK, FL_E_TRUNCATED);
     (*buf)[got] = 0;
     return 0;
+}
+
+/* ---- the durable write (see the table in fl_file.h) ------------------------------------------ */
+
+const char *fl_write_step_name(fl_write_step step) {
+    switch (step) {
+    case FL_WRITE_DONE: return "";
+    case FL_WRITE_NOT_FILE: return "refuse";
+    case FL_WRITE_OPEN: return "create";
+    case FL_WRITE_WRITE: return "write";
+    case FL_WRITE_SYNC: return "fsync";
+    case FL_WRITE_CLOSE: return "close";
+    case FL_WRITE_RENAME: return "rename into place";
+    case FL_WRITE_SYNC_DIR: return "sync the directory of";
+    }
+    return "write";
+}
+
+static int set_step(fl_write_step *step, fl_write_step s, int rc) {
+    if (step) *step = s;
+    return rc;
+}
+
+static void writer_release(fl_file_writer *w) {
+    free(w->path);
+    free(w->tmp);
+    w->path = w->tmp = NULL;
+    w->fd = -1;
+}
+
+/* How `path` is written: 1 in place, 0 through a temporary renamed onto *target (malloc'ed: path,
+ * or a symlink's resolved target), or -errno (*step says why). */
+static int classify_target(const char *path, char **target, fl_write_step *step) {
+    struct stat ls, st;
+    *target = NULL;
+    if (lstat(path, &ls) != 0) {
+        if (errno != ENOENT) return set_step(step, FL_WRITE_OPEN, -errno);
+        return (*target = strdup(path)) ? 0 : set_step(step, FL_WRITE_OPEN, -ENOMEM);
+    }
+    if (S_ISLNK(ls.st_mode)) {
+        if (stat(path, &st) != 0) {
+            if (errno == ENOENT) return 1; /* dangling: open(O_CREAT) creates its target */
+            return set_step(step, FL_WRITE_OPEN, -errno);
+        }
+    } else {
+        st = ls;
+    }
+    if (S_ISDIR(st.st_mode)) return set_step(step, FL_WRITE_NOT_FILE, -EISDIR);
+    if (S_ISSOCK(st.st_mode)) return set_step(step, FL_WRITE_NOT_FILE, -ENXIO);
+    if (!S_ISREG(st.st_mode)) return 1; /* device, FIFO */
+    if (!S_ISLNK(ls.st_mode)) return (*target = strdup(path)) ? 0 : set_step(step, FL_WRITE_OPEN, -ENOMEM);
+    /* a symlink to a regular file: replace the final target, keep the link; a target realpath
+     * cannot name (a /proc magic link to a deleted file) is written in place */
+    *target = realpath(path, NULL);
+    return *target ? 0 : 1;
+}
+
+int fl_file_begin(const char *path, unsigned mode, fl_file_writer *w, fl_write_step *step) {
+    *w = (fl_file_writer){.fd = -1};
+    set_step(step, FL_WRITE_DONE, 0);
+    char *target;
+    int how = classify_target(path, &target, step);
+    if (how < 0) return how;
+    if (how == 1) {
+        if (!(w->path = strdup(path))) return set_step(step, FL_WRITE_OPEN, -ENOMEM);
+        w->in_place = 1;
+        w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, (mode_t)mode);
+        if (w->fd < 0) {
+            int rc = -errno;
+            writer_release(w);
+            return set_step(step, FL_WRITE_OPEN, rc);
+        }
+        return 0;
+    }
+    w->path = target;
+    size_t n = strlen(target) + sizeof ".tmp";
+    if (!(w->tmp = malloc(n))) {
+        writer_release(w);
+        return set_step(step, FL_WRITE_OPEN, -ENOMEM);
+    }
+    snprintf(w->tmp, n, "%s.tmp", target);
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
+    if (w->fd < 0) {
+        int rc = -errno;
+        writer_release(w);
+        return set_step(step, FL_WRITE_OPEN, rc);
+    }
+    return 0;
+}
+
+void fl_file_abort(fl_file_writer *w) {
+    if (w->fd >= 0) close(w->fd);
+    if (w->tmp) unlink(w->tmp);
+    writer_release(w);
+}
+
+int fl_file_commit(fl_file_writer *w, fl_write_step *step) {
+    set_step(step, FL_WRITE_DONE, 0);
+    struct stat st;
+    int regular = fstat(w->fd, &st) == 0 && S_ISREG(st.st_mode);
+    int rc = 0;
+    fl_write_step at = FL_WRITE_DONE;
+    if (regular && fsync(w->fd) != 0) rc = -errno, at = FL_WRITE_SYNC;
+    if (close(w->fd) != 0 && !rc) rc = -errno, at = FL_WRITE_CLOSE;
+    w->fd = -1;
+    if (!rc && w->tmp && rename(w->tmp, w->path) != 0) rc = -errno, at = FL_WRITE_RENAME;
+    if (rc) {
+        fl_file_abort(w);
+        return set_step(step, at, rc);
+    }
+    if (w->tmp) {
+        /* until the directory is synced, a crash may lose the new name */
+        char *dir = fl_dir_of(w->path);
+        rc = dir ? fl_fsync_dir(dir) : -ENOMEM;
+        free(dir);
+        if (rc == -EINVAL) rc = 0; /* a file system that cannot sync directories */
+        if (rc) set_step(step, FL_WRITE_SYNC_DIR, rc);
+    }
+    writer_release(w);
+    return rc;
+}
+
+int fl_file_replace(const char *path, const void *data, size_t len, unsigned mode,
+                    fl_write_step *step) {
+    fl_file_writer w;
+    int rc = fl_file_begin(path, mode, &w, step);
+    if (rc) return rc;
+    if ((rc = fl_write_all(w.fd, data, len))) {
+        fl_file_abort(&w);
+        return set_step(step, FL_WRITE_WRITE, rc);
+    }
+    return fl_file_commit(&w, step);
 }

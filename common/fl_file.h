@@ -1,6 +1,7 @@
 /* fl_file.h — the file helpers of fastload (common/): whole writes and reads that retry EINTR,
- * reading a whole (small) file into memory, syncing a directory, a path's directory. Every layer
- * that touches files uses these (formats' writer and reader, packdata, the trainer's checkpoints).
+ * reading a whole (small) file into memory, syncing a directory, a path's directory, and the one
+ * durable write of an output file (fl_file_replace, fl_file_begin/commit). Every layer that
+ * touches files uses these (formats' writer and reader, packdata, the trainer's outputs).
  * Errors are returned as negative codes; the caller words the message (each caller names its own
  * file), so these never print and take no fl_error. */
 #ifndef FL_FILE_H
@@ -60,6 +61,70 @@ typedef enum fl_read_step {
  * size accepted (SIZE_MAX: any). `step` may be NULL. */
 int fl_read_file_at(int dirfd, const char *path, size_t max, unsigned flags, uint8_t **buf,
                     size_t *cap, size_t *len, fl_read_step *step);
+
+/* ---- the durable write ----------------------------------------------------------------------
+ * The one way fastload writes an output file (checkpoints, ONNX models, reports, predictions):
+ *
+ *   target (after following a symlink)   how it is written
+ *   missing or a regular file            PATH.tmp in the same directory, written, fsync'ed, closed,
+ *                                        renamed onto PATH, then the directory fsync'ed: a reader
+ *                                        sees the old file or the whole new one, never half
+ *   a symlink to a regular file          the same, onto the symlink's final target (the link stays)
+ *   a character or block device, a FIFO,  written in place (opened O_WRONLY, never truncated,
+ *   a dangling symlink                   renamed or replaced): `--logits /dev/null` discards,
+ *                                        `/proc/self/fd/1` is stdout, a FIFO feeds its reader
+ *                                        (opening it waits for one); a dangling symlink creates
+ *                                        its target
+ *   a directory (or a socket)            refused: -EISDIR (-ENXIO), step FL_WRITE_NOT_FILE
+ *
+ * The directory sync rule: after the rename, fsync of the directory failing with -EINVAL (a file
+ * system that cannot sync directories) is not an error; any other failure is returned with step
+ * FL_WRITE_SYNC_DIR — the new file is then in place but its name may not survive a crash.
+ * Any earlier failure removes PATH.tmp and leaves PATH as it was. */
+typedef enum fl_write_step {
+    FL_WRITE_DONE = 0,
+    FL_WRITE_NOT_FILE, /* the target is a directory (-EISDIR) or a socket (-ENXIO) */
+    FL_WRITE_OPEN,     /* creating PATH.tmp, or opening the target in place, failed: -errno */
+    FL_WRITE_WRITE,    /* writing failed: -errno (-ENOSPC on a full disk) */
+    FL_WRITE_SYNC,     /* fsync of the file failed: -errno */
+    FL_WRITE_CLOSE,    /* close failed: -errno (NFS reports late write errors here) */
+    FL_WRITE_RENAME,   /* rename onto the target failed: -errno */
+    FL_WRITE_SYNC_DIR  /* the file is in place; fsync of its directory failed: -errno */
+} fl_write_step;
+
+/* What step names, for messages: "refuse", "create", "write", "fsync", "close", "rename into
+ * place", "sync the directory of"; "" for FL_WRITE_DONE. */
+const char *fl_write_step_name(fl_write_step step);
+
+/* A write in progress, for writers that stream (fl_file_begin ... fl_file_commit). The fields are
+ * read-only for the caller except that it writes to `fd`. */
+typedef struct fl_file_writer {
+    int fd;       /* write the content here (fl_write_all, or fdopen(dup(fd))) */
+    int in_place; /* 1: the target itself is open (device, FIFO...): no temporary, no rename */
+    char *path;   /* the file that receives the content: PATH, or a symlink's final target */
+    char *tmp;    /* the temporary name (path + ".tmp"); NULL in place */
+} fl_file_writer;
+
+/* Open `path` for a durable write as the table above says; `mode` is the new file's permission
+ * bits (before the umask), e.g. 0666. On success returns 0 and *w holds the open write; on
+ * failure returns -errno with *step naming the step (FL_WRITE_NOT_FILE or FL_WRITE_OPEN) and *w
+ * needs no cleanup. `step` may be NULL. */
+int fl_file_begin(const char *path, unsigned mode, fl_file_writer *w, fl_write_step *step);
+
+/* Finish the write: fsync (a regular file), close, rename the temporary onto the target, fsync
+ * the directory (the rule above). Returns 0 or -errno with *step naming the failed step; on any
+ * failure before FL_WRITE_SYNC_DIR the temporary is removed. Either way *w is released. */
+int fl_file_commit(fl_file_writer *w, fl_write_step *step);
+
+/* Give the write up: close, remove the temporary; the target is left as it was. Safe on a
+ * released or zeroed writer (fd 0 in a zeroed writer is not closed: set fd = -1 first, or only
+ * call it after fl_file_begin succeeded). */
+void fl_file_abort(fl_file_writer *w);
+
+/* fl_file_begin + fl_write_all(data, len) + fl_file_commit: write a whole file durably. Returns 0
+ * or -errno with *step (may be NULL) naming the failed step. */
+int fl_file_replace(const char *path, const void *data, size_t len, unsigned mode,
+                    fl_write_step *step);
 
 #ifdef __cplusplus
 }

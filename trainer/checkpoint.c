@@ -325,36 +325,21 @@ int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out,
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return fl_error_set(err, -errno, "%s: cannot create checkpoint directory: %s", dir,
                             strerror(errno));
-    char path[4096], tmp[4200];
+    char path[4096];
     snprintf(path, sizeof path, "%s/ckpt-%08llu.tfc", dir, (unsigned long long)ck->st.micro_step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     uint8_t *buf;
     size_t len;
     if (tf_checkpoint_serialize(ck, &buf, &len))
         return fl_error_set(err, -ENOMEM, "%s: out of memory serialising checkpoint", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        int e = errno;
-        free(buf);
-        return fl_error_set(err, -e, "%s: %s", tmp, strerror(e));
-    }
-    int rc = fl_write_all(fd, buf, len);
+    fl_write_step step;
+    int rc = fl_file_replace(path, buf, len, 0666, &step);
     free(buf);
-    if (!rc && fsync(fd) != 0)
-        rc = -errno;
-    if (close(fd) != 0 && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc) {
-        unlink(tmp);
-        return fl_error_set(err, rc, "%s: writing checkpoint failed: %s", path, strerror(-rc));
-    }
-    /* make the rename durable: until the directory is synced, a crash may lose the new name */
-    rc = fl_fsync_dir(dir);
-    if (rc && rc != -EINVAL) /* EINVAL: a file system that cannot sync directories */
+    if (rc && step == FL_WRITE_SYNC_DIR)
         return fl_error_set(err, rc, "%s: cannot sync the checkpoint directory after writing %s: %s",
                             dir, path, strerror(-rc));
+    if (rc)
+        return fl_error_set(err, rc, "%s: writing checkpoint failed (%s): %s", path,
+                            fl_write_step_name(step), strerror(-rc));
     if (path_out)
         snprintf(path_out, cap, "%s", path);
     /* leftovers of a run killed mid-write (never renamed, so never valid checkpoints) */

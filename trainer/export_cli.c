@@ -45,8 +45,8 @@ static int opt_batch(void *opts, const char *name, const char *v, const char *to
 #define F(field) FL_CLI_FIELD(export_opts, field)
 static const fl_cli_opt export_table[] = {
     {FL_CLI_TEXT, "output", 'o', .off = F(out), .metavar = "FILE.onnx",
-     .help = "where to write the model (replaced if it exists; written to FILE.onnx.tmp,\n"
-             "then renamed)"},
+     .help = "where to write the model (a file is replaced: written to FILE.onnx.tmp, then\n"
+             "renamed; a symlink's target likewise; a device or FIFO is written in place)"},
     {FL_CLI_CUSTOM, "batch", .parse = opt_batch, .metavar = "N|dynamic",
      .help = "batch dimension of input `images` and output `logits`", .def = "dynamic"},
     {FL_CLI_INT, "opset", .off = F(opset), .umin = 13, .umax = 21, .metavar = "N",

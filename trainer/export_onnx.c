@@ -1,7 +1,7 @@
 /* export_onnx.c — tf_onnx_export / tf_onnx_serialize (export_onnx.h): the ONNX ModelProto around
  * the layers of export_onnx_graph.c (input normalisation, graph inputs and outputs, opset and IR
  * version, metadata_props), serialised with protobuf-c straight into the file (a resnet50 is
- * ~100 MB: no second copy in memory) under a temporary name, then renamed into place. */
+ * ~100 MB: no second copy in memory) through fl_file_begin/commit (common/fl_file.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -502,52 +502,41 @@ static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
     }
 }
 
-typedef struct file_job {
-    const char *path, *tmp;
-} file_job;
-
+/* The model streamed into a durable write (fl_file_begin/commit: a temporary renamed into place,
+ * or a device/FIFO written in place) */
 static int emit_file(const Onnx__ModelProto *m, void *user, fl_error *err)
 {
-    const file_job *j = user;
+    const char *path = user;
     file_out *f = malloc(sizeof *f);
     if (!f)
         return fl_error_set(err, -ENOMEM, "ONNX export: out of memory");
     f->base.append = file_append;
     f->used = 0;
     f->rc = 0;
-    f->fd = open(j->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (f->fd < 0) {
-        int e = errno;
+    fl_file_writer w;
+    fl_write_step step;
+    int rc = fl_file_begin(path, 0666, &w, &step);
+    if (rc) {
         free(f);
-        return fl_error_set(err, -e, "%s: cannot create: %s", j->tmp, strerror(e));
+        return fl_error_set(err, rc, "%s: cannot %s: %s", path,
+                            step == FL_WRITE_NOT_FILE ? "write a model over a directory"
+                                                      : fl_write_step_name(step),
+                            strerror(-rc));
     }
+    f->fd = w.fd;
     onnx__model_proto__pack_to_buffer(m, &f->base);
     if (!f->rc && f->used)
         f->rc = fl_write_all(f->fd, f->buf, f->used);
-    const char *step = "write";
-    if (!f->rc && fsync(f->fd) != 0) {
-        f->rc = -errno;
-        step = "fsync";
-    }
-    if (close(f->fd) != 0 && !f->rc) {
-        f->rc = -errno;
-        step = "close";
-    }
-    int rc = f->rc;
+    rc = f->rc;
     free(f);
-    if (!rc && rename(j->tmp, j->path) != 0) {
-        rc = -errno;
-        step = "rename into place";
-    }
     if (rc) {
-        unlink(j->tmp);
-        return fl_error_set(err, rc, "%s: cannot %s: %s", rc == -EXDEV ? j->tmp : j->path, step,
-                            strerror(-rc));
+        fl_error_set(err, rc, "%s: cannot write: %s", w.tmp ? w.tmp : path, strerror(-rc));
+        fl_file_abort(&w);
+        return rc;
     }
-    char *dir = fl_dir_of(j->path);
-    if (dir)
-        fl_fsync_dir(dir); /* the file is complete either way; this makes the name durable */
-    free(dir);
+    if ((rc = fl_file_commit(&w, &step)))
+        return fl_error_set(err, rc, "%s: cannot %s: %s", path, fl_write_step_name(step),
+                            strerror(-rc));
     return 0;
 }
 
@@ -555,13 +544,5 @@ int tf_onnx_export(const char *path, const tf_model_spec *spec, const float *par
                    const float *stats, const tf_onnx_options *opt, tf_onnx_summary *sum,
                    fl_error *err)
 {
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 8);
-    if (!tmp)
-        return fl_error_set(err, -ENOMEM, "ONNX export: out of memory");
-    snprintf(tmp, n + 8, "%s.tmp", path);
-    file_job j = {path, tmp};
-    int rc = with_model(spec, params, stats, opt, sum, emit_file, &j, err);
-    free(tmp);
-    return rc;
+    return with_model(spec, params, stats, opt, sum, emit_file, (void *)path, err);
 }

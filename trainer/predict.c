@@ -317,7 +317,7 @@ int tf_predict_main(const tf_predict_opts *o)
     memset(&c, 0, sizeof c);
     c.o = o;
     c.ckpt = o->ckpt;
-    c.out.npy_fd = -1;
+    c.out.npy_w.fd = c.out.csv_w.fd = -1;
     char latest[4096];
     int status = tf_eval_load(&c.ckpt, latest, sizeof latest, "predicting with", o->json, &c.ck,
                               &c.spec);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "fl_error.h"
+#include "fl_file.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,16 +55,17 @@ void tf_images_close(tf_images *s);
 
 /* ---- predict_out.c --------------------------------------------------------------------------- */
 
-/* Where predictions go. Files are written under a temporary name (PATH.partial) and renamed
- * into place by tf_pred_out_commit; tf_pred_out_close removes what was not committed. */
+/* Where predictions go. Files are durable writes (fl_file_begin, common/fl_file.h): a regular
+ * file is written under PATH.tmp and renamed into place by tf_pred_out_commit, a device or FIFO
+ * is written in place; tf_pred_out_close removes a temporary that was not committed. */
 typedef struct tf_pred_out {
     uint32_t classes, top;
     const char *const *names;  /* class names in label order (classes of them) */
     int json;                  /* per-record JSON lines instead of text */
     int labelled;              /* records carry labels: top-1/top-5 counted */
-    FILE *csv;
-    int npy_fd;
-    char *csv_path, *csv_tmp, *npy_path, *npy_tmp;
+    FILE *csv;                 /* on a dup of csv_w.fd; NULL without --csv */
+    fl_file_writer csv_w, npy_w; /* fd -1: not open */
+    const char *csv_path, *npy_path;
     uint64_t rows_expected, rows;
     uint64_t correct1, correct5;
     uint32_t *order;           /* scratch: class indices by logit */

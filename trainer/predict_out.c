@@ -1,7 +1,8 @@
 /* predict_out.c — where `trainfast predict` puts its predictions: one line per record on stdout
  * (text, or a JSON object per line), a CSV file, and the raw logits as a NumPy .npy file
- * (format 1.0: '<f4', C order, shape (N, classes), rows in record order). Files are written to
- * PATH.partial and renamed into place once every row is there. */
+ * (format 1.0: '<f4', C order, shape (N, classes), rows in record order). Files are durable
+ * writes (fl_file_begin/commit): renamed into place once every row is there, or written in place
+ * when PATH is a device or FIFO. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -14,13 +15,17 @@
 #include "fl_json.h"
 #include "predict.h"
 
-static char *tmp_name(const char *path)
+/* fl_file_begin with the option's wording of a failure */
+static int begin_output(const char *opt, const char *path, fl_file_writer *w, fl_error *err)
 {
-    size_t n = strlen(path) + sizeof ".partial";
-    char *t = malloc(n);
-    if (t)
-        snprintf(t, n, "%s.partial", path);
-    return t;
+    fl_write_step step;
+    int rc = fl_file_begin(path, 0666, w, &step);
+    if (rc)
+        return fl_error_set(err, rc, "%s %s: cannot %s: %s", opt, path,
+                            step == FL_WRITE_NOT_FILE ? "write over a directory"
+                                                      : fl_write_step_name(step),
+                            strerror(-rc));
+    return 0;
 }
 
 /* The .npy 1.0 header: magic, version, little-endian u16 length, then a Python dict literal
@@ -43,13 +48,11 @@ static int npy_header(int fd, uint64_t rows, uint32_t cols)
 
 static int open_npy(tf_pred_out *o, const char *path, fl_error *err)
 {
-    if (!(o->npy_path = strdup(path)) || !(o->npy_tmp = tmp_name(path)))
-        return fl_error_set(err, -ENOMEM, "out of memory");
-    o->npy_fd = open(o->npy_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (o->npy_fd < 0)
-        return fl_error_set(err, -errno, "--logits %s: cannot create %s: %s", path, o->npy_tmp,
-                            strerror(errno));
-    int rc = npy_header(o->npy_fd, o->rows_expected, o->classes);
+    o->npy_path = path;
+    int rc = begin_output("--logits", path, &o->npy_w, err);
+    if (rc)
+        return rc;
+    rc = npy_header(o->npy_w.fd, o->rows_expected, o->classes);
     return rc ? fl_error_set(err, rc, "--logits %s: cannot write: %s", path, strerror(-rc)) : 0;
 }
 
@@ -71,12 +74,17 @@ static void csv_field(FILE *f, const char *s)
 
 static int open_csv(tf_pred_out *o, const char *path, int files, fl_error *err)
 {
-    if (!(o->csv_path = strdup(path)) || !(o->csv_tmp = tmp_name(path)))
-        return fl_error_set(err, -ENOMEM, "out of memory");
-    o->csv = fopen(o->csv_tmp, "we");
-    if (!o->csv)
-        return fl_error_set(err, -errno, "--csv %s: cannot create %s: %s", path, o->csv_tmp,
-                            strerror(errno));
+    o->csv_path = path;
+    int rc = begin_output("--csv", path, &o->csv_w, err);
+    if (rc)
+        return rc;
+    int fd = fcntl(o->csv_w.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0 || !(o->csv = fdopen(fd, "w"))) {
+        rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        return fl_error_set(err, rc, "--csv %s: %s", path, strerror(-rc));
+    }
     fputs(files ? "index,file" : "index", o->csv);
     if (o->labelled)
         fputs(",label", o->csv);
@@ -90,7 +98,7 @@ int tf_pred_out_open(tf_pred_out *o, const tf_predict_opts *opt, uint64_t rows, 
                      const char *const *names, int labelled, fl_error *err)
 {
     memset(o, 0, sizeof *o);
-    o->npy_fd = -1;
+    o->npy_w.fd = o->csv_w.fd = -1;
     o->classes = classes;
     o->top = opt->top < classes ? opt->top : classes;
     o->names = names;
@@ -220,12 +228,13 @@ int tf_pred_out_rows(tf_pred_out *o, uint64_t first, uint32_t n, const float *lo
             csv_row(o, first + i, file, y);
     }
     if (o->csv && ferror(o->csv))
-        return fl_error_set(err, -EIO, "--csv %s: cannot write %s", o->csv_path, o->csv_tmp);
-    if (o->npy_fd >= 0) {
-        int rc = fl_write_all(o->npy_fd, logits, sizeof(float) * (size_t)n * K);
+        return fl_error_set(err, -EIO, "--csv %s: cannot write %s", o->csv_path,
+                            o->csv_w.tmp ? o->csv_w.tmp : o->csv_path);
+    if (o->npy_w.fd >= 0) {
+        int rc = fl_write_all(o->npy_w.fd, logits, sizeof(float) * (size_t)n * K);
         if (rc)
             return fl_error_set(err, rc, "--logits %s: cannot write %s: %s", o->npy_path,
-                                o->npy_tmp, strerror(-rc));
+                                o->npy_w.tmp ? o->npy_w.tmp : o->npy_path, strerror(-rc));
     }
     o->rows += n;
     return 0;
@@ -236,48 +245,36 @@ int tf_pred_out_commit(tf_pred_out *o, fl_error *err)
     if (o->rows != o->rows_expected)
         return fl_error_set(err, FL_E_INVALID, "%llu records predicted, %llu expected",
                             (unsigned long long)o->rows, (unsigned long long)o->rows_expected);
-    if (o->npy_fd >= 0) {
-        int bad = fsync(o->npy_fd) ? errno : 0;
-        if (close(o->npy_fd) && !bad)
-            bad = errno;
-        o->npy_fd = -1;
-        if (bad || rename(o->npy_tmp, o->npy_path))
-            return fl_error_set(err, -(bad ? bad : errno), "--logits %s: %s", o->npy_path,
-                                strerror(bad ? bad : errno));
-        free(o->npy_tmp);
-        o->npy_tmp = NULL;
-    }
+    fl_write_step step;
+    int rc;
+    if (o->npy_w.fd >= 0 && (rc = fl_file_commit(&o->npy_w, &step)))
+        return fl_error_set(err, rc, "--logits %s: cannot %s: %s", o->npy_path,
+                            fl_write_step_name(step), strerror(-rc));
     if (o->csv) {
-        int bad = fflush(o->csv) || ferror(o->csv) || fsync(fileno(o->csv)) ? (errno ? errno : EIO)
-                                                                             : 0;
+        int bad = fflush(o->csv) || ferror(o->csv) ? (errno ? errno : EIO) : 0;
         if (fclose(o->csv) && !bad)
-            bad = errno;
+            bad = errno ? errno : EIO;
         o->csv = NULL;
-        if (bad || rename(o->csv_tmp, o->csv_path))
-            return fl_error_set(err, -(bad ? bad : errno), "--csv %s: %s", o->csv_path,
-                                strerror(bad ? bad : errno));
-        free(o->csv_tmp);
-        o->csv_tmp = NULL;
+        if (bad)
+            return fl_error_set(err, -bad, "--csv %s: cannot write: %s", o->csv_path,
+                                strerror(bad));
+        if ((rc = fl_file_commit(&o->csv_w, &step)))
+            return fl_error_set(err, rc, "--csv %s: cannot %s: %s", o->csv_path,
+                                fl_write_step_name(step), strerror(-rc));
     }
     return 0;
 }
 
 void tf_pred_out_close(tf_pred_out *o)
 {
-    if (o->npy_fd >= 0)
-        close(o->npy_fd);
     if (o->csv)
         fclose(o->csv);
-    if (o->npy_tmp)
-        unlink(o->npy_tmp);
-    if (o->csv_tmp)
-        unlink(o->csv_tmp);
-    free(o->npy_tmp);
-    free(o->csv_tmp);
-    free(o->npy_path);
-    free(o->csv_path);
+    if (o->npy_w.fd >= 0)
+        fl_file_abort(&o->npy_w);
+    if (o->csv_w.fd >= 0)
+        fl_file_abort(&o->csv_w);
     free(o->order);
     free(o->prob);
     memset(o, 0, sizeof *o);
-    o->npy_fd = -1;
+    o->npy_w.fd = o->csv_w.fd = -1;
 }

@@ -320,28 +320,13 @@ int tf_report_write(const tf_log *logs, size_t n, const char *title, const char 
         fl_tbuf_free(&b);
         return rc;
     }
-    /* a temporary name renamed into place: a reader never sees half a page */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        rc = -errno;
-    else if ((rc = write_fd(fd, &b)) == 0 && fsync(fd) != 0)
-        rc = -errno;
-    if (fd >= 0 && close(fd) != 0 && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc) {
-        if (fd >= 0)
-            unlink(tmp);
-        fl_error_set(err, rc, "%s: cannot write: %s", path, strerror(-rc));
-    } else {
-        char *dir = fl_dir_of(path);
-        if (dir)
-            fl_fsync_dir(dir);
-        free(dir);
-    }
+    /* fl_file_replace: a reader never sees half a page; a device or FIFO is written in place */
+    fl_write_step step;
+    if ((rc = fl_file_replace(path, b.data, b.len, 0666, &step)))
+        fl_error_set(err, rc, "%s: cannot %s: %s", path,
+                     step == FL_WRITE_NOT_FILE ? "write a report over a directory"
+                                               : fl_write_step_name(step),
+                     strerror(-rc));
     fl_tbuf_free(&b);
     return rc;
 }

@@ -105,7 +105,7 @@ assert text[-1].startswith(f"{ev['checkpoint']} on ") and "top1" in text[-1], te
 print(f"ok   top-1 {top1:.4f} / top-5 {top5:.4f} from the .npy = eval --no-tta = predict's summary; "
       "JSON lines, CSV, text and --top 20 (clamped to 8) agree with the logits")
 EOF
-    [[ ! -e "$T/l.npy.partial" && ! -e "$T/p.csv.partial" ]] || fail "temporaries left behind"
+    [[ ! -e "$T/l.npy.tmp" && ! -e "$T/p.csv.tmp" ]] || fail "temporaries left behind"
 }
 
 # write images with PIL: name size mode format [seed]
@@ -205,7 +205,7 @@ Image.fromarray(np.random.default_rng(1).integers(0, 255, (64, 64), dtype=np.uin
         && expect_err "--csv $T/no/p.csv: cannot create" "unwritable --csv"
     echo old > "$T/keep.npy"
     expect_status 1 "failing run" -- "$TF" predict "$CK" "$T/ok.png" "$T/text.png" --logits "$T/keep.npy"
-    [[ $(cat "$T/keep.npy") == old && ! -e "$T/keep.npy.partial" ]] || fail "a failed run replaced --logits or left its .partial"
+    [[ $(cat "$T/keep.npy") == old && ! -e "$T/keep.npy.tmp" ]] || fail "a failed run replaced --logits or left its .tmp"
     if [[ -w /dev/full ]]; then
         expect_status 1 "stdout full" -- sh -c "'$TF' predict '$CK' '$T/val' > /dev/full" \
             && expect_err "cannot write the predictions to stdout" "stdout full"
