@@ -233,14 +233,14 @@ typedef struct tf_backend_ops {
 const tf_backend_ops *tf_backend_cpu(void);
 
 #ifdef FL_HAVE_CUDA
-/* The CUDA backend (trainer/gpu), only in builds with FL_HAVE_CUDA. trainer/gpu/CMakeLists.txt
- * builds it as the static library target `tf_gpu` (linking tf_core); trainfast links tf_gpu and
- * compiles with TF_HAVE_GPU_BACKEND when that target exists. */
+/* The CUDA backend (trainer/gpu): FL_HAVE_CUDA, the one macro for "the CUDA backend is built",
+ * is defined exactly when trainer/gpu/CMakeLists.txt builds the static library `tf_gpu`, which
+ * trainfast then links. */
 const tf_backend_ops *tf_backend_cuda(void);
 #endif
 
 /* Augmentation shared by all backends: per-sample crop offset and flip are a pure function of
- * (seed, epoch, record index), fl_aug_crop_flip (loader/fl_aug_rng.h, also the GPU input
+ * (seed, epoch, record index), fl_aug_crop_flip (common/fl_aug_rng.h, also the GPU input
  * kernel's), so every backend, thread count and resumed run sees the same augmented pixels. */
 
 #ifdef __cplusplus

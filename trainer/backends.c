@@ -32,7 +32,7 @@ int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice
     if (strcmp(device, "cuda") && strcmp(device, "auto"))
         return fl_error_set(err, FL_E_INVALID, "--device %s: expected cpu, cuda or auto", device);
     char why[256] = "this trainfast was built without the CUDA backend";
-#ifdef TF_HAVE_GPU_BACKEND
+#ifdef FL_HAVE_CUDA
     const tf_backend_ops *g = tf_backend_cuda();
     if (!g->available || g->available(why, sizeof why)) {
         *ops = g;

@@ -188,7 +188,7 @@ int tf_doctor_main(int json)
     ver(rv, sizeof rv, d.runtime_ver);
     int mismatch = d.driver_ver > 0 && d.runtime_ver > 0 && d.driver_ver < d.runtime_ver;
     const char *backend_built =
-#ifdef TF_HAVE_GPU_BACKEND
+#ifdef FL_HAVE_CUDA
         "cpu, cuda";
 #else
         "cpu";

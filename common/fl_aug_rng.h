@@ -2,8 +2,9 @@
  * padding and horizontal flip): fl_aug_crop_flip is called by the CPU backend's input stage
  * (trainer/cpu/cpu_layers.c) and, compiled by nvcc as __host__ __device__, by the GPU input kernel
  * (kernels/input.cu), so both augment every sample identically. Plain C, header-only, no state:
- * the draw for a sample is a pure function of (seed, epoch, record index). Beside augment.h (the
- * loader's own random-resized-crop / center / flip parameters, drawn by the decode workers). */
+ * the draw for a sample is a pure function of (seed, epoch, record index). The loader's own
+ * random-resized-crop / center / flip parameters, drawn by its decode workers, are another
+ * thing (loader/augment.h). In common/ because its users (trainer, kernels) share no other layer. */
 #ifndef FL_AUG_RNG_H
 #define FL_AUG_RNG_H
 
