@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# detection_loader.sh — detection loading: libfastload vs a PyTorch DataLoader doing the same work,
+# measured in the same run. The set: photo-like JPEGs with 1-6 objects drawn on each (boxes, class
+# per box, semantic mask; bench/detection_loader.py make), packed with
+# `packdata pack --coco instances.json --root images --masks` (fields image, boxes, labels,
+# iscrowd, mask). Both sides: random-resized-crop to SIZE x SIZE + flip applied to the image
+# (bilinear), the mask (nearest) and the boxes (shift, scale, clip, drop, flip), batches of B
+# padded boxes + counts, 2 workers:
+#   fastload  `fastload bench --augment rrc,flip --size SIZE --workers 2 --json`
+#   PyTorch   DataLoader(num_workers=2) over a Dataset doing PIL decode of image and mask PNG,
+#             PIL resize through the crop, numpy box geometry (bench/detection_loader.py torch).
+# Each figure is the median of --runs interleaved runs; the ratio is fastload / PyTorch (target
+# >= 5x). Data is read from the page cache.
+# Usage: bench/detection_loader.sh [--count N (600)] [--runs R (3)] [--epochs E (2)] [--size S (320)]
+#                                  [--batch B (32)] [--build DIR] [--out DIR (bench/out/detection)]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+count=600 runs=3 epochs=2 size=320 batch=32 build="$root/build" out="$root/bench/out/detection"
+while (($#)); do
+    case "$1" in
+        --count) count=$2; shift 2 ;;
+        --runs) runs=$2; shift 2 ;;
+        --epochs) epochs=$2; shift 2 ;;
+        --size) size=$2; shift 2 ;;
+        --batch) batch=$2; shift 2 ;;
+        --build) build=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "detection_loader.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+py=/usr/bin/python3
+fastload="$build/tools/fastload/fastload"
+packdata="$build/tools/packdata/packdata"
+[[ -x "$fastload" && -x "$packdata" ]] || { echo "detection_loader.sh: build $build first" >&2; exit 1; }
+$py -c "import torch, PIL, numpy" 2>/dev/null ||
+    { echo "detection_loader.sh: needs python3-torch, python3-pil, python3-numpy (Debian)" >&2; exit 1; }
+
+src="$out/src-$count" set="$out/set-$count"
+mkdir -p "$out"
+[[ -f "$src/instances.json" ]] || $py "$root/bench/detection_loader.py" make "$src" --count "$count"
+[[ -d "$set" ]] || "$packdata" pack --coco "$src/instances.json" --root "$src/images" "$set" --masks \
+    --encode keep --quiet
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+fl_rates=() pt_rates=()
+for ((r = 1; r <= runs; r++)); do
+    f=$("$fastload" bench "$set" --augment rrc,flip --size "$size" --batch "$batch" --workers 2 \
+        --epochs "$epochs" --json | $py -c "import json,sys; print(json.load(sys.stdin)['images_per_sec'])")
+    p=$($py "$root/bench/detection_loader.py" torch "$src" --workers 2 --batch "$batch" --size "$size" \
+        --epochs "$epochs" | $py -c "import json,sys; print(json.load(sys.stdin)['images_per_sec'])")
+    printf 'run %d: fastload %.0f images/s, PyTorch %.0f images/s\n' "$r" "$f" "$p"
+    fl_rates+=("$f") pt_rates+=("$p")
+done
+fm=$(printf '%s\n' "${fl_rates[@]}" | median) pm=$(printf '%s\n' "${pt_rates[@]}" | median)
+"$fastload" bench "$set" --augment rrc,flip --size "$size" --batch "$batch" --workers 2 --epochs 1 |
+    grep -E "fields|result" | sed 's/^/  /'
+printf 'detection (boxes + masks, RRC %d + flip, batch %d, 2 workers, %d images x %d epochs):\n' \
+    "$size" "$batch" "$count" "$epochs"
+printf '  fastload %.0f images/s, PyTorch DataLoader %.0f images/s: %.2fx (target >= 5x)\n' \
+    "$fm" "$pm" "$(echo "$fm / $pm" | bc -l)"
