@@ -55,6 +55,7 @@ int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *ra
 }
 const char *pd_archive_path(const pd_archive *ar) { (void)ar; return ""; }
 const char *pd_archive_stamp(const pd_archive *ar) { (void)ar; return ""; }
+
 int pd_archive_list(pd_archive *ar, size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err) {
     (void)ar, (void)head_bytes, (void)visit, (void)ctx;
     return fl_error_set(err, FL_E_UNSUPPORTED, "no libarchive in this build");
@@ -71,6 +72,11 @@ int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, 
     return FL_E_UNSUPPORTED;
 }
 void pd_archives_begin_ordered(pd_items *items, size_t start) { (void)items, (void)start; }
+int pd_tar_entry_read(const pd_tar_entry *e, uint8_t *dst, char *why, size_t why_cap) {
+    (void)e, (void)dst;
+    snprintf(why, why_cap, "no libarchive in this build");
+    return FL_E_UNSUPPORTED;
+}
 const char *pd_archives_stream_only(const pd_archive *list) { (void)list; return NULL; }
 void pd_archives_free(pd_archive *list) { (void)list; }
 
@@ -234,9 +240,26 @@ static int list_reader(struct archive *a, const char *what, uint64_t base, int o
             te.head = head;
             te.head_len = got;
         }
+        te.reader = a;
         int v = visit(ctx, &te);
         if (v) return v;
     }
+}
+
+int pd_tar_entry_read(const pd_tar_entry *e, uint8_t *dst, char *why, size_t why_cap) {
+    if (e->head_len) memcpy(dst, e->head, e->head_len);
+    uint64_t got = e->head_len;
+    while (got < e->size) {
+        la_ssize_t n = archive_read_data(e->reader, dst + got, (size_t)(e->size - got));
+        if (n <= 0) {
+            snprintf(why, why_cap, "truncated member: %llu of %llu bytes (%s)", (unsigned long long)got,
+                     (unsigned long long)e->size,
+                     n < 0 && archive_error_string(e->reader) ? archive_error_string(e->reader) : "end of data");
+            return FL_E_FORMAT;
+        }
+        got += (uint64_t)n;
+    }
+    return 0;
 }
 
 int pd_archive_list(pd_archive *ar, size_t head_bytes, pd_tar_visit visit, void *ctx,

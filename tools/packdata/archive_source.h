@@ -37,6 +37,7 @@ typedef struct pd_tar_entry {
     const uint8_t *head;  /* the first head_len bytes of the data (up to the listing's want) */
     size_t head_len;
     int sparse;           /* a GNU sparse member: its bytes are not one range of the file */
+    void *reader;         /* the listing's reader, for pd_tar_entry_read */
 } pd_tar_entry;
 enum { PD_TAR_FILE = 0, PD_TAR_DIR, PD_TAR_LINK, PD_TAR_OTHER };
 
@@ -59,6 +60,10 @@ const char *pd_archive_stamp(const pd_archive *ar);
  * (err: the file, the entry count so far and libarchive's reason); *complete is 0 then. */
 int pd_archive_list(pd_archive *ar, size_t head_bytes, pd_tar_visit visit, void *ctx,
                     fl_error *err);
+
+/* From a visitor: the whole data of file entry e (e->size bytes into dst, head included).
+ * Returns 0, or FL_E_FORMAT with `why` (a truncated or corrupt tar). */
+int pd_tar_entry_read(const pd_tar_entry *e, uint8_t *dst, char *why, size_t why_cap);
 
 /* List a tar stored as one uncompressed member [offset, offset + size) of a random-access
  * archive `ar` (ImageNet's per-class tars): entry offsets are absolute offsets in ar's file.

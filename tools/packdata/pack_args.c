@@ -236,6 +236,10 @@ static const fl_cli_opt pack_opts[] = {
      .help = "end of a mask's file name, replaced to find its image", .def = ".png"},
     {FL_CLI_TEXT, "image-suffix", .off = F(so.image_suffix), .metavar = "SUFFIX",
      .help = "end of an image's file name", .def = "the first of .jpg .jpeg .png .webp that exists"},
+    {FL_CLI_TEXT, "wds", .off = F(so.wds), .metavar = "SHARDS",
+     .help = "WebDataset tar shards, read in place: a brace pattern\n"
+             "('train-{000000..000009}.tar'), a folder of tars, a tar, or a file listing\n"
+             "tar paths (see below)"},
     {FL_CLI_CUSTOM, "root", .parse = opt_root, .metavar = "DIR",
      .help = "base directory for list/CSV paths", .def = "the list file's directory"},
     {FL_CLI_TEXT, "path-column", .off = F(so.path_column), .metavar = "NAME",
@@ -325,6 +329,7 @@ static const char pack_synopsis[] =
 "       packdata pack --coco INSTANCES.json --root IMAGE_DIR DST [--masks] [options]\n"
 "       packdata pack IMAGES_DIR DST --mask-dir MASKS_DIR [options]\n"
 "       packdata pack --jsonl FILE DST --field NAME:TYPE[:SHAPE] ... [options]\n"
+"       packdata pack --wds SHARDS DST [options]\n"
 "\n"
 "Pack images and labels into a fastload dataset at DST (a directory of checksummed shards and a\n"
 "manifest, or an LMDB environment with --backend lmdb). Everything is written to DST.partial and\n"
@@ -351,6 +356,11 @@ static const char pack_synopsis[] =
 "                         images, DIR annotations; Cityscapes: SRC leftImg8bit, DIR gtFine,\n"
 "                         --image-suffix _leftImg8bit.png --mask-suffix _gtFine_labelIds.png.\n"
 "                         A mask must have its image's size\n"
+"  --wds SHARDS           WebDataset shards, read in place: members grouped into samples by key\n"
+"                         (the path up to the first dot of the file name), one field per\n"
+"                         extension: jpg jpeg png webp the image, cls the int label, txt json\n"
+"                         text, npy ndarray (one dtype and shape for all), others bytes.\n"
+"                         Every sample needs every field; records are named SHARD/KEY\n"
 "  SRC is a directory holding *-images-idx3-ubyte[.gz] + *-labels-idx1-ubyte[.gz]   → IDX\n"
 "                         (several pairs, e.g. train and t10k: choose with --split train|t10k)\n"
 "  SRC is a directory holding CIFAR binary batches (data_batch_*.bin, test_batch.bin: CIFAR-10;\n"
@@ -360,8 +370,13 @@ static const char pack_synopsis[] =
 "                         order, or as --classes lists them); its image files (.jpg .jpeg .png\n"
 "                         .webp, any depth) are the inputs; a folder without any is skipped\n"
 "                         with a warning (with --classes it stays a class)\n"
-"  SRC is a file ending in .csv → CSV (as --csv)\n"
-"  SRC is any other file → list file: lines \"relative/path label\" (Caffe convert_imageset style;\n"
+"  SRC is a tar file (.tar .tar.gz .tgz .tar.bz2 .tar.xz .tar.zst) → an ImageFolder read in\n"
+"                         place, never extracted: ImageNet's train tar (per-class tars\n"
+"                         <class>.tar) or a tar of class folders (one top folder is looked\n"
+"                         through); the records are those of packing the extracted folder.\n"
+"                         Absolute or '..' member paths and link members are bad inputs. A\n"
+"                         plain .tar is read at random, a compressed one in order (no --shuffle)\n"
+"  SRC is a file ending in .csv → CSV (as --csv)\n""  SRC is any other file → list file: lines \"relative/path label\" (Caffe convert_imageset style;\n"
 "                         the path may contain spaces: the label is the last field), relative to\n"
 "                         --root (default: the list file's directory); '#' lines are comments\n"
 "Labels are integers 0..N-1, or class names when --classes/--class-names gives them.\n"
@@ -409,12 +424,12 @@ static int parse_args(int argc, char **argv, pd_pack_opts *po) {
     po->seed_given = fl_cli_given(&p, "seed");
     po->shard_size_given = fl_cli_given(&p, "shard-size");
     po->cifar100_given = fl_cli_given(&p, "cifar100-labels");
-    int need_src = !(po->so.idx_images || po->so.csv || po->so.coco || po->so.jsonl);
+    int need_src = !(po->so.idx_images || po->so.csv || po->so.coco || po->so.jsonl || po->so.wds);
     if (p.npos == (need_src ? 2 : 1)) {
         po->src = need_src ? p.pos[0] : NULL;
         po->dst = p.pos[p.npos - 1];
     } else if (!need_src && p.npos == 2) {
-        return usage("give either SRC or --csv/--jsonl/--coco/--idx, not both"), FL_EXIT_USAGE;
+        return usage("give either SRC or --csv/--jsonl/--coco/--idx/--wds, not both"), FL_EXIT_USAGE;
     } else {
         return usage(need_src ? "needs SRC and DST" : "needs DST"), FL_EXIT_USAGE;
     }
