@@ -97,5 +97,6 @@ if bdist_wheel is not None:
 
     cmdclass["bdist_wheel"] = PlatformWheel
 
-setup(version=VERSION, packages=["fastload"], cmdclass=cmdclass, distclass=BinaryDistribution,
-      zip_safe=False)
+# py.typed: the package's type hints are for type checkers (PEP 561)
+setup(version=VERSION, packages=["fastload"], package_data={"fastload": ["py.typed"]},
+      cmdclass=cmdclass, distclass=BinaryDistribution, zip_safe=False)

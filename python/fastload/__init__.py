@@ -26,7 +26,7 @@ __all__ = ["Loader", "Batch", "Error", "CorruptRecordError", "DataIOError", "Inv
 from ._native import PACKAGE_VERSION as __version__  # from CMakeLists.txt, via _version.py
 
 
-def version():
+def version() -> str:
     """Version string of the loaded libfastload."""
     from ._native import lib
     return lib().fl_version().decode()

@@ -129,12 +129,21 @@ def padded(struct_type, reserve=1024):
 PaddedOptions = padded(fl_loader_options)
 PaddedStats = padded(fl_loader_stats)
 
-# enum values of loader/fastload.h
-ORDER = {"seq": 0, "sequential": 0, "random": 1, "quasi": 2}
-AUGMENT = {"none": 0, "center": 1, "rrc": 2}
-IO = {"auto": 0, "uring": 1, "io_uring": 1, "pread": 2, "mmap": 3, "memory": 4}
-ON_CORRUPT = {"error": 0, "skip": 1}
+# Enum values of the C headers, by the names the Python options use. tests/python/test_headers.py
+# parses the headers and checks every value here (and that no enumerator is missing).
+ORDER = {"seq": 0, "sequential": 0, "random": 1, "quasi": 2}            # fl_order (fastload.h)
+AUGMENT = {"none": 0, "center": 1, "rrc": 2, "object_crop": 3}          # fl_augment
+IO = {"auto": 0, "uring": 1, "io_uring": 1, "pread": 2, "mmap": 3, "memory": 4}  # fl_io_mode
+ON_CORRUPT = {"error": 0, "skip": 1}                                    # fl_on_corrupt
 DECODE = {"accurate": 0, "fast": 3}  # FL_DECODE_FAST of imaging/fl_image.h
+FIELD_TYPE = {"image": 1, "int": 2, "int_list": 3, "float": 4, "float_vector": 5, "boxes": 6,
+              "mask": 7, "ndarray": 8, "bytes": 9, "text": 10}           # fl_field_type (fl_fields.h)
+DTYPE = {"uint8": 1, "int8": 2, "uint16": 3, "int16": 4, "int32": 5, "int64": 6, "float16": 7,
+         "float32": 8, "float64": 9}                                    # fl_dtype (fl_fields.h)
+MASK_CODEC = {"png": 1, "zstd": 2}                                      # fl_mask_codec (fl_fields.h)
+ENCODING = {"jpeg": 1, "png": 2, "raw": 3, "webp": 4, "mixed": 5, "none": 6}  # fl_encoding (fl_dataset.h)
+COMPRESSION = {"none": 0, "zstd": 1}                                    # fl_compression
+BACKEND = {"shards": 1, "lmdb": 2}                                      # fl_backend
 
 
 class fl_abi_info(ctypes.Structure):
@@ -307,13 +316,13 @@ def lib():
     return L
 
 
-def library_path():
+def library_path() -> str:
     """Path of the loaded libfastload (loads it if needed)."""
     lib()
     return _lib_path
 
 
-def library_origin():
+def library_origin() -> str:
     """Where the loaded libfastload was found: "inside the package", "build tree (build/)",
     "build tree ($FL_BINARY_DIR)" or "$FASTLOAD_LIBRARY" (loads it if needed)."""
     lib()

@@ -14,7 +14,7 @@
                                     (FL_E_UNSUPPORTED, FL_E_CUDA)
       LoaderForkedError (RuntimeError)  a Loader used in a process forked from the one that
                                     made it (create the Loader in each worker)
-The codes are those of common/fl_error.h.
+The codes are those of common/fl_error.h (FL_E_DUPLICATE: Error; FL_E_CANCELLED: Error).
 """
 import errno as _errno
 import os
@@ -31,7 +31,10 @@ FL_E_INVALID = -40009
 FL_E_LMDB = -40010
 FL_E_CUDA = -40011
 FL_E_LABEL = -40012
+FL_E_DUPLICATE = -40013
+FL_E_CANCELLED = -40014
 FL_E_BASE = -40000
+# common/fl_error.h's values: tests/python/test_headers.py checks every one against the header
 
 
 class Error(Exception):
@@ -88,7 +91,7 @@ _CORRUPT = {FL_E_FORMAT, FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_DECOD
             FL_E_LABEL}
 
 
-def error_class(code):
+def error_class(code: int) -> type:
     """The exception class for a library code."""
     if code in _CORRUPT:
         return CorruptRecordError
@@ -101,7 +104,7 @@ def error_class(code):
     return Error
 
 
-def make_error(code, message):
+def make_error(code: int, message: str) -> "Error":
     """An instance of the right class for `code` (message: the library's text)."""
     if not message:
         message = os.strerror(-code) if FL_E_BASE < code < 0 else f"fastload error {code}"

@@ -215,17 +215,17 @@ def _parse_augment(augment: Optional[str], flip: bool) -> Tuple[int, bool]:
         elif tok in _native.AUGMENT:
             base = tok
         elif tok:
-            raise InvalidOptionError(FL_E_INVALID, f"fastload: augment '{augment}': use rrc, center "
-                                     "or none, optionally ',flip'")
+            raise InvalidOptionError(FL_E_INVALID, f"fastload: augment '{augment}': use rrc, center, "
+                                     "object_crop or none, optionally ',flip'")
     return _native.AUGMENT[base], f
 
 
 def default_order(augment: Optional[str] = "none", flip: bool = False) -> str:
     """The order a Loader uses when none is given: "random" when the augmentation is random
-    (augment="rrc" or flip), else "seq" — the C library's default, and a DataLoader's without
+    (augment="rrc" or "object_crop", or flip), else "seq" — the C library's default, and a DataLoader's without
     shuffle (an evaluation set is read once, in order)."""
     aug, f = _parse_augment(augment, flip)
-    return "random" if f or aug == _native.AUGMENT["rrc"] else "seq"
+    return "random" if f or aug in (_native.AUGMENT["rrc"], _native.AUGMENT["object_crop"]) else "seq"
 
 
 def _choice(name: str, value, table: Mapping[str, int]) -> int:

@@ -32,11 +32,11 @@ def _torch():
     return torch
 
 
-def _bad(msg):
+def _bad(msg: str) -> InvalidOptionError:
     return InvalidOptionError(FL_E_INVALID, "fastload.torch: " + msg)
 
 
-def rank_world(rank=None, world=None):
+def rank_world(rank: Optional[int] = None, world: Optional[int] = None) -> Tuple[int, int]:
     """(rank, world) of this process: the arguments when given, else torch.distributed's when it
     is initialized, else $RANK / $WORLD_SIZE (as torchrun sets them), else (0, 1)."""
     if rank is not None and world is not None:

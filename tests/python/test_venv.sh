@@ -47,6 +47,8 @@ assert fastload.__file__.startswith(venv + "/"), f"fastload imported from {fastl
 assert n.library_origin() == "inside the package", n.library_origin()
 assert fastload.library_path().startswith(venv + "/"), fastload.library_path()
 assert fastload.__version__ == want == fastload.version(), (fastload.__version__, want, fastload.version())
+import os
+assert os.path.exists(os.path.join(os.path.dirname(fastload.__file__), "py.typed")), "py.typed not installed"
 print(f"{venv}: fastload {fastload.__version__} from {fastload.library_path()}")
 PY
 done
