@@ -14,6 +14,7 @@
 
 #include "fl_dataset_impl.h"
 #include "fl_file.h"
+#include "fl_lmdb.h"
 
 #define FL_MAX_MANIFEST_BYTES (256u << 20)
 
@@ -138,6 +139,15 @@ void fl_dataset_close(fl_dataset *ds) {
     free(ds);
 }
 
+/* The schema's fields, the format version and where the image and label are. */
+static void set_fields(fl_dataset *ds, const fl_manifest *m) {
+    ds->version = m->version;
+    ds->num_fields = m->num_fields;
+    memcpy(ds->fields, m->fields, sizeof ds->fields);
+    ds->label_field = fl_fields_label_index(m->fields, m->num_fields);
+    ds->image_field = fl_fields_image_index(m->fields, m->num_fields);
+}
+
 static int same_schema(const fl_schema *a, const fl_schema *b) {
     return a->encoding == b->encoding && a->compression == b->compression &&
            a->channels == b->channels && a->height == b->height && a->width == b->width;
@@ -164,6 +174,24 @@ static int shard_matches(const fl_shard_view *v, const fl_manifest *om, uint32_t
     return 0;
 }
 
+/* Every label of shard v below the number of classes (when there are classes); 0 when the
+ * schema has no label field. */
+static int check_labels(const fl_dataset *ds, const fl_shard_view *v, uint64_t first, fl_error *err) {
+    if (!ds->num_classes && ds->label_field >= 0) return 0;
+    for (uint64_t r = 0; r < v->count; r++) {
+        fl_record_info ri;
+        fl_shard_entry(v, r, &ri, NULL, NULL);
+        if (ds->label_field < 0 && ri.label != 0)
+            return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: label %d in a dataset without "
+                                "a label field", v->path, (unsigned long long)(first + r), ri.label);
+        if (ds->num_classes && (uint32_t)ri.label >= ds->num_classes)
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: record %llu: label %d out of range (%u classes)", v->path,
+                                (unsigned long long)(first + r), ri.label, ds->num_classes);
+    }
+    return 0;
+}
+
 /* part_start[i]: non-zero when shard i is the first of a --part dataset (numbering restarts);
  * NULL for a plain dataset. owner[i]/owner_k[i]: the part manifest listing shard i and its
  * position there; dirfd[i]: that part's directory (NULL: m itself, position i, dir_fd). Shard i
@@ -181,6 +209,7 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
     if (!ds->shards || !ds->shard_first || !ds->shard_ddict || !ds->ddicts_owned)
         return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
     uint64_t first = 0;
+    size_t min_fields = m->version >= 3 ? fl_fields_min_block(m->fields, m->num_fields) : 0;
     for (uint32_t i = 0; i < n; i++) {
         const char *path = ds->file_paths[i];
         fl_shard_view *v = &ds->shards[i];
@@ -195,11 +224,16 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
             int e = errno;
             return fl_error_set(err, -e, "%s: cannot open shard: %s", path, strerror(e));
         }
-        int rc = fl_shard_open_fd(fd, path, v, err);
+        int rc = fl_shard_open_fd_min(fd, path, min_fields, v, err);
         ds->num_open = i + 1; /* so close() releases what is open */
         if (rc) return rc;
         rc = shard_matches(v, om, k, err);
         if (rc) return rc;
+        for (uint32_t f = 0; f < m->num_fields; f++)
+            if (v->field_max[f] > m->fields[f].max_count && fl_field_is_variable(m->fields[f].type))
+                return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": up to %u per record, the "
+                                    "manifest's max_count is %u", path, m->fields[f].name,
+                                    v->field_max[f], m->fields[f].max_count);
         if (v->number != local || v->first_record != local_first || v->count != m->shards[i].records)
             return fl_error_set(err, FL_E_FORMAT,
                                 "%s: shard %u holds records [%llu, +%llu), manifest expects shard %u "
@@ -211,14 +245,8 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
         local_first += v->count;
         if (!same_schema(&v->schema, &m->schema))
             return fl_error_set(err, FL_E_FORMAT, "%s: shard schema differs from the manifest's", path);
-        for (uint64_t r = 0; ds->num_classes && r < v->count; r++) {
-            fl_record_info ri;
-            fl_shard_entry(v, r, &ri, NULL, NULL);
-            if ((uint32_t)ri.label >= ds->num_classes)
-                return fl_error_set(err, FL_E_FORMAT,
-                                    "%s: record %llu: label %d out of range (%u classes)", path,
-                                    (unsigned long long)(first + r), ri.label, ds->num_classes);
-        }
+        rc = check_labels(ds, v, first, err);
+        if (rc) return rc;
         ds->shard_first[i] = first;
         first += v->count;
         ds->total_bytes += v->size;
@@ -257,6 +285,17 @@ static int cmp_part(const void *a, const void *b) {
     return (x->m.part_index > y->m.part_index) - (x->m.part_index < y->m.part_index);
 }
 
+/* The same fields, max_count aside (each part records its own largest counts). */
+static int same_fields(const fl_manifest *a, const fl_manifest *b) {
+    if (a->num_fields != b->num_fields) return 0;
+    for (uint32_t i = 0; i < a->num_fields; i++) {
+        fl_field x = a->fields[i], y = b->fields[i];
+        x.max_count = y.max_count = 0;
+        if (memcmp(&x, &y, sizeof x) != 0) return 0;
+    }
+    return 1;
+}
+
 static int same_classes(const fl_manifest *a, const fl_manifest *b) {
     if (a->num_classes != b->num_classes) return 0;
     for (uint32_t i = 0; i < a->num_classes; i++)
@@ -264,8 +303,10 @@ static int same_classes(const fl_manifest *a, const fl_manifest *b) {
     return 1;
 }
 
-/* Returns -ENOENT (with err untouched) when ds->dir holds no part datasets at all. */
-static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err) {
+/* The sub-directories of ds->dir holding a manifest, each parsed (*parts, *np: freed by the
+ * caller whatever the outcome). -ENOENT (err untouched) when the directory cannot be listed. */
+static int find_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_part_dir **pp, uint32_t *np,
+                      fl_error *err) {
     int lfd = dup(root_fd); /* fdopendir takes it */
     DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
     if (!d) {
@@ -274,6 +315,8 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
     }
     fl_part_dir *parts = NULL;
     uint32_t n = 0, cap = 0;
+    *pp = NULL;
+    *np = 0;
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -300,14 +343,15 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
         }
         if (n == cap) {
             cap = cap ? cap * 2 : 8;
-            fl_part_dir *np = realloc(parts, cap * sizeof *parts);
-            if (!np) {
+            fl_part_dir *np_ = realloc(parts, cap * sizeof *parts);
+            if (!np_) {
                 free(sub);
                 free(mp);
                 rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
                 break;
             }
-            parts = np;
+            parts = np_;
+            *pp = parts;
         }
         memset(&parts[n], 0, sizeof parts[n]);
         parts[n].dir = sub;
@@ -316,11 +360,17 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
         if (rc == 0) rc = fl_manifest_parse(text, len, mp, &parts[n].m, err);
         free(text);
         free(mp);
-        n++;
+        *np = ++n;
         if (rc) break;
     }
     closedir(d);
-    if (rc == 0 && n == 0) rc = -ENOENT;
+    return rc;
+}
+
+/* Exactly parts 0..N-1 once each, all shards, one schema, one format version, the same fields
+ * (max_count aside) and classes. */
+static int check_parts(const fl_dataset *ds, fl_part_dir *parts, uint32_t n, fl_error *err) {
+    int rc = 0;
     if (rc == 0) {
         qsort(parts, n, sizeof *parts, cmp_part);
         uint32_t count = parts[0].m.part_count;
@@ -342,8 +392,21 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
             else if (!same_schema(&pm->schema, &parts[0].m.schema) || !same_classes(pm, &parts[0].m))
                 rc = fl_error_set(err, FL_E_FORMAT, "%s: schema or classes differ from %s's", parts[i].dir,
                                   parts[0].dir);
+            else if (pm->version != parts[0].m.version || !same_fields(pm, &parts[0].m))
+                rc = fl_error_set(err, FL_E_FORMAT, "%s: format version or fields differ from %s's",
+                                  parts[i].dir, parts[0].dir);
         }
     }
+    return rc;
+}
+
+/* Returns -ENOENT (with err untouched) when ds->dir holds no part datasets at all. */
+static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err) {
+    fl_part_dir *parts = NULL;
+    uint32_t n = 0;
+    int rc = find_parts(ds, c, root_fd, &parts, &n, err);
+    if (rc == 0 && n == 0) rc = -ENOENT;
+    if (rc == 0) rc = check_parts(ds, parts, n, err);
     /* Build the combined manifest: every part's shards in part order. */
     fl_manifest all;
     memset(&all, 0, sizeof all);
@@ -357,9 +420,15 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
             shards += parts[i].m.num_shards;
             all.records += parts[i].m.records;
         }
-        all.version = FL_FORMAT_VERSION;
+        all.version = parts[0].m.version;
         all.backend = FL_BACKEND_SHARDS;
         all.schema = parts[0].m.schema;
+        all.num_fields = parts[0].m.num_fields;
+        memcpy(all.fields, parts[0].m.fields, sizeof all.fields);
+        for (uint32_t i = 1; i < n; i++) /* the largest count of any part */
+            for (uint32_t f = 0; f < all.num_fields; f++)
+                if (parts[i].m.fields[f].max_count > all.fields[f].max_count)
+                    all.fields[f].max_count = parts[i].m.fields[f].max_count;
         all.num_shards = shards;
         all.shards = calloc(shards ? shards : 1, sizeof *all.shards);
         ds->file_paths = calloc(shards ? shards : 1, sizeof *ds->file_paths);
@@ -391,6 +460,7 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
     if (rc == 0) {
         ds->backend = FL_BACKEND_SHARDS;
         ds->schema = all.schema;
+        set_fields(ds, &all);
         ds->count = all.records;
         ds->classes = parts[0].m.classes;
         ds->num_classes = parts[0].m.num_classes;
@@ -509,6 +579,7 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
     if (rc) goto fail;
     ds->backend = m.backend;
     ds->schema = m.schema;
+    set_fields(ds, &m);
     ds->count = m.records;
     ds->has_id = m.has_id;
     memcpy(ds->dataset_id, m.dataset_id, FL_DATASET_ID_BYTES);
@@ -625,6 +696,7 @@ static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const
             info->height = r->height;
             info->width = r->width;
             info->format = (fl_encoding)r->format;
+            info->fields_len = r->fields_len;
         }
         if (name) *name = r->name;
         if (name_len) *name_len = r->name_len;
@@ -722,21 +794,25 @@ int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, siz
     if (i >= ds->count)
         return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
                             (unsigned long long)i, (unsigned long long)ds->count);
+    fl_record_info r;
+    uint32_t s;
+    locate(ds, i, &r, NULL, NULL, NULL, &s);
+    if (r.fields_len > src_len)
+        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %zu stored bytes, its fields block "
+                            "alone is %u", record_file(ds, i), (unsigned long long)i, src_len,
+                            r.fields_len);
+    src_len -= r.fields_len; /* the payload part */
     if (ds->schema.compression == FL_COMP_NONE) {
         *payload = src;
         *payload_len = src_len;
         return 0;
     }
-    fl_record_info r;
-    uint32_t s;
-    locate(ds, i, &r, NULL, NULL, NULL, &s);
     const ZSTD_DDict *dd = ds->backend == FL_BACKEND_LMDB ? ds->lmdb_ddict : ds->shard_ddict[s];
-    char what[PATH_MAX + 64];
-    what[0] = '\0';
     int rc = fl_zstd_decompress((fl_dctx_pool *)&ds->pool, dd, src, src_len, dst, dst_cap, r.raw_len,
                                 "record", err);
     if (rc) {
         /* build the full message only on the error path */
+        char what[PATH_MAX + 64];
         snprintf(what, sizeof what, "%s: record %llu", record_file(ds, i), (unsigned long long)i);
         if (err) fl_error_prefix(err, "%s", what);
         return rc;
@@ -746,30 +822,124 @@ int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, siz
     return 0;
 }
 
+uint32_t fl_dataset_format_version(const fl_dataset *ds) { return ds->version; }
+uint32_t fl_dataset_num_fields(const fl_dataset *ds) { return ds->num_fields; }
+const fl_field *fl_dataset_fields(const fl_dataset *ds) { return ds->fields; }
+
+/* Where record i's 4 little-endian label bytes are: its index entry, or its LMDB value header. */
+static const uint8_t *label_bytes(const fl_dataset *ds, uint64_t i) {
+    if (ds->backend == FL_BACKEND_LMDB)
+        return ds->lrec[i].stored - ds->lrec[i].name_len - fl_lmdb_value_header(ds->version);
+    uint32_t s = find_shard(ds, i);
+    const fl_shard_view *v = &ds->shards[s];
+    return v->index + (i - ds->shard_first[s]) * v->entry_size + FLI_LABEL;
+}
+
+int fl_dataset_record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *stored,
+                             size_t stored_len, fl_field_value *values, fl_error *err) {
+    if (i >= ds->count)
+        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
+                            (unsigned long long)i, (unsigned long long)ds->count);
+    fl_record_info r;
+    locate(ds, i, &r, NULL, NULL, NULL, NULL);
+    if (stored_len != r.stored_len || (stored_len && !stored))
+        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %zu bytes, index says %u",
+                            record_file(ds, i), (unsigned long long)i, stored_len, r.stored_len);
+    int rc = 0;
+    if (r.fields_len || ds->version >= 3) {
+        fl_error e;
+        rc = fl_fields_parse(ds->fields, ds->num_fields, stored + stored_len - r.fields_len,
+                             r.fields_len, values, "record", &e);
+        for (uint32_t f = 0; rc == 0 && f < ds->num_fields; f++)
+            if (ds->fields[f].type == FL_FIELD_MASK && !values[f].height) {
+                values[f].height = r.height; /* a zstd mask: its size is checked next */
+                values[f].width = r.width;
+            }
+        if (rc == 0)
+            rc = fl_fields_check_record(ds->fields, ds->num_fields, values, r.width, r.height,
+                                        "record", &e);
+        if (rc) /* "record: field ..." becomes "<file>: record N: field ..." */
+            return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %s", record_file(ds, i),
+                                (unsigned long long)i,
+                                strncmp(e.msg, "record: ", 8) == 0 ? e.msg + 8 : e.msg);
+    } else {
+        memset(values, 0, ds->num_fields * sizeof *values);
+    }
+    if (ds->image_field >= 0) {
+        fl_field_value *v = &values[ds->image_field];
+        v->data = stored;
+        v->len = stored_len - r.fields_len;
+        v->count = 1;
+        v->height = r.height;
+        v->width = r.width;
+    }
+    if (ds->label_field >= 0) {
+        fl_field_value *v = &values[ds->label_field];
+        memset(v, 0, sizeof *v);
+        v->data = label_bytes(ds, i);
+        v->len = 4;
+        v->count = 1;
+    }
+    return 0;
+}
+
+int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_value *value,
+                       void *dst, size_t cap, fl_error *err) {
+    if (field >= ds->num_fields || ds->fields[field].type != FL_FIELD_NDARRAY)
+        return fl_error_set(err, FL_E_RANGE, "%s: field %u is not an ndarray", ds->dir, field);
+    const fl_field *f = &ds->fields[field];
+    size_t want = fl_field_ndarray_bytes(f);
+    if (cap < want)
+        return fl_error_set(err, FL_E_RANGE, "%s: field \"%s\": %zu bytes of room, %zu needed",
+                            ds->dir, f->name, cap, want);
+    return fl_zstd_decompress((fl_dctx_pool *)&ds->pool, NULL, value->data, value->len, dst, cap,
+                              want, f->name, err);
+}
+
+/* One record for fl_dataset_verify: CRC, payload, and (version 3) fields with their ndarrays. */
+static int verify_record(const fl_dataset *ds, uint64_t i, uint8_t *buf, uint8_t *nd,
+                         fl_field_value *vals, fl_error *e) {
+    const uint8_t *p, *pl;
+    size_t n, pn;
+    int rc = fl_dataset_get(ds, i, &p, &n, 1, e);
+    if (rc == 0 && buf) rc = fl_dataset_payload(ds, i, p, n, buf, ds->max_raw_len, &pl, &pn, e);
+    if (rc || ds->version < 3) return rc;
+    rc = fl_dataset_record_fields(ds, i, p, n, vals, e);
+    for (uint32_t f = 0; rc == 0 && f < ds->num_fields; f++) {
+        if (ds->fields[f].type != FL_FIELD_NDARRAY) continue;
+        rc = fl_dataset_ndarray(ds, f, &vals[f], nd, fl_field_ndarray_bytes(&ds->fields[f]), e);
+        if (rc) fl_error_prefix(e, "%s: record %llu", record_file(ds, i), (unsigned long long)i);
+    }
+    return rc;
+}
+
 int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_t *n_bad,
                       fl_error *err) {
     uint64_t bad = 0;
     if (n_bad) *n_bad = 0;
-    uint8_t *buf = NULL;
-    if (ds->schema.compression != FL_COMP_NONE) {
-        buf = malloc(ds->max_raw_len ? ds->max_raw_len : 1);
-        if (!buf) return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+    uint8_t *buf = NULL, *nd = NULL;
+    size_t nd_cap = 0;
+    for (uint32_t f = 0; f < ds->num_fields; f++)
+        if (fl_field_ndarray_bytes(&ds->fields[f]) > nd_cap) nd_cap = fl_field_ndarray_bytes(&ds->fields[f]);
+    fl_field_value vals[FL_MAX_FIELDS];
+    if (ds->schema.compression != FL_COMP_NONE) buf = malloc(ds->max_raw_len ? ds->max_raw_len : 1);
+    if (nd_cap) nd = malloc(nd_cap);
+    if ((ds->schema.compression != FL_COMP_NONE && !buf) || (nd_cap && !nd)) {
+        free(buf);
+        free(nd);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
     }
     int stopped = 0;
     for (uint64_t i = 0; i < ds->count && !stopped; i++) {
         fl_error e;
         fl_error_clear(&e);
-        const uint8_t *p, *pl;
-        size_t n, pn;
-        int rc = fl_dataset_get(ds, i, &p, &n, 1, &e);
-        if (rc == 0 && buf)
-            rc = fl_dataset_payload(ds, i, p, n, buf, ds->max_raw_len, &pl, &pn, &e);
-        if (rc) {
+        if (verify_record(ds, i, buf, nd, vals, &e)) {
             bad++;
             if (cb && cb(user, i, &e)) stopped = 1;
         }
     }
     free(buf);
+    free(nd);
     if (n_bad) *n_bad = bad;
     if (bad)
         return fl_error_set(err, FL_E_CHECKSUM, "%s: %llu of %llu records are bad%s", ds->dir,

@@ -14,13 +14,18 @@
 #include <stdint.h>
 
 #include "fl_error.h"
+#include "fl_fields.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Format version this build writes; it reads versions 1 and 2 (SPEC.md says what differs). */
-#define FL_FORMAT_VERSION 2u
+/* Newest format version this build reads and writes; it reads versions 1 to 3 (SPEC.md says what
+ * differs). Writers write version 2 for a classification schema ([image "image", int "label"]:
+ * the same bytes as before fields existed) and version 3 for any other (fields in the manifest, a
+ * fields block after each record's payload). */
+#define FL_FORMAT_VERSION 3u
+#define FL_FORMAT_VERSION_CLASSIC 2u
 
 /* How each record's payload is encoded. */
 typedef enum fl_encoding {
@@ -28,9 +33,12 @@ typedef enum fl_encoding {
     FL_ENC_PNG = 2,  /* PNG file bytes kept as-is */
     FL_ENC_RAW = 3,  /* uint8 pixels, HWC, rows packed (height*width*channels bytes) */
     FL_ENC_WEBP = 4, /* WebP file bytes kept as-is (format version 2) */
-    FL_ENC_MIXED = 5 /* schema only (format version 2): encoded images kept in their own formats
-                      * (JPEG, PNG, WebP); each record's format is in its index entry
-                      * (fl_record_info.format) */
+    FL_ENC_MIXED = 5, /* schema only (format version 2): encoded images kept in their own formats
+                       * (JPEG, PNG, WebP); each record's format is in its index entry
+                       * (fl_record_info.format) */
+    FL_ENC_NONE = 6   /* no image (format version 3, a schema without an image field): every
+                       * record's payload is empty, height = width = 0; channels 0, compression
+                       * none */
 } fl_encoding;
 
 /* How each record's payload is compressed on disk (on top of the encoding). */
@@ -63,8 +71,11 @@ typedef struct fl_record_info {
     uint32_t crc32c;     /* CRC32C of the stored bytes */
     uint32_t height;     /* image height in pixels (as decoded) */
     uint32_t width;      /* image width in pixels */
-    fl_encoding format;  /* this record's encoding (FL_ENC_JPEG, _PNG, _WEBP or _RAW, never
+    fl_encoding format;  /* this record's encoding (FL_ENC_JPEG, _PNG, _WEBP, _RAW or _NONE, never
                           * FL_ENC_MIXED): the schema's encoding unless the schema is mixed */
+    uint32_t fields_len; /* format version 3: bytes of the fields block, the last fields_len of the
+                          * stored bytes (<= stored_len); the payload is the first
+                          * stored_len - fields_len bytes. 0 in versions 1 and 2 */
 } fl_record_info;
 
 typedef struct fl_dataset fl_dataset;
@@ -143,7 +154,37 @@ int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_
 int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
                      fl_error *err);
 
-/* Turn record `i`'s stored bytes into its payload: decompress into dst (capacity dst_cap, must be
+/* Format version of the dataset (1, 2 or 3; of its parts, which share it, for a --part set). */
+uint32_t fl_dataset_format_version(const fl_dataset *ds);
+
+/* The record's fields, in schema order (the manifest's "fields"; a version 1 or 2 dataset gives
+ * [image "image" uint8, int "label" int32]). The array is owned by the dataset, valid until close;
+ * each variable field's max_count is the largest count of any record (the manifest's). */
+uint32_t fl_dataset_num_fields(const fl_dataset *ds);
+const fl_field *fl_dataset_fields(const fl_dataset *ds);
+
+/* Parse record `i`'s fields from its stored bytes (`stored`, `stored_len`: the whole record as
+ * fl_dataset_get gives it or as read from the file; the caller checks the CRC first when it wants
+ * it checked). values[] has fl_dataset_num_fields entries, filled in schema order: block fields as
+ * fl_fields_parse gives them (pointers into `stored`); the IMAGE entry is the payload part
+ * (data = stored, len = stored_len - fields_len, count 1, height/width of the record); the label
+ * (first INT) entry points at its 4 little-endian bytes in the index (count 1), valid until close.
+ * Checks what fl_fields_parse checks plus each box inside the record's image, each mask of its
+ * size (a zstd mask's height/width are set from the record), lists as long as their boxes.
+ * Does no allocation. Errors: FL_E_RANGE, FL_E_FORMAT (stored_len is not the record's, or a bad
+ * block: the message names the file, the record and the field). */
+int fl_dataset_record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *stored,
+                             size_t stored_len, fl_field_value *values, fl_error *err);
+
+/* Decompress NDARRAY field `field`'s value (as fl_dataset_record_fields gave it) into dst:
+ * exactly fl_field_ndarray_bytes(&fields[field]) bytes, row-major, little-endian. Thread-safe
+ * (the dataset's zstd context pool, as fl_dataset_payload). Errors: FL_E_RANGE (not an NDARRAY
+ * field, or cap too small), FL_E_DECODE (corrupt frame or wrong size). */
+int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_value *value,
+                       void *dst, size_t cap, fl_error *err);
+
+/* Turn record `i`'s stored bytes into its payload (format version 3: the payload part, the first
+ * stored_len - fields_len bytes; `src_len` is the whole record's stored length): decompress into dst (capacity dst_cap, must be
  * >= info.raw_len) for compressed datasets; for uncompressed ones copies nothing and returns 0 with
  * *payload = src. On success *payload and *payload_len describe the payload (JPEG/PNG file bytes or raw
  * pixels). Thread-safe: zstd contexts come from a per-dataset pool of 64 that are created on
@@ -157,7 +198,8 @@ int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, siz
  * Return non-zero to stop early. */
 typedef int (*fl_verify_cb)(void *user, uint64_t index, const fl_error *err);
 
-/* Check every record's CRC32C (and that compressed payloads decompress to raw_len), in order,
+/* Check every record's CRC32C (and that compressed payloads decompress to raw_len; in version 3
+ * that its fields block parses, fits the record's image, and its ndarrays decompress), in order,
  * on the calling thread. The messages passed to `cb` name the file and the record.
  * Calls `cb` for each bad record. Returns 0 when all are good, FL_E_CHECKSUM when any is bad,
  * or another error when the walk itself failed. *n_bad receives the number of bad records. */

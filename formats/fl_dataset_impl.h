@@ -23,6 +23,7 @@ typedef struct fl_lmdb_rec {
     uint32_t width;
     uint32_t name_len;
     uint32_t format;      /* fl_encoding of the record (v1: the schema's) */
+    uint32_t fields_len;  /* v3: fields block bytes at the end of `stored` */
 } fl_lmdb_rec;
 
 typedef struct fl_lmdb_reader fl_lmdb_reader;
@@ -31,6 +32,11 @@ struct fl_dataset {
     char *dir;
     fl_backend backend;
     fl_schema schema;
+    uint32_t version;           /* format version (of every part) */
+    fl_field fields[FL_MAX_FIELDS];
+    uint32_t num_fields;
+    int label_field;            /* index of the label field, or -1 */
+    int image_field;            /* index of the image field, or -1 */
     uint64_t count;
     char **classes;
     uint32_t num_classes;

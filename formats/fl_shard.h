@@ -44,7 +44,9 @@ enum {
     FLH_DATA_END = 88,      /* u64 one past the last record byte (== index offset) */
     FLH_FILE_SIZE = 96,     /* u64 total file size */
     FLH_DATASET_ID = 104,   /* 16 bytes: the dataset's random id (version 2; 0 in version 1) */
-    FLH_END = 120
+    FLH_FIELD_MAX = 120,    /* version 3: u32 per field (FL_MAX_FIELDS, schema order): the
+                               largest count of a variable field in this shard, else 0 */
+    FLH_END = 120 + 4 * FL_MAX_FIELDS
 };
 
 /* footer field offsets (relative to file_size - 64). The index block is the index entries
@@ -74,7 +76,8 @@ enum {
     FLI_NAME_OFFSET = 32, /* u32 offset in the names blob */
     FLI_NAME_LEN = 36,    /* u32 */
     FLI_FORMAT = 40,      /* u32 fl_encoding of this record (version 2 only) */
-    FLI_RESERVED = 44     /* u32 0 (version 2 only) */
+    FLI_RESERVED = 44,    /* u32 0 (version 2) */
+    FLI_FIELDS_LEN = 44   /* u32 bytes of the fields block at the end of the stored bytes (v3) */
 };
 
 static inline uint32_t fl_rd32(const uint8_t *p) {
@@ -96,7 +99,8 @@ typedef struct fl_shard_view {
     const uint8_t *map;     /* whole file, PROT_READ */
     uint64_t size;
     int fd;                 /* the file, open O_RDONLY until close (-1 when not open) */
-    uint32_t version;       /* format version of this shard (1 or 2) */
+    uint32_t version;       /* format version of this shard (1, 2 or 3) */
+    uint32_t field_max[FL_MAX_FIELDS]; /* v3: the header's largest count per field, else 0 */
     uint32_t entry_size;    /* index entry bytes: 40 (v1) or 48 (v2) */
     uint8_t dataset_id[FL_DATASET_ID_BYTES]; /* v2: from the header; v1: zeros */
     uint32_t number;
@@ -116,12 +120,18 @@ typedef struct fl_shard_view {
 } fl_shard_view;
 
 /* Map and fully validate the shard at `path` (header, footer, index CRC, every index entry,
- * including each v2 entry's format against the schema). Does not check record payload CRCs.
+ * including each v2 entry's format against the schema and each v3 entry's fields_len: at most
+ * stored_len, at least `min_fields` bytes — fl_shard_open_fd's argument, 0 from fl_shard_open —
+ * with raw_len checks applied to the payload part). Does not check record payload CRCs.
  * Errors: -errno, FL_E_FORMAT, FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, all naming the path. */
 int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err);
 /* The same for an already open file: `fd` is taken over (closed by fl_shard_close, or on error);
  * `path` is only used in messages and v->path. */
 int fl_shard_open_fd(int fd, const char *path, fl_shard_view *v, fl_error *err);
+/* fl_shard_open_fd with the smallest fields block a v3 record of the schema has
+ * (fl_fields_min_block): every v3 entry's fields_len must be at least that. */
+int fl_shard_open_fd_min(int fd, const char *path, size_t min_fields, fl_shard_view *v,
+                         fl_error *err);
 void fl_shard_close(fl_shard_view *v);
 
 /* Read index entry `i` (< v->count) of a validated shard. */
@@ -137,11 +147,12 @@ const char *fl_compression_name(fl_compression c);
 /* Parse names back; return 0 when unknown. */
 fl_encoding fl_encoding_from_name(const char *s);
 int fl_compression_from_name(const char *s, fl_compression *out);
-/* Schema sanity (known enums, channels 1..4, sizes both zero or both non-zero and <= 1<<20).
- * Every encoding is valid here (FL_ENC_WEBP and FL_ENC_MIXED need format version 2: see
- * fl_schema_valid_in). */
+/* Schema sanity (known enums, channels 1..4, sizes both zero or both non-zero and <= 1<<20;
+ * FL_ENC_NONE: channels, sizes 0 and no compression). Every encoding is valid here (FL_ENC_WEBP
+ * and FL_ENC_MIXED need format version 2, FL_ENC_NONE version 3: see fl_schema_valid_in). */
 int fl_schema_valid(const fl_schema *s);
-/* fl_schema_valid, and the encoding exists in format `version` (1: JPEG, PNG, raw only). */
+/* fl_schema_valid, and the encoding exists in format `version` (1: JPEG, PNG, raw only; none
+ * from 3 on). */
 int fl_schema_valid_in(const fl_schema *s, uint32_t version);
 /* Whether a record of format `format` may appear in a dataset of schema encoding `schema_enc`:
  * mixed allows JPEG, PNG and WebP; any other schema only its own encoding. */

@@ -62,7 +62,34 @@ typedef struct fl_writer_options {
                                  * "<dst>.partial/plan.txt" when the partial dataset is created; a
                                  * resume requires the same bytes. NULL: nothing saved or checked */
     size_t plan_len;
+    const fl_field *fields;     /* the record's fields (fl_fields.h), schema order, copied; NULL/0:
+                                 * the classic [image "image", int "label"]. A classic list writes
+                                 * format version 2 exactly as without fields; any other writes
+                                 * version 3 (each record's fields block: fl_writer_add_record).
+                                 * An image field exactly when schema.encoding != FL_ENC_NONE.
+                                 * max_count is ignored: the writer records the largest count of
+                                 * each variable field in the manifest */
+    uint32_t num_fields;
 } fl_writer_options;
+
+/* One record for fl_writer_add_record. */
+typedef struct fl_record_in {
+    fl_encoding format;       /* the payload's format (as fl_writer_add_as); FL_ENC_NONE in a
+                               * dataset without images (then stored_len 0, height = width = 0) */
+    const void *stored;       /* the payload: as is, or a zstd frame when `compressed` */
+    size_t stored_len;
+    size_t raw_len;           /* payload bytes uncompressed (used when `compressed`) */
+    int compressed;           /* stored was compressed by an fl_compressor with this writer's
+                               * dictionary (fl_writer_dictionary); else the writer compresses it
+                               * when the schema says zstd */
+    const void *fields_block; /* fl_fields_encode's output for this record (NULL/0 in a classic
+                               * dataset) */
+    size_t fields_len;
+    int32_t label;            /* the label field's value (>= 0); ignored (stored as 0) when the
+                               * schema has no INT field */
+    const char *name;         /* source name, NUL-terminated (may be NULL) */
+    uint32_t height, width;   /* the image's decoded size (0, 0 without an image) */
+} fl_record_in;
 
 typedef struct fl_writer fl_writer;
 
@@ -118,6 +145,15 @@ int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, si
 int fl_writer_add_stored_as(fl_writer *w, fl_encoding format, const void *stored, size_t stored_len,
                             size_t raw_len, int32_t label, const char *name, uint32_t height,
                             uint32_t width, fl_error *err);
+
+/* Append one record with its fields block: the block is parsed as a reader will
+ * (fl_fields_parse) and checked against the image (boxes inside height x width, masks of that
+ * size, `of` lists as long as their boxes); each variable field's largest count goes to the
+ * manifest's max_count. Stored bytes = payload (compressed when the schema says zstd) then the
+ * block, one CRC32C over both. Errors: as fl_writer_add_stored_as; FL_E_INVALID naming the record
+ * and field for a bad block (the writer stays usable), a block in a classic dataset, a compressed
+ * payload in an uncompressed dataset. */
+int fl_writer_add_record(fl_writer *w, const fl_record_in *r, fl_error *err);
 
 /* Finish: close the last shard, write the manifest with the class names (label order), fsync,
  * publish (rename, or exchange with the old dataset and delete its files), release the lock open

@@ -35,7 +35,9 @@ static uint64_t key_value(const uint8_t *k) {
     return v;
 }
 
-int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *err) {
+/* Open data.mdb relative to the dataset directory, check its size against the manifest and
+ * LMDB's last used page, and open the environment on that very file (read-only, no lock). */
+static int open_env(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *err) {
     const char *path = ds->file_paths[0];
     /* The file as the manifest describes it: opened relative to the directory the manifest came
      * from, kept open, its size checked before LMDB maps anything (a mapping past the end of a
@@ -95,10 +97,20 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_err
     if ((uint64_t)info.me_mapsize < used)
         return fl_error_set(err, FL_E_FORMAT, "%s: LMDB map (%zu bytes) smaller than its %llu used bytes",
                             path, info.me_mapsize, (unsigned long long)used);
+    return 0;
+}
+
+/* The read transaction kept until close, the two databases, and meta: format version (the
+ * manifest's), dataset id, dictionary. */
+static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_t *ver_out,
+                     fl_error *err) {
+    const char *path = ds->file_paths[0];
+    fl_lmdb_reader *r = ds->lmdb;
+    int rc;
     rc = mdb_txn_begin(r->env, NULL, MDB_RDONLY, &r->txn);
     if (rc) return fl_error_set(err, FL_E_LMDB, "%s: cannot begin read txn: %s", path, mdb_strerror(rc));
-    MDB_dbi rec, meta;
-    rc = mdb_dbi_open(r->txn, FL_LMDB_RECORDS_DB, 0, &rec);
+    MDB_dbi meta;
+    rc = mdb_dbi_open(r->txn, FL_LMDB_RECORDS_DB, 0, rec);
     if (rc == 0) rc = mdb_dbi_open(r->txn, FL_LMDB_META_DB, 0, &meta);
     if (rc) return fl_error_set(err, FL_E_FORMAT, "%s: not a fastload LMDB dataset (%s)", path, mdb_strerror(rc));
     MDB_val k, v;
@@ -131,7 +143,6 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_err
                                 got, mid);
         }
     }
-    const size_t hsz = ver >= 2 ? FL_LMDB_VALUE_HEADER : FL_LMDB_VALUE_HEADER_V1;
     if (m->schema.compression == FL_COMP_ZSTD) {
         k.mv_data = FL_LMDB_META_DICT;
         k.mv_size = strlen(FL_LMDB_META_DICT);
@@ -145,6 +156,61 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_err
             return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
         }
     }
+    *ver_out = ver;
+    return 0;
+}
+
+/* Value of record i: header, name, stored bytes; NULL or why it is bad. */
+static const char *record_value(const fl_dataset *ds, const fl_manifest *m, uint32_t ver,
+                                const MDB_val *v, fl_lmdb_rec *e, size_t min_fields) {
+    const fl_schema *s = &m->schema;
+    const size_t hsz = ver >= 3 ? FL_LMDB_VALUE_HEADER_V3
+                       : ver >= 2 ? FL_LMDB_VALUE_HEADER : FL_LMDB_VALUE_HEADER_V1;
+    uint64_t fixed_raw = s->encoding == FL_ENC_RAW && s->height
+                             ? (uint64_t)s->height * s->width * s->channels : 0;
+    if (v->mv_size < hsz) return "value shorter than its header";
+    const uint8_t *p = v->mv_data;
+    e->label = (int32_t)fl_rd32(p);
+    e->crc32c = fl_rd32(p + 4);
+    e->raw_len = fl_rd32(p + 8);
+    e->height = fl_rd32(p + 12);
+    e->width = fl_rd32(p + 16);
+    e->name_len = fl_rd32(p + 20);
+    e->format = ver >= 2 ? fl_rd32(p + 24) : (uint32_t)s->encoding;
+    e->fields_len = ver >= 3 ? fl_rd32(p + 28) : 0;
+    size_t rest = v->mv_size - hsz;
+    if (e->name_len > FL_MAX_NAME_BYTES || e->name_len > rest) return "name longer than the value";
+    if (!fl_format_allowed(s->encoding, e->format))
+        return "record format unknown or not allowed by the schema";
+    e->name = (const char *)p + hsz;
+    e->stored = p + hsz + e->name_len;
+    size_t sl = rest - e->name_len;
+    e->stored_len = (uint32_t)sl;
+    if (sl > FL_MAX_RECORD_BYTES || e->raw_len > FL_MAX_RECORD_BYTES) return "record length over 1 GiB";
+    if (e->fields_len > sl) return "fields block longer than the record";
+    if (ver >= 3 && e->fields_len < min_fields) return "fields block shorter than the schema's fixed fields";
+    size_t payload = sl - e->fields_len;
+    if (s->compression == FL_COMP_NONE && e->raw_len != payload)
+        return "raw length differs from stored length in an uncompressed dataset";
+    if (s->encoding == FL_ENC_NONE && (payload || e->height || e->width))
+        return "a payload or image size in a dataset without images";
+    if (fixed_raw && e->raw_len != fixed_raw) return "raw length does not match the fixed image size";
+    if (s->height && (e->height != s->height || e->width != s->width))
+        return "image size does not match the fixed schema";
+    if (e->label < 0 || (ds->num_classes && (uint32_t)e->label >= ds->num_classes))
+        return "label out of range";
+    if (ds->label_field < 0 && e->label != 0) return "a label in a dataset without a label field";
+    return NULL;
+}
+
+/* Walk every record once: keys 0..n-1, each value checked (record_value), pointers kept. */
+static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint32_t ver,
+                        fl_error *err) {
+    const char *path = ds->file_paths[0];
+    fl_lmdb_reader *r = ds->lmdb;
+    int rc;
+    MDB_val k, v;
+    size_t min_fields = ver >= 3 ? fl_fields_min_block(m->fields, m->num_fields) : 0;
     MDB_stat ms;
     rc = mdb_stat(r->txn, rec, &ms);
     if (rc) return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
@@ -153,9 +219,6 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_err
                             (size_t)ms.ms_entries, (unsigned long long)m->records);
     ds->lrec = calloc(m->records ? m->records : 1, sizeof *ds->lrec);
     if (!ds->lrec) return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
-    const fl_schema *s = &m->schema;
-    uint64_t fixed_raw = s->encoding == FL_ENC_RAW && s->height
-                             ? (uint64_t)s->height * s->width * s->channels : 0;
     MDB_cursor *cur;
     rc = mdb_cursor_open(r->txn, rec, &cur);
     if (rc) return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
@@ -166,38 +229,8 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_err
         fl_lmdb_rec *e = &ds->lrec[i];
         if (k.mv_size != 8 || key_value(k.mv_data) != i) {
             why = "key is not the record index";
-        } else if (v.mv_size < hsz) {
-            why = "value shorter than its header";
         } else {
-            const uint8_t *p = v.mv_data;
-            e->label = (int32_t)fl_rd32(p);
-            e->crc32c = fl_rd32(p + 4);
-            e->raw_len = fl_rd32(p + 8);
-            e->height = fl_rd32(p + 12);
-            e->width = fl_rd32(p + 16);
-            e->name_len = fl_rd32(p + 20);
-            e->format = ver >= 2 ? fl_rd32(p + 24) : (uint32_t)s->encoding;
-            size_t rest = v.mv_size - hsz;
-            if (e->name_len > FL_MAX_NAME_BYTES || e->name_len > rest) {
-                why = "name longer than the value";
-            } else if (!fl_format_allowed(s->encoding, e->format)) {
-                why = "record format unknown or not allowed by the schema";
-            } else {
-                e->name = (const char *)p + hsz;
-                e->stored = p + hsz + e->name_len;
-                size_t sl = rest - e->name_len;
-                e->stored_len = (uint32_t)sl;
-                if (sl > FL_MAX_RECORD_BYTES || e->raw_len > FL_MAX_RECORD_BYTES)
-                    why = "record length over 1 GiB";
-                else if (s->compression == FL_COMP_NONE && e->raw_len != sl)
-                    why = "raw length differs from stored length in an uncompressed dataset";
-                else if (fixed_raw && e->raw_len != fixed_raw)
-                    why = "raw length does not match the fixed image size";
-                else if (s->height && (e->height != s->height || e->width != s->width))
-                    why = "image size does not match the fixed schema";
-                else if (e->label < 0 || (ds->num_classes && (uint32_t)e->label >= ds->num_classes))
-                    why = "label out of range";
-            }
+            why = record_value(ds, m, ver, &v, e, min_fields);
         }
         if (why) {
             mdb_cursor_close(cur);
@@ -211,4 +244,13 @@ int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_err
         return fl_error_set(err, FL_E_FORMAT, "%s: found %llu records, manifest says %llu", path,
                             (unsigned long long)i, (unsigned long long)m->records);
     return 0;
+}
+
+int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *err) {
+    MDB_dbi rec;
+    uint32_t ver = 0;
+    int rc = open_env(ds, m, dir_fd, err);
+    if (!rc) rc = open_meta(ds, m, &rec, &ver, err);
+    if (!rc) rc = walk_records(ds, m, rec, ver, err);
+    return rc;
 }

@@ -31,6 +31,9 @@ struct fl_lmdb_writer {
     uint32_t nq, cap_q;
     uint64_t batch_first;
     int drop_cache; /* committed pages leave the page cache (fl_cache_drop_enabled) */
+    uint32_t version;       /* format version: value header size, meta */
+    uint32_t *field_max;    /* version 3: the writer's largest counts, stored with every batch */
+    uint32_t n_fields;
 };
 
 /* After a commit (LMDB fsyncs data.mdb in it, so every written page is durable): drop the file's
@@ -100,6 +103,12 @@ static int put_batch(fl_lmdb_writer *lw, MDB_txn *txn, const void *arg) {
         if (rc) return rc;
         start = lw->ends[j];
     }
+    if (lw->n_fields) { /* the counts of exactly the records committed with them */
+        MDB_val key = {strlen(FL_LMDB_META_FIELD_MAX), (void *)FL_LMDB_META_FIELD_MAX};
+        MDB_val val = {lw->n_fields * 4u, lw->field_max};
+        int rc = mdb_put(txn, lw->meta_dbi, &key, &val, 0);
+        if (rc) return rc;
+    }
     return 0;
 }
 
@@ -140,8 +149,9 @@ static void lw_free(fl_lmdb_writer *lw) {
     free(lw);
 }
 
-int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, const void *dict,
-                        size_t dict_len, fl_lmdb_writer **out, uint64_t *existing, fl_error *err) {
+int fl_lmdb_writer_open(const char *dir, int resume, uint32_t version, const uint8_t *dataset_id,
+                        const void *dict, size_t dict_len, fl_lmdb_writer **out, uint64_t *existing,
+                        fl_error *err) {
     *out = NULL;
     *existing = 0;
     fl_lmdb_writer *lw = calloc(1, sizeof *lw);
@@ -153,6 +163,7 @@ int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, 
     snprintf(path, sizeof path, "%s/%s", dir, FL_LMDB_DATA_FILE);
     struct stat st;
     lw->drop_cache = fl_cache_drop_enabled();
+    lw->version = version;
     lw->mapsize = fl_lmdb_initial_mapsize < (1u << 20) ? (1u << 20) : fl_lmdb_initial_mapsize;
     if (resume && stat(path, &st) == 0)
         while (lw->mapsize < (size_t)st.st_size * 2) lw->mapsize *= 2;
@@ -188,9 +199,12 @@ int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, 
             /* records of another run (another id, or a v1 writer's 24-byte value headers) cannot be
              * continued in this one */
             MDB_val mk = {strlen(FL_LMDB_META_ID), (void *)FL_LMDB_META_ID}, mv;
+            MDB_val vk = {strlen(FL_LMDB_META_VERSION), (void *)FL_LMDB_META_VERSION}, vv;
             if (rc == 0 && (mdb_get(txn, lw->meta_dbi, &mk, &mv) != 0 ||
                             mv.mv_size != FL_DATASET_ID_BYTES ||
-                            memcmp(mv.mv_data, dataset_id, FL_DATASET_ID_BYTES) != 0)) {
+                            memcmp(mv.mv_data, dataset_id, FL_DATASET_ID_BYTES) != 0 ||
+                            mdb_get(txn, lw->meta_dbi, &vk, &vv) != 0 || vv.mv_size != 4 ||
+                            fl_rd32(vv.mv_data) != version)) {
                 mdb_txn_abort(txn);
                 lw_free(lw);
                 return fl_error_set(err, FL_E_INVALID,
@@ -221,7 +235,7 @@ int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, 
     }
     lw->next = lw->batch_first = *existing;
     uint8_t ver[4];
-    fl_wr32(ver, FL_FORMAT_VERSION);
+    fl_wr32(ver, version);
     rc = set_meta(lw, FL_LMDB_META_VERSION, ver, 4, err);
     if (rc == 0) rc = set_meta(lw, FL_LMDB_META_ID, dataset_id, FL_DATASET_ID_BYTES, err);
     if (rc == 0 && dict_len) rc = set_meta(lw, FL_LMDB_META_DICT, dict, dict_len, err);
@@ -233,13 +247,33 @@ int fl_lmdb_writer_open(const char *dir, int resume, const uint8_t *dataset_id, 
     return 0;
 }
 
+int fl_lmdb_writer_track_max(fl_lmdb_writer *lw, uint32_t *field_max, uint32_t n, fl_error *err) {
+    lw->field_max = field_max;
+    lw->n_fields = n;
+    if (!n) return 0;
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(lw->env, NULL, MDB_RDONLY, &txn);
+    if (rc) return lmdb_err(lw, rc, "cannot begin a transaction", err);
+    MDB_val k = {strlen(FL_LMDB_META_FIELD_MAX), (void *)FL_LMDB_META_FIELD_MAX}, v;
+    rc = mdb_get(txn, lw->meta_dbi, &k, &v);
+    if (rc == 0 && v.mv_size == n * 4u)
+        for (uint32_t f = 0; f < n; f++) {
+            uint32_t c = fl_rd32((const uint8_t *)v.mv_data + 4 * f);
+            if (c > field_max[f]) field_max[f] = c;
+        }
+    mdb_txn_abort(txn);
+    return 0;
+}
+
 int fl_lmdb_writer_add(fl_lmdb_writer *lw, uint64_t index, fl_encoding format, const void *stored,
-                       size_t stored_len, uint32_t raw_len, int32_t label, uint32_t crc, const char *name,
-                       size_t name_len, uint32_t height, uint32_t width, fl_error *err) {
+                       size_t stored_len, const void *block, size_t block_len, uint32_t raw_len,
+                       int32_t label, uint32_t crc, const char *name, size_t name_len,
+                       uint32_t height, uint32_t width, fl_error *err) {
     if (index != lw->next)
         return fl_error_set(err, FL_E_INVALID, "%s: record %llu added, %llu expected", lw->dir,
                             (unsigned long long)index, (unsigned long long)lw->next);
-    size_t n = FL_LMDB_VALUE_HEADER + name_len + stored_len;
+    size_t hsz = fl_lmdb_value_header(lw->version);
+    size_t n = hsz + name_len + stored_len + block_len;
     if (lw->vals_len + n > lw->vals_cap) {
         size_t cap = lw->vals_cap ? lw->vals_cap : 1 << 20;
         while (cap < lw->vals_len + n) cap *= 2;
@@ -263,8 +297,10 @@ int fl_lmdb_writer_add(fl_lmdb_writer *lw, uint64_t index, fl_encoding format, c
     fl_wr32(h + 16, width);
     fl_wr32(h + 20, (uint32_t)name_len);
     fl_wr32(h + 24, (uint32_t)format);
-    memcpy(h + FL_LMDB_VALUE_HEADER, name, name_len);
-    memcpy(h + FL_LMDB_VALUE_HEADER + name_len, stored, stored_len);
+    if (lw->version >= 3) fl_wr32(h + 28, (uint32_t)block_len);
+    memcpy(h + hsz, name, name_len);
+    if (stored_len) memcpy(h + hsz + name_len, stored, stored_len);
+    if (block_len) memcpy(h + hsz + name_len + stored_len, block, block_len);
     lw->vals_len += n;
     lw->ends[lw->nq++] = lw->vals_len;
     lw->next++;

@@ -37,6 +37,131 @@ static int plain_file_name(const char *s, size_t n) {
     return strlen(s) == n;
 }
 
+/* ---- fields ------------------------------------------------------------------------------------ */
+
+void fl_fields_write_json(fl_tbuf *b, const fl_field *f, uint32_t n, int with_max, const char *sep) {
+    fl_tbuf_puts(b, "[");
+    for (uint32_t i = 0; i < n; i++) {
+        const fl_field *x = &f[i];
+        if (i) fl_tbuf_puts(b, sep);
+        fl_tbuf_puts(b, "{\"name\": ");
+        fl_tbuf_json_string(b, x->name, strlen(x->name));
+        fl_tbuf_printf(b, ", \"type\": \"%s\"", fl_field_type_name(x->type));
+        if (x->type == FL_FIELD_MASK || x->type == FL_FIELD_NDARRAY)
+            fl_tbuf_printf(b, ", \"dtype\": \"%s\"", fl_dtype_name(x->dtype));
+        if (x->ndim) {
+            fl_tbuf_puts(b, ", \"shape\": [");
+            for (uint32_t d = 0; d < x->ndim && d < FL_MAX_DIMS; d++)
+                fl_tbuf_printf(b, d ? ", %u" : "%u", x->shape[d]);
+            fl_tbuf_puts(b, "]");
+        }
+        if (x->type == FL_FIELD_MASK)
+            fl_tbuf_printf(b, ", \"codec\": \"%s\"", x->codec == FL_MASK_PNG ? "png" : "zstd");
+        if (x->of >= 0 && (uint32_t)x->of < n) {
+            fl_tbuf_puts(b, ", \"of\": ");
+            fl_tbuf_json_string(b, f[x->of].name, strlen(f[x->of].name));
+        }
+        if (with_max && fl_field_is_variable(x->type))
+            fl_tbuf_printf(b, ", \"max_count\": %u", x->max_count);
+        fl_tbuf_puts(b, "}");
+    }
+    fl_tbuf_puts(b, "]");
+}
+
+/* One member of the "fields" array; `of` is resolved by the caller (*of_name). */
+static int field_from_json(const fl_jnode *o, uint32_t i, const char *what, fl_field *f,
+                           const char **of_name, fl_error *err) {
+    memset(f, 0, sizeof *f);
+    f->of = -1;
+    *of_name = NULL;
+    if (o->type != FL_J_OBJECT) return fl_error_set(err, FL_E_FORMAT, "%s: field %u is not an object", what, i);
+    const char *name = get_str(o, "name"), *type = get_str(o, "type");
+    if (!name || strlen(name) > FL_MAX_FIELD_NAME)
+        return fl_error_set(err, FL_E_FORMAT, "%s: field %u: missing or bad \"name\"", what, i);
+    strcpy(f->name, name);
+    if (!type || fl_field_type_from_name(type, &f->type))
+        return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": unknown \"type\" %s%s%s", what, name,
+                            type ? "\"" : "", type ? type : "(missing)", type ? "\"" : "");
+    f->dtype = fl_field_type_dtype(f->type);
+    const fl_jnode *v = fl_jget(o, "dtype");
+    if (v && (v->type != FL_J_STRING || fl_dtype_from_name(v->str, &f->dtype)))
+        return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": unknown \"dtype\"", what, name);
+    if ((v = fl_jget(o, "shape"))) {
+        if (v->type != FL_J_ARRAY || v->count < 1 || v->count > FL_MAX_DIMS)
+            return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": \"shape\" must be 1 to %u sizes",
+                                what, name, FL_MAX_DIMS);
+        for (const fl_jnode *d = v->child; d; d = d->next) {
+            if (d->type != FL_J_NUMBER || !d->is_int || d->ival < 1 || d->ival > (1 << 28))
+                return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": bad size in \"shape\"", what, name);
+            f->shape[f->ndim++] = (uint32_t)d->ival;
+        }
+    }
+    const char *codec = get_str(o, "codec");
+    if (codec) {
+        if (!strcmp(codec, "png")) f->codec = FL_MASK_PNG;
+        else if (!strcmp(codec, "zstd")) f->codec = FL_MASK_ZSTD;
+        else return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": unknown \"codec\"", what, name);
+    } else if (fl_jget(o, "codec")) {
+        return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": bad \"codec\"", what, name);
+    }
+    uint64_t mc = 0;
+    if (fl_jget(o, "max_count") && get_u64(o, "max_count", UINT32_MAX, &mc))
+        return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": bad \"max_count\"", what, name);
+    f->max_count = (uint32_t)mc;
+    if (fl_jget(o, "of") && !(*of_name = get_str(o, "of")))
+        return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": \"of\" must be a field name", what, name);
+    return 0;
+}
+
+int fl_fields_parse_json(const fl_jnode *arr, const char *what, fl_field *f, uint32_t *n,
+                         fl_error *err) {
+    *n = 0;
+    if (!arr || arr->type != FL_J_ARRAY || arr->count < 1 || arr->count > FL_MAX_FIELDS)
+        return fl_error_set(err, FL_E_FORMAT, "%s: \"fields\" must be an array of 1 to %u fields",
+                            what, FL_MAX_FIELDS);
+    const char *of[FL_MAX_FIELDS];
+    uint32_t k = 0;
+    for (const fl_jnode *c = arr->child; c; c = c->next, k++) {
+        int rc = field_from_json(c, k, what, &f[k], &of[k], err);
+        if (rc) return rc;
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        if (!of[i]) continue;
+        f[i].of = fl_fields_find(f, k, of[i]);
+        if (f[i].of < 0)
+            return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": \"of\" names no field (\"%s\")",
+                                what, f[i].name, of[i]);
+    }
+    fl_error e;
+    if (fl_fields_validate(f, k, &e))
+        return fl_error_set(err, FL_E_FORMAT, "%s: bad \"fields\": %s", what, e.msg);
+    *n = k;
+    return 0;
+}
+
+/* The "fields" member: required from version 3 on (and then consistent with the schema: an image
+ * field exactly when there is an image), absent before (the classic pair is synthesized). */
+static int manifest_fields(const fl_jnode *root, const char *what, fl_manifest *m, fl_error *err) {
+    const fl_jnode *fj = fl_jget(root, "fields");
+    if (m->version < 3) {
+        if (fj)
+            return fl_error_set(err, FL_E_FORMAT, "%s: \"fields\" in a version %u manifest (fields "
+                                "need version 3)", what, m->version);
+        fl_fields_classic(m->fields);
+        m->num_fields = 2;
+        return 0;
+    }
+    if (!fj) return fl_error_set(err, FL_E_FORMAT, "%s: missing \"fields\" (version 3)", what);
+    int rc = fl_fields_parse_json(fj, what, m->fields, &m->num_fields, err);
+    if (rc) return rc;
+    int has_image = fl_fields_image_index(m->fields, m->num_fields) >= 0;
+    if (has_image != (m->schema.encoding != FL_ENC_NONE))
+        return fl_error_set(err, FL_E_FORMAT, "%s: %s", what,
+                            has_image ? "an image field with schema encoding \"none\""
+                                      : "no image field but a schema encoding other than \"none\"");
+    return 0;
+}
+
 int fl_manifest_parse(const char *text, size_t len, const char *what, fl_manifest *m, fl_error *err) {
     memset(m, 0, sizeof *m);
     fl_jdoc *doc;
@@ -83,6 +208,8 @@ int fl_manifest_parse(const char *text, size_t len, const char *what, fl_manifes
     m->schema.height = (uint32_t)h;
     m->schema.width = (uint32_t)w;
     if (!fl_schema_valid_in(&m->schema, m->version)) BAD("%s: invalid schema", what);
+    rc = manifest_fields(root, what, m, err);
+    if (rc) goto out;
     const fl_jnode *cl = fl_jget(root, "classes");
     if (!cl || cl->type != FL_J_ARRAY || cl->count > FL_MAX_CLASSES) BAD("%s: missing or bad \"classes\" array", what);
     if (cl->count) {
@@ -147,8 +274,9 @@ int fl_manifest_write(fl_tbuf *b, const fl_manifest *m) {
     struct tm tmv;
     gmtime_r(&now, &tmv);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    uint32_t version = m->version ? m->version : FL_FORMAT_VERSION_CLASSIC;
     fl_tbuf_printf(b, "{\n  \"format\": \"%s\",\n  \"format_version\": %u,\n", FL_MANIFEST_FORMAT,
-                  FL_FORMAT_VERSION);
+                  version);
     if (m->has_id) {
         char hex[2 * FL_DATASET_ID_BYTES + 1];
         fl_dataset_id_hex(m->dataset_id, hex);
@@ -167,6 +295,11 @@ int fl_manifest_write(fl_tbuf *b, const fl_manifest *m) {
                   "\"height\": %u, \"width\": %u},\n",
                   fl_encoding_name(m->schema.encoding), fl_compression_name(m->schema.compression),
                   m->schema.channels, m->schema.height, m->schema.width);
+    if (version >= 3) {
+        fl_tbuf_puts(b, "  \"fields\": ");
+        fl_fields_write_json(b, m->fields, m->num_fields, 1, ",\n    ");
+        fl_tbuf_puts(b, ",\n");
+    }
     if (m->schema.compression == FL_COMP_ZSTD)
         fl_tbuf_printf(b, "  \"zstd\": {\"level\": %d, \"dictionary_bytes\": %llu},\n", m->zstd_level,
                       (unsigned long long)m->dict_bytes);

@@ -23,6 +23,7 @@ const char *fl_encoding_name(fl_encoding e) {
     case FL_ENC_RAW: return "raw";
     case FL_ENC_WEBP: return "webp";
     case FL_ENC_MIXED: return "mixed";
+    case FL_ENC_NONE: return "none";
     }
     return "unknown";
 }
@@ -41,6 +42,7 @@ fl_encoding fl_encoding_from_name(const char *s) {
     if (!strcmp(s, "raw")) return FL_ENC_RAW;
     if (!strcmp(s, "webp")) return FL_ENC_WEBP;
     if (!strcmp(s, "mixed")) return FL_ENC_MIXED;
+    if (!strcmp(s, "none")) return FL_ENC_NONE;
     return (fl_encoding)0;
 }
 
@@ -52,6 +54,8 @@ int fl_compression_from_name(const char *s, fl_compression *out) {
 }
 
 int fl_schema_valid(const fl_schema *s) {
+    if (s->encoding == FL_ENC_NONE) /* no image: nothing to decode, nothing to compress */
+        return s->compression == FL_COMP_NONE && s->channels == 0 && s->height == 0 && s->width == 0;
     if (s->encoding != FL_ENC_JPEG && s->encoding != FL_ENC_PNG && s->encoding != FL_ENC_RAW &&
         s->encoding != FL_ENC_WEBP && s->encoding != FL_ENC_MIXED)
         return 0;
@@ -64,6 +68,7 @@ int fl_schema_valid(const fl_schema *s) {
 
 int fl_schema_valid_in(const fl_schema *s, uint32_t version) {
     if (!fl_schema_valid(s)) return 0;
+    if (s->encoding == FL_ENC_NONE) return version >= 3;
     return version >= 2 || s->encoding == FL_ENC_JPEG || s->encoding == FL_ENC_PNG ||
            s->encoding == FL_ENC_RAW;
 }
@@ -71,7 +76,7 @@ int fl_schema_valid_in(const fl_schema *s, uint32_t version) {
 int fl_format_allowed(fl_encoding schema_enc, uint32_t format) {
     if (schema_enc == FL_ENC_MIXED)
         return format == FL_ENC_JPEG || format == FL_ENC_PNG || format == FL_ENC_WEBP;
-    return format == (uint32_t)schema_enc;
+    return format == (uint32_t)schema_enc; /* FL_ENC_NONE: records of format none only */
 }
 
 void fl_dataset_id_hex(const uint8_t id[FL_DATASET_ID_BYTES], char out[2 * FL_DATASET_ID_BYTES + 1]) {
@@ -113,6 +118,7 @@ void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uin
     out->width = fl_rd32(e + FLI_WIDTH);
     /* v1: every record has the schema's encoding */
     out->format = v->version >= 2 ? (fl_encoding)fl_rd32(e + FLI_FORMAT) : v->schema.encoding;
+    out->fields_len = v->version >= 3 ? fl_rd32(e + FLI_FIELDS_LEN) : 0;
     if (name_off) *name_off = fl_rd32(e + FLI_NAME_OFFSET);
     if (name_len) *name_len = fl_rd32(e + FLI_NAME_LEN);
 }
@@ -134,7 +140,8 @@ static void will_need(const uint8_t *m, uint64_t off, uint64_t len) {
     if (len) madvise((void *)(m + a), (size_t)(off + len - a), MADV_WILLNEED);
 }
 
-static int validate(fl_shard_view *v, const char *path, fl_error *err) {
+/* The header: magic, version, CRC, file size, schema, data region, dictionary. */
+static int validate_header(fl_shard_view *v, const char *path, fl_error *err) {
     const uint8_t *m = v->map;
     uint64_t size = v->size;
     if (size < FL_SHARD_HEADER_SIZE)
@@ -182,6 +189,8 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
     if (!fl_schema_valid_in(s, version))
         return fl_error_set(err, FL_E_FORMAT, "%s: invalid schema in header", path);
     if (version >= 2) memcpy(v->dataset_id, m + FLH_DATASET_ID, FL_DATASET_ID_BYTES);
+    for (uint32_t k = 0; version >= 3 && k < FL_MAX_FIELDS; k++)
+        v->field_max[k] = fl_rd32(m + FLH_FIELD_MAX + 4 * k);
     v->number = fl_rd32(m + FLH_SHARD);
     v->first_record = fl_rd64(m + FLH_FIRST_RECORD);
     v->count = fl_rd64(m + FLH_RECORD_COUNT);
@@ -203,6 +212,14 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
         v->dict = m + dict_off;
         v->dict_len = dict_len;
     }
+    return 0;
+}
+
+/* The footer and the index block it describes (CRC, decompression). */
+static int validate_footer(fl_shard_view *v, const char *path, fl_error *err) {
+    const uint8_t *m = v->map;
+    uint64_t size = v->size;
+    uint32_t version = v->version;
     /* footer */
     if (size < (uint64_t)FL_SHARD_HEADER_SIZE + FL_SHARD_FOOTER_SIZE)
         return fl_error_set(err, FL_E_TRUNCATED, "%s: no footer (unfinished or truncated shard)", path);
@@ -261,7 +278,16 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
     }
     v->names = v->index + idx_size;
     v->names_size = names_size;
-    /* every entry */
+    return 0;
+}
+
+/* Every index entry: payload inside the data region, lengths, labels, names, formats; v3: the
+ * fields block inside the stored bytes and at least min_fields long, raw_len checks on the
+ * payload part. */
+static int validate_entries(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err) {
+    const fl_schema *s = &v->schema;
+    uint32_t version = v->version;
+    uint64_t names_size = v->names_size;
     uint64_t fixed_raw = 0;
     if (s->encoding == FL_ENC_RAW && s->height)
         fixed_raw = (uint64_t)s->height * s->width * s->channels;
@@ -270,13 +296,20 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
         uint32_t noff, nlen;
         fl_shard_entry(v, i, &r, &noff, &nlen);
         const char *why = NULL;
+        uint32_t payload = r.stored_len - (r.fields_len <= r.stored_len ? r.fields_len : 0);
         if (r.offset < v->data_offset || r.offset > v->data_end ||
             r.stored_len > v->data_end - r.offset)
             why = "payload outside the data region";
         else if (r.stored_len > FL_MAX_RECORD_BYTES || r.raw_len > FL_MAX_RECORD_BYTES)
             why = "record length over 1 GiB";
-        else if (s->compression == FL_COMP_NONE && r.raw_len != r.stored_len)
+        else if (r.fields_len > r.stored_len)
+            why = "fields block longer than the record";
+        else if (version >= 3 && r.fields_len < min_fields)
+            why = "fields block shorter than the schema's fixed fields";
+        else if (s->compression == FL_COMP_NONE && r.raw_len != payload)
             why = "raw length differs from stored length in an uncompressed shard";
+        else if (s->encoding == FL_ENC_NONE && (payload || r.height || r.width))
+            why = "a payload or image size in a dataset without images";
         else if (fixed_raw && r.raw_len != fixed_raw)
             why = "raw length does not match the fixed image size";
         else if (s->height && (r.height != s->height || r.width != s->width))
@@ -287,7 +320,7 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
             why = "name outside the names blob";
         else if (version >= 2 && !fl_format_allowed(s->encoding, (uint32_t)r.format))
             why = "record format unknown or not allowed by the schema";
-        else if (version >= 2 && fl_rd32(v->index + i * v->entry_size + FLI_RESERVED) != 0)
+        else if (version == 2 && fl_rd32(v->index + i * v->entry_size + FLI_RESERVED) != 0)
             why = "reserved field is not 0";
         if (why)
             return fl_error_set(err, FL_E_FORMAT, "%s: record %llu (global %llu): corrupt index: %s",
@@ -297,6 +330,13 @@ static int validate(fl_shard_view *v, const char *path, fl_error *err) {
         if (r.stored_len > v->max_stored_len) v->max_stored_len = r.stored_len;
     }
     return 0;
+}
+
+static int validate(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err) {
+    int rc = validate_header(v, path, err);
+    if (!rc) rc = validate_footer(v, path, err);
+    if (!rc) rc = validate_entries(v, path, min_fields, err);
+    return rc;
 }
 
 int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err) {
@@ -311,6 +351,11 @@ int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err) {
 }
 
 int fl_shard_open_fd(int fd, const char *path, fl_shard_view *v, fl_error *err) {
+    return fl_shard_open_fd_min(fd, path, 0, v, err);
+}
+
+int fl_shard_open_fd_min(int fd, const char *path, size_t min_fields, fl_shard_view *v,
+                         fl_error *err) {
     memset(v, 0, sizeof *v);
     v->fd = -1;
     struct stat st;
@@ -349,7 +394,7 @@ int fl_shard_open_fd(int fd, const char *path, fl_shard_view *v, fl_error *err) 
      * MADV_WILLNEED; the mapping goes back to normal read-around afterwards (FL_IO_MMAP reads
      * records through it). */
     madvise(m, v->size, MADV_RANDOM);
-    int rc = validate(v, path, err);
+    int rc = validate(v, path, min_fields, err);
     if (rc) fl_shard_close(v);
     else madvise(m, v->size, MADV_NORMAL);
     return rc;

@@ -48,10 +48,10 @@ int main(void) {
     /* wrong version */
     copy_dir(good, bad);
     m = slurp(shard0, &n);
-    patch_header32(m, FLH_VERSION, 3);
+    patch_header32(m, FLH_VERSION, FL_FORMAT_VERSION + 1);
     spit(shard0, m, n);
     free(m);
-    expect_open_fail(bad, FL_E_VERSION, "version 3", "version 3 shard");
+    expect_open_fail(bad, FL_E_VERSION, "version 4", "version 4 shard");
     /* a v2 file whose header claims v1 (its footer still says 2) */
     copy_dir(good, bad);
     m = slurp(shard0, &n);
