@@ -19,9 +19,9 @@ else, in a source checkout, the build tree (build/libfastload.so); fastload.libr
 from ._native import library_path
 from .errors import (CorruptRecordError, DataIOError, Error, InvalidOptionError,
                      LoaderClosedError, LoaderForkedError, UnsupportedError)
-from .loader import Batch, Loader
+from .loader import Batch, FieldsBatch, Loader
 
-__all__ = ["Loader", "Batch", "Error", "CorruptRecordError", "DataIOError", "InvalidOptionError",
+__all__ = ["Loader", "Batch", "FieldsBatch", "Error", "CorruptRecordError", "DataIOError", "InvalidOptionError",
            "LoaderClosedError", "LoaderForkedError", "UnsupportedError", "torch_batches", "version", "library_path"]
 from ._native import PACKAGE_VERSION as __version__  # from CMakeLists.txt, via _version.py
 

@@ -162,7 +162,7 @@ def _array(slot: Optional[_Slot], ptr, shape: Tuple[int, ...], ctype, dtype) -> 
 class Batch(tuple):
     """One batch: unpacks as (images, labels). Attributes: images (N,H,W,C uint8), labels
     (N int32), indices (N uint64 dataset record indices), epoch, batch (number within the epoch),
-    last_in_epoch, skipped (corrupt records replaced), address (the images pointer), copied
+    last_in_epoch, skipped (corrupt records replaced), size (N), address (the images pointer), copied
     (True when the batch was copied out of the ring because the caller held every other slot).
     N is the batch size, or fewer for the short last batch of an epoch (drop_last=False).
     The arrays keep the batch's ring slot until the last of them (and of their views) is garbage;
@@ -177,6 +177,7 @@ class Batch(tuple):
         self.skipped = int(b.skipped)
         self.address = images.ctypes.data if images.size else 0
         self.copied = copied
+        self.size = len(labels)
         if copied:  # the device copies belong to the ring slot, which went back
             self.device_images = self.device_labels = self.event = self.stream = None
         else:
@@ -204,6 +205,67 @@ class Batch(tuple):
     def __repr__(self) -> str:
         return (f"fastload.Batch(epoch={self.epoch}, batch={self.batch}, size={len(self.labels)}, "
                 f"shape={self.images.shape}{', copied' if self.copied else ''})")
+
+
+class FieldsBatch(dict):
+    """One batch of a data set with more than the classic fields: a mapping from field name to
+    numpy array, in schema order — image [N, H, W, C] uint8, int [N] int32, float [N] float32,
+    int_list [N, M] int32, float_vector [N, n] float32, boxes [N, M, 4] float32 (x0 y0 x1 y1 in
+    output pixels), mask [N, H, W] uint8/uint16, ndarray [N, ...], bytes/text [N, M] uint8 — and,
+    for every variable field NAME (int_list, boxes, bytes, text), NAME_count [N] int32: how many
+    of the M rows of sample i are real (padding rows are zeros). N is the batch size, or fewer for
+    the short last batch. Attributes as Batch: indices, epoch, batch, last_in_epoch, skipped,
+    copied. The arrays keep the batch's ring slot while they live, as Batch's."""
+
+    def __init__(self, arrays: Dict[str, np.ndarray], indices: np.ndarray, b: fl_batch,
+                 copied: bool):
+        super().__init__(arrays)
+        self.indices = indices
+        self.epoch, self.batch = int(b.epoch), int(b.batch)
+        self.last_in_epoch = bool(b.last_in_epoch)
+        self.skipped = int(b.skipped)
+        self.copied = copied
+        self.size = len(indices)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}{list(v.shape)}" for k, v in self.items())
+        return f"fastload.FieldsBatch(epoch={self.epoch}, batch={self.batch}, {fields})"
+
+
+_VARIABLE = {_native.FIELD_TYPE[t] for t in ("int_list", "boxes", "bytes", "text")}
+_NP_DTYPE = {v: np.dtype(k) for k, v in _native.DTYPE.items()}
+
+
+def _is_classic(b: fl_batch) -> bool:
+    """A batch of a classification data set (image then int label): the (images, labels) tuple."""
+    if b.num_fields == 0 or not b.fields:
+        return True
+    if b.num_fields != 2:
+        return False
+    return (b.fields[0].type, b.fields[1].type) == (_native.FIELD_TYPE["image"],
+                                                    _native.FIELD_TYPE["int"])
+
+
+def _field_arrays(slot: Optional[_Slot], b: fl_batch, n: int, copy: bool) -> Dict[str, np.ndarray]:
+    """name -> array (and NAME_count) of the first n samples of every field of `b`: views
+    holding `slot`, or copies."""
+    out: Dict[str, np.ndarray] = {}
+    for i in range(b.num_fields):
+        f = b.fields[i]
+        name = (f.name or b"field%d" % i).decode("utf-8", "replace")
+        dt = _NP_DTYPE.get(f.dtype)
+        if dt is None:
+            raise UnsupportedError(FL_E_INVALID, f"fastload: field {name!r}: unknown dtype {f.dtype} "
+                                   "(a newer library?)")
+        shape = (n,) + tuple(int(f.shape[d]) for d in range(1, f.ndim))
+        count = int(np.prod(shape)) if shape else 0
+        a = _array(slot, f.data, (count * dt.itemsize,), ctypes.c_uint8, np.uint8)
+        a = a.view(dt).reshape(shape)
+        out[name] = a.copy() if copy else a
+        if f.type in _VARIABLE:
+            c = _array(slot, f.counts, (n,), ctypes.c_int32, np.int32)
+            out[name + "_count"] = c.copy() if copy else c
+    return out
 
 
 def _parse_augment(augment: Optional[str], flip: bool) -> Tuple[int, bool]:
@@ -501,8 +563,9 @@ class Loader:
             raise LoaderClosedError(-22, f"{self.path}: loader failed earlier; create a new one")
 
     # ---- batches ----------------------------------------------------------------------------
-    def next_batch(self) -> Batch:
-        """The next batch in order (see Batch: its arrays keep its slot while they live)."""
+    def next_batch(self) -> Union[Batch, FieldsBatch]:
+        """The next batch in order (see Batch: its arrays keep its slot while they live): the
+        (images, labels) Batch of a classification data set, a FieldsBatch mapping of any other."""
         self._check_open()
         r = self._ring
         me = threading.current_thread()
@@ -527,6 +590,21 @@ class Loader:
         b = out.contents
         n, h, w, ch = self._valid(int(b.batch)), b.height, b.width, b.channels
         null = _NULL()
+        if not _is_classic(b):
+            zero_copy = n and len(r.held) + 1 < r.nslots
+            slot, wr = r.hold() if zero_copy else (None, None)
+            arrays = _field_arrays(slot, b, n, copy=not zero_copy)
+            indices = _array(slot, b.indices, (n,), ctypes.c_uint64, np.uint64)
+            fb = FieldsBatch(arrays, indices if zero_copy else indices.copy(), b, not zero_copy)
+            fb.kinds = {(b.fields[i].name or b"").decode("utf-8", "replace"): int(b.fields[i].type)
+                        for i in range(b.num_fields)}
+            if zero_copy:  # commit as below
+                r.held[wr] = out
+                self._out = null
+                return fb
+            r.stale = out
+            self._out = null
+            return fb
         if n and len(r.held) + 1 < r.nslots:  # zero-copy: the arrays hold the slot
             slot, wr = r.hold()
             images = _array(slot, b.images, (n, h, w, ch), ctypes.c_uint8, np.uint8)
@@ -558,7 +636,7 @@ class Loader:
             self._current = None
             b = self.next_batch()
             last = b.last_in_epoch
-            if len(b.labels) or not self._exact:
+            if b.size or not self._exact:
                 self._current = b
                 yield b
             del b
@@ -574,7 +652,7 @@ class Loader:
         while n is None or i < n:
             self._current = None
             b = self.next_batch()
-            if len(b.labels) or not self._exact:
+            if b.size or not self._exact:
                 self._current = b
                 yield b
                 i += 1

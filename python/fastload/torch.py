@@ -150,8 +150,35 @@ class _Feeder:
         if self.pending:
             self._retire()
 
+    def _mapping(self, b):
+        """A FieldsBatch -> {name: tensor} on the device: the image field converted as images
+        are (dtype, layout, mean, std), every other array as it is (int32 counts included)."""
+        t = self.torch
+        image = _loader._native.FIELD_TYPE["image"]
+        kinds = getattr(b, "kinds", {})
+        host = {k: t.from_numpy(v) for k, v in b.items()}
+        if not self.cuda:
+            out = {k: (v if self.device.type == "cpu" else v.to(self.device)) for k, v in host.items()}
+        else:
+            self._retire()
+            cur = t.cuda.current_stream(self.device)
+            with t.cuda.stream(self.side):
+                out = {k: v.to(self.device, non_blocking=True) for k, v in host.items()}
+                ev = t.cuda.Event()
+                ev.record(self.side)  # after the copies out of the pinned slot
+            cur.wait_event(ev)
+            for v in out.values():
+                v.record_stream(cur)
+            self.pending.append((ev, b))
+        for k in out:
+            if kinds.get(k) == image:
+                out[k] = self._convert(out[k])
+        return out
+
     def __call__(self, b):
         t = self.torch
+        if isinstance(b, dict):
+            return self._mapping(b)
         x = t.from_numpy(b.images)   # the numpy array holds the slot; the tensor holds the array
         y = t.from_numpy(b.labels)
         if not self.cuda:
@@ -361,10 +388,11 @@ class Loader:
                 self._held = L.next_batch()
             b = self._held
             last = b.last_in_epoch
-            if len(b.labels):
+            if b.size:
                 out = self._feed(b)
                 if self.batch_transform is not None:
-                    out = self.batch_transform(*out)
+                    out = (self.batch_transform(out) if isinstance(out, dict)
+                           else self.batch_transform(*out))
             del b
             # commit: a KeyboardInterrupt before here hands the same batch out again
             self._held = None
@@ -416,6 +444,45 @@ class Loader:
     def __repr__(self) -> str:
         return (f"fastload.torch.Loader({self._loader.path!r}, batch_size={self.batch_size}, "
                 f"device={str(self.device)!r}, rank={self.rank}, world={self.world})")
+
+
+def detection_targets(batch: Mapping[str, Any], *, label_offset: int = 1, boxes: str = "boxes",
+                      labels: str = "labels", mask: Optional[str] = "mask") -> List[Dict[str, Any]]:
+    """The per-image target dicts torchvision's detection models take, from a batch of
+    fastload.torch.Loader over a detection data set (a mapping with BOXES, BOXES_count, LABELS):
+
+        for b in loader:
+            images = list(b["image"])                  # dtype="float32": [C, H, W] each
+            loss = sum(model(images, ft.detection_targets(b)).values())
+
+    Each dict: "boxes" float32 [n, 4] (x0 y0 x1 y1, output pixels), "labels" int64 [n] = the
+    class index + `label_offset` — 1 by default, because torchvision's detection models reserve
+    label 0 for the background (build them with num_classes = len(classes) + 1); pass 0 for models
+    that do not. With a mask field (`mask`, the semantic mask: 0 background, class index + 1):
+    "masks" uint8 [k, H, W], one binary mask per class present in the image, and "mask_labels"
+    int64 [k] their labels (class index + label_offset). A semantic mask does not separate the
+    objects of one class, so these masks are per class, not per box: Mask R-CNN's per-instance
+    mask loss needs instance masks, which a semantic mask field cannot give. The tensors stay on
+    the batch's device."""
+    torch = _torch()
+    bx, lb = batch[boxes], batch[labels]
+    counts = batch[boxes + "_count"].tolist()
+    m = batch.get(mask) if mask else None
+    out = []
+    for i, n in enumerate(counts):
+        d = {"boxes": bx[i, :n].to(torch.float32),
+             "labels": lb[i, :n].to(torch.int64) + int(label_offset)}
+        if m is not None:
+            mi = m[i]
+            if mi.dim() == 3:  # [H, W, 1]
+                mi = mi[..., 0]
+            present = [int(v) for v in torch.unique(mi).tolist() if v != 0]
+            d["masks"] = (torch.stack([(mi == v) for v in present]).to(torch.uint8) if present
+                          else torch.zeros((0,) + tuple(mi.shape), dtype=torch.uint8, device=mi.device))
+            d["mask_labels"] = torch.tensor([v - 1 + int(label_offset) for v in present],
+                                            dtype=torch.int64, device=mi.device)
+        out.append(d)
+    return out
 
 
 def _make_dataset_class():
