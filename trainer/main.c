@@ -247,7 +247,7 @@ static int train_run(const fl_cli_tool *tool, int argc, char **argv)
     o.precision_given = fl_cli_given(&cl, "precision");
     if ((r = tf_cpu_impl_refused(o.cpu_impl)))
         return r;
-    /* options that do not apply to this run: say so (issue 10, finding 11) */
+    /* options that do not apply to this run: say so */
     int width_given = fl_cli_given(&cl, "width");
     if (strcmp(o.model, "fastcnn") && (width_given || o.mopt.residual))
         fl_cli_warn(TOOL, "%s applies only to --model fastcnn (not %s): ignored",

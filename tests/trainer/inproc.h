@@ -87,17 +87,11 @@ static void train(tf_backend *b, uint64_t from, uint64_t to, double *last_loss, 
 static void snapshot(tf_backend *b, const tf_model_spec *spec, int ema, tf_checkpoint *ck)
 {
     fl_error err;
-    tf_checkpoint_alloc(ck, spec->param_count, spec->stat_count, ema);
+    CHECK(tf_checkpoint_for_model(ck, spec, NULL, ema) == 0); /* as trainfast fills its own */
     if (ops->get_state(b, &ck->st, &err)) {
         printf("get_state: %s\n", err.msg);
         exit(1);
     }
-    snprintf(ck->model, sizeof ck->model, "%s", spec->name);
-    ck->spec_id = spec->spec_id;
-    ck->in_c = spec->in_c;
-    ck->in_h = spec->in_h;
-    ck->in_w = spec->in_w;
-    ck->num_classes = spec->num_classes;
 }
 
 static int same_state(const tf_checkpoint *a, const tf_checkpoint *b)

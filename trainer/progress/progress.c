@@ -1,5 +1,5 @@
-/* report.c — what trainfast shows while it trains: the run's banner, a live progress line on a
- * terminal, one line per epoch (and a JSONL record per epoch with --log, which the HTML report
+/* progress.c — the console output of a run: the banner, a live progress line on a terminal, one
+ * line per epoch (and a JSONL record per epoch with --log, which the HTML report
  * reads: report_log.h, docs/REPORT.md), and the end-of-run summary (text on stderr, one JSON
  * object on stdout with --json). */
 #include <errno.h>

@@ -274,19 +274,10 @@ int tf_prepare_backend(tf_run *r)
         return status;
     const tf_model_spec *spec = &r->spec;
     tf_checkpoint *ck = &r->ck;
-    if (tf_checkpoint_alloc(ck, spec->param_count, spec->stat_count, r->o->ema > 0)) {
+    if (tf_checkpoint_for_model(ck, spec, &r->mopt, r->o->ema > 0)) {
         fl_cli_error(TOOL, "out of memory");
         return FL_EXIT_DATA;
     }
-    snprintf(ck->model, sizeof ck->model, "%s", spec->name);
-    ck->spec_id = spec->spec_id;
-    ck->in_c = spec->in_c;
-    ck->in_h = spec->in_h;
-    ck->in_w = spec->in_w;
-    ck->num_classes = spec->num_classes;
-    ck->mopt = r->mopt;
-    memcpy(ck->mean, spec->mean, sizeof spec->mean);
-    memcpy(ck->std, spec->std, sizeof spec->std);
     ck->seed = r->o->seed;
     if (r->ops->describe)
         r->ops->describe(r->b, r->desc, sizeof r->desc);
@@ -354,6 +345,11 @@ int tf_prepare_output(tf_run *r)
     const tf_options *o = r->o;
     tf_report_banner(r);
     tf_checkpoint_free(&r->rck); /* all of it is in the backend and in r now */
+    fl_error err;
+    if (o->ckpt_dir && r->D->rank == 0 && tf_checkpoint_dir_check(o->ckpt_dir, &err)) {
+        fl_cli_error(TOOL, "%s", err.msg);
+        return FL_EXIT_DATA;
+    }
     if (o->log_path && r->D->rank == 0 && !(r->log = fopen(o->log_path, r->resumed ? "a" : "w"))) {
         fl_cli_error(TOOL, "%s: %s", o->log_path, strerror(errno));
         return FL_EXIT_DATA;

@@ -15,6 +15,7 @@
 #include "model.h"
 #ifdef TF_HAVE_ONNX
 #include "export_onnx.h"
+#include "train_internal.h"
 #endif
 
 #define TOOL "trainfast"
@@ -77,40 +78,6 @@ const fl_cli_cmd tf_export_cmd = {
 };
 
 #ifdef TF_HAVE_ONNX
-/* the checkpoint (the newest valid one of a --checkpoint DIR) and the model it holds */
-static int load(const char **path, char *latest, size_t cap, tf_checkpoint *ck,
-                tf_model_spec *spec)
-{
-    fl_error err;
-    struct stat st;
-    const int is_dir = stat(*path, &st) == 0 && S_ISDIR(st.st_mode);
-    int rc = is_dir ? tf_checkpoint_load_latest(*path, ck, latest, cap, NULL, 0, &err)
-                    : tf_checkpoint_load(*path, ck, &err);
-    if (rc) {
-        fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_DATA;
-    }
-    if (is_dir)
-        *path = latest;
-    if (tf_model_build(ck->model, ck->in_c, ck->in_h, ck->in_w, ck->num_classes, &ck->mopt, spec,
-                       &err)) {
-        fl_cli_error(TOOL, "%s: %s", *path, err.msg);
-        tf_checkpoint_free(ck);
-        return FL_EXIT_DATA;
-    }
-    if (spec->spec_id != ck->spec_id || spec->param_count != ck->param_count ||
-        spec->stat_count != ck->stat_count) {
-        fl_cli_error(TOOL, "%s: model %s does not match this build's definition", *path,
-                     ck->model);
-        tf_model_free(spec);
-        tf_checkpoint_free(ck);
-        return FL_EXIT_DATA;
-    }
-    memcpy(spec->mean, ck->mean, sizeof spec->mean);
-    memcpy(spec->std, ck->std, sizeof spec->std);
-    return 0;
-}
-
 static void print_result(const char *ckpt, const char *out, const tf_checkpoint *ck,
                          const tf_onnx_options *o, const tf_onnx_summary *s, int json)
 {
@@ -157,7 +124,7 @@ static int do_export(const char *ckpt, const export_opts *e)
     char latest[4096];
     tf_checkpoint ck;
     tf_model_spec spec;
-    int status = load(&ckpt, latest, sizeof latest, &ck, &spec);
+    int status = tf_eval_load(&ckpt, latest, sizeof latest, NULL, e->json, &ck, &spec);
     if (status)
         return status;
     /* the weights `trainfast eval` evaluates: the EMA when the run kept one (train_eval.c) */

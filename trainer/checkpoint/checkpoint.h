@@ -21,7 +21,7 @@
  *                  124 data (data_len bytes), data_id (data_id_len bytes), then class_count
  *                      class names, each as u32 length + bytes (no NULs in any string)
  *   end u32      CRC32C of every byte before it
- * Version 1 (trainfast before issue 11) is the same file with version 1 and the config as JSON
+ * Version 1 (older trainfast) is the same file with version 1 and the config as JSON
  * text ({"world":..,"batch":..,"lr":..,"classes":[..],..}); it still loads: its keys become the
  * same typed fields (those it lacks are left out of tf_run_config.present), and re-serialising
  * it writes version 1 again, byte for byte. A reader checks magic, version, sizes against the
@@ -105,6 +105,12 @@ typedef struct tf_checkpoint {
 /* Size the arrays for a model (zeroed). Returns 0 or -ENOMEM. */
 int tf_checkpoint_alloc(tf_checkpoint *ck, int64_t param_count, int64_t stat_count, int has_ema);
 
+/* tf_checkpoint_alloc for `spec`'s counts, then the model's identity filled from it: name,
+ * spec_id, input shape, classes, mean/std, and `mopt` (NULL: zeros). What a run writes into every
+ * checkpoint it keeps. Returns 0 or the error of tf_checkpoint_alloc. */
+int tf_checkpoint_for_model(tf_checkpoint *ck, const tf_model_spec *spec,
+                            const tf_model_options *mopt, int has_ema);
+
 /* Free what ck owns. NULL allowed. */
 void tf_checkpoint_free(tf_checkpoint *ck);
 
@@ -125,6 +131,12 @@ int tf_checkpoint_parse(const void *buf, size_t len, const char *name, tf_checkp
  * path_out (may be NULL). Errors: -errno naming the file. */
 int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out, size_t cap,
                        fl_error *err);
+
+/* Check, before training, that checkpoints can be written into DIR: create DIR when it is
+ * missing (its parent must exist, as for tf_checkpoint_save), then create and remove a probe
+ * file in it (a read-only file system or folder, a path under a regular file all fail here).
+ * Errors: -errno with a message naming DIR. */
+int tf_checkpoint_dir_check(const char *dir, fl_error *err);
 
 /* Read and verify one checkpoint file. Errors: -errno, and those of tf_checkpoint_parse. */
 int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err);

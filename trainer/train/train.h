@@ -1,6 +1,6 @@
 /* train.h — `trainfast train` (train.c, a driver over the phases of train_internal.h), `trainfast
- * eval` (train_eval.c), reporting (report.c), the backend choice (backends.c) and the
- * environment check (doctor.c). Front end: main.c. These functions print (they are the front
+ * eval` (train_eval.c), console output (progress/progress.c), the backend choice
+ * (backend/backends.c) and the environment check (doctor/doctor.c). Front end: main.c. These functions print (they are the front
  * end's layer) and return a process exit status. */
 #ifndef TF_TRAIN_H
 #define TF_TRAIN_H
@@ -64,7 +64,7 @@ int tf_train_main(const tf_options *o);
 int tf_eval_main(const char *ckpt, const char *data, uint32_t batch, int tta, int json,
                  const char *device, int threads, int cpu_impl);
 
-/* ---- report.c ---- */
+/* ---- progress/progress.c ---- */
 typedef struct tf_live {        /* the progress line on a terminal */
     int active;                 /* stderr is a TTY and not quiet */
     double last_draw;

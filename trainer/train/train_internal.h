@@ -1,7 +1,7 @@
 /* train_internal.h — what the phases of `trainfast train` share (private to trainfast). train.c
  * drives them in order: prepare (train_prepare.c: options -> datasets -> model -> backend ->
  * loader), restore (train_restore.c: the checkpoint of --resume), the epochs (train_loop.c),
- * evaluation (train_eval.c) and the report (report.c). train_config.c says what defines a run.
+ * evaluation (train_eval.c) and the console output (progress/progress.c). train_config.c says what defines a run.
  * Each phase returns a process exit status (0 = go on) after printing its one-line error. */
 #ifndef TF_TRAIN_INTERNAL_H
 #define TF_TRAIN_INTERNAL_H
@@ -23,7 +23,7 @@ typedef struct tf_eval_out {
     double seconds;
 } tf_eval_out;
 
-/* what the epochs measured, for the summary (report.c) */
+/* what the epochs measured, for the summary (progress/progress.c) */
 typedef struct tf_run_totals {
     double data_wait, compute, h2d, eval_s, ckpt_s; /* seconds */
     uint64_t images;                  /* samples this process trained on in this run */
@@ -129,10 +129,10 @@ uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref,
 /* the loader's messages on stderr (warnings always, notes unless *(int *)user) */
 void tf_loader_log(void *user, int level, const char *msg);
 
-/* eval and predict: load the checkpoint *ckpt_path (a --checkpoint DIR: its newest valid one,
- * whose path goes to `latest` and *ckpt_path, announced on stderr as "<verb> PATH" unless json)
- * and build its model with the checkpoint's mean/std. Returns 0, or the exit status after
- * printing the error (nothing left to free). */
+/* eval, predict and export: load the checkpoint *ckpt_path (a --checkpoint DIR: its newest valid
+ * one, whose path goes to `latest` and *ckpt_path, announced on stderr as "<verb> PATH" unless
+ * json or verb is NULL) and build its model with the checkpoint's mean/std. Returns 0, or the
+ * exit status after printing the error (nothing left to free). */
 int tf_eval_load(const char **ckpt_path, char *latest, size_t cap, const char *verb, int json,
                  tf_checkpoint *ck, tf_model_spec *spec);
 
@@ -155,7 +155,7 @@ int tf_run_config_of(const tf_run *r, const fl_dataset *ds, tf_run_config *out);
 int tf_run_config_differs(const tf_run *r, const tf_run_config *ck, char *msg, size_t cap,
                           char *unchecked, size_t ucap);
 
-/* ---- report.c ---- */
+/* ---- progress/progress.c ---- */
 const char *tf_precision_name(tf_precision p);
 void tf_report_banner(const tf_run *r);   /* the run's one-line description (and resume) */
 /* Close --log (flush, fsync); 0 or the errno of the first failure. */

@@ -12,20 +12,24 @@
 void tf_options_init(tf_options *o)
 {
     memset(o, 0, sizeof *o);
+    /* the optimizer's defaults (momentum, Nesterov, weight decay, precision, accumulation) are the
+     * backend config's, written once in tf_train_config_init */
+    tf_train_config d;
+    tf_train_config_init(&d);
     o->model = "fastcnn";
     o->epochs = 0; /* auto */
     o->batch = 0;
     o->lr = 0.2f;
-    o->wd = 5e-4f;
-    o->momentum = 0.9f;
+    o->wd = d.weight_decay;
+    o->momentum = d.momentum;
     o->label_smoothing = 0.1f;
-    o->nesterov = 1;
+    o->nesterov = d.nesterov;
     o->cosine = 0;
     o->warmup_epochs = 0.5f;
-    o->precision = TF_FP32;
+    o->precision = d.precision;
     o->device = "auto";
     o->seed = 0;
-    o->accum = 1;
+    o->accum = d.accum;
     o->tta = 1;
     o->crop_pad = -1;
     o->flip = 1;

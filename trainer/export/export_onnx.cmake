@@ -1,4 +1,4 @@
-# export_onnx.cmake — `trainfast export` (trainer/export_*.c): C code for the ONNX protobuf schema,
+# export_onnx.cmake — `trainfast export` (trainer/export/export_*.c): C code for the ONNX protobuf schema,
 # serialised with libprotobuf-c. Included from trainer/CMakeLists.txt after the trainfast target.
 #
 # The code comes from the onnx.proto of Debian's python3-onnx (or of the onnx module of
@@ -30,7 +30,7 @@ if(FL_PROTOC_C)
   endif()
 endif()
 
-target_sources(trainfast PRIVATE export_cli.c)
+target_sources(trainfast PRIVATE export/export_cli.c)
 set(TF_HAVE_ONNX OFF CACHE INTERNAL "trainfast export built")
 if(FL_ONNX_EXPORT AND PROTOBUFC_FOUND)
   set(_onnx_gen ${CMAKE_CURRENT_BINARY_DIR}/onnx_gen)
@@ -54,10 +54,11 @@ if(FL_ONNX_EXPORT AND PROTOBUFC_FOUND)
     set(_onnx_how "the committed trainer/onnx_gen (protoc-c runs: ${_protoc_ok}; onnx.proto: ${FL_ONNX_PROTO})")
     set(TF_ONNX_GENERATED OFF CACHE INTERNAL "onnx.pb-c.c generated at build time")
   endif()
-  add_library(tf_onnx STATIC export_onnx.c export_onnx_graph.c export_onnx_plan.c ${_onnx_src})
+  add_library(tf_onnx STATIC export/export_onnx.c export/export_onnx_graph.c export/export_onnx_plan.c
+              ${_onnx_src})
   # generated code: not ours to warn about
   set_source_files_properties(${_onnx_src} PROPERTIES COMPILE_OPTIONS "-w")
-  target_include_directories(tf_onnx PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} ${_onnx_inc})
+  target_include_directories(tf_onnx PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/export ${_onnx_inc})
   target_link_libraries(tf_onnx PUBLIC tf_core PkgConfig::PROTOBUFC)
   target_compile_definitions(tf_onnx PUBLIC TF_HAVE_ONNX=1)
   target_link_libraries(trainfast PRIVATE tf_onnx)

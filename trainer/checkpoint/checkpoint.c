@@ -83,6 +83,25 @@ int tf_checkpoint_alloc(tf_checkpoint *ck, int64_t P, int64_t S, int has_ema)
     return 0;
 }
 
+int tf_checkpoint_for_model(tf_checkpoint *ck, const tf_model_spec *spec,
+                            const tf_model_options *mopt, int has_ema)
+{
+    int rc = tf_checkpoint_alloc(ck, spec->param_count, spec->stat_count, has_ema);
+    if (rc)
+        return rc;
+    snprintf(ck->model, sizeof ck->model, "%s", spec->name);
+    ck->spec_id = spec->spec_id;
+    ck->in_c = spec->in_c;
+    ck->in_h = spec->in_h;
+    ck->in_w = spec->in_w;
+    ck->num_classes = spec->num_classes;
+    if (mopt)
+        ck->mopt = *mopt;
+    memcpy(ck->mean, spec->mean, sizeof spec->mean);
+    memcpy(ck->std, spec->std, sizeof spec->std);
+    return 0;
+}
+
 void tf_checkpoint_free(tf_checkpoint *ck)
 {
     if (!ck)
@@ -316,6 +335,23 @@ static int list_steps(const char *dir, long long **out, int *n)
             (*out)[j] = (*out)[j - 1];
             (*out)[j - 1] = t;
         }
+    return 0;
+}
+
+int tf_checkpoint_dir_check(const char *dir, fl_error *err)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return fl_error_set(err, -errno, "--checkpoint %s: cannot create the folder: %s", dir,
+                            strerror(errno));
+    /* access(2) is no answer for root nor for a read-only mount: try a real file */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.ckpt-probe-%ld.tmp", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return fl_error_set(err, -errno, "--checkpoint %s: cannot write checkpoints there: %s",
+                            dir, strerror(errno));
+    close(fd);
+    unlink(probe);
     return 0;
 }
 

@@ -100,8 +100,8 @@ uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref,
 /* ---- trainfast eval ----------------------------------------------------------------------- */
 
 /* Scored against the wrong labels, a dataset packed with another class list gives a number that
- * means nothing: compare with the classes the checkpoint was trained on (recorded since issue 10;
- * older checkpoints only know their count). The reason goes to why ("" when the data fits). */
+ * means nothing: compare with the classes the checkpoint was trained on (version 2
+ * checkpoints record them; older ones only know their count). The reason goes to why ("" when the data fits). */
 void tf_check_classes(const tf_checkpoint *ck, const char *ckpt_path, const fl_dataset *ds,
                       const char *data, char *why, size_t cap)
 {
@@ -136,7 +136,7 @@ int tf_eval_load(const char **ckpt_path, char *latest, size_t cap, const char *v
             return FL_EXIT_DATA;
         }
         *ckpt_path = latest;
-        if (!json)
+        if (!json && verb)
             fprintf(stderr, "%s: %s %s (newest valid checkpoint)\n", TOOL, verb, *ckpt_path);
     } else if (tf_checkpoint_load(*ckpt_path, ck, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
@@ -148,7 +148,8 @@ int tf_eval_load(const char **ckpt_path, char *latest, size_t cap, const char *v
         tf_checkpoint_free(ck);
         return FL_EXIT_DATA;
     }
-    if (spec->spec_id != ck->spec_id || spec->param_count != ck->param_count) {
+    if (spec->spec_id != ck->spec_id || spec->param_count != ck->param_count ||
+        spec->stat_count != ck->stat_count) {
         fl_cli_error(TOOL, "%s: model %s does not match this build's definition", *ckpt_path,
                      ck->model);
         tf_model_free(spec);
