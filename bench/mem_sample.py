@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """mem_sample.py — run commands (at once, each in a memory cgroup when one is given) and sample,
 every --interval seconds until all have exited, what they do to memory and the disk; print one JSON
-object. Used by bench/packdata_large.sh and bench/storage_ranks.sh (issue 14, items 3 and 5).
+object. Used by bench/packdata_large.sh and bench/storage_ranks.sh.
 
 Usage: mem_sample.py [--cgroup DIR] [--disk vda] [--interval 0.1] [--stdout-dir D] -- CMD... [--- CMD...]
   Several commands are separated by '---'; command k's stdout goes to D/k.out when --stdout-dir

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# onnx_fmnist.sh — issue 15's acceptance for `trainfast export` on real data: train the README's
+# onnx_fmnist.sh — `trainfast export` on real data: train the README's
 # main job (fastcnn on Fashion-MNIST, samples/fashion-mnist) with a checkpoint, export it to ONNX,
 # check it with onnx.checker, run ONNX Runtime (npm onnxruntime-node, CPU) over the 10,000 test
 # images, and compare with trainfast on the same pixels:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # packdata_large.sh — packdata writing a data set larger than the memory it may use, beside fio's
-# sequential write on the same disk in the same run (issue 14, item 3). Each figure: median of --runs.
+# sequential write on the same disk in the same run. Each figure: median of --runs.
 #   data (each --gib, of real photographs: bench/make_photos.py, python3-skimage's photos; hard-linked
 #         copies repeat them to reach the size): raw uint8 224x224x3 records (147 KiB; packdata
 #         decodes and resizes: `pack --encode raw --resize 224x224 --compress none --workers 2`), and
@@ -11,7 +11,7 @@
 #   packdata: as shipped (each shard's written chunks go to the disk and leave the page cache while it
 #         is written, the whole shard once fsync'ed; LMDB: data.mdb after each fsync'ed commit of 32 MiB:
 #         formats/page_cache.c), and with
-#         FL_WRITER_KEEP_CACHE=1 (the writer before issue 14: the kernel alone decides);
+#         FL_WRITER_KEEP_CACHE=1 (the kernel alone decides when written pages leave the cache);
 #   peers: fio sequential write of the same byte count to one file on the same file system, 1 MiB
 #         blocks: buffered + fsync at the end (psync, 1 job: how packdata writes) and O_DIRECT (io_uring,
 #         iodepth 8: the device's limit); inside the same cgroup;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# predict_cpu.sh — issue 15's must-show for `trainfast predict` on the CPU: inference images/s
+# predict_cpu.sh — `trainfast predict` on the CPU: inference images/s
 # against what training's forward pass implies, on Fashion-MNIST (samples/fashion-mnist, fastcnn
 # at its defaults, all cores). Interleaved rounds, each: `trainfast train` for one epoch on the
 # 10,000-image test split (its images/s over the training loop: forward + backward + update),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""quasi_shuffle.py — what the quasi-random order costs in accuracy (issue 14, item 2): a
+"""quasi_shuffle.py — what the quasi-random order costs in accuracy: a
 fastcnn-shaped CNN (3 x [conv3x3 -> maxpool2 -> BN -> ReLU], widths w, 2w, 4w; global average
 pool; linear; SGD Nesterov 0.9, linear decay) trained for --epochs on Fashion-MNIST whose 60,000
 training images are SORTED BY CLASS (the worst case: what packdata makes of an ImageFolder tree),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# small_data.sh — issue 13's small-data check: does `trainfast train` with defaults only (--epochs
+# small_data.sh — the small-data check: does `trainfast train` with defaults only (--epochs
 # auto) train a small dataset enough? On 6,000 real Fashion-MNIST training images (every 10th image
 # of each class) it compares the default run with 20 epochs of the same recipe (target: within 1
 # point of test top-1) and with the old default of 2 epochs, then trains the full 60,000 images

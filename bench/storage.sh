@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # storage.sh — libfastload reading a data set bigger than the page cache it may use, beside the device's
-# own limit measured by fio in the same run (issue 14, item 1). Each figure: median of --runs runs.
+# own limit measured by fio in the same run. Each figure: median of --runs runs.
 #   data: raw uint8 records 64x64x3 (12 KiB) and 224x224x3 (147 KiB) cut from real photographs
 #         (bench/make_photos.py, python3-skimage's photos; hard-linked copies repeat them to reach --gib),
 #         and JPEG records (--encode keep) of the 224-class photos, 4x as many copies (~1 GiB:
@@ -23,7 +23,7 @@
 # Ratios: the median over runs of each run's own ratio (figure / peer measured minutes apart in the
 # same run), since a virtual disk's rate drifts by 2x from minute to minute; value columns are
 # medians of their own.
-# Targets (issue 14): direct random >= 0.9x fio random (12 KiB and 147 KiB); direct quasi >= 1.5x
+# Targets: direct random >= 0.9x fio random (12 KiB and 147 KiB); direct quasi >= 1.5x
 # direct random on 12 KiB; direct page-cache growth < 64 MiB; JPEG cold = warm images/s (>= 0.95x).
 # Needs root (drop_caches, cgroup), cgroup v1 memory controller, fio (installed with apt-get unless
 # --no-setup), python3-skimage + python3-pil. Exit: 0 ok, 1 error, 2 usage, 77 skipped (no root,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # storage_ranks.sh — several ranks on one node reading one data set bigger than the node's page cache:
-# shared page cache (buffered reads) vs --direct, measured with 2 ranks (issue 14, item 5;
-# docs/SCALING.md). Each figure: median of --runs runs, page cache dropped before each run.
+# shared page cache (buffered reads) vs --direct, measured with 2 ranks
+# (docs/SCALING.md). Each figure: median of --runs runs, page cache dropped before each run.
 #   data: raw uint8 224x224x3 records (147 KiB) of real photographs (bench/make_photos.py; hard-linked
 #         copies repeat them to reach --gib), packed by packdata in 256 MiB shards;
 #   node memory: every loader process runs in ONE cgroup v1 memory group limited to --limit-mib (the

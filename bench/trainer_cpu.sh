@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # trainer_cpu.sh — trainfast's CPU training speed beside PyTorch's on the same network and recipe
-# (issue 13 item 4), interleaved in one run so both see the same machine:
+#, interleaved in one run so both see the same machine:
 #   (a) fastcnn on Fashion-MNIST (60,000 train / 10,000 test images, 28x28x1): width 24, batch 128,
 #       2 epochs, SGD Nesterov 0.9 lr 0.2, wd 5e-4 (not on BN/bias), label smoothing 0.1, warm-up
 #       0.5 epoch then linear decay, random flip, flip TTA at the test — trainfast's defaults

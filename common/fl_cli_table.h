@@ -3,7 +3,7 @@
  * getopt_long; its --help is generated from the same table, so validation, error messages and
  * help cannot drift apart. A tool's sub-commands are a table too (fl_cli_tool, fl_cli_dispatch).
  *
- * Rules every command gets from the layer (issue 10, finding 9):
+ * Rules every command gets from the layer:
  *  - "--opt value" and "--opt=value" (short options: "-o value" and "-o=value"); an option given
  *    twice takes its last value, every value given is checked;
  *  - a missing, empty or malformed value, an unknown option, an abbreviated option ("--qui"), a

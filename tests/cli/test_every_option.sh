@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_every_option.sh — every option of every tool and sub-command, read from its own --help, tried
-# with careless values (issue 10, finding 9: `packdata pack SRC DST --jpeg-restart` read an
-# uninitialised pointer). Sub-commands come from each tool's top-level --help, options from
+# with careless values (a value-less option once made `packdata pack SRC DST --jpeg-restart` read
+# an uninitialised pointer). Sub-commands come from each tool's top-level --help, options from
 # `TOOL SUB --help`, so a new option is covered the day it is documented.
 #
 # Each value option is given: no value (option last on the line), "", -1, 0, nan, 1e309,
@@ -132,7 +132,7 @@ declare -A SAMPLE=(
     ["bench --scale"]="0.5,1" ["bench --ratio"]="0.75,1.3333" ["bench --order"]="seq"
     ["bench --seed"]="3" ["bench --epochs"]="1" ["bench --start-epoch"]="1" ["bench --start-batch"]="1"
     ["bench --rank"]="0" ["bench --world"]="2" ["bench --io"]="pread" ["bench --queue-depth"]="4" ["bench --quasi-block"]="8" ["bench --quasi-window"]="4"
-    ["bench --prefetch"]="2" ["bench --on-corrupt"]="skip" ["bench --decode"]="fast"
+    ["bench --prefetch"]="2" ["bench --on-corrupt"]="skip" ["bench --decode"]="fast" ["bench --box-min-visible"]="0.5"
     ["bench --device"]="0" ["bench --batches"]="1" ["bench --memcpy-bytes"]="1M"
     ["train --data"]="$T/tr" ["train --val"]="$T/tr" ["train --model"]="fastcnn" ["train --width"]="4"
     ["train --epochs"]="1" ["train --batch"]="8" ["train --lr"]="0.1" ["train --wd"]="0.001"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_options_not_applying.sh — an option that has no effect on a run is not ignored without a
-# word (issue 10, finding 11): the tool prints one warning naming the option and why, and the exit
+# word: the tool prints one warning naming the option and why, and the exit
 # status is the one of the same run without it.
 set -u
 B="${FL_BINARY_DIR:?FL_BINARY_DIR not set (run through ctest)}"

@@ -211,7 +211,7 @@ int main(void) {
     CHECK_STR(fl_cli_human_duration(245, b, sizeof b), "4m 05s");
     CHECK_STR(fl_cli_human_duration(7380, b, sizeof b), "2h 03m");
 
-    /* strict numbers (issue 10, finding 9): no sign, space, junk, nan/inf, hex or overflow */
+    /* strict numbers: no sign, space, junk, nan/inf, hex or overflow */
     CHECK(fl_cli_parse_u64("+1", 0, 100, &v) != 0);
     CHECK(fl_cli_parse_u64(" 1", 0, 100, &v) != 0);
     CHECK(fl_cli_parse_u64("99999999999999999999", 0, UINT64_MAX, &v) != 0);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_crash_pack.sh — crash consistency of the writer's lifecycle (issue 10, "must show"): kill -9
+# test_crash_pack.sh — crash consistency of the writer's lifecycle: kill -9
 # at random moments of (a) a pack, (b) a --resume of a killed pack, (c) a --force replacement of
 # an existing dataset, (d) an LMDB pack. After every kill DST is absent, the old dataset
 # (byte-identical, verify passes), or the complete new one (verify passes, equal to an

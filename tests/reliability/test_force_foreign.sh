@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_force_foreign.sh — `packdata pack SRC DST --force` replaces only a fastload dataset that
-# packdata wrote (issue 10, finding 1; and 11's `pack SRC . --force` leaving `..partial/` and a
-# missing DST parent named as "DST.partial: cannot create"). Each refusal exits 2, names the path
+# packdata wrote, refuses `pack SRC . --force` (which would leave `..partial/`) and names a
+# missing DST parent as such (not as "DST.partial: cannot create"). Each refusal exits 2, names the path
 # (or the first foreign file) and leaves every file byte-identical: a user's folder, SRC itself,
 # `.`, `dir/..`, a plain file, a dataset folder holding a file of the user's or a sub-folder, a
 # DST.partial that is not ours, a DST.lock that is a user's file, DST inside SRC and SRC inside

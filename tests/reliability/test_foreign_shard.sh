@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_foreign_shard.sh — issue 10, finding 6: a shard file copied in from another dataset of the
+# test_foreign_shard.sh — a shard file copied in from another dataset of the
 # same shape passed `verify` ("0 bad") and `extract` returned the other dataset's image. Opening
 # must compare every shard's dataset id (format version 2) and size with the manifest: `info`,
 # `verify`, `extract` and `fastload bench` exit 1 naming the shard ("belongs to another dataset").

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_lmdb_truncated.sh — issue 10, finding 5: an LMDB dataset whose data.mdb was truncated
+# test_lmdb_truncated.sh — an LMDB dataset whose data.mdb was truncated
 # before it is opened made `packdata info`, `verify` and `fastload bench` (also --on-corrupt skip,
 # --io pread) die with SIGBUS (exit 135). Every one must exit 1 with one clear error naming
 # data.mdb and saying it is truncated: at several sizes, with the manifest intact (its "bytes"

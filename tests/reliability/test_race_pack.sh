@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_race_pack.sh — packs racing to one DST (issue 10, finding 2). N=4 `packdata pack` runs
+# test_race_pack.sh — packs racing to one DST. N=4 `packdata pack` runs
 # (each with its own --seed) start at once, without and then with --force (over an existing
 # dataset). Without --force exactly one succeeds; with --force at least one; every loser fails
 # cleanly: exit 2 "DST is being written by process N" (or, without --force, exit 1 "already

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_replace_readers.sh — issue 10, finding 7: readers open while `pack --force` replaces the
+# test_replace_readers.sh — readers open while `pack --force` replaces the
 # dataset (a training job running while the data is re-packed) reported false "CRC32C mismatch"
 # errors, and with --on-corrupt skip exited 0 with a stream matching neither dataset: shards were
 # opened by path twice (by the dataset, then by the loader's readers). Readers (`fastload digest`

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# test_resume_changed.sh — `--resume` continues only the job DST.partial was started for (issue
-# 10, finding 3). After a kill -9, SRC or the options are changed: inputs added, one grown, one
+# test_resume_changed.sh — `--resume` continues only the job DST.partial was started for. After a kill -9, SRC or the options are changed: inputs added, one grown, one
 # touched, one removed, another SRC, another option, another class name; an IDX source whose
 # pixels changed. Each resume is refused with exit 2 saying what changed, and DST.partial is left
 # byte-identical; once SRC is back as it was, --resume finishes and the result equals an

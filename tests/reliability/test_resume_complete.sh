@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_resume_complete.sh — a job script that always passes --resume (a requeued Slurm job, a
-# restarted spot instance) succeeds after its first success (issue 10, finding 4): --resume on a
+# restarted spot instance) succeeds after its first success: --resume on a
 # finished dataset of the same options and inputs exits 0 "already complete" without touching it
 # (--quiet: prints nothing; --json: an object saying so); with another option or other inputs it
 # exits 2 naming the option or the input change; without --resume an existing DST still needs

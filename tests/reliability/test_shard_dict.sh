@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_shard_dict.sh — small shards do not multiply the zstd dictionary (issue 10, finding 11):
+# test_shard_dict.sh — small shards do not multiply the zstd dictionary:
 # every shard carries the dictionary, so packdata keeps it to 1/16 of the shard size (none below
 # 16K shards). Raw 28x28 images with zstd in 64K shards: the dataset is at most 1.25x the one in
 # 256M shards (it was 145x with a 110 KB dictionary in each shard); 8K shards: no dictionary.

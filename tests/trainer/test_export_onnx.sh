@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_export_onnx.sh MODEL — `trainfast export` (issue 15 items 1 and 3): train a small MODEL
+# test_export_onnx.sh MODEL — `trainfast export`: train a small MODEL
 # (fastcnn with --residual, --gelu and --ema; resnet18 or resnet50 at 32 px) for a few steps on a synthetic set, export it, check the file
 # with onnx.checker (python3-onnx) and run it with ONNX Runtime (npm onnxruntime-node, CPU) on
 # the pixels `trainfast eval` sees:

@@ -1,5 +1,5 @@
-/* test_onednn_grads.c — the CPU backend's oneDNN path against its reference layers (issue 13,
- * item 2), through the backend interface: the same initial state and batch in both, then
+/* test_onednn_grads.c — the CPU backend's oneDNN path against its reference layers,
+ * through the backend interface: the same initial state and batch in both, then
  *   - one micro-batch of an accumulation group of 2 (no optimizer step): every parameter
  *     tensor's accumulated gradient, the loss, the top-1 count and the BN running statistics;
  *   - evaluation (BN on running statistics, flip TTA): summed loss, top-1/top-5, and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_onednn_train.sh — trainfast --cpu-backend onednn as a user runs it (issue 13, item 1): a short
+# test_onednn_train.sh — trainfast --cpu-backend onednn as a user runs it: a short
 # run on a synthetic dataset learns (val top-1 >= 0.95) and says it ran on oneDNN; its checkpoints
 # are the reference path's: eval of the same checkpoint on both paths agrees (top-1 within one
 # image, loss within 1e-3 relative), and a run resumed with --cpu-backend reference from the

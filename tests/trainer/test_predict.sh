@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_predict.sh MODE — `trainfast predict` as a user runs it (issue 15, item 2).
+# test_predict.sh MODE — `trainfast predict` as a user runs it.
 #   outputs: on a packed labelled set, predict's top-1/top-5 equal `trainfast eval --no-tta`'s
 #            (the run kept an EMA, which both use), the argmax of the .npy logits gives the same
 #            top-1; the .npy parses with numpy (1.0 header, '<f4', C order, [N, classes]); JSON

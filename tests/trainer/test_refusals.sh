@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_refusals.sh MODE — issue 10, finding 10: trainfast refuses what would silently give a wrong
+# test_refusals.sh MODE — trainfast refuses what would silently give a wrong
 # result, does right what it used to do wrong, and reports what it used to lose. One mode per CTest:
 #   val      --val labelling its classes differently from --data (other names, other order, fewer
 #            with other names, more) exits 2 naming both datasets and the first difference; a val
