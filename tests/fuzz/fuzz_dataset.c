@@ -1,7 +1,9 @@
 /* fuzz_dataset.c — libFuzzer harness for the dataset reader: each input is tried (1) as a shard
- * file, beside a manifest made to match whatever its header claims, and (2) as manifest.json,
- * beside a valid shard; every dataset that opens is fully read (info, names, CRC-checked get,
- * decompression) and verified. Any crash, leak or sanitizer report is a bug in formats/. */
+ * file, beside a manifest made to match whatever its header claims (a version 3 header gets the
+ * fields of V3_FIELDS, the schema of corpus/dataset/shard_v3_fields.fls), and (2) as
+ * manifest.json, beside a valid shard; every dataset that opens is fully read (info, names,
+ * CRC-checked get, decompression, every record's fields and ndarrays) and verified. Any crash,
+ * leak or sanitizer report is a bug in formats/. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -81,6 +83,20 @@ static void exercise(const char *dir) {
         if (buf && fl_dataset_payload(ds, i, p, len, buf, cap, &pl, &pn, &err) == 0 && pn != info.raw_len &&
             fl_dataset_schema(ds)->compression != FL_COMP_NONE)
             abort();
+        fl_field_value vals[FL_MAX_FIELDS];
+        const fl_field *fields = fl_dataset_fields(ds);
+        if (fl_dataset_record_fields(ds, i, p, len, vals, &err) != 0) {
+            if (!err.msg[0]) abort();
+            continue;
+        }
+        for (uint32_t f = 0; f < fl_dataset_num_fields(ds); f++) {
+            for (size_t k = 0; k < vals[f].len; k++) sink ^= ((const uint8_t *)vals[f].data)[k];
+            size_t nb = fl_field_ndarray_bytes(&fields[f]);
+            if (fields[f].type != FL_FIELD_NDARRAY || nb > (16u << 20)) continue;
+            void *nd = malloc(nb ? nb : 1);
+            (void)fl_dataset_ndarray(ds, f, &vals[f], nd, nb, &err);
+            free(nd);
+        }
     }
     free(buf);
     uint64_t bad;
@@ -151,10 +167,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     put_file(shard_dir, "shard-00000.fls", data, size);
     static const char *enc[6] = {"jpeg", "jpeg", "png", "raw", "webp", "mixed"};
     uint32_t e = 1, c = 0, ch = 3, h = 0, wd = 0, ver = 2;
+    /* the schema of the v3 seed (image, label, boxes, their classes, a caption, an ndarray) */
+    static const char V3_FIELDS[] =
+        ", \"fields\": [{\"name\": \"image\", \"type\": \"image\"}, {\"name\": \"label\", \"type\": \"int\"}, "
+        "{\"name\": \"boxes\", \"type\": \"boxes\", \"max_count\": 1000}, {\"name\": \"labels\", "
+        "\"type\": \"int_list\", \"of\": \"boxes\", \"max_count\": 1000}, {\"name\": \"caption\", "
+        "\"type\": \"text\", \"max_count\": 100000}, {\"name\": \"depth\", \"type\": \"ndarray\", "
+        "\"dtype\": \"uint16\", \"shape\": [2, 3]}]";
     uint64_t count = 0;
     char id[33] = "000102030405060708090a0b0c0d0e0f";
     if (size >= 120) {
-        ver = rd32(data + 8) == 1 ? 1 : 2; /* the manifest claims the shard's version and id */
+        ver = rd32(data + 8) == 1 ? 1 : rd32(data + 8) == 3 ? 3 : 2; /* the manifest claims the
+                                                                         shard's version and id */
         for (int k = 0; k < 16; k++) snprintf(id + 2 * k, 3, "%02x", data[104 + k]);
     }
     if (size >= 104) {
@@ -165,16 +189,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         wd = rd32(data + 36) % 4096;
         count = rd64(data + 56) % 1000000;
     }
-    char man[1024];
+    char man[2048];
     int mn = snprintf(man, sizeof man,
                       "{\"format\": \"fastload-dataset\", \"format_version\": %u, \"dataset_id\": \"%s\", "
                       "\"backend\": \"shards\", "
                       "\"records\": %llu, \"classes\": [\"a\", \"b\", \"c\", \"d\"], \"schema\": "
                       "{\"encoding\": \"%s\", \"compression\": \"%s\", \"channels\": %u, \"height\": %u, "
-                      "\"width\": %u}, \"shards\": [{\"file\": \"shard-00000.fls\", \"records\": %llu, "
+                      "\"width\": %u}%s, \"shards\": [{\"file\": \"shard-00000.fls\", \"records\": %llu, "
                       "\"bytes\": %zu}], \"options\": {}}",
                       ver, id, (unsigned long long)count, enc[e], c ? "zstd" : "none", ch, h, wd,
-                      (unsigned long long)count, size);
+                      ver == 3 ? V3_FIELDS : "", (unsigned long long)count, size);
     put_file(shard_dir, "manifest.json", man, (size_t)mn);
     exercise(shard_dir);
     /* (2) the input as a manifest, beside a valid shard */
