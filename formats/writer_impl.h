@@ -31,6 +31,7 @@ typedef struct growbuf {
 } growbuf;
 
 static inline int gb_append(growbuf *g, const void *d, size_t n) {
+    if (n == 0) return 0; /* an empty payload (no image): memcpy with a NULL buffer is undefined */
     if (g->len + n > g->cap) {
         size_t cap = g->cap ? g->cap : 4096;
         while (cap < g->len + n) cap *= 2;
