@@ -194,6 +194,98 @@ static int setup_cuda(fl_loader *L, fl_error *err)
     return rc;
 }
 
+/* Bytes of a slot's host memory: images, labels, then each other field's data and counts, every
+ * array 64-byte aligned (fl_batch_field); *fields_off: where the other fields begin. */
+static size_t slot_bytes(const fl_loader *L, size_t *fields_off)
+{
+    uint32_t B = L->opt.batch_size;
+    size_t n = align_up(L->sample_bytes * B, 64) + (size_t)B * sizeof(int32_t);
+    if (L->fields_on)
+        n = align_up(n, 64);
+    *fields_off = n;
+    for (uint32_t i = 0; L->fields_on && i < L->nfields; i++) {
+        if ((int)i == L->image_field || (int)i == L->label_field)
+            continue;
+        n += align_up(L->fout[i].sample_bytes * B, 64);
+        if (L->fout[i].rows)
+            n += align_up((size_t)B * sizeof(int32_t), 64);
+    }
+    return n;
+}
+
+/* Slot s's fl_batch_field array over its host memory (and device copies, when on). */
+static void slot_fields(fl_loader *L, fl_slot *s)
+{
+    uint32_t B = L->opt.batch_size;
+    size_t off = s->fields_off;
+    for (uint32_t i = 0; i < L->nfields; i++) {
+        const fl_field *f = &L->fields[i];
+        fl_batch_field *o = &s->fields[i];
+        o->name = f->name;
+        o->type = f->type;
+        o->dtype = f->dtype ? f->dtype : fl_field_type_dtype(f->type);
+        o->shape[0] = B;
+        uint32_t nd = 1;
+        switch (f->type) {
+        case FL_FIELD_IMAGE:
+            o->shape[1] = L->out_h;
+            o->shape[2] = L->out_w;
+            o->shape[3] = L->out_c;
+            nd = 4;
+            break;
+        case FL_FIELD_MASK:
+            o->shape[1] = L->out_h;
+            o->shape[2] = L->out_w;
+            nd = 3;
+            break;
+        case FL_FIELD_BOXES:
+            o->shape[1] = L->fout[i].rows;
+            o->shape[2] = 4;
+            nd = 3;
+            break;
+        case FL_FIELD_INT_LIST:
+        case FL_FIELD_BYTES:
+        case FL_FIELD_TEXT:
+            o->shape[1] = L->fout[i].rows;
+            nd = 2;
+            break;
+        case FL_FIELD_FLOAT_VECTOR:
+        case FL_FIELD_NDARRAY:
+            for (uint32_t d = 0; d < f->ndim && d < FL_MAX_DIMS; d++)
+                o->shape[1 + d] = f->shape[d];
+            nd = 1 + f->ndim;
+            break;
+        default:
+            break;
+        }
+        o->ndim = nd;
+        if ((int)i == L->image_field) {
+            o->data = s->b.images;
+            o->bytes = L->sample_bytes * B;
+            o->device_data = s->dev_images;
+        } else if ((int)i == L->label_field) {
+            o->data = s->b.labels;
+            o->bytes = (uint64_t)B * sizeof(int32_t);
+            o->device_data = s->dev_labels;
+        } else {
+            uint64_t bytes = L->fout[i].sample_bytes * B;
+            o->data = s->host + off;
+            o->bytes = bytes;
+            if (s->dev_fields)
+                o->device_data = (uint8_t *)s->dev_fields + (off - s->fields_off);
+            off += align_up(bytes, 64);
+            if (L->fout[i].rows) {
+                o->counts = (int32_t *)(s->host + off);
+                if (s->dev_fields)
+                    o->device_counts = (int32_t *)((uint8_t *)s->dev_fields + (off - s->fields_off));
+                off += align_up((size_t)B * sizeof(int32_t), 64);
+            }
+        }
+    }
+    s->b.num_fields = L->nfields;
+    s->b.fields = s->fields;
+}
+
 static int make_slots(fl_loader *L, fl_error *err)
 {
     uint32_t B = L->opt.batch_size;
@@ -205,12 +297,13 @@ static int make_slots(fl_loader *L, fl_error *err)
     for (uint32_t i = 0; i < L->nslots; i++) {
         fl_slot *s = &L->slots[i];
         L->batches[i] = &s->b;
-        s->host_bytes = img + (size_t)B * sizeof(int32_t);
+        s->host_bytes = slot_bytes(L, &s->fields_off);
         s->host = fl_host_alloc(L->cuda_ok ? &L->cuda : NULL, s->host_bytes, &s->host_pinned);
         s->b.indices = calloc(B, sizeof *s->b.indices);
-        if (!s->host || !s->b.indices)
+        s->fields = calloc(L->nfields ? L->nfields : 1, sizeof *s->fields);
+        if (!s->host || !s->b.indices || !s->fields)
             return fl_error_set(err, -ENOMEM, "out of memory for a %zu-byte batch slot",
-                                img + (size_t)B * 4);
+                                s->host_bytes);
         s->b.images = s->host;
         s->b.labels = (int32_t *)(s->host + img);
         s->b.size = B;
@@ -223,6 +316,9 @@ static int make_slots(fl_loader *L, fl_error *err)
             if (rc == 0)
                 rc = cuda_check(L, L->cuda.Malloc(&s->dev_labels, (size_t)B * sizeof(int32_t)),
                                 "cudaMalloc", err);
+            if (rc == 0 && s->host_bytes > s->fields_off)
+                rc = cuda_check(L, L->cuda.Malloc(&s->dev_fields, s->host_bytes - s->fields_off),
+                                "cudaMalloc", err);
             if (rc == 0)
                 rc = cuda_check(L, L->cuda.EventCreateWithFlags(&s->event, FL_CUDA_EVENT_NO_TIMING),
                                 "cudaEventCreate", err);
@@ -233,6 +329,7 @@ static int make_slots(fl_loader *L, fl_error *err)
             s->b.event = s->event;
             s->b.stream = L->stream;
         }
+        slot_fields(L, s);
     }
     return 0;
 }
@@ -269,7 +366,48 @@ static void make_work_ctx(fl_loader *L)
                            .on_corrupt = L->opt.on_corrupt, .decode_flags = L->opt.decode_flags,
                            .direct = L->direct, .read_in_place = L->read_in_place,
                            .mapped = L->mapped, .fds = L->fds, .mem = L->mem, .nmem = L->nmem,
-                           .drop_behind = L->drop_behind};
+                           .drop_behind = L->drop_behind, .fields_on = L->fields_on,
+                           .nfields = L->nfields, .fields = L->fields, .fout = L->fout,
+                           .has_image = L->image_field >= 0, .label_field = L->label_field,
+                           .object_boxes = L->object_boxes,
+                           .box_min_visible = L->opt.box_min_visible};
+}
+
+/* The schema's fields: which are the image and the label, where each goes in a batch, and
+ * whether the records carry more than a classification pair (fields_on). */
+static int plan_fields(fl_loader *L, const char *path, fl_error *err)
+{
+    L->nfields = fl_dataset_num_fields(L->ds);
+    L->fields = fl_dataset_fields(L->ds);
+    L->image_field = fl_fields_image_index(L->fields, L->nfields);
+    L->label_field = fl_fields_label_index(L->fields, L->nfields);
+    L->fields_on = !(L->nfields == 2 && L->image_field == 0 && L->label_field == 1);
+    L->object_boxes = -1;
+    L->fout = calloc(L->nfields ? L->nfields : 1, sizeof *L->fout);
+    if (!L->fout)
+        return fl_error_set(err, -ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < L->nfields; i++) {
+        const fl_field *f = &L->fields[i];
+        fl_field_out *o = &L->fout[i];
+        if (fl_field_is_variable(f->type)) {
+            o->rows = f->max_count ? f->max_count : 1;
+            o->row_bytes = fl_field_row_bytes(f);
+            o->sample_bytes = (size_t)o->rows * o->row_bytes;
+        } else if (f->type == FL_FIELD_NDARRAY) {
+            o->sample_bytes = fl_field_ndarray_bytes(f);
+        } else if (f->type != FL_FIELD_IMAGE && f->type != FL_FIELD_MASK) {
+            o->sample_bytes = (size_t)fl_field_elements(f) * 4; /* INT, FLOAT, FLOAT_VECTOR */
+        }
+        if (f->type == FL_FIELD_BOXES && L->object_boxes < 0)
+            L->object_boxes = (int)i;
+    }
+    if (L->opt.augment == FL_AUG_OBJECT_CROP && L->object_boxes < 0)
+        return fl_error_set(err, FL_E_INVALID,
+                            "%s: the object crop keeps boxes, but the data set has no boxes field",
+                            path);
+    if (L->opt.augment != FL_AUG_OBJECT_CROP)
+        L->object_boxes = -1;
+    return 0;
 }
 
 /* Open the dataset and work out what a batch is: output geometry, the order plan, the
@@ -282,16 +420,30 @@ static int open_dataset(fl_loader *L, const char *path, fl_error *err)
         return rc;
     L->schema = *fl_dataset_schema(L->ds);
     L->backend = fl_dataset_backend(L->ds);
-    L->out_h = opt->out_height ? opt->out_height : L->schema.height;
-    L->out_w = opt->out_width ? opt->out_width : L->schema.width;
-    L->out_c = opt->channels ? opt->channels : L->schema.channels;
-    if (!L->out_h || !L->out_w)
-        return fl_error_set(err, FL_E_INVALID,
-                            "%s: images vary in size: set out_height and out_width", path);
-    if (L->out_c != 1 && L->out_c != 3)
-        return fl_error_set(err, FL_E_UNSUPPORTED, "%s: %u channels not supported", path,
-                            L->out_c);
+    if ((rc = plan_fields(L, path, err)) < 0)
+        return rc;
+    if (L->image_field >= 0) {
+        L->out_h = opt->out_height ? opt->out_height : L->schema.height;
+        L->out_w = opt->out_width ? opt->out_width : L->schema.width;
+        L->out_c = opt->channels ? opt->channels : L->schema.channels;
+        if (!L->out_h || !L->out_w)
+            return fl_error_set(err, FL_E_INVALID,
+                                "%s: images vary in size: set out_height and out_width", path);
+        if (L->out_c != 1 && L->out_c != 3)
+            return fl_error_set(err, FL_E_UNSUPPORTED, "%s: %u channels not supported", path,
+                                L->out_c);
+    } else if (opt->augment != FL_AUG_NONE || opt->flip) {
+        return fl_error_set(err, FL_E_INVALID, "%s: the data set has no image field: no "
+                            "augmentation or flip applies", path);
+    }
     L->sample_bytes = (size_t)L->out_h * L->out_w * L->out_c;
+    for (uint32_t i = 0; i < L->nfields; i++) {
+        const fl_field *f = &L->fields[i];
+        if (f->type == FL_FIELD_IMAGE)
+            L->fout[i].sample_bytes = L->sample_bytes;
+        else if (f->type == FL_FIELD_MASK)
+            L->fout[i].sample_bytes = (size_t)L->out_h * L->out_w * fl_dtype_size(f->dtype);
+    }
     uint64_t nrec = fl_dataset_count(L->ds);
     uint32_t qblock = opt->quasi_block;
     if (!qblock && opt->order == FL_ORDER_QUASI && nrec)
@@ -327,7 +479,8 @@ static void size_pipeline(fl_loader *L)
     L->nslots = opt->prefetch ? opt->prefetch : L->nworkers + 2;
     uint32_t qd = opt->queue_depth ? opt->queue_depth : 32;
     L->chunk = opt->batch_size < qd ? opt->batch_size : qd;
-    L->read_in_place = L->schema.encoding == FL_ENC_RAW && L->schema.compression == FL_COMP_NONE &&
+    L->read_in_place = !L->fields_on && L->schema.encoding == FL_ENC_RAW &&
+                       L->schema.compression == FL_COMP_NONE &&
                        opt->augment == FL_AUG_NONE && !opt->flip && L->out_c == L->schema.channels &&
                        L->out_h == L->schema.height && L->out_w == L->schema.width;
 }
@@ -479,6 +632,12 @@ static int copy_to_device(fl_loader *L, fl_slot *s, fl_error *err)
                                                sizeof(int32_t) * s->b.size, FL_CUDA_MEMCPY_H2D,
                                                L->stream),
                         "cudaMemcpyAsync", err);
+    /* the other fields' arrays lie side by side after the labels: one copy */
+    if (rc == 0 && s->dev_fields)
+        rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_fields, s->host + s->fields_off,
+                                               s->host_bytes - s->fields_off, FL_CUDA_MEMCPY_H2D,
+                                               L->stream),
+                        "cudaMemcpyAsync", err);
     if (rc == 0)
         rc = cuda_check(L, L->cuda.EventRecord(s->event, L->stream), "cudaEventRecord", err);
     return rc;
@@ -558,9 +717,7 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *o)
     o->slot_wait_s = st.slot_wait_s;
     o->wall_s = fl_now_s() - L->t_create;
     o->io_backend = L->io_backend;
-    o->pinned_bytes = (uint64_t)L->nslots *
-                      (align_up(L->sample_bytes * L->opt.batch_size, 64) +
-                       (uint64_t)L->opt.batch_size * sizeof(int32_t));
+    o->pinned_bytes = L->slots ? (uint64_t)L->nslots * L->slots[0].host_bytes : 0;
 }
 
 const fl_dataset *fl_loader_dataset(const fl_loader *L)
@@ -589,6 +746,9 @@ void fl_loader_close(fl_loader *L)
             fl_slot *s = &L->slots[i];
             fl_host_free(L->cuda_ok ? &L->cuda : NULL, s->host, s->host_bytes, s->host_pinned);
             free(s->b.indices);
+            free(s->fields);
+            if (s->dev_fields)
+                L->cuda.Free(s->dev_fields);
             if (s->dev_images)
                 L->cuda.Free(s->dev_images);
             if (s->dev_labels)
@@ -606,6 +766,7 @@ void fl_loader_close(fl_loader *L)
     free(L->fds);
     fl_memory_free(L);
     free(L->perm);
+    free(L->fout);
     fl_dataset_close(L->ds);
     if (L->ring_init)
         fl_ring_destroy(&L->ring);

@@ -22,10 +22,14 @@
  * free, filling, ready or held is the ring's business (ring.h). */
 typedef struct fl_slot {
     fl_batch b;            /* what the caller sees; must stay the first member */
-    uint8_t *host;         /* images then labels, one host allocation */
+    uint8_t *host;         /* images, labels, then the other fields' arrays (each 64-byte
+                              aligned): one host allocation */
     size_t host_bytes;
+    size_t fields_off;     /* where the other fields' arrays begin in host */
     int host_pinned;
+    fl_batch_field *fields; /* b.fields */
     void *dev_images, *dev_labels, *event;
+    void *dev_fields;      /* device copy of host[fields_off, host_bytes) */
 } fl_slot;
 
 struct fl_loader {
@@ -37,6 +41,11 @@ struct fl_loader {
     fl_aug_config aug;
     uint32_t out_h, out_w, out_c;
     size_t sample_bytes;   /* out_h * out_w * out_c */
+    uint32_t nfields;      /* the schema (fl_dataset_fields) and where each field goes */
+    const fl_field *fields;
+    fl_field_out *fout;
+    int fields_on;         /* see fl_work_ctx */
+    int image_field, label_field, object_boxes;
     uint32_t chunk;        /* samples a worker claims at once */
     int direct;            /* effective O_DIRECT */
     int read_in_place;     /* see fl_work_ctx */

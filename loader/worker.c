@@ -4,9 +4,11 @@
 #include "worker.h"
 
 #include "fl_crc32c.h"
+#include "geometry.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +47,26 @@ int fl_worker_init(fl_worker *w, const fl_work_ctx *X, uint32_t id, fl_error *er
     w->sync_buf = sb;
     if (!w->payload || !w->reqs || !w->infos || !w->sync_buf)
         return fl_error_set(err, -ENOMEM, "worker %u: out of memory for scratch buffers", id);
+    if (!X->fields_on)
+        return 0;
+    uint32_t n = X->nfields;
+    w->vals = calloc(n, sizeof *w->vals);
+    w->keep = calloc(n, sizeof *w->keep);
+    w->nkept = calloc(n, sizeof *w->nkept);
+    w->xmap = malloc(((size_t)X->out_w + 1) * sizeof *w->xmap);
+    w->ymap = malloc(((size_t)X->out_h + 1) * sizeof *w->ymap);
+    if (!w->vals || !w->keep || !w->nkept || !w->xmap || !w->ymap)
+        return fl_error_set(err, -ENOMEM, "worker %u: out of memory for field scratch", id);
+    for (uint32_t i = 0; i < n; i++) {
+        if (X->fields[i].type != FL_FIELD_BOXES)
+            continue;
+        uint32_t m = X->fout[i].rows;
+        w->keep[i] = malloc((size_t)m * sizeof **w->keep);
+        if (!w->keep[i])
+            return fl_error_set(err, -ENOMEM, "worker %u: out of memory for field scratch", id);
+        if ((int)i == X->object_boxes && !(w->boxes = malloc((size_t)m * 16)))
+            return fl_error_set(err, -ENOMEM, "worker %u: out of memory for field scratch", id);
+    }
     return 0;
 }
 
@@ -59,6 +81,16 @@ void fl_worker_free(fl_worker *w)
     free(w->sync_buf);
     free(w->reqs);
     free(w->infos);
+    if (w->keep)
+        for (uint32_t i = 0; i < w->ctx->nfields; i++)
+            free(w->keep[i]);
+    free(w->keep);
+    free(w->vals);
+    free(w->nkept);
+    free(w->boxes);
+    free(w->xmap);
+    free(w->ymap);
+    free(w->mask);
     memset(w, 0, sizeof *w);
 }
 
@@ -175,14 +207,82 @@ static const char *enc_name(fl_encoding f)
     return f == FL_ENC_JPEG ? "JPEG" : f == FL_ENC_PNG ? "PNG" : f == FL_ENC_WEBP ? "WebP" : "an unknown format";
 }
 
-/* Stored bytes of record idx → checked (CRC32C), decoded, augmented sample at dst. Each record
- * is handled in its own format (fl_record_info.format: a mixed dataset holds JPEG, PNG and WebP
- * records side by side). Errors name the shard file and record. */
-static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
-                       const uint8_t *stored, size_t len, uint64_t epoch,
-                       uint64_t pos, uint8_t *dst, fl_error *err)
+/* The source size of record idx's image: the index entry's, else the schema's (raw) or its
+ * header's (encoded; the payload's first bytes checked against the format the index gives).
+ * Errors name the shard file and record. */
+static int image_size(const fl_work_ctx *X, uint64_t idx, const fl_record_info *info,
+                      const uint8_t *payload, size_t plen, uint32_t *W, uint32_t *H,
+                      fl_error *err)
+{
+    *W = info->width;
+    *H = info->height;
+    if (info->format == FL_ENC_RAW) {
+        if (!*W || !*H) {
+            *W = X->schema.width;
+            *H = X->schema.height;
+        }
+        uint32_t C = X->schema.channels;
+        if (!*W || !*H || (uint64_t)*W * *H * C != plen)
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: record %llu: raw payload of %zu bytes is not %u×%u×%u",
+                                where(X, info), (unsigned long long)idx, plen, *H, *W, C);
+        return 0;
+    }
+    if (!format_matches(info->format, payload, plen))
+        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: the index says %s (format %d) but "
+                            "the payload is not one", where(X, info), (unsigned long long)idx,
+                            enc_name(info->format), (int)info->format);
+    if (!*W || !*H) {
+        fl_image_info ii;
+        int rc = fl_image_probe(payload, plen, &ii, err);
+        if (rc < 0)
+            return fl_error_prefix(err, "%s: record %llu", where(X, info),
+                                   (unsigned long long)idx);
+        *W = ii.width;
+        *H = ii.height;
+    }
+    return 0;
+}
+
+/* The W × H image `payload` through the sample's geometry ap into dst. t0: when the record's
+ * work began (raw records count their crop/resize as augmentation, encoded ones all as
+ * decoding). */
+static int render(fl_worker *w, uint64_t idx, const fl_record_info *info, const uint8_t *payload,
+                  size_t plen, uint32_t W, const fl_aug_params *ap, uint8_t *dst, double t0,
+                  fl_error *err)
 {
     const fl_work_ctx *X = w->ctx;
+    int rc;
+    if (info->format == FL_ENC_RAW) {
+        double t1 = fl_now_s();
+        w->st.decode_s += t1 - t0;
+        rc = raw_sample(w, payload, W, X->schema.channels, ap, dst, err);
+        w->st.augment_s += fl_now_s() - t1;
+    } else {
+        rc = fl_decode_crop_resize(w->dec, payload, plen, &ap->crop, X->out_w, X->out_h,
+                                   X->out_c, ap->flip, dst, err);
+        w->st.decode_s += fl_now_s() - t0;
+    }
+    if (rc < 0)
+        return fl_error_prefix(err, "%s: record %llu", where(X, info), (unsigned long long)idx);
+    return 0;
+}
+
+static int load_sample_fields(fl_worker *w, uint64_t idx, const fl_record_info *info,
+                              const uint8_t *stored, size_t len, uint64_t epoch, uint64_t pos,
+                              fl_batch *b, uint32_t k, fl_error *err);
+
+/* Stored bytes of record idx → checked (CRC32C), decoded, augmented sample k of batch b. Each
+ * record is handled in its own format (fl_record_info.format: a mixed dataset holds JPEG, PNG
+ * and WebP records side by side). Errors name the shard file and record. */
+static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
+                       const uint8_t *stored, size_t len, uint64_t epoch,
+                       uint64_t pos, fl_batch *b, uint32_t k, fl_error *err)
+{
+    const fl_work_ctx *X = w->ctx;
+    if (X->fields_on)
+        return load_sample_fields(w, idx, info, stored, len, epoch, pos, b, k, err);
+    uint8_t *dst = b->images + (size_t)k * X->sample_bytes;
     if (X->read_in_place && len == X->sample_bytes && len == info->stored_len) {
         if (X->mapped) /* timed per chunk by the caller */
             return copy_checked(w, idx, info, stored, len, dst, err);
@@ -203,48 +303,150 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
                             err);
     if (rc < 0)
         return rc; /* the reader's message names the file and record */
-    uint32_t W = info->width, H = info->height;
-    if (info->format == FL_ENC_RAW) {
-        if (!W || !H) {
-            W = X->schema.width;
-            H = X->schema.height;
-        }
-        uint32_t C = X->schema.channels;
-        if (!W || !H || (uint64_t)W * H * C != plen)
-            return fl_error_set(err, FL_E_FORMAT,
-                                "%s: record %llu: raw payload of %zu bytes is not %u×%u×%u",
-                                where(X, info), (unsigned long long)idx, plen, H, W, C);
-        double t1 = fl_now_s();
-        w->st.decode_s += t1 - t0;
-        fl_aug_params ap;
-        fl_augment_params(X->aug, epoch, pos, W, H, &ap);
-        rc = raw_sample(w, payload, W, C, &ap, dst, err);
-        w->st.augment_s += fl_now_s() - t1;
-        if (rc < 0)
-            return fl_error_prefix(err, "%s: record %llu", where(X, info),
-                                   (unsigned long long)idx);
-        return 0;
-    }
-    if (!format_matches(info->format, payload, plen))
-        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: the index says %s (format %d) but "
-                            "the payload is not one", where(X, info), (unsigned long long)idx,
-                            enc_name(info->format), (int)info->format);
-    if (!W || !H) {
-        fl_image_info ii;
-        if ((rc = fl_image_probe(payload, plen, &ii, err)) < 0)
-            return fl_error_prefix(err, "%s: record %llu", where(X, info),
-                                   (unsigned long long)idx);
-        W = ii.width;
-        H = ii.height;
-    }
+    uint32_t W, H;
+    if ((rc = image_size(X, idx, info, payload, plen, &W, &H, err)) < 0)
+        return rc;
     fl_aug_params ap;
     fl_augment_params(X->aug, epoch, pos, W, H, &ap);
-    rc = fl_decode_crop_resize(w->dec, payload, plen, &ap.crop, X->out_w, X->out_h, X->out_c,
-                               ap.flip, dst, err);
-    w->st.decode_s += fl_now_s() - t0;
-    if (rc < 0)
-        return fl_error_prefix(err, "%s: record %llu", where(X, info), (unsigned long long)idx);
+    return render(w, idx, info, payload, plen, W, &ap, dst, t0, err);
+}
+
+/* The block fields of record idx (values parsed into w->vals) into sample k of batch b,
+ * through the sample's geometry ap on its W × H image: boxes transformed and kept by the
+ * minimum-visible rule (their aligned int lists following), masks decoded and resampled,
+ * ndarrays decompressed, the rest copied; variable fields padded with zero rows and counted. */
+static int write_fields(fl_worker *w, uint64_t idx, const fl_record_info *info, fl_batch *b,
+                        uint32_t k, const fl_aug_params *ap, uint32_t W, uint32_t H,
+                        fl_error *err)
+{
+    const fl_work_ctx *X = w->ctx;
+    /* boxes first: the int lists aligned to them keep the same rows */
+    for (uint32_t i = 0; i < X->nfields; i++) {
+        if (X->fields[i].type != FL_FIELD_BOXES)
+            continue;
+        const fl_field_value *v = &w->vals[i];
+        const fl_field_out *o = &X->fout[i];
+        if (v->count > o->rows)
+            return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: field \"%s\": %u boxes, the "
+                                "manifest's max_count is %u", where(X, info),
+                                (unsigned long long)idx, X->fields[i].name, v->count, o->rows);
+        float *dst = (float *)((uint8_t *)b->fields[i].data + (size_t)k * o->sample_bytes);
+        uint32_t kept = fl_boxes_transform(v->data, v->count, ap, X->out_w, X->out_h,
+                                           X->box_min_visible, dst, w->keep[i]);
+        memset(dst + 4 * (size_t)kept, 0, (size_t)(o->rows - kept) * 16);
+        b->fields[i].counts[k] = (int32_t)kept;
+        w->nkept[i] = kept;
+    }
+    int maps = 0;
+    for (uint32_t i = 0; i < X->nfields; i++) {
+        const fl_field *f = &X->fields[i];
+        const fl_field_value *v = &w->vals[i];
+        const fl_field_out *o = &X->fout[i];
+        uint8_t *dst = (uint8_t *)b->fields[i].data + (size_t)k * o->sample_bytes;
+        int rc;
+        switch (f->type) {
+        case FL_FIELD_IMAGE:
+        case FL_FIELD_BOXES:
+            break;
+        case FL_FIELD_INT:
+            if ((int)i != X->label_field)
+                memcpy(dst, v->data, 4);
+            break;
+        case FL_FIELD_FLOAT:
+        case FL_FIELD_FLOAT_VECTOR:
+            memcpy(dst, v->data, o->sample_bytes);
+            break;
+        case FL_FIELD_INT_LIST:
+        case FL_FIELD_BYTES:
+        case FL_FIELD_TEXT: {
+            uint32_t n = v->count;
+            if (n > o->rows)
+                return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: field \"%s\": %u values, "
+                                    "the manifest's max_count is %u", where(X, info),
+                                    (unsigned long long)idx, f->name, n, o->rows);
+            if (f->type == FL_FIELD_INT_LIST && f->of >= 0) {
+                n = w->nkept[f->of];
+                fl_rows_compact_i32(v->data, w->keep[f->of], n, (int32_t *)dst);
+            } else {
+                memcpy(dst, v->data, (size_t)n * o->row_bytes);
+            }
+            memset(dst + (size_t)n * o->row_bytes, 0, (size_t)(o->rows - n) * o->row_bytes);
+            b->fields[i].counts[k] = (int32_t)n;
+            break;
+        }
+        case FL_FIELD_MASK: {
+            size_t es = fl_dtype_size(f->dtype), need = (size_t)W * H * es;
+            if (grow(&w->mask, &w->mask_cap, need) < 0)
+                return fl_error_set(err, -ENOMEM, "out of memory for a %ux%u mask", W, H);
+            char what[128];
+            snprintf(what, sizeof what, "record %llu: field \"%s\"", (unsigned long long)idx,
+                     f->name);
+            double t0 = fl_now_s();
+            rc = fl_mask_decode(v->data, v->len, f->codec, W, H, f->dtype, w->mask, w->mask_cap,
+                                what, err);
+            double t1 = fl_now_s();
+            w->st.decode_s += t1 - t0;
+            if (rc < 0)
+                return fl_error_prefix(err, "%s", where(X, info));
+            if (!maps) {
+                fl_geometry_maps(ap, X->out_w, X->out_h, w->xmap, w->ymap);
+                maps = 1;
+            }
+            fl_mask_resample(w->mask, (size_t)W * es, (uint32_t)es, w->xmap, w->ymap, X->out_w,
+                             X->out_h, dst);
+            w->st.augment_s += fl_now_s() - t1;
+            break;
+        }
+        case FL_FIELD_NDARRAY:
+            if ((rc = fl_dataset_ndarray(X->ds, i, v, dst, o->sample_bytes, err)) < 0)
+                return rc; /* the reader's message names the record */
+            break;
+        }
+    }
     return 0;
+}
+
+/* A record of a data set with fields: the CRC over all its stored bytes, its fields block parsed
+ * (fl_dataset_record_fields), the image decoded through the sample's draw (FL_AUG_OBJECT_CROP
+ * draws with the sample's boxes), then every block field through the same geometry. */
+static int load_sample_fields(fl_worker *w, uint64_t idx, const fl_record_info *info,
+                              const uint8_t *stored, size_t len, uint64_t epoch, uint64_t pos,
+                              fl_batch *b, uint32_t k, fl_error *err)
+{
+    const fl_work_ctx *X = w->ctx;
+    double t0 = fl_now_s();
+    int rc;
+    if ((rc = check_record(X, idx, info, stored, len, err)) < 0)
+        return rc;
+    if ((rc = fl_dataset_record_fields(X->ds, idx, stored, len, w->vals, err)) < 0)
+        return rc; /* the reader's message names the file and record */
+    fl_aug_params ap = {{0, 0, 0, 0}, 0};
+    uint32_t W = 0, H = 0;
+    if (X->has_image) {
+        const uint8_t *payload;
+        size_t plen;
+        rc = fl_dataset_payload(X->ds, idx, stored, len, w->payload, w->payload_cap, &payload,
+                                &plen, err);
+        if (rc < 0)
+            return rc;
+        if ((rc = image_size(X, idx, info, payload, plen, &W, &H, err)) < 0)
+            return rc;
+        if (X->object_boxes >= 0) {
+            const fl_field_value *v = &w->vals[X->object_boxes];
+            uint32_t n = v->count < X->fout[X->object_boxes].rows
+                             ? v->count : X->fout[X->object_boxes].rows;
+            memcpy(w->boxes, v->data, (size_t)n * 16);
+            fl_augment_object_params(X->aug, epoch, pos, W, H, w->boxes, n, &ap);
+        } else {
+            fl_augment_params(X->aug, epoch, pos, W, H, &ap);
+        }
+        uint8_t *dst = b->images + (size_t)k * X->sample_bytes;
+        if ((rc = render(w, idx, info, payload, plen, W, &ap, dst, t0, err)) < 0)
+            return rc;
+    } else {
+        w->st.decode_s += fl_now_s() - t0;
+    }
+    return write_fields(w, idx, info, b, k, &ap, W, H, err);
 }
 
 /* Stored bytes of record idx when records are in memory: the loader's copy (FL_IO_MEMORY) or
@@ -261,7 +463,7 @@ static int mapped_record(const fl_work_ctx *X, uint64_t idx, const fl_record_inf
 
 /* Read record idx on its own (replacement of a bad record). */
 static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t epoch,
-                    uint64_t pos, uint8_t *dst, fl_error *err)
+                    uint64_t pos, fl_batch *b, uint32_t k, fl_error *err)
 {
     const fl_work_ctx *X = w->ctx;
     int rc = fl_dataset_record_info(X->ds, idx, info, err);
@@ -273,7 +475,7 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
         if ((rc = mapped_record(X, idx, info, &data, &len, err)) < 0)
             return rc;
         w->st.bytes_read += len;
-        return load_sample(w, idx, info, data, len, epoch, pos, dst, err);
+        return load_sample(w, idx, info, data, len, epoch, pos, b, k, err);
     }
     fl_read_req req = {.fd = X->fds[info->shard], .offset = info->offset, .len = info->stored_len};
     double t0 = fl_now_s();
@@ -283,7 +485,7 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
         return fl_error_set(err, rc, "%s: record %llu: read failed: %s", where(X, info),
                             (unsigned long long)idx,
                             rc == FL_E_TRUNCATED ? "file ends early" : fl_strerror(rc));
-    return load_sample(w, idx, info, req.data, info->stored_len, epoch, pos, dst, err);
+    return load_sample(w, idx, info, req.data, info->stored_len, epoch, pos, b, k, err);
 }
 
 /* One claimed run of samples of a batch, with its reads. A worker has two, so the reads of the
@@ -305,8 +507,7 @@ typedef struct fl_chunk {
 
 /* Sample k of the chunk failed with err: with FL_CORRUPT_SKIP replace it by the next good record
  * in dataset order (deterministic whatever the workers), else remember the error. */
-static void sample_failed(fl_chunk *c, uint32_t k, uint64_t idx, uint64_t pos, uint8_t *dst,
-                          fl_error *err)
+static void sample_failed(fl_chunk *c, uint32_t k, uint64_t idx, uint64_t pos, fl_error *err)
 {
     fl_worker *w = c->w;
     const fl_work_ctx *X = w->ctx;
@@ -317,7 +518,7 @@ static void sample_failed(fl_chunk *c, uint32_t k, uint64_t idx, uint64_t pos, u
         for (uint64_t t = 1; t < n; t++) {
             uint64_t j = (idx + t) % n;
             fl_record_info info;
-            if (load_one(w, j, &info, c->epoch, pos, dst, &e2) == 0) {
+            if (load_one(w, j, &info, c->epoch, pos, b, k, &e2) == 0) {
                 b->indices[k] = j;
                 b->labels[k] = info.label;
                 c->skipped++;
@@ -356,7 +557,7 @@ static void on_read(void *user, fl_read_req *req)
         rc = check_record(X, idx, info, dst, req->len, &e);
         w->st.decode_s += fl_now_s() - t0;
     } else {
-        rc = load_sample(w, idx, info, req->data, req->len, c->epoch, pos, dst, &e);
+        rc = load_sample(w, idx, info, req->data, req->len, c->epoch, pos, b, k, &e);
     }
     if (X->drop_behind && req->fd > 0) {
         /* every page the record touches: the kernel drops only whole pages inside the range, and
@@ -367,7 +568,7 @@ static void on_read(void *user, fl_read_req *req)
         posix_fadvise(req->fd, (off_t)a, (off_t)(z - a), POSIX_FADV_DONTNEED);
     }
     if (rc < 0)
-        sample_failed(c, k, idx, pos, dst, &e);
+        sample_failed(c, k, idx, pos, &e);
     else
         b->labels[k] = info->label;
 }
@@ -421,7 +622,6 @@ static void chunk_mapped(fl_chunk *c)
         uint64_t pos = fl_order_pos(X->plan, c->batch, k);
         if (i + DATA_AHEAD < c->cnt)
             PREFETCH_RECORD(&c->reqs[i + DATA_AHEAD]);
-        uint8_t *dst = b->images + (size_t)k * X->sample_bytes;
         int rc = r->res;
         if (rc < 0) {
             /* redo the failed step to get its message (rare) */
@@ -432,10 +632,10 @@ static void chunk_mapped(fl_chunk *c)
                 mapped_record(X, idx, &info, &d, &n, &e);
         } else {
             w->st.bytes_read += r->len;
-            rc = load_sample(w, idx, &c->infos[i], r->data, r->len, c->epoch, pos, dst, &e);
+            rc = load_sample(w, idx, &c->infos[i], r->data, r->len, c->epoch, pos, b, k, &e);
         }
         if (rc < 0)
-            sample_failed(c, k, idx, pos, dst, &e);
+            sample_failed(c, k, idx, pos, &e);
         else
             b->labels[k] = c->infos[i].label;
     }
@@ -454,8 +654,7 @@ static void chunk_blocks_start(fl_chunk *c)
         fl_error e;
         c->reqs[i].res = fl_dataset_record_info(X->ds, idx, &c->infos[i], &e);
         if (c->reqs[i].res < 0)
-            sample_failed(c, k, idx, fl_order_pos(X->plan, c->batch, k),
-                          c->b->images + (size_t)k * X->sample_bytes, &e);
+            sample_failed(c, k, idx, fl_order_pos(X->plan, c->batch, k), &e);
     }
 }
 
@@ -504,9 +703,8 @@ static void chunk_start(fl_chunk *c)
         fl_record_info *info = &c->infos[i];
         fl_error e;
         uint64_t pos = fl_order_pos(X->plan, c->batch, k);
-        uint8_t *dst = b->images + (size_t)k * X->sample_bytes;
         if (fl_dataset_record_info(X->ds, idx, info, &e) < 0) {
-            sample_failed(c, k, idx, pos, dst, &e);
+            sample_failed(c, k, idx, pos, &e);
             continue;
         }
         fl_read_req *r = &c->reqs[c->nreq++];
@@ -518,7 +716,7 @@ static void chunk_start(fl_chunk *c)
         /* Raw pixels that need no change are read straight into the batch (no copy at all);
          * the CRC is then checked where they landed. */
         if (X->read_in_place && info->stored_len == X->sample_bytes)
-            r->dst = dst;
+            r->dst = b->images + (size_t)k * X->sample_bytes;
     }
     if (c->nreq > 0)
         w->reader->submit(w->reader, c->reqs, c->nreq, c->first_slot, &w->st.io_wait_s);

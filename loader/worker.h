@@ -30,6 +30,14 @@ typedef struct fl_shard_copy {
     size_t len, cap;
 } fl_shard_copy;
 
+/* Where one schema field goes in a batch (fl_batch_field): bytes per sample of its data and,
+ * for the variable types, the rows each sample has room for (max_count) and their size. */
+typedef struct fl_field_out {
+    size_t sample_bytes;
+    uint32_t rows;          /* variable fields: M (>= 1); else 0 */
+    size_t row_bytes;       /* variable fields: bytes per row */
+} fl_field_out;
+
 /* What every worker reads; set up by the loader before the workers start, constant after. */
 typedef struct fl_work_ctx {
     fl_dataset *ds;
@@ -56,6 +64,16 @@ typedef struct fl_work_ctx {
     int drop_behind;          /* buffered reads: POSIX_FADV_DONTNEED each record once used */
     fl_block_reader *blocks;  /* quasi order with coalesced extent reads (block_reader.h), or
                                  NULL: each record is read on its own by the worker's reader */
+    /* Fields. fields_on: the schema has more than an image and a label (a fields block to
+     * deliver, or no image); a classification data set takes the path above, untouched. */
+    int fields_on;
+    uint32_t nfields;
+    const fl_field *fields;   /* the schema (fl_dataset_fields) */
+    const fl_field_out *fout; /* nfields entries */
+    int has_image;            /* 0: FL_ENC_NONE, the records are their fields only */
+    int label_field;          /* index of the label field (its values are fl_batch.labels), -1 */
+    int object_boxes;         /* FL_AUG_OBJECT_CROP: the BOXES field whose centres it keeps */
+    float box_min_visible;
 } fl_work_ctx;
 
 typedef struct fl_worker {
@@ -73,6 +91,14 @@ typedef struct fl_worker {
     uint8_t *sync_buf;      /* aligned buffer for replacement reads (FL_CORRUPT_SKIP) */
     fl_read_req *reqs;      /* reads of the worker's two chunks (2 × chunk) */
     fl_record_info *infos;  /* their index entries (2 × chunk) */
+    /* fields scratch (fields_on only), sized at init except the decoded mask */
+    fl_field_value *vals;   /* nfields parsed values of the sample at hand */
+    uint32_t **keep;        /* per BOXES field: source rows of its kept boxes (max_count) */
+    uint32_t *nkept;        /* per field: boxes kept */
+    float *boxes;           /* FL_AUG_OBJECT_CROP: the sample's boxes, aligned (max_count) */
+    uint32_t *xmap, *ymap;  /* output column / row → source (out_w, out_h) */
+    uint8_t *mask;          /* a decoded mask at source size (grow-only) */
+    size_t mask_cap;
     fl_stage_stats st;      /* running totals (this thread only) */
     fl_stage_stats pub;     /* their last published copy (relaxed atomic stores and loads) */
 } fl_worker;

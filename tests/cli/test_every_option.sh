@@ -111,6 +111,7 @@ declare -A OK_VALUES=(
     ["bench --start-batch"]="0" ["digest --start-batch"]="0"
     ["bench --rank"]="0" ["digest --rank"]="0"
     ["bench --device"]="0" ["digest --device"]="0"             # no GPU here: exit 1 is fine
+    ["bench --box-min-visible"]="0" ["digest --box-min-visible"]="0" # 0: keep any visible box
     ["train --seed"]="0" ["train --wd"]="0" ["train --momentum"]="0"
     ["train --label-smoothing"]="0" ["train --warmup"]="0" ["train --ema"]="0"
     ["train --crop-pad"]="0"

@@ -205,6 +205,9 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     uint64_t images = 0, out_bytes = 0, batches = 0, epochs_done = 0, epoch_images = 0;
     uint64_t stored = 0; /* stored bytes of the records delivered */
     uint32_t h = 0, w = 0, c = 0;
+    /* the batch's fields as the first batch gave them (names, types, shapes, bytes) */
+    fl_batch_field fields[FL_MAX_FIELDS];
+    uint32_t nfields = 0;
     double t_epoch = t_create;
     int status = 0;
     while (epochs_done < ro.epochs && (!ro.max_batches || batches < ro.max_batches)) {
@@ -217,7 +220,16 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
         h = b->height, w = b->width, c = b->channels;
         images += b->size;
         epoch_images += b->size;
-        out_bytes += (uint64_t)b->size * b->height * b->width * b->channels + b->size * 4ull;
+        if (!nfields) {
+            nfields = b->num_fields < FL_MAX_FIELDS ? b->num_fields : FL_MAX_FIELDS;
+            memcpy(fields, b->fields, nfields * sizeof *fields);
+        }
+        if (b->num_fields == 2 && (void *)b->fields[0].data == (void *)b->images) {
+            out_bytes += (uint64_t)b->size * b->height * b->width * b->channels + b->size * 4ull;
+        } else {
+            for (uint32_t i = 0; i < b->num_fields; i++)
+                out_bytes += b->fields[i].bytes + (b->fields[i].counts ? b->size * 4ull : 0);
+        }
         batches++;
         stored += stored_bytes(ds, b);
         int last = b->last_in_epoch;
@@ -327,6 +339,25 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
         for (uint64_t e = 0; e < epochs_done; e++)
             fl_json_double(&j, ips_epoch[e]);
         fl_json_end_array(&j);
+        fl_json_key(&j, "fields");
+        fl_json_begin_array(&j);
+        for (uint32_t i = 0; i < nfields; i++) {
+            const fl_batch_field *f = &fields[i];
+            fl_json_begin_object(&j);
+            fl_json_key(&j, "name"); fl_json_string(&j, f->name);
+            fl_json_key(&j, "type"); fl_json_string(&j, fl_field_type_name(f->type));
+            fl_json_key(&j, "dtype"); fl_json_string(&j, fl_dtype_name(f->dtype));
+            fl_json_key(&j, "shape");
+            fl_json_begin_array(&j);
+            for (uint32_t d = 0; d < f->ndim; d++)
+                fl_json_uint(&j, f->shape[d]);
+            fl_json_end_array(&j);
+            fl_json_key(&j, "bytes_per_batch");
+            fl_json_uint(&j, f->bytes + (f->counts ? f->shape[0] * 4 : 0));
+            fl_json_key(&j, "counts"); fl_json_bool(&j, f->counts != NULL);
+            fl_json_end_object(&j);
+        }
+        fl_json_end_array(&j);
         fl_json_key(&j, "dataset");
         fl_json_begin_object(&j);
         fl_json_key(&j, "path"); fl_json_string(&j, ro.path);
@@ -361,6 +392,17 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
         printf("  stages (s, summed over workers): io wait %.3f, decode %.3f, augment %.3f, "
                "slot wait %.3f; consumer waited %.3f\n",
                st.io_wait_s, st.decode_s, st.augment_s, st.slot_wait_s, st.consumer_wait_s);
+        printf("  fields:");
+        for (uint32_t i = 0; i < nfields; i++) {
+            const fl_batch_field *f = &fields[i];
+            printf("%s %s (%s %s [", i ? "," : "", f->name, fl_field_type_name(f->type),
+                   fl_dtype_name(f->dtype));
+            for (uint32_t d = 0; d < f->ndim; d++)
+                printf("%s%llu", d ? "," : "", (unsigned long long)f->shape[d]);
+            printf("]%s, %llu B/batch)", f->counts ? " + counts" : "",
+                   (unsigned long long)(f->bytes + (f->counts ? f->shape[0] * 4 : 0)));
+        }
+        printf("\n");
         printf("  memory: RSS %.1f MiB (peak %.1f MiB), ring %.1f MiB%s\n", rss, peak,
                st.pinned_bytes / 1048576.0, st.skipped ? "" : "");
         if (st.skipped)

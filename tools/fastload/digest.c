@@ -1,5 +1,7 @@
-/* digest.c — `fastload digest`: a SHA-256 per batch (images then labels) and of the whole stream,
- * so scripts and tests can check that two runs delivered byte-identical batches. */
+/* digest.c — `fastload digest`: a SHA-256 per batch (images, labels, then every other field of
+ * the schema in schema order: its data, then its counts when it has them) and of the whole
+ * stream, so scripts and tests can check that two runs delivered byte-identical batches. A
+ * classification data set has no other field: its digests are those of images and labels. */
 #include <stdio.h>
 #include <string.h>
 
@@ -65,6 +67,16 @@ int cmd_digest(const fl_cli_tool *tool, int argc, char **argv)
         sha256_update(&one, b->images, n);
         sha256_update(&stream, b->images, n);
         hash_labels(&one, &stream, b->labels, b->size);
+        /* the other fields as the host holds them (little-endian where this tool runs) */
+        for (uint32_t i = 0; i < b->num_fields; i++) {
+            const fl_batch_field *f = &b->fields[i];
+            if (f->data == (void *)b->images || f->data == (void *)b->labels)
+                continue;
+            sha256_update(&one, f->data, f->bytes);
+            sha256_update(&stream, f->data, f->bytes);
+            if (f->counts)
+                hash_labels(&one, &stream, f->counts, b->size);
+        }
         uint8_t d[32];
         char hex[65];
         sha256_final(&one, d);

@@ -93,7 +93,7 @@ static int opt_augment(void *opts, const char *name, const char *s, const char *
     fl_loader_options *o = &ro->opt;
     char buf[128];
     if (strlen(s) >= sizeof buf)
-        return bad("--augment", s, "expected rrc, center or none, optionally with ',flip'");
+        return bad("--augment", s, "expected rrc, center, object or none, optionally with ',flip'");
     strcpy(buf, s);
     int base_set = 0;
     o->augment = FL_AUG_NONE;
@@ -104,15 +104,16 @@ static int opt_augment(void *opts, const char *name, const char *s, const char *
             continue;
         }
         if (base_set)
-            return bad("--augment", s, "give at most one of rrc, center, none");
+            return bad("--augment", s, "give at most one of rrc, center, object, none");
         base_set = 1;
         if (!strcmp(tok, "rrc")) o->augment = FL_AUG_RRC;
+        else if (!strcmp(tok, "object")) o->augment = FL_AUG_OBJECT_CROP;
         else if (!strcmp(tok, "center")) o->augment = FL_AUG_CENTER;
         else if (!strcmp(tok, "none")) o->augment = FL_AUG_NONE;
-        else return bad("--augment", s, "unknown item; use rrc, center, none and flip");
+        else return bad("--augment", s, "unknown item; use rrc, center, object, none and flip");
     }
     if (!base_set && !o->flip)
-        return bad("--augment", s, "expected rrc, center or none, optionally with ',flip'");
+        return bad("--augment", s, "expected rrc, center, object or none, optionally with ',flip'");
     ro->augment_text = s;
     return 0;
 }
@@ -172,7 +173,12 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
      .help = "output size, e.g. 224 or 256x192 (0: the dataset's fixed size)",                       \
      .def = "the dataset's fixed size"},                                                              \
     {FL_CLI_CUSTOM, "augment", .parse = opt_augment, .metavar = "LIST",                               \
-     .help = "rrc | center | none, optionally with ',flip'", .def = "none"},                         \
+     .help = "rrc | center | object | none, optionally with ',flip' (object: a\n"                   \
+             "random crop that keeps at least one box centre; data sets with boxes)",                 \
+     .def = "none"},                                                                                  \
+    {FL_CLI_FLOAT, "box-min-visible", .off = F(opt.box_min_visible), .dmin = 0, .dmax = 1,           \
+     .metavar = "F", .help = "a box the crop cuts is kept when at least this fraction of\n"          \
+             "it (and 1 output pixel each way) stays visible", .def = "0"},                          \
     {FL_CLI_CUSTOM, "scale", .parse = opt_scale, .metavar = "MIN,MAX",                                \
      .help = "random-resized-crop area range", .def = "0.08,1"},                                     \
     {FL_CLI_CUSTOM, "ratio", .parse = opt_ratio, .metavar = "MIN,MAX",                                \
@@ -288,8 +294,10 @@ static void warn_not_applying(const run_options *ro, const fl_cli_parsed *cl)
 {
     const fl_loader_options *o = &ro->opt;
     int scale_given = fl_cli_given(cl, "scale"), ratio_given = fl_cli_given(cl, "ratio");
-    if ((scale_given || ratio_given) && o->augment != FL_AUG_RRC && !ro->memcpy_mode)
-        fl_cli_warn(TOOL, "%s applies only to --augment rrc: ignored", scale_given ? "--scale" : "--ratio");
+    if ((scale_given || ratio_given) && o->augment != FL_AUG_RRC &&
+        o->augment != FL_AUG_OBJECT_CROP && !ro->memcpy_mode)
+        fl_cli_warn(TOOL, "%s applies only to --augment rrc or object: ignored",
+                    scale_given ? "--scale" : "--ratio");
     if ((fl_cli_given(cl, "quasi-block") || fl_cli_given(cl, "quasi-window")) && o->order != FL_ORDER_QUASI)
         fl_cli_warn(TOOL, "%s applies only to --order quasi: ignored",
                     fl_cli_given(cl, "quasi-block") ? "--quasi-block" : "--quasi-window");
