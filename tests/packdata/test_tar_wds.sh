@@ -73,6 +73,9 @@ with tarfile.open(f"{w}/bad-twice.tar", "w") as t:
     for i in range(10):
         sample(t, i, "full")
         if i == 2: add(t, f"s/{i:05d}.txt", b"again")
+with tarfile.open(f"{w}/map.tar", "w") as t:  # --field: .score a float, .tags an int list
+    for i in range(10):
+        sample(t, i, "cls", extra=((".score", f"{i * 0.5}".encode()), (".tags", f"{i} {i + 1}".encode())))
 with tarfile.open(f"{w}/bad-unsafe.tar", "w") as t:
     for i in range(10): sample(t, i, "cls")
     add(t, "../evil.jpg", open(files[0][1], "rb").read())
@@ -121,6 +124,22 @@ EOF
         [[ "$("$D" digest "$W/full" --size 32 | tail -1)" == "$("$D" digest "$W/fullgz" --size 32 | tail -1)" ]] &&
         pass "  .tar.gz shards: the same fields, records, classes and digest" || fail ".tar.gz full shards differ"
 fi
+
+# --field EXT:TYPE: a member's text parsed as that type
+"$P" pack --wds "$W/map.tar" "$W/map" -q --field score:float --field tags:int_list 2>"$E"
+rc=$?
+if [[ $rc -ne 0 ]] && grep -q "cannot store yet" "$E"; then
+    echo "note: this build's writer does not store fields yet: the --field pack is not checked"
+elif [[ $rc -ne 0 ]]; then
+    fail "--field score:float --field tags:int_list: exit $rc: $(cat "$E")"
+else
+    $PY -c 'import json,sys; f=[(x["name"],x["type"]) for x in json.load(open(sys.argv[1]+"/manifest.json"))["fields"]]; sys.exit(f!=[("jpg","image"),("cls","int"),("score","float"),("tags","int_list")])' "$W/map" &&
+        pass "--field score:float --field tags:int_list: those types" || fail "--field types in the manifest"
+fi
+expect_exit 1 "--field score:int over 0.0" "$P" pack --wds "$W/map.tar" "$W/x" -q --field score:int
+says "map.tar:s/00000"
+expect_exit 2 "--field for an extension no member has" "$P" pack --wds "$W/map.tar" "$W/x" -q --field nothere:int
+says "no member"
 
 # bad samples: exit 1 naming shard:key (listing stops before anything is written), or skipped
 check_bad() { # NAME KEY SUBSTRING

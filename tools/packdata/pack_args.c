@@ -216,8 +216,9 @@ static const fl_cli_opt pack_opts[] = {
     {FL_CLI_TEXT, "jsonl", .off = F(so.jsonl), .metavar = "FILE",
      .help = "JSON Lines: one object per line with \"path\", \"label\" and --field keys"},
     {FL_CLI_CUSTOM, "field", .parse = opt_field, .metavar = "NAME:TYPE[:SHAPE]",
-     .help = "CSV column / JSONL key NAME packed as a field (repeatable); TYPE: int,\n"
-             "int_list (\"3 7 9\" or [3,7,9]), float, float_vector:N, boxes\n"
+     .help = "CSV column / JSONL key / --wds extension NAME packed as a field\n"
+             "(repeatable); TYPE: int, int_list (\"3 7 9\" or [3,7,9]), float,\n"
+             "float_vector:N, boxes\n"
              "([[x0,y0,x1,y1],...] pixels), ndarray:DTYPE:SHAPE (a .npy path or a\n"
              "nested list; e.g. ndarray:float32:3x4), mask[:uint16] (a PNG path),\n"
              "bytes (a file path), text (the string). With --field the label\n"
@@ -360,6 +361,7 @@ static const char pack_synopsis[] =
 "                         (the path up to the first dot of the file name), one field per\n"
 "                         extension: jpg jpeg png webp the image, cls the int label, txt json\n"
 "                         text, npy ndarray (one dtype and shape for all), others bytes.\n"
+"                         --field EXT:TYPE[:SHAPE] parses extension EXT's members as TYPE.\n"
 "                         Every sample needs every field; records are named SHARD/KEY\n"
 "  SRC is a directory holding *-images-idx3-ubyte[.gz] + *-labels-idx1-ubyte[.gz]   → IDX\n"
 "                         (several pairs, e.g. train and t10k: choose with --split train|t10k)\n"
@@ -439,8 +441,8 @@ static int parse_args(int argc, char **argv, pd_pack_opts *po) {
         return usage("--masks goes with --coco (mask folders: --mask-dir)"), FL_EXIT_USAGE;
     if (po->so.coco && !po->so.root)
         return usage("--coco needs --root IMAGE_DIR, the folder its file_name values are in"), FL_EXIT_USAGE;
-    if (po->so.n_field_specs && !po->so.csv && !po->so.jsonl && !(po->src && (strstr(po->src, ".csv") || strstr(po->src, ".jsonl"))))
-        return usage("--field goes with a CSV or JSON Lines source"), FL_EXIT_USAGE;
+    if (po->so.n_field_specs && !po->so.csv && !po->so.jsonl && !po->so.wds && !(po->src && (strstr(po->src, ".csv") || strstr(po->src, ".jsonl"))))
+        return usage("--field goes with a CSV, JSON Lines or --wds source"), FL_EXIT_USAGE;
     size_t dl = strlen(po->dst);
     while (dl > 1 && po->dst[dl - 1] == '/') ((char *)po->dst)[--dl] = 0;
     return -1;

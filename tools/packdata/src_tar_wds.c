@@ -3,8 +3,11 @@
  * extension "seg.png"), read in place. Each extension is a field named after it: jpg, jpeg, png,
  * webp → the image; cls → the int label (a decimal number, or a class name with --classes);
  * txt, json → text; npy → ndarray (dtype and shape from the .npy header, the same for every
- * sample); anything else → bytes. Images are read from the tar when packed; the other fields
- * are small and read while listing (they are held in memory until the pack ends).
+ * sample); anything else → bytes. `--field NAME:TYPE[:SHAPE]` gives the field of extension NAME
+ * another type (its member's text parsed as a CSV cell would be: int, int_list "3 7 9", float,
+ * float_vector, boxes as JSON, ndarray from a .npy or a nested list, text, bytes). Images are read
+ * from the tar when packed; the other fields are small and read while listing (they are held in
+ * memory until the pack ends).
  * A sample without a field others have, with two images, with a field twice, with an unreadable
  * .npy or label is a bad input naming the shard and key. Shards: a brace pattern
  * (train-{000000..000009}.tar, {a,b} lists too), a folder of tar files, one tar file, or a text
@@ -150,7 +153,7 @@ static int shard_list(const char *spec, strlist *out, fl_error *err) {
 
 /* ---- samples -------------------------------------------------------------------------------- */
 
-typedef enum kind { K_IMAGE, K_LABEL, K_TEXT, K_NPY, K_BYTES } kind;
+typedef enum kind { K_IMAGE, K_LABEL, K_TEXT, K_NPY, K_BYTES, K_SPEC } kind;
 
 typedef struct wfield {
     char ext[FL_MAX_FIELD_NAME + 1];
@@ -159,12 +162,14 @@ typedef struct wfield {
     uint32_t ndim;
     uint64_t shape[FL_MAX_DIMS];
     uint64_t samples;     /* samples that have it */
+    int spec;             /* K_SPEC: index in wds.specs.fields */
 } wfield;
 
 typedef struct wpart {    /* one member of a sample, other than the image */
     uint32_t field;
     const void *data;     /* arena */
     size_t len;
+    uint32_t count;       /* K_SPEC: fl_field_value.count; others: from the type */
 } wpart;
 
 typedef struct wsample {
@@ -198,6 +203,7 @@ typedef struct wds {
     int stop;                 /* pd_reject said fail, or out of memory (oom set) */
     int oom;
     int32_t max_label;
+    pd_items specs;           /* --field: the fields they declare (name, type, dtype, shape) */
     char why[600];
 } wds;
 
@@ -313,8 +319,16 @@ static int visit(void *ctx, const pd_tar_entry *e) {
         memset(nf, 0, sizeof *nf);
         snprintf(nf->ext, sizeof nf->ext, "%s", ext);
         nf->k = k;
+        char name[FL_MAX_FIELD_NAME + 1];
+        field_name(ext, name, sizeof name);
+        int sp = fl_fields_find(w->specs.fields, w->specs.num_fields, name);
+        if (sp >= 0 && k != K_IMAGE) {
+            nf->k = K_SPEC;
+            nf->spec = sp;
+        }
     }
     wfield *fd = &w->fields[f];
+    k = fd->k;
     /* the same field twice in one sample */
     int twice = k == K_IMAGE ? s->image != NULL : k == K_LABEL ? s->has_label : 0;
     for (size_t i = s->part0; i < w->np && !twice; i++) twice = w->p[i].field == (uint32_t)f;
@@ -368,6 +382,59 @@ static int visit(void *ctx, const pd_tar_entry *e) {
         if (s->label > w->max_label) w->max_label = s->label;
         return 0;
     }
+    if (k == K_SPEC) {
+        /* parsed and checked against the --field now, while the sample can be named */
+        const fl_field *sf = &w->specs.fields[fd->spec];
+        pd_value v;
+        memset(&v, 0, sizeof v);
+        char why[300];
+        int npy = sf->type == FL_FIELD_NDARRAY && e->size >= 6 && !memcmp(d, "\x93NUMPY", 6);
+        if (npy) {
+            fl_dtype dt;
+            uint32_t nd;
+            uint64_t shape[FL_MAX_DIMS];
+            const uint8_t *el;
+            size_t el_len;
+            why[0] = 0;
+            int ok = !pd_npy_parse(d, e->size, &dt, &nd, shape, &el, &el_len, why, sizeof why);
+            int same = ok && dt == sf->dtype && nd == sf->ndim;
+            for (uint32_t i = 0; same && i < nd; i++) same = shape[i] == sf->shape[i];
+            if (ok && !same)
+                snprintf(why, sizeof why, "a %s array of %u dimensions, not the --field's %s shape",
+                         fl_dtype_name(dt), nd, fl_dtype_name(sf->dtype));
+            if (!same) {
+                snprintf(w->why, sizeof w->why, "%s: %s", ext, why);
+                return sample_bad(w, s, "%s", w->why);
+            }
+            data = el;
+            len = el_len;
+        } else if (sf->type != FL_FIELD_BYTES && sf->type != FL_FIELD_TEXT) {
+            why[0] = 0;
+            int r = pd_field_value_text(w->out, sf, (const char *)d, NULL, &v, why, sizeof why);
+            if (r == -ENOMEM) return w->oom = w->stop = 1;
+            if (r) {
+                snprintf(w->why, sizeof w->why, "%s (--field %s): %s", ext, fl_field_type_name(sf->type), why);
+                return sample_bad(w, s, "%s", w->why);
+            }
+            if (v.kind != PD_VAL_DATA) {
+                snprintf(w->why, sizeof w->why, "%s: --field type %s cannot come from a member's bytes",
+                         ext, fl_field_type_name(sf->type));
+                return sample_bad(w, s, "%s", w->why);
+            }
+            data = v.data;
+            len = v.len;
+        }
+        if (w->np == w->cap_p) {
+            size_t nc = w->cap_p ? w->cap_p * 2 : 1024;
+            wpart *pv = realloc(w->p, nc * sizeof *pv);
+            if (!pv) return w->oom = w->stop = 1;
+            w->p = pv;
+            w->cap_p = nc;
+        }
+        w->p[w->np++] = (wpart){(uint32_t)f, data, len, npy ? 1 : v.count};
+        s->nparts++;
+        return 0;
+    }
     if (k == K_NPY) {
         fl_dtype dt;
         uint32_t nd;
@@ -399,7 +466,7 @@ static int visit(void *ctx, const pd_tar_entry *e) {
         w->p = v;
         w->cap_p = nc;
     }
-    w->p[w->np++] = (wpart){(uint32_t)f, data, len};
+    w->p[w->np++] = (wpart){(uint32_t)f, data, len, 0};
     s->nparts++;
     return 0;
 }
@@ -421,6 +488,18 @@ int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd
     w->so = so;
     w->rc = rc;
     w->max_label = -1;
+    pd_items_init(&w->specs);
+    for (uint32_t i = 0; i < so->n_field_specs; i++) {
+        if (pd_field_spec_add(&w->specs, so->field_specs[i], w->why, sizeof w->why)) {
+            r = fl_error_set(err, FL_E_INVALID, "%s", w->why);
+            goto done;
+        }
+        if (w->specs.fields[i].type == FL_FIELD_MASK) {
+            r = fl_error_set(err, FL_E_INVALID, "--field %s: mask fields from WebDataset members are "
+                             "not supported (pack image/mask pairs with --mask-dir)", so->field_specs[i]);
+            goto done;
+        }
+    }
     for (size_t i = 0; i < shards.n && !w->stop; i++) {
         int random;
         w->shard = shards.v[i];
@@ -458,7 +537,16 @@ int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd
         r = fl_error_set(err, FL_E_INVALID, "--wds %s: no sample has an image (.jpg .jpeg .png .webp)", spec);
         goto done;
     }
-    int classic = w->nf == (lab >= 0 ? 2u : 1u);
+    for (uint32_t i = 0; i < w->specs.num_fields; i++) {
+        int used = 0;
+        for (uint32_t f = 0; f < w->nf && !used; f++) used = w->fields[f].k == K_SPEC && w->fields[f].spec == (int)i;
+        if (!used) {
+            r = fl_error_set(err, FL_E_INVALID, "--field %s: no member of the shards has the extension "
+                             "'%s'", so->field_specs[i], w->specs.fields[i].name);
+            goto done;
+        }
+    }
+    int classic = w->nf == (lab >= 0 ? 2u : 1u) && !w->specs.num_fields;
     int32_t map[FL_MAX_FIELDS]; /* wds field -> schema field */
     if (!classic) {
         out->num_fields = 0;
@@ -474,6 +562,11 @@ int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd
                 r = fl_error_set(err, FL_E_INVALID, "--wds %s: extensions '%s' and another give the same "
                                  "field name '%s'", spec, fd->ext, name);
                 goto done;
+            }
+            if (fd->k == K_SPEC) {
+                const fl_field *sf = &w->specs.fields[fd->spec];
+                map[f] = pd_items_add_field(out, name, sf->type, sf->dtype, sf->ndim, sf->shape, -1);
+                continue;
             }
             uint32_t shape[FL_MAX_DIMS] = {0};
             for (uint32_t d = 0; d < fd->ndim; d++) shape[d] = (uint32_t)fd->shape[d];
@@ -517,13 +610,23 @@ int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd
                 r = fl_error_set(err, -ENOMEM, "out of memory listing %s", spec);
                 goto done;
             }
+            int label_field = fl_fields_label_index(out->fields, out->num_fields);
             for (size_t k = 0; k < s->nparts; k++) {
                 const wpart *pt = &w->p[s->part0 + k];
+                const fl_field *sf = &out->fields[map[pt->field]];
+                if (map[pt->field] == label_field) {
+                    /* an INT from --field that is the record's label: pd_item's own slot */
+                    memcpy(&it.label, pt->data, 4);
+                    if (it.label > w->max_label) w->max_label = it.label;
+                    continue;
+                }
                 pd_value *o = &v[map[pt->field]];
-                o->kind = pt->len || out->fields[map[pt->field]].type == FL_FIELD_NDARRAY ? PD_VAL_DATA : PD_VAL_NONE;
+                uint32_t count = sf->type == FL_FIELD_TEXT || sf->type == FL_FIELD_BYTES ? (uint32_t)pt->len
+                                 : w->fields[pt->field].k == K_SPEC ? pt->count : 1;
+                o->kind = pt->len || sf->type == FL_FIELD_NDARRAY ? PD_VAL_DATA : PD_VAL_NONE;
                 o->data = pt->data;
                 o->len = pt->len;
-                o->count = out->fields[map[pt->field]].type == FL_FIELD_NDARRAY ? 1 : (uint32_t)pt->len;
+                o->count = count;
             }
             it.values = v;
         }
@@ -544,6 +647,7 @@ int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd
         r = fl_error_set(err, -ENOMEM, "out of memory");
     out->form = "webdataset";
 done:
+    pd_items_free(&w->specs);
     free(w->s);
     free(w->p);
     free(w);
