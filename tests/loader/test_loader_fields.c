@@ -10,6 +10,7 @@
  *   - a loader resumed mid-epoch delivers what the uninterrupted one did;
  *   - the object crop keeps at least one box of every sample that has boxes (box_min_visible 0);
  *   - a data set without images delivers its fields;
+ *   - on_corrupt skip replaces a record with a damaged fields block, every field included;
  *   - one changed box changes the stream's hash. */
 #define _GNU_SOURCE /* asprintf */
 #include <math.h>
@@ -475,6 +476,52 @@ static void object_crop(const char *path)
     free(cls);
 }
 
+/* on_corrupt skip: a record whose fields block was damaged on disk is replaced by the next one,
+ * all of its fields included. */
+static void corrupt_skip(const char *dir)
+{
+    char *path = make_set(dir, "damaged", FL_BACKEND_SHARDS, 0);
+    fl_dataset *ds;
+    fl_error err;
+    fl_record_info info;
+    CHECK_OK(fl_dataset_open(path, &ds, &err), &err);
+    CHECK_OK(fl_dataset_record_info(ds, 3, &info, &err), &err);
+    char *shard = strdup(fl_dataset_shard_path(ds, info.shard));
+    fl_dataset_close(ds);
+    FILE *f = fopen(shard, "r+b");
+    CHECK(f);
+    long at = (long)(info.offset + info.stored_len - 2); /* inside the fields block */
+    CHECK(fseek(f, at, SEEK_SET) == 0);
+    int c = fgetc(f);
+    CHECK(fseek(f, at, SEEK_SET) == 0);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+    fl_loader_options o;
+    fx_options(&o);
+    o.batch_size = 8;
+    o.order = FL_ORDER_SEQUENTIAL;
+    o.on_corrupt = FL_CORRUPT_SKIP;
+    fl_loader *L;
+    CHECK_OK(fl_loader_create(path, &o, &L, &err), &err);
+    fl_batch *b;
+    CHECK_OK(fl_loader_next(L, &b, &err), &err);
+    EXPECT(b->skipped == 1 && b->indices[3] == 4 && b->indices[4] == 4);
+    const fl_batch_field *tx = field(b, "caption"), *bx = field(b, "boxes");
+    EXPECT(!memcmp((const uint8_t *)tx->data + 3 * per_sample(tx),
+                   (const uint8_t *)tx->data + 4 * per_sample(tx), per_sample(tx)) &&
+           tx->counts[3] == tx->counts[4] && bx->counts[3] == bx->counts[4] &&
+           !memcmp((const uint8_t *)bx->data + 3 * per_sample(bx),
+                   (const uint8_t *)bx->data + 4 * per_sample(bx), per_sample(bx)));
+    fl_loader_release(L, b);
+    fl_loader_close(L);
+    o.on_corrupt = FL_CORRUPT_ERROR;
+    CHECK_OK(fl_loader_create(path, &o, &L, &err), &err);
+    EXPECT(fl_loader_next(L, &b, &err) == FL_E_CHECKSUM && strstr(err.msg, "record 3"));
+    fl_loader_close(L);
+    free(shard);
+    free(path);
+}
+
 /* A data set of tensors only (no image): label, float vector, ndarray. */
 static void no_image(const char *dir)
 {
@@ -556,6 +603,7 @@ int main(void)
     resume(path);
     object_crop(path);
     no_image(dir);
+    corrupt_skip(dir);
     /* one box moved by half a pixel: another stream */
     char *bumped = make_set(dir, "bumped", FL_BACKEND_SHARDS, 1);
     fl_loader_options o;
