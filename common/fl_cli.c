@@ -39,6 +39,23 @@ void fl_cli_warn(const char *tool, const char *fmt, ...) {
     va_end(ap);
 }
 
+int fl_cli_close_output(const char *tool, FILE *f, const char *what) {
+    /* an error flag set by an earlier buffered write leaves no errno behind: say so plainly */
+    errno = 0;
+    int bad = fflush(f) != 0;
+    int e = errno;
+    bad |= ferror(f) != 0;
+    errno = 0;
+    /* stdout stays open: a caller (or a test calling fl_cli_dispatch twice) may print again */
+    if (f != stdout && fclose(f) != 0 && !e) {
+        e = errno;
+        bad = 1;
+    }
+    if (!bad) return FL_EXIT_OK;
+    fl_cli_error(tool, "%s: cannot write: %s", what, e ? strerror(e) : "an earlier write failed");
+    return FL_EXIT_DATA;
+}
+
 /* At most 40 characters of it: a 10,000-character value must not flood the terminal. */
 const char *fl_cli_quote(const char *v, char *buf, size_t cap) {
     size_t n = strlen(v);

@@ -34,6 +34,14 @@ void fl_cli_error(const char *tool, const char *fmt, ...) __attribute__((format(
 /* Print "<tool>: warning: <message>\n" to stderr. */
 void fl_cli_warn(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Finish an output stream a tool wrote its result to (stdout, a --report FILE): flush it, check
+ * its error flag (a write that failed earlier, e.g. ENOSPC on a full disk or /dev/full) and close
+ * it. `what` names it in the message ("stdout", "--report out.tsv"). Returns 0 when every byte
+ * was written (stdout is flushed and checked, not closed); otherwise prints "<tool>: error: <what>: cannot write: <reason>" and returns
+ * FL_EXIT_DATA. fl_cli_dispatch calls it for stdout after every command, so a result that did not
+ * reach its file is never an exit 0. */
+int fl_cli_close_output(const char *tool, FILE *f, const char *what);
+
 /* ---- options and their values ------------------------------------------------------------
  * The option tables (fl_cli_table.h) check every value with these, so that all tools treat a
  * missing, empty or malformed value the same way: exit status 2 (FL_EXIT_USAGE) after ONE line

@@ -450,16 +450,19 @@ int fl_cli_dispatch(const fl_cli_tool *tool, int argc, char **argv)
     const char *a = argv[1];
     if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
         fl_cli_print_tool_help(tool, stdout);
-        return FL_EXIT_OK;
+        return fl_cli_close_output(tool->name, stdout, "stdout");
     }
     if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
         tool->version(stdout);
-        return FL_EXIT_OK;
+        return fl_cli_close_output(tool->name, stdout, "stdout");
     }
     char names[256] = "";
     for (const fl_cli_cmd *const *c = tool->cmds; *c; c++) {
-        if (!strcmp(a, (*c)->name))
-            return (*c)->run(tool, argc - 1, argv + 1);
+        if (!strcmp(a, (*c)->name)) {
+            int r = (*c)->run(tool, argc - 1, argv + 1);
+            int w = fl_cli_close_output(tool->name, stdout, "stdout");
+            return r ? r : w;
+        }
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", (*c)->name);
     }

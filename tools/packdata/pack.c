@@ -557,7 +557,12 @@ static int pack_release(pack_run *s) {
         pthread_cond_destroy(&p->cv_free);
         pthread_cond_destroy(&p->cv_ready);
     }
-    if (s->rc.report) fclose(s->rc.report);
+    if (s->rc.report) {
+        char what[64 + 4096];
+        snprintf(what, sizeof what, "--report %s", s->po->report);
+        if (fl_cli_close_output(PD_TOOL, s->rc.report, what) && s->status == FL_EXIT_OK)
+            s->status = FL_EXIT_DATA;
+    }
     free(s->dict);
     free(s->options_json);
     free(s->partial);
