@@ -383,10 +383,38 @@ void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 when s[0] does not start one. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi) return 0;
+    for (size_t k = 2; k < len; k++)
+        if ((s[k] & 0xc0) != 0x80) return 0;
+    return len;
+}
+
 /* Append `s` (n bytes) to `b` as a quoted JSON string. Both styles write \" \\ \n \r \t and the
- * other bytes below 0x20 as \u00XX, and pass UTF-8 through; `full` (the builder's style) also
- * writes \b and \f short and DEL (0x7f) as \u007f. The manifest writer keeps the plain style so
- * manifests stay byte for byte what earlier versions wrote. */
+ * other bytes below 0x20 as \u00XX, and pass well-formed UTF-8 through; `full` (the builder's
+ * style) also writes \b and \f short and DEL (0x7f) as \u007f. The manifest writer keeps the plain style so
+ * manifests stay byte for byte what earlier versions wrote.
+ * Bytes that are not well-formed UTF-8 (a file or class name from a Latin-1 file system, say)
+ * are written as \u00XX too, each byte read as the Latin-1 character of that value: the output
+ * is always valid JSON (a JSON text must be UTF-8), no two such names become one string (as
+ * U+FFFD would make them), and a Latin-1 name reads as intended. */
 static void json_quote(fl_tbuf *b, const char *s, size_t n, int full) {
     fl_tbuf_append(b, "\"", 1);
     size_t run = 0; /* start of the bytes not yet appended */
@@ -394,7 +422,15 @@ static void json_quote(fl_tbuf *b, const char *s, size_t n, int full) {
         unsigned char c = (unsigned char)s[i];
         const char *rep;
         char u[8];
-        if (c == '"') rep = "\\\"";
+        if (c >= 0x80) {
+            size_t l = utf8_seq_len((const unsigned char *)s + i, n - i);
+            if (l) {
+                i += l - 1;
+                continue;
+            }
+            snprintf(u, sizeof u, "\\u%04x", c);
+            rep = u;
+        } else if (c == '"') rep = "\\\"";
         else if (c == '\\') rep = "\\\\";
         else if (c == '\n') rep = "\\n";
         else if (c == '\r') rep = "\\r";

@@ -74,14 +74,17 @@ void fl_tbuf_append(fl_tbuf *b, const char *s, size_t n);
 void fl_tbuf_puts(fl_tbuf *b, const char *s);
 void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append `s` (n bytes) as a quoted JSON string: \" \\ \n \r \t, other bytes below 0x20 as
- * \u00XX, everything else (UTF-8, DEL) as is. (The builder below also writes \b, \f and DEL
+ * \u00XX, everything else (well-formed UTF-8, DEL) as is; a byte that is not part of well-formed
+ * UTF-8 is written as \u00XX, its Latin-1 reading, so the text is valid JSON whatever the
+ * names' bytes (the same in the builder). (The builder below also writes \b, \f and DEL
  * escaped; the two styles are kept apart so manifests and --json outputs stay byte for byte.) */
 void fl_tbuf_json_string(fl_tbuf *b, const char *s, size_t n);
 void fl_tbuf_free(fl_tbuf *b);
 
 /* ---- JSON text builder -----------------------------------------------------------------------
  * Builds JSON text in an fl_tbuf, inserting commas itself. Strings are escaped per RFC 8259
- * (\" \\ \n \r \t \b \f, other control characters and DEL as \u00XX; UTF-8 passed through).
+ * (\" \\ \n \r \t \b \f, other control characters and DEL as \u00XX; well-formed UTF-8
+ * passed through, any other byte as \u00XX).
  * Usage:
  *     fl_json j; fl_json_init(&j);
  *     fl_json_begin_object(&j);
