@@ -271,6 +271,16 @@ static int pack_list_inputs(pack_run *s) {
         return TO_OUT;
     }
     pd_pack_warn_unused(po, &s->items, &s->plan);
+    /* every part needs an input: a part dataset of none could never join the others, and
+     * N <= inputs gives each part at least one (pd_items_slice cuts at n*i/N) */
+    if (s->items.n && po->part_count > s->items.n) {
+        fl_cli_error(PD_TOOL, "--part %u/%u: %s has %zu inputs, so a job can have at most %zu "
+                     "parts (each part needs an input): use --part I/%zu or fewer parts",
+                     po->part_index, po->part_count, po->src, s->items.n, s->items.n,
+                     s->items.n);
+        s->status = FL_EXIT_USAGE;
+        return TO_OUT;
+    }
     if (po->part_count) pd_items_slice(&s->items, po->part_index, po->part_count);
     if (!s->items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images in part %u/%u", po->src, po->part_index,
