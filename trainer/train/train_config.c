@@ -18,6 +18,36 @@
 #include "fl_json.h"
 #include "train_internal.h"
 
+/* between a dataset identity's dataset_id and its content digest */
+#define TF_CONTENT_SEP "; content "
+
+/* The records' identity apart from the dataset id a pack draws at random: the inputs digest
+ * packdata stores in the options (names, sizes, mtimes or pixel CRCs of every input) and a
+ * CRC32C over the record count, classes, schema, fields, part and every other option (not
+ * "source", which is the path as typed). Two packs of the same inputs with the same options
+ * hold the same records. "" when the manifest has no inputs digest. */
+static void content_digest(const char *mj, const fl_jnode *root, char *out, size_t cap)
+{
+    static const char *const top[] = {"records", "classes", "schema", "fields", "part"};
+    const fl_jnode *opt = fl_jget(root, "options");
+    const fl_jnode *sha = fl_jget(fl_jget(opt, "inputs"), "sha256");
+    out[0] = 0;
+    if (!sha || sha->type != FL_J_STRING || sha->str_len < 32)
+        return;
+    uint32_t c = 0;
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
+        const fl_jnode *v = fl_jget(root, top[i]);
+        if (v)
+            c = fl_crc32c(c, mj + v->src_begin, v->src_end - v->src_begin);
+    }
+    for (const fl_jnode *m = opt->child; m; m = m->next)
+        if (strcmp(m->key, "source")) {
+            c = fl_crc32c(c, m->key, strlen(m->key));
+            c = fl_crc32c(c, mj + m->src_begin, m->src_end - m->src_begin);
+        }
+    snprintf(out, cap, "%.32s-%08x", sha->str, c);
+}
+
 void tf_dataset_identity(const fl_dataset *ds, char *out, size_t cap)
 {
     const char *mj = fl_dataset_manifest_json(ds);
@@ -27,7 +57,10 @@ void tf_dataset_identity(const fl_dataset *ds, char *out, size_t cap)
     if (ml && fl_jparse(mj, ml, "manifest.json", &doc, &e) == 0) {
         const fl_jnode *id = fl_jget(fl_jroot(doc), "dataset_id");
         if (id && id->type == FL_J_STRING && id->str_len) {
-            snprintf(out, cap, "dataset_id %s", id->str);
+            char content[64];
+            content_digest(mj, fl_jroot(doc), content, sizeof content);
+            snprintf(out, cap, "dataset_id %s%s%s", id->str, content[0] ? TF_CONTENT_SEP : "",
+                     content);
             fl_jfree(doc);
             return;
         }
@@ -126,6 +159,31 @@ static int key_text(const struct run_key *k, const tf_run_config *a, const tf_ru
     return !strcmp(ta, tb);
 }
 
+/* Same data? The same dataset_id, or (a re-pack: pack --force gives a new id) the same content
+ * digest. An identity written before the digest existed is its dataset_id alone. Sets *repacked
+ * when only the digests match. */
+static int same_data(const char *now, const char *was, int *repacked)
+{
+    const char *cn = strstr(now, TF_CONTENT_SEP), *cw = strstr(was, TF_CONTENT_SEP);
+    size_t ln = cn ? (size_t)(cn - now) : strlen(now), lw = cw ? (size_t)(cw - was) : strlen(was);
+    *repacked = 0;
+    if (ln == lw && !memcmp(now, was, ln))
+        return 1;
+    if (cn && cw && !strcmp(cn, cw) && !strncmp(now, "dataset_id ", 11) &&
+        !strncmp(was, "dataset_id ", 11)) {
+        *repacked = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* an identity as a message shows it: without the content digest */
+static void data_id_text(const char *id, char *out, size_t cap)
+{
+    const char *c = strstr(id, TF_CONTENT_SEP);
+    snprintf(out, cap, "%.*s", c ? (int)(c - id) : (int)strlen(id), id);
+}
+
 int tf_run_config_differs(const tf_run *r, const tf_run_config *ck, char *msg, size_t cap,
                           char *unchecked, size_t ucap)
 {
@@ -155,12 +213,28 @@ int tf_run_config_differs(const tf_run *r, const tf_run_config *ck, char *msg, s
             snprintf(unchecked + l, ucap - l, "%s%s", l ? ", " : "", k->opt);
             continue;
         }
+        if (k->kind == K_DATA_ID) {
+            int repacked;
+            const char *was = ck->data_id ? ck->data_id : "";
+            data_id_text(r->data_id, t_now, sizeof t_now);
+            data_id_text(was, t_was, sizeof t_was);
+            if (same_data(r->data_id, was, &repacked)) {
+                if (repacked && r->D->rank == 0)
+                    fprintf(stderr, "%s: note: --data %s was re-packed since the checkpoint (its "
+                            "%s, now %s) from the same inputs with the same options: the same "
+                            "records; resuming\n", TOOL, o->data, t_was, t_now);
+                continue;
+            }
+            snprintf(msg, cap, "--data is not the dataset the checkpoint was trained on: this "
+                     "run's %s, the checkpoint's %s%s", t_now, t_was,
+                     strstr(was, TF_CONTENT_SEP) && strstr(r->data_id, TF_CONTENT_SEP)
+                         ? " (a re-pack of other inputs or with other options: other records)"
+                         : "");
+            return 1;
+        }
         if (key_text(k, &now, ck, t_now, t_was, sizeof t_now))
             continue;
-        if (k->kind == K_DATA_ID)
-            snprintf(msg, cap, "--data is not the dataset the checkpoint was trained on: this "
-                     "run's %s, the checkpoint's %s", t_now, t_was);
-        else if (k->bit == TF_CFG_NESTEROV || k->bit == TF_CFG_FLIP)
+        if (k->bit == TF_CFG_NESTEROV || k->bit == TF_CFG_FLIP)
             snprintf(msg, cap, "%s was %s when the checkpoint was written, %s now", k->opt,
                      strcmp(t_was, "0") ? "absent" : "given",
                      strcmp(t_now, "0") ? "absent" : "given");
