@@ -10,7 +10,9 @@
 #   PyTorch   DataLoader(num_workers=2) over a Dataset doing PIL decode of image and mask PNG,
 #             PIL resize through the crop, numpy box geometry (bench/detection_loader.py torch).
 # Each figure is the median of --runs interleaved runs; the ratio is fastload / PyTorch (target
-# >= 5x). Data is read from the page cache.
+# >= 5x), of wall-clock rates and of images per CPU-second (user + system of the whole process
+# tree, /usr/bin/time: on a busy 2-core machine wall rates measure the scheduler as much as the
+# loaders). Data is read from the page cache.
 # Usage: bench/detection_loader.sh [--count N (600)] [--runs R (3)] [--epochs E (2)] [--size S (320)]
 #                                  [--batch B (32)] [--build DIR] [--out DIR (bench/out/detection)]
 set -euo pipefail
@@ -43,19 +45,29 @@ mkdir -p "$out"
     --encode keep --quiet
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-fl_rates=() pt_rates=()
+# timed CMD...: prints "images_per_sec images_per_cpu_sec" from the command's JSON and its CPU time
+timed() {
+    local t="$out/time.txt" j
+    j=$(/usr/bin/time -o "$t" -f "%U %S" "$@")
+    $py -c "import json,sys; d=json.loads(sys.argv[1]); u,s=map(float,open(sys.argv[2]).read().split()[-2:]); print(d['images_per_sec'], d['images']/(u+s))" "$j" "$t"
+}
+fl_rates=() pt_rates=() fl_cpu=() pt_cpu=()
 for ((r = 1; r <= runs; r++)); do
-    f=$("$fastload" bench "$set" --augment rrc,flip --size "$size" --batch "$batch" --workers 2 \
-        --epochs "$epochs" --json | $py -c "import json,sys; print(json.load(sys.stdin)['images_per_sec'])")
-    p=$($py "$root/bench/detection_loader.py" torch "$src" --workers 2 --batch "$batch" --size "$size" \
-        --epochs "$epochs" | $py -c "import json,sys; print(json.load(sys.stdin)['images_per_sec'])")
-    printf 'run %d: fastload %.0f images/s, PyTorch %.0f images/s\n' "$r" "$f" "$p"
-    fl_rates+=("$f") pt_rates+=("$p")
+    read -r f fc < <(timed "$fastload" bench "$set" --augment rrc,flip --size "$size" --batch "$batch" \
+        --workers 2 --epochs "$epochs" --json)
+    read -r p pc < <(timed $py "$root/bench/detection_loader.py" torch "$src" --workers 2 --batch "$batch" \
+        --size "$size" --epochs "$epochs")
+    printf 'run %d: fastload %.0f images/s (%.0f per CPU-s), PyTorch %.0f images/s (%.0f per CPU-s)\n' \
+        "$r" "$f" "$fc" "$p" "$pc"
+    fl_rates+=("$f") pt_rates+=("$p") fl_cpu+=("$fc") pt_cpu+=("$pc")
 done
 fm=$(printf '%s\n' "${fl_rates[@]}" | median) pm=$(printf '%s\n' "${pt_rates[@]}" | median)
+fcm=$(printf '%s\n' "${fl_cpu[@]}" | median) pcm=$(printf '%s\n' "${pt_cpu[@]}" | median)
 "$fastload" bench "$set" --augment rrc,flip --size "$size" --batch "$batch" --workers 2 --epochs 1 |
     grep -E "fields|result" | sed 's/^/  /'
 printf 'detection (boxes + masks, RRC %d + flip, batch %d, 2 workers, %d images x %d epochs):\n' \
     "$size" "$batch" "$count" "$epochs"
-printf '  fastload %.0f images/s, PyTorch DataLoader %.0f images/s: %.2fx (target >= 5x)\n' \
+printf '  wall:     fastload %.0f images/s, PyTorch DataLoader %.0f images/s: %.2fx (target >= 5x)\n' \
     "$fm" "$pm" "$(echo "$fm / $pm" | bc -l)"
+printf '  per CPU-s: fastload %.0f, PyTorch DataLoader %.0f: %.2fx (load %s)\n' \
+    "$fcm" "$pcm" "$(echo "$fcm / $pcm" | bc -l)" "$(cut -d' ' -f1-3 /proc/loadavg)"
