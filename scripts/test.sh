@@ -4,18 +4,20 @@
 #   2. build-asan/   AddressSanitizer + UndefinedBehaviorSanitizer, CPU-only
 #   3. build-fuzz/   clang libFuzzer harnesses, each run for a bounded time (FUZZ_SECONDS, default 15)
 # and ends with one line "N passed, N failed, N skipped".
-# Usage: scripts/test.sh [--quick] [--long] [--tsan]
+# Usage: scripts/test.sh [--fast] [--quick] [--long] [--tsan]
+#   --fast   only the Release build and only the fast tier (ctest -L fast: under a minute);
 #   --quick  only the Release build;  --long  longer fuzzing (300 s each) and the soak tests;
 #   --tsan   also the ThreadSanitizer build of the loader tests.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0 long=0 tsan=0
+quick=0 long=0 tsan=0 fast=0
 for arg in "$@"; do
     case "$arg" in
+        --fast) fast=1 quick=1 ;;
         --quick) quick=1 ;;
         --long) long=1 ;;
         --tsan) tsan=1 ;;
-        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "test.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -53,7 +55,11 @@ run_suite() {
     ((rc != 0)) && status=1
 }
 
-run_suite "release" "$root/build" "-LE ^fuzz$" -- -DCMAKE_BUILD_TYPE=Release -DFL_CUDA=AUTO
+if ((fast)); then
+    run_suite "release, fast tier" "$root/build" "-L ^fast$" -- -DCMAKE_BUILD_TYPE=Release -DFL_CUDA=AUTO
+else
+    run_suite "release" "$root/build" "-LE ^fuzz$" -- -DCMAKE_BUILD_TYPE=Release -DFL_CUDA=AUTO
+fi
 if ((!quick)); then
     run_suite "asan+ubsan" "$root/build-asan" "-LE ^fuzz$" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFL_SANITIZE=ON -DFL_CUDA=OFF
     if command -v clang >/dev/null; then
