@@ -2,6 +2,8 @@
  * through the reader API (formats/fl_dataset.h) and report on it. */
 #include "packdata.h"
 
+#include "inspect_fields.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -71,7 +73,8 @@ static const fl_cli_opt info_table[] = {
     {FL_CLI_FLAG, "json", .off = FL_CLI_FIELD(info_opts, json),
      .help = "one JSON object on stdout (records, classes, shards, bytes, encoding,\n"
              "compression, channels, height, width, backend, part (\"I/N\" or null),\n"
-             "parts_combined (a directory of parts only), manifest)"},
+             "parts_combined (a directory of parts only), format_version, fields\n"
+             "(name, type, dtype, shape, max_count, of, codec), manifest)"},
     {FL_CLI_END},
 };
 
@@ -83,7 +86,9 @@ const fl_cli_cmd pd_info_cmd = {
     .synopsis = "usage: packdata info DST [--json]\n"
                 "\n"
                 "Print what a packed dataset holds: records, classes (label order), shards, bytes, encoding,\n"
-                "schema, compression, part, packdata version and the options it was packed with.\n"
+                "schema, compression, part, packdata version and the options it was packed with, and the\n"
+                "record's fields (type, dtype, shape, largest count, which field a list or mask belongs\n"
+                "to, mask codec) when it has more than an image and a label.\n"
                 "DST may also be a directory holding the N datasets of a split job (`pack --part I/N`):\n"
                 "they are shown as one dataset, the way the loader reads them.\n"
                 "\n",
@@ -158,6 +163,10 @@ static int info_run(const fl_cli_tool *tool, int argc, char **argv) {
             fl_json_key(&j, "parts_combined");
             fl_json_uint(&j, part_n);
         }
+        fl_json_key(&j, "format_version");
+        fl_json_uint(&j, fl_dataset_format_version(ds));
+        fl_json_key(&j, "fields");
+        pd_fields_json(&j, fl_dataset_fields(ds), fl_dataset_num_fields(ds));
         fl_json_key(&j, "manifest");
         if (manifest && (manifest[0] == '{' || manifest[strspn(manifest, " \n\t")] == '{'))
             fl_json_raw(&j, manifest);
@@ -182,6 +191,16 @@ static int info_run(const fl_cli_tool *tool, int argc, char **argv) {
         if (sc->width) printf("schema:      %ux%u, %u channel%s (fixed size)\n", sc->width, sc->height, sc->channels, sc->channels == 1 ? "" : "s");
         else printf("schema:      variable size, %u channel%s\n", sc->channels, sc->channels == 1 ? "" : "s");
         printf("compression: %s\n", sc->compression == FL_COMP_ZSTD ? "zstd" : "none");
+        uint32_t nf = fl_dataset_num_fields(ds);
+        const fl_field *fs = fl_dataset_fields(ds);
+        if (!fl_fields_is_classic(fs, nf)) {
+            printf("fields:      %u\n", nf);
+            for (uint32_t i = 0; i < nf; i++) {
+                char d[256];
+                pd_field_describe(fs, nf, i, d, sizeof d);
+                printf("  %-14s %s\n", fs[i].name, d);
+            }
+        }
         if (part[0]) printf("part:        %s\n", part);
         /* the dataset's own format version (version 1 datasets still open), not the writer's */
         const fl_jnode *fv = mdoc ? fl_jget(fl_jroot(mdoc), "format_version") : NULL;
@@ -239,7 +258,7 @@ typedef struct verify_opts {
 static const fl_cli_opt verify_table[] = {
     {FL_CLI_FLAG, "decode", .off = FL_CLI_FIELD(verify_opts, decode),
      .help = "also decode every image (JPEG/PNG/WebP, each in its record's format)\n"
-             "or check every raw record's size"},
+             "or check every raw record's size, and decode every mask"},
     {FL_CLI_FLAG, "json", .off = FL_CLI_FIELD(verify_opts, json),
      .help = "one JSON object on stdout (bad_records, records, bad, ok, seconds)"},
     {FL_CLI_FLAG, "quiet", 'q', .off = FL_CLI_FIELD(verify_opts, quiet),
@@ -254,9 +273,11 @@ const fl_cli_cmd pd_verify_cmd = {
     .summary = "check every record's checksum (and that each image decodes)",
     .synopsis = "usage: packdata verify DST [--decode] [--json] [--quiet]\n"
                 "\n"
-                "Check every record's CRC32C (and that compressed records decompress). With --decode, also\n"
-                "decode every image or check every raw record's size. Each bad record is named (index,\n"
-                "shard, source name). Exit status 1 when any record is bad.\n"
+                "Check every record's CRC32C (and that compressed records decompress) and, in a dataset\n"
+                "with fields, every record's fields (lengths, counts, boxes inside the image, lists as long\n"
+                "as their boxes, ndarrays decompress to their shape). With --decode, also decode every\n"
+                "image or check every raw record's size, and decode every mask at its image's size. Each\n"
+                "bad record is named (index, shard, source name). Exit status 1 when any record is bad.\n"
                 "\n",
     .opts = verify_table, .max_pos = 1, .run = verify_run,
 };
@@ -310,6 +331,8 @@ static int verify_run(const fl_cli_tool *tool, int argc, char **argv) {
             fl_json_free(&j);
             return FL_EXIT_DATA;
         }
+        const int with_fields = !fl_fields_is_classic(fl_dataset_fields(ds), fl_dataset_num_fields(ds));
+        pd_fields_scratch fsc = {0};
         fl_progress *p = fl_progress_start("verifying", n, "rec", quiet || json);
         for (uint64_t i = 0; i < n; i++) {
             const uint8_t *data, *pl;
@@ -322,6 +345,12 @@ static int verify_run(const fl_cli_tool *tool, int argc, char **argv) {
                 report_bad(&v, i, err.msg[0] ? err.msg : fl_strerror(r));
                 continue;
             }
+            fl_progress_update(p, i + 1);
+            if (with_fields && (r = pd_fields_check(ds, i, data, len, &fsc, &err))) {
+                report_bad(&v, i, err.msg[0] ? err.msg : fl_strerror(r));
+                continue;
+            }
+            if (ri.format == FL_ENC_NONE) continue; /* a record without an image */
             /* each record in its own format (a mixed dataset holds JPEG, PNG and WebP) */
             fl_image_info pi;
             if (ri.format == FL_ENC_RAW) {
@@ -353,9 +382,9 @@ static int verify_run(const fl_cli_tool *tool, int argc, char **argv) {
                     report_bad(&v, i, why);
                 }
             }
-            fl_progress_update(p, i + 1);
         }
         fl_progress_finish(p);
+        pd_fields_scratch_free(&fsc);
         fl_decoder_free(dec);
         free(buf);
     }
@@ -405,7 +434,8 @@ typedef struct extract_opts {
 
 static const fl_cli_opt extract_table[] = {
     {FL_CLI_TEXT, "output", 'o', .off = FL_CLI_FIELD(extract_opts, output), .metavar = "FILE",
-     .help = "where to write (- for stdout)", .def = "the record's source name"},
+     .help = "where to write (- for stdout); in a dataset with fields, the PREFIX of\n"
+             "every file written", .def = "the record's source name"},
     {FL_CLI_FLAG, "pnm", .off = FL_CLI_FIELD(extract_opts, pnm),
      .help = "raw records as PGM/PPM instead of PNG"},
     {FL_CLI_END},
@@ -415,14 +445,27 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv);
 
 const fl_cli_cmd pd_extract_cmd = {
     .name = "extract", .args = "DST INDEX [-o F]",
-    .summary = "write one record's payload (original bytes, or raw pixels as PNG)",
-    .synopsis = "usage: packdata extract DST INDEX [-o FILE] [--pnm]\n"
+    .summary = "write one record's image (original bytes, or raw pixels as PNG) and fields",
+    .synopsis = "usage: packdata extract DST INDEX [-o FILE|PREFIX] [--pnm]\n"
                 "\n"
                 "Write record INDEX's payload to FILE: the original bytes for kept JPEG/PNG/WebP records, the\n"
                 "stored JPEG for re-encoded ones, raw pixels as PNG (or as PGM/PPM with --pnm). The default file\n"
                 "name comes from the record's source name (in the current directory), with the extension of\n"
                 "the record's format (a PNG kept from photo.JPEG is written as photo.png); -o - writes to stdout.\n"
                 "Prints the label and source name on stderr.\n"
+                "\n"
+                "In a dataset with fields (COCO, mask pairs, --field), the record becomes several files\n"
+                "named from PREFIX (-o PREFIX; default: the source name without its extension, in the\n"
+                "current directory):\n"
+                "  PREFIX.jpg|.png|.webp   the image, as above\n"
+                "  PREFIX.json             index, name, height, width and every number field: ints,\n"
+                "                          floats, int lists, float vectors, boxes as [[x0,y0,x1,y1],...]\n"
+                "                          (float32 pixels of the stored image, x1/y1 exclusive) with the\n"
+                "                          per-box lists (labels, iscrowd) beside them; fields written\n"
+                "                          apart appear as their file name\n"
+                "  PREFIX.NAME.png         a mask field: 8/16-bit gray PNG of class ids\n"
+                "  PREFIX.NAME.npy         an ndarray field (NumPy .npy)\n"
+                "  PREFIX.NAME.txt / .bin  a text / bytes field, its bytes as stored\n"
                 "\n",
     .opts = extract_table, .max_pos = 2, .run = extract_run,
 };
@@ -450,7 +493,7 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
     uint64_t n = fl_dataset_count(ds);
     uint8_t *buf = NULL;
     fl_encoder *enc = NULL;
-    char *fname = NULL;
+    char *fname = NULL, *prefix = NULL;
     fl_error err;
     fl_error_clear(&err);
     if (index >= n) {
@@ -472,6 +515,13 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
     }
     size_t nl;
     const char *name = fl_dataset_record_name(ds, index, &nl);
+    const int with_fields = !fl_fields_is_classic(fl_dataset_fields(ds), fl_dataset_num_fields(ds));
+    if (with_fields && outp && !strcmp(outp, "-")) {
+        fl_cli_error(PD_TOOL, "extract: a record with fields is written as several files: -o takes a "
+                     "PREFIX for their names, not - (see packdata extract --help)");
+        status = FL_EXIT_USAGE;
+        goto out;
+    }
     char base[512];
     {
         /* default name: last path component of the source name, '#' → '_' */
@@ -490,7 +540,9 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
     size_t out_len = pll;
     const char *ext = NULL;
     uint8_t *pnmbuf = NULL;
-    if (ri.format == FL_ENC_RAW) {
+    if (ri.format == FL_ENC_NONE) {
+        /* a record without an image: only its fields */
+    } else if (ri.format == FL_ENC_RAW) {
         uint64_t want = (uint64_t)ri.height * ri.width * sc->channels;
         if (pll != want || (sc->channels != 1 && sc->channels != 3)) {
             fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": raw payload is %zu bytes, want %ux%ux%u",
@@ -540,14 +592,39 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
             ext = exts[f][0];
         }
     }
-    if (!outp) {
+    if (with_fields) {
+        /* PREFIX: -o, else the source name without its extension; the image gets its format's */
+        char *dot = strrchr(base, '.');
+        const char *img_ext = ext ? ext : dot ? dot : ""; /* no ext: the source's own fits */
+        if (!(prefix = strdup(outp ? outp : base))) goto oom;
+        if (!outp && dot && dot != base) prefix[dot - base] = 0;
+        if (ri.format != FL_ENC_NONE && asprintf(&fname, "%s%s", prefix, img_ext) < 0) {
+            fname = NULL;
+            goto oom;
+        }
+        outp = fname;
+    } else if (!outp) {
         if (asprintf(&fname, "%s%s", base, ext ? ext : "") < 0) goto oom;
         outp = fname;
     }
-    r = write_output(outp, out, out_len);
+    r = outp ? write_output(outp, out, out_len) : 0;
     free(pnmbuf);
     if (r) {
         fl_cli_error(PD_TOOL, "%s: cannot write: %s", outp, strerror(-r));
+        goto out;
+    }
+    if (with_fields) {
+        fprintf(stderr, PD_TOOL ": record %" PRIu64 " (%ux%u, source %.*s):\n", index, ri.width,
+                ri.height, (int)nl, name);
+        if (outp) fprintf(stderr, PD_TOOL ":   image -> %s\n", outp);
+        pd_fields_scratch fsc = {0};
+        r = pd_fields_extract(ds, index, data, len, prefix, outp, &fsc, stderr, &err);
+        pd_fields_scratch_free(&fsc);
+        if (r) {
+            fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+            goto out;
+        }
+        status = FL_EXIT_OK;
         goto out;
     }
     fprintf(stderr, PD_TOOL ": record %" PRIu64 " (label %d %s, %ux%u, source %.*s) -> %s\n", index,
@@ -559,6 +636,7 @@ oom:
     fl_cli_error(PD_TOOL, "out of memory");
 out:
     free(fname);
+    free(prefix);
     if (enc) fl_encoder_free(enc);
     free(buf);
     fl_dataset_close(ds);

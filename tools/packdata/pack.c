@@ -361,12 +361,8 @@ static int pack_open_writer(pack_run *s) {
     wo.lock = s->dd.lock;
     wo.plan = s->job.plan;
     wo.plan_len = s->job.plan_len;
-    if (s->plan.num_fields) {
-        /* until the writer stores a fields block (format version 3) */
-        fl_cli_error(PD_TOOL, "%s: this source has fields beyond image + label, which this build's "
-                     "writer cannot store yet", po->src ? po->src : "the input");
-        return TO_OUT;
-    }
+    wo.fields = s->plan.fields;
+    wo.num_fields = s->plan.num_fields;
     int r = fl_writer_open(po->dst, &wo, &s->w, &s->err);
     if (r) {
         fl_cli_error(PD_TOOL, "%s", s->err.msg[0] ? s->err.msg : fl_strerror(r));
@@ -429,6 +425,16 @@ static int pack_start_workers(pack_run *s) {
     return GO_ON;
 }
 
+/* After a system error (a full disk, an I/O error) what was written stays in DST.partial, and
+ * the same command with --resume continues from it. LMDB reports a short write as EIO. */
+static void resume_hint(const pack_run *s, int r) {
+    int lmdb = s->po->backend == FL_BACKEND_LMDB;
+    fprintf(stderr, PD_TOOL ": %s kept in %s: %sfix the problem and run the same command with "
+            "--resume to continue\n", lmdb ? "the records written are" : "complete shards are",
+            s->partial, lmdb && r == -EIO ? "LMDB reports a failed write (a full disk, say) as an "
+            "I/O error; " : "");
+}
+
 /* One finished slot, in input order: a rejected input is reported (and journaled), a record is
  * added. Returns 0, 1 (stop: a bad input in fail mode, a fatal error) or 2 (a write failed). */
 static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after) {
@@ -447,7 +453,32 @@ static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
     }
     const pd_item *it = &s->items.v[seq];
     /* sl->format: the record's own format (keep on a mixed folder), else the schema's */
-    if (s->plan.schema.compression == FL_COMP_ZSTD)
+    if (s->plan.num_fields) {
+        /* a schema with fields: the payload and its fields block, one record */
+        fl_record_in rec;
+        memset(&rec, 0, sizeof rec);
+        rec.format = sl->format;
+        rec.stored = sl->buf;
+        rec.stored_len = sl->len;
+        rec.raw_len = sl->raw_len;
+        rec.compressed = s->plan.schema.compression == FL_COMP_ZSTD;
+        rec.fields_block = sl->fields_buf;
+        rec.fields_len = sl->fields_len;
+        rec.label = it->label;
+        rec.name = it->name;
+        rec.height = sl->height;
+        rec.width = sl->width;
+        r = fl_writer_add_record(s->w, &rec, &s->err);
+        if (r == FL_E_INVALID) {
+            /* the writer refused this record's block (the writer stays usable): a bad input */
+            if (pd_reject(&s->rc, sl->source, "%s", s->err.msg)) return 1;
+            if ((r = journal_add(&s->jn, seq, sl->source, s->err.msg))) {
+                fl_cli_error(PD_TOOL, "%s: %s", s->jn.path, strerror(-r));
+                return 2;
+            }
+            return 0;
+        }
+    } else if (s->plan.schema.compression == FL_COMP_ZSTD)
         r = fl_writer_add_stored_as(s->w, sl->format, sl->buf, sl->len, sl->raw_len, it->label, it->name,
                                     sl->height, sl->width, &s->err);
     else
@@ -456,8 +487,7 @@ static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
     if (r) {
         fl_cli_error(PD_TOOL, "%s", s->err.msg[0] ? s->err.msg : fl_strerror(r));
         if (r < 0 && r > -4096) {
-            fprintf(stderr, PD_TOOL ": complete shards are kept in %s: fix the problem and "
-                    "run the same command with --resume to continue\n", s->partial);
+            resume_hint(s, r);
             s->remove_partial_on_fail = 0;
         }
         return 2;
@@ -507,6 +537,7 @@ static int pack_finish(pack_run *s) {
     s->w = NULL;
     if (r) {
         fl_cli_error(PD_TOOL, "%s", s->err.msg[0] ? s->err.msg : fl_strerror(r));
+        if (r < 0 && r > -4096) resume_hint(s, r);
         if (r == FL_E_INVALID) s->status = FL_EXIT_USAGE; /* DST changed into something not ours */
         s->remove_partial_on_fail = 0;
         return TO_OUT;
@@ -582,6 +613,37 @@ static int pack_release(pack_run *s) {
     return s->status;
 }
 
+/* Ctrl-C or SIGTERM: say how to finish the job, then die of the signal as before (exit 130/143;
+ * what is on disk is what a kill leaves, which --resume continues). The text is made before the
+ * handler is installed: a handler may only write(2) and raise. */
+static char interrupt_msg[4096 + 512];
+static size_t interrupt_len;
+
+static void on_interrupt(int sig) {
+    ssize_t w = write(STDERR_FILENO, interrupt_msg, interrupt_len);
+    (void)w;
+    raise(sig); /* SA_RESETHAND: the default action, once this handler returns */
+}
+
+static void catch_interrupts(const pd_pack_opts *po) {
+    int n = snprintf(interrupt_msg, sizeof interrupt_msg,
+                     "%s" PD_TOOL ": interrupted: run the same command with --resume to finish %s "
+                     "(the work done so far is kept in %s.partial)\n",
+                     isatty(STDERR_FILENO) ? "\n" : "", po->dst, po->dst);
+    interrupt_len = n < 0 ? 0 : (size_t)n < sizeof interrupt_msg ? (size_t)n : sizeof interrupt_msg - 1;
+    static const int sigs[] = {SIGINT, SIGTERM};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        /* a signal the caller ignores (nohup, a background job of a script) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) || old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_interrupt;
+        sa.sa_flags = SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 /* One pack run: the phases in order; the first that ends the run decides how to clean up. */
 static int run_pack(const pd_pack_opts *po) {
     pack_run s;
@@ -599,6 +661,7 @@ static int run_pack(const pd_pack_opts *po) {
             return FL_EXIT_USAGE;
         }
     }
+    catch_interrupts(po);
     int to = pack_open_dst(&s);
     if (to == GO_ON) to = pack_list_inputs(&s);
     if (to == GO_ON) to = pack_dictionary(&s);

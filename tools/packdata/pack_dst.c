@@ -192,6 +192,9 @@ static void put_source(FILE *f, const pd_pack_opts *po) {
     const char *srcs[2] = {po->src, NULL};
     if (po->so.idx_images) srcs[0] = po->so.idx_images, srcs[1] = po->so.idx_labels;
     else if (po->so.csv) srcs[0] = po->so.csv;
+    else if (po->so.coco) srcs[0] = po->so.coco, srcs[1] = po->so.root;
+    else if (po->so.jsonl) srcs[0] = po->so.jsonl;
+    else if (po->so.mask_dir) srcs[1] = po->so.mask_dir;
     fputs("source", f);
     for (int i = 0; i < 2; i++) {
         if (!srcs[i]) continue;
@@ -207,6 +210,37 @@ static void put_source(FILE *f, const pd_pack_opts *po) {
  * is derived from the data (the trained dictionary's size) or from the inputs (their digest). */
 static int option_compared(const char *key) {
     return strcmp(key, "source") && strcmp(key, "dictionary_bytes") && strcmp(key, "inputs");
+}
+
+/* The digest of an item's field values (boxes, class lists, masks ...) as 16 hex digits in
+ * `out`: an annotation edited between a killed run and its --resume makes another job. A value
+ * read from a file stands as its path, size and modification time, like an image. */
+static void values_stamp(const pd_items *items, const pd_item *it, char out[17]) {
+    sha256_ctx c;
+    sha256_init(&c);
+    for (uint32_t k = 0; it->values && k < items->num_fields; k++) {
+        const pd_value *v = &it->values[k];
+        uint64_t head[3] = {(uint64_t)v->kind, v->count, v->len};
+        sha256_update(&c, head, sizeof head);
+        if (v->kind == PD_VAL_DATA || v->kind == PD_VAL_SEGMENTS) {
+            if (v->len) sha256_update(&c, v->data, v->len);
+        } else if (v->kind == PD_VAL_FILE && v->path) {
+            struct stat st;
+            long long st_v[2] = {-1, -1};
+            if (!stat(v->path, &st)) {
+                st_v[0] = (long long)st.st_size;
+                st_v[1] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+            }
+            sha256_update(&c, v->path, strlen(v->path) + 1);
+            sha256_update(&c, st_v, sizeof st_v);
+        }
+    }
+    uint8_t dg[32];
+    char hex[65];
+    sha256_final(&c, dg);
+    sha256_hex(dg, hex);
+    memcpy(out, hex, 16);
+    out[16] = 0;
 }
 
 int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan, pd_job *j) {
@@ -274,7 +308,14 @@ int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *pl
                 snprintf(stamp, sizeof stamp, "missing");
             }
         }
-        digest_line(f, &c, &line, &cap, "input\t%s\t%d\t%llu\t%s\n", e, it->label, size, stamp);
+        if (items->num_fields) {
+            char vs[17];
+            values_stamp(items, it, vs);
+            digest_line(f, &c, &line, &cap, "input\t%s\t%d\t%llu\t%s\tfields:%s\n", e, it->label,
+                        size, stamp, vs);
+        } else {
+            digest_line(f, &c, &line, &cap, "input\t%s\t%d\t%llu\t%s\n", e, it->label, size, stamp);
+        }
         free(e);
     }
     free(line);
@@ -486,6 +527,7 @@ static int plan_diff(const char *a, size_t alen, const char *b, size_t blen, cha
             what = !field_eq(old, line, 3)   ? "changed size"
                    : !field_eq(old, line, 4) ? "was modified (another modification time or content)"
                    : !field_eq(old, line, 2) ? "has another label"
+                   : !field_eq(old, line, 5) ? "has other field values (boxes, masks, ...)"
                                              : "changed";
         }
     }

@@ -108,12 +108,16 @@ typedef struct pd_worker_ctx {
     size_t pix_cap;
     uint8_t *scratch;   /* resize scratch */
     size_t scratch_cap;
-    /* fields: a field's file, boxes scaled to the stored image, masks at source and stored
-     * size, an encoded mask (grow-only) */
+    /* fields: a mask's file, boxes scaled to the stored image, masks at source and stored
+     * size; fval[i]: field i's bytes when they are not the item's own (a file's content, an
+     * encoded mask), one buffer per field since the block is encoded from all of them at once
+     * (grow-only) */
     uint8_t *ffile;
     size_t ffile_cap;
-    uint8_t *fboxes, *mask, *mask2, *menc;
-    size_t fboxes_cap, mask_cap, mask2_cap, menc_cap;
+    uint8_t *fboxes, *mask, *mask2;
+    size_t fboxes_cap, mask_cap, mask2_cap;
+    uint8_t *fval[FL_MAX_FIELDS];
+    size_t fval_cap[FL_MAX_FIELDS];
 } pd_worker_ctx;
 
 int pd_worker_init(pd_worker_ctx *c, const pd_plan *plan, const void *dict, size_t dict_len,

@@ -266,9 +266,30 @@ char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_item
     char b[64];
     fl_json_begin_object(&j);
     fl_json_key(&j, "source");
-    fl_json_string(&j, po->src ? po->src : (po->so.csv ? po->so.csv : po->so.idx_images));
+    fl_json_string(&j, po->src ? po->src
+                        : po->so.csv ? po->so.csv
+                        : po->so.coco ? po->so.coco
+                        : po->so.jsonl ? po->so.jsonl : po->so.idx_images);
     fl_json_key(&j, "source_form");
     fl_json_string(&j, items->form);
+    if (items->num_fields) {
+        /* the schema as --field would spell it (a --resume with another one is another job) */
+        fl_json_key(&j, "fields");
+        fl_json_begin_array(&j);
+        for (uint32_t i = 0; i < items->num_fields; i++) {
+            const fl_field *f = &items->fields[i];
+            char d[160];
+            int n = snprintf(d, sizeof d, "%s:%s", f->name, fl_field_type_name(f->type));
+            if (f->type == FL_FIELD_MASK || f->type == FL_FIELD_NDARRAY)
+                n += snprintf(d + n, sizeof d - (size_t)n, ":%s", fl_dtype_name(f->dtype));
+            for (uint32_t k = 0; k < f->ndim && n < (int)sizeof d; k++)
+                n += snprintf(d + n, sizeof d - (size_t)n, "%c%u", k ? 'x' : ':', f->shape[k]);
+            if (f->of >= 0 && (uint32_t)f->of < items->num_fields && n < (int)sizeof d)
+                snprintf(d + n, sizeof d - (size_t)n, ":of=%s", items->fields[f->of].name);
+            fl_json_string(&j, d);
+        }
+        fl_json_end_array(&j);
+    }
     fl_json_key(&j, "encode");
     fl_json_string(&j, enc_name(plan->encode));
     if (plan->encode == PD_ENC_JPEG) {

@@ -38,7 +38,7 @@ void pd_worker_free(pd_worker_ctx *c) {
     free(c->fboxes);
     free(c->mask);
     free(c->mask2);
-    free(c->menc);
+    for (int i = 0; i < FL_MAX_FIELDS; i++) free(c->fval[i]);
     memset(c, 0, sizeof *c);
 }
 
@@ -345,7 +345,6 @@ static void encode_fields(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
         if (plan->fields[i].type == FL_FIELD_BOXES && it->values[i].kind == PD_VAL_DATA) box_bytes += it->values[i].len;
     if (grow(&c->fboxes, &c->fboxes_cap, box_bytes ? box_bytes : 1)) FATAL("out of memory");
     size_t box_off = 0;
-    int file_used = 0;
     for (uint32_t i = 0; i < plan->num_fields; i++) {
         const fl_field *f = &plan->fields[i];
         const pd_value *v = &it->values[i];
@@ -357,9 +356,9 @@ static void encode_fields(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
             if (field_mask(c, plan, f, v, s, &m)) return;
             size_t len = 0;
             if (fl_mask_encode(m, s->width, s->height, f->dtype, f->codec ? f->codec : FL_MASK_PNG,
-                               0, &c->menc, &c->menc_cap, &len, &err))
+                               0, &c->fval[i], &c->fval_cap[i], &len, &err))
                 FATAL("%.300s: field %s: %.300s", s->source, f->name, err.msg);
-            o->data = c->menc;
+            o->data = c->fval[i];
             o->len = len;
             o->height = s->height;
             o->width = s->width;
@@ -388,14 +387,14 @@ static void encode_fields(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
         case FL_FIELD_NDARRAY:
         case FL_FIELD_BYTES:
             if (v->kind == PD_VAL_FILE) {
-                if (file_used) FATAL("%s: two file-backed fields", s->source);
                 size_t len = 0;
-                int r = read_into(v->path, &c->ffile, &c->ffile_cap, &len);
+                int r = read_into(v->path, &c->fval[i], &c->fval_cap[i], &len);
+                if (r == -ENOMEM) FATAL("out of memory reading %.300s", v->path);
                 if (r) REJECT("field %s: cannot read %.300s: %s", f->name, v->path, strerror(-r));
                 if (f->type == FL_FIELD_BYTES) {
-                    o->data = c->ffile;
-                    o->len = o->count = (uint32_t)len;
                     if (len > UINT32_MAX) REJECT("field %s: %.300s is over 4 GiB", f->name, v->path);
+                    o->data = c->fval[i];
+                    o->len = o->count = (uint32_t)len;
                     break;
                 }
                 fl_dtype dt;
@@ -404,7 +403,7 @@ static void encode_fields(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
                 const uint8_t *data;
                 size_t dl;
                 char why[200];
-                if (pd_npy_parse(c->ffile, len, &dt, &nd, shape, &data, &dl, why, sizeof why))
+                if (pd_npy_parse(c->fval[i], len, &dt, &nd, shape, &data, &dl, why, sizeof why))
                     REJECT("field %s: %.200s: %s", f->name, v->path, why);
                 int same = dt == f->dtype && nd == f->ndim;
                 for (uint32_t d = 0; same && d < nd; d++) same = shape[d] == f->shape[d];

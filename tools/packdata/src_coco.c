@@ -8,7 +8,9 @@
  * Checks, each naming the annotation and its image: a box more than 1 px outside the image
  * (within that slack it is clipped), a negative width or height, an unknown category or image
  * id, a malformed segmentation; duplicate image or category ids. A bad annotation rejects its
- * image (with --on-error skip: that image is left out and reported). */
+ * image (with --on-error skip: that image is left out and reported).
+ * The file is checked whole but parsed one list element at a time (see "the file's outline"),
+ * so memory follows the file's size, not the number of values in it. */
 #include "packdata.h"
 #include "pd_coco.h"
 
@@ -54,43 +56,171 @@ static int get_int(const fl_jnode *o, const char *key, int64_t *v) {
     return 0;
 }
 
-/* Per-image annotation state while grouping. */
-typedef struct ann_group {
-    size_t first, n; /* into the order array */
-    int bad;         /* a rejected annotation: the image is left out */
-} ann_group;
+/* ---- the file's outline ---------------------------------------------------------------------
+ * Most of a COCO file is its "images" and "annotations" lists (COCO 2017 train: 448 MB, 860k
+ * annotations). Parsed into one tree (fl_jparse keeps ~96 bytes per value) a 39 MB file of 100k
+ * annotations took 500 MB; instead a scanner checks the syntax of the whole text and finds the
+ * top-level members and the lists' elements, and each element is parsed alone (a tree of a few
+ * dozen values, freed at once) and reduced to what the records need. */
 
-typedef struct coco {
-    const char *file;
-    pd_items *out;
-    pd_reject_ctx *rc;
-    int masks;
-    cat *cats;
-    size_t ncat;
-    const fl_jnode **images; /* the "images" entries, in file order */
-    size_t nimg;
-    img *ids;                /* sorted by id */
-} coco;
+typedef struct span {
+    size_t b, e; /* [b, e) of the text; b == e: absent */
+} span;
 
-static long find_cat(const coco *c, int64_t id) {
-    size_t lo = 0, hi = c->ncat;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c->cats[mid].id < id) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < c->ncat && c->cats[lo].id == id ? (long)lo : -1;
+typedef struct jscan {
+    const char *t;
+    size_t len, p;
+} jscan;
+
+static void scan_ws(jscan *s) {
+    while (s->p < s->len && (s->t[s->p] == ' ' || s->t[s->p] == '\t' || s->t[s->p] == '\n' || s->t[s->p] == '\r'))
+        s->p++;
 }
 
-static long find_img(const coco *c, int64_t id) {
-    size_t lo = 0, hi = c->nimg;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (c->ids[mid].id < id) lo = mid + 1;
-        else hi = mid;
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int scan_string(jscan *s) {
+    s->p++; /* the opening quote */
+    while (s->p < s->len) {
+        unsigned char c = (unsigned char)s->t[s->p++];
+        if (c == '"') return 0;
+        if (c < 0x20) return -1;
+        if (c != '\\') continue;
+        if (s->p >= s->len) return -1;
+        char e = s->t[s->p++];
+        if (e == 'u') {
+            for (int k = 0; k < 4; k++, s->p++)
+                if (s->p >= s->len || !strchr("0123456789abcdefABCDEF", s->t[s->p]) || !s->t[s->p]) return -1;
+        } else if (!e || !strchr("\"\\/bfnrt", e)) {
+            return -1;
+        }
     }
-    return lo < c->nimg && c->ids[lo].id == id ? (long)c->ids[lo].index : -1;
+    return -1;
 }
+
+static int scan_digits(jscan *s) {
+    if (s->p >= s->len || !is_digit(s->t[s->p])) return -1;
+    while (s->p < s->len && is_digit(s->t[s->p])) s->p++;
+    return 0;
+}
+
+static int scan_number(jscan *s) {
+    if (s->t[s->p] == '-') s->p++;
+    if (s->p < s->len && s->t[s->p] == '0') s->p++;
+    else if (scan_digits(s)) return -1;
+    if (s->p < s->len && s->t[s->p] == '.') {
+        s->p++;
+        if (scan_digits(s)) return -1;
+    }
+    if (s->p < s->len && (s->t[s->p] == 'e' || s->t[s->p] == 'E')) {
+        s->p++;
+        if (s->p < s->len && (s->t[s->p] == '+' || s->t[s->p] == '-')) s->p++;
+        if (scan_digits(s)) return -1;
+    }
+    return 0;
+}
+
+/* Skip one JSON value (after white space), checking its syntax. 0, or -1 at a syntax error. */
+static int scan_value(jscan *s, int depth) {
+    scan_ws(s);
+    if (s->p >= s->len || depth > 64) return -1;
+    char c = s->t[s->p];
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        s->p++;
+        scan_ws(s);
+        if (s->p < s->len && s->t[s->p] == close) {
+            s->p++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                scan_ws(s);
+                if (s->p >= s->len || s->t[s->p] != '"' || scan_string(s)) return -1;
+                scan_ws(s);
+                if (s->p >= s->len || s->t[s->p] != ':') return -1;
+                s->p++;
+            }
+            if (scan_value(s, depth + 1)) return -1;
+            scan_ws(s);
+            if (s->p >= s->len) return -1;
+            if (s->t[s->p] == ',') {
+                s->p++;
+                continue;
+            }
+            if (s->t[s->p] != close) return -1;
+            s->p++;
+            return 0;
+        }
+    }
+    if (c == '"') return scan_string(s);
+    if (c == '-' || is_digit(c)) return scan_number(s);
+    static const char *const lit[3] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(lit[k]);
+        if (s->len - s->p >= n && !memcmp(s->t + s->p, lit[k], n)) {
+            s->p += n;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The whole text checked and the spans of the members "images", "annotations", "categories"
+ * of the top-level object found (the first of each name, as fl_jget finds). Returns 0, or -1
+ * when the text is not valid JSON or not an object. */
+static int coco_outline(const char *t, size_t len, span *images, span *anns, span *cats) {
+    jscan s = {t, len, 0};
+    memset(images, 0, sizeof *images);
+    memset(anns, 0, sizeof *anns);
+    memset(cats, 0, sizeof *cats);
+    scan_ws(&s);
+    if (s.p >= len || t[s.p] != '{') return -1;
+    size_t obj = s.p;
+    if (scan_value(&s, 1)) return -1;
+    scan_ws(&s);
+    if (s.p != len) return -1;
+    /* valid: walk the members again, without checks */
+    s.p = obj + 1;
+    for (;;) {
+        scan_ws(&s);
+        if (t[s.p] == '}') return 0;
+        size_t kb = s.p;
+        scan_string(&s);
+        size_t ke = s.p;
+        scan_ws(&s);
+        s.p++; /* ':' */
+        scan_ws(&s);
+        span v = {s.p, 0};
+        scan_value(&s, 1);
+        v.e = s.p;
+        const char *k = t + kb + 1;
+        size_t kl = ke - kb - 2;
+        span *dst = kl == 6 && !memcmp(k, "images", 6)         ? images
+                    : kl == 11 && !memcmp(k, "annotations", 11) ? anns
+                    : kl == 10 && !memcmp(k, "categories", 10)  ? cats : NULL;
+        if (dst && dst->b == dst->e) *dst = v;
+        scan_ws(&s);
+        if (t[s.p] == ',') s.p++;
+    }
+}
+
+/* The next element of the list at `arr` (a checked span starting with '['): its span in *el,
+ * *p the scan position (arr.b + 1 before the first call). Returns 1, or 0 after the last. */
+static int next_element(const char *t, span arr, size_t *p, span *el) {
+    jscan s = {t, arr.e, *p};
+    scan_ws(&s);
+    if (s.p >= arr.e || t[s.p] == ']') return 0;
+    el->b = s.p;
+    scan_value(&s, 1);
+    el->e = s.p;
+    scan_ws(&s);
+    if (s.p < arr.e && t[s.p] == ',') s.p++;
+    *p = s.p;
+    return 1;
+}
+
+static int is_list(const char *t, span v) { return v.e > v.b && t[v.b] == '['; }
 
 /* The segmentation of one annotation into the blob. Returns 0, -1 (why filled), -ENOMEM. */
 static int add_segmentation(pd_segbuf *sb, const fl_jnode *seg, uint32_t value, uint32_t w,
@@ -167,87 +297,271 @@ static int add_segmentation(pd_segbuf *sb, const fl_jnode *seg, uint32_t value, 
     return 0;
 }
 
-/* One image and its annotations (order[first..first+n) index `anns`) into an item. Returns 0
- * (added or rejected-and-skipped), 1 (stop), -ENOMEM. */
-static int add_image(coco *c, const pd_source_opts *so, const fl_jnode *im, const fl_jnode **anns,
-                     const size_t *order, size_t n, pd_segbuf *sb, float *boxes, int32_t *labels,
-                     int32_t *crowd) {
-    pd_items *out = c->out;
-    int64_t id = 0, w = 0, h = 0;
-    get_int(im, "id", &id);
-    const fl_jnode *fn = fl_jget(im, "file_name");
-    char src[600];
-    snprintf(src, sizeof src, "%s: image id %lld", c->file, (long long)id);
-    if (!fn || fn->type != FL_J_STRING || !fn->str_len)
-        return pd_reject(c->rc, src, "has no \"file_name\"") ? 1 : 0;
-    snprintf(src, sizeof src, "%s: image id %lld (%.400s)", c->file, (long long)id, fn->str);
-    if (get_int(im, "width", &w) || get_int(im, "height", &h) || w <= 0 || h <= 0 || w > 65535 ||
-        h > 65535)
-        return pd_reject(c->rc, src, "needs \"width\" and \"height\" (1..65535)") ? 1 : 0;
-    sb->n = 0;
-    if (c->masks && pd_segbuf_push(sb, 0)) return -ENOMEM;
-    size_t nseg = 0;
-    for (size_t k = 0; k < n; k++) {
-        const fl_jnode *a = anns[order[k]];
-        int64_t aid = -1, cid = 0, isc = 0;
-        get_int(a, "id", &aid);
-        char asrc[700];
-        snprintf(asrc, sizeof asrc, "%s: annotation id %lld (image id %lld, %.400s)", c->file,
-                 (long long)aid, (long long)id, fn->str);
-        const fl_jnode *bb = fl_jget(a, "bbox");
-        if (get_int(a, "category_id", &cid))
-            return pd_reject(c->rc, asrc, "has no integer \"category_id\"") ? 1 : 0;
-        long ci = find_cat(c, cid);
-        if (ci < 0)
-            return pd_reject(c->rc, asrc, "category_id %lld is not in \"categories\"", (long long)cid) ? 1 : 0;
-        const fl_jnode *ic = fl_jget(a, "iscrowd");
-        if (ic && (ic->type != FL_J_NUMBER || !ic->is_int || (ic->ival != 0 && ic->ival != 1)))
-            return pd_reject(c->rc, asrc, "\"iscrowd\" is not 0 or 1") ? 1 : 0;
-        isc = ic ? ic->ival : 0;
-        double v[4];
-        if (!bb || bb->type != FL_J_ARRAY || bb->count != 4)
-            return pd_reject(c->rc, asrc, "\"bbox\" is not [x, y, width, height]") ? 1 : 0;
-        int i = 0;
-        for (const fl_jnode *x = bb->child; x; x = x->next, i++) {
-            if (x->type != FL_J_NUMBER || !isfinite(x->dval))
-                return pd_reject(c->rc, asrc, "\"bbox\" holds a value that is not a number") ? 1 : 0;
-            v[i] = x->dval;
+
+/* ---- images, annotations, records ---------------------------------------------------------- */
+
+/* One entry of "images". */
+typedef struct coco_img {
+    int64_t id;
+    const char *file; /* file_name in the item list's arena, NULL when missing or empty */
+    int64_t w, h;     /* -1 when missing or not an integer */
+    int bad;          /* a rejected annotation or a duplicate id: the image is left out */
+} coco_img;
+
+/* One annotation that passed its checks, reduced to its record values. */
+typedef struct coco_ann {
+    uint32_t img;          /* index into images */
+    int32_t label, crowd;
+    float box[4];          /* xyxy, clipped to the image */
+    size_t seg_off;        /* its object in the segments buffer (with --masks) */
+    size_t seg_len;        /* doubles; 0: no segmentation */
+} coco_ann;
+
+typedef struct coco {
+    const char *file;
+    const char *text;
+    pd_items *out;
+    pd_reject_ctx *rc;
+    int masks;
+    cat *cats;
+    size_t ncat;
+    coco_img *images;      /* in file order */
+    size_t nimg;
+    img *ids;              /* sorted by id */
+    coco_ann *anns;        /* in file order */
+    size_t nann, ann_cap;
+    pd_segbuf seg;         /* every kept annotation's object, one after the other */
+} coco;
+
+static long find_cat(const coco *c, int64_t id) {
+    size_t lo = 0, hi = c->ncat;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->cats[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->ncat && c->cats[lo].id == id ? (long)lo : -1;
+}
+
+static long find_img(const coco *c, int64_t id) {
+    size_t lo = 0, hi = c->nimg;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->ids[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->nimg && c->ids[lo].id == id ? (long)c->ids[lo].index : -1;
+}
+
+/* Parse element `el` of the text alone. Returns 0 or the error of fl_jparse (-ENOMEM: the text
+ * was checked already). */
+static int parse_element(const coco *c, span el, fl_jdoc **doc, fl_error *err) {
+    return fl_jparse(c->text + el.b, el.e - el.b, c->file, doc, err);
+}
+
+/* The categories (sorted by id: their order is the class order). names are strdup'ed. */
+static int read_categories(coco *c, span list, fl_error *err) {
+    size_t p = list.b + 1, cap = 0;
+    span el;
+    while (next_element(c->text, list, &p, &el)) {
+        if (c->ncat == cap) {
+            cap = cap ? cap * 2 : 64;
+            cat *v = realloc(c->cats, cap * sizeof *v);
+            if (!v) return -ENOMEM;
+            c->cats = v;
         }
-        if (v[2] < 0 || v[3] < 0)
-            return pd_reject(c->rc, asrc, "\"bbox\" [%g, %g, %g, %g] has a negative width or height",
-                             v[0], v[1], v[2], v[3]) ? 1 : 0;
-        double x0 = v[0], y0 = v[1], x1 = v[0] + v[2], y1 = v[1] + v[3];
-        if (x0 < -BOX_SLACK || y0 < -BOX_SLACK || x1 > (double)w + BOX_SLACK || y1 > (double)h + BOX_SLACK)
-            return pd_reject(c->rc, asrc, "\"bbox\" [%g, %g, %g, %g] lies outside the %lldx%lld image",
-                             v[0], v[1], v[2], v[3], (long long)w, (long long)h) ? 1 : 0;
-        boxes[4 * k + 0] = (float)fmin(fmax(x0, 0), (double)w);
-        boxes[4 * k + 1] = (float)fmin(fmax(y0, 0), (double)h);
-        boxes[4 * k + 2] = (float)fmin(fmax(x1, 0), (double)w);
-        boxes[4 * k + 3] = (float)fmin(fmax(y1, 0), (double)h);
-        labels[k] = (int32_t)ci;
-        crowd[k] = (int32_t)isc;
-        if (c->masks) {
-            const fl_jnode *seg = fl_jget(a, "segmentation");
-            if (!seg) continue; /* a box without a mask paints nothing */
+        fl_jdoc *doc;
+        int r = parse_element(c, el, &doc, err);
+        if (r) return r;
+        const fl_jnode *n = fl_jroot(doc), *nm = fl_jget(n, "name");
+        cat *k = &c->cats[c->ncat];
+        k->name = NULL;
+        if (get_int(n, "id", &k->id) || !nm || nm->type != FL_J_STRING) {
+            fl_jfree(doc);
+            return fl_error_set(err, FL_E_FORMAT, "%s: categories[%zu] needs an integer \"id\" and a "
+                                "\"name\"", c->file, c->ncat);
+        }
+        k->name = strdup(nm->str);
+        fl_jfree(doc);
+        if (!k->name) return -ENOMEM;
+        c->ncat++;
+    }
+    qsort(c->cats, c->ncat, sizeof *c->cats, cmp_cat);
+    for (size_t i = 1; i < c->ncat; i++)
+        if (c->cats[i].id == c->cats[i - 1].id)
+            return fl_error_set(err, FL_E_FORMAT, "%s: category id %lld appears twice in \"categories\"",
+                                c->file, (long long)c->cats[i].id);
+    if (!c->ncat) return fl_error_set(err, FL_E_FORMAT, "%s: \"categories\" is empty", c->file);
+    return 0;
+}
+
+/* The images: id, file_name, size; sorted by id for the annotations; a duplicate id rejected
+ * (the later entry). Returns 0, 1 (pd_reject said stop), or an error. */
+static int read_images(coco *c, span list, fl_error *err) {
+    size_t p = list.b + 1, cap = 0;
+    span el;
+    while (next_element(c->text, list, &p, &el)) {
+        if (c->nimg == cap) {
+            cap = cap ? cap * 2 : 1024;
+            coco_img *v = realloc(c->images, cap * sizeof *v);
+            if (!v) return -ENOMEM;
+            c->images = v;
+        }
+        fl_jdoc *doc;
+        int r = parse_element(c, el, &doc, err);
+        if (r) return r;
+        const fl_jnode *n = fl_jroot(doc), *fn = fl_jget(n, "file_name");
+        coco_img *im = &c->images[c->nimg];
+        memset(im, 0, sizeof *im);
+        if (get_int(n, "id", &im->id)) {
+            fl_jfree(doc);
+            return fl_error_set(err, FL_E_FORMAT, "%s: images[%zu] has no integer \"id\"", c->file, c->nimg);
+        }
+        if (fn && fn->type == FL_J_STRING && fn->str_len && !(im->file = pd_items_strdup(c->out, fn->str))) {
+            fl_jfree(doc);
+            return -ENOMEM;
+        }
+        if (get_int(n, "width", &im->w)) im->w = -1;
+        if (get_int(n, "height", &im->h)) im->h = -1;
+        fl_jfree(doc);
+        c->nimg++;
+    }
+    c->ids = calloc(c->nimg ? c->nimg : 1, sizeof *c->ids);
+    if (!c->ids) return -ENOMEM;
+    for (size_t i = 0; i < c->nimg; i++) c->ids[i].id = c->images[i].id, c->ids[i].index = i;
+    qsort(c->ids, c->nimg, sizeof *c->ids, cmp_img);
+    for (size_t i = 1; i < c->nimg; i++)
+        if (c->ids[i].id == c->ids[i - 1].id) {
+            char src[600];
+            snprintf(src, sizeof src, "%s: images[%zu]", c->file, c->ids[i].index);
+            if (pd_reject(c->rc, src, "image id %lld appears twice in \"images\"", (long long)c->ids[i].id))
+                return 1;
+            c->images[c->ids[i].index].bad = 1;
+        }
+    return 0;
+}
+
+static int image_usable(const coco_img *im) {
+    return im->file && im->w > 0 && im->h > 0 && im->w <= 65535 && im->h <= 65535;
+}
+
+/* One annotation checked and reduced (a). Returns 0 (kept, or rejected with its image left out
+ * and reported), 1 (pd_reject said stop), -ENOMEM. */
+static int read_annotation(coco *c, const fl_jnode *a) {
+    int64_t aid = -1, iid, cid = 0;
+    get_int(a, "id", &aid);
+    long ii;
+    if (get_int(a, "image_id", &iid) || (ii = find_img(c, iid)) < 0) {
+        char src[600];
+        snprintf(src, sizeof src, "%s: annotation id %lld", c->file, (long long)aid);
+        return pd_reject(c->rc, src, "image_id is not the id of an entry of \"images\"") ? 1 : 0;
+    }
+    coco_img *im = &c->images[ii];
+    /* an image already left out, or one its own checks will reject when the records are made */
+    if (im->bad || !image_usable(im)) return 0;
+    char asrc[700];
+    snprintf(asrc, sizeof asrc, "%s: annotation id %lld (image id %lld, %.400s)", c->file,
+             (long long)aid, (long long)im->id, im->file);
+#define BAD(...) do { im->bad = 1; return pd_reject(c->rc, asrc, __VA_ARGS__) ? 1 : 0; } while (0)
+    if (get_int(a, "category_id", &cid)) BAD("has no integer \"category_id\"");
+    long ci = find_cat(c, cid);
+    if (ci < 0) BAD("category_id %lld is not in \"categories\"", (long long)cid);
+    const fl_jnode *ic = fl_jget(a, "iscrowd");
+    if (ic && (ic->type != FL_J_NUMBER || !ic->is_int || (ic->ival != 0 && ic->ival != 1)))
+        BAD("\"iscrowd\" is not 0 or 1");
+    const fl_jnode *bb = fl_jget(a, "bbox");
+    double v[4];
+    if (!bb || bb->type != FL_J_ARRAY || bb->count != 4) BAD("\"bbox\" is not [x, y, width, height]");
+    int i = 0;
+    for (const fl_jnode *x = bb->child; x; x = x->next, i++) {
+        if (x->type != FL_J_NUMBER || !isfinite(x->dval)) BAD("\"bbox\" holds a value that is not a number");
+        v[i] = x->dval;
+    }
+    if (v[2] < 0 || v[3] < 0)
+        BAD("\"bbox\" [%g, %g, %g, %g] has a negative width or height", v[0], v[1], v[2], v[3]);
+    double x0 = v[0], y0 = v[1], x1 = v[0] + v[2], y1 = v[1] + v[3], w = (double)im->w, h = (double)im->h;
+    if (x0 < -BOX_SLACK || y0 < -BOX_SLACK || x1 > w + BOX_SLACK || y1 > h + BOX_SLACK)
+        BAD("\"bbox\" [%g, %g, %g, %g] lies outside the %lldx%lld image", v[0], v[1], v[2], v[3],
+            (long long)im->w, (long long)im->h);
+    size_t seg_off = c->seg.n, seg_len = 0;
+    if (c->masks) {
+        const fl_jnode *seg = fl_jget(a, "segmentation");
+        if (seg) { /* a box without a mask paints nothing */
             char why[300];
-            int r = add_segmentation(sb, seg, (uint32_t)ci + 1, (uint32_t)w, (uint32_t)h, why, sizeof why);
+            int r = add_segmentation(&c->seg, seg, (uint32_t)ci + 1, (uint32_t)im->w, (uint32_t)im->h,
+                                     why, sizeof why);
             if (r == -ENOMEM) return r;
-            if (r) return pd_reject(c->rc, asrc, "%s", why) ? 1 : 0;
-            nseg++;
+            if (r) {
+                c->seg.n = seg_off;
+                BAD("%s", why);
+            }
+            seg_len = c->seg.n - seg_off;
         }
     }
-    if (c->masks) sb->v[0] = (double)nseg;
-    /* the item */
-    char *path = pd_path_join(so->root, fn->str);
+#undef BAD
+    if (c->nann == c->ann_cap) {
+        size_t cap = c->ann_cap ? c->ann_cap * 2 : 1024;
+        coco_ann *n = realloc(c->anns, cap * sizeof *n);
+        if (!n) return -ENOMEM;
+        c->anns = n;
+        c->ann_cap = cap;
+    }
+    coco_ann *o = &c->anns[c->nann++];
+    o->img = (uint32_t)ii;
+    o->label = (int32_t)ci;
+    o->crowd = ic ? (int32_t)ic->ival : 0;
+    o->box[0] = (float)fmin(fmax(x0, 0), w);
+    o->box[1] = (float)fmin(fmax(y0, 0), h);
+    o->box[2] = (float)fmin(fmax(x1, 0), w);
+    o->box[3] = (float)fmin(fmax(y1, 0), h);
+    o->seg_off = seg_off;
+    o->seg_len = seg_len;
+    return 0;
+}
+
+static int read_annotations(coco *c, span list, fl_error *err) {
+    size_t p = list.b + 1;
+    span el;
+    while (next_element(c->text, list, &p, &el)) {
+        fl_jdoc *doc;
+        int r = parse_element(c, el, &doc, err);
+        if (r) return r;
+        r = read_annotation(c, fl_jroot(doc));
+        fl_jfree(doc);
+        if (r) return r;
+    }
+    return 0;
+}
+
+/* Image i and its kept annotations (anns[order[0..n)], file order) into an item. Returns 0
+ * (added, or rejected and skipped), 1 (stop), -ENOMEM. */
+static int add_image(coco *c, const pd_source_opts *so, size_t i, const size_t *order, size_t n,
+                     float *boxes, int32_t *labels, int32_t *crowd) {
+    pd_items *out = c->out;
+    const coco_img *im = &c->images[i];
+    char src[600];
+    snprintf(src, sizeof src, "%s: image id %lld", c->file, (long long)im->id);
+    if (!im->file) return pd_reject(c->rc, src, "has no \"file_name\"") ? 1 : 0;
+    snprintf(src, sizeof src, "%s: image id %lld (%.400s)", c->file, (long long)im->id, im->file);
+    if (!image_usable(im)) return pd_reject(c->rc, src, "needs \"width\" and \"height\" (1..65535)") ? 1 : 0;
+    size_t nseg = 0, seg_total = 1;
+    for (size_t k = 0; k < n; k++) {
+        const coco_ann *a = &c->anns[order[k]];
+        memcpy(boxes + 4 * k, a->box, 16);
+        labels[k] = a->label;
+        crowd[k] = a->crowd;
+        if (a->seg_len) nseg++, seg_total += a->seg_len;
+    }
+    char *path = pd_path_join(so->root, im->file);
     if (!path) return -ENOMEM;
     pd_item it = {0};
-    it.name = pd_items_strdup(out, fn->str);
+    it.name = im->file;
     it.path = pd_items_strdup(out, path);
     free(path);
     it.values = pd_items_new_values(out);
-    it.src_width = (uint32_t)w;
-    it.src_height = (uint32_t)h;
-    if (!it.name || !it.path || !it.values) return -ENOMEM;
+    it.src_width = (uint32_t)im->w;
+    it.src_height = (uint32_t)im->h;
+    if (!it.path || !it.values) return -ENOMEM;
     pd_value *vb = &it.values[1], *vl = &it.values[2], *vc = &it.values[3];
     if (n) {
         vb->kind = vl->kind = vc->kind = PD_VAL_DATA;
@@ -260,10 +574,20 @@ static int add_image(coco *c, const pd_source_opts *so, const fl_jnode *im, cons
             return -ENOMEM;
     }
     if (c->masks) {
+        /* the segments blob: [number of objects] then each object as read */
         pd_value *vm = &it.values[4];
+        double *blob = pd_items_memdup(out, NULL, seg_total * sizeof(double));
+        if (!blob) return -ENOMEM;
+        blob[0] = (double)nseg;
+        size_t o = 1;
+        for (size_t k = 0; k < n; k++) {
+            const coco_ann *a = &c->anns[order[k]];
+            memcpy(blob + o, c->seg.v + a->seg_off, a->seg_len * sizeof(double));
+            o += a->seg_len;
+        }
         vm->kind = PD_VAL_SEGMENTS;
-        vm->len = sb->n;
-        if (!(vm->data = pd_items_memdup(out, sb->v, sb->n * sizeof(double)))) return -ENOMEM;
+        vm->data = blob;
+        vm->len = seg_total;
     }
     return pd_items_push(out, &it) ? -ENOMEM : 0;
 }
@@ -277,121 +601,49 @@ int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
     size_t len = 0;
     int r = pd_read_file(file, 0, (size_t)8 << 30, &data, &len, err);
     if (r) return r;
-    fl_jdoc *doc = NULL;
-    r = fl_jparse((const char *)data, len, file, &doc, err);
-    free(data);
-    if (r) return r;
-    coco c = {.file = file, .out = out, .rc = rc, .masks = so->masks};
-    const fl_jnode *root = fl_jroot(doc);
-    const fl_jnode *jimages = fl_jget(root, "images"), *janns = fl_jget(root, "annotations"),
-                   *jcats = fl_jget(root, "categories");
-    const fl_jnode **anns = NULL;
+    coco c = {.file = file, .text = (const char *)data, .out = out, .rc = rc, .masks = so->masks};
     size_t *order = NULL, *start = NULL;
-    ann_group *groups = NULL;
     float *boxes = NULL;
     int32_t *labels = NULL, *crowd = NULL;
-    pd_segbuf sb = {0};
     char **names = NULL;
-    if (!jimages || jimages->type != FL_J_ARRAY || !jcats || jcats->type != FL_J_ARRAY ||
-        (janns && janns->type != FL_J_ARRAY)) {
+    span jimages, janns, jcats;
+    if (coco_outline(c.text, len, &jimages, &janns, &jcats)) {
+        /* fl_jparse says where and why (it fails where the scanner did) */
+        fl_jdoc *doc = NULL;
+        r = fl_jparse(c.text, len, file, &doc, err);
+        fl_jfree(doc);
+        if (!r) r = fl_error_set(err, FL_E_FORMAT, "%s: not a COCO instances file: the top level "
+                                 "is not an object", file);
+        goto done;
+    }
+    if (!is_list(c.text, jimages) || !is_list(c.text, jcats) ||
+        (janns.e > janns.b && !is_list(c.text, janns))) {
         r = fl_error_set(err, FL_E_FORMAT, "%s: not a COCO instances file: needs \"images\" and "
                          "\"categories\" lists (and \"annotations\")", file);
         goto done;
     }
-    /* categories, sorted by id: their order is the class order */
-    c.ncat = jcats->count;
-    c.cats = calloc(c.ncat ? c.ncat : 1, sizeof *c.cats);
-    if (!c.cats) goto oom;
-    size_t i = 0;
-    for (const fl_jnode *n = jcats->child; n; n = n->next, i++) {
-        const fl_jnode *nm = fl_jget(n, "name");
-        if (get_int(n, "id", &c.cats[i].id) || !nm || nm->type != FL_J_STRING) {
-            r = fl_error_set(err, FL_E_FORMAT, "%s: categories[%zu] needs an integer \"id\" and a "
-                             "\"name\"", file, i);
-            goto done;
-        }
-        c.cats[i].name = nm->str;
-    }
-    qsort(c.cats, c.ncat, sizeof *c.cats, cmp_cat);
-    for (i = 1; i < c.ncat; i++)
-        if (c.cats[i].id == c.cats[i - 1].id) {
-            r = fl_error_set(err, FL_E_FORMAT, "%s: category id %lld appears twice in \"categories\"",
-                             file, (long long)c.cats[i].id);
-            goto done;
-        }
-    if (!c.ncat) {
-        r = fl_error_set(err, FL_E_FORMAT, "%s: \"categories\" is empty", file);
+    if ((r = read_categories(&c, jcats, err)) || (r = read_images(&c, jimages, err)) ||
+        (janns.e > janns.b && (r = read_annotations(&c, janns, err)))) {
+        if (r == 1) r = pd_fail_reported(err, FL_E_FORMAT);
+        else if (r == -ENOMEM) goto oom;
         goto done;
     }
-    /* images by id */
-    c.nimg = jimages->count;
-    c.images = calloc(c.nimg ? c.nimg : 1, sizeof *c.images);
-    c.ids = calloc(c.nimg ? c.nimg : 1, sizeof *c.ids);
-    if (!c.images || !c.ids) goto oom;
-    i = 0;
-    for (const fl_jnode *n = jimages->child; n; n = n->next, i++) {
-        c.images[i] = n;
-        c.ids[i].index = i;
-        if (get_int(n, "id", &c.ids[i].id)) {
-            r = fl_error_set(err, FL_E_FORMAT, "%s: images[%zu] has no integer \"id\"", file, i);
-            goto done;
-        }
-    }
-    qsort(c.ids, c.nimg, sizeof *c.ids, cmp_img);
-    groups = calloc(c.nimg ? c.nimg : 1, sizeof *groups);
-    if (!groups) goto oom;
-    for (i = 1; i < c.nimg; i++)
-        if (c.ids[i].id == c.ids[i - 1].id) {
-            /* the later entry is the bad one: keep the first */
-            char src[600];
-            snprintf(src, sizeof src, "%s: images[%zu]", file, c.ids[i].index);
-            if (pd_reject(rc, src, "image id %lld appears twice in \"images\"", (long long)c.ids[i].id)) {
-                r = pd_fail_reported(err, FL_E_FORMAT);
-                goto done;
-            }
-            groups[c.ids[i].index].bad = 1;
-        }
+    free(data); /* everything needed was copied out */
+    data = NULL;
+    c.text = NULL;
     /* annotations grouped by image, file order kept within an image (counting sort) */
-    size_t na = janns ? janns->count : 0;
-    anns = calloc(na ? na : 1, sizeof *anns);
-    order = calloc(na ? na : 1, sizeof *order);
-    long *owner = calloc(na ? na : 1, sizeof *owner);
     start = calloc(c.nimg + 1, sizeof *start);
-    if (!anns || !order || !owner || !start) {
-        free(owner);
-        goto oom;
-    }
-    i = 0;
+    order = calloc(c.nann ? c.nann : 1, sizeof *order);
+    if (!start || !order) goto oom;
+    for (size_t i = 0; i < c.nann; i++) start[c.anns[i].img + 1]++;
     size_t maxn = 0;
-    for (const fl_jnode *n = janns ? janns->child : NULL; n; n = n->next, i++) {
-        anns[i] = n;
-        int64_t iid, aid = -1;
-        get_int(n, "id", &aid);
-        if (get_int(n, "image_id", &iid) || (owner[i] = find_img(&c, iid)) < 0) {
-            char src[600];
-            snprintf(src, sizeof src, "%s: annotation id %lld", file, (long long)aid);
-            owner[i] = -1;
-            if (pd_reject(rc, src, "image_id is not the id of an entry of \"images\"")) {
-                free(owner);
-                r = pd_fail_reported(err, FL_E_FORMAT);
-                goto done;
-            }
-            continue;
-        }
-        groups[owner[i]].n++;
+    for (size_t i = 0; i < c.nimg; i++) {
+        if (start[i + 1] > maxn) maxn = start[i + 1];
+        start[i + 1] += start[i];
     }
-    for (i = 0; i < c.nimg; i++) {
-        start[i + 1] = start[i] + groups[i].n;
-        groups[i].first = start[i];
-        if (groups[i].n > maxn) maxn = groups[i].n;
-        groups[i].n = 0;
-    }
-    for (i = 0; i < na; i++)
-        if (owner[i] >= 0) {
-            ann_group *g = &groups[owner[i]];
-            order[g->first + g->n++] = i;
-        }
-    free(owner);
+    for (size_t i = 0; i < c.nann; i++) order[start[c.anns[i].img]++] = i;
+    for (size_t i = c.nimg; i > 0; i--) start[i] = start[i - 1]; /* back to each group's first */
+    start[0] = 0;
     /* the schema */
     out->num_fields = 0;
     pd_items_add_field(out, "image", FL_FIELD_IMAGE, FL_DTYPE_U8, 0, NULL, -1);
@@ -407,10 +659,9 @@ int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
     labels = malloc((maxn ? maxn : 1) * 4);
     crowd = malloc((maxn ? maxn : 1) * 4);
     if (!boxes || !labels || !crowd) goto oom;
-    for (i = 0; i < c.nimg; i++) {
-        if (groups[i].bad) continue;
-        int k = add_image(&c, so, c.images[i], anns, order + groups[i].first, groups[i].n, &sb,
-                          boxes, labels, crowd);
+    for (size_t i = 0; i < c.nimg; i++) {
+        if (c.images[i].bad) continue;
+        int k = add_image(&c, so, i, order + start[i], start[i + 1] - start[i], boxes, labels, crowd);
         if (k < 0) goto oom;
         if (k) {
             r = pd_fail_reported(err, FL_E_FORMAT);
@@ -419,7 +670,7 @@ int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
     }
     names = calloc(c.ncat, sizeof *names);
     if (!names) goto oom;
-    for (i = 0; i < c.ncat; i++) names[i] = (char *)c.cats[i].name;
+    for (size_t i = 0; i < c.ncat; i++) names[i] = (char *)c.cats[i].name;
     if (pd_items_set_classes(out, names, (uint32_t)c.ncat)) goto oom;
     out->form = "coco";
     r = 0;
@@ -427,18 +678,18 @@ int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
 oom:
     r = fl_error_set(err, -ENOMEM, "out of memory reading %s", file);
 done:
+    free(data);
     free(names);
-    free(sb.v);
     free(boxes);
     free(labels);
     free(crowd);
-    free(anns);
     free(order);
     free(start);
-    free(groups);
+    for (size_t i = 0; i < c.ncat; i++) free((char *)c.cats[i].name);
     free(c.cats);
     free(c.images);
     free(c.ids);
-    fl_jfree(doc);
+    free(c.anns);
+    free(c.seg.v);
     return r;
 }
