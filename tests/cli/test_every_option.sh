@@ -75,6 +75,7 @@ declare -A OPT_POS=(
     ["pack --split"]="$T/fx/idx @DST" ["pack --cifar100-labels"]="$T/fx/cifar100 @DST"
     ["pack --num-classes"]="$T/fx/list.txt @DST" ["pack --classes"]="$T/fx/list.txt @DST"
     ["pack --class-names"]="$T/fx/list.txt @DST"
+    ["pack --wds"]="@DST"
 )
 # options that need another option to mean anything (given before the option under test)
 declare -A OPT_ARGS=(
@@ -93,7 +94,7 @@ declare -A ARITY2=(["pack --idx"]=1)
 declare -A TEXT=(
     ["pack --root"]=1 ["pack --csv"]=1 ["pack --idx"]=1 ["pack --path-column"]=1
     ["pack --label-column"]=1 ["pack --split"]=1 ["pack --classes"]=1 ["pack --class-names"]=1
-    ["pack --report"]=1 ["extract -o"]=1 ["extract --output"]=1
+    ["pack --report"]=1 ["pack --wds"]=1 ["extract -o"]=1 ["extract --output"]=1
     ["train --data"]=1 ["train --val"]=1 ["train --checkpoint"]=1
     ["predict --logits"]=1 ["predict --csv"]=1
     ["train --log"]=1
@@ -128,6 +129,7 @@ declare -A SAMPLE=(
     ["pack --backend"]="lmdb" ["pack --shard-size"]="64K" ["pack --seed"]="7" ["pack --part"]="0/2"
     ["pack --workers"]="2" ["pack --on-error"]="skip" ["pack --report"]="report.tsv"
     ["pack --max-pixels"]="1000000"
+    ["pack --wds"]="$T/fx/no-such-shards.tar"   # well-formed; the missing file is a data error (exit 1)
     ["extract -o"]="x.png" ["extract --output"]="x.png"
     ["bench --workers"]="1" ["bench --batch"]="4" ["bench --size"]="8" ["bench --augment"]="rrc,flip"
     ["bench --scale"]="0.5,1" ["bench --ratio"]="0.75,1.3333" ["bench --order"]="seq"
