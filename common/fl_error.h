@@ -43,7 +43,8 @@ enum {
     FL_E_LAST = -40015
 };
 
-/* One error: its code and a printable one-line message ("path: record 17: reason"). */
+/* One error: its code and a printable one-line message ("path: record 17: reason"). A message
+ * longer than msg keeps its start and its end (the reason) with "..." in the middle. */
 typedef struct fl_error {
     int code;
     char msg[768];

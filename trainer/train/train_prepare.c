@@ -121,6 +121,14 @@ int tf_prepare_data(tf_run *r)
     }
     r->schema = *fl_dataset_schema(probe);
     r->num_classes = fl_dataset_num_classes(probe);
+    if (r->num_classes < 2) {
+        const char *c0 = fl_dataset_class_name(probe, 0);
+        fl_cli_error(TOOL, "--data %s has %u class%s%s%s%s: a classifier needs at least 2 (one "
+                     "folder per class)", o->data, r->num_classes, r->num_classes == 1 ? "" : "es",
+                     c0 ? " ('" : "", c0 ? c0 : "", c0 ? "')" : "");
+        fl_dataset_close(probe);
+        return FL_EXIT_USAGE;
+    }
     resolve_epochs(r, fl_dataset_count(probe));
     tf_dataset_identity(probe, r->data_id, sizeof r->data_id);
     if (fl_dataset_open(o->val, &vprobe, &err)) {
@@ -314,6 +322,33 @@ static void say_epochs_auto(const tf_run *r)
                                                                  : "");
 }
 
+/* The loader's refusal in the trainer's words: a set smaller than one batch is a usage error
+ * naming --batch (the loader speaks of drop_last, an option trainfast users never set). */
+static int loader_refused(const tf_run *r, const fl_error *err)
+{
+    const tf_options *o = r->o;
+    fl_dataset *ds;
+    fl_error e2;
+    uint64_t n = 0;
+    if (err->code == FL_E_INVALID && !fl_dataset_open(o->data, &ds, &e2)) {
+        n = fl_dataset_count(ds);
+        fl_dataset_close(ds);
+    }
+    const uint64_t share = n / (uint64_t)r->D->world;
+    if (n && r->lo.drop_last && share < r->batch) {
+        char per[64] = "";
+        if (r->D->world > 1)
+            snprintf(per, sizeof per, " (%llu per process over %d)", (unsigned long long)share,
+                     r->D->world);
+        fl_cli_error(TOOL, "--data %s has %llu records%s, fewer than one batch: --batch %u%s; use "
+                     "--batch %llu or less", o->data, (unsigned long long)n, per, r->batch,
+                     o->batch ? "" : " (the default)", (unsigned long long)(share ? share : 1));
+        return FL_EXIT_USAGE;
+    }
+    fl_cli_error(TOOL, "%s", err->msg);
+    return FL_EXIT_DATA;
+}
+
 int tf_prepare_loader(tf_run *r)
 {
     const tf_options *o = r->o;
@@ -321,9 +356,8 @@ int tf_prepare_loader(tf_run *r)
     if (!r->on_cpu)
         r->lo.device = r->cfg.device;
     if (fl_loader_create(o->data, &r->lo, &r->L, &err)) {
-        fl_cli_error(TOOL, "%s", err.msg);
         r->L = NULL;
-        return FL_EXIT_DATA;
+        return loader_refused(r, &err);
     }
     r->bpe = fl_loader_batches_per_epoch(r->L);
     r->spe = fl_loader_samples_per_epoch(r->L);
