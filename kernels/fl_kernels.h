@@ -19,7 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef FLK_HOST_EMU
+#include "flk_cuda_host.h" /* the kernels run on the CPU (kernels/emu, tests/gpu) */
+#else
 #include <cuda_runtime_api.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,7 +42,7 @@ const char *flk_dtype_name(flk_dtype dt);
 typedef enum flk_pad_mode { FLK_PAD_ZERO = 0, FLK_PAD_REFLECT = 1 } flk_pad_mode;
 
 /* Options of the input stage. Per-sample randomness (crop offset, flip) comes from
- * loader/fl_aug_rng.h: fl_aug_crop_flip(seed, epoch, index[i], pad, ...), the same function the CPU
+ * common/fl_aug_rng.h: fl_aug_crop_flip(seed, epoch, index[i], pad, ...), the same function the CPU
  * backend's input stage calls. */
 typedef struct flk_input_params {
     int n, h, w, c;          /* batch and image geometry; c in 1..4 */

@@ -80,7 +80,7 @@ extern "C" cudaError_t flk_input_u8(const uint8_t *src, void *dst, flk_dtype dt,
     }
     size_t total = (size_t)p->n * p->h * p->w * k.co;
     unsigned th = 256, bl = flk_blocks(total, th);
-    FLK_DISPATCH(dt, T, input_u8_kernel<T><<<bl, th, 0, stream>>>(src, (T *)dst, k, indices));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(input_u8_kernel<T>, bl, th, stream, src, (T *)dst, k, indices));
     return cudaGetLastError();
 }
 
@@ -96,6 +96,6 @@ extern "C" cudaError_t flk_cast(const void *src, flk_dtype src_dt, void *dst, fl
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
     FLK_DISPATCH(src_dt, S, FLK_DISPATCH(dst_dt, D,
-        cast_kernel<S, D><<<bl, th, 0, stream>>>((const S *)src, (D *)dst, n)));
+        FLK_LAUNCH((cast_kernel<S, D>), bl, th, stream, (const S *)src, (D *)dst, n)));
     return cudaGetLastError();
 }

@@ -1,14 +1,23 @@
 /* kcommon.cuh — shared device helpers for the kernels: fp32 load/store of the three storage types,
- * the dtype → template dispatch, and grid sizing. Private to kernels/ (not installed). */
+ * the dtype → template dispatch, the launch macro, and grid sizing. Private to kernels/ (not installed). */
 #ifndef FL_KCOMMON_CUH
 #define FL_KCOMMON_CUH
 
+#ifdef FLK_HOST_EMU
+#include "flk_cuda_host.h" /* the same sources compiled for the CPU: kernels/emu */
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#endif
 #include <stdint.h>
 
 #include "fl_kernels.h"
+
+/* kernel<<<grid, block, 0, stream>>>(args), written so the host emulation can run it too. */
+#ifndef FLK_LAUNCH
+#define FLK_LAUNCH(kernel, grid, block, stream, ...) kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
+#endif
 
 __device__ __forceinline__ float flk_ld(const float *p) { return *p; }
 __device__ __forceinline__ float flk_ld(const __half *p) { return __half2float(*p); }

@@ -48,7 +48,7 @@ extern "C" cudaError_t flk_act_forward(flk_act act, const void *x, void *y, flk_
                                        cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, act_fwd_kernel<T><<<bl, th, 0, stream>>>(act, (const T *)x, (T *)y, n));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(act_fwd_kernel<T>, bl, th, stream, act, (const T *)x, (T *)y, n));
     return cudaGetLastError();
 }
 
@@ -56,7 +56,7 @@ extern "C" cudaError_t flk_act_backward(flk_act act, const void *x, const void *
                                         flk_dtype dt, size_t n, cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, act_bwd_kernel<T><<<bl, th, 0, stream>>>(act, (const T *)x, (const T *)dy,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(act_bwd_kernel<T>, bl, th, stream, act, (const T *)x, (const T *)dy,
                                                                  (T *)dx, n));
     return cudaGetLastError();
 }
@@ -70,7 +70,7 @@ extern "C" cudaError_t flk_add(const void *a, const void *b, void *y, flk_dtype 
                                cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, add_kernel<T><<<bl, th, 0, stream>>>((const T *)a, (const T *)b, (T *)y, n));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(add_kernel<T>, bl, th, stream, (const T *)a, (const T *)b, (T *)y, n));
     return cudaGetLastError();
 }
 
@@ -86,7 +86,7 @@ extern "C" cudaError_t flk_accum_grad(const void *g, flk_dtype dt, float *acc, s
                                       float beta, cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, accum_kernel<T><<<bl, th, 0, stream>>>((const T *)g, acc, n, scale, beta));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(accum_kernel<T>, bl, th, stream, (const T *)g, acc, n, scale, beta));
     return cudaGetLastError();
 }
 
@@ -99,7 +99,7 @@ extern "C" cudaError_t flk_scale(const void *x, void *y, flk_dtype dt, size_t n,
                                  cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, scale_kernel<T><<<bl, th, 0, stream>>>((const T *)x, (T *)y, n, s));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(scale_kernel<T>, bl, th, stream, (const T *)x, (T *)y, n, s));
     return cudaGetLastError();
 }
 
@@ -137,7 +137,7 @@ extern "C" cudaError_t flk_filter_to_ohwi(const float *w_oihw, void *dst, flk_dt
     size_t n = (size_t)o * ipad * kh * kw;
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, filter_to_ohwi_kernel<T><<<bl, th, 0, stream>>>(w_oihw, (T *)dst, o, i,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(filter_to_ohwi_kernel<T>, bl, th, stream, w_oihw, (T *)dst, o, i,
                                                                         kh * kw, ipad));
     return cudaGetLastError();
 }
@@ -149,7 +149,7 @@ extern "C" cudaError_t flk_filter_grad_from_ohwi(const void *g_ohwi, flk_dtype d
     size_t n = (size_t)o * i * kh * kw;
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, filter_grad_kernel<T><<<bl, th, 0, stream>>>((const T *)g_ohwi, acc_oihw, o,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(filter_grad_kernel<T>, bl, th, stream, (const T *)g_ohwi, acc_oihw, o,
                                                                      i, kh * kw, ipad, scale, beta));
     return cudaGetLastError();
 }
@@ -177,7 +177,7 @@ extern "C" cudaError_t flk_transpose_chw(const void *src, void *dst, flk_dtype d
     size_t total = (size_t)n * c * h * w;
     if (total == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(total, th);
-    FLK_DISPATCH(dt, T, transpose_chw_kernel<T><<<bl, th, 0, stream>>>((const T *)src, (T *)dst, n,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(transpose_chw_kernel<T>, bl, th, stream, (const T *)src, (T *)dst, n,
                                                                        c, h * w, to_nchw));
     return cudaGetLastError();
 }
@@ -204,7 +204,7 @@ extern "C" cudaError_t flk_bias_add(void *y, flk_dtype dt, const float *bias, in
     size_t n = (size_t)rows * cols;
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, bias_add_kernel<T><<<bl, th, 0, stream>>>((T *)y, bias, rows, cols));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(bias_add_kernel<T>, bl, th, stream, (T *)y, bias, rows, cols));
     return cudaGetLastError();
 }
 
@@ -212,7 +212,7 @@ extern "C" cudaError_t flk_bias_backward(const void *dy, flk_dtype dt, float *db
                                          int cols, float beta, cudaStream_t stream) {
     if (cols <= 0) return cudaSuccess;
     unsigned th = 128, bl = (unsigned)((cols + th - 1) / th);
-    FLK_DISPATCH(dt, T, bias_bwd_kernel<T><<<bl, th, 0, stream>>>((const T *)dy, dbias, rows, cols,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(bias_bwd_kernel<T>, bl, th, stream, (const T *)dy, dbias, rows, cols,
                                                                   beta));
     return cudaGetLastError();
 }
@@ -237,8 +237,10 @@ extern "C" size_t flk_bn_ws_bytes(int rows, int c) {
     return ((size_t)2 * bn_row_blocks(rows) * c + (size_t)4 * c) * sizeof(float);
 }
 
-/* mode 0 (forward): sums of x and x². mode 1 (backward): sums of g and g·xhat, where g = dy masked
- * by y > 0 when relu is set and xhat = (x − mean)·invstd. */
+/* mode 0 (forward): sums of d and d², d = x − x[row 0] (shifted by one sample of the channel, so
+ * E[d²] − E[d]² does not cancel when |mean| ≫ std: unshifted fp32 sums of x² gave invstd 1e-3 off
+ * at mean 100, std 1). mode 1 (backward): sums of g and g·xhat, where g = dy masked by y > 0 when
+ * relu is set and xhat = (x − mean)·invstd. */
 template <typename T>
 __global__ void bn_partial_kernel(int mode, const T *__restrict__ x, const T *__restrict__ y,
                                   const T *__restrict__ dy, int rows, int c, int relu,
@@ -248,13 +250,14 @@ __global__ void bn_partial_kernel(int mode, const T *__restrict__ x, const T *__
     int ch = blockIdx.x * BN_TX + threadIdx.x;
     float a = 0.0f, b = 0.0f;
     if (ch < c) {
-        float m = mode ? mean[ch] : 0.0f, is = mode ? invstd[ch] : 0.0f;
+        float m = mode ? mean[ch] : flk_ld(&x[ch]), is = mode ? invstd[ch] : 0.0f;
         for (int r = blockIdx.y * BN_TY + threadIdx.y; r < rows; r += gridDim.y * BN_TY) {
             size_t i = (size_t)r * c + ch;
             float xv = flk_ld(&x[i]);
             if (mode == 0) {
-                a += xv;
-                b += xv * xv;
+                float d = xv - m;
+                a += d;
+                b += d * d;
             } else {
                 float g = flk_ld(&dy[i]);
                 if (relu && !(flk_ld(&y[i]) > 0.0f)) g = 0.0f;
@@ -276,11 +279,13 @@ __global__ void bn_partial_kernel(int mode, const T *__restrict__ x, const T *__
     }
 }
 
-/* Forward finalize: coef[0] = scale, coef[1] = shift (y = x·scale + shift). */
-__global__ void bn_fwd_finalize(const float *part, int rb, int rows, int c, const float *gamma,
-                                const float *beta, float *running_mean, float *running_var,
-                                float momentum, float eps, float *save_mean, float *save_invstd,
-                                float *coef) {
+/* Forward finalize: coef[0] = scale, coef[1] = shift (y = x·scale + shift, rounded as the CPU
+ * backend rounds them). x: for the shift of the partial sums. */
+template <typename T>
+__global__ void bn_fwd_finalize(const T *x, const float *part, int rb, int rows, int c,
+                                const float *gamma, const float *beta, float *running_mean,
+                                float *running_var, float momentum, float eps, float *save_mean,
+                                float *save_invstd, float *coef) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
     double s = 0.0, ss = 0.0;
@@ -288,7 +293,7 @@ __global__ void bn_fwd_finalize(const float *part, int rb, int rows, int c, cons
         s += part[(size_t)k * c + ch];
         ss += part[((size_t)rb + k) * c + ch];
     }
-    double mean = s / rows, var = ss / rows - mean * mean;
+    double md = s / rows, var = ss / rows - md * md, mean = (double)flk_ld(&x[ch]) + md;
     if (var < 0.0) var = 0.0;
     float invstd = (float)(1.0 / sqrt(var + (double)eps));
     if (running_mean) running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * (float)mean;
@@ -299,8 +304,9 @@ __global__ void bn_fwd_finalize(const float *part, int rb, int rows, int c, cons
     if (save_mean) save_mean[ch] = (float)mean;
     if (save_invstd) save_invstd[ch] = invstd;
     float g = gamma ? gamma[ch] : 1.0f, bb = beta ? beta[ch] : 0.0f;
-    coef[ch] = g * invstd;
-    coef[c + ch] = bb - (float)mean * g * invstd;
+    float a = g * invstd;
+    coef[ch] = a;
+    coef[c + ch] = bb - (float)mean * a;
 }
 
 template <typename T>
@@ -331,14 +337,14 @@ extern "C" cudaError_t flk_bn_forward_train(const void *x, void *y, flk_dtype dt
     int rb = bn_row_blocks(rows);
     float *part = (float *)ws, *coef = part + (size_t)2 * rb * c;
     dim3 pb(BN_TX, BN_TY), pg((c + BN_TX - 1) / BN_TX, rb);
-    FLK_DISPATCH(dt, T, bn_partial_kernel<T><<<pg, pb, 0, stream>>>(
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(bn_partial_kernel<T>, pg, pb, stream,
         0, (const T *)x, (const T *)nullptr, (const T *)nullptr, rows, c, 0, nullptr, nullptr, part));
-    bn_fwd_finalize<<<(c + 127) / 128, 128, 0, stream>>>(part, rb, rows, c, gamma, beta,
-                                                         running_mean, running_var, momentum, eps,
-                                                         save_mean, save_invstd, coef);
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(bn_fwd_finalize<T>, (c + 127) / 128, 128, stream, (const T *)x,
+                                   part, rb, rows, c, gamma, beta, running_mean, running_var,
+                                   momentum, eps, save_mean, save_invstd, coef));
     size_t n = (size_t)rows * c;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, bn_apply_kernel<T><<<bl, th, 0, stream>>>((const T *)x, (T *)y, n, c, coef,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(bn_apply_kernel<T>, bl, th, stream, (const T *)x, (T *)y, n, c, coef,
                                                                   coef + c, (int)act));
     return cudaGetLastError();
 }
@@ -366,7 +372,7 @@ extern "C" cudaError_t flk_bn_forward_eval(const void *x, void *y, flk_dtype dt,
     if (e != cudaSuccess) return e;
     size_t n = (size_t)rows * c;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, bn_eval_kernel<T><<<bl, th, 0, stream>>>((const T *)x, (T *)y, n, c, gamma,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(bn_eval_kernel<T>, bl, th, stream, (const T *)x, (T *)y, n, c, gamma,
                                                                  beta, running_mean, running_var,
                                                                  eps, (int)act));
     return cudaGetLastError();
@@ -416,13 +422,13 @@ extern "C" cudaError_t flk_bn_backward(const void *x, const void *y, const void 
     int rb = bn_row_blocks(rows);
     float *part = (float *)ws, *coef = part + (size_t)2 * rb * c;
     dim3 pb(BN_TX, BN_TY), pg((c + BN_TX - 1) / BN_TX, rb);
-    FLK_DISPATCH(dt, T, bn_partial_kernel<T><<<pg, pb, 0, stream>>>(
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(bn_partial_kernel<T>, pg, pb, stream,
         1, (const T *)x, (const T *)y, (const T *)dy, rows, c, relu, save_mean, save_invstd, part));
-    bn_bwd_finalize<<<(c + 127) / 128, 128, 0, stream>>>(part, rb, rows, c, gamma, save_invstd,
+    FLK_LAUNCH(bn_bwd_finalize, (c + 127) / 128, 128, stream, part, rb, rows, c, gamma, save_invstd,
                                                          dgamma, dbeta, beta_acc, coef);
     size_t n = (size_t)rows * c;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(dt, T, bn_bwd_apply<T><<<bl, th, 0, stream>>>((const T *)x, (const T *)y,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(bn_bwd_apply<T>, bl, th, stream, (const T *)x, (const T *)y,
                                                                (const T *)dy, (T *)dx, n, c, relu,
                                                                save_mean, save_invstd, coef));
     return cudaGetLastError();
@@ -526,7 +532,7 @@ extern "C" cudaError_t flk_pool_forward(const flk_pool_params *p, const void *x,
     size_t total = (size_t)k.n * k.oh * k.ow * k.c;
     if (total == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(total, th);
-    FLK_DISPATCH(dt, T, pool_fwd_kernel<T><<<bl, th, 0, stream>>>(k, (const T *)x, (T *)y));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(pool_fwd_kernel<T>, bl, th, stream, k, (const T *)x, (T *)y));
     return cudaGetLastError();
 }
 
@@ -537,7 +543,7 @@ extern "C" cudaError_t flk_pool_backward(const flk_pool_params *p, const void *x
     size_t total = (size_t)k.n * k.h * k.w * k.c;
     if (total == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(total, th);
-    FLK_DISPATCH(dt, T, pool_bwd_kernel<T><<<bl, th, 0, stream>>>(k, (const T *)x, (const T *)dy,
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(pool_bwd_kernel<T>, bl, th, stream, k, (const T *)x, (const T *)dy,
                                                                   (T *)dx));
     return cudaGetLastError();
 }
@@ -572,7 +578,7 @@ extern "C" cudaError_t flk_gap_forward(const void *x, void *y, flk_dtype dt, int
     size_t total = (size_t)n * c;
     if (total == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(total, th);
-    FLK_DISPATCH(dt, T, gap_fwd_kernel<T><<<bl, th, 0, stream>>>((const T *)x, (T *)y, n, hw, c));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(gap_fwd_kernel<T>, bl, th, stream, (const T *)x, (T *)y, n, hw, c));
     return cudaGetLastError();
 }
 
@@ -582,6 +588,6 @@ extern "C" cudaError_t flk_gap_backward(const void *dy, void *dx, flk_dtype dt, 
     size_t total = (size_t)n * hw * c;
     if (total == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(total, th);
-    FLK_DISPATCH(dt, T, gap_bwd_kernel<T><<<bl, th, 0, stream>>>((const T *)dy, (T *)dx, n, hw, c));
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(gap_bwd_kernel<T>, bl, th, stream, (const T *)dy, (T *)dx, n, hw, c));
     return cudaGetLastError();
 }

@@ -62,7 +62,7 @@ extern "C" cudaError_t flk_xent_forward_backward(const void *logits, flk_dtype d
     if (n < 0 || k < 1 || !loss) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
     unsigned bl = (unsigned)((n + XENT_WARPS - 1) / XENT_WARPS);
-    FLK_DISPATCH(dt, T, xent_kernel<T><<<bl, 32 * XENT_WARPS, 0, stream>>>(
+    FLK_DISPATCH(dt, T, FLK_LAUNCH(xent_kernel<T>, bl, 32 * XENT_WARPS, stream,
         (const T *)logits, labels, n, k, eps, grad_scale, loss, (T *)dlogits,
         (unsigned long long *)counts));
     return cudaGetLastError();
@@ -85,6 +85,6 @@ __global__ void sum_kernel(const float *x, int n, float *out) {
 
 extern "C" cudaError_t flk_sum(const float *x, int n, float *out, cudaStream_t stream) {
     if (n < 0) return cudaErrorInvalidValue;
-    sum_kernel<<<1, 1024, 0, stream>>>(x, n, out);
+    FLK_LAUNCH(sum_kernel, 1, 1024, stream, x, n, out);
     return cudaGetLastError();
 }

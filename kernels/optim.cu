@@ -19,7 +19,7 @@ extern "C" cudaError_t flk_unscale_check(float *g, size_t n, float inv_scale, in
                                          cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    unscale_kernel<<<bl, th, 0, stream>>>(g, n, inv_scale, found_inf);
+    FLK_LAUNCH(unscale_kernel, bl, th, stream, g, n, inv_scale, found_inf);
     return cudaGetLastError();
 }
 
@@ -45,7 +45,7 @@ extern "C" cudaError_t flk_sgd_step(float *w, const float *grad, float *v, size_
                                     flk_dtype copy_dt, const int *skip, cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    FLK_DISPATCH(copy_dt, T, sgd_kernel<T><<<bl, th, 0, stream>>>(w, grad, v, n, lr, momentum, wd,
+    FLK_DISPATCH(copy_dt, T, FLK_LAUNCH(sgd_kernel<T>, bl, th, stream, w, grad, v, n, lr, momentum, wd,
                                                                   nesterov, (T *)copy, skip));
     return cudaGetLastError();
 }
@@ -61,7 +61,7 @@ extern "C" cudaError_t flk_ema_update(float *ema, const float *w, size_t n, floa
                                       const int *skip, cudaStream_t stream) {
     if (n == 0) return cudaSuccess;
     unsigned th = 256, bl = flk_blocks(n, th);
-    ema_kernel<<<bl, th, 0, stream>>>(ema, w, n, decay, skip);
+    FLK_LAUNCH(ema_kernel, bl, th, stream, ema, w, n, decay, skip);
     return cudaGetLastError();
 }
 

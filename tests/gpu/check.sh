@@ -179,6 +179,20 @@ else
     RES[gpu_tests_ok]=yes
 fi
 run_step kernel_bench 30 "$build/tests/gpu/test_kernels" --bench && sed 's/^/    /' "$OUT/kernel_bench.log"
+# races inside a block on shared memory: the host emulation (kernels/emu, test_kernels_emu) finds
+# them only where its index-order or reverse-order run reads first; racecheck sees the real
+# interleavings (kernels run ~100x slower under it: test_kernels' sizes are small)
+csan="$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")"
+if [[ $DEVICE == cpu ]]; then
+    RES[racecheck]=dry
+elif [[ ! -x $csan ]]; then
+    RES[racecheck]=absent
+else
+    RES[racecheck]=no
+    run_step racecheck 120 "$csan" --tool racecheck --error-exitcode 1 "$build/tests/gpu/test_kernels" &&
+        RES[racecheck]=yes
+    [[ ${RES[racecheck]} == yes ]] || { STATUS=1; tail -8 "$OUT/racecheck.log" | sed 's/^/    /'; }
+fi
 
 # libfastload's device mode (the H2D copy on the loader's own stream): test_loader_raw requires the
 # device copies to equal the host batches whenever a GPU is present
@@ -337,6 +351,11 @@ ld = R.get("loader_device")
 row("loader device mode (H2D on its own stream)",
     {"yes": "device copies equal host batches", "dry": "not run (CHECK_DEVICE=cpu)"}.get(ld, "failed"),
     "works", None if ld == "dry" else ld == "yes")
+rc_ = R.get("racecheck")
+row("kernels under compute-sanitizer racecheck",
+    {"yes": "no hazard", "dry": "not run (CHECK_DEVICE=cpu)",
+     "absent": "not run (no compute-sanitizer)"}.get(rc_, "hazards or failure"),
+    "no hazard", None if rc_ in ("dry", "absent", None) else rc_ == "yes")
 if "all_tests" in R:
     row("whole suite (ctest -LE gpu)", R["all_tests"] or "not run", "all pass", None)
 row("Fashion-MNIST test top-1, bf16", f"{100*t1:.2f}%" if t1 is not None else "not run", ">= 94%",

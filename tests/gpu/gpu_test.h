@@ -12,11 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-
 #include "cpu_half.h"
 #include "fl_check.h"
-#include "fl_kernels.h"
+#include "fl_kernels.h" /* the CUDA runtime API, or the host emulation's (FLK_HOST_EMU) */
 
 #define GT_CUDA(call)                                                                              \
     do {                                                                                           \
