@@ -14,7 +14,7 @@ trainfast's resnet18 layer for layer (torchvision's: 7x7/2 stem + BN + ReLU, 3x3
 stages of 2 basic blocks with 1x1 BN downsample, global average pool, linear); --no-eval skips
 the test set (images/s only).
 
-Recipe as trainfast's (trainer/train_loop.c, epoch_budget.h): full batches only (an epoch's last
+Recipe as trainfast's (trainer/train/train_loop.c, epoch_budget.h): full batches only (an epoch's last
 partial batch is dropped), linear warm-up of int(warmup x steps per epoch) steps but at least
 min(50, total/4), then linear decay to 0; init U(+-1/sqrt(fan_in)) is PyTorch's default and
 trainfast's; BN eps 1e-5, momentum 0.1 in both.

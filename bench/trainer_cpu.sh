@@ -4,7 +4,7 @@
 #   (a) fastcnn on Fashion-MNIST (60,000 train / 10,000 test images, 28x28x1): width 24, batch 128,
 #       2 epochs, SGD Nesterov 0.9 lr 0.2, wd 5e-4 (not on BN/bias), label smoothing 0.1, warm-up
 #       0.5 epoch then linear decay, random flip, flip TTA at the test — trainfast's defaults
-#       (trainer/train.c, models.c), given explicitly; images/s of the training steps and test top-1;
+#       (trainer/train/train.c, models.c), given explicitly; images/s of the training steps and test top-1;
 #   (b) resnet18 at 64 px on the photo set (bench/make_photos.py, 2,000 photos packed as raw
 #       64x64x3), one epoch, lr 0.05, flip: images/s only.
 # The peer is bench/pytorch_fmnist.py --device cpu (Debian's python3-torch, oneDNN, fp32, NCHW,

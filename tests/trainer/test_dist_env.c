@@ -1,4 +1,4 @@
-/* test_dist_env.c — the communicator's launch discovery (trainer/dist.h) without a launcher:
+/* test_dist_env.c — the communicator's launch discovery (trainer/dist/dist.h) without a launcher:
  * Slurm / torchrun / OpenMPI variables give rank, world and local rank; malformed or
  * inconsistent values are errors naming the variable; a world > 1 without an MPI launcher is
  * refused with a message that says how to launch; world 1 runs as a plain process (no MPI). */

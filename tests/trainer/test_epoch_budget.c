@@ -1,4 +1,4 @@
-/* test_epoch_budget.c — `--epochs auto` and the warm-up length (trainer/epoch_budget.h): the
+/* test_epoch_budget.c — `--epochs auto` and the warm-up length (trainer/train/epoch_budget.h): the
  * epochs resolved for datasets of several sizes (exact values of ceil(TF_AUTO_SAMPLES / n),
  * floored at TF_AUTO_MIN_EPOCHS, capped at TF_MAX_EPOCHS), and warm-up steps that equal the old
  * half-epoch truncation on large datasets but are floored on small ones. The command line around

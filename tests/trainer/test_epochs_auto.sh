@@ -5,7 +5,7 @@
 # resumed run keeps the checkpoint's number (a run begun with --epochs 2 and resumed with the
 # default trains to 2, not to auto's 3) and --epochs N against it is refused; bad values exit 2.
 # The budget rule itself (several sizes, the warm-up floor): test_epoch_budget.c. Expected figures
-# assume TF_AUTO_SAMPLES = 120,000 (trainer/epoch_budget.h): 50,000 samples -> 3 epochs.
+# assume TF_AUTO_SAMPLES = 120,000 (trainer/train/epoch_budget.h): 50,000 samples -> 3 epochs.
 # Batches of 5,000 keep it to 70 steps. It runs the reference CPU path unless the caller sets
 # FASTLOAD_CPU_BACKEND: what it checks is the epoch count, not the layers (test_trainer_onednn_grads
 # compares the paths), and oneDNN's kernels for these 1- and 4-channel layers took 30x the

@@ -10,7 +10,7 @@ gen="$B/trainer/onnx_gen" ref="$S/trainer/onnx_gen"
 cmp -s "$gen/onnx.proto" "$ref/onnx.proto" ||
     { echo "skip: the system's onnx.proto is not the committed one (another onnx version)"; exit 77; }
 for f in onnx.pb-c.c onnx.pb-c.h; do
-    cmp "$gen/$f" "$ref/$f" || { echo "FAIL: $ref/$f differs from protoc-c's output $gen/$f: regenerate it (see trainer/export_onnx.cmake)"; exit 1; }
+    cmp "$gen/$f" "$ref/$f" || { echo "FAIL: $ref/$f differs from protoc-c's output $gen/$f: regenerate it (see trainer/export/export_onnx.cmake)"; exit 1; }
 done
 echo "ok   trainer/onnx_gen equals protoc-c's output for the same onnx.proto"
 echo PASS
