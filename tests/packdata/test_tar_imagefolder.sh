@@ -166,4 +166,32 @@ grep -q "trunc.tar" "$EXPECT_ERR" && pass "  names the tar" || fail "truncated m
     n=$(recs "$W/s-trunc") && ((n > 10 && n < 36)) && grep -q "trunc.tar" "$W/rep-trunc" &&
     pass "truncated tar under --on-error skip: the $n complete members packed, the tar reported" ||
     fail "truncated tar under --on-error skip"
+# damaged tars (bytes overwritten in headers and data, cut short): a clean exit, never a crash or
+# a sanitizer report (exit >= 86 under FL_SANITIZE builds)
+$PY - "$W" <<'EOF'
+import random, sys
+w = sys.argv[1]
+rng = random.Random(5)
+for name in ("nested.tar", "plain.tar"):
+    b = open(f"{w}/{name}", "rb").read()
+    for k in range(8):
+        d = bytearray(b)
+        for _ in range(rng.randint(1, 40)):
+            # mostly header fields (blocks of 512 bytes: name, size, checksum, magic ...), some data
+            at = rng.randrange(0, len(d) // 512) * 512 + rng.choice([0, 100, 124, 148, 156, 257, 345, rng.randrange(512)])
+            if at < len(d): d[at] = rng.randrange(256)
+        if k % 3 == 2: d = d[: rng.randrange(len(d))]
+        open(f"{w}/dmg-{name}-{k}.tar", "wb").write(bytes(d))
+EOF
+worst=0
+for f in "$W"/dmg-*.tar; do
+    for mode in fail skip; do
+        "$P" pack "$f" "$W/dmg-out" -q --on-error $mode >/dev/null 2>&1
+        rc=$?
+        rm -rf "$W/dmg-out"
+        ((rc > worst)) && worst=$rc
+        ((rc > 2)) && fail "$(basename "$f") --on-error $mode: exit $rc"
+    done
+done
+((worst <= 2)) && pass "16 damaged tars, --on-error fail and skip: exit 0, 1 or 2, no crash"
 finish

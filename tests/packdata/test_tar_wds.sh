@@ -158,4 +158,29 @@ check_bad bad_label s/00007 "cls:"
 check_bad twice s/00002 "twice"
 check_bad unsafe ../evil.jpg "unsafe member path"
 [[ -d $W/s-unsafe ]] && pass "  unsafe path skipped: the 10 good samples packed" || fail "bad-unsafe skip did not pack"
+# damaged shards: a clean exit, never a crash or a sanitizer report
+$PY - "$W" <<'EOF'
+import random, sys
+w = sys.argv[1]
+rng = random.Random(9)
+b = open(f"{w}/full-000000.tar", "rb").read()
+for k in range(8):
+    d = bytearray(b)
+    for _ in range(rng.randint(1, 30)):
+        at = rng.randrange(0, len(d) // 512) * 512 + rng.choice([0, 100, 124, 148, 156, 257, rng.randrange(512)])
+        if at < len(d): d[at] = rng.randrange(256)
+    if k % 3 == 2: d = d[: rng.randrange(len(d))]
+    open(f"{w}/dmg-{k}.tar", "wb").write(bytes(d))
+EOF
+worst=0
+for f in "$W"/dmg-*.tar; do
+    for mode in fail skip; do
+        "$P" pack --wds "$f" "$W/dmg-out" -q --on-error $mode >/dev/null 2>&1
+        rc=$?
+        rm -rf "$W/dmg-out"
+        ((rc > worst)) && worst=$rc
+        ((rc > 2)) && fail "--wds $(basename "$f") --on-error $mode: exit $rc"
+    done
+done
+((worst <= 2)) && pass "8 damaged shards, --on-error fail and skip: exit 0, 1 or 2, no crash"
 finish
