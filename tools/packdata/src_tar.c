@@ -192,8 +192,8 @@ static long find_name(char *const *names, size_t n, const char *s, size_t len) {
 
 /* A failed listing: fail mode stops; skip mode reports the archive and keeps what was listed. */
 static int listing_error(tar_list *l, int r, fl_error *err) {
-    if (r == 1 || l->failed) return pd_fail_reported(err, FL_E_FORMAT);
     if (l->oom) return fl_error_set(err, -ENOMEM, "out of memory listing %s", l->tar);
+    if (r == 1 || l->failed) return pd_fail_reported(err, FL_E_FORMAT);
     if (r == FL_E_FORMAT && l->rc->skip) {
         if (pd_reject(l->rc, l->tar, "%s", err->msg)) return pd_fail_reported(err, FL_E_FORMAT);
         fl_error_clear(err);
