@@ -8,8 +8,8 @@
 # (and --decode) passes. Bad inputs found while packing (a missing image, a mask of another size,
 # an ndarray of another shape or dtype, a missing key, a box outside, an unknown category): exit 1,
 # the record named, nothing at DST; --on-error skip --report lists them and packs the rest. A
-# killed COCO pack finished with --resume equals an uninterrupted one; edited annotations make
-# --resume refuse.
+# killed COCO pack finished with --resume equals an uninterrupted one (shards, extracts, fastload
+# digest); edited annotations make --resume refuse.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -192,12 +192,12 @@ bad() {
     [[ $ok -eq 1 ]] && pass "$what"
 }
 # COCO: one image's file gone; a box outside; an unknown category (copies of the good set)
-B="$T/badcoco"
-mkdir -p "$B/images"
-cp "$C"/images/*.jpg "$B/images/"
-rm "$B/images/coffee.jpg"
-bad "coco: missing image file" "coffee.jpg" "missing file" -- --coco "$C/instances.json" --root "$B/images" --masks
-"$PY" - "$C/instances.json" "$B" <<'EOF'
+BC="$T/badcoco"
+mkdir -p "$BC/images"
+cp "$C"/images/*.jpg "$BC/images/"
+rm "$BC/images/coffee.jpg"
+bad "coco: missing image file" "coffee.jpg" "missing file" -- --coco "$C/instances.json" --root "$BC/images" --masks
+"$PY" - "$C/instances.json" "$BC" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 a = sorted(d["annotations"], key=lambda a: a["id"])
@@ -207,9 +207,9 @@ e = json.loads(json.dumps(d)); [x for x in e["annotations"] if x["id"] == a[2]["
 json.dump(e, open(sys.argv[2] + "/no_cat.json", "w"))
 print(a[1]["id"], a[2]["id"], file=open(sys.argv[2] + "/ids", "w"))
 EOF
-read -r AID1 AID2 <"$B/ids"
-bad "coco: box outside the image" "annotation id $AID1" "lies outside" -- --coco "$B/box_out.json" --root "$C/images"
-bad "coco: unknown category" "annotation id $AID2" "category_id 3 is not in" -- --coco "$B/no_cat.json" --root "$C/images"
+read -r AID1 AID2 <"$BC/ids"
+bad "coco: box outside the image" "annotation id $AID1" "lies outside" -- --coco "$BC/box_out.json" --root "$C/images"
+bad "coco: unknown category" "annotation id $AID2" "category_id 3 is not in" -- --coco "$BC/no_cat.json" --root "$C/images"
 # mask pairs: a mask of another size than its image
 V="$T/badvoc"
 cp -r "$G/voc" "$V"
@@ -224,8 +224,8 @@ bad "jsonl: ndarray of another dtype" "astronaut" "field arr" "float32" "int32" 
 bad "jsonl: missing key" "fields.jsonl:1" "field nothere" -- --jsonl "$J" --field nothere:int
 
 # --on-error skip --report: the bad inputs listed (source, reason), the others packed
-cp "$C/instances.json" "$B/instances.json"
-"$PY" - "$B/instances.json" <<'EOF'
+cp "$C/instances.json" "$BC/instances.json"
+"$PY" - "$BC/instances.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 a = sorted(d["annotations"], key=lambda a: a["id"])
@@ -233,7 +233,7 @@ a[2]["category_id"] = 3  # an unknown category: its image is skipped
 json.dump(d, open(sys.argv[1], "w"))
 EOF
 rm -rf "$T/skip"
-"$P" pack --coco "$B/instances.json" --root "$B/images" --masks --on-error skip --report "$T/report.tsv" "$T/skip" -q 2>"$T/err"
+"$P" pack --coco "$BC/instances.json" --root "$BC/images" --masks --on-error skip --report "$T/report.tsv" "$T/skip" -q 2>"$T/err"
 rc=$?
 recs=$("$P" info "$T/skip" --json 2>/dev/null | "$PY" -c "import json,sys; print(json.load(sys.stdin)['records'])")
 if [[ $rc -eq 0 && "$recs" == 3 ]] && grep -q "coffee.jpg.*missing file" "$T/report.tsv" \
@@ -257,20 +257,28 @@ if [[ -d "$T/res.partial" && ! -e "$T/res" ]]; then
     diff -r "$T/exf" "$T/exres" >/dev/null || same=0
     [[ $same -eq 1 ]] && pass "killed COCO pack + --resume = uninterrupted (shards byte for byte, every field)" \
         || fail "resumed COCO pack differs from the uninterrupted one"
+    # and as the loader delivers them (fastload digest hashes every field, counts included)
+    FLT="$B/tools/fastload/fastload"
+    if [[ -x "$FLT" ]]; then
+        d1=$("$FLT" digest "$T/full" --size 48 --batch 2 --augment rrc,flip --workers 2 2>/dev/null | tail -1)
+        d2=$("$FLT" digest "$T/res" --size 48 --batch 2 --augment rrc,flip --workers 2 2>/dev/null | tail -1)
+        [[ -n "$d1" && "$d1" == "$d2" && "$d1" == stream* ]] && pass "fastload digest (rrc + flip) of the resumed pack = uninterrupted" \
+            || fail "fastload digest: '$d1' vs '$d2'"
+    fi
 else
     fail "the kill after 3 records left no partial dataset"
 fi
 # annotations edited between the kill and --resume: another job
 rm -rf "$T/res" "$T/res.partial"
-cp "$C/instances.json" "$B/ed.json"
-(PACKDATA_TEST_KILL_AFTER=2 "$P" pack --coco "$B/ed.json" --root "$C/images" "$T/res" -q --shard-size 8K) 2>/dev/null
-"$PY" - "$B/ed.json" <<'EOF'
+cp "$C/instances.json" "$BC/ed.json"
+(PACKDATA_TEST_KILL_AFTER=2 "$P" pack --coco "$BC/ed.json" --root "$C/images" "$T/res" -q --shard-size 8K) 2>/dev/null
+"$PY" - "$BC/ed.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 d["annotations"][-1]["bbox"][0] += 1  # one box moved by a pixel
 json.dump(d, open(sys.argv[1], "w"))
 EOF
-"$P" pack --coco "$B/ed.json" --root "$C/images" "$T/res" -q --shard-size 8K --resume 2>"$T/err"
+"$P" pack --coco "$BC/ed.json" --root "$C/images" "$T/res" -q --shard-size 8K --resume 2>"$T/err"
 rc=$?
 [[ $rc -ne 0 ]] && grep -q "cannot resume" "$T/err" && grep -q "has other field values" "$T/err" \
     && pass "--resume after an annotation changed: refused, naming the image" \

@@ -386,12 +386,12 @@ static int read_categories(coco *c, span list, fl_error *err) {
         if (!k->name) return -ENOMEM;
         c->ncat++;
     }
+    if (!c->ncat) return fl_error_set(err, FL_E_FORMAT, "%s: \"categories\" is empty", c->file);
     qsort(c->cats, c->ncat, sizeof *c->cats, cmp_cat);
     for (size_t i = 1; i < c->ncat; i++)
         if (c->cats[i].id == c->cats[i - 1].id)
             return fl_error_set(err, FL_E_FORMAT, "%s: category id %lld appears twice in \"categories\"",
                                 c->file, (long long)c->cats[i].id);
-    if (!c->ncat) return fl_error_set(err, FL_E_FORMAT, "%s: \"categories\" is empty", c->file);
     return 0;
 }
 
@@ -582,6 +582,7 @@ static int add_image(coco *c, const pd_source_opts *so, size_t i, const size_t *
         size_t o = 1;
         for (size_t k = 0; k < n; k++) {
             const coco_ann *a = &c->anns[order[k]];
+            if (!a->seg_len) continue;
             memcpy(blob + o, c->seg.v + a->seg_off, a->seg_len * sizeof(double));
             o += a->seg_len;
         }
