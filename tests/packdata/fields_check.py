@@ -57,10 +57,12 @@ def coco(inst, root, exdir, n, masks):
         check(j["height"] == r["image"].shape[0] and j["width"] == r["image"].shape[1],
               f"record {i} {name}: size {j['width']}x{j['height']}")
         if masks:
-            m = np.asarray(Image.open(f"{exdir}/{j['mask']}"))
+            mf = f"{exdir}/{j['mask']}"
+            m = np.asarray(Image.open(mf))
+            depth = open(mf, "rb").read(25)[24]  # IHDR bit depth: 8 for uint8, 16 for uint16
             diff = int((m != r["mask"]).sum()) if m.shape == r["mask"].shape else -1
-            check(diff == 0 and m.dtype == r["mask"].dtype,
-                  f"record {i} {name}: mask differs in {diff} pixels (shape {m.shape}, dtype {m.dtype})")
+            check(diff == 0 and depth == 8 * r["mask"].itemsize,
+                  f"record {i} {name}: mask differs in {diff} pixels (shape {m.shape}, {depth}-bit PNG)")
         else:
             check("mask" not in j, f"record {i} {name}: a mask without --masks")
     check(len(seen) == len(ref), f"{len(ref) - len(seen)} COCO images not packed")

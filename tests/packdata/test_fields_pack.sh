@@ -65,6 +65,14 @@ roundtrip "coco without --masks" "$T/coco" coco "$C/instances.json" "$C/images" 
     --coco "$C/instances.json" --root "$C/images"
 roundtrip "coco --masks --backend lmdb" "$T/coco_l" coco "$C/instances.json" "$C/images" --masks -- \
     --coco "$C/instances.json" --root "$C/images" --masks --backend lmdb
+"$PY" - "$C/instances.json" "$T/c300.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))  # 304 categories: the mask is uint16 (16-bit PNG)
+d["categories"] += [{"id": 1000 + k, "name": f"extra{k}"} for k in range(300)]
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+roundtrip "coco --masks, 304 categories (uint16 mask), zstd" "$T/coco_16" coco "$T/c300.json" "$C/images" --masks -- \
+    --coco "$T/c300.json" --root "$C/images" --masks --compress zstd
 roundtrip "voc palette mask pairs" "$T/voc" pairs "$G/voc/JPEGImages" "$G/voc/SegmentationClass" .jpg .png -- \
     "$G/voc/JPEGImages" --mask-dir "$G/voc/SegmentationClass"
 roundtrip "cityscapes suffix pairs" "$T/city" pairs "$G/city/leftImg8bit" "$G/city/gtFine" _leftImg8bit.png _gtFine_labelIds.png -- \
