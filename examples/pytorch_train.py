@@ -220,14 +220,15 @@ def parse_args(argv=None):
                     help="small, or a torchvision model name (resnet18, resnet50, ...)")
     ap.add_argument("--size", type=int, default=224 if cuda else 0,
                     help="output side in pixels (random-resized-crop); 0: the dataset's own size, no crop")
-    ap.add_argument("--epochs", type=int, default=10 if cuda else 2)
+    ap.add_argument("--epochs", type=int, default=10 if cuda else 2, help="passes over the training set")
     ap.add_argument("--batch", type=int, default=256 if cuda else 128, help="per process")
     ap.add_argument("--workers", type=int, default=0, help="decode threads / DataLoader workers (0: all CPUs)")
     ap.add_argument("--amp", choices=("bf16", "fp16", "none"), default="bf16" if cuda else "none",
                     help="autocast precision")
-    ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=cuda)
-    ap.add_argument("--lr", type=float, default=0.1)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=cuda,
+                    help="NHWC memory format for the model")
+    ap.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (momentum 0.9, constant)")
+    ap.add_argument("--seed", type=int, default=0, help="shuffling, augmentation and initial weights")
     ap.add_argument("--checkpoint", help="save here after every epoch and at --max-steps; resume from it when present")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after N steps in this run (0: no limit)")
     ap.add_argument("--print-every", type=int, default=0, help="progress every N batches (0: by --print-seconds)")
@@ -378,4 +379,12 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, no traceback; the last --checkpoint save is complete (written to .tmp, renamed)
+        a = sys.argv[1:]
+        ck = a[a.index("--checkpoint") + 1] if "--checkpoint" in a[:-1] else None
+        print("pytorch_train.py: interrupted" + (f"; run the same command to resume from {ck}" if ck else
+              " (no --checkpoint: progress not kept)"), file=sys.stderr)
+        sys.exit(130)

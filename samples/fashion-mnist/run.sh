@@ -37,6 +37,7 @@ done
 "$packdata" info "$packed/test"
 out="$here/output"
 mkdir -p "$out"
-echo "fashion-mnist: training; log $out/train.jsonl, report $out/report.html"
+echo "fashion-mnist: training; log $out/train.jsonl, report $out/report.html, checkpoint in $out/checkpoint/"
+# the checkpoint is what `trainfast eval`, `predict` and `export` run on next (README)
 exec "$trainfast" train --data "$packed/train" --val "$packed/test" --model fastcnn \
-    --log "$out/train.jsonl" --report "$out/report.html" "$@"
+    --log "$out/train.jsonl" --report "$out/report.html" --checkpoint "$out/checkpoint" "$@"

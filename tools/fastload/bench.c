@@ -184,6 +184,16 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     double t_start = fl_now_s();
     const fl_dataset *ds = fl_loader_dataset(L);
     uint64_t per_epoch = fl_loader_batches_per_epoch(L);
+    /* every batch is full: an epoch repeats records to fill the last one (or drops the tail);
+     * say how many, or "60,160 images" from 60,000 records looks like a bug */
+    struct { uint64_t share, samples, padded, dropped; } pad = {0, 0, 0, 0};
+    {
+        uint64_t n = ds ? fl_dataset_count(ds) : 0, world = ro.opt.world > 1 ? ro.opt.world : 1;
+        pad.share = ro.opt.drop_last ? n / world : (n + world - 1) / world;
+        pad.samples = fl_loader_samples_per_epoch(L);
+        pad.padded = pad.samples > pad.share ? pad.samples - pad.share : 0;
+        pad.dropped = pad.samples < pad.share ? pad.share - pad.samples : 0;
+    }
     if (per_epoch == 0) {
         fprintf(stderr, "fastload bench: error: %s: no batches per epoch for rank %u (%llu samples, "
                         "batch %u%s)\n", ro.path, ro.opt.rank,
@@ -364,6 +374,9 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
         fl_json_key(&j, "records"); fl_json_uint(&j, ds ? fl_dataset_count(ds) : 0);
         fl_json_key(&j, "encoding"); fl_json_string(&j, encoding_name(ds));
         fl_json_key(&j, "batches_per_epoch"); fl_json_uint(&j, per_epoch);
+        fl_json_key(&j, "samples_per_epoch"); fl_json_uint(&j, pad.samples);
+        fl_json_key(&j, "padded_per_epoch"); fl_json_uint(&j, pad.padded);
+        fl_json_key(&j, "dropped_per_epoch"); fl_json_uint(&j, pad.dropped);
         fl_json_end_object(&j);
         fl_json_end_object(&j);
         puts(fl_json_text(&j));
@@ -383,6 +396,15 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
                "%s, %.1f MB/s out, %.1f MB/s read (create %.3f s)\n",
                (unsigned long long)images, (unsigned long long)batches,
                (unsigned long long)epochs_done, wall, rate, mbs, rmbs, t_start - t_create);
+        if (pad.padded)
+            printf("  epoch: %llu records + %llu repeated to fill the last batch = %llu samples "
+                   "(every batch is full; --drop-last drops the tail instead)\n",
+                   (unsigned long long)pad.share, (unsigned long long)pad.padded,
+                   (unsigned long long)pad.samples);
+        else if (pad.dropped)
+            printf("  epoch: %llu samples of %llu records (--drop-last: %llu dropped)\n",
+                   (unsigned long long)pad.samples, (unsigned long long)pad.share,
+                   (unsigned long long)pad.dropped);
         printf("  cpu: %.3f s over all threads, %s images per CPU-second\n", cpu, cpu_rate);
         printf("  io: %s; read amplification %.3f (bytes read / stored bytes delivered), page cache "
                "%+.1f MiB (machine)", fl_loader_io_describe(L), amp, cache_growth);

@@ -268,6 +268,8 @@ static int print_summary(pctx *c)
             printf("%s on %s: %llu images, top1 %.2f%%, top5 %.2f%% (no TTA)\n", c->ckpt,
                    o->data[0], (unsigned long long)c->n, 100.0 * (double)p->correct1 / n,
                    100.0 * (double)p->correct5 / n);
+        /* the per-image lines first: with 2>&1 the summary must come after them, not amid */
+        fflush(stdout);
         fprintf(stderr, "%s: predicted %llu images in %.2f s: %.1f images/s (%s, batch %u; "
                 "the model alone %.1f images/s)\n", TOOL, (unsigned long long)c->n, c->seconds,
                 ips, c->ops->name, o->batch, cps);

@@ -204,7 +204,7 @@ static int end_epoch(loop *lp)
         .epoch = (int)lp->epoch, .epochs = (int)r->epochs,
         .train_loss = em[2] > 0 ? em[0] / em[2] : 0, .train_acc = em[2] > 0 ? em[1] / em[2] : 0,
         .val_loss = r->t.ev.loss, .val_top1 = r->t.ev.top1,
-        .val_top5 = r->num_classes > 10 ? r->t.ev.top5 : -1, .lr = lp->lr,
+        .val_top5 = r->num_classes > 5 ? r->t.ev.top5 : -1, .lr = lp->lr, /* as eval shows */
         .images_per_sec = lp->ep_images * (double)D->world / busy,
         .data_wait_fraction = lp->ep_wait / busy, .epoch_seconds = fl_now_s() - lp->ep_t0,
         .wall_seconds = r->wall_before + fl_now_s() - r->t_start, .steps = r->t.opt_steps,
