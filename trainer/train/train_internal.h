@@ -142,8 +142,10 @@ void tf_check_classes(const tf_checkpoint *ck, const char *ckpt_path, const fl_d
                       const char *data, char *why, size_t cap);
 
 /* ---- train_config.c ---- */
-/* The dataset's identity: format v2's dataset_id when the manifest has one, else its record and
- * class counts and the CRC32C of its manifest text (which lists every shard's size). */
+/* The dataset's identity: format v2's dataset_id when the manifest has one, followed by
+ * "; content DIGEST" when the manifest has packdata's inputs digest (a re-pack of the same inputs
+ * with the same options has a new id and the same digest: --resume accepts it), else its record
+ * and class counts and the CRC32C of its manifest text (which lists every shard's size). */
 void tf_dataset_identity(const fl_dataset *ds, char *out, size_t cap);
 
 /* This run's config as a checkpoint records it (classes and data from ds). 0 or -ENOMEM. */
