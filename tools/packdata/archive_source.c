@@ -154,11 +154,13 @@ int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *ra
         free(ar);
         return fl_error_set(err, -e, "%s: cannot open: %s", path, strerror(e));
     }
-    if (S_ISDIR(st.st_mode)) {
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+        /* a FIFO would block the listing's second open; it could not be read twice anyway */
         close(ar->fd);
         free(ar->path);
         free(ar);
-        return fl_error_set(err, -EISDIR, "%s: a folder, not a tar file", path);
+        return fl_error_set(err, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL, "%s: %s, not a tar file",
+                            path, S_ISDIR(st.st_mode) ? "a folder" : "not a regular file");
     }
     ar->file_size = (uint64_t)st.st_size;
     snprintf(ar->stamp, sizeof ar->stamp, "%lld:%llu",
