@@ -223,6 +223,30 @@ int fl_mask_decode(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_
                    uint32_t height, fl_dtype dtype, void *dst, size_t dst_cap, const char *what,
                    fl_error *err);
 
+/* A mask decoder for repeated decodes (one per thread): it keeps a zstd context, an arena for
+ * libpng's per-image allocations and grow-only row scratch, so after its first few masks a
+ * decode allocates nothing. */
+typedef struct fl_mask_decoder fl_mask_decoder;
+
+/* Create a mask decoder. Errors: -ENOMEM. */
+int fl_mask_decoder_create(fl_mask_decoder **out, fl_error *err);
+/* Free one (NULL is fine). */
+void fl_mask_decoder_free(fl_mask_decoder *d);
+
+/* fl_mask_decode_rows flags: the caller has verified a checksum over the encoded bytes (the
+ * record's CRC32C), so the PNG's own adler32/CRCs are not computed again and a partial decode
+ * (`rows`) is allowed. */
+#define FL_MASK_CHECKED 1
+
+/* fl_mask_decode through decoder d. rows: with FL_MASK_CHECKED, decode only rows [0, rows)
+ * of the mask (0 or >= height: all of it; dst rows from `rows` on are left untouched) - what a
+ * crop that ends above the last row needs (PNG; a zstd frame is always decoded whole);
+ * without it every row is decoded and checked.
+ * Errors: those of fl_mask_decode; FL_E_INVALID for a NULL decoder. */
+int fl_mask_decode_rows(fl_mask_decoder *d, const uint8_t *data, size_t len, fl_mask_codec codec,
+                        uint32_t width, uint32_t height, fl_dtype dtype, uint32_t rows, int flags,
+                        void *dst, size_t dst_cap, const char *what, fl_error *err);
+
 /* Nearest-neighbour resample of a mask (elements of `elem` bytes, 1 or 2): output pixel (u, v)
  * takes source pixel (floor((u + 0.5) * sw / dw), floor((v + 0.5) * sh / dh)), so no new value
  * ever appears. */

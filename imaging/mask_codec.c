@@ -141,6 +141,59 @@ int fl_mask_probe(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t
     return 0;
 }
 
+/* A mask decoder's reusable state. libpng's read structs are per image by design, so every
+ * allocation libpng (and the zlib stream under it) makes goes to a bump arena that is reset per
+ * image and grows only when an image needed more than it held; the zstd context, the row
+ * scratch of the converting paths and the row pointers are grow-only too. After the first few
+ * masks of a data set, a decode allocates nothing. */
+struct fl_mask_decoder {
+    ZSTD_DCtx *zd;
+    uint8_t *arena;   /* libpng's allocations for one image (16-byte aligned bump) */
+    size_t arena_cap, arena_used;
+    size_t arena_want; /* bytes the image at hand asked for, arena or not */
+    uint8_t *scratch; /* rows to convert (interlaced or another element size) */
+    size_t scratch_cap;
+    png_bytep *rows;
+    size_t rows_cap;
+};
+
+int fl_mask_decoder_create(fl_mask_decoder **out, fl_error *err) {
+    fl_mask_decoder *d = calloc(1, sizeof *d);
+    if (!d) return fl_error_set(err, -ENOMEM, "mask decoder: out of memory");
+    if (!(d->zd = ZSTD_createDCtx())) {
+        free(d);
+        return fl_error_set(err, -ENOMEM, "mask decoder: out of memory");
+    }
+    *out = d;
+    return 0;
+}
+
+void fl_mask_decoder_free(fl_mask_decoder *d) {
+    if (!d) return;
+    ZSTD_freeDCtx(d->zd);
+    free(d->arena);
+    free(d->scratch);
+    free(d->rows);
+    free(d);
+}
+
+static png_voidp arena_malloc(png_structp png, png_alloc_size_t n) {
+    fl_mask_decoder *d = png_get_mem_ptr(png);
+    size_t a = (n + 15) & ~(size_t)15;
+    d->arena_want += a;
+    if (a <= d->arena_cap - d->arena_used) {
+        void *p = d->arena + d->arena_used;
+        d->arena_used += a;
+        return p;
+    }
+    return malloc(n); /* over the arena this time: it grows before the next image */
+}
+
+static void arena_free(png_structp png, png_voidp p) {
+    fl_mask_decoder *d = png_get_mem_ptr(png);
+    if (p && !((uint8_t *)p >= d->arena && (uint8_t *)p < d->arena + d->arena_cap)) free(p);
+}
+
 struct mask_in {
     const uint8_t *data;
     size_t len, pos;
@@ -160,27 +213,54 @@ static void mr_error(png_structp png, png_const_charp msg) {
     png_longjmp(png, 1);
 }
 
-static int decode_png(const uint8_t *data, size_t len, uint32_t width, uint32_t height, size_t elem,
-                      uint8_t *dst, const char *what, fl_error *err) {
+/* Convert n elements of in_elem bytes at s into dst (elements of elem bytes); x0/y name the
+ * first element in messages. */
+static int convert_row(const uint8_t *s, size_t in_elem, uint8_t *dst, size_t elem, size_t n,
+                       uint32_t y, const char *what, fl_error *err) {
+    if (in_elem == elem) {
+        memcpy(dst, s, n * elem);
+    } else if (in_elem == 2) { /* 16-bit PNG into uint8 */
+        const uint16_t *p = (const uint16_t *)(const void *)s;
+        for (size_t i = 0; i < n; i++) {
+            if (p[i] > 255)
+                return fl_error_set(err, FL_E_FORMAT, "%s: value %u at (%zu, %u) does not fit "
+                                    "uint8 (declare the mask uint16)", what, p[i], i, y);
+            dst[i] = (uint8_t)p[i];
+        }
+    } else { /* 8-bit PNG into uint16 */
+        uint16_t *q = (uint16_t *)(void *)dst;
+        for (size_t i = 0; i < n; i++) q[i] = s[i];
+    }
+    return 0;
+}
+
+static int decode_png(fl_mask_decoder *d, const uint8_t *data, size_t len, uint32_t width,
+                      uint32_t height, size_t elem, uint8_t *dst, uint32_t nrows, int flags,
+                      const char *what, fl_error *err) {
     struct mask_in src = {data, len, 0, "unknown error"};
-    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, mr_error, m_warning);
+    d->arena_used = d->arena_want = 0;
+    png_structp png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, &src, mr_error, m_warning,
+                                               d, arena_malloc, arena_free);
     if (!png) return fl_error_set(err, -ENOMEM, "%s: cannot create PNG decoder", what);
     png_infop info = png_create_info_struct(png);
     if (!info) {
         png_destroy_read_struct(&png, NULL, NULL);
         return fl_error_set(err, -ENOMEM, "%s: cannot create PNG decoder", what);
     }
-    /* volatile: changed between setjmp and a longjmp back to it */
-    uint8_t *volatile row = NULL;
     int rc = 0;
     if (setjmp(png_jmpbuf(png))) {
-        free(row);
         png_destroy_read_struct(&png, &info, NULL);
         return fl_error_set(err, FL_E_DECODE, "%s: PNG: %s", what, src.msg);
     }
     png_set_read_fn(png, &src, mr_read);
     png_set_user_limits(png, 65535, 65535);
     png_set_chunk_malloc_max(png, 8u << 20);
+    if (flags & FL_MASK_CHECKED) {
+        /* the caller verified a checksum over these bytes: the zlib stream's adler32 and the
+         * chunks' CRCs (a fifth of the decode time) would only check them again */
+        png_set_option(png, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
+        png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
+    }
     png_read_info(png, info);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     int ctype = png_get_color_type(png, info);
@@ -209,63 +289,65 @@ static int decode_png(const uint8_t *data, size_t len, uint32_t width, uint32_t 
         rc = fl_error_set(err, FL_E_FORMAT, "%s: PNG: unexpected row size", what);
         goto done;
     }
-    if (passes > 1 || in_elem != elem) {
-        /* interlaced (rows come in several passes) or another element size: read the whole
-         * image into scratch, then convert */
-        row = malloc(rowbytes * h);
-        if (!row) {
+    if (passes > 1) {
+        /* interlaced: rows come in several passes, so the whole image goes through scratch */
+        if (grow(&d->scratch, &d->scratch_cap, rowbytes * h) ||
+            grow((uint8_t **)&d->rows, &d->rows_cap, sizeof(png_bytep) * h)) {
             rc = fl_error_set(err, -ENOMEM, "%s: out of memory", what);
             goto done;
         }
-        png_bytep *rows = malloc(sizeof(png_bytep) * h);
-        if (!rows) {
+        for (png_uint_32 y = 0; y < h; y++) d->rows[y] = d->scratch + y * rowbytes;
+        png_read_image(png, d->rows);
+        for (png_uint_32 y = 0; y < nrows && !rc; y++)
+            rc = convert_row(d->rows[y], in_elem, dst + (size_t)y * w * elem, elem, w, y, what, err);
+    } else if (in_elem != elem) {
+        if (grow(&d->scratch, &d->scratch_cap, rowbytes)) {
             rc = fl_error_set(err, -ENOMEM, "%s: out of memory", what);
             goto done;
         }
-        for (png_uint_32 y = 0; y < h; y++) rows[y] = row + y * rowbytes;
-        png_read_image(png, rows);
-        free(rows);
-        size_t np = (size_t)w * h;
-        if (in_elem == elem) {
-            memcpy(dst, row, np * elem);
-        } else if (in_elem == 2) { /* 16-bit PNG into uint8 */
-            const uint16_t *s = (const uint16_t *)(void *)row;
-            for (size_t i = 0; i < np; i++) {
-                if (s[i] > 255) {
-                    rc = fl_error_set(err, FL_E_FORMAT, "%s: value %u at (%zu, %zu) does not fit "
-                                      "uint8 (declare the mask uint16)", what, s[i], i % w, i / w);
-                    goto done;
-                }
-                dst[i] = (uint8_t)s[i];
-            }
-        } else { /* 8-bit PNG into uint16 */
-            uint16_t *d = (uint16_t *)(void *)dst;
-            for (size_t i = 0; i < np; i++) d[i] = row[i];
+        for (png_uint_32 y = 0; y < nrows && !rc; y++) {
+            png_read_row(png, d->scratch, NULL);
+            rc = convert_row(d->scratch, in_elem, dst + (size_t)y * w * elem, elem, w, y, what, err);
         }
     } else {
-        for (png_uint_32 y = 0; y < h; y++) png_read_row(png, dst + (size_t)y * rowbytes, NULL);
+        /* rows past nrows are never read: the stream's end is not reached, which is why a
+         * partial decode is only offered to callers that checked the bytes */
+        for (png_uint_32 y = 0; y < nrows; y++) png_read_row(png, dst + (size_t)y * rowbytes, NULL);
     }
 done:
-    free(row);
     png_destroy_read_struct(&png, &info, NULL);
+    if (d->arena_want > d->arena_cap) {
+        /* grow-only: the next image of this size allocates nothing */
+        size_t cap = d->arena_cap ? d->arena_cap : 65536;
+        while (cap < d->arena_want) cap *= 2;
+        uint8_t *a = malloc(cap);
+        if (a) {
+            free(d->arena);
+            d->arena = a;
+            d->arena_cap = cap;
+        }
+    }
     return rc;
 }
 
-int fl_mask_decode(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t width,
-                   uint32_t height, fl_dtype dtype, void *dst, size_t dst_cap, const char *what,
-                   fl_error *err) {
+int fl_mask_decode_rows(fl_mask_decoder *d, const uint8_t *data, size_t len, fl_mask_codec codec,
+                        uint32_t width, uint32_t height, fl_dtype dtype, uint32_t rows, int flags,
+                        void *dst, size_t dst_cap, const char *what, fl_error *err) {
     if (!what) what = "mask";
+    if (!d) return fl_error_set(err, FL_E_INVALID, "%s: NULL mask decoder", what);
     if (dtype != FL_DTYPE_U8 && dtype != FL_DTYPE_U16)
         return fl_error_set(err, FL_E_INVALID, "%s: mask dtype must be uint8 or uint16", what);
     size_t elem = dtype == FL_DTYPE_U16 ? 2 : 1;
     if (!width || !height || !dst || (size_t)width * height * elem > dst_cap)
         return fl_error_set(err, FL_E_INVALID, "%s: no room for a %ux%u mask", what, width, height);
     if (!data || !len) return fl_error_set(err, FL_E_DECODE, "%s: empty mask", what);
+    /* a partial decode skips the checks at the end of the stream: checked bytes only */
+    if (!rows || rows > height || !(flags & FL_MASK_CHECKED)) rows = height;
     if (codec == FL_MASK_PNG) {
         uint32_t w, h, bits;
         if (fl_mask_probe(data, len, codec, &w, &h, &bits, err))
             return fl_error_set(err, FL_E_DECODE, "%s: not a PNG file", what);
-        return decode_png(data, len, width, height, elem, dst, what, err);
+        return decode_png(d, data, len, width, height, elem, dst, rows, flags, what, err);
     }
     if (codec != FL_MASK_ZSTD) return fl_error_set(err, FL_E_INVALID, "%s: unknown mask codec %d", what, (int)codec);
     size_t want = (size_t)width * height * elem;
@@ -275,13 +357,26 @@ int fl_mask_decode(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_
     if (fs != ZSTD_CONTENTSIZE_UNKNOWN && fs != want)
         return fl_error_set(err, FL_E_FORMAT, "%s: mask holds %llu bytes, a %ux%u %s mask is %zu",
                             what, fs, width, height, elem == 2 ? "uint16" : "uint8", want);
-    size_t n = ZSTD_decompress(dst, want, data, len);
+    /* a zstd frame is decoded whole whatever `rows` says: streaming part of it goes through
+     * the context's window buffer and measured slower than the one-shot decode of all of it */
+    size_t n = ZSTD_decompressDCtx(d->zd, dst, want, data, len);
     if (ZSTD_isError(n))
         return fl_error_set(err, FL_E_DECODE, "%s: zstd: %s", what, ZSTD_getErrorName(n));
     if (n != want)
         return fl_error_set(err, FL_E_FORMAT, "%s: mask holds %zu bytes, a %ux%u %s mask is %zu",
                             what, n, width, height, elem == 2 ? "uint16" : "uint8", want);
     return 0;
+}
+
+int fl_mask_decode(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t width,
+                   uint32_t height, fl_dtype dtype, void *dst, size_t dst_cap, const char *what,
+                   fl_error *err) {
+    fl_mask_decoder *d;
+    int rc = fl_mask_decoder_create(&d, err);
+    if (rc) return rc;
+    rc = fl_mask_decode_rows(d, data, len, codec, width, height, dtype, 0, 0, dst, dst_cap, what, err);
+    fl_mask_decoder_free(d);
+    return rc;
 }
 
 void fl_mask_resize_nearest(const void *src, uint32_t sw, uint32_t sh, void *dst, uint32_t dw,

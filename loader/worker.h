@@ -99,6 +99,7 @@ typedef struct fl_worker {
     uint32_t *xmap, *ymap;  /* output column / row → source (out_w, out_h) */
     uint8_t *mask;          /* a decoded mask at source size (grow-only) */
     size_t mask_cap;
+    fl_mask_decoder *maskdec; /* reused for every mask (schema with a MASK field) */
     fl_stage_stats st;      /* running totals (this thread only) */
     fl_stage_stats pub;     /* their last published copy (relaxed atomic stores and loads) */
 } fl_worker;

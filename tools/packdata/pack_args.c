@@ -204,6 +204,8 @@ static const fl_cli_choice encodings[] = {
     {"keep", PD_ENC_KEEP, 0}, {"jpeg", PD_ENC_JPEG, 0}, {"raw", PD_ENC_RAW, 0}, {NULL, 0, 0}};
 static const fl_cli_choice backends[] = {
     {"shards", FL_BACKEND_SHARDS, 0}, {"lmdb", FL_BACKEND_LMDB, 0}, {NULL, 0, 0}};
+static const fl_cli_choice mask_codecs[] = {
+    {"png", FL_MASK_PNG, 0}, {"zstd", FL_MASK_ZSTD, 0}, {NULL, 0, 0}};
 static const fl_cli_choice on_error[] = {{"fail", 0, 0}, {"skip", 1, 0}, {NULL, 0, 0}};
 static const fl_cli_choice cifar100_labels[] = {{"fine", 0, 0}, {"coarse", 1, 0}, {NULL, 0, 0}};
 
@@ -272,6 +274,10 @@ static const fl_cli_opt pack_opts[] = {
              "every N MCUs (row: one per MCU row) so the loader's crop decode skips\n"
              "what lies outside a crop",
      .def = "4 for --encode jpeg; off for keep, which then stores the file bytes exactly"},
+    {FL_CLI_ENUM, "mask-codec", .off = F(mask_codec), .choices = mask_codecs,
+     .help = "how mask fields are stored (both lossless): 8/16-bit gray PNG, or\n"
+             "the raw elements in one zstd frame (smaller and ~14x faster to decode\n"
+             "on VOC-like masks; bench/mask_codec.sh)", .def = "png"},
     {FL_CLI_U32, "max-side", .off = F(max_side), .umin = 1, .umax = 65535, .metavar = "N",
      .help = "shrink so the longer side is at most N (jpeg/raw)"},
     {FL_CLI_CUSTOM, "resize", .parse = opt_resize, .metavar = "WxH",

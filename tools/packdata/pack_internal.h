@@ -16,6 +16,7 @@ typedef struct pd_pack_opts {
     pd_encode encode;
     int quality;
     int jpeg_restart;      /* -2 default, -1 off, 0 one restart interval per MCU row, N: <= N MCUs */
+    int mask_codec;        /* 0 default, else the fl_mask_codec of every MASK field */
     uint32_t max_side;
     uint32_t resize_w, resize_h;
     int gray;

@@ -115,6 +115,9 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
         return fl_error_set(err, FL_E_INVALID, "--encode keep stores the files unchanged: "
                             "--resize, --max-side and --gray need --encode jpeg or raw");
     plan->encode = e;
+    for (uint32_t i = 0; i < items->num_fields; i++)
+        if (items->fields[i].type == FL_FIELD_MASK && po->mask_codec)
+            items->fields[i].codec = (fl_mask_codec)po->mask_codec;
     plan->fields = items->num_fields ? items->fields : NULL;
     plan->num_fields = items->num_fields;
     plan->quality = po->quality;
@@ -289,6 +292,14 @@ char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_item
             fl_json_string(&j, d);
         }
         fl_json_end_array(&j);
+        /* the stored form of the masks (a --resume with another codec is another job); named
+         * only when not PNG, so the options of PNG-mask jobs packed before stay the same */
+        for (uint32_t i = 0; i < items->num_fields; i++)
+            if (items->fields[i].type == FL_FIELD_MASK && items->fields[i].codec == FL_MASK_ZSTD) {
+                fl_json_key(&j, "mask_codec");
+                fl_json_string(&j, "zstd");
+                break;
+            }
     }
     fl_json_key(&j, "encode");
     fl_json_string(&j, enc_name(plan->encode));
