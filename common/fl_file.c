@@ -72,6 +72,26 @@ static int fail(fl_read_step *step, fl_read_step what, int code) {
     return code;
 }
 
+int fl_open_regular_at(int dirfd, const char *path, unsigned flags, struct stat *st) {
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
+                                     ((flags & FL_OPEN_NOFOLLOW) ? O_NOFOLLOW : 0));
+    if (fd < 0) return -errno;
+    struct stat s;
+    int rc = 0;
+    if (fstat(fd, &s) != 0) rc = -errno;
+    else if (!S_ISREG(s.st_mode)) rc = -EISDIR;
+    else {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) rc = -errno;
+    }
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    if (st) *st = s;
+    return fd;
+}
+
 int fl_read_file_at(int dirfd, const char *path, size_t max, unsigned flags, uint8_t **buf,
                     size_t *cap, size_t *len, fl_read_step *step) {
     *len = 0;

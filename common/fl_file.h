@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,6 +62,21 @@ typedef enum fl_read_step {
  * size accepted (SIZE_MAX: any). `step` may be NULL. */
 int fl_read_file_at(int dirfd, const char *path, size_t max, unsigned flags, uint8_t **buf,
                     size_t *cap, size_t *len, fl_read_step *step);
+
+/* ---- opening a file we read -----------------------------------------------------------------
+ * The one safe open of a file that may have been handed to us (a downloaded data set, a
+ * checkpoint, an image): opened O_RDONLY | O_NONBLOCK | O_CLOEXEC, so a FIFO in its place never
+ * blocks the open; fstat must say a regular file; then O_NONBLOCK is cleared so reads behave as
+ * usual. FL_OPEN_NOFOLLOW also refuses a symbolic link as the last component (a shard must be a
+ * file of its data set's folder, not a link leading out of it). */
+enum { FL_OPEN_NOFOLLOW = 1u };
+
+/* Open `path` relative to directory fd `dirfd` (or AT_FDCWD) as above. Returns the fd (>= 0), or
+ * -errno: -ELOOP a symbolic link under FL_OPEN_NOFOLLOW, -EISDIR anything but a regular file
+ * (directory, FIFO, socket, device), or what openat/fstat/fcntl failed with. `st` (may be NULL)
+ * receives the fstat of the opened file. Callers word the message and never print the size of
+ * a file they refused. */
+int fl_open_regular_at(int dirfd, const char *path, unsigned flags, struct stat *st);
 
 /* ---- the durable write ----------------------------------------------------------------------
  * The one way fastload writes an output file (checkpoints, ONNX models, reports, predictions):

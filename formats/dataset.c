@@ -35,7 +35,8 @@ static int read_file_at(int dirfd, const char *name, const char *shown, size_t m
     uint8_t *buf = NULL;
     size_t n = 0;
     fl_read_step step;
-    int rc = fl_read_file_at(dirfd, name, max, FL_READ_REGULAR, &buf, NULL, &n, &step);
+    int rc = fl_read_file_at(dirfd, name, max, FL_READ_REGULAR | FL_READ_NONBLOCK, &buf, NULL, &n,
+                             &step);
     *out = NULL;
     if (rc) free(buf);
     switch (step) {
@@ -44,7 +45,8 @@ static int read_file_at(int dirfd, const char *name, const char *shown, size_t m
     case FL_READ_STAT:
     case FL_READ_NOT_REGULAR: return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", shown);
     case FL_READ_TOO_LARGE:
-        return fl_error_set(err, FL_E_FORMAT, "%s: %lld bytes, larger than the %zu-byte limit", shown,
+        return fl_error_set(err, FL_E_FORMAT, "%s: %lld bytes, larger than the %zu bytes its folder "
+                            "can justify (16 MiB + 1 KiB a file): damaged or crafted", shown,
                             (long long)n, max);
     case FL_READ_ALLOC: return fl_error_set(err, -ENOMEM, "%s: out of memory", shown);
     case FL_READ_READ: return fl_error_set(err, rc, "%s: read failed: %s", shown, strerror(-rc));
@@ -54,6 +56,23 @@ static int read_file_at(int dirfd, const char *name, const char *shown, size_t m
     *out = (char *)buf;
     *out_len = n;
     return 0;
+}
+
+/* The largest manifest a folder can justify: 16 MiB (a long class list) plus 1 KiB for each
+ * entry of the folder (a shard is listed in under 100 bytes). A manifest declaring millions of
+ * shards that are not there is refused before it is parsed (parsing costs about 12x its size). */
+static size_t manifest_limit(int dir_fd) {
+    int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return FL_MAX_MANIFEST_BYTES;
+    }
+    uint64_t entries = 0;
+    while (readdir(d) && entries < FL_MAX_MANIFEST_BYTES / 1024) entries++;
+    closedir(d);
+    uint64_t lim = (16u << 20) + entries * 1024;
+    return lim < FL_MAX_MANIFEST_BYTES ? (size_t)lim : FL_MAX_MANIFEST_BYTES;
 }
 
 /* ---- directories held during open ------------------------------------------------------------
@@ -192,6 +211,17 @@ static int check_labels(const fl_dataset *ds, const fl_shard_view *v, uint64_t f
     return 0;
 }
 
+/* The message of a refused fl_open_regular_at: a link or a non-regular file is named for what
+ * it is (never with its size: a link may lead to a file the user cannot read). */
+int fl_dataset_open_refused(const char *path, const char *what, int rc, fl_error *err) {
+    if (rc == -ELOOP)
+        return fl_error_set(err, FL_E_FORMAT, "%s: a symbolic link: %s must be a regular file "
+                            "inside the dataset folder", path, what);
+    if (rc == -EISDIR)
+        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file (%s must be one)", path, what);
+    return fl_error_set(err, rc, "%s: cannot open %s: %s", path, what, strerror(-rc));
+}
+
 /* part_start[i]: non-zero when shard i is the first of a --part dataset (numbering restarts);
  * NULL for a plain dataset. owner[i]/owner_k[i]: the part manifest listing shard i and its
  * position there; dirfd[i]: that part's directory (NULL: m itself, position i, dir_fd). Shard i
@@ -219,11 +249,9 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
         }
         const fl_manifest *om = owner ? owner[i] : m;
         uint32_t k = owner ? owner_k[i] : i;
-        int fd = openat(dirfd ? dirfd[i] : dir_fd, om->shards[k].file, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            int e = errno;
-            return fl_error_set(err, -e, "%s: cannot open shard: %s", path, strerror(e));
-        }
+        int fd = fl_open_regular_at(dirfd ? dirfd[i] : dir_fd, om->shards[k].file,
+                                    FL_OPEN_NOFOLLOW, NULL);
+        if (fd < 0) return fl_dataset_open_refused(path, "a shard", fd, err);
         int rc = fl_shard_open_fd_min(fd, path, min_fields, v, err);
         ds->num_open = i + 1; /* so close() releases what is open */
         if (rc) return rc;
@@ -356,7 +384,7 @@ static int find_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_part_dir *
         memset(&parts[n], 0, sizeof parts[n]);
         parts[n].dir = sub;
         parts[n].fd = sfd;
-        rc = read_file_at(sfd, FL_MANIFEST_NAME, mp, FL_MAX_MANIFEST_BYTES, &text, &len, err);
+        rc = read_file_at(sfd, FL_MANIFEST_NAME, mp, manifest_limit(sfd), &text, &len, err);
         if (rc == 0) rc = fl_manifest_parse(text, len, mp, &parts[n].m, err);
         free(text);
         free(mp);
@@ -547,7 +575,7 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
         goto fail;
     }
     size_t mlen = 0;
-    rc = read_file_at(dir_fd, FL_MANIFEST_NAME, mpath, FL_MAX_MANIFEST_BYTES, &ds->manifest_text,
+    rc = read_file_at(dir_fd, FL_MANIFEST_NAME, mpath, manifest_limit(dir_fd), &ds->manifest_text,
                       &mlen, err);
     if (rc == -ENOENT) {
         int prc = open_parts(ds, &c, dir_fd, err);

@@ -63,6 +63,10 @@ struct fl_dataset {
     struct ZSTD_DDict_s *lmdb_ddict;
 };
 
+/* The error for fl_open_regular_at's failure `rc` on a data set's file `path` (`what`: "a shard",
+ * "an LMDB data file"): links and non-regular files refused without their size (dataset.c). */
+int fl_dataset_open_refused(const char *path, const char *what, int rc, fl_error *err);
+
 /* LMDB backend (lmdb_reader.c): open the data file m->shards[0].file of directory `dir_fd`
  * (keeping its fd in ds->lmdb_fd), check its size against the manifest and LMDB's own claims,
  * open the environment on that very file, fill ds->lrec (m->records entries), dictionary, sizes.

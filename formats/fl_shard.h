@@ -22,6 +22,15 @@
 #define FL_MAX_RECORD_BYTES (1u << 30)  /* no single record over 1 GiB (stored or raw) */
 #define FL_MAX_NAME_BYTES 4096u
 #define FL_MAX_DICT_BYTES (16u << 20)
+/* A compressed record may not claim a raw length beyond FL_MAX_RAW_RATIO times its compressed
+ * bytes plus FL_RAW_SLACK (a zstd frame of RLE blocks could claim 32,768x: a 33 KB record
+ * would make every decode worker allocate and fill 1 GiB). Nearly constant images over 1 MiB
+ * are the only real data that compress further. */
+#define FL_MAX_RAW_RATIO 4096u
+#define FL_RAW_SLACK (1u << 20)
+static inline int fl_raw_len_plausible(uint64_t raw_len, uint64_t stored) {
+    return raw_len <= stored * FL_MAX_RAW_RATIO + FL_RAW_SLACK;
+}
 
 /* header field offsets */
 enum {

@@ -10,14 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <zstd.h>
 
 #include "fl_dataset_impl.h"
+#include "fl_file.h"
 #include "fl_lmdb.h"
 
 struct fl_lmdb_reader {
     MDB_env *env;
     MDB_txn *txn;
+    const uint8_t *base; /* where the file is mapped (NULL: unknown, values not bounded) */
+    uint64_t used;       /* bytes of used pages: every value lies in [base, base + used) */
 };
 
 void fl_lmdb_reader_close(fl_dataset *ds) {
@@ -35,6 +39,45 @@ static uint64_t key_value(const uint8_t *k) {
     return v;
 }
 
+/* LMDB's two meta pages, read before LMDB maps anything (0.9 layout, 64-bit: the page header is
+ * 16 bytes; the meta follows: magic, version, address, mapsize, the free and main databases (48
+ * bytes each, the page size in the first one's pad), last page, txnid). LMDB maps what the meta
+ * declares and trusts its page numbers: a crafted map size fails with "Cannot allocate memory" or
+ * reserves terabytes, a last page past the end faults. The newer meta is the one LMDB uses; its
+ * page size, map size and last page are bounded by the file. *map_bytes: the map to ask for. */
+#define FL_LMDB_META_MAGIC 0xBEEFC0DEu
+#define FL_LMDB_MAX_MAPSIZE (1ull << 44) /* 16 TiB: no writer of this format asks for more */
+static int check_meta(int fd, const char *path, uint64_t size, uint64_t *map_bytes, fl_error *err) {
+    uint8_t pg[2][160];
+    size_t got = 0;
+    if (fl_pread_full(fd, pg[0], sizeof pg[0], 0, &got) != 0 || got != sizeof pg[0])
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: too short for an LMDB file: damaged or crafted",
+                            path);
+    uint32_t psize = fl_rd32(pg[0] + 40);
+    if (fl_rd32(pg[0] + 16) != FL_LMDB_META_MAGIC || fl_rd32(pg[0] + 20) != 1)
+        return fl_error_set(err, FL_E_LMDB, "%s: not an LMDB file (meta magic/version)", path);
+    if (psize < 512 || psize > 65536 || (psize & (psize - 1)) || size < 2ull * psize)
+        return fl_error_set(err, FL_E_FORMAT, "%s: LMDB page size %u for a %llu-byte file: damaged "
+                            "or crafted", path, psize, (unsigned long long)size);
+    if (fl_pread_full(fd, pg[1], sizeof pg[1], psize, &got) != 0 || got != sizeof pg[1])
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: no second LMDB meta page: damaged or crafted",
+                            path);
+    int use = fl_rd32(pg[1] + 16) == FL_LMDB_META_MAGIC && fl_rd64(pg[1] + 144) > fl_rd64(pg[0] + 144);
+    const uint8_t *mp = pg[use];
+    uint64_t mapsize = fl_rd64(mp + 32), last = fl_rd64(mp + 136);
+    if (mapsize > FL_LMDB_MAX_MAPSIZE)
+        return fl_error_set(err, FL_E_FORMAT, "%s: LMDB meta %d declares a map of %llu bytes for a "
+                            "%llu-byte file: damaged or crafted", path, use,
+                            (unsigned long long)mapsize, (unsigned long long)size);
+    if (last >= size / psize)
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: LMDB meta %d says page %llu is used, the "
+                            "%llu-byte file ends at page %llu: truncated, damaged or crafted", path,
+                            use, (unsigned long long)last, (unsigned long long)size,
+                            (unsigned long long)(size / psize));
+    *map_bytes = (size + psize - 1) / psize * psize;
+    return 0;
+}
+
 /* Open data.mdb relative to the dataset directory, check its size against the manifest and
  * LMDB's last used page, and open the environment on that very file (read-only, no lock). */
 static int open_env(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *err) {
@@ -42,10 +85,11 @@ static int open_env(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *
     /* The file as the manifest describes it: opened relative to the directory the manifest came
      * from, kept open, its size checked before LMDB maps anything (a mapping past the end of a
      * truncated file kills the process with SIGBUS at the first touch). */
-    int fd = openat(dir_fd, m->shards[0].file, O_RDONLY | O_CLOEXEC);
+    int fd = fl_open_regular_at(dir_fd, m->shards[0].file, FL_OPEN_NOFOLLOW, NULL);
     if (fd < 0) {
-        int e = errno;
-        return fl_error_set(err, -e, "%s: %s", path, strerror(e));
+        if (fd == -ELOOP || fd == -EISDIR)
+            return fl_dataset_open_refused(path, "an LMDB data file", fd, err);
+        return fl_error_set(err, fd, "%s: %s", path, strerror(-fd));
     }
     ds->lmdb_fd = fd;
     struct stat st;
@@ -69,10 +113,15 @@ static int open_env(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *
     char via[64 + 256];
     snprintf(via, sizeof via, "/proc/self/fd/%d/%s", dir_fd, m->shards[0].file);
     const char *open_path = access(via, F_OK) == 0 ? via : path;
+    uint64_t map_bytes = 0;
+    int rc = check_meta(fd, path, size, &map_bytes, err);
+    if (rc) return rc;
     /* MDB_NOTLS: the one read txn is not tied to this thread; MDB_NOLOCK: immutable data, no
-     * lock file (the dataset directory may be read-only). */
-    int rc = mdb_env_create(&r->env);
+     * lock file (the dataset directory may be read-only). The map is the file's own size, not
+     * the one its meta declares: a reader never maps more than it can read. */
+    rc = mdb_env_create(&r->env);
     if (rc == 0) rc = mdb_env_set_maxdbs(r->env, 2);
+    if (rc == 0) rc = mdb_env_set_mapsize(r->env, (size_t)map_bytes);
     if (rc == 0)
         rc = mdb_env_open(r->env, open_path, MDB_RDONLY | MDB_NOLOCK | MDB_NOSUBDIR | MDB_NOTLS,
                           0644);
@@ -97,7 +146,41 @@ static int open_env(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *
     if ((uint64_t)info.me_mapsize < used)
         return fl_error_set(err, FL_E_FORMAT, "%s: LMDB map (%zu bytes) smaller than its %llu used bytes",
                             path, info.me_mapsize, (unsigned long long)used);
+    r->used = used;
     return 0;
+}
+
+/* Where LMDB mapped the file: the mapping of /proc/self/maps that holds `p` and maps this very
+ * file (device, inode) from offset 0. Every value LMDB hands back must lie in [base, base +
+ * used): a crafted page can point a value past the end of the file (SIGBUS at the first touch)
+ * or past the map. Returns 0 and *base, or -1 when /proc is not there (the bound is then off). */
+static int find_map(const void *p, const struct stat *st, const uint8_t **base) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return -1;
+    char line[512];
+    int found = -1;
+    uintptr_t a = (uintptr_t)p;
+    while (found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, off, ino;
+        unsigned maj, mnr;
+        char perm[8];
+        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perm, &off, &maj, &mnr, &ino) != 7)
+            continue;
+        if (a >= lo && a < hi && off == 0 && ino == (unsigned long)st->st_ino &&
+            maj == major(st->st_dev) && mnr == minor(st->st_dev)) {
+            *base = (const uint8_t *)lo;
+            found = 0;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Is the value [v, v + n) inside the used pages of the map? */
+static int in_map(const fl_lmdb_reader *r, const void *v, size_t n) {
+    if (!r->base) return 1;
+    const uint8_t *p = v;
+    return p >= r->base && (uint64_t)(p - r->base) <= r->used && n <= r->used - (uint64_t)(p - r->base);
 }
 
 /* The read transaction kept until close, the two databases, and meta: format version (the
@@ -117,6 +200,12 @@ static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_
     k.mv_data = FL_LMDB_META_VERSION;
     k.mv_size = strlen(FL_LMDB_META_VERSION);
     rc = mdb_get(r->txn, meta, &k, &v);
+    struct stat st;
+    if (rc == 0 && (fstat(ds->lmdb_fd, &st) != 0 || find_map(v.mv_data, &st, &r->base) != 0))
+        r->base = NULL;
+    if (rc == 0 && !in_map(r, v.mv_data, v.mv_size))
+        return fl_error_set(err, FL_E_FORMAT, "%s: meta \"%s\" lies outside the file's used pages: "
+                            "damaged or crafted", path, FL_LMDB_META_VERSION);
     if (rc || v.mv_size != 4)
         return fl_error_set(err, FL_E_FORMAT, "%s: missing meta \"%s\"", path, FL_LMDB_META_VERSION);
     uint32_t ver = fl_rd32(v.mv_data);
@@ -132,7 +221,7 @@ static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_
         k.mv_data = FL_LMDB_META_ID;
         k.mv_size = strlen(FL_LMDB_META_ID);
         rc = mdb_get(r->txn, meta, &k, &v);
-        if (rc || v.mv_size != FL_DATASET_ID_BYTES)
+        if (rc || v.mv_size != FL_DATASET_ID_BYTES || !in_map(r, v.mv_data, v.mv_size))
             return fl_error_set(err, FL_E_FORMAT, "%s: missing meta \"%s\"", path, FL_LMDB_META_ID);
         if (memcmp(v.mv_data, m->dataset_id, FL_DATASET_ID_BYTES) != 0) {
             char got[2 * FL_DATASET_ID_BYTES + 1], mid[2 * FL_DATASET_ID_BYTES + 1];
@@ -148,7 +237,7 @@ static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_
         k.mv_size = strlen(FL_LMDB_META_DICT);
         rc = mdb_get(r->txn, meta, &k, &v);
         if (rc == 0) {
-            if (v.mv_size > FL_MAX_DICT_BYTES)
+            if (v.mv_size > FL_MAX_DICT_BYTES || !in_map(r, v.mv_data, v.mv_size))
                 return fl_error_set(err, FL_E_FORMAT, "%s: dictionary too large", path);
             ds->lmdb_ddict = ZSTD_createDDict(v.mv_data, v.mv_size);
             if (!ds->lmdb_ddict) return fl_error_set(err, FL_E_FORMAT, "%s: unusable zstd dictionary", path);
@@ -192,6 +281,8 @@ static const char *record_value(const fl_dataset *ds, const fl_manifest *m, uint
     size_t payload = sl - e->fields_len;
     if (s->compression == FL_COMP_NONE && e->raw_len != payload)
         return "raw length differs from stored length in an uncompressed dataset";
+    if (!fl_raw_len_plausible(e->raw_len, payload))
+        return "raw length beyond what its compressed bytes can hold (4096x + 1 MiB): crafted";
     if (s->encoding == FL_ENC_NONE && (payload || e->height || e->width))
         return "a payload or image size in a dataset without images";
     if (fixed_raw && e->raw_len != fixed_raw) return "raw length does not match the fixed image size";
@@ -217,6 +308,11 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
     if (ms.ms_entries != m->records)
         return fl_error_set(err, FL_E_FORMAT, "%s: %zu records, manifest says %llu", path,
                             (size_t)ms.ms_entries, (unsigned long long)m->records);
+    /* a record is at least a leaf node: 8-byte node header, 8-byte key, the value header */
+    if (m->records > r->used / 32)
+        return fl_error_set(err, FL_E_FORMAT, "%s: %llu records cannot fit in %llu bytes of pages: "
+                            "damaged or crafted", path, (unsigned long long)m->records,
+                            (unsigned long long)r->used);
     ds->lrec = calloc(m->records ? m->records : 1, sizeof *ds->lrec);
     if (!ds->lrec) return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     MDB_cursor *cur;
@@ -227,7 +323,9 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++) {
         const char *why = NULL;
         fl_lmdb_rec *e = &ds->lrec[i];
-        if (k.mv_size != 8 || key_value(k.mv_data) != i) {
+        if (!in_map(r, k.mv_data, k.mv_size) || !in_map(r, v.mv_data, v.mv_size)) {
+            why = "key or value outside the file's used pages: damaged or crafted";
+        } else if (k.mv_size != 8 || key_value(k.mv_data) != i) {
             why = "key is not the record index";
         } else {
             why = record_value(ds, m, ver, &v, e, min_fields);
@@ -240,6 +338,9 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
         if (e->stored_len > ds->max_stored_len) ds->max_stored_len = e->stored_len;
     }
     mdb_cursor_close(cur);
+    if (rc != 0 && rc != MDB_NOTFOUND && i < m->records)
+        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %s: damaged or crafted", path,
+                            (unsigned long long)i, mdb_strerror(rc));
     if (i != m->records)
         return fl_error_set(err, FL_E_FORMAT, "%s: found %llu records, manifest says %llu", path,
                             (unsigned long long)i, (unsigned long long)m->records);

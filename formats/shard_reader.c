@@ -10,6 +10,7 @@
 
 #include <zstd.h>
 
+#include "fl_file.h"
 #include "fl_shard.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -216,7 +217,7 @@ static int validate_header(fl_shard_view *v, const char *path, fl_error *err) {
 }
 
 /* The footer and the index block it describes (CRC, decompression). */
-static int validate_footer(fl_shard_view *v, const char *path, fl_error *err) {
+static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err) {
     const uint8_t *m = v->map;
     uint64_t size = v->size;
     uint32_t version = v->version;
@@ -244,6 +245,15 @@ static int validate_footer(fl_shard_view *v, const char *path, fl_error *err) {
         return fl_error_set(err, FL_E_FORMAT, "%s: footer says %llu records, header %llu", path,
                             (unsigned long long)fcount, (unsigned long long)v->count);
     int zindex = (flags & FL_FOOTER_INDEX_ZSTD) != 0;
+    /* What the file can justify: a record with an image or a fields block has at least one
+     * byte in the data region, so the index (48 bytes a record) is at most 48x the data. */
+    uint64_t data_bytes = v->data_end - v->data_offset;
+    if ((v->schema.encoding != FL_ENC_NONE || min_fields) &&
+        v->count > data_bytes / (min_fields > 1 ? min_fields : 1))
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: %llu records cannot fit in a %llu-byte data region: damaged or "
+                            "crafted", path, (unsigned long long)v->count,
+                            (unsigned long long)data_bytes);
     /* A compressed block may not claim more than 4096x its size (+1 MiB): a forged footer cannot
      * make us allocate gigabytes. */
     uint64_t raw_cap = zindex ? (idx_stored < (1ull << 40) ? idx_stored * 4096 + (1u << 20) : 0)
@@ -308,6 +318,8 @@ static int validate_entries(fl_shard_view *v, const char *path, size_t min_field
             why = "fields block shorter than the schema's fixed fields";
         else if (s->compression == FL_COMP_NONE && r.raw_len != payload)
             why = "raw length differs from stored length in an uncompressed shard";
+        else if (!fl_raw_len_plausible(r.raw_len, payload))
+            why = "raw length beyond what its compressed bytes can hold (4096x + 1 MiB): crafted";
         else if (s->encoding == FL_ENC_NONE && (payload || r.height || r.width))
             why = "a payload or image size in a dataset without images";
         else if (fixed_raw && r.raw_len != fixed_raw)
@@ -334,18 +346,18 @@ static int validate_entries(fl_shard_view *v, const char *path, size_t min_field
 
 static int validate(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err) {
     int rc = validate_header(v, path, err);
-    if (!rc) rc = validate_footer(v, path, err);
+    if (!rc) rc = validate_footer(v, path, min_fields, err);
     if (!rc) rc = validate_entries(v, path, min_fields, err);
     return rc;
 }
 
 int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = fl_open_regular_at(AT_FDCWD, path, 0, NULL); /* a FIFO never blocks the open */
     if (fd < 0) {
-        int e = errno;
         memset(v, 0, sizeof *v);
         v->fd = -1;
-        return fl_error_set(err, -e, "%s: cannot open shard: %s", path, strerror(e));
+        if (fd == -EISDIR) return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", path);
+        return fl_error_set(err, fd, "%s: cannot open shard: %s", path, strerror(-fd));
     }
     return fl_shard_open_fd(fd, path, v, err);
 }

@@ -413,10 +413,15 @@ int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err)
     uint8_t *buf = NULL;
     size_t got = 0;
     fl_read_step step;
-    /* a file that shrank since fstat is kept short: parse reports it as truncated */
-    int rc = fl_read_file_at(AT_FDCWD, path, SIZE_MAX, FL_READ_SHORT_OK, &buf, NULL, &got, &step);
+    /* a file that shrank since fstat is kept short: parse reports it as truncated; a FIFO or
+     * device in a checkpoint's place is refused without blocking in open */
+    int rc = fl_read_file_at(AT_FDCWD, path, SIZE_MAX,
+                             FL_READ_SHORT_OK | FL_READ_REGULAR | FL_READ_NONBLOCK, &buf, NULL, &got,
+                             &step);
     if (rc) {
         free(buf);
+        if (step == FL_READ_NOT_REGULAR)
+            return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", path);
         if (step == FL_READ_ALLOC)
             return fl_error_set(err, -ENOMEM, "%s: out of memory (%zu bytes)", path, got);
         if (step == FL_READ_READ) /* an I/O error is not a damaged file: say which it was */
