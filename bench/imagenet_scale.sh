@@ -15,17 +15,22 @@
 #     the parts' random-order `fastload digest` of the first 20 batches == the one-process pack's
 # Heavy steps run under `nice -n 10` (the machine may be shared: say so with the figures).
 #
-# Usage: bench/imagenet_scale.sh [--records N] [--work DIR] [--build DIR] [--shard-size S] [--no-slurm]
+# With --tar the source is ImageNet's train-tar layout instead (one tar of 1,000 per-class tars, made
+# once from the folder with tar(1)), packed in place by packdata; only the packs (one process, array),
+# info and verify run (the dataset is the same records, so the loader figures are the folder run's).
+#
+# Usage: bench/imagenet_scale.sh [--records N] [--work DIR] [--build DIR] [--shard-size S] [--no-slurm] [--tar]
 #   --records N     1281167 (default, ImageNet-1k's train count) or fewer: the per-class counts
 #                   scale (128117 = a tenth)
 #   --work DIR      sources, packs and logs (default /var/tmp/fl-imagenet; a few GB per 1.28 M)
 #   --build DIR     the build with packdata/fastload (default: build/)
 #   --shard-size S  packdata --shard-size (default 64M)
 #   --no-slurm      skip the Slurm array run (needs root, slurm-wlm and munge)
+#   --tar           pack WORK/src-N.tar (per-class tars inside one tar) instead of the folder
 # Prints one `key value` line per figure and writes them to WORK/results-N.txt.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-records=1281167 work=/var/tmp/fl-imagenet build="$root/build" shard=64M slurm=1
+records=1281167 work=/var/tmp/fl-imagenet build="$root/build" shard=64M slurm=1 tar=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --records) records=$2; shift 2 ;;
@@ -33,6 +38,7 @@ while [[ $# -gt 0 ]]; do
         --build) build=$2; shift 2 ;;
         --shard-size) shard=$2; shift 2 ;;
         --no-slurm) slurm=0; shift ;;
+        --tar) tar=1; shift ;;
         -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "imagenet_scale.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     esac
@@ -41,6 +47,7 @@ P="$build/tools/packdata/packdata" F="$build/tools/fastload/fastload"
 for t in "$P" "$F" /usr/bin/time; do [[ -x $t ]] || { echo "imagenet_scale.sh: $t missing" >&2; exit 1; }; done
 mkdir -p "$work" && work=$(cd "$work" && pwd)
 src="$work/src-$records" run="$work/run-$records" res="$work/results-$records.txt"
+((tar)) && run="$work/run-$records-tar" res="$work/results-$records-tar.txt"
 mkdir -p "$run"
 : >"$res"
 say() { echo "$1 $2" | tee -a "$res"; }
@@ -66,6 +73,23 @@ if [[ ! -d $src ]] || [[ $(find "$src/" -maxdepth 2 -name .complete | wc -l) -lt
 fi
 say source.files "$(find "$src/" -type f -name '*.JPEG' | wc -l)"
 say source.du "$(du -sh "$src/" | cut -f1)"
+if ((tar)); then
+    # ImageNet's ILSVRC2012_img_train.tar layout: <wnid>.tar per class (members <wnid>_<k>.JPEG)
+    # inside one plain tar
+    if [[ ! -f $src.tar ]]; then
+        echo "making $src.tar ..."
+        inner="$work/tar-inner-$records"
+        rm -rf "$inner" && mkdir -p "$inner" || exit 1
+        for d in "$src"/*/; do
+            c=$(basename "$d")
+            (cd "$d" && nice -n 10 tar -cf "$inner/$c.tar" --sort=name -- *.JPEG) || exit 1
+        done
+        (cd "$inner" && nice -n 10 tar -cf "$src.tar.tmp" --sort=name -- *.tar) && mv "$src.tar.tmp" "$src.tar" || exit 1
+        rm -rf "$inner"
+    fi
+    src="$src.tar"
+    say source.tar_bytes "$(stat -c %s "$src")"
+fi
 opts=(--encode keep --shard-size "$shard")
 
 # ---- one process -------------------------------------------------------------------------------
@@ -79,6 +103,7 @@ say dataset.bytes "$(du -sb "$run/one" | cut -f1)"
 timed info "$P" info "$run/one" || cat "$run/info.err"
 timed verify "$P" verify "$run/one" || cat "$run/verify.err"
 
+if ((!tar)); then
 # ---- kill at ~50 %, --resume -------------------------------------------------------------------
 rm -rf "$run/kill" "$run/kill.partial"
 total=$(du -sb "$run/one" | cut -f1)
@@ -129,6 +154,8 @@ print(f"python.peak_rss_mib {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss 
 EOF
     while read -r k v; do say "$k" "$v"; done <"$run/python.out"
 fi
+
+fi # the folder source only
 
 # ---- Slurm array of 4 tasks ----------------------------------------------------------------------
 if ((slurm)) && why=$(bash "$root/tests/slurm/cluster.sh" check); then
