@@ -194,6 +194,7 @@ static void put_source(FILE *f, const pd_pack_opts *po) {
     else if (po->so.csv) srcs[0] = po->so.csv;
     else if (po->so.coco) srcs[0] = po->so.coco, srcs[1] = po->so.root;
     else if (po->so.jsonl) srcs[0] = po->so.jsonl;
+    else if (po->so.wds) srcs[0] = po->so.wds;
     else if (po->so.mask_dir) srcs[1] = po->so.mask_dir;
     fputs("source", f);
     for (int i = 0; i < 2; i++) {

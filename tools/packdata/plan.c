@@ -272,7 +272,8 @@ char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_item
     fl_json_string(&j, po->src ? po->src
                         : po->so.csv ? po->so.csv
                         : po->so.coco ? po->so.coco
-                        : po->so.jsonl ? po->so.jsonl : po->so.idx_images);
+                        : po->so.jsonl ? po->so.jsonl
+                        : po->so.wds ? po->so.wds : po->so.idx_images);
     fl_json_key(&j, "source_form");
     fl_json_string(&j, items->form);
     if (items->num_fields) {
