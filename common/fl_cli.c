@@ -1,6 +1,7 @@
 /* fl_cli.c — strict number/size parsing, the one-line option errors and version/error printing
  * of the command-line layer (see fl_cli.h; the option tables are in fl_cli_table.c). */
 #include "fl_cli.h"
+#include "fl_text.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -20,9 +21,11 @@ void fl_cli_print_version(FILE *out, const char *tool) {
 }
 
 static void vmsg(const char *tool, const char *kind, const char *fmt, va_list ap) {
-    char line[2048];
+    char line[2048], shown[4 * sizeof line];
     vsnprintf(line, sizeof line, fmt, ap);
-    fprintf(stderr, "%s: %s: %s\n", tool ? tool : "fastload", kind, line);
+    /* names in a message came from files: their control characters are shown, not obeyed */
+    fl_text_escape(line, FL_TEXT_KEEP_LINES, shown, sizeof shown);
+    fprintf(stderr, "%s: %s: %s\n", tool ? tool : "fastload", kind, shown);
 }
 
 void fl_cli_error(const char *tool, const char *fmt, ...) {

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fl_text.h"
 #include "fastload.h"
 #include "fastload_cli.h"
 #include "fl_clock.h"
@@ -178,7 +179,9 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     if (fl_loader_create(ro.path, &ro.opt, &L, &err)) {
         /* The library names its option fields; tell a command-line user which flag sets them. */
         const char *hint = (!ro.opt.out_height && strstr(err.msg, "vary in size")) ? " (pass --size S or WxH)" : "";
-        fprintf(stderr, "fastload bench: error: %s%s\n", err.msg[0] ? err.msg : fl_strerror(err.code), hint);
+        char shown[4 * sizeof err.msg];
+        fprintf(stderr, "fastload bench: error: %s%s\n",
+                fl_text_escape(err.msg[0] ? err.msg : fl_strerror(err.code), 0, shown, sizeof shown), hint);
         return 1;
     }
     double t_start = fl_now_s();
@@ -223,7 +226,9 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     while (epochs_done < ro.epochs && (!ro.max_batches || batches < ro.max_batches)) {
         fl_batch *b;
         if (fl_loader_next(L, &b, &err)) {
-            fprintf(stderr, "fastload bench: error: %s\n", err.msg[0] ? err.msg : fl_strerror(err.code));
+            char shown[4 * sizeof err.msg];
+            fprintf(stderr, "fastload bench: error: %s\n",
+                    fl_text_escape(err.msg[0] ? err.msg : fl_strerror(err.code), 0, shown, sizeof shown));
             status = 1;
             break;
         }

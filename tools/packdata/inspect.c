@@ -17,6 +17,18 @@
 #include "fl_clock.h"
 #include "fl_image.h"
 #include "fl_json.h"
+#include "fl_text.h"
+
+/* A record's source name (`n` bytes, not NUL-terminated) as printed: control characters shown
+ * (fl_text.h), never obeyed by the terminal. */
+static const char *shown_name(const char *name, size_t n, char *out, size_t cap) {
+    char raw[512];
+    if (!name) return "?";
+    if (n >= sizeof raw) n = sizeof raw - 1;
+    memcpy(raw, name, n);
+    raw[n] = 0;
+    return fl_text_escape(raw, 0, out, cap);
+}
 
 static const char *enc_str(fl_encoding e) {
     return e == FL_ENC_JPEG ? "jpeg" : e == FL_ENC_PNG ? "png" : e == FL_ENC_RAW ? "raw"
@@ -180,8 +192,12 @@ static int info_run(const fl_cli_tool *tool, int argc, char **argv) {
         printf("dataset:     %s\n", dst);
         printf("records:     %" PRIu64 "\n", fl_dataset_count(ds));
         printf("classes:     %u:", nc);
-        for (uint32_t i = 0; i < nc && i < 1000; i++) printf(" %s%s", fl_dataset_class_name(ds, i), i + 1 < nc ? "," : "");
-        if (nc > 1000) printf(" ...");
+        /* names are the data set's: shown escaped, a long list summarised (--json has them all) */
+        char shown[1024];
+        for (uint32_t i = 0; i < nc && i < 50; i++)
+            printf(" %s%s", fl_text_escape(fl_dataset_class_name(ds, i), 0, shown, sizeof shown),
+                   i + 1 < nc ? "," : "");
+        if (nc > 50) printf(" ... (%u more: info --json lists them all)", nc - 50);
         printf("\n");
         printf("backend:     %s\n", fl_dataset_backend(ds) == FL_BACKEND_LMDB ? "lmdb" : "shards");
         printf("shards:      %u\n", fl_dataset_num_shards(ds));
@@ -230,8 +246,9 @@ static void report_bad(verify_ctx *v, uint64_t i, const char *why) {
     size_t nl = 0;
     const char *name = fl_dataset_record_name(v->ds, i, &nl);
     v->bad++;
-    fprintf(stderr, PD_TOOL ": bad record %" PRIu64 " (shard %u, source %.*s): %s\n", i, ri.shard,
-            (int)nl, name ? name : "?", why);
+    char shown[1024], swhy[2048];
+    fprintf(stderr, PD_TOOL ": bad record %" PRIu64 " (shard %u, source %s): %s\n", i, ri.shard,
+            shown_name(name, nl, shown, sizeof shown), fl_text_escape(why, 0, swhy, sizeof swhy));
     if (v->j) {
         fl_json_begin_object(v->j);
         fl_json_key(v->j, "index");
@@ -614,8 +631,9 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
         goto out;
     }
     if (with_fields) {
-        fprintf(stderr, PD_TOOL ": record %" PRIu64 " (%ux%u, source %.*s):\n", index, ri.width,
-                ri.height, (int)nl, name);
+        char shown[1024];
+        fprintf(stderr, PD_TOOL ": record %" PRIu64 " (%ux%u, source %s):\n", index, ri.width,
+                ri.height, shown_name(name, nl, shown, sizeof shown));
         if (outp) fprintf(stderr, PD_TOOL ":   image -> %s\n", outp);
         pd_fields_scratch fsc = {0};
         r = pd_fields_extract(ds, index, data, len, prefix, outp, &fsc, stderr, &err);
@@ -627,9 +645,11 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
         status = FL_EXIT_OK;
         goto out;
     }
-    fprintf(stderr, PD_TOOL ": record %" PRIu64 " (label %d %s, %ux%u, source %.*s) -> %s\n", index,
-            ri.label, fl_dataset_class_name(ds, (uint32_t)ri.label) ? fl_dataset_class_name(ds, (uint32_t)ri.label) : "?",
-            ri.width, ri.height, (int)nl, name, outp);
+    char shown[1024], scls[1024], sout[4096];
+    const char *cls = fl_dataset_class_name(ds, (uint32_t)ri.label);
+    fprintf(stderr, PD_TOOL ": record %" PRIu64 " (label %d %s, %ux%u, source %s) -> %s\n", index,
+            ri.label, fl_text_escape(cls ? cls : "?", 0, scls, sizeof scls), ri.width, ri.height,
+            shown_name(name, nl, shown, sizeof shown), fl_text_escape(outp, 0, sout, sizeof sout));
     status = FL_EXIT_OK;
     goto out;
 oom:

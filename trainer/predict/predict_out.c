@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fl_text.h"
 #include "fl_file.h"
 #include "fl_json.h"
 #include "predict.h"
@@ -56,20 +57,11 @@ static int open_npy(tf_pred_out *o, const char *path, fl_error *err)
     return rc ? fl_error_set(err, rc, "--logits %s: cannot write: %s", path, strerror(-rc)) : 0;
 }
 
-/* a CSV field: quoted (RFC 4180) when it holds a comma, quote or line break */
+/* a CSV field: quoted (RFC 4180) when it holds a comma, quote or line break; a leading
+ * = + - @ neutralised (fl_csv_cell) */
 static void csv_field(FILE *f, const char *s)
 {
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    fl_csv_cell(f, s);
 }
 
 static int open_csv(tf_pred_out *o, const char *path, int files, fl_error *err)
@@ -176,14 +168,16 @@ static void print_json(const tf_pred_out *o, uint64_t index, const char *file, c
 
 static void print_text(const tf_pred_out *o, uint64_t index, const char *file, const int32_t *y)
 {
+    char shown[1024]; /* names from the checkpoint and file names: control characters shown */
     if (file)
-        printf("%s:", file);
+        printf("%s:", fl_text_escape(file, 0, shown, sizeof shown));
     else
         printf("%llu:", (unsigned long long)index);
     for (uint32_t i = 0; i < o->top; i++)
-        printf("%s %s %.2f%%", i ? "," : "", o->names[o->order[i]], 100 * o->prob[o->order[i]]);
+        printf("%s %s %.2f%%", i ? "," : "", fl_text_escape(o->names[o->order[i]], 0, shown, sizeof shown),
+               100 * o->prob[o->order[i]]);
     if (y)
-        printf("  (label %s)", o->names[*y]);
+        printf("  (label %s)", fl_text_escape(o->names[*y], 0, shown, sizeof shown));
     putchar('\n');
 }
 
