@@ -20,6 +20,7 @@ struct fl_encoder {
     fl_buf png;
     size_t png_len;
     fl_buf rst; /* fl_jpeg_add_restarts output */
+    fl_buf rst_scratch; /* its unstuffed entropy-coded bits (fl_jpeg_restart_copy) */
     int png_oom;
     char png_msg[256];
 };
@@ -38,6 +39,7 @@ void fl_encoder_free(fl_encoder *e) {
     tjFree(e->jpeg);
     fl_buf_free(&e->png);
     fl_buf_free(&e->rst);
+    fl_buf_free(&e->rst_scratch);
     free(e);
 }
 
@@ -215,6 +217,15 @@ int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_
     if ((uint64_t)info.width * info.height > FL_DEFAULT_MAX_PIXELS)
         return fl_error_set(err, FL_E_TOO_LARGE, "JPEG restart rewrite: %ux%u over the pixel limit",
                             info.width, info.height);
+    /* a sequential file: its Huffman-coded bits copied with markers between (jpeg_restart.c) */
+    size_t n;
+    rc = fl_jpeg_restart_copy(&e->rst, &e->rst_scratch, data, len, max_mcus, &n);
+    if (rc < 0) return fl_error_set(err, rc, "JPEG restart rewrite: out of memory");
+    if (rc == 0) {
+        *out = e->rst.p;
+        *out_len = n;
+        return 0;
+    }
     if (e->rst.cap < len + 4096 && fl_buf_reserve(&e->rst, len + len / 8 + 4096))
         return fl_error_set(err, -ENOMEM, "JPEG restart rewrite: out of memory");
     struct jpeg_decompress_struct src;

@@ -167,12 +167,17 @@ int fl_encode_jpeg(fl_encoder *e, const fl_image *img, int quality, const uint8_
 
 /* Losslessly rewrite a JPEG (baseline or progressive) as a baseline JPEG with restart markers,
  * the restart interval being the largest divisor of the MCU row count up to max_mcus MCUs (0: one
- * interval per MCU row), and per-image optimized Huffman tables. The DCT coefficients are copied,
- * so it decodes to exactly the same pixels. fl_decode_crop_resize on such a file Huffman-decodes
- * only the restart intervals the crop touches (rows above and, with intervals shorter than a row,
- * columns beside the crop are not read at all). Costs: about 1 ms per 0.15 MP image to rewrite;
- * libjpeg-turbo decodes files with restart markers on its slower Huffman path (full decodes are
- * a few percent slower); the size changes by a few percent (see bench/decode_bench.c --restart).
+ * interval per MCU row). The DCT coefficients are kept, so it decodes to exactly the same pixels.
+ * A sequential Huffman file without restart markers (what cameras and PIL write) has its
+ * entropy-coded bits copied with its own Huffman tables, markers inserted and only the first DC
+ * difference after each marker re-coded: about 0.65x the CPU of a full decode (size +4-5% at 4
+ * MCUs per interval on 0.2 MP 4:2:0 photos). Any other file (progressive, already restart-marked,
+ * a DC difference its table cannot code, corrupt) is transcoded through libjpeg with per-image
+ * optimized Huffman tables: about 2.5x a full decode, +1.6%. fl_decode_crop_resize on such a
+ * file Huffman-decodes only the restart intervals the crop touches (rows above and, with
+ * intervals shorter than a row, columns beside the crop are not read at all); libjpeg-turbo
+ * decodes files with restart markers on its slower Huffman path (full decodes are a few percent
+ * slower; see bench/decode_bench.c --restart, bench/jpeg_restart_pack.sh).
  * Same ownership as fl_encode_jpeg (*out valid until the next call on `e`).
  * Errors: FL_E_INVALID (not a JPEG, NULL args), FL_E_DECODE (corrupt), FL_E_TOO_LARGE, -ENOMEM. */
 int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_t max_mcus,

@@ -21,6 +21,15 @@ typedef struct fl_buf {
 int fl_buf_reserve(fl_buf *b, size_t n);
 void fl_buf_free(fl_buf *b);
 
+/* jpeg_restart.c: rewrite a sequential Huffman JPEG (one scan, no restart markers yet) with a
+ * restart interval of the largest divisor of the MCU row up to max_mcus (0: the row) by copying
+ * its entropy-coded bits, into out (scratch: the unstuffed bits). 0 and *out_len; 1 when the
+ * file is of another kind or anything is unexpected (progressive, arithmetic, a DC difference
+ * its table cannot code, corrupt data...: the caller transcodes through libjpeg, which gives
+ * the verdict); -ENOMEM. Every offset is bounds-checked. */
+int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size_t len,
+                         uint32_t max_mcus, size_t *out_len);
+
 struct fl_jpeg_state; /* jpeg_decode.c: persistent libjpeg decompressor + error manager */
 
 struct fl_decoder {

@@ -36,5 +36,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                  info.height / 3 ? info.height / 3 : 1};
     uint32_t ow = (sel & 4) ? 48 : 7, oh = (sel & 4) ? 40 : 5;
     fl_decode_crop_resize(d, data, size, &r, ow, oh, ch, sel & 0x20, out, NULL);
+    /* packdata's lossless restart-marker rewrite parses the same untrusted bytes (its own
+     * Huffman parser for sequential files); what it writes must decode as well */
+    static fl_encoder *e;
+    if (info.format == FL_IMG_JPEG && (e || fl_encoder_create(&e, NULL) == 0)) {
+        const uint8_t *rw;
+        size_t rwlen;
+        if (fl_jpeg_add_restarts(e, data, size, (sel >> 6) ? 4 : 0, &rw, &rwlen, NULL) == 0)
+            fl_decode_crop_resize(d, rw, rwlen, &r, ow, oh, ch, sel & 0x20, out, NULL);
+    }
     return 0;
 }
