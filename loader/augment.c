@@ -1,4 +1,5 @@
-/* augment.c — random-resized-crop / center-crop / flip parameter sampling; see augment.h. */
+/* augment.c — random-resized-crop / center-crop / flip parameter sampling (see augment.h), and
+ * the evaluation crop of the public API (fl_loader_eval_crop, fastload.h) over the same code. */
 #include "augment.h"
 
 #include <math.h>
@@ -120,4 +121,27 @@ void fl_augment_object_params(const fl_aug_config *c, uint64_t epoch, uint64_t p
         }
     }
     draw_flip(c, epoch, pos, out);
+}
+
+int fl_loader_eval_crop(const fl_loader_options *o, uint32_t src_w, uint32_t src_h, fl_rect *crop,
+                        fl_error *err)
+{
+    if (o->augment != FL_AUG_CENTER && o->augment != FL_AUG_NONE)
+        return fl_error_set(err, FL_E_INVALID, "eval crop: augment %d is not FL_AUG_CENTER or "
+                            "FL_AUG_NONE (a random crop depends on the sample's draw)",
+                            (int)o->augment);
+    if (o->flip)
+        return fl_error_set(err, FL_E_INVALID, "eval crop: flip is set (a random draw per sample)");
+    if (!o->out_width || !o->out_height || !src_w || !src_h)
+        return fl_error_set(err, FL_E_INVALID, "eval crop: output %ux%u, source %ux%u: a size is 0",
+                            o->out_width, o->out_height, src_w, src_h);
+    if (o->augment == FL_AUG_CENTER && !(o->center_ratio > 0 && o->center_ratio <= 1))
+        return fl_error_set(err, FL_E_INVALID, "center_ratio %g must lie in (0, 1]",
+                            o->center_ratio);
+    fl_aug_config c = {.augment = o->augment, .center_ratio = o->center_ratio,
+                       .out_width = o->out_width, .out_height = o->out_height, .seed = o->seed};
+    fl_aug_params ap;
+    fl_augment_params(&c, 0, 0, src_w, src_h, &ap);
+    *crop = ap.crop;
+    return 0;
 }

@@ -68,6 +68,7 @@
 #include "fl_dataset.h"
 #include "fl_error.h"
 #include "fl_fields.h"
+#include "fl_image.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -210,6 +211,19 @@ typedef struct fl_loader_options {
 
 /* Fill `o` with the defaults documented above. */
 void fl_loader_options_init(fl_loader_options *o);
+
+/* The region of a src_w x src_h source image that the loader decodes and resamples to its
+ * output for the evaluation augmentations, so that a caller decoding images itself (a predict
+ * command reading image files, say) gets the pixels the loader gives for the same image
+ * (fl_decode_crop_resize over `crop` to out_width x out_height). Uses o->augment (FL_AUG_CENTER:
+ * torchvision's Resize(shorter side = out / center_ratio) + CenterCrop(out) as one crop;
+ * FL_AUG_NONE: the whole image), o->out_width, o->out_height and o->center_ratio.
+ * Returns 0 with *crop filled (inside the image, at least 1 x 1), or FL_E_INVALID (in err) when
+ * o->augment is a random one (FL_AUG_RRC, FL_AUG_OBJECT_CROP) or o->flip is set (their crop
+ * depends on the sample's place in an epoch), when out_width, out_height, src_w or src_h is 0,
+ * or when center_ratio is outside (0, 1] with FL_AUG_CENTER. */
+int fl_loader_eval_crop(const fl_loader_options *o, uint32_t src_w, uint32_t src_h, fl_rect *crop,
+                        fl_error *err);
 
 /* One field of a batch: the values of one schema field for every sample, in pinned host memory
  * (and, in device mode, on the device). B is the batch size; M = the field's max_count (the

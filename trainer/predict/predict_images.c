@@ -1,14 +1,13 @@
 /* predict_images.c — image files given to `trainfast predict`, decoded exactly as the loader's
- * worker decodes an encoded record (loader/worker.c load_sample): the crop of the loader's own
- * augmentation parameters (loader/augment.h, with the loader's defaults), then
- * fl_decode_crop_resize to the model's input. So an image gives the same pixels here as in a
- * dataset packed from it, and the same logits. One decoder, one thread. */
+ * worker decodes an encoded record (loader/worker.c load_sample): the loader's evaluation crop
+ * (fl_loader_eval_crop, with the loader's defaults), then fl_decode_crop_resize to the model's
+ * input. So an image gives the same pixels here as in a dataset packed from it, and the same
+ * logits. One decoder, one thread. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "augment.h"
 #include "fastload.h"
 #include "fl_file.h"
 #include "fl_image.h"
@@ -18,7 +17,7 @@ struct tf_images {
     char *const *files;
     int n, next;
     uint32_t h, w, c;
-    fl_aug_config aug;
+    fl_loader_options lo; /* the loader's defaults; augment, out_width, out_height set */
     fl_decoder *dec;
     uint8_t *buf;    /* the file's bytes (grow-only) */
     size_t cap;
@@ -36,18 +35,15 @@ int tf_images_open(char *const *files, int n, uint32_t h, uint32_t w, uint32_t c
         free(s);
         return rc;
     }
-    fl_loader_options lo; /* the loader's defaults (center_ratio, no flip) */
-    fl_loader_options_init(&lo);
+    fl_loader_options_init(&s->lo); /* center_ratio, no flip */
+    s->lo.augment = center ? FL_AUG_CENTER : FL_AUG_NONE;
+    s->lo.out_width = w;
+    s->lo.out_height = h;
     s->files = files;
     s->n = n;
     s->h = h;
     s->w = w;
     s->c = c;
-    s->aug = (fl_aug_config){.augment = center ? FL_AUG_CENTER : FL_AUG_NONE, .flip = 0,
-                             .scale_min = lo.scale_min, .scale_max = lo.scale_max,
-                             .ratio_min = lo.ratio_min, .ratio_max = lo.ratio_max,
-                             .center_ratio = lo.center_ratio, .out_width = w, .out_height = h,
-                             .seed = lo.seed};
     *out = s;
     return 0;
 }
@@ -67,9 +63,10 @@ static int decode_one(tf_images *s, const char *path, uint8_t *dst, fl_error *er
     fl_image_info ii;
     if ((rc = fl_image_probe(s->buf, len, &ii, err)))
         return fl_error_prefix(err, "%s", path);
-    fl_aug_params ap;
-    fl_augment_params(&s->aug, 0, 0, ii.width, ii.height, &ap);
-    rc = fl_decode_crop_resize(s->dec, s->buf, len, &ap.crop, s->w, s->h, s->c, ap.flip, dst, err);
+    fl_rect crop;
+    if ((rc = fl_loader_eval_crop(&s->lo, ii.width, ii.height, &crop, err)))
+        return fl_error_prefix(err, "%s", path);
+    rc = fl_decode_crop_resize(s->dec, s->buf, len, &crop, s->w, s->h, s->c, 0, dst, err);
     return rc ? fl_error_prefix(err, "%s", path) : 0;
 }
 
