@@ -428,11 +428,58 @@ int pd_items_finish_classes(pd_items *it, const pd_source_opts *so, int32_t max_
     return pd_items_numeric_classes(it, n);
 }
 
+/* Does the relative `rel` climb above its start with ".."? */
+static int climbs(const char *rel) {
+    long depth = 0;
+    for (const char *p = rel; *p;) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0) return 1;
+        } else if (n && !(n == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += n + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+int pd_path_leaves(const char *root, const char *path) {
+    if (path[0] != '/') return climbs(path);
+    /* an absolute path is inside when it starts with root's real path (cached: one root a run) */
+    static char *last_root, *last_real;
+    if (!last_root || strcmp(last_root, root) != 0) {
+        free(last_root);
+        free(last_real);
+        last_root = strdup(root);
+        last_real = realpath(root, NULL);
+    }
+    if (!last_real) return 1;
+    size_t n = strlen(last_real);
+    if (strncmp(path, last_real, n) != 0) return 1;
+    if (n == 1) return climbs(path + 1); /* root is "/" */
+    if (path[n] != '/') return 1;
+    return climbs(path + n + 1);
+}
+
+int pd_link_leaves(const char *real_root, const char *path) {
+    char *real = realpath(path, NULL);
+    if (!real) return 0;
+    size_t n = strlen(real_root);
+    int out = !(strncmp(real, real_root, n) == 0 && (real[n] == '/' || real[n] == 0 || n == 1));
+    free(real);
+    return out;
+}
+
 int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_source_opts *so,
                   const char *src, const char *root, const char *path, const char *label_text,
                   int32_t *max_label) {
     int32_t label;
     char why[256];
+    if (!so->allow_outside_root && pd_path_leaves(root, path))
+        return pd_reject(rc, src, "%.400s is outside %s (an absolute path, or one climbing with "
+                         "..): refused, a list could otherwise pack any file of this machine "
+                         "(--allow-outside-root packs it)", path, root) ? 1 : 0;
     if (pd_parse_label(label_text, so, &label, why, sizeof why))
         return pd_reject(rc, src, "%s (path %.200s)", why, path) ? 1 : 0;
     pd_item it = {0};

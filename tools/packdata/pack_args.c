@@ -245,6 +245,10 @@ static const fl_cli_opt pack_opts[] = {
              "tar paths (see below)"},
     {FL_CLI_CUSTOM, "root", .parse = opt_root, .metavar = "DIR",
      .help = "base directory for list/CSV paths", .def = "the list file's directory"},
+    {FL_CLI_FLAG, "allow-outside-root", .off = F(so.allow_outside_root),
+     .help = "pack list/CSV/JSONL/COCO paths outside --root (absolute, or climbing\n"
+             "with ..) and ImageFolder links leading out of SRC (refused by default:\n"
+             "a list from elsewhere could pack any file of this machine)"},
     {FL_CLI_TEXT, "path-column", .off = F(so.path_column), .metavar = "NAME",
      .help = "CSV column with the image path", .def = "path"},
     {FL_CLI_TEXT, "label-column", .off = F(so.label_column), .metavar = "NAME",

@@ -144,6 +144,8 @@ typedef struct pd_source_opts {
     const char *wds;           /* --wds SHARDS: WebDataset tar shards (src_tar_wds.c) */
     const char *coco;          /* --coco INSTANCES.json (images under --root) */
     int masks;                 /* --masks: COCO segmentations into a "mask" field */
+    int allow_outside_root;    /* --allow-outside-root: list/CSV/JSONL/COCO paths and ImageFolder
+                                  links may lead out of --root / SRC (refused by default) */
     const char *mask_dir;      /* --mask-dir: image/mask folder pairs */
     const char *mask_suffix;   /* --mask-suffix (default ".png") */
     const char *image_suffix;  /* --image-suffix (default: any image extension) */
@@ -223,6 +225,16 @@ size_t pd_npy_header(fl_dtype dtype, uint32_t ndim, const uint64_t *shape, char 
 
 /* Join dir + "/" + name into a malloc'ed string. */
 char *pd_path_join(const char *dir, const char *name);
+
+/* 1 when `path`, taken relative to `root`, leads out of it: an absolute path not under root's
+ * real path, or one whose ".." climb above root. A list from a stranger may name any file of the
+ * user's machine; such paths are refused unless --allow-outside-root. Lexical (no file access
+ * but one cached realpath of root for absolute paths). */
+int pd_path_leaves(const char *root, const char *path);
+
+/* 1 when the file system entry `path` (a symbolic link) resolves to a place outside the folder
+ * whose real path is `real_root`; 0 inside or when it does not resolve (reported later). */
+int pd_link_leaves(const char *real_root, const char *path);
 
 /* A set of strings for duplicate detection (open addressing; strings not copied). */
 typedef struct pd_strset {

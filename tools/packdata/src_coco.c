@@ -544,6 +544,9 @@ static int add_image(coco *c, const pd_source_opts *so, size_t i, const size_t *
     if (!im->file) return pd_reject(c->rc, src, "has no \"file_name\"") ? 1 : 0;
     snprintf(src, sizeof src, "%s: image id %lld (%.400s)", c->file, (long long)im->id, im->file);
     if (!image_usable(im)) return pd_reject(c->rc, src, "needs \"width\" and \"height\" (1..65535)") ? 1 : 0;
+    if (!so->allow_outside_root && pd_path_leaves(so->root, im->file))
+        return pd_reject(c->rc, src, "file_name is outside --root %s (an absolute path, or one "
+                         "climbing with ..): refused (--allow-outside-root packs it)", so->root) ? 1 : 0;
     size_t nseg = 0, seg_total = 1;
     for (size_t k = 0; k < n; k++) {
         const coco_ann *a = &c->anns[order[k]];

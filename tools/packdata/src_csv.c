@@ -209,6 +209,10 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
                 char why[300];
                 int vr = pd_field_value_text(out, &out->fields[f], row.f[fcol[f]], lst.root,
                                              &it->values[f], why, sizeof why);
+                if (!vr && it->values[f].kind == PD_VAL_FILE && !so->allow_outside_root &&
+                    pd_path_leaves(lst.root, row.f[fcol[f]]))
+                    vr = -1, snprintf(why, sizeof why, "%.150s is outside %.60s: refused "
+                                      "(--allow-outside-root packs it)", row.f[fcol[f]], lst.root);
                 if (vr == -ENOMEM) {
                     how = PD_LISTING_OOM;
                     bad = 2;

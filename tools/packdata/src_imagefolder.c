@@ -64,10 +64,18 @@ typedef struct dir_chain {
     const struct dir_chain *up;
 } dir_chain;
 
+/* Is `path` a symbolic link that resolves outside `real_root` (SRC's real path; NULL: links may
+ * lead anywhere, --allow-outside-root)? One lstat per entry. */
+static int leaves(const char *real_root, const char *path) {
+    struct stat l;
+    return real_root && lstat(path, &l) == 0 && S_ISLNK(l.st_mode) && pd_link_leaves(real_root, path);
+}
+
 /* Collect image files below base/rel (rel relative to SRC), recursively. Bad entries go to
  * pd_reject: 1 when it said fail (already printed), else 0 or an error code. */
 static int walk(const char *base, const char *rel, strvec *files, uint64_t *ignored,
-                const dir_chain *up, int depth, pd_reject_ctx *rc, fl_error *err) {
+                const dir_chain *up, int depth, const char *real_root, pd_reject_ctx *rc,
+                fl_error *err) {
     char *dir = pd_path_join(base, rel);
     if (!dir) return -ENOMEM;
     struct stat ds;
@@ -116,8 +124,12 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
         if (rp && fp && stat(fp, &st) < 0) st_err = errno;
         if (!rp || !fp) {
             r = -ENOMEM;
+        } else if (leaves(real_root, fp)) {
+            r = pd_reject(rc, fp, "a symbolic link leading out of %s: not packed (a folder from "
+                          "elsewhere could pack any file of this machine; --allow-outside-root "
+                          "packs it)", base) ? 1 : 0;
         } else if (!st_err && S_ISDIR(st.st_mode)) {
-            r = walk(base, rp, files, ignored, &here, depth + 1, rc, err);
+            r = walk(base, rp, files, ignored, &here, depth + 1, real_root, rc, err);
         } else if (has_image_ext(names.v[i])) {
             /* missing/broken entries are kept: the pack reports them with the file name */
             r = sv_push(files, rp);
@@ -149,6 +161,7 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
                        pd_items *out, fl_error *err) {
     DIR *d = opendir(dir);
     if (!d) return fl_error_set(err, -errno, "%s: cannot open directory: %s", dir, strerror(errno));
+    char *real_root = so->allow_outside_root ? NULL : realpath(dir, NULL);
     strvec classes = {0};
     struct dirent *de;
     int r = 0, failed = 0;
@@ -159,7 +172,13 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
         if (!p) {
             r = -ENOMEM;
         } else if (stat(p, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) r = sv_push(&classes, strdup(de->d_name));
+            if (S_ISDIR(st.st_mode) && leaves(real_root, p)) {
+                if (!failed && pd_reject(rc, p, "a symbolic link leading out of %s: not packed "
+                                         "(--allow-outside-root packs it)", dir))
+                    failed = 1;
+            } else if (S_ISDIR(st.st_mode)) {
+                r = sv_push(&classes, strdup(de->d_name));
+            }
         } else if (errno != ENOENT && !failed) {
             /* a class folder we cannot follow (a link to itself...) would silently vanish */
             int e = errno;
@@ -210,7 +229,7 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
     strvec kept = {0}; /* class names, label order (without --classes: non-empty folders) */
     for (size_t c = 0; c < classes.n; c++) {
         strvec files = {0};
-        r = walk(dir, classes.v[c], &files, &ignored, &root, 0, rc, err);
+        r = walk(dir, classes.v[c], &files, &ignored, &root, 0, real_root, rc, err);
         if (r == 1) {
             failed = 1;
             r = 0;
@@ -266,5 +285,6 @@ oom:
     r = fl_error_set(err, -ENOMEM, "out of memory listing %s", dir);
 done:
     sv_free(&classes);
+    free(real_root);
     return r;
 }

@@ -101,6 +101,10 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
                 char why[300];
                 int vr = n ? pd_field_value_json(out, fd, n, lst.root, &it->values[f], why, sizeof why)
                            : (snprintf(why, sizeof why, "the key is missing"), -1);
+                if (!vr && it->values[f].kind == PD_VAL_FILE && !so->allow_outside_root &&
+                    n->type == FL_J_STRING && pd_path_leaves(lst.root, n->str))
+                    vr = -1, snprintf(why, sizeof why, "%.150s is outside %.60s: refused "
+                                      "(--allow-outside-root packs it)", n->str, lst.root);
                 if (vr == -ENOMEM) {
                     how = PD_LISTING_OOM;
                     stop = 1;
