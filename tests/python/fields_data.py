@@ -24,13 +24,23 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(os.path.dirname(_HERE))
 sys.path.insert(0, os.path.join(_ROOT, "tests", "packdata"))
 sys.path.insert(0, os.path.join(_ROOT, "bench"))
-from coco_ref import rle_encode, rle_to_string  # noqa: E402
+from coco_ref import rle_encode, rle_to_string  # noqa: E402,F401
 from make_photos import find_photos  # noqa: E402
 
 # category: (name, colour, shape) — each category has a colour and a form, so it can be learnt
 CATEGORIES = [("red_box", (220, 40, 40), "rect"), ("green_disc", (40, 200, 60), "ellipse"),
               ("blue_triangle", (40, 70, 230), "triangle"), ("yellow_diamond", (235, 215, 40), "diamond"),
               ("white_disc", (245, 245, 245), "ellipse")]
+
+
+def rle_counts(mask):
+    """bool [h, w] -> uncompressed COCO RLE counts (column-major, zeros first): coco_ref.rle_encode
+    with numpy."""
+    flat = mask.T.reshape(-1).astype(np.int8)
+    change = np.flatnonzero(np.diff(flat)) + 1
+    edges = np.concatenate([[0], change, [flat.size]])
+    counts = np.diff(edges).tolist()
+    return ([0] + counts) if flat.size and flat[0] else counts
 
 
 def _shape(draw, kind, x0, y0, w, h):
@@ -97,7 +107,7 @@ def coco(out, count, size=None, seed=0, quality=90, round_shapes=False):
                          "bbox": [float(xs.min()), float(ys.min()), float(xs.max() + 1 - xs.min()),
                                   float(ys.max() + 1 - ys.min())],
                          "area": float(m.sum()), "iscrowd": 0,
-                         "segmentation": {"size": [H, W], "counts": rle_to_string(rle_encode(m))}})
+                         "segmentation": {"size": [H, W], "counts": rle_to_string(rle_counts(m))}})
         im.save(os.path.join(out, "images", name + ".jpg"), quality=quality)
         Image.fromarray(sem).save(os.path.join(out, "masks", name + ".png"))
         images.append({"id": n + 1, "file_name": name + ".jpg", "width": W, "height": H})
