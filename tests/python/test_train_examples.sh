@@ -30,14 +30,14 @@ tmp="${FL_EXAMPLES_TMP:-$(mktemp -d)}"
 export PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
 fail() { echo "FAIL: $*"; exit 1; }
 gen() { [[ -d "$1" ]] || $PY "$src/tests/python/fields_data.py" coco "$1" --count "$2" --seed "$3" > /dev/null; }
-pk() { [[ -d "$2" ]] || "$packdata" pack "${@:3}" "$1" "$2" --quiet || fail "packdata pack $*"; }
+# pk SRC DST OPTION...: pack once (SRC "" for --coco)
+pk() { [[ -d "$2" ]] || "$packdata" pack ${1:+"$1"} "$2" "${@:3}" --quiet || fail "packdata pack $*"; }
 
 if ((full)); then n_det=400 n_seg=320 n_val=64; else n_det=16 n_seg=24 n_val=12; fi
 gen "$tmp/det-src" $n_det 10
 gen "$tmp/seg-src" $n_seg 20
 gen "$tmp/val-src" $n_val 21
-"$packdata" pack --coco "$tmp/det-src/instances.json" --root "$tmp/det-src/images" "$tmp/det" --masks \
-    --quiet || fail "packdata pack --coco"
+pk "" "$tmp/det" --coco "$tmp/det-src/instances.json" --root "$tmp/det-src/images" --masks
 pk "$tmp/seg-src/images" "$tmp/seg" --mask-dir "$tmp/seg-src/masks"
 pk "$tmp/val-src/images" "$tmp/val" --mask-dir "$tmp/val-src/masks"
 
