@@ -5,7 +5,7 @@ whose tips a nearest-neighbour downscale can lose) packed with `packdata pack --
 --masks` (shards and LMDB), read through fastload.Loader / fastload.torch and compared with the
 plain Python COCO reader (tests/packdata/coco_ref.py: json + PIL + numpy):
   - no augmentation: every record's image, boxes, labels, iscrowd and mask equal the reader's;
-  - augment="rrc", flip=True, 3 epochs: for every object of every sample, a box wholly inside the
+  - augment="rrc" (and "object_crop"), flip=True, 3 epochs: for every object of every sample, a box wholly inside the
     crop equals the extent of its object's mask (within 2 px), a box clipped by the crop contains
     its mask's visible part, an object whose mask is still visible keeps its box, and masks hold
     only the class ids the record had;
@@ -88,7 +88,7 @@ def test_exact_without_augmentation(sets, which):
 
 def check_sample(b, i, r, S, what):
     """The consistency of one augmented sample with its record `r` (see the module's doc);
-    returns the number of objects checked wholly inside and clipped."""
+    returns the number of objects checked wholly inside, clipped, and boxes without a mask pixel."""
     n = int(b["boxes_count"][i])
     boxes, labels, mask = b["boxes"][i, :n], b["labels"][i, :n], b["mask"][i]
     orig = set(int(v) for v in r["labels"])
@@ -98,7 +98,7 @@ def check_sample(b, i, r, S, what):
     assert len(set(labels.tolist())) == n, f"{what}: an object twice"
     assert np.all(boxes[:, 2] > boxes[:, 0]) and np.all(boxes[:, 3] > boxes[:, 1]), what
     assert np.all(boxes >= 0) and np.all(boxes[:, [0, 2]] <= S) and np.all(boxes[:, [1, 3]] <= S), what
-    inside = clipped = 0
+    inside = clipped = sliver = 0
     for (x0, y0, x1, y1), lab in zip(boxes.tolist(), labels.tolist()):
         ys, xs = np.nonzero(mask == lab + 1)
         w = f"{what}: object of class {lab}, box {[round(v, 2) for v in (x0, y0, x1, y1)]}"
@@ -106,6 +106,7 @@ def check_sample(b, i, r, S, what):
         if len(xs) == 0:
             # a sliver the nearest sampling missed: at most about a pixel thin
             assert edge or min(x1 - x0, y1 - y0) < 2 * TOL, f"{w}: no mask pixel"
+            sliver += 1
             continue
         ext = (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
         if not edge:
@@ -120,14 +121,15 @@ def check_sample(b, i, r, S, what):
         ys, xs = np.nonzero(mask == v)
         assert xs.max() - xs.min() < 3 or ys.max() - ys.min() < 3, \
             f"{what}: class {v - 1} shows {len(xs)} mask pixels but its box was dropped"
-    return inside, clipped
+    return inside, clipped, sliver
 
 
-def test_consistency_under_rrc_flip(sets):
+@pytest.mark.parametrize("augment", ["rrc", "object_crop"])
+def test_consistency_under_crop_flip(sets, augment):
     ref, _ = sets["ref_vary"]
     S = 128
-    inside = clipped = samples = 0
-    with fastload.Loader(sets["vary"], batch_size=8, workers=2, size=S, augment="rrc", flip=True,
+    inside = clipped = sliver = samples = 0
+    with fastload.Loader(sets["vary"], batch_size=8, workers=2, size=S, augment=augment, flip=True,
                          seed=7) as L:
         for epoch in range(3):
             seen = set()
@@ -135,11 +137,12 @@ def test_consistency_under_rrc_flip(sets):
                 assert b.epoch == epoch
                 for i, idx in enumerate(b.indices):
                     seen.add(int(idx))
-                    a, c = check_sample(b, i, ref[int(idx)], S, f"epoch {epoch} record {int(idx)}")
-                    inside, clipped, samples = inside + a, clipped + c, samples + 1
+                    a, c, s = check_sample(b, i, ref[int(idx)], S, f"epoch {epoch} record {int(idx)}")
+                    inside, clipped, sliver, samples = inside + a, clipped + c, sliver + s, samples + 1
             assert seen == set(range(len(ref)))
     # the check saw both kinds many times (numbers for the report: pytest -s)
-    print(f"\nrrc+flip 3 epochs: {samples} samples, {inside} boxes inside the crop, {clipped} clipped")
+    print(f"\n{augment}+flip 3 epochs: {samples} samples, {inside} boxes inside the crop, {clipped} clipped, "
+          f"{sliver} slivers without a mask pixel")
     assert samples == 3 * len(ref) and inside > 50 and clipped > 20
 
 
