@@ -230,6 +230,12 @@ int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_check
     if (h.model[sizeof h.model - 1] != 0 || h.in_c <= 0 || h.in_h <= 0 || h.in_w <= 0 ||
         h.num_classes < 2)
         return fl_error_set(err, FL_E_FORMAT, "%s: bad model description", name);
+    /* the loader delivers at most 1 GiB a sample image (a record's limit): a model whose input
+     * is larger could never be fed, so the file is damaged or crafted */
+    if ((uint64_t)h.in_c * (uint64_t)h.in_h * (uint64_t)h.in_w > (1ull << 30))
+        return fl_error_set(err, FL_E_FORMAT, "%s: model input %dx%dx%d is larger than any image "
+                            "the loader can deliver (1 GiB a sample): damaged or crafted", name,
+                            h.in_c, h.in_h, h.in_w);
     if (tf_checkpoint_alloc(ck, h.param_count, h.stat_count, ema))
         return fl_error_set(err, -ENOMEM, "%s: out of memory", name);
     const uint8_t *cbuf = buf + sizeof h + arr;
