@@ -118,6 +118,7 @@ static const char *encoding_name(const fl_dataset *ds)
     case FL_ENC_RAW: return z ? "raw+zstd" : "raw";
     case FL_ENC_WEBP: return z ? "webp+zstd" : "webp";
     case FL_ENC_MIXED: return z ? "mixed+zstd" : "mixed";
+    case FL_ENC_NONE: return "none"; /* tensor-only records: no image (never compressed) */
     }
     return "?";
 }
