@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist.h"
 #include "fl_check.h"
@@ -82,6 +83,29 @@ int main(void)
     setenv("PMIX_RANK", "0", 1);
     EXPECTF(tf_dist_from_env(&d, &err) == 1, "PMIX_RANK: MPI launch not recognised");
     clear_env();
+
+    /* compute threads per rank: the node's cores shared by its local ranks */
+    static const int th[][4] = {/* online, affinity, local ranks -> threads */
+                                {2, 2, 1, 2}, {2, 2, 2, 1}, {2, 2, 4, 1}, {8, 8, 2, 4},
+                                {8, 8, 3, 2}, {64, 64, 8, 8}, /* a launcher bound each rank: */
+                                {8, 2, 4, 2}, {8, 1, 8, 1},
+                                /* a narrow cpuset for the whole job reads as a binding too */
+                                {64, 16, 2, 16}, {64, 48, 2, 24}, {2, 0, 1, 2}, {0, 0, 1, 1}};
+    for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
+        EXPECTF(tf_threads_per_rank(th[i][0], th[i][1], th[i][2]) == th[i][3],
+                "threads: online %d affinity %d local %d: %d, want %d", th[i][0], th[i][1], th[i][2],
+                tf_threads_per_rank(th[i][0], th[i][1], th[i][2]), th[i][3]);
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    EXPECTF(tf_dist_from_env(&d, &err) == 1 && tf_dist_default_threads(&d) <= (online > 1 ? online / 2 : 1),
+            "mpirun, 2 local ranks: %d threads on %ld CPUs", tf_dist_default_threads(&d), online);
+    clear_env();
+    setenv("MPI_LOCALNRANKS", "4096", 1);
+    EXPECTF(tf_dist_from_env(&d, &err) == 0 && tf_dist_default_threads(&d) == 1,
+            "MPI_LOCALNRANKS 4096: %d threads", tf_dist_default_threads(&d));
+    unsetenv("MPI_LOCALNRANKS");
     if (fl_check_status())
         return 1;
     printf("PASS\n");

@@ -83,6 +83,16 @@ void tf_dist_finalize(tf_dist *d);
  * malformed values (message names the variable). */
 int tf_dist_from_env(tf_dist *d, fl_error *err);
 
+/* CPU compute threads a rank takes by default: the node's cores shared by its local ranks
+ * (d->local_world, else MPICH's MPI_LOCALNRANKS), at least 1. The cores are this process's
+ * CPU affinity mask; a mask no wider than the node's online CPUs divided by the local ranks is
+ * taken as this rank's own share (a launcher that binds ranks to cores, e.g. srun) and used
+ * whole. Several ranks each running a thread per core would oversubscribe the node
+ * (every rank taking every core ran at 0.3-0.8x one process on 2 cores). */
+int tf_dist_default_threads(const tf_dist *d);
+/* The rule itself: online CPUs, CPUs in the affinity mask, local ranks (tested on its own). */
+int tf_threads_per_rank(int online, int affinity, int local_ranks);
+
 /* Adapters for tf_train_config.grad_allreduce / bn_allreduce (sums): user is a const tf_dist *. */
 int tf_dist_grad_allreduce(void *user, float *buf, int64_t n, fl_error *err);
 int tf_dist_bn_allreduce(void *user, double *buf, int64_t n, fl_error *err);

@@ -1,8 +1,13 @@
 /* dist_env.c — rank/world discovery from the launchers' environment variables (OpenMPI's mpirun,
  * Slurm's srun, torchrun), shared by the MPI and the single-process communicator. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist.h"
 
@@ -61,4 +66,35 @@ int tf_dist_from_env(tf_dist *d, fl_error *err)
         if (getenv(mpi_vars[i]))
             return 1;
     return 0;
+}
+
+int tf_threads_per_rank(int online, int affinity, int local_ranks)
+{
+    if (online < 1)
+        online = 1;
+    if (affinity < 1 || affinity > online)
+        affinity = online;
+    if (local_ranks <= 1)
+        return affinity;
+    if (affinity < online && affinity <= online / local_ranks)
+        return affinity; /* bound by the launcher to a share of the node: all of it is ours */
+    int t = affinity / local_ranks;
+    return t >= 1 ? t : 1;
+}
+
+int tf_dist_default_threads(const tf_dist *d)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int affinity = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        affinity = CPU_COUNT(&set);
+    int local = d ? d->local_world : 1;
+    if (local <= 1) { /* MPICH/Hydra say it only here */
+        const char *v = getenv("MPI_LOCALNRANKS");
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n > 1 && n <= 4096)
+            local = (int)n;
+    }
+    return tf_threads_per_rank(online > 0 ? (int)online : 1, affinity, local);
 }

@@ -196,7 +196,8 @@ int tf_prepare_model(tf_run *r)
     cfg->crop_pad = o->crop_pad >= 0 ? o->crop_pad : 0;
     cfg->flip = 0; /* the loader flips */
     cfg->aug_seed = o->seed;
-    cfg->threads = o->threads;
+    /* by default the node's cores are shared out between its ranks, not taken by each */
+    cfg->threads = o->threads > 0 ? o->threads : r->on_cpu ? tf_dist_default_threads(D) : 0;
     cfg->cpu_impl = o->cpu_impl;
     cfg->max_batch = r->batch;
     cfg->device = r->on_cpu ? 0 : D->local_rank; /* one GPU per process on a node */
