@@ -13,11 +13,14 @@
 # >= 5x), of wall-clock rates and of images per CPU-second (user + system of the whole process
 # tree, /usr/bin/time: on a busy 2-core machine wall rates measure the scheduler as much as the
 # loaders). Data is read from the page cache.
+# --mask-codec png|zstd packs the masks so (default: packdata's default); the PyTorch side reads
+# the mask PNGs either way, as a user's Dataset would.
 # Usage: bench/detection_loader.sh [--count N (600)] [--runs R (3)] [--epochs E (2)] [--size S (320)]
-#                                  [--batch B (32)] [--build DIR] [--out DIR (bench/out/detection)]
+#                                  [--batch B (32)] [--mask-codec C] [--build DIR]
+#                                  [--out DIR (bench/out/detection)]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-count=600 runs=3 epochs=2 size=320 batch=32 build="$root/build" out="$root/bench/out/detection"
+count=600 runs=3 epochs=2 size=320 batch=32 build="$root/build" out="$root/bench/out/detection" codec=""
 while (($#)); do
     case "$1" in
         --count) count=$2; shift 2 ;;
@@ -25,6 +28,7 @@ while (($#)); do
         --epochs) epochs=$2; shift 2 ;;
         --size) size=$2; shift 2 ;;
         --batch) batch=$2; shift 2 ;;
+        --mask-codec) codec=$2; shift 2 ;;
         --build) build=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -38,11 +42,11 @@ packdata="$build/tools/packdata/packdata"
 $py -c "import torch, PIL, numpy" 2>/dev/null ||
     { echo "detection_loader.sh: needs python3-torch, python3-pil, python3-numpy (Debian)" >&2; exit 1; }
 
-src="$out/src-$count" set="$out/set-$count"
+src="$out/src-$count" set="$out/set-$count${codec:+-$codec}"
 mkdir -p "$out"
 [[ -f "$src/instances.json" ]] || $py "$root/bench/detection_loader.py" make "$src" --count "$count"
 [[ -d "$set" ]] || "$packdata" pack --coco "$src/instances.json" --root "$src/images" "$set" --masks \
-    --encode keep --quiet
+    --encode keep --quiet ${codec:+--mask-codec "$codec"}
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # timed CMD...: prints "images_per_sec images_per_cpu_sec" from the command's JSON and its CPU time

@@ -94,7 +94,7 @@ assert d["format_version"] == 3, d["format_version"]
 assert [x["name"] for x in d["fields"]] == ["image", "boxes", "labels", "iscrowd", "mask"], d["fields"]
 assert f["boxes"]["type"] == "boxes" and f["boxes"]["dtype"] == "float32" and f["boxes"]["max_count"] == 4
 assert f["labels"] == {"name": "labels", "type": "int_list", "dtype": "int32", "max_count": 4, "of": "boxes"}, f["labels"]
-assert f["mask"] == {"name": "mask", "type": "mask", "dtype": "uint8", "of": "image", "codec": "png"}, f["mask"]
+assert f["mask"] == {"name": "mask", "type": "mask", "dtype": "uint8", "of": "image", "codec": "zstd"}, f["mask"]
 assert d["classes"] == ["person", "rocket", "cup", "cat"], d["classes"]  # categories in id order
 EOF
 "$P" info "$T/jl" >"$T/info.txt"

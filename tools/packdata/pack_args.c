@@ -279,9 +279,9 @@ static const fl_cli_opt pack_opts[] = {
              "what lies outside a crop",
      .def = "4 for --encode jpeg; off for keep, which then stores the file bytes exactly"},
     {FL_CLI_ENUM, "mask-codec", .off = F(mask_codec), .choices = mask_codecs,
-     .help = "how mask fields are stored (both lossless): 8/16-bit gray PNG, or\n"
-             "the raw elements in one zstd frame (smaller and ~14x faster to decode\n"
-             "on VOC-like masks; bench/mask_codec.sh)", .def = "png"},
+     .help = "how mask fields are stored (both lossless): the raw elements in one\n"
+             "zstd frame (smaller and ~14x faster to decode on VOC-like masks;\n"
+             "bench/mask_codec.sh), or an 8/16-bit gray PNG", .def = "zstd"},
     {FL_CLI_U32, "max-side", .off = F(max_side), .umin = 1, .umax = 65535, .metavar = "N",
      .help = "shrink so the longer side is at most N (jpeg/raw)"},
     {FL_CLI_CUSTOM, "resize", .parse = opt_resize, .metavar = "WxH",
