@@ -222,6 +222,23 @@ int fl_dataset_open_refused(const char *path, const char *what, int rc, fl_error
     return fl_error_set(err, rc, "%s: cannot open %s: %s", path, what, strerror(-rc));
 }
 
+/* The manifest's max_count of each variable field is the largest count of any record: the
+ * largest of its shards' header counts. A loader sizes every batch slot from it, so a larger one
+ * (a crafted 2^28 boxes) would cost gigabytes of pinned memory for nothing. */
+static int check_max_counts(fl_dataset *ds, const fl_manifest *m, uint32_t n, fl_error *err) {
+    for (uint32_t f = 0; f < m->num_fields; f++) {
+        if (!fl_field_is_variable(m->fields[f].type)) continue;
+        uint32_t most = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (ds->shards[i].field_max[f] > most) most = ds->shards[i].field_max[f];
+        if (m->fields[f].max_count > most)
+            return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": the manifest's max_count is "
+                                "%u, its shards' largest count %u: damaged or crafted", ds->dir,
+                                m->fields[f].name, m->fields[f].max_count, most);
+    }
+    return 0;
+}
+
 /* part_start[i]: non-zero when shard i is the first of a --part dataset (numbering restarts);
  * NULL for a plain dataset. owner[i]/owner_k[i]: the part manifest listing shard i and its
  * position there; dirfd[i]: that part's directory (NULL: m itself, position i, dir_fd). Shard i
@@ -294,7 +311,7 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
             }
         }
     }
-    return 0;
+    return check_max_counts(ds, m, n, err);
 }
 
 /* ---- datasets packed in parts (packdata --part I/N) ------------------------------------------

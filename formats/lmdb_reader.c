@@ -232,6 +232,21 @@ static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_
                                 got, mid);
         }
     }
+    if (ver >= 3) { /* the manifest's max_count is the largest count the writer kept in meta */
+        k.mv_data = FL_LMDB_META_FIELD_MAX;
+        k.mv_size = strlen(FL_LMDB_META_FIELD_MAX);
+        rc = mdb_get(r->txn, meta, &k, &v);
+        if (rc == 0 && v.mv_size == 4u * m->num_fields && in_map(r, v.mv_data, v.mv_size)) {
+            for (uint32_t f = 0; f < m->num_fields; f++)
+                if (fl_field_is_variable(m->fields[f].type) &&
+                    m->fields[f].max_count > fl_rd32((const uint8_t *)v.mv_data + 4 * f))
+                    return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": the manifest's "
+                                        "max_count is %u, the data file's largest count %u: "
+                                        "damaged or crafted", path, m->fields[f].name,
+                                        m->fields[f].max_count,
+                                        fl_rd32((const uint8_t *)v.mv_data + 4 * f));
+        }
+    }
     if (m->schema.compression == FL_COMP_ZSTD) {
         k.mv_data = FL_LMDB_META_DICT;
         k.mv_size = strlen(FL_LMDB_META_DICT);

@@ -503,6 +503,8 @@ static void corrupt_blocks(void) {
     char *mt = (char *)slurp(manifest, &mn);
     const char *edits[][3] = {
         {"\"max_count\": 7", "\"max_count\": 6", "max_count"},
+        /* far above any record: a loader would size its batch slots from it */
+        {"\"max_count\": 7", "\"max_count\": 268435456", "damaged or crafted"},
         {"\"type\": \"float_vector\"", "\"type\": \"vector\"", "unknown \"type\""},
         {"\"format_version\": 3", "\"format_version\": 2", "version 2 manifest"},
         {"\"of\": \"boxes\"", "\"of\": \"nothing\"", "names no field"},
