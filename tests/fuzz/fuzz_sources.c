@@ -1,6 +1,8 @@
 /* fuzz_sources.c — libFuzzer harness for packdata's source parsers: IDX (in memory and through
- * the gzip reader), CIFAR-10/100 batches, list files and CSV files. The first byte picks the
- * parser; the rest is the untrusted input. Built against packdata_core (tools/packdata). */
+ * the gzip reader), CIFAR-10/100 batches, list, CSV and JSONL files under --root. The first byte
+ * picks the parser; the rest is the untrusted input. A list item whose path leads out of --root
+ * (absolute elsewhere, or climbing with ..) is a finding: the parsers must refuse it. Built
+ * against packdata_core (tools/packdata). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -27,7 +29,7 @@ static int as_file(const uint8_t *d, size_t n, char *path, size_t cap) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    uint8_t mode = data[0] % 6;
+    uint8_t mode = data[0] % 7;
     data++;
     size--;
     pd_items items;
@@ -68,13 +70,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     case 3:
         if ((fd = as_file(data, size, path, sizeof path)) < 0) break;
-        so.root = "/nonexistent";
+        so.root = "/tmp";
         pd_src_list(path, &so, &rc, &items, &err);
         close(fd);
         break;
     case 4:
         if ((fd = as_file(data, size, path, sizeof path)) < 0) break;
-        so.root = "/nonexistent";
+        so.root = "/tmp";
         so.path_column = "path";
         so.label_column = "label";
         pd_src_csv(path, &so, &rc, &items, &err);
@@ -88,7 +90,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         close(fd);
         break;
     }
+    case 6: /* JSONL: {"path": ..., "label": ...} a line */
+        if ((fd = as_file(data, size, path, sizeof path)) < 0) break;
+        so.root = "/tmp";
+        pd_src_jsonl(path, &so, &rc, &items, &err);
+        close(fd);
+        break;
     }
+    if (mode >= 3 && mode != 5) /* nothing outside --root got through */
+        for (size_t i = 0; i < items.n; i++)
+            if (items.v[i].name && pd_path_leaves(so.root, items.v[i].name)) abort();
     pd_items_free(&items);
     return 0;
 }
