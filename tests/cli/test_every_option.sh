@@ -44,6 +44,20 @@ fail() {
 "$TF" train --data "$T/tr" --val "$T/tr" --epochs 1 --batch 8 --width 4 --threads 1 --workers 1 \
     --quiet --checkpoint "$T/ck" >/dev/null 2>&1 || { echo "FAIL: trainer checkpoint fixture"; exit 1; }
 printf '{"epoch":1,"lr":0.1,"train_loss":1.2,"val_top1":0.5,"points":[{"x":0.5,"loss":1.3}]}\n' > "$T/fx.jsonl"
+# sources with fields: a COCO file and JSON Lines over the fixture's images, an image/mask pair
+cat >"$T/fx/coco.json" <<'EOF'
+{"images": [{"id": 1, "file_name": "png/0cat/img_0.png", "width": 24, "height": 16},
+            {"id": 2, "file_name": "png/1dog/img_10.png", "width": 24, "height": 16}],
+ "annotations": [{"id": 1, "image_id": 1, "category_id": 3, "bbox": [2, 2, 10, 8], "area": 80,
+                  "iscrowd": 0, "segmentation": [[2, 2, 12, 2, 12, 10, 2, 10]]}],
+ "categories": [{"id": 3, "name": "cat"}, {"id": 5, "name": "dog"}]}
+EOF
+printf '{"path": "png/0cat/img_0.png", "label": 0, "score": 0.5}\n{"path": "png/1dog/img_10.png", "label": 1, "score": 1.5}\n' >"$T/fx/data.jsonl"
+mkdir -p "$T/mimg" "$T/mmask"
+cp "$T/fx/png/0cat/img_0.png" "$T/mimg/a.png"
+# the mask: an 8-bit gray PNG of the image's size (a gray raw pack's record, extracted)
+"$PD" pack "$T/fx/png" "$T/gray" --encode raw --gray --quiet && "$PD" extract "$T/gray" 0 -o "$T/mmask/a.png" 2>/dev/null ||
+    { echo "FAIL: mask fixture"; exit 1; }
 CKPT=$(ls "$T"/ck/*.tfc 2>/dev/null | head -1)
 [[ -n "$CKPT" ]] || { echo "FAIL: no checkpoint written"; exit 1; }
 mkdir -p "$T/cwd"   # runs start here: output options given "0" or "-1" write files here
@@ -75,7 +89,9 @@ declare -A OPT_POS=(
     ["pack --split"]="$T/fx/idx @DST" ["pack --cifar100-labels"]="$T/fx/cifar100 @DST"
     ["pack --num-classes"]="$T/fx/list.txt @DST" ["pack --classes"]="$T/fx/list.txt @DST"
     ["pack --class-names"]="$T/fx/list.txt @DST"
-    ["pack --wds"]="@DST"
+    ["pack --wds"]="@DST" ["pack --coco"]="@DST" ["pack --masks"]="@DST" ["pack --jsonl"]="@DST"
+    ["pack --field"]="@DST" ["pack --mask-dir"]="$T/mimg @DST" ["pack --mask-suffix"]="$T/mimg @DST"
+    ["pack --image-suffix"]="$T/mimg @DST" ["pack --mask-codec"]="$T/mimg @DST"
 )
 # options that need another option to mean anything (given before the option under test)
 declare -A OPT_ARGS=(
@@ -87,6 +103,10 @@ declare -A OPT_ARGS=(
     ["bench --memcpy-bytes"]="--memcpy"
     ["bench --quasi-block"]="--order quasi" ["bench --quasi-window"]="--order quasi"
     ["digest --quasi-block"]="--order quasi" ["digest --quasi-window"]="--order quasi"
+    ["pack --coco"]="--root $T/fx" ["pack --masks"]="--coco $T/fx/coco.json --root $T/fx"
+    ["pack --field"]="--jsonl $T/fx/data.jsonl"
+    ["pack --mask-suffix"]="--mask-dir $T/mmask" ["pack --image-suffix"]="--mask-dir $T/mmask"
+    ["pack --mask-codec"]="--mask-dir $T/mmask"
 )
 # options taking two values
 declare -A ARITY2=(["pack --idx"]=1)
@@ -94,7 +114,8 @@ declare -A ARITY2=(["pack --idx"]=1)
 declare -A TEXT=(
     ["pack --root"]=1 ["pack --csv"]=1 ["pack --idx"]=1 ["pack --path-column"]=1
     ["pack --label-column"]=1 ["pack --split"]=1 ["pack --classes"]=1 ["pack --class-names"]=1
-    ["pack --report"]=1 ["pack --wds"]=1 ["extract -o"]=1 ["extract --output"]=1
+    ["pack --report"]=1 ["pack --wds"]=1 ["pack --coco"]=1 ["pack --jsonl"]=1 ["pack --mask-dir"]=1
+    ["pack --mask-suffix"]=1 ["pack --image-suffix"]=1 ["extract -o"]=1 ["extract --output"]=1
     ["train --data"]=1 ["train --val"]=1 ["train --checkpoint"]=1
     ["predict --logits"]=1 ["predict --csv"]=1
     ["train --log"]=1
@@ -130,6 +151,9 @@ declare -A SAMPLE=(
     ["pack --workers"]="2" ["pack --on-error"]="skip" ["pack --report"]="report.tsv"
     ["pack --max-pixels"]="1000000"
     ["pack --wds"]="$T/fx/no-such-shards.tar"   # well-formed; the missing file is a data error (exit 1)
+    ["pack --coco"]="$T/fx/coco.json" ["pack --jsonl"]="$T/fx/data.jsonl" ["pack --mask-dir"]="$T/mmask"
+    ["pack --mask-suffix"]=".png" ["pack --image-suffix"]=".png" ["pack --mask-codec"]="zstd"
+    ["pack --field"]="-"   # repeatable: each adds a field, so the same field twice is a usage error
     ["extract -o"]="x.png" ["extract --output"]="x.png"
     ["bench --workers"]="1" ["bench --batch"]="4" ["bench --size"]="8" ["bench --augment"]="rrc,flip"
     ["bench --scale"]="0.5,1" ["bench --ratio"]="0.75,1.3333" ["bench --order"]="seq"
