@@ -18,27 +18,20 @@
 #include "writer_impl.h"
 
 
-/* Write a small file atomically: tmp, fsync, rename, dir fsync. */
+/* Write a small file of `dir` durably (fl_file_replace: <name>.tmp, fsync, rename, dir fsync). */
 int fl_wr_write_file_atomic(const char *dir, const char *name, const void *data, size_t n,
                              fl_error *err) {
-    char path[PATH_MAX], tmp[PATH_MAX];
+    char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        return fl_error_set(err, -e, "%s: cannot create: %s", tmp, strerror(e));
-    }
-    int rc = fl_write_all(fd, data, n);
-    if (rc == 0 && fsync(fd)) rc = -errno;
-    close(fd);
-    if (rc == 0 && rename(tmp, path)) rc = -errno;
-    if (rc == 0) rc = fl_fsync_dir(dir);
-    if (rc) {
-        unlink(tmp);
-        return fl_error_set(err, rc, "%s: cannot write: %s", path, strerror(-rc));
-    }
-    return 0;
+    fl_write_step step;
+    int rc = fl_file_replace(path, data, n, 0644, &step);
+    if (rc == 0) return 0;
+    if (step == FL_WRITE_OPEN)
+        return fl_error_set(err, rc, "%s.tmp: cannot create: %s", path, strerror(-rc));
+    return fl_error_set(err, rc, "%s: cannot %s: %s", path,
+                        step == FL_WRITE_NOT_FILE ? "write (not a regular file)"
+                                                  : fl_write_step_name(step),
+                        strerror(-rc));
 }
 
 /* A whole small file: 0, -errno of open, FL_E_FORMAT (cannot stat, over `max` bytes), -ENOMEM,
@@ -176,7 +169,7 @@ static int load_or_make_id(fl_writer *w, int fresh, fl_error *err) {
 
 static int wflush(fl_writer *w) {
     if (!w->wlen) return 0;
-    int rc = fl_write_all(w->fd, w->wbuf, w->wlen);
+    int rc = fl_write_all(w->shard.fd, w->wbuf, w->wlen);
     w->wlen = 0;
     return rc;
 }
@@ -190,7 +183,7 @@ static int wput(fl_writer *w, const void *p, size_t n) {
     int rc = 0;
     if (n >= WBUF_SIZE) {
         rc = wflush(w);
-        if (!rc) rc = fl_write_all(w->fd, b, n);
+        if (!rc) rc = fl_write_all(w->shard.fd, b, n);
     } else {
         if (w->wlen + n > WBUF_SIZE) rc = wflush(w);
         if (rc) return rc;
@@ -198,7 +191,7 @@ static int wput(fl_writer *w, const void *p, size_t n) {
         w->wlen += n;
         if (w->wlen > n) return 0; /* nothing went to the file */
     }
-    return rc ? rc : fl_wb_advance(w->fd, &w->wb, w->pos - w->wlen);
+    return rc ? rc : fl_wb_advance(w->shard.fd, &w->wb, w->pos - w->wlen);
 }
 
 static int wzeros(fl_writer *w, size_t n) {
@@ -214,19 +207,29 @@ static int wzeros(fl_writer *w, size_t n) {
 
 static int io_fail(fl_writer *w, int rc, const char *what, fl_error *err) {
     w->failed = rc;
-    return fl_error_set(err, rc, "%s: %s: %s", w->fd >= 0 ? w->tmp_path : w->partial, what,
+    return fl_error_set(err, rc, "%s: %s: %s", w->shard.fd >= 0 ? w->shard.tmp : w->partial, what,
                         strerror(-rc));
 }
 
 static int shard_start(fl_writer *w, fl_error *err) {
-    char name[64];
+    char name[64], path[PATH_MAX];
     shard_name(name, sizeof name, w->shard_no);
-    snprintf(w->tmp_path, sizeof w->tmp_path, "%s/%s.tmp", w->partial, name);
-    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        int e = errno;
-        w->failed = -e;
-        return fl_error_set(err, -e, "%s: cannot create: %s", w->tmp_path, strerror(e));
+    snprintf(path, sizeof path, "%s/%s", w->partial, name);
+    /* only a regular file (or nothing) is replaced: fl_file_begin would write into a FIFO or a
+     * device in place (and block opening a FIFO), and a shard must become a file of the folder */
+    struct stat st;
+    int rc = lstat(path, &st) == 0 && !S_ISREG(st.st_mode) ? -EEXIST
+             : fl_file_begin(path, 0644, &w->shard, NULL);
+    if (!rc && !w->shard.tmp) { /* in place: the target turned into a non-file meanwhile */
+        fl_file_abort(&w->shard);
+        rc = -EEXIST;
+    }
+    if (rc) {
+        w->shard.fd = -1;
+        w->failed = rc;
+        return fl_error_set(err, rc, "%s.tmp: cannot create: %s", path,
+                            rc == -EEXIST ? "the shard's name is taken by something not a file"
+                                          : strerror(-rc));
     }
     w->pos = 0;
     w->wlen = 0;
@@ -237,7 +240,7 @@ static int shard_start(fl_writer *w, fl_error *err) {
     w->index.len = 0;
     w->names.len = 0;
     memset(w->shard_max, 0, sizeof w->shard_max);
-    int rc = wzeros(w, FL_SHARD_HEADER_SIZE); /* the header is written last, at offset 0 */
+    rc = wzeros(w, FL_SHARD_HEADER_SIZE); /* the header is written last, at offset 0 */
     if (!rc && w->dict_len) rc = wput(w, w->dict, w->dict_len);
     w->data_offset = (w->pos + FL_SHARD_ALIGN - 1) / FL_SHARD_ALIGN * FL_SHARD_ALIGN;
     if (!rc) rc = wzeros(w, (size_t)(w->data_offset - w->pos));
@@ -330,21 +333,28 @@ int fl_wr_shard_finish(fl_writer *w, fl_error *err) {
     free(zblock);
     if (!rc) rc = wput(w, foot, sizeof foot);
     if (!rc) rc = wflush(w);
-    if (!rc && pwrite(w->fd, hdr, FL_SHARD_HEADER_SIZE, 0) != (ssize_t)FL_SHARD_HEADER_SIZE)
+    if (!rc && pwrite(w->shard.fd, hdr, FL_SHARD_HEADER_SIZE, 0) != (ssize_t)FL_SHARD_HEADER_SIZE)
         rc = errno ? -errno : -EIO;
     free(hdr);
-    if (!rc && fsync(w->fd)) rc = -errno;
+    /* durable: none of its pages is dirty, drop them all (the reader reads it from the disk);
+     * the commit's own fsync then finds nothing to write */
+    if (!rc && w->drop_cache && fsync(w->shard.fd)) rc = -errno;
     if (rc) return io_fail(w, rc, "write failed", err);
-    /* durable: none of its pages is dirty, drop them all (the reader reads it from the disk) */
-    if (w->drop_cache) fl_cache_drop_file(w->fd);
-    close(w->fd);
-    w->fd = -1;
-    char name[64], path[PATH_MAX];
+    if (w->drop_cache) fl_cache_drop_file(w->shard.fd);
+    char name[64], tmp[PATH_MAX];
     shard_name(name, sizeof name, w->shard_no);
-    snprintf(path, sizeof path, "%s/%s", w->partial, name);
-    if (rename(w->tmp_path, path)) return io_fail(w, -errno, "rename failed", err);
-    rc = fl_fsync_dir(w->partial);
-    if (rc) return io_fail(w, rc, "directory fsync failed", err);
+    snprintf(tmp, sizeof tmp, "%s", w->shard.tmp);
+    fl_write_step step;
+    rc = fl_file_commit(&w->shard, &step); /* fsync, close, rename, directory fsync */
+    if (rc) {
+        w->failed = rc;
+        return fl_error_set(err, rc, "%s: %s failed: %s",
+                            step == FL_WRITE_SYNC_DIR ? w->partial : tmp,
+                            step == FL_WRITE_RENAME     ? "rename"
+                            : step == FL_WRITE_SYNC_DIR ? "directory fsync"
+                                                        : "write",
+                            strerror(-rc));
+    }
     if (w->num_done == w->cap_done) {
         uint32_t cap = w->cap_done ? w->cap_done * 2 : 16;
         fl_manifest_shard *d = realloc(w->done, cap * sizeof *d);
@@ -449,7 +459,7 @@ static int resume_shards(fl_writer *w, fl_error *err) {
 
 void fl_wr_free(fl_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
+    if (w->shard.fd >= 0) fl_file_abort(&w->shard); /* an open shard's records are not durable */
     free(w->dst);
     free(w->partial);
     free(w->options_json);
@@ -601,7 +611,7 @@ int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **ou
         free(ndst);
         return fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
     }
-    w->fd = -1;
+    w->shard.fd = -1;
     w->opt = *opt;
     w->max_label = -1;
     w->drop_cache = fl_cache_drop_enabled();
@@ -806,12 +816,12 @@ static int add_stored(fl_writer *w, fl_encoding format, const void *stored, size
         }
     } else {
         size_t total = stored_len + block_len;
-        if (w->fd >= 0 && w->shard_count > 0 &&
+        if (w->shard.fd >= 0 && w->shard_count > 0 &&
             (w->pos + total > w->opt.shard_bytes || w->names.len + name_len > (1u << 30))) {
             rc = fl_wr_shard_finish(w, err);
             if (rc) return rc;
         }
-        if (w->fd < 0) {
+        if (w->shard.fd < 0) {
             rc = shard_start(w, err);
             if (rc) return rc;
         }
@@ -911,11 +921,7 @@ int fl_writer_add_stored_as(fl_writer *w, fl_encoding format, const void *stored
 
 void fl_writer_abort(fl_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) {
-        close(w->fd);
-        w->fd = -1;
-        unlink(w->tmp_path);
-    }
+    if (w->shard.fd >= 0) fl_file_abort(&w->shard);
     if (w->lmdb) fl_lmdb_writer_abort(w->lmdb);
     w->lmdb = NULL;
     fl_wr_free(w);

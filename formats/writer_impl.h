@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fl_file.h"
 #include "fl_json.h"
 #include "fl_lmdb.h"
 #include "fl_manifest.h"
@@ -71,9 +72,9 @@ struct fl_writer {
     /* complete shards */
     fl_manifest_shard *done;
     uint32_t num_done, cap_done;
-    /* open shard */
-    int fd;
-    char tmp_path[PATH_MAX];
+    /* open shard: written as <name>.tmp, renamed when complete (fl_file_begin/commit); shard.fd
+     * is -1 while none is open */
+    fl_file_writer shard;
     uint32_t shard_no;
     uint64_t shard_first;
     uint64_t shard_count;
@@ -95,7 +96,7 @@ struct fl_writer_lock {
     int fd;
 };
 
-/* Write a small file atomically: tmp, fsync, rename, dir fsync (writer.c). */
+/* Write a small file of dir durably (fl_file_replace: tmp, fsync, rename, dir fsync) (writer.c). */
 int fl_wr_write_file_atomic(const char *dir, const char *name, const void *data, size_t n,
                             fl_error *err);
 /* A whole small file: 0, -errno of open, FL_E_FORMAT (cannot stat, over `max` bytes), -ENOMEM,

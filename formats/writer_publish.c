@@ -204,7 +204,7 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
             rc = fl_error_set(err, FL_E_INVALID, "%s: class name %u is NULL", w->dst, i);
             goto out;
         }
-    if (w->fd >= 0 && w->shard_count > 0) {
+    if (w->shard.fd >= 0 && w->shard_count > 0) {
         rc = fl_wr_shard_finish(w, err);
         if (rc) goto out;
     }

@@ -1,7 +1,8 @@
 /* test_writer_errors.c — the writer refuses bad input cleanly and never damages finished data:
  * existing DST without overwrite, overwrite replacing an old dataset only at finish, raw size and
- * fixed-size mismatches, negative and out-of-range labels, bad options JSON, and a disk-full-like
- * write error (RLIMIT_FSIZE -> EFBIG) mid-run that keeps complete shards for a resume. */
+ * fixed-size mismatches, negative and out-of-range labels, bad options JSON, a disk-full-like
+ * write error (RLIMIT_FSIZE -> EFBIG) mid-run that names the open shard's .tmp file and keeps
+ * complete shards for a resume, and a shard name taken by a FIFO (refused, never opened). */
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -35,6 +36,7 @@ static void write_fail_child(const char *dst, fl_backend b) {
             printf("child: write error at record %llu: %s\n", (unsigned long long)i, err.msg);
             fflush(stdout);
             if (rc != -EFBIG || !strstr(err.msg, ".partial/")) _exit(13);
+            if (b == FL_BACKEND_SHARDS && !strstr(err.msg, ".fls.tmp: write failed")) _exit(16);
             /* later calls keep failing with the same error */
             if (fl_writer_add(w, buf, 100, 0, "x", 10, 20, &err) != -EFBIG) _exit(12);
             fl_writer_abort(w);
@@ -119,6 +121,19 @@ int main(void) {
     CHECK(fl_writer_finish(w, tt_classes, 3, &err) == FL_E_LABEL);
     CHECK(strstr(err.msg, "label 5"));
     CHECK(!exists(d2));
+
+    /* the next shard's name taken by a FIFO: refused at once naming the .tmp (a durable write
+     * opens a FIFO in place, which would block here), and the writer stays failed */
+    const char *dfifo = tt_path("fifo");
+    CHECK_OK(fl_writer_open(dfifo, &orw, &w, &err), &err);
+    char fifo[PATH_MAX + 300];
+    snprintf(fifo, sizeof fifo, "%s.partial/shard-00000.fls", dfifo);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK(fl_writer_add(w, px, 784, 0, "a", 28, 28, &err) == -EEXIST);
+    CHECK(strstr(err.msg, "shard-00000.fls.tmp: cannot create") && strstr(err.msg, "not a file"));
+    CHECK(fl_writer_add(w, px, 784, 0, "b", 28, 28, &err) != 0);
+    fl_writer_abort(w);
+    CHECK(unlink(fifo) == 0);
 
     /* bad options */
     fl_writer_options ob = o;
