@@ -275,6 +275,11 @@ static uint32_t rdbe32(const uint8_t *p) {
 /* A mask's stored bytes: PNG (signature, IHDR of a gray image of the dtype's depth: its size goes
  * to *h and *w) or one zstd frame whose header says its decompressed size (*h = *w = 0, *raw set).
  * Returns NULL or why not. */
+/* A mask is of its image's size, and no image over the decoders' 100 megapixels decodes: a larger
+ * mask (a 110 KB zstd frame can claim 3.6 GB) is refused before a loader allocates for it. */
+#define FL_MAX_MASK_PIXELS 100000000u
+#define MASK_TOO_LARGE "mask over 100 megapixels (no image that large decodes): damaged or crafted"
+
 static const char *mask_header(const fl_field *f, const uint8_t *p, size_t len, uint32_t *h,
                                uint32_t *w, uint64_t *raw) {
     *h = *w = 0;
@@ -291,6 +296,7 @@ static const char *mask_header(const fl_field *f, const uint8_t *p, size_t len, 
         *h = rdbe32(p + 20);
         if (!*w || !*h || *w > (1u << 20) || *h > (1u << 20)) return "PNG mask size out of range";
         *raw = (uint64_t)*w * *h * fl_dtype_size(f->dtype);
+        if ((uint64_t)*w * *h > FL_MAX_MASK_PIXELS) return MASK_TOO_LARGE;
         return NULL;
     }
     unsigned long long cs = ZSTD_getFrameContentSize(p, len);
@@ -298,6 +304,7 @@ static const char *mask_header(const fl_field *f, const uint8_t *p, size_t len, 
     if (cs == ZSTD_CONTENTSIZE_UNKNOWN) return "zstd frame without its content size";
     if (cs % fl_dtype_size(f->dtype)) return "zstd mask size is not a whole number of elements";
     *raw = cs;
+    if (cs / fl_dtype_size(f->dtype) > FL_MAX_MASK_PIXELS) return MASK_TOO_LARGE;
     return NULL;
 }
 

@@ -304,6 +304,11 @@ static void test_refusals(void) {
     WITH(r.v[F_ZMASK].height = 29, "instances", "size differs");
     WITH((r.v[F_ZMASK].height = 20, r.v[F_ZMASK].width = 60), "instances", "for a 40x30 image");
     WITH(r.zmask[0] ^= 0xff, "instances", "zstd");
+    /* mask bombs: a 20,000 x 20,000 PNG header, a zstd frame claiming 2^30 elements */
+    WITH((png_header(r.png, 20000, 20000, 8), r.v[F_MASK].width = r.v[F_MASK].height = 20000),
+         "mask", "100 megapixels");
+    WITH((memcpy(r.zmask, "\x28\xb5\x2f\xfd\xe0\x00\x00\x00\x40\x00\x00\x00\x00\x03\x00\x10\x00", 17),
+          r.v[F_ZMASK].len = 17), "instances", "100 megapixels");
     WITH(r.text[3] = (char)0xc3, "caption", "UTF-8");           /* truncated sequence */
     WITH((r.text[0] = (char)0xc0, r.text[1] = (char)0xaf), "caption", "UTF-8"); /* overlong */
     WITH((r.text[0] = (char)0xed, r.text[1] = (char)0xa0, r.text[2] = (char)0x80), "caption",
