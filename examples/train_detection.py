@@ -12,6 +12,7 @@ one box's centre; "rrc") and flips images, boxes and masks in C threads and hand
 N×C×H×W images in [0, 1] (the model normalizes them itself) beside the boxes, labels and counts;
 fastload.torch.detection_targets turns each batch into the per-image target dicts the model takes.
 
+With --val, the held-out set's AP at IoU 0.5 (mean over classes) before and after training.
 Every --print-every steps it prints the mean loss (and its four parts) of those steps, images/s and
 the data-wait fraction (time the loop waited for the next batch / wall time). At the end: the mean
 loss of the first and of the last --window steps, whose fall shows the model learns, and with
@@ -35,6 +36,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("data", help="a data set packed by packdata pack --coco (fields image, boxes, labels)")
+    ap.add_argument("--val", help="a held-out set packed the same way: AP50 before and after training")
     ap.add_argument("--steps", type=int, default=300, help="optimizer steps")
     ap.add_argument("--batch", type=int, default=4, help="images per step")
     ap.add_argument("--size", type=int, default=192,
@@ -61,6 +63,52 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
+def average_precision(model, path, size, classes, workers, iou=0.5):
+    """Mean over the classes of the held-out set of VOC-style AP (all-point interpolation) at
+    IoU >= `iou`, and the recall of all its boxes at that IoU (among every detection kept)."""
+    from torchvision.ops import box_iou
+    dets = {c: [] for c in range(1, classes + 1)}   # class -> [(score, is a true positive)]
+    gts = {c: 0 for c in dets}
+    found = 0
+    model.eval()
+    with torch.no_grad(), ft.Loader(path, batch_size=8, size=size, dtype="float32", mean=0, std=1,
+                                    workers=workers) as L:
+        for b in L:
+            for out, t in zip(model(list(b["image"])), ft.detection_targets(b, mask=None)):
+                for c in dets:
+                    g = t["boxes"][t["labels"] == c]
+                    keep = out["labels"] == c
+                    boxes, scores = out["boxes"][keep], out["scores"][keep]
+                    gts[c] += len(g)
+                    used = torch.zeros(len(g), dtype=torch.bool)
+                    ious = box_iou(boxes, g) if len(g) and len(boxes) else None
+                    for j in scores.argsort(descending=True).tolist():
+                        tp = False
+                        if ious is not None:
+                            v, k = ious[j].masked_fill(used, -1).max(0)
+                            if v >= iou:
+                                used[k], tp = True, True
+                        dets[c].append((scores[j].item(), tp))
+                    found += int(used.sum())
+    model.train()
+    aps = []
+    for c, d in dets.items():
+        if not gts[c]:
+            continue
+        d.sort(key=lambda x: -x[0])
+        tp = torch.tensor([float(x[1]) for x in d]).cumsum(0) if d else torch.zeros(0)
+        prec = tp / torch.arange(1, len(d) + 1) if d else torch.zeros(0)
+        rec = tp / gts[c]
+        # all-point interpolation: precision made non-increasing, summed over recall steps
+        ap, prev_r = 0.0, 0.0
+        for i in range(len(d)):
+            if d[i][1]:
+                ap += (rec[i].item() - prev_r) * prec[i:].max().item()
+                prev_r = rec[i].item()
+        aps.append(ap)
+    return sum(aps) / max(1, len(aps)), found / max(1, sum(gts.values()))
+
+
 def main(argv=None):
     a = parse_args(argv)
     import torchvision
@@ -81,6 +129,10 @@ def main(argv=None):
     print(f"train_detection: {a.data}: {len(loader.dataset)} images, {len(classes)} classes "
           f"{classes}; {len(loader)} steps an epoch of {a.batch}; fasterrcnn_mobilenet_v3_large_320_fpn "
           f"(random init), {a.steps} steps at {a.size} px, augment {a.augment} + flip", flush=True)
+    ap0 = rec0 = None
+    if a.val:
+        ap0, rec0 = average_precision(model, a.val, a.size, len(classes), a.workers)
+        print(f"before training: val AP50 {ap0:.4f}, recall {rec0:.4f}", flush=True)
     losses, parts_sum = [], {}
     step, epoch = 0, 0
     t0 = time.perf_counter()
@@ -131,10 +183,15 @@ def main(argv=None):
     print(f"loss: first {k} steps {start:.4f} -> last {k} steps {end:.4f} "
           f"({100 * (start - end) / start:.1f}% lower); {step} steps, {step * a.batch} images, "
           f"{wall:.1f} s ({step * a.batch / wall:.1f} img/s), data wait {100 * wait / wall:.1f}%")
+    figures = {"steps": step, "batch": a.batch, "size": a.size, "loss_start": start, "loss_end": end,
+               "window": k, "wall_s": wall, "data_wait": wait / wall,
+               "images_per_sec": step * a.batch / wall}
+    if a.val:
+        ap1, rec1 = average_precision(model, a.val, a.size, len(classes), a.workers)
+        print(f"val AP50: before training {ap0:.4f} -> after {ap1:.4f}; recall {rec0:.4f} -> {rec1:.4f}")
+        figures.update(ap50_before=ap0, ap50_after=ap1, recall_before=rec0, recall_after=rec1)
     if a.json:
-        print(json.dumps({"steps": step, "batch": a.batch, "size": a.size, "loss_start": start,
-                          "loss_end": end, "window": k, "wall_s": wall, "data_wait": wait / wall,
-                          "images_per_sec": step * a.batch / wall}))
+        print(json.dumps(figures))
     return start, end
 
 
