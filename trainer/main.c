@@ -115,7 +115,7 @@ static const fl_cli_opt train_opts[] = {
     {FL_CLI_INT, "workers", .off = F(workers), .umin = 1, .umax = 1024, .metavar = "N",
      .help = "loader decode threads", .def = "1 on CPU, all cores on GPU"},
     {FL_CLI_INT, "threads", .off = F(threads), .umin = 1, .umax = 256, .metavar = "N",
-     .help = "CPU compute threads", .def = "all cores"},
+     .help = "CPU compute threads", .def = "the cores, shared out between a node's processes"},
     {FL_CLI_ENUM, "cpu-backend", .off = F(cpu_impl), .choices = tf_cpu_backend_choices, .metavar = "B",
      .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
     {FL_CLI_U64, "seed", .off = F(seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",
@@ -377,7 +377,44 @@ static const fl_cli_tool tool = {
     .version = version,
 };
 
+/* oneDNN runs on OpenMP (libgomp), whose threads spin at every barrier waiting for the others.
+ * When one of them is descheduled - the loader's decode threads, a second job, a noisy
+ * neighbour on the same cores - its partner spins through the time slice it waits for: beside
+ * two busy processes fastcnn trained at 102 img/s with 5.0 s of CPU under libgomp's default
+ * spin, at 192 img/s with 2.5 s under OMP_WAIT_POLICY=passive (bench/shared_cores.sh), with the
+ * same results bit for bit (the policy changes how threads wait, never the work each does; a
+ * thread count that followed the machine's load would change the sums). libgomp reads the
+ * policy once, as it loads, before main: so a command that computes on the CPU re-executes
+ * itself once with OMP_WAIT_POLICY=passive, unless the user chose (OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT set; e.g. OMP_WAIT_POLICY=active on cores nobody else uses) or valgrind runs
+ * it (its client would lose the tool). */
+static void omp_wait_policy_default(char **argv)
+{
+#ifdef FL_HAVE_ONEDNN
+    static const char *const cmds[] = {"train", "eval", "predict"};
+    int computes = 0;
+    for (size_t i = 0; argv[0] && argv[1] && i < sizeof cmds / sizeof *cmds; i++)
+        computes |= !strcmp(argv[1], cmds[i]);
+    const char *pre = getenv("LD_PRELOAD");
+    if (!computes || getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") ||
+        (pre && strstr(pre, "vgpreload")))
+        return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return;
+    self[n] = 0;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1))
+        return;
+    execv(self, argv); /* returns only on failure: then run as we are */
+    unsetenv("OMP_WAIT_POLICY");
+#else
+    (void)argv;
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    omp_wait_policy_default(argv);
     return fl_cli_dispatch(&tool, argc, argv);
 }
