@@ -94,74 +94,75 @@ typedef struct fl_dataset fl_dataset;
  * On success *out owns the dataset; release with fl_dataset_close.
  * Errors: -ENOENT (no such directory, no manifest.json, missing shard), -EACCES..., FL_E_FORMAT,
  * FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB, -EAGAIN, -ENOMEM; err->msg names the file. */
-int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err);
+FL_API int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err);
 
 /* Close and unmap. NULL is allowed. */
-void fl_dataset_close(fl_dataset *ds);
+FL_API void fl_dataset_close(fl_dataset *ds);
 
-uint64_t fl_dataset_count(const fl_dataset *ds);
-const fl_schema *fl_dataset_schema(const fl_dataset *ds);
-fl_backend fl_dataset_backend(const fl_dataset *ds);
-uint32_t fl_dataset_num_classes(const fl_dataset *ds);
+FL_API uint64_t fl_dataset_count(const fl_dataset *ds);
+FL_API const fl_schema *fl_dataset_schema(const fl_dataset *ds);
+FL_API fl_backend fl_dataset_backend(const fl_dataset *ds);
+FL_API uint32_t fl_dataset_num_classes(const fl_dataset *ds);
 /* Name of class `label` (in label order), or NULL when out of range. */
-const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label);
-uint32_t fl_dataset_num_shards(const fl_dataset *ds);
+FL_API const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label);
+FL_API uint32_t fl_dataset_num_shards(const fl_dataset *ds);
 /* Absolute path of shard `i` (the LMDB data file for the LMDB backend), or NULL. */
-const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i);
+FL_API const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i);
 /* The open file descriptor of data file `i` (shard i, or data.mdb for LMDB), or -1 when i is out
  * of range. Every data file is opened once, by fl_dataset_open, relative to the dataset directory
  * it read the manifest from, and stays open until fl_dataset_close: reading through this fd (pread,
  * io_uring, or /proc/self/fd/N reopened with O_DIRECT) reads the very file that was validated,
  * even if the dataset at `path` has since been replaced (pack --force) or deleted. Owned by the
  * dataset: do not close it (dup it to keep it beyond close). */
-int fl_dataset_file_fd(const fl_dataset *ds, uint32_t i);
+FL_API int fl_dataset_file_fd(const fl_dataset *ds, uint32_t i);
 /* The dataset's 16-byte id (format version 2: random, chosen when it was packed, in the manifest
  * and every data file), copied to `id`. Two packs never share one (unless FL_DATASET_ID forced
  * it), so it tells datasets apart where a path cannot (e.g. a checkpoint's data after a re-pack).
  * Returns 0, or -ENOENT for a version 1 dataset or one combined from --part datasets (no single
  * id; `id` is zeroed). */
-int fl_dataset_id(const fl_dataset *ds, uint8_t id[16]);
+FL_API int fl_dataset_id(const fl_dataset *ds, uint8_t id[16]);
 /* Total bytes of all data files (shards or LMDB). */
-uint64_t fl_dataset_total_bytes(const fl_dataset *ds);
+FL_API uint64_t fl_dataset_total_bytes(const fl_dataset *ds);
 /* The manifest as it is stored (JSON text, NUL-terminated). */
-const char *fl_dataset_manifest_json(const fl_dataset *ds);
+FL_API const char *fl_dataset_manifest_json(const fl_dataset *ds);
 /* Largest raw_len of any record (for sizing decompression buffers). */
-uint32_t fl_dataset_max_raw_len(const fl_dataset *ds);
+FL_API uint32_t fl_dataset_max_raw_len(const fl_dataset *ds);
 /* Largest stored_len of any record (for sizing read buffers). */
-uint32_t fl_dataset_max_stored_len(const fl_dataset *ds);
+FL_API uint32_t fl_dataset_max_stored_len(const fl_dataset *ds);
 
 /* Index entry of record `i` (0 <= i < count). Errors: FL_E_RANGE. */
-int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err);
+FL_API int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out,
+                                  fl_error *err);
 
 /* A hint: start loading record `i`'s index entry into the CPU cache, so that a later
  * fl_dataset_record_info of many random records overlaps their cache misses. No effect when
  * i >= count. */
-void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i);
+FL_API void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i);
 
 /* Source name of record `i` (relative path, or "file#index" for IDX/CIFAR), not NUL-terminated:
  * *len receives its length. Returns NULL on FL_E_RANGE. */
-const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len);
+FL_API const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len);
 
 /* Zero-copy access to record `i`'s stored bytes (points into the shard mapping or LMDB's map;
  * valid until close).
  * When `check` is non-zero the CRC32C is verified first (FL_E_CHECKSUM names shard and record).
  * Errors: FL_E_RANGE, FL_E_CHECKSUM, FL_E_LMDB. */
-int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len, int check,
-                   fl_error *err);
+FL_API int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len,
+                          int check, fl_error *err);
 
 /* Validate externally read stored bytes of record `i` (e.g. read with io_uring): length and
  * CRC32C against the index. Errors: FL_E_CHECKSUM, FL_E_FORMAT. */
-int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
-                     fl_error *err);
+FL_API int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
+                            fl_error *err);
 
 /* Format version of the dataset (1, 2 or 3; of its parts, which share it, for a --part set). */
-uint32_t fl_dataset_format_version(const fl_dataset *ds);
+FL_API uint32_t fl_dataset_format_version(const fl_dataset *ds);
 
 /* The record's fields, in schema order (the manifest's "fields"; a version 1 or 2 dataset gives
  * [image "image" uint8, int "label" int32]). The array is owned by the dataset, valid until close;
  * each variable field's max_count is the largest count of any record (the manifest's). */
-uint32_t fl_dataset_num_fields(const fl_dataset *ds);
-const fl_field *fl_dataset_fields(const fl_dataset *ds);
+FL_API uint32_t fl_dataset_num_fields(const fl_dataset *ds);
+FL_API const fl_field *fl_dataset_fields(const fl_dataset *ds);
 
 /* Parse record `i`'s fields from its stored bytes (`stored`, `stored_len`: the whole record as
  * fl_dataset_get gives it or as read from the file; the caller checks the CRC first when it wants
@@ -173,15 +174,15 @@ const fl_field *fl_dataset_fields(const fl_dataset *ds);
  * size (a zstd mask's height/width are set from the record), lists as long as their boxes.
  * Does no allocation. Errors: FL_E_RANGE, FL_E_FORMAT (stored_len is not the record's, or a bad
  * block: the message names the file, the record and the field). */
-int fl_dataset_record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *stored,
-                             size_t stored_len, fl_field_value *values, fl_error *err);
+FL_API int fl_dataset_record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *stored,
+                                    size_t stored_len, fl_field_value *values, fl_error *err);
 
 /* Decompress NDARRAY field `field`'s value (as fl_dataset_record_fields gave it) into dst:
  * exactly fl_field_ndarray_bytes(&fields[field]) bytes, row-major, little-endian. Thread-safe
  * (the dataset's zstd context pool, as fl_dataset_payload). Errors: FL_E_RANGE (not an NDARRAY
  * field, or cap too small), FL_E_DECODE (corrupt frame or wrong size). */
-int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_value *value,
-                       void *dst, size_t cap, fl_error *err);
+FL_API int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_value *value,
+                              void *dst, size_t cap, fl_error *err);
 
 /* Turn record `i`'s stored bytes into its payload (format version 3: the payload part, the first
  * stored_len - fields_len bytes; `src_len` is the whole record's stored length): decompress into dst (capacity dst_cap, must be
@@ -190,9 +191,9 @@ int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_valu
  * pixels). Thread-safe: zstd contexts come from a per-dataset pool of 64 that are created on
  * first use and reused (no allocation once warm; a 65th concurrent caller gets a temporary one).
  * Errors: FL_E_DECODE (corrupt frame), FL_E_RANGE (dst too small). */
-int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, size_t src_len,
-                       uint8_t *dst, size_t dst_cap, const uint8_t **payload, size_t *payload_len,
-                       fl_error *err);
+FL_API int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, size_t src_len,
+                              uint8_t *dst, size_t dst_cap, const uint8_t **payload,
+                              size_t *payload_len, fl_error *err);
 
 /* Callback for fl_dataset_verify: called once per bad record with its index and error.
  * Return non-zero to stop early. */
@@ -203,12 +204,12 @@ typedef int (*fl_verify_cb)(void *user, uint64_t index, const fl_error *err);
  * on the calling thread. The messages passed to `cb` name the file and the record.
  * Calls `cb` for each bad record. Returns 0 when all are good, FL_E_CHECKSUM when any is bad,
  * or another error when the walk itself failed. *n_bad receives the number of bad records. */
-int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_t *n_bad,
-                      fl_error *err);
+FL_API int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_t *n_bad,
+                             fl_error *err);
 
 /* CRC32C (Castagnoli) of `len` bytes, continuing from `crc` (start with 0). Uses the SSE4.2
  * instruction when the CPU has it, a table otherwise; both give the same result. */
-uint32_t fl_crc32c(uint32_t crc, const void *data, size_t len);
+FL_API uint32_t fl_crc32c(uint32_t crc, const void *data, size_t len);
 
 #ifdef __cplusplus
 }

@@ -81,11 +81,11 @@ typedef struct fl_field {
 } fl_field;
 
 /* Size in bytes of one element of `t` (0 for an unknown type). */
-size_t fl_dtype_size(fl_dtype t);
-const char *fl_dtype_name(fl_dtype t);           /* "uint8", "int32", "float32", ... */
-int fl_dtype_from_name(const char *s, fl_dtype *out); /* 0, or -1 when unknown */
-const char *fl_field_type_name(fl_field_type t); /* "image", "int", "int_list", ... */
-int fl_field_type_from_name(const char *s, fl_field_type *out);
+FL_API size_t fl_dtype_size(fl_dtype t);
+FL_API const char *fl_dtype_name(fl_dtype t);           /* "uint8", "int32", "float32", ... */
+FL_API int fl_dtype_from_name(const char *s, fl_dtype *out); /* 0, or -1 when unknown */
+FL_API const char *fl_field_type_name(fl_field_type t); /* "image", "int", "int_list", ... */
+FL_API int fl_field_type_from_name(const char *s, fl_field_type *out);
 
 /* Check a schema's field list: 1..FL_MAX_FIELDS fields, names valid and unique, types known,
  * dtype exactly fl_field_type_dtype(type) (MASK uint8/uint16, NDARRAY any), ndim/shape only where
@@ -94,38 +94,38 @@ int fl_field_type_from_name(const char *s, fl_field_type *out);
  * IMAGE, BOXES and MASK only with an IMAGE. Note that `of` must be set to -1 explicitly (a zeroed
  * fl_field has of = 0, which names field 0). Fills err naming the field and why.
  * Errors: FL_E_INVALID. */
-int fl_fields_validate(const fl_field *fields, uint32_t n, fl_error *err);
+FL_API int fl_fields_validate(const fl_field *fields, uint32_t n, fl_error *err);
 
 /* 1 when the list is the classification pair: an IMAGE named "image", then an INT named "label"
  * (the names a version 1/2 dataset's reader gives them, so they survive a round trip). Such a
  * dataset has no fields block and is written as format version 2, byte for byte as before. */
-int fl_fields_is_classic(const fl_field *fields, uint32_t n);
+FL_API int fl_fields_is_classic(const fl_field *fields, uint32_t n);
 
 /* Fill out[0..1] with the classic schema: [image "image" uint8, int "label" int32], `of` -1. */
-void fl_fields_classic(fl_field out[2]);
+FL_API void fl_fields_classic(fl_field out[2]);
 
 /* The dtype a field of type `t` always has (IMAGE, BYTES, TEXT uint8; INT, INT_LIST int32; FLOAT,
  * FLOAT_VECTOR, BOXES float32), or 0 for MASK and NDARRAY whose field declares it. */
-fl_dtype fl_field_type_dtype(fl_field_type t);
+FL_API fl_dtype fl_field_type_dtype(fl_field_type t);
 /* 1 for the variable-count types (INT_LIST, BOXES, BYTES, TEXT): they have a max_count. */
-int fl_field_is_variable(fl_field_type t);
+FL_API int fl_field_is_variable(fl_field_type t);
 /* Bytes of one row of a variable field (INT_LIST 4, BOXES 16, BYTES/TEXT 1), else 0. */
-size_t fl_field_row_bytes(const fl_field *f);
+FL_API size_t fl_field_row_bytes(const fl_field *f);
 /* Elements of a fixed field: product of the shape (NDARRAY), shape[0] (FLOAT_VECTOR), else 1. */
-uint64_t fl_field_elements(const fl_field *f);
+FL_API uint64_t fl_field_elements(const fl_field *f);
 /* Decompressed bytes of an NDARRAY value (elements x dtype size); 0 for other types. */
-size_t fl_field_ndarray_bytes(const fl_field *f);
+FL_API size_t fl_field_ndarray_bytes(const fl_field *f);
 /* The smallest fields block a record of this schema can have (length words and fixed values). */
-size_t fl_fields_min_block(const fl_field *fields, uint32_t n);
+FL_API size_t fl_fields_min_block(const fl_field *fields, uint32_t n);
 
 /* Index of the label field (the first INT), of the image field, or of the field called `name`;
  * -1 when there is none. */
-int fl_fields_label_index(const fl_field *fields, uint32_t n);
-int fl_fields_image_index(const fl_field *fields, uint32_t n);
-int fl_fields_find(const fl_field *fields, uint32_t n, const char *name);
+FL_API int fl_fields_label_index(const fl_field *fields, uint32_t n);
+FL_API int fl_fields_image_index(const fl_field *fields, uint32_t n);
+FL_API int fl_fields_find(const fl_field *fields, uint32_t n, const char *name);
 
 /* 1 when field i lives in the fields block (everything but the image and the label). */
-int fl_field_in_block(const fl_field *fields, uint32_t n, uint32_t i);
+FL_API int fl_field_in_block(const fl_field *fields, uint32_t n, uint32_t i);
 
 /* One field's value, as given to fl_fields_encode and as returned by fl_fields_parse.
  * `data`/`len` are the value's bytes as stored in the block:
@@ -151,17 +151,17 @@ typedef struct fl_field_value {
  * field: lengths, counts, shapes, boxes inside image_width x image_height with x0 <= x1 and
  * y0 <= y1, finite floats, a mask of the image's size, `of` lists as long as their boxes, TEXT
  * valid UTF-8. Errors: FL_E_INVALID naming the field and why, -ENOMEM. */
-int fl_fields_encode(const fl_field *fields, uint32_t n, const fl_field_value *values,
-                     uint32_t image_width, uint32_t image_height, int level, uint8_t **out,
-                     size_t *cap, size_t *len, fl_error *err);
+FL_API int fl_fields_encode(const fl_field *fields, uint32_t n, const fl_field_value *values,
+                            uint32_t image_width, uint32_t image_height, int level, uint8_t **out,
+                            size_t *cap, size_t *len, fl_error *err);
 
 /* Parse a record's fields block (untrusted bytes): every length inside the block, every fixed
  * field of its exact size, counts <= the field's max_count when it is set, the block consumed
  * exactly. Fills values[i] for each block field (pointers into `block`; the image and label
  * entries are zeroed). `what` names the record in messages ("shard-00003.fls: record 17").
  * Errors: FL_E_FORMAT. */
-int fl_fields_parse(const fl_field *fields, uint32_t n, const uint8_t *block, size_t len,
-                    fl_field_value *values, const char *what, fl_error *err);
+FL_API int fl_fields_parse(const fl_field *fields, uint32_t n, const uint8_t *block, size_t len,
+                           fl_field_value *values, const char *what, fl_error *err);
 /* What fl_fields_parse checks besides the block itself: every length word inside the block,
  * INT/FLOAT/FLOAT_VECTOR of their exact size and finite, variable fields a whole number of rows
  * (count = len / row bytes) and <= max_count when set, boxes finite with 0 <= x0 <= x1 and
@@ -173,9 +173,9 @@ int fl_fields_parse(const fl_field *fields, uint32_t n, const uint8_t *block, si
  * after fl_fields_parse, fl_dataset_record_fields does): every box inside image_width x
  * image_height, every mask of that size, `of` lists as long as their boxes. `what` names the
  * record. Errors: FL_E_INVALID. */
-int fl_fields_check_record(const fl_field *fields, uint32_t n, const fl_field_value *values,
-                           uint32_t image_width, uint32_t image_height, const char *what,
-                           fl_error *err);
+FL_API int fl_fields_check_record(const fl_field *fields, uint32_t n, const fl_field_value *values,
+                                  uint32_t image_width, uint32_t image_height, const char *what,
+                                  fl_error *err);
 
 #ifdef __cplusplus
 }

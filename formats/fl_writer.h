@@ -106,13 +106,14 @@ typedef struct fl_writer fl_writer;
  * ours: the message names the path or the first foreign file; bad schema, level, part,
  * options_json not a JSON object, resume mismatch), FL_E_FORMAT (options_json is not JSON,
  * unreadable partial state), FL_E_LMDB. */
-int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **out, fl_error *err);
+FL_API int fl_writer_open(const char *dst, const fl_writer_options *opt, fl_writer **out,
+                          fl_error *err);
 
 /* Records already durably written by an earlier run (0 unless resuming). */
-uint64_t fl_writer_resume_count(const fl_writer *w);
+FL_API uint64_t fl_writer_resume_count(const fl_writer *w);
 
 /* The dictionary in use (the one stored by the earlier run when resuming), or NULL. */
-const void *fl_writer_dictionary(const fl_writer *w, size_t *len);
+FL_API const void *fl_writer_dictionary(const fl_writer *w, size_t *len);
 
 /* Append one record. `payload` is the uncompressed payload (JPEG/PNG bytes or raw HWC pixels);
  * the writer compresses it when the schema says so. `name` is the source name (NUL-terminated).
@@ -121,8 +122,8 @@ const void *fl_writer_dictionary(const fl_writer *w, size_t *len);
  * size != height*width*channels, size differs from a fixed schema, name over 4096 bytes, record
  * over 1 GiB), FL_E_LABEL (negative label), FL_E_LMDB. Record-level refusals (INVALID, LABEL)
  * leave the writer usable. */
-int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, const char *name,
-                  uint32_t height, uint32_t width, fl_error *err);
+FL_API int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label,
+                         const char *name, uint32_t height, uint32_t width, fl_error *err);
 
 /* fl_writer_add for a record in its own format: `format` is FL_ENC_JPEG, FL_ENC_PNG or
  * FL_ENC_WEBP in a dataset whose schema encoding is FL_ENC_MIXED; with any other schema it must
@@ -131,20 +132,21 @@ int fl_writer_add(fl_writer *w, const void *payload, size_t len, int32_t label, 
  * fl_writer_add_as(w, schema encoding, ...), so a mixed dataset needs fl_writer_add_as.
  * Errors: as fl_writer_add, FL_E_INVALID for a format the schema does not allow (the writer stays
  * usable). */
-int fl_writer_add_as(fl_writer *w, fl_encoding format, const void *payload, size_t len,
-                     int32_t label, const char *name, uint32_t height, uint32_t width,
-                     fl_error *err);
+FL_API int fl_writer_add_as(fl_writer *w, fl_encoding format, const void *payload, size_t len,
+                            int32_t label, const char *name, uint32_t height, uint32_t width,
+                            fl_error *err);
 
 /* Append one record whose payload was already compressed (by an fl_compressor using the same
  * dictionary); raw_len is the uncompressed size. */
-int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
-                         int32_t label, const char *name, uint32_t height, uint32_t width,
-                         fl_error *err);
+FL_API int fl_writer_add_stored(fl_writer *w, const void *stored, size_t stored_len, size_t raw_len,
+                                int32_t label, const char *name, uint32_t height, uint32_t width,
+                                fl_error *err);
 
 /* fl_writer_add_stored for a record in its own format (as fl_writer_add_as). */
-int fl_writer_add_stored_as(fl_writer *w, fl_encoding format, const void *stored, size_t stored_len,
-                            size_t raw_len, int32_t label, const char *name, uint32_t height,
-                            uint32_t width, fl_error *err);
+FL_API int fl_writer_add_stored_as(fl_writer *w, fl_encoding format, const void *stored,
+                                   size_t stored_len, size_t raw_len, int32_t label,
+                                   const char *name, uint32_t height, uint32_t width,
+                                   fl_error *err);
 
 /* Append one record with its fields block: the block is parsed as a reader will
  * (fl_fields_parse) and checked against the image (boxes inside height x width, masks of that
@@ -153,7 +155,7 @@ int fl_writer_add_stored_as(fl_writer *w, fl_encoding format, const void *stored
  * block, one CRC32C over both. Errors: as fl_writer_add_stored_as; FL_E_INVALID naming the record
  * and field for a bad block (the writer stays usable), a block in a classic dataset, a compressed
  * payload in an uncompressed dataset. */
-int fl_writer_add_record(fl_writer *w, const fl_record_in *r, fl_error *err);
+FL_API int fl_writer_add_record(fl_writer *w, const fl_record_in *r, fl_error *err);
 
 /* Finish: close the last shard, write the manifest with the class names (label order), fsync,
  * publish (rename, or exchange with the old dataset and delete its files), release the lock open
@@ -161,12 +163,12 @@ int fl_writer_add_record(fl_writer *w, const fl_record_in *r, fl_error *err);
  * num_classes 0 skips the check), -EEXIST (dst appeared and !overwrite), FL_E_INVALID (dst is no
  * longer a dataset of ours: the partial dataset stays resumable), -errno, FL_E_LMDB; on error
  * <dst> is untouched. */
-int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_classes,
-                     fl_error *err);
+FL_API int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_classes,
+                            fl_error *err);
 
 /* Stop without finishing (error path): closes files, deletes the open .tmp shard, leaves complete
  * shards (LMDB: commits the queued batch) for --resume, frees `w`. */
-void fl_writer_abort(fl_writer *w);
+FL_API void fl_writer_abort(fl_writer *w);
 
 /* ---- the destination ------------------------------------------------------------------------ */
 
@@ -176,9 +178,9 @@ void fl_writer_abort(fl_writer *w);
  * FL_E_INVALID (dst is "", "/", "." or ".."; "<dst>.lock" exists and is not a lock file: a
  * directory, a link, or a file holding something else than a pid), -ENOENT/-ENOTDIR ("cannot
  * create DST: parent folder P does not exist"), other -errno. */
-int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err);
+FL_API int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err);
 /* Remove "<dst>.lock" and release the lock. NULL is a no-op. */
-void fl_writer_lock_release(fl_writer_lock *lock);
+FL_API void fl_writer_lock_release(fl_writer_lock *lock);
 
 typedef enum fl_dst_kind {
     FL_DST_NONE = 0,    /* nothing there */
@@ -206,32 +208,32 @@ typedef struct fl_writer_dst_info {
 
 /* Say what is at `dst` and "<dst>.partial" (call with the lock held). Free with
  * fl_writer_dst_info_free. Errors: FL_E_INVALID (bad dst, as fl_writer_lock_acquire), -errno. */
-int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err);
-void fl_writer_dst_info_free(fl_writer_dst_info *info);
+FL_API int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err);
+FL_API void fl_writer_dst_info_free(fl_writer_dst_info *info);
 
 /* Delete "<dst>.partial" if it holds only files of ours (call with the lock held); 0 when there
  * is none. Errors: FL_E_INVALID (it holds other files: nothing removed), -errno. */
-int fl_writer_remove_partial(const char *dst, fl_error *err);
+FL_API int fl_writer_remove_partial(const char *dst, fl_error *err);
 
 /* Train a zstd dictionary of at most dict_cap bytes from `n` samples laid end to end in
  * `samples` (sizes[i] bytes each). On success *dict_len is the dictionary size.
  * Guidance: a few thousand samples and 16-64 KiB of dictionary; for Fashion-MNIST, 10,000 images
  * and 64 KiB at level 19 store records in 55% of their raw bytes (SPEC.md).
  * Errors: FL_E_INVALID (too few or too uniform samples: zstd's message is included). */
-int fl_zstd_train_dictionary(const void *samples, const size_t *sizes, unsigned n, void *dict,
-                             size_t dict_cap, size_t *dict_len, fl_error *err);
+FL_API int fl_zstd_train_dictionary(const void *samples, const size_t *sizes, unsigned n,
+                                    void *dict, size_t dict_cap, size_t *dict_len, fl_error *err);
 
 /* One thread's zstd compression context bound to a level and an optional dictionary. Frames are
  * written without content size, checksum or dictionary ID (the index has raw_len and a CRC32C),
  * exactly as fl_writer_add writes them, so fl_writer_add_stored accepts its output. */
 typedef struct fl_compressor fl_compressor;
-int fl_compressor_create(int level, const void *dict, size_t dict_len, fl_compressor **out,
-                         fl_error *err);
+FL_API int fl_compressor_create(int level, const void *dict, size_t dict_len, fl_compressor **out,
+                                fl_error *err);
 /* Worst-case compressed size of `len` bytes. */
-size_t fl_compress_bound(size_t len);
-int fl_compressor_compress(fl_compressor *c, const void *src, size_t len, void *dst, size_t cap,
-                           size_t *out_len, fl_error *err);
-void fl_compressor_free(fl_compressor *c);
+FL_API size_t fl_compress_bound(size_t len);
+FL_API int fl_compressor_compress(fl_compressor *c, const void *src, size_t len, void *dst,
+                                  size_t cap, size_t *out_len, fl_error *err);
+FL_API void fl_compressor_free(fl_compressor *c);
 
 #ifdef __cplusplus
 }

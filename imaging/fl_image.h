@@ -55,28 +55,28 @@ typedef struct fl_rect {
  * Errors: FL_E_DECODE (empty, unknown magic bytes, header truncated or malformed);
  * FL_E_UNSUPPORTED for images we recognise but never decode (GIF, BMP, TIFF, HEIF/AVIF, animated
  * WebP): the message names the format. */
-int fl_image_probe(const uint8_t *data, size_t len, fl_image_info *out, fl_error *err);
+FL_API int fl_image_probe(const uint8_t *data, size_t len, fl_image_info *out, fl_error *err);
 
 /* 1 when this build decodes `f` (JPEG and PNG always; WebP only when built with libwebp),
  * else 0. */
-int fl_image_can_decode(fl_image_format f);
+FL_API int fl_image_can_decode(fl_image_format f);
 
 /* Short lower-case name of a format ("jpeg", "png", "webp", "unknown"). */
-const char *fl_image_format_name(fl_image_format f);
+FL_API const char *fl_image_format_name(fl_image_format f);
 
 /* A complete file's tail is there: JPEG ends with an EOI marker (FF D9 in its last 4 KiB), PNG
  * with an IEND chunk, WebP holds the whole RIFF size its header declares. 1 when complete, 0
  * when truncated (other formats: 1). Cheap (no decoding): packdata checks kept files with it. */
-int fl_image_looks_complete(fl_image_format f, const uint8_t *data, size_t len);
+FL_API int fl_image_looks_complete(fl_image_format f, const uint8_t *data, size_t len);
 
 typedef struct fl_decoder fl_decoder;
 
 /* Create a decoder. max_pixels: refuse images declaring more than this many pixels (0 = default
  * 100 megapixels); the check runs on the header before libjpeg/libpng allocate anything.
  * *out is owned by the caller (fl_decoder_free). Errors: FL_E_INVALID, -ENOMEM. */
-int fl_decoder_create(uint64_t max_pixels, fl_decoder **out, fl_error *err);
+FL_API int fl_decoder_create(uint64_t max_pixels, fl_decoder **out, fl_error *err);
 /* Free a decoder and its scratch (NULL is a no-op). Images it returned become invalid. */
-void fl_decoder_free(fl_decoder *d);
+FL_API void fl_decoder_free(fl_decoder *d);
 
 /* JPEG speed/accuracy trade-offs (bit flags; default 0 = libjpeg's accurate defaults).
  * FL_DECODE_FAST_UPSAMPLE: merged "box" chroma upsampling instead of the smooth (fancy) one;
@@ -87,7 +87,7 @@ enum { FL_DECODE_FAST_UPSAMPLE = 1, FL_DECODE_FAST_DCT = 2, FL_DECODE_FAST = 3 }
 /* Test/bench aid: never start a crop decode at a restart marker (see fl_jpeg_add_restarts);
  * the output is the same either way. */
 enum { FL_DECODE_NO_RESTART_SKIP = 4 };
-void fl_decoder_set_flags(fl_decoder *d, unsigned flags);
+FL_API void fl_decoder_set_flags(fl_decoder *d, unsigned flags);
 
 /* Decode a whole image to `channels` (1 or 3; gray/CMYK/alpha/palette/16-bit converted).
  * WebP decodes at full size (min_width/min_height ignored) through libwebp's RGB output, alpha
@@ -109,8 +109,8 @@ void fl_decoder_set_flags(fl_decoder *d, unsigned flags);
  * next call on `d`; scratch only grows, so same-size images do not allocate.
  * Errors: FL_E_DECODE (not an image, corrupt, truncated), FL_E_TOO_LARGE, FL_E_UNSUPPORTED,
  * FL_E_INVALID (channels not 1 or 3), -ENOMEM. */
-int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
-              uint32_t min_width, uint32_t min_height, fl_image *out, fl_error *err);
+FL_API int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
+                     uint32_t min_width, uint32_t min_height, fl_image *out, fl_error *err);
 
 /* Decode the `crop` region of an encoded image, resample it to out_width × out_height, optionally
  * mirror it horizontally, and write HWC `channels` bytes per pixel to dst (row stride
@@ -130,9 +130,9 @@ int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
  * inside the image. No allocation in steady state (decoder scratch).
  * Errors: as fl_decode; FL_E_RANGE for an empty crop or one outside the image; FL_E_INVALID for a
  * NULL crop/dst or a zero output size. */
-int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
-                          uint32_t out_width, uint32_t out_height, uint32_t channels, int flip,
-                          uint8_t *dst, fl_error *err);
+FL_API int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len,
+                                 const fl_rect *crop, uint32_t out_width, uint32_t out_height,
+                                 uint32_t channels, int flip, uint8_t *dst, fl_error *err);
 
 /* Resample src (sw × sh, `channels` 1..4, row stride sstride) into dst (dw × dh, row stride
  * dstride) with a separable triangle filter widened by the shrink factor (antialiased, PIL's
@@ -143,27 +143,27 @@ int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len, const 
  * sizes without flip copy exactly. Scratch: fl_resize_scratch_size() bytes taken from `scratch`
  * when not NULL (scratch_len bytes; less is FL_E_INVALID), else allocated and freed per call.
  * Errors: FL_E_INVALID (zero size, channels, strides, short scratch), -ENOMEM. */
-int fl_resize(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride, uint32_t channels,
-              uint8_t *dst, uint32_t dw, uint32_t dh, size_t dstride, int flip, void *scratch,
-              size_t scratch_len, fl_error *err);
+FL_API int fl_resize(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
+                     uint32_t channels, uint8_t *dst, uint32_t dw, uint32_t dh, size_t dstride,
+                     int flip, void *scratch, size_t scratch_len, fl_error *err);
 
 /* Scratch bytes fl_resize needs for these sizes (about dh × sw × channels + small tables);
  * 0 for invalid sizes. */
-size_t fl_resize_scratch_size(uint32_t sw, uint32_t sh, uint32_t dw, uint32_t dh,
-                              uint32_t channels);
+FL_API size_t fl_resize_scratch_size(uint32_t sw, uint32_t sh, uint32_t dw, uint32_t dh,
+                                     uint32_t channels);
 
 /* An encoder owns a TurboJPEG handle and grow-only output buffers; one per thread.
  * fl_encoder_create errors: FL_E_INVALID, -ENOMEM. fl_encoder_free(NULL) is a no-op. */
 typedef struct fl_encoder fl_encoder;
-int fl_encoder_create(fl_encoder **out, fl_error *err);
-void fl_encoder_free(fl_encoder *e);
+FL_API int fl_encoder_create(fl_encoder **out, fl_error *err);
+FL_API void fl_encoder_free(fl_encoder *e);
 
 /* Encode HWC pixels (1 or 3 channels, any stride) as baseline JPEG (accurate DCT) 4:2:0, 4:4:4
  * for quality >= 95, grayscale for 1 channel, at `quality` 1..100. *out points into the
  * encoder's buffer, valid until the next call on `e`.
  * Errors: FL_E_INVALID (bad image or quality), FL_E_UNSUPPORTED (a side over 65500), -ENOMEM. */
-int fl_encode_jpeg(fl_encoder *e, const fl_image *img, int quality, const uint8_t **out,
-                   size_t *out_len, fl_error *err);
+FL_API int fl_encode_jpeg(fl_encoder *e, const fl_image *img, int quality, const uint8_t **out,
+                          size_t *out_len, fl_error *err);
 
 /* Losslessly rewrite a JPEG (baseline or progressive) as a baseline JPEG with restart markers,
  * the restart interval being the largest divisor of the MCU row count up to max_mcus MCUs (0: one
@@ -180,8 +180,8 @@ int fl_encode_jpeg(fl_encoder *e, const fl_image *img, int quality, const uint8_
  * slower; see bench/decode_bench.c --restart, bench/jpeg_restart_pack.sh).
  * Same ownership as fl_encode_jpeg (*out valid until the next call on `e`).
  * Errors: FL_E_INVALID (not a JPEG, NULL args), FL_E_DECODE (corrupt), FL_E_TOO_LARGE, -ENOMEM. */
-int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_t max_mcus,
-                         const uint8_t **out, size_t *out_len, fl_error *err);
+FL_API int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_t max_mcus,
+                                const uint8_t **out, size_t *out_len, fl_error *err);
 
 /* Encode like fl_encode_jpeg (same quantization, subsampling, DCT and standard Huffman tables: the
  * same decoded pixels) but with restart markers as fl_jpeg_add_restarts would place them (max_mcus
@@ -189,13 +189,14 @@ int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_
  * rewriting costs a second entropy pass; the markers add about 1.5% to the size. *out is valid
  * until the next fl_jpeg_add_restarts / fl_encode_jpeg_restart call on `e`. Errors: as
  * fl_encode_jpeg. */
-int fl_encode_jpeg_restart(fl_encoder *e, const fl_image *img, int quality, uint32_t max_mcus,
-                           const uint8_t **out, size_t *out_len, fl_error *err);
+FL_API int fl_encode_jpeg_restart(fl_encoder *e, const fl_image *img, int quality,
+                                  uint32_t max_mcus, const uint8_t **out, size_t *out_len,
+                                  fl_error *err);
 
 /* Encode HWC pixels (1 or 3 channels, any stride) as an 8-bit gray or RGB PNG (zlib default
  * level, adaptive filters). Same ownership as fl_encode_jpeg. Errors: FL_E_INVALID, -ENOMEM. */
-int fl_encode_png(fl_encoder *e, const fl_image *img, const uint8_t **out, size_t *out_len,
-                  fl_error *err);
+FL_API int fl_encode_png(fl_encoder *e, const fl_image *img, const uint8_t **out, size_t *out_len,
+                         fl_error *err);
 
 /* ---- Masks (mask_codec.c) -------------------------------------------------------------------
  * A mask is a label image: height x width class ids, uint8 or uint16, row-major, no stride.
@@ -206,14 +207,14 @@ int fl_encode_png(fl_encoder *e, const fl_image *img, const uint8_t **out, size_
  * `codec` (FL_MASK_PNG: 8- or 16-bit gray PNG, zlib level 6; FL_MASK_ZSTD: zstd `level`, 0 =
  * 3) into *out, a grow-only buffer (realloc'ed as needed, *cap its size), setting *out_len.
  * Errors: FL_E_INVALID (zero size, other dtype or codec), -ENOMEM. */
-int fl_mask_encode(const void *pixels, uint32_t width, uint32_t height, fl_dtype dtype,
-                   fl_mask_codec codec, int level, uint8_t **out, size_t *cap, size_t *out_len,
-                   fl_error *err);
+FL_API int fl_mask_encode(const void *pixels, uint32_t width, uint32_t height, fl_dtype dtype,
+                          fl_mask_codec codec, int level, uint8_t **out, size_t *cap,
+                          size_t *out_len, fl_error *err);
 
 /* The size of an encoded mask without decoding it: a PNG's IHDR (*bits = its bit depth, 1..16)
  * or, for FL_MASK_ZSTD, nothing to read (*width = *height = 0, *bits = 0). Errors: FL_E_DECODE. */
-int fl_mask_probe(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t *width,
-                  uint32_t *height, uint32_t *bits, fl_error *err);
+FL_API int fl_mask_probe(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t *width,
+                         uint32_t *height, uint32_t *bits, fl_error *err);
 
 /* Decode an encoded mask (untrusted bytes) into dst: exactly width x height elements of `dtype`
  * (U8 or U16), dst_cap bytes available. FL_MASK_PNG: a gray PNG (1..16 bits, alpha dropped)
@@ -224,9 +225,9 @@ int fl_mask_probe(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t
  * width x height x element bytes (little-endian). `what` names the mask in messages.
  * Errors: FL_E_DECODE (corrupt, truncated), FL_E_FORMAT (size other than width x height, RGB,
  * a value out of range), FL_E_INVALID (dtype, codec, dst_cap too small), -ENOMEM. */
-int fl_mask_decode(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t width,
-                   uint32_t height, fl_dtype dtype, void *dst, size_t dst_cap, const char *what,
-                   fl_error *err);
+FL_API int fl_mask_decode(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_t width,
+                          uint32_t height, fl_dtype dtype, void *dst, size_t dst_cap,
+                          const char *what, fl_error *err);
 
 /* A mask decoder for repeated decodes (one per thread): it keeps a zstd context, an arena for
  * libpng's per-image allocations and grow-only row scratch, so after its first few masks a
@@ -234,9 +235,9 @@ int fl_mask_decode(const uint8_t *data, size_t len, fl_mask_codec codec, uint32_
 typedef struct fl_mask_decoder fl_mask_decoder;
 
 /* Create a mask decoder. Errors: -ENOMEM. */
-int fl_mask_decoder_create(fl_mask_decoder **out, fl_error *err);
+FL_API int fl_mask_decoder_create(fl_mask_decoder **out, fl_error *err);
 /* Free one (NULL is fine). */
-void fl_mask_decoder_free(fl_mask_decoder *d);
+FL_API void fl_mask_decoder_free(fl_mask_decoder *d);
 
 /* fl_mask_decode_rows flags: the caller has verified a checksum over the encoded bytes (the
  * record's CRC32C), so the PNG's own adler32/CRCs are not computed again and a partial decode
@@ -248,15 +249,16 @@ void fl_mask_decoder_free(fl_mask_decoder *d);
  * crop that ends above the last row needs (PNG; a zstd frame is always decoded whole);
  * without it every row is decoded and checked.
  * Errors: those of fl_mask_decode; FL_E_INVALID for a NULL decoder. */
-int fl_mask_decode_rows(fl_mask_decoder *d, const uint8_t *data, size_t len, fl_mask_codec codec,
-                        uint32_t width, uint32_t height, fl_dtype dtype, uint32_t rows, int flags,
-                        void *dst, size_t dst_cap, const char *what, fl_error *err);
+FL_API int fl_mask_decode_rows(fl_mask_decoder *d, const uint8_t *data, size_t len,
+                               fl_mask_codec codec, uint32_t width, uint32_t height, fl_dtype dtype,
+                               uint32_t rows, int flags, void *dst, size_t dst_cap,
+                               const char *what, fl_error *err);
 
 /* Nearest-neighbour resample of a mask (elements of `elem` bytes, 1 or 2): output pixel (u, v)
  * takes source pixel (floor((u + 0.5) * sw / dw), floor((v + 0.5) * sh / dh)), so no new value
  * ever appears. */
-void fl_mask_resize_nearest(const void *src, uint32_t sw, uint32_t sh, void *dst, uint32_t dw,
-                            uint32_t dh, uint32_t elem);
+FL_API void fl_mask_resize_nearest(const void *src, uint32_t sw, uint32_t sh, void *dst,
+                                   uint32_t dw, uint32_t dh, uint32_t elem);
 
 #ifdef __cplusplus
 }

@@ -79,7 +79,7 @@ extern "C" {
 #include "fl_version.h"
 
 /* Library version string (same as FASTLOAD_VERSION of the build). */
-const char *fl_version(void);
+FL_API const char *fl_version(void);
 
 /* What a binding that declares these structs itself (python/fastload/_native.py, through ctypes)
  * checks before its first call: the library's version and the size of every struct the caller and
@@ -101,7 +101,7 @@ typedef struct fl_abi_info {
 #define FL_ABI_VERSION 2
 
 /* The library's fl_abi_info (static storage, never NULL). */
-const fl_abi_info *fl_abi_info_get(void);
+FL_API const fl_abi_info *fl_abi_info_get(void);
 
 typedef enum fl_order {
     FL_ORDER_SEQUENTIAL = 0, /* records in dataset order */
@@ -210,7 +210,7 @@ typedef struct fl_loader_options {
 } fl_loader_options;
 
 /* Fill `o` with the defaults documented above. */
-void fl_loader_options_init(fl_loader_options *o);
+FL_API void fl_loader_options_init(fl_loader_options *o);
 
 /* The region of a src_w x src_h source image that the loader decodes and resamples to its
  * output for the evaluation augmentations, so that a caller decoding images itself (a predict
@@ -222,8 +222,8 @@ void fl_loader_options_init(fl_loader_options *o);
  * o->augment is a random one (FL_AUG_RRC, FL_AUG_OBJECT_CROP) or o->flip is set (their crop
  * depends on the sample's place in an epoch), when out_width, out_height, src_w or src_h is 0,
  * or when center_ratio is outside (0, 1] with FL_AUG_CENTER. */
-int fl_loader_eval_crop(const fl_loader_options *o, uint32_t src_w, uint32_t src_h, fl_rect *crop,
-                        fl_error *err);
+FL_API int fl_loader_eval_crop(const fl_loader_options *o, uint32_t src_w, uint32_t src_h,
+                               fl_rect *crop, fl_error *err);
 
 /* One field of a batch: the values of one schema field for every sample, in pinned host memory
  * (and, in device mode, on the device). B is the batch size; M = the field's max_count (the
@@ -295,8 +295,8 @@ typedef struct fl_loader fl_loader;
  * dataset without out_height/out_width, or no full batch for this rank: the message says which),
  * FL_E_UNSUPPORTED (FL_IO_URING without io_uring, device mode without a CUDA runtime or GPU),
  * FL_E_CUDA, -ENOMEM, -errno opening a shard. */
-int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
-                     fl_error *err);
+FL_API int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
+                            fl_error *err);
 
 /* Block until the next batch in order is complete and return it. Epochs follow each other without
  * end; check batch->epoch / last_in_epoch. Errors: FL_E_CHECKSUM / FL_E_DECODE / FL_E_FORMAT /
@@ -304,21 +304,21 @@ int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader *
  * records of a batch are bad, the first in batch order is reported); after such an error the
  * loader can only be closed (next returns the same error again). FL_E_INVALID when the caller
  * holds every ring slot (release one and call again: not fatal). */
-int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err);
+FL_API int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err);
 
 /* Give a batch's slot back to the ring. Batches may be released in any order and held as long as
  * the caller likes: the workers go on with the other slots (a held slot is never refilled); only
  * when every slot is held does fl_loader_next fail. A pointer that is not a held batch of L is
  * ignored. Device mode: waits for the batch's host-to-device copy. */
-void fl_loader_release(fl_loader *L, fl_batch *b);
+FL_API void fl_loader_release(fl_loader *L, fl_batch *b);
 
 /* Batches each epoch yields for this rank, and samples they hold. */
-uint64_t fl_loader_batches_per_epoch(const fl_loader *L);
-uint64_t fl_loader_samples_per_epoch(const fl_loader *L);
+FL_API uint64_t fl_loader_batches_per_epoch(const fl_loader *L);
+FL_API uint64_t fl_loader_samples_per_epoch(const fl_loader *L);
 
 /* Position of the next batch fl_loader_next will return: store it in a checkpoint and pass it back
  * as start_epoch/start_batch to continue exactly. */
-void fl_loader_position(const fl_loader *L, uint64_t *epoch, uint64_t *batch);
+FL_API void fl_loader_position(const fl_loader *L, uint64_t *epoch, uint64_t *batch);
 
 /* Counters since create. Stage times are summed over workers and include batches prefetched
  * but not yet delivered. */
@@ -338,7 +338,7 @@ typedef struct fl_loader_stats {
     uint64_t pinned_bytes;    /* ring memory */
 } fl_loader_stats;
 
-void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);
+FL_API void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);
 
 /* How records are read, as decided at create, in words: the backend ("io_uring", "pread",
  * "memory", "mmap"), "O_DIRECT", "buffered" or "from memory", and why when FL_IO_AUTO chose
@@ -346,17 +346,17 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);
  * page cache it can expect (256.0 MiB, cgroup memory limit))"; ", drop-behind" when buffered
  * reads of such a data set drop their pages once used; ", quasi blocks read as coalesced
  * extents (B records x W blocks a window)" for FL_ORDER_QUASI's block reads. Valid until fl_loader_close. */
-const char *fl_loader_io_describe(const fl_loader *L);
+FL_API const char *fl_loader_io_describe(const fl_loader *L);
 
 /* 1 when records are read with O_DIRECT: the `direct` option or FL_IO_AUTO's choice (0 where the
  * filesystem refused it and buffered reads are used). */
-int fl_loader_direct(const fl_loader *L);
+FL_API int fl_loader_direct(const fl_loader *L);
 
 /* The dataset being read (class names, schema, count). */
-const fl_dataset *fl_loader_dataset(const fl_loader *L);
+FL_API const fl_dataset *fl_loader_dataset(const fl_loader *L);
 
 /* Stop workers, free the ring, close the dataset. NULL allowed. Batches not released are freed. */
-void fl_loader_close(fl_loader *L);
+FL_API void fl_loader_close(fl_loader *L);
 
 #ifdef __cplusplus
 }
