@@ -161,6 +161,324 @@ static int bench_memcpy(const run_options *ro)
     free(b);
     return 0;
 }
+/* Records repeated to fill an epoch's last batch, or dropped with --drop-last: every batch is
+ * full, so "60,160 images" from 60,000 records needs saying or it looks like a bug. */
+typedef struct {
+    uint64_t share, samples, padded, dropped;
+} bench_padding;
+
+/* What one bench run measured: filled while consuming batches and when the clock stops, read by
+ * the reports. */
+typedef struct {
+    double cached0, cg_cached0;       /* page cache (machine, cgroup) before create, MiB */
+    double t_create, t_start, cpu_start;
+    uint64_t per_epoch;
+    bench_padding pad;
+    double *rss_epoch, *ips_epoch;    /* one entry per epoch */
+    uint64_t images, out_bytes, batches, epochs_done;
+    uint64_t stored;                  /* stored bytes of the records delivered */
+    uint32_t h, w, c;
+    fl_batch_field fields[FL_MAX_FIELDS]; /* as the first batch gave them (names, types, shapes) */
+    uint32_t nfields;
+    double wall, cpu, cache_growth, cg_growth;
+    int cg_ok;
+    fl_loader_stats st;
+    double rss, peak, ips, mbs, rmbs;
+    double amp; /* bytes read (aligned spans, extents, prefetched batches) per stored byte delivered */
+    uint32_t workers;
+    const char *backend;
+} bench_result;
+
+static void bench_print_error(const fl_error *err, const char *hint)
+{
+    char shown[4 * sizeof err->msg];
+    fprintf(stderr, "fastload bench: error: %s%s\n",
+            fl_text_escape(err->msg[0] ? err->msg : fl_strerror(err->code), 0, shown, sizeof shown),
+            hint);
+}
+
+/* Starts the clocks and creates the loader; prints the error and returns 1 on failure. */
+static int bench_create_loader(const run_options *ro, fl_loader **L, bench_result *r)
+{
+    fl_error err = {0};
+    /* Timing starts before create: the workers begin filling the ring inside it, and that work
+     * must be inside the measured interval (else prefetched batches would look free). */
+    r->cached0 = meminfo_cached_mib(), r->cg_cached0 = cgroup_cached_mib();
+    r->t_create = fl_now_s(), r->cpu_start = cpu_s();
+    if (fl_loader_create(ro->path, &ro->opt, L, &err)) {
+        /* The library names its option fields; tell a command-line user which flag sets them. */
+        bench_print_error(&err, (!ro->opt.out_height && strstr(err.msg, "vary in size"))
+                                    ? " (pass --size S or WxH)" : "");
+        return 1;
+    }
+    r->t_start = fl_now_s();
+    return 0;
+}
+
+static bench_padding bench_epoch_padding(const run_options *ro, fl_loader *L, const fl_dataset *ds)
+{
+    bench_padding pad;
+    uint64_t n = ds ? fl_dataset_count(ds) : 0, world = ro->opt.world > 1 ? ro->opt.world : 1;
+    pad.share = ro->opt.drop_last ? n / world : (n + world - 1) / world;
+    pad.samples = fl_loader_samples_per_epoch(L);
+    pad.padded = pad.samples > pad.share ? pad.samples - pad.share : 0;
+    pad.dropped = pad.samples < pad.share ? pad.share - pad.samples : 0;
+    return pad;
+}
+
+/* Adds one batch to the totals (images, output and stored bytes, the fields' layout). */
+static void bench_count_batch(bench_result *r, const fl_dataset *ds, const fl_batch *b)
+{
+    r->h = b->height, r->w = b->width, r->c = b->channels;
+    r->images += b->size;
+    if (!r->nfields) {
+        r->nfields = b->num_fields < FL_MAX_FIELDS ? b->num_fields : FL_MAX_FIELDS;
+        memcpy(r->fields, b->fields, r->nfields * sizeof *r->fields);
+    }
+    if (b->num_fields == 2 && (void *)b->fields[0].data == (void *)b->images) {
+        r->out_bytes += (uint64_t)b->size * b->height * b->width * b->channels + b->size * 4ull;
+    } else {
+        for (uint32_t i = 0; i < b->num_fields; i++)
+            r->out_bytes += b->fields[i].bytes + (b->fields[i].counts ? b->size * 4ull : 0);
+    }
+    r->batches++;
+    r->stored += stored_bytes(ds, b);
+}
+
+/* Takes batches until the epochs or --max-batches are done, recording RSS and rate per epoch;
+ * returns 1 (error printed) when the loader fails. */
+static int bench_consume(const run_options *ro, fl_loader *L, const fl_dataset *ds, bench_result *r)
+{
+    uint64_t epoch_images = 0;
+    double t_epoch = r->t_create;
+    fl_error err = {0};
+    while (r->epochs_done < ro->epochs && (!ro->max_batches || r->batches < ro->max_batches)) {
+        fl_batch *b;
+        if (fl_loader_next(L, &b, &err)) {
+            bench_print_error(&err, "");
+            return 1;
+        }
+        epoch_images += b->size;
+        bench_count_batch(r, ds, b);
+        int last = b->last_in_epoch;
+        fl_loader_release(L, b);
+        if (last) {
+            double t = fl_now_s(), peak;
+            uint64_t e = r->epochs_done;
+            cli_rss_mib(&r->rss_epoch[e], &peak);
+            r->ips_epoch[e] = epoch_images / (t - t_epoch);
+            if (!ro->json && !ro->quiet) {
+                char rate[48];
+                fl_cli_human_rate(r->ips_epoch[e], "images/s", rate, sizeof rate);
+                fprintf(stderr, "epoch %llu: %llu images in %.2f s, %s, RSS %.1f MiB\n",
+                        (unsigned long long)(ro->opt.start_epoch + e),
+                        (unsigned long long)epoch_images, t - t_epoch, rate, r->rss_epoch[e]);
+            }
+            r->epochs_done++;
+            epoch_images = 0;
+            t_epoch = t;
+        }
+    }
+    return 0;
+}
+
+/* Stops the wall, CPU and page-cache clocks. */
+static void bench_stop_clocks(bench_result *r)
+{
+    r->wall = fl_now_s() - r->t_create;
+    r->cpu = cpu_s() - r->cpu_start;
+    r->cache_growth = meminfo_cached_mib() - r->cached0;
+    double cg_cached1 = cgroup_cached_mib();
+    r->cg_ok = r->cg_cached0 >= 0 && cg_cached1 >= 0;
+    r->cg_growth = r->cg_ok ? cg_cached1 - r->cg_cached0 : 0;
+}
+
+/* Reads the loader's stage statistics and memory and derives the rates the reports show. */
+static void bench_summarize(const run_options *ro, fl_loader *L, bench_result *r)
+{
+    memset(&r->st, 0, sizeof r->st);
+    fl_loader_stats_get(L, &r->st);
+    cli_rss_mib(&r->rss, &r->peak);
+    r->ips = r->wall > 0 ? r->images / r->wall : 0;
+    r->mbs = r->wall > 0 ? r->out_bytes / r->wall / 1e6 : 0;
+    r->rmbs = r->wall > 0 ? r->st.bytes_read / r->wall / 1e6 : 0;
+    r->amp = r->stored ? (double)r->st.bytes_read / r->stored : 0;
+    /* 0 means "one per online CPU" to the loader: report the number it actually runs. */
+    r->workers = ro->opt.workers ? ro->opt.workers : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    r->backend = r->st.io_backend ? r->st.io_backend : "?";
+}
+
+/* Bytes one batch carries for field f, its per-sample counts included. */
+static uint64_t bench_field_bytes(const fl_batch_field *f)
+{
+    return f->bytes + (f->counts ? f->shape[0] * 4 : 0);
+}
+
+static void bench_json_per_epoch(fl_json *j, const char *key, const double *v, uint64_t n)
+{
+    fl_json_key(j, key);
+    fl_json_begin_array(j);
+    for (uint64_t e = 0; e < n; e++)
+        fl_json_double(j, v[e]);
+    fl_json_end_array(j);
+}
+
+static void bench_json_fields(fl_json *j, const bench_result *r)
+{
+    fl_json_key(j, "fields");
+    fl_json_begin_array(j);
+    for (uint32_t i = 0; i < r->nfields; i++) {
+        const fl_batch_field *f = &r->fields[i];
+        fl_json_begin_object(j);
+        fl_json_key(j, "name"); fl_json_string(j, f->name);
+        fl_json_key(j, "type"); fl_json_string(j, fl_field_type_name(f->type));
+        fl_json_key(j, "dtype"); fl_json_string(j, fl_dtype_name(f->dtype));
+        fl_json_key(j, "shape");
+        fl_json_begin_array(j);
+        for (uint32_t d = 0; d < f->ndim; d++)
+            fl_json_uint(j, f->shape[d]);
+        fl_json_end_array(j);
+        fl_json_key(j, "bytes_per_batch");
+        fl_json_uint(j, bench_field_bytes(f));
+        fl_json_key(j, "counts"); fl_json_bool(j, f->counts != NULL);
+        fl_json_end_object(j);
+    }
+    fl_json_end_array(j);
+}
+
+static void bench_report_json(const run_options *ro, fl_loader *L, const fl_dataset *ds,
+                              const bench_result *r)
+{
+    const fl_loader_stats *st = &r->st;
+    fl_json j;
+    fl_json_init(&j);
+    fl_json_begin_object(&j);
+    fl_json_key(&j, "images_per_sec"); fl_json_double(&j, r->ips);
+    fl_json_key(&j, "mb_per_sec"); fl_json_double(&j, r->mbs);
+    fl_json_key(&j, "read_mb_per_sec"); fl_json_double(&j, r->rmbs);
+    fl_json_key(&j, "epochs"); fl_json_uint(&j, r->epochs_done);
+    fl_json_key(&j, "images"); fl_json_uint(&j, r->images);
+    fl_json_key(&j, "batches"); fl_json_uint(&j, r->batches);
+    fl_json_key(&j, "seconds"); fl_json_double(&j, r->wall);
+    fl_json_key(&j, "startup_seconds"); fl_json_double(&j, r->t_start - r->t_create);
+    /* CPU time of all threads: images per CPU-second is a figure that holds on a busy machine */
+    fl_json_key(&j, "cpu_seconds"); fl_json_double(&j, r->cpu);
+    fl_json_key(&j, "images_per_cpu_sec"); fl_json_double(&j, r->cpu > 0 ? r->images / r->cpu : 0);
+    fl_json_key(&j, "workers"); fl_json_uint(&j, r->workers);
+    fl_json_key(&j, "batch_size"); fl_json_uint(&j, ro->opt.batch_size);
+    fl_json_key(&j, "height"); fl_json_uint(&j, r->h);
+    fl_json_key(&j, "width"); fl_json_uint(&j, r->w);
+    fl_json_key(&j, "channels"); fl_json_uint(&j, r->c);
+    fl_json_key(&j, "augment"); fl_json_string(&j, ro->augment_text);
+    fl_json_key(&j, "order"); fl_json_string(&j, run_order_name(ro->opt.order));
+    fl_json_key(&j, "seed"); fl_json_uint(&j, ro->opt.seed);
+    fl_json_key(&j, "rank"); fl_json_uint(&j, ro->opt.rank);
+    fl_json_key(&j, "world"); fl_json_uint(&j, ro->opt.world ? ro->opt.world : 1);
+    fl_json_key(&j, "io"); fl_json_string(&j, run_io_name(ro->opt.io));
+    fl_json_key(&j, "io_backend"); fl_json_string(&j, r->backend);
+    fl_json_key(&j, "direct"); fl_json_bool(&j, fl_loader_direct(L)); /* effective */
+    fl_json_key(&j, "direct_requested"); fl_json_bool(&j, ro->opt.direct);
+    fl_json_key(&j, "io_mode"); fl_json_string(&j, fl_loader_io_describe(L));
+    fl_json_key(&j, "decode"); fl_json_string(&j, ro->opt.decode_flags ? "fast" : "accurate");
+    fl_json_key(&j, "bytes_read"); fl_json_uint(&j, st->bytes_read);
+    fl_json_key(&j, "bytes_out"); fl_json_uint(&j, r->out_bytes);
+    fl_json_key(&j, "bytes_stored_delivered"); fl_json_uint(&j, r->stored);
+    fl_json_key(&j, "read_amplification"); fl_json_double(&j, r->amp);
+    fl_json_key(&j, "page_cache_growth_mib"); fl_json_double(&j, r->cache_growth);
+    fl_json_key(&j, "cgroup_page_cache_growth_mib");
+    if (r->cg_ok)
+        fl_json_double(&j, r->cg_growth);
+    else
+        fl_json_null(&j);
+    fl_json_key(&j, "skipped"); fl_json_uint(&j, st->skipped);
+    fl_json_key(&j, "stages");
+    fl_json_begin_object(&j);
+    fl_json_key(&j, "io_wait_s"); fl_json_double(&j, st->io_wait_s);
+    fl_json_key(&j, "decode_s"); fl_json_double(&j, st->decode_s);
+    fl_json_key(&j, "augment_s"); fl_json_double(&j, st->augment_s);
+    fl_json_key(&j, "slot_wait_s"); fl_json_double(&j, st->slot_wait_s);
+    fl_json_key(&j, "consumer_wait_s"); fl_json_double(&j, st->consumer_wait_s);
+    fl_json_end_object(&j);
+    fl_json_key(&j, "rss_mib"); fl_json_double(&j, r->rss);
+    fl_json_key(&j, "peak_rss_mib"); fl_json_double(&j, r->peak);
+    fl_json_key(&j, "pinned_bytes"); fl_json_uint(&j, st->pinned_bytes);
+    bench_json_per_epoch(&j, "rss_mib_per_epoch", r->rss_epoch, r->epochs_done);
+    bench_json_per_epoch(&j, "images_per_sec_per_epoch", r->ips_epoch, r->epochs_done);
+    bench_json_fields(&j, r);
+    fl_json_key(&j, "dataset");
+    fl_json_begin_object(&j);
+    fl_json_key(&j, "path"); fl_json_string(&j, ro->path);
+    fl_json_key(&j, "records"); fl_json_uint(&j, ds ? fl_dataset_count(ds) : 0);
+    fl_json_key(&j, "encoding"); fl_json_string(&j, encoding_name(ds));
+    fl_json_key(&j, "batches_per_epoch"); fl_json_uint(&j, r->per_epoch);
+    fl_json_key(&j, "samples_per_epoch"); fl_json_uint(&j, r->pad.samples);
+    fl_json_key(&j, "padded_per_epoch"); fl_json_uint(&j, r->pad.padded);
+    fl_json_key(&j, "dropped_per_epoch"); fl_json_uint(&j, r->pad.dropped);
+    fl_json_end_object(&j);
+    fl_json_end_object(&j);
+    puts(fl_json_text(&j));
+    fl_json_free(&j);
+}
+
+static void bench_text_fields(const bench_result *r)
+{
+    printf("  fields:");
+    for (uint32_t i = 0; i < r->nfields; i++) {
+        const fl_batch_field *f = &r->fields[i];
+        printf("%s %s (%s %s [", i ? "," : "", f->name, fl_field_type_name(f->type),
+               fl_dtype_name(f->dtype));
+        for (uint32_t d = 0; d < f->ndim; d++)
+            printf("%s%llu", d ? "," : "", (unsigned long long)f->shape[d]);
+        printf("]%s, %llu B/batch)", f->counts ? " + counts" : "",
+               (unsigned long long)bench_field_bytes(f));
+    }
+    printf("\n");
+}
+
+static void bench_report_text(const run_options *ro, fl_loader *L, const fl_dataset *ds,
+                              const bench_result *r)
+{
+    const fl_loader_stats *st = &r->st;
+    const bench_padding *pad = &r->pad;
+    printf("fastload bench %s: %llu records (%s), %llu batches/epoch\n", ro->path,
+           ds ? (unsigned long long)fl_dataset_count(ds) : 0ull, encoding_name(ds),
+           (unsigned long long)r->per_epoch);
+    printf("  config: workers %u, batch %u, %ux%ux%u, augment %s, order %s, io %s (%s)%s%s\n",
+           r->workers, ro->opt.batch_size, r->w, r->h, r->c, ro->augment_text,
+           run_order_name(ro->opt.order), r->backend, run_io_name(ro->opt.io),
+           ro->opt.direct ? ", O_DIRECT" : "", ro->opt.decode_flags ? ", fast decode" : "");
+    char rate[48], cpu_rate[48];
+    fl_cli_human_rate(r->ips, "images/s", rate, sizeof rate);
+    fl_cli_human_count(r->cpu > 0 ? r->images / r->cpu : 0.0, cpu_rate, sizeof cpu_rate);
+    printf("  result: %llu images in %llu batches over %llu epoch(s), %.3f s from create: "
+           "%s, %.1f MB/s out, %.1f MB/s read (create %.3f s)\n",
+           (unsigned long long)r->images, (unsigned long long)r->batches,
+           (unsigned long long)r->epochs_done, r->wall, rate, r->mbs, r->rmbs,
+           r->t_start - r->t_create);
+    if (pad->padded)
+        printf("  epoch: %llu records + %llu repeated to fill the last batch = %llu samples "
+               "(every batch is full; --drop-last drops the tail instead)\n",
+               (unsigned long long)pad->share, (unsigned long long)pad->padded,
+               (unsigned long long)pad->samples);
+    else if (pad->dropped)
+        printf("  epoch: %llu samples of %llu records (--drop-last: %llu dropped)\n",
+               (unsigned long long)pad->samples, (unsigned long long)pad->share,
+               (unsigned long long)pad->dropped);
+    printf("  cpu: %.3f s over all threads, %s images per CPU-second\n", r->cpu, cpu_rate);
+    printf("  io: %s; read amplification %.3f (bytes read / stored bytes delivered), page cache "
+           "%+.1f MiB (machine)", fl_loader_io_describe(L), r->amp, r->cache_growth);
+    if (r->cg_ok)
+        printf(", %+.1f MiB (cgroup)", r->cg_growth);
+    printf("\n");
+    printf("  stages (s, summed over workers): io wait %.3f, decode %.3f, augment %.3f, "
+           "slot wait %.3f; consumer waited %.3f\n",
+           st->io_wait_s, st->decode_s, st->augment_s, st->slot_wait_s, st->consumer_wait_s);
+    bench_text_fields(r);
+    printf("  memory: RSS %.1f MiB (peak %.1f MiB), ring %.1f MiB%s\n", r->rss, r->peak,
+           st->pinned_bytes / 1048576.0, st->skipped ? "" : "");
+    if (st->skipped)
+        printf("  skipped corrupt records: %llu\n", (unsigned long long)st->skipped);
+}
 
 int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
 {
@@ -171,273 +489,43 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     if (ro.memcpy_mode)
         return bench_memcpy(&ro);
 
-    fl_error err = {0};
+    bench_result res, *r = &res;
+    memset(r, 0, sizeof *r);
     fl_loader *L = NULL;
-    /* Timing starts before create: the workers begin filling the ring inside it, and that work
-     * must be inside the measured interval (else prefetched batches would look free). */
-    double cached0 = meminfo_cached_mib(), cg_cached0 = cgroup_cached_mib();
-    double t_create = fl_now_s(), cpu_start = cpu_s();
-    if (fl_loader_create(ro.path, &ro.opt, &L, &err)) {
-        /* The library names its option fields; tell a command-line user which flag sets them. */
-        const char *hint = (!ro.opt.out_height && strstr(err.msg, "vary in size")) ? " (pass --size S or WxH)" : "";
-        char shown[4 * sizeof err.msg];
-        fprintf(stderr, "fastload bench: error: %s%s\n",
-                fl_text_escape(err.msg[0] ? err.msg : fl_strerror(err.code), 0, shown, sizeof shown), hint);
+    if (bench_create_loader(&ro, &L, r))
         return 1;
-    }
-    double t_start = fl_now_s();
+    int status = 0;
     const fl_dataset *ds = fl_loader_dataset(L);
-    uint64_t per_epoch = fl_loader_batches_per_epoch(L);
-    /* every batch is full: an epoch repeats records to fill the last one (or drops the tail);
-     * say how many, or "60,160 images" from 60,000 records looks like a bug */
-    struct { uint64_t share, samples, padded, dropped; } pad = {0, 0, 0, 0};
-    {
-        uint64_t n = ds ? fl_dataset_count(ds) : 0, world = ro.opt.world > 1 ? ro.opt.world : 1;
-        pad.share = ro.opt.drop_last ? n / world : (n + world - 1) / world;
-        pad.samples = fl_loader_samples_per_epoch(L);
-        pad.padded = pad.samples > pad.share ? pad.samples - pad.share : 0;
-        pad.dropped = pad.samples < pad.share ? pad.share - pad.samples : 0;
-    }
-    if (per_epoch == 0) {
+    r->per_epoch = fl_loader_batches_per_epoch(L);
+    r->pad = bench_epoch_padding(&ro, L, ds);
+    if (r->per_epoch == 0) {
         fprintf(stderr, "fastload bench: error: %s: no batches per epoch for rank %u (%llu samples, "
                         "batch %u%s)\n", ro.path, ro.opt.rank,
                 (unsigned long long)fl_loader_samples_per_epoch(L), ro.opt.batch_size,
                 ro.opt.drop_last ? ", --drop-last" : "");
-        fl_loader_close(L);
-        return 1;
+        status = 1;
     }
-
-    double *rss_epoch = calloc(ro.epochs, sizeof *rss_epoch);
-    double *ips_epoch = calloc(ro.epochs, sizeof *ips_epoch);
-    if (!rss_epoch || !ips_epoch) {
-        fprintf(stderr, "fastload bench: out of memory\n");
-        free(rss_epoch);
-        free(ips_epoch);
-        fl_loader_close(L);
-        return 1;
-    }
-    uint64_t images = 0, out_bytes = 0, batches = 0, epochs_done = 0, epoch_images = 0;
-    uint64_t stored = 0; /* stored bytes of the records delivered */
-    uint32_t h = 0, w = 0, c = 0;
-    /* the batch's fields as the first batch gave them (names, types, shapes, bytes) */
-    fl_batch_field fields[FL_MAX_FIELDS];
-    uint32_t nfields = 0;
-    double t_epoch = t_create;
-    int status = 0;
-    while (epochs_done < ro.epochs && (!ro.max_batches || batches < ro.max_batches)) {
-        fl_batch *b;
-        if (fl_loader_next(L, &b, &err)) {
-            char shown[4 * sizeof err.msg];
-            fprintf(stderr, "fastload bench: error: %s\n",
-                    fl_text_escape(err.msg[0] ? err.msg : fl_strerror(err.code), 0, shown, sizeof shown));
+    if (!status) {
+        r->rss_epoch = calloc(ro.epochs, sizeof *r->rss_epoch);
+        r->ips_epoch = calloc(ro.epochs, sizeof *r->ips_epoch);
+        if (!r->rss_epoch || !r->ips_epoch) {
+            fprintf(stderr, "fastload bench: out of memory\n");
             status = 1;
-            break;
-        }
-        h = b->height, w = b->width, c = b->channels;
-        images += b->size;
-        epoch_images += b->size;
-        if (!nfields) {
-            nfields = b->num_fields < FL_MAX_FIELDS ? b->num_fields : FL_MAX_FIELDS;
-            memcpy(fields, b->fields, nfields * sizeof *fields);
-        }
-        if (b->num_fields == 2 && (void *)b->fields[0].data == (void *)b->images) {
-            out_bytes += (uint64_t)b->size * b->height * b->width * b->channels + b->size * 4ull;
-        } else {
-            for (uint32_t i = 0; i < b->num_fields; i++)
-                out_bytes += b->fields[i].bytes + (b->fields[i].counts ? b->size * 4ull : 0);
-        }
-        batches++;
-        stored += stored_bytes(ds, b);
-        int last = b->last_in_epoch;
-        fl_loader_release(L, b);
-        if (last) {
-            double t = fl_now_s(), peak;
-            cli_rss_mib(&rss_epoch[epochs_done], &peak);
-            ips_epoch[epochs_done] = epoch_images / (t - t_epoch);
-            if (!ro.json && !ro.quiet) {
-                char r[48];
-                fl_cli_human_rate(ips_epoch[epochs_done], "images/s", r, sizeof r);
-                fprintf(stderr, "epoch %llu: %llu images in %.2f s, %s, RSS %.1f MiB\n",
-                        (unsigned long long)(ro.opt.start_epoch + epochs_done),
-                        (unsigned long long)epoch_images, t - t_epoch, r, rss_epoch[epochs_done]);
-            }
-            epochs_done++;
-            epoch_images = 0;
-            t_epoch = t;
         }
     }
-    double wall = fl_now_s() - t_create;
-    double cpu = cpu_s() - cpu_start;
-    double cache_growth = meminfo_cached_mib() - cached0, cg_cached1 = cgroup_cached_mib();
-    int cg_ok = cg_cached0 >= 0 && cg_cached1 >= 0;
-    double cg_growth = cg_ok ? cg_cached1 - cg_cached0 : 0;
-    /* bytes read (aligned spans, extents, prefetched batches included) per stored byte delivered */
-    double amp = 0;
-    if (status) {
-        free(rss_epoch);
-        free(ips_epoch);
-        fl_loader_close(L);
-        return status;
+    if (!status) {
+        status = bench_consume(&ro, L, ds, r);
+        bench_stop_clocks(r);
     }
-    fl_loader_stats st;
-    memset(&st, 0, sizeof st);
-    fl_loader_stats_get(L, &st);
-    double rss, peak;
-    cli_rss_mib(&rss, &peak);
-    double ips = wall > 0 ? images / wall : 0;
-    double mbs = wall > 0 ? out_bytes / wall / 1e6 : 0;
-    double rmbs = wall > 0 ? st.bytes_read / wall / 1e6 : 0;
-    amp = stored ? (double)st.bytes_read / stored : 0;
-    /* 0 means "one per online CPU" to the loader: report the number it actually runs. */
-    uint32_t workers = ro.opt.workers ? ro.opt.workers : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-    const char *backend = st.io_backend ? st.io_backend : "?";
-
-    if (ro.json) {
-        fl_json j;
-        fl_json_init(&j);
-        fl_json_begin_object(&j);
-        fl_json_key(&j, "images_per_sec"); fl_json_double(&j, ips);
-        fl_json_key(&j, "mb_per_sec"); fl_json_double(&j, mbs);
-        fl_json_key(&j, "read_mb_per_sec"); fl_json_double(&j, rmbs);
-        fl_json_key(&j, "epochs"); fl_json_uint(&j, epochs_done);
-        fl_json_key(&j, "images"); fl_json_uint(&j, images);
-        fl_json_key(&j, "batches"); fl_json_uint(&j, batches);
-        fl_json_key(&j, "seconds"); fl_json_double(&j, wall);
-        fl_json_key(&j, "startup_seconds"); fl_json_double(&j, t_start - t_create);
-        /* CPU time of all threads: images per CPU-second is a figure that holds on a busy machine */
-        fl_json_key(&j, "cpu_seconds"); fl_json_double(&j, cpu);
-        fl_json_key(&j, "images_per_cpu_sec"); fl_json_double(&j, cpu > 0 ? images / cpu : 0);
-        fl_json_key(&j, "workers"); fl_json_uint(&j, workers);
-        fl_json_key(&j, "batch_size"); fl_json_uint(&j, ro.opt.batch_size);
-        fl_json_key(&j, "height"); fl_json_uint(&j, h);
-        fl_json_key(&j, "width"); fl_json_uint(&j, w);
-        fl_json_key(&j, "channels"); fl_json_uint(&j, c);
-        fl_json_key(&j, "augment"); fl_json_string(&j, ro.augment_text);
-        fl_json_key(&j, "order"); fl_json_string(&j, run_order_name(ro.opt.order));
-        fl_json_key(&j, "seed"); fl_json_uint(&j, ro.opt.seed);
-        fl_json_key(&j, "rank"); fl_json_uint(&j, ro.opt.rank);
-        fl_json_key(&j, "world"); fl_json_uint(&j, ro.opt.world ? ro.opt.world : 1);
-        fl_json_key(&j, "io"); fl_json_string(&j, run_io_name(ro.opt.io));
-        fl_json_key(&j, "io_backend"); fl_json_string(&j, backend);
-        fl_json_key(&j, "direct"); fl_json_bool(&j, fl_loader_direct(L)); /* effective */
-        fl_json_key(&j, "direct_requested"); fl_json_bool(&j, ro.opt.direct);
-        fl_json_key(&j, "io_mode"); fl_json_string(&j, fl_loader_io_describe(L));
-        fl_json_key(&j, "decode"); fl_json_string(&j, ro.opt.decode_flags ? "fast" : "accurate");
-        fl_json_key(&j, "bytes_read"); fl_json_uint(&j, st.bytes_read);
-        fl_json_key(&j, "bytes_out"); fl_json_uint(&j, out_bytes);
-        fl_json_key(&j, "bytes_stored_delivered"); fl_json_uint(&j, stored);
-        fl_json_key(&j, "read_amplification"); fl_json_double(&j, amp);
-        fl_json_key(&j, "page_cache_growth_mib"); fl_json_double(&j, cache_growth);
-        fl_json_key(&j, "cgroup_page_cache_growth_mib");
-        if (cg_ok)
-            fl_json_double(&j, cg_growth);
+    if (!status) {
+        bench_summarize(&ro, L, r);
+        if (ro.json)
+            bench_report_json(&ro, L, ds, r);
         else
-            fl_json_null(&j);
-        fl_json_key(&j, "skipped"); fl_json_uint(&j, st.skipped);
-        fl_json_key(&j, "stages");
-        fl_json_begin_object(&j);
-        fl_json_key(&j, "io_wait_s"); fl_json_double(&j, st.io_wait_s);
-        fl_json_key(&j, "decode_s"); fl_json_double(&j, st.decode_s);
-        fl_json_key(&j, "augment_s"); fl_json_double(&j, st.augment_s);
-        fl_json_key(&j, "slot_wait_s"); fl_json_double(&j, st.slot_wait_s);
-        fl_json_key(&j, "consumer_wait_s"); fl_json_double(&j, st.consumer_wait_s);
-        fl_json_end_object(&j);
-        fl_json_key(&j, "rss_mib"); fl_json_double(&j, rss);
-        fl_json_key(&j, "peak_rss_mib"); fl_json_double(&j, peak);
-        fl_json_key(&j, "pinned_bytes"); fl_json_uint(&j, st.pinned_bytes);
-        fl_json_key(&j, "rss_mib_per_epoch");
-        fl_json_begin_array(&j);
-        for (uint64_t e = 0; e < epochs_done; e++)
-            fl_json_double(&j, rss_epoch[e]);
-        fl_json_end_array(&j);
-        fl_json_key(&j, "images_per_sec_per_epoch");
-        fl_json_begin_array(&j);
-        for (uint64_t e = 0; e < epochs_done; e++)
-            fl_json_double(&j, ips_epoch[e]);
-        fl_json_end_array(&j);
-        fl_json_key(&j, "fields");
-        fl_json_begin_array(&j);
-        for (uint32_t i = 0; i < nfields; i++) {
-            const fl_batch_field *f = &fields[i];
-            fl_json_begin_object(&j);
-            fl_json_key(&j, "name"); fl_json_string(&j, f->name);
-            fl_json_key(&j, "type"); fl_json_string(&j, fl_field_type_name(f->type));
-            fl_json_key(&j, "dtype"); fl_json_string(&j, fl_dtype_name(f->dtype));
-            fl_json_key(&j, "shape");
-            fl_json_begin_array(&j);
-            for (uint32_t d = 0; d < f->ndim; d++)
-                fl_json_uint(&j, f->shape[d]);
-            fl_json_end_array(&j);
-            fl_json_key(&j, "bytes_per_batch");
-            fl_json_uint(&j, f->bytes + (f->counts ? f->shape[0] * 4 : 0));
-            fl_json_key(&j, "counts"); fl_json_bool(&j, f->counts != NULL);
-            fl_json_end_object(&j);
-        }
-        fl_json_end_array(&j);
-        fl_json_key(&j, "dataset");
-        fl_json_begin_object(&j);
-        fl_json_key(&j, "path"); fl_json_string(&j, ro.path);
-        fl_json_key(&j, "records"); fl_json_uint(&j, ds ? fl_dataset_count(ds) : 0);
-        fl_json_key(&j, "encoding"); fl_json_string(&j, encoding_name(ds));
-        fl_json_key(&j, "batches_per_epoch"); fl_json_uint(&j, per_epoch);
-        fl_json_key(&j, "samples_per_epoch"); fl_json_uint(&j, pad.samples);
-        fl_json_key(&j, "padded_per_epoch"); fl_json_uint(&j, pad.padded);
-        fl_json_key(&j, "dropped_per_epoch"); fl_json_uint(&j, pad.dropped);
-        fl_json_end_object(&j);
-        fl_json_end_object(&j);
-        puts(fl_json_text(&j));
-        fl_json_free(&j);
-    } else {
-        printf("fastload bench %s: %llu records (%s), %llu batches/epoch\n", ro.path,
-               ds ? (unsigned long long)fl_dataset_count(ds) : 0ull, encoding_name(ds),
-               (unsigned long long)per_epoch);
-        printf("  config: workers %u, batch %u, %ux%ux%u, augment %s, order %s, io %s (%s)%s%s\n",
-               workers, ro.opt.batch_size, w, h, c, ro.augment_text, run_order_name(ro.opt.order),
-               backend, run_io_name(ro.opt.io), ro.opt.direct ? ", O_DIRECT" : "",
-               ro.opt.decode_flags ? ", fast decode" : "");
-        char rate[48], cpu_rate[48];
-        fl_cli_human_rate(ips, "images/s", rate, sizeof rate);
-        fl_cli_human_count(cpu > 0 ? images / cpu : 0.0, cpu_rate, sizeof cpu_rate);
-        printf("  result: %llu images in %llu batches over %llu epoch(s), %.3f s from create: "
-               "%s, %.1f MB/s out, %.1f MB/s read (create %.3f s)\n",
-               (unsigned long long)images, (unsigned long long)batches,
-               (unsigned long long)epochs_done, wall, rate, mbs, rmbs, t_start - t_create);
-        if (pad.padded)
-            printf("  epoch: %llu records + %llu repeated to fill the last batch = %llu samples "
-                   "(every batch is full; --drop-last drops the tail instead)\n",
-                   (unsigned long long)pad.share, (unsigned long long)pad.padded,
-                   (unsigned long long)pad.samples);
-        else if (pad.dropped)
-            printf("  epoch: %llu samples of %llu records (--drop-last: %llu dropped)\n",
-                   (unsigned long long)pad.samples, (unsigned long long)pad.share,
-                   (unsigned long long)pad.dropped);
-        printf("  cpu: %.3f s over all threads, %s images per CPU-second\n", cpu, cpu_rate);
-        printf("  io: %s; read amplification %.3f (bytes read / stored bytes delivered), page cache "
-               "%+.1f MiB (machine)", fl_loader_io_describe(L), amp, cache_growth);
-        if (cg_ok)
-            printf(", %+.1f MiB (cgroup)", cg_growth);
-        printf("\n");
-        printf("  stages (s, summed over workers): io wait %.3f, decode %.3f, augment %.3f, "
-               "slot wait %.3f; consumer waited %.3f\n",
-               st.io_wait_s, st.decode_s, st.augment_s, st.slot_wait_s, st.consumer_wait_s);
-        printf("  fields:");
-        for (uint32_t i = 0; i < nfields; i++) {
-            const fl_batch_field *f = &fields[i];
-            printf("%s %s (%s %s [", i ? "," : "", f->name, fl_field_type_name(f->type),
-                   fl_dtype_name(f->dtype));
-            for (uint32_t d = 0; d < f->ndim; d++)
-                printf("%s%llu", d ? "," : "", (unsigned long long)f->shape[d]);
-            printf("]%s, %llu B/batch)", f->counts ? " + counts" : "",
-                   (unsigned long long)(f->bytes + (f->counts ? f->shape[0] * 4 : 0)));
-        }
-        printf("\n");
-        printf("  memory: RSS %.1f MiB (peak %.1f MiB), ring %.1f MiB%s\n", rss, peak,
-               st.pinned_bytes / 1048576.0, st.skipped ? "" : "");
-        if (st.skipped)
-            printf("  skipped corrupt records: %llu\n", (unsigned long long)st.skipped);
+            bench_report_text(&ro, L, ds, r);
     }
-    free(rss_epoch);
-    free(ips_epoch);
+    free(r->rss_epoch);
+    free(r->ips_epoch);
     fl_loader_close(L);
-    return 0;
+    return status;
 }
