@@ -278,6 +278,187 @@ static long find_field(wds *w, const char *ext, kind k) {
     return -1;
 }
 
+/* The field a member of extension ext goes to, created at its first member (a --field of its
+ * name makes it K_SPEC); -1 after reporting too many fields (*rc: what visit returns). */
+static long member_field(wds *w, const char *what, const char *ext, int *rc) {
+    kind k = kind_of(ext);
+    long f = find_field(w, ext, k);
+    if (f >= 0) return f;
+    if (w->nf == FL_MAX_FIELDS) {
+        *rc = bad(w, what, "more than %d different extensions (fields)", FL_MAX_FIELDS);
+        return -1;
+    }
+    f = w->nf++;
+    wfield *nf = &w->fields[f];
+    memset(nf, 0, sizeof *nf);
+    snprintf(nf->ext, sizeof nf->ext, "%s", ext);
+    nf->k = k;
+    char name[FL_MAX_FIELD_NAME + 1];
+    field_name(ext, name, sizeof name);
+    int sp = fl_fields_find(w->specs.fields, w->specs.num_fields, name);
+    if (sp >= 0 && k != K_IMAGE) {
+        nf->k = K_SPEC;
+        nf->spec = sp;
+    }
+    return f;
+}
+
+/* Whether sample s already has a member of field f (of kind k). */
+static int sample_has_field(const wds *w, const wsample *s, long f, kind k) {
+    int twice = k == K_IMAGE ? s->image != NULL : k == K_LABEL ? s->has_label : 0;
+    for (size_t i = s->part0; i < w->np && !twice; i++) twice = w->p[i].field == (uint32_t)f;
+    return twice;
+}
+
+/* Records the image member: it stays in the tar and is read when packed. */
+static int add_image(wds *w, wsample *s, const pd_tar_entry *e, const char *what, long f) {
+    pd_member *m = pd_items_memdup(w->out, NULL, sizeof *m);
+    size_t n = strlen(what) + 1;
+    char *src = m ? pd_items_memdup(w->out, what, n) : NULL;
+    if (!m || !src) return w->oom = w->stop = 1;
+    if (e->sparse) return sample_bad(w, s, "%s", "a sparse image member");
+    m->ar = w->ar;
+    m->offset = e->offset;
+    m->entry = e->entry;
+    m->size = e->size;
+    m->source = src;
+    m->ticket = UINT64_MAX;
+    m->format = e->head_len >= 3 && e->head[0] == 0xFF && e->head[1] == 0xD8 ? FL_IMG_JPEG
+                : e->head_len >= 8 && !memcmp(e->head, "\x89PNG", 4) ? FL_IMG_PNG
+                : e->head_len >= 12 && !memcmp(e->head + 8, "WEBP", 4) ? FL_IMG_WEBP : FL_IMG_UNKNOWN;
+    s->image = m;
+    s->image_field = (uint32_t)f;
+    return 0;
+}
+
+/* Reads a non-image member into the arena, NUL-terminated (text fields rely on it), within the
+ * bound on bytes held; NULL after reporting (*rc: what visit returns). */
+static uint8_t *read_member(wds *w, wsample *s, const pd_tar_entry *e, const char *ext, int *rc) {
+    if (e->size > (1u << 30)) {
+        *rc = sample_bad(w, s, "its %s member is over 1 GiB", ext);
+        return NULL;
+    }
+    w->held += e->size;
+    if (w->held > MAX_FIELD_BYTES) {
+        w->stop = 1;
+        snprintf(w->why, sizeof w->why, "the shards' non-image members add up to over %llu bytes, "
+                 "which packdata holds in memory while packing: pack fewer shards at a time "
+                 "(--part, or a shorter --wds list)", MAX_FIELD_BYTES);
+        *rc = 1;
+        return NULL;
+    }
+    uint8_t *d = pd_items_memdup(w->out, NULL, e->size + 1); /* +1: NUL after text */
+    if (!d) {
+        *rc = w->oom = w->stop = 1;
+        return NULL;
+    }
+    if (pd_tar_entry_read(e, d, w->why, sizeof w->why)) {
+        *rc = sample_bad(w, s, "%s", w->why);
+        return NULL;
+    }
+    d[e->size] = 0;
+    return d;
+}
+
+static int add_part(wds *w, wsample *s, long f, const void *data, size_t len, uint32_t count) {
+    if (w->np == w->cap_p) {
+        size_t nc = w->cap_p ? w->cap_p * 2 : 1024;
+        wpart *v = realloc(w->p, nc * sizeof *v);
+        if (!v) return w->oom = w->stop = 1;
+        w->p = v;
+        w->cap_p = nc;
+    }
+    w->p[w->np++] = (wpart){(uint32_t)f, data, len, count};
+    s->nparts++;
+    return 0;
+}
+
+static int add_label(wds *w, wsample *s, const uint8_t *d) {
+    char why[256];
+    if (pd_parse_label((const char *)d, w->so, &s->label, why, sizeof why)) {
+        snprintf(w->why, sizeof w->why, "cls: %s", why);
+        return sample_bad(w, s, "%s", w->why);
+    }
+    s->has_label = 1;
+    if (s->label > w->max_label) w->max_label = s->label;
+    return 0;
+}
+
+/* A member of a --field: parsed and checked against the --field now, while the sample can be
+ * named. */
+static int add_spec(wds *w, wsample *s, const pd_tar_entry *e, const wfield *fd, long f,
+                    const uint8_t *d, const char *ext) {
+    const fl_field *sf = &w->specs.fields[fd->spec];
+    const void *data = d;
+    size_t len = e->size;
+    pd_value v;
+    memset(&v, 0, sizeof v);
+    char why[300];
+    int npy = sf->type == FL_FIELD_NDARRAY && e->size >= 6 && !memcmp(d, "\x93NUMPY", 6);
+    if (npy) {
+        fl_dtype dt;
+        uint32_t nd;
+        uint64_t shape[FL_MAX_DIMS];
+        const uint8_t *el;
+        size_t el_len;
+        why[0] = 0;
+        int ok = !pd_npy_parse(d, e->size, &dt, &nd, shape, &el, &el_len, why, sizeof why);
+        int same = ok && dt == sf->dtype && nd == sf->ndim;
+        for (uint32_t i = 0; same && i < nd; i++) same = shape[i] == sf->shape[i];
+        if (ok && !same)
+            snprintf(why, sizeof why, "a %s array of %u dimensions, not the --field's %s shape",
+                     fl_dtype_name(dt), nd, fl_dtype_name(sf->dtype));
+        if (!same) {
+            snprintf(w->why, sizeof w->why, "%s: %s", ext, why);
+            return sample_bad(w, s, "%s", w->why);
+        }
+        data = el;
+        len = el_len;
+    } else if (sf->type != FL_FIELD_BYTES && sf->type != FL_FIELD_TEXT) {
+        why[0] = 0;
+        int r = pd_field_value_text(w->out, sf, (const char *)d, NULL, &v, why, sizeof why);
+        if (r == -ENOMEM) return w->oom = w->stop = 1;
+        if (r) {
+            snprintf(w->why, sizeof w->why, "%s (--field %s): %s", ext, fl_field_type_name(sf->type), why);
+            return sample_bad(w, s, "%s", w->why);
+        }
+        if (v.kind != PD_VAL_DATA) {
+            snprintf(w->why, sizeof w->why, "%s: --field type %s cannot come from a member's bytes",
+                     ext, fl_field_type_name(sf->type));
+            return sample_bad(w, s, "%s", w->why);
+        }
+        data = v.data;
+        len = v.len;
+    }
+    return add_part(w, s, f, data, len, npy ? 1 : v.count);
+}
+
+/* A .npy member: its elements are the part; dtype and shape must match the first sample's. */
+static int add_npy(wds *w, wsample *s, const pd_tar_entry *e, wfield *fd, long f, const uint8_t *d,
+                   const char *ext) {
+    fl_dtype dt;
+    uint32_t nd;
+    uint64_t shape[FL_MAX_DIMS];
+    const uint8_t *el;
+    size_t el_len;
+    char why[300];
+    if (pd_npy_parse(d, e->size, &dt, &nd, shape, &el, &el_len, why, sizeof why)) {
+        snprintf(w->why, sizeof w->why, "%s: %s", ext, why);
+        return sample_bad(w, s, "%s", w->why);
+    }
+    if (fd->samples == 1) {
+        fd->dtype = dt;
+        fd->ndim = nd;
+        memcpy(fd->shape, shape, sizeof shape);
+    } else if (dt != fd->dtype || nd != fd->ndim || memcmp(shape, fd->shape, nd * sizeof *shape)) {
+        snprintf(w->why, sizeof w->why, "%s: dtype %s and %u dimensions, but the first sample's "
+                 "is %s with %u (every sample's must be the same)", ext, fl_dtype_name(dt), nd,
+                 fl_dtype_name(fd->dtype), fd->ndim);
+        return sample_bad(w, s, "%s", w->why);
+    }
+    return add_part(w, s, f, el, el_len, 0);
+}
+
 static int visit(void *ctx, const pd_tar_entry *e) {
     wds *w = ctx;
     const char *p = e->path;
@@ -309,166 +490,24 @@ static int visit(void *ctx, const pd_tar_entry *e) {
         if (new_sample(w, key)) return 1;
     }
     wsample *s = &w->s[w->ns - 1];
-    kind k = kind_of(ext);
-    long f = find_field(w, ext, k);
-    if (f < 0) {
-        if (w->nf == FL_MAX_FIELDS)
-            return bad(w, what, "more than %d different extensions (fields)", FL_MAX_FIELDS);
-        f = w->nf++;
-        wfield *nf = &w->fields[f];
-        memset(nf, 0, sizeof *nf);
-        snprintf(nf->ext, sizeof nf->ext, "%s", ext);
-        nf->k = k;
-        char name[FL_MAX_FIELD_NAME + 1];
-        field_name(ext, name, sizeof name);
-        int sp = fl_fields_find(w->specs.fields, w->specs.num_fields, name);
-        if (sp >= 0 && k != K_IMAGE) {
-            nf->k = K_SPEC;
-            nf->spec = sp;
-        }
-    }
+    int rc = 0;
+    long f = member_field(w, what, ext, &rc);
+    if (f < 0) return rc;
     wfield *fd = &w->fields[f];
-    k = fd->k;
-    /* the same field twice in one sample */
-    int twice = k == K_IMAGE ? s->image != NULL : k == K_LABEL ? s->has_label : 0;
-    for (size_t i = s->part0; i < w->np && !twice; i++) twice = w->p[i].field == (uint32_t)f;
-    if (twice) {
+    kind k = fd->k;
+    if (sample_has_field(w, s, f, k)) {
         snprintf(w->why, sizeof w->why, k == K_IMAGE ? "a second image (%s): a sample has one image"
                  : "its %s member twice", ext);
         return sample_bad(w, s, "%s", w->why);
     }
     fd->samples++;
-    if (k == K_IMAGE) {
-        pd_member *m = pd_items_memdup(w->out, NULL, sizeof *m);
-        size_t n = strlen(what) + 1;
-        char *src = m ? pd_items_memdup(w->out, what, n) : NULL;
-        if (!m || !src) return w->oom = w->stop = 1;
-        if (e->sparse) return sample_bad(w, s, "%s", "a sparse image member");
-        m->ar = w->ar;
-        m->offset = e->offset;
-        m->entry = e->entry;
-        m->size = e->size;
-        m->source = src;
-        m->ticket = UINT64_MAX;
-        m->format = e->head_len >= 3 && e->head[0] == 0xFF && e->head[1] == 0xD8 ? FL_IMG_JPEG
-                    : e->head_len >= 8 && !memcmp(e->head, "\x89PNG", 4) ? FL_IMG_PNG
-                    : e->head_len >= 12 && !memcmp(e->head + 8, "WEBP", 4) ? FL_IMG_WEBP : FL_IMG_UNKNOWN;
-        s->image = m;
-        s->image_field = (uint32_t)f;
-        return 0;
-    }
-    if (e->size > (1u << 30)) return sample_bad(w, s, "its %s member is over 1 GiB", ext);
-    w->held += e->size;
-    if (w->held > MAX_FIELD_BYTES) {
-        w->stop = 1;
-        snprintf(w->why, sizeof w->why, "the shards' non-image members add up to over %llu bytes, "
-                 "which packdata holds in memory while packing: pack fewer shards at a time "
-                 "(--part, or a shorter --wds list)", MAX_FIELD_BYTES);
-        return 1;
-    }
-    uint8_t *d = pd_items_memdup(w->out, NULL, e->size + 1); /* +1: NUL after text */
-    if (!d) return w->oom = w->stop = 1;
-    if (pd_tar_entry_read(e, d, w->why, sizeof w->why)) return sample_bad(w, s, "%s", w->why);
-    d[e->size] = 0;
-    const void *data = d;
-    size_t len = e->size;
-    if (k == K_LABEL) {
-        char why[256];
-        if (pd_parse_label((const char *)d, w->so, &s->label, why, sizeof why)) {
-            snprintf(w->why, sizeof w->why, "cls: %s", why);
-            return sample_bad(w, s, "%s", w->why);
-        }
-        s->has_label = 1;
-        if (s->label > w->max_label) w->max_label = s->label;
-        return 0;
-    }
-    if (k == K_SPEC) {
-        /* parsed and checked against the --field now, while the sample can be named */
-        const fl_field *sf = &w->specs.fields[fd->spec];
-        pd_value v;
-        memset(&v, 0, sizeof v);
-        char why[300];
-        int npy = sf->type == FL_FIELD_NDARRAY && e->size >= 6 && !memcmp(d, "\x93NUMPY", 6);
-        if (npy) {
-            fl_dtype dt;
-            uint32_t nd;
-            uint64_t shape[FL_MAX_DIMS];
-            const uint8_t *el;
-            size_t el_len;
-            why[0] = 0;
-            int ok = !pd_npy_parse(d, e->size, &dt, &nd, shape, &el, &el_len, why, sizeof why);
-            int same = ok && dt == sf->dtype && nd == sf->ndim;
-            for (uint32_t i = 0; same && i < nd; i++) same = shape[i] == sf->shape[i];
-            if (ok && !same)
-                snprintf(why, sizeof why, "a %s array of %u dimensions, not the --field's %s shape",
-                         fl_dtype_name(dt), nd, fl_dtype_name(sf->dtype));
-            if (!same) {
-                snprintf(w->why, sizeof w->why, "%s: %s", ext, why);
-                return sample_bad(w, s, "%s", w->why);
-            }
-            data = el;
-            len = el_len;
-        } else if (sf->type != FL_FIELD_BYTES && sf->type != FL_FIELD_TEXT) {
-            why[0] = 0;
-            int r = pd_field_value_text(w->out, sf, (const char *)d, NULL, &v, why, sizeof why);
-            if (r == -ENOMEM) return w->oom = w->stop = 1;
-            if (r) {
-                snprintf(w->why, sizeof w->why, "%s (--field %s): %s", ext, fl_field_type_name(sf->type), why);
-                return sample_bad(w, s, "%s", w->why);
-            }
-            if (v.kind != PD_VAL_DATA) {
-                snprintf(w->why, sizeof w->why, "%s: --field type %s cannot come from a member's bytes",
-                         ext, fl_field_type_name(sf->type));
-                return sample_bad(w, s, "%s", w->why);
-            }
-            data = v.data;
-            len = v.len;
-        }
-        if (w->np == w->cap_p) {
-            size_t nc = w->cap_p ? w->cap_p * 2 : 1024;
-            wpart *pv = realloc(w->p, nc * sizeof *pv);
-            if (!pv) return w->oom = w->stop = 1;
-            w->p = pv;
-            w->cap_p = nc;
-        }
-        w->p[w->np++] = (wpart){(uint32_t)f, data, len, npy ? 1 : v.count};
-        s->nparts++;
-        return 0;
-    }
-    if (k == K_NPY) {
-        fl_dtype dt;
-        uint32_t nd;
-        uint64_t shape[FL_MAX_DIMS];
-        const uint8_t *el;
-        size_t el_len;
-        char why[300];
-        if (pd_npy_parse(d, e->size, &dt, &nd, shape, &el, &el_len, why, sizeof why)) {
-            snprintf(w->why, sizeof w->why, "%s: %s", ext, why);
-            return sample_bad(w, s, "%s", w->why);
-        }
-        if (fd->samples == 1) {
-            fd->dtype = dt;
-            fd->ndim = nd;
-            memcpy(fd->shape, shape, sizeof shape);
-        } else if (dt != fd->dtype || nd != fd->ndim || memcmp(shape, fd->shape, nd * sizeof *shape)) {
-            snprintf(w->why, sizeof w->why, "%s: dtype %s and %u dimensions, but the first sample's "
-                     "is %s with %u (every sample's must be the same)", ext, fl_dtype_name(dt), nd,
-                     fl_dtype_name(fd->dtype), fd->ndim);
-            return sample_bad(w, s, "%s", w->why);
-        }
-        data = el;
-        len = el_len;
-    }
-    if (w->np == w->cap_p) {
-        size_t nc = w->cap_p ? w->cap_p * 2 : 1024;
-        wpart *v = realloc(w->p, nc * sizeof *v);
-        if (!v) return w->oom = w->stop = 1;
-        w->p = v;
-        w->cap_p = nc;
-    }
-    w->p[w->np++] = (wpart){(uint32_t)f, data, len, 0};
-    s->nparts++;
-    return 0;
+    if (k == K_IMAGE) return add_image(w, s, e, what, f);
+    uint8_t *d = read_member(w, s, e, ext, &rc);
+    if (!d) return rc;
+    if (k == K_LABEL) return add_label(w, s, d);
+    if (k == K_SPEC) return add_spec(w, s, e, fd, f, d, ext);
+    if (k == K_NPY) return add_npy(w, s, e, fd, f, d, ext);
+    return add_part(w, s, f, d, e->size, 0);
 }
 
 int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
