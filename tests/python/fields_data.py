@@ -24,7 +24,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(os.path.dirname(_HERE))
 sys.path.insert(0, os.path.join(_ROOT, "tests", "packdata"))
 sys.path.insert(0, os.path.join(_ROOT, "bench"))
-from coco_ref import rle_encode, rle_to_string  # noqa: E402,F401
+from coco_ref import rle_to_string  # noqa: E402
 from make_photos import find_photos  # noqa: E402
 
 # category: (name, colour, shape) — each category has a colour and a form, so it can be learnt
