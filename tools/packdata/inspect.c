@@ -487,13 +487,152 @@ const fl_cli_cmd pd_extract_cmd = {
     .opts = extract_table, .max_pos = 2, .run = extract_run,
 };
 
+/* The default output name: the last path component of the source name ('#', '\' and control
+ * characters become '_'), or record_INDEX when that is empty. */
+static void extract_default_base(const char *name, size_t nl, uint64_t index, char *base, size_t cap) {
+    size_t s = 0;
+    for (size_t i = 0; i < nl; i++)
+        if (name[i] == '/') s = i + 1;
+    size_t k = 0;
+    for (size_t i = s; i < nl && k < cap - 16; i++) {
+        char c = name[i];
+        base[k++] = (c == '#' || c == '\\' || (unsigned char)c < 0x20) ? '_' : c;
+    }
+    base[k] = 0;
+    if (!k) snprintf(base, cap, "record_%" PRIu64, index);
+}
+
+/* The image file extract writes: bytes (the payload, pnmbuf or the encoder's output) and the
+ * extension to give it (NULL: the source name's own fits). */
+typedef struct extract_image {
+    const uint8_t *out;
+    size_t out_len;
+    const char *ext;
+    uint8_t *pnmbuf; /* owned */
+    fl_encoder *enc; /* owned; holds out after PNG encoding */
+} extract_image;
+
+/* A raw record as PGM/PPM (--pnm) or PNG. Returns 0, 1 after printing the error, or -ENOMEM. */
+static int extract_raw(const char *dst, uint64_t index, const fl_schema *sc, const fl_record_info *ri,
+                       const uint8_t *pl, size_t pll, int pnm, extract_image *im) {
+    uint64_t want = (uint64_t)ri->height * ri->width * sc->channels;
+    if (pll != want || (sc->channels != 1 && sc->channels != 3)) {
+        fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": raw payload is %zu bytes, want %ux%ux%u",
+                     dst, index, pll, ri->width, ri->height, sc->channels);
+        return 1;
+    }
+    if (pnm) {
+        char hdr[64];
+        int hl = snprintf(hdr, sizeof hdr, "P%c\n%u %u\n255\n", sc->channels == 1 ? '5' : '6',
+                          ri->width, ri->height);
+        if (!(im->pnmbuf = malloc((size_t)hl + pll))) return -ENOMEM;
+        memcpy(im->pnmbuf, hdr, (size_t)hl);
+        memcpy(im->pnmbuf + hl, pl, pll);
+        im->out = im->pnmbuf;
+        im->out_len = (size_t)hl + pll;
+        im->ext = sc->channels == 1 ? ".pgm" : ".ppm";
+        return 0;
+    }
+    fl_image img = {(uint8_t *)pl, ri->width, ri->height, sc->channels, (size_t)ri->width * sc->channels};
+    fl_error err;
+    fl_error_clear(&err);
+    if (fl_encoder_create(&im->enc, &err) || fl_encode_png(im->enc, &img, &im->out, &im->out_len, &err)) {
+        fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": PNG encoding failed: %s", dst, index, err.msg);
+        return 1;
+    }
+    im->ext = ".png";
+    return 0;
+}
+
+/* The extension for stored bytes of format f: NULL when base's own extension fits that format;
+ * otherwise the format's, with an image extension that lies (a PNG named .JPEG) cut from base. */
+static const char *stored_ext(char *base, fl_image_format f) {
+    static const char *const exts[4][4] = {{NULL}, {".jpg", ".jpeg", ".jpe", NULL},
+                                           {".png", NULL}, {".webp", NULL}};
+    char *dot = strrchr(base, '.');
+    int fits = 0, lies = 0;
+    for (int k = 1; k < 4 && dot; k++)
+        for (int e = 0; exts[k][e]; e++)
+            if (!strcasecmp(dot, exts[k][e])) {
+                if (k == (int)f) fits = 1;
+                else lies = 1;
+            }
+    if (fits) return NULL;
+    if (lies) *dot = 0;
+    return exts[f][0];
+}
+
+/* Fills im with the record's image as extract writes it (nothing for a record without one).
+ * Returns 0, 1 after printing the error, or -ENOMEM. */
+static int extract_image_of(const char *dst, uint64_t index, const fl_schema *sc,
+                            const fl_record_info *ri, const uint8_t *pl, size_t pll, int pnm,
+                            char *base, extract_image *im) {
+    im->out = pl;
+    im->out_len = pll;
+    if (ri->format == FL_ENC_NONE) return 0; /* a record without an image: only its fields */
+    if (ri->format == FL_ENC_RAW) return extract_raw(dst, index, sc, ri, pl, pll, pnm, im);
+    /* the stored bytes as they are, named for the record's own format */
+    fl_image_format f = img_format_of(ri->format);
+    if (f == FL_IMG_UNKNOWN) {
+        fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": unknown record format %d", dst, index,
+                     (int)ri->format);
+        return 1;
+    }
+    im->ext = stored_ext(base, f);
+    return 0;
+}
+
+/* The image's output path (*outp; NULL: no image to write) and, with fields, the PREFIX of the
+ * other files (*prefix: -o, else the source name without its extension). *fname and *prefix are
+ * the caller's to free. Returns 0 or -ENOMEM. */
+static int extract_names(const char *base, const char *ext, int with_fields, int has_image,
+                         const char **outp, char **fname, char **prefix) {
+    if (with_fields) {
+        char *dot = strrchr(base, '.');
+        const char *img_ext = ext ? ext : dot ? dot : ""; /* no ext: the source's own fits */
+        if (!(*prefix = strdup(*outp ? *outp : base))) return -ENOMEM;
+        if (!*outp && dot && dot != base) (*prefix)[dot - base] = 0;
+        if (has_image && asprintf(fname, "%s%s", *prefix, img_ext) < 0) {
+            *fname = NULL;
+            return -ENOMEM;
+        }
+        *outp = *fname;
+    } else if (!*outp) {
+        if (asprintf(fname, "%s%s", base, ext ? ext : "") < 0) {
+            *fname = NULL;
+            return -ENOMEM;
+        }
+        *outp = *fname;
+    }
+    return 0;
+}
+
+/* Writes the record's fields as files named from prefix and says where each went. */
+static int extract_fields(fl_dataset *ds, uint64_t index, const fl_record_info *ri, const char *name,
+                          size_t nl, const uint8_t *data, size_t len, const char *prefix,
+                          const char *outp) {
+    char shown[1024];
+    fprintf(stderr, PD_TOOL ": record %" PRIu64 " (%ux%u, source %s):\n", index, ri->width,
+            ri->height, shown_name(name, nl, shown, sizeof shown));
+    if (outp) fprintf(stderr, PD_TOOL ":   image -> %s\n", outp);
+    fl_error err;
+    fl_error_clear(&err);
+    pd_fields_scratch fsc = {0};
+    int r = pd_fields_extract(ds, index, data, len, prefix, outp, &fsc, stderr, &err);
+    pd_fields_scratch_free(&fsc);
+    if (r) {
+        fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
+        return FL_EXIT_DATA;
+    }
+    return FL_EXIT_OK;
+}
+
 static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
     extract_opts eo = {0};
     fl_cli_parsed cl;
     int pr = fl_cli_parse(tool, &pd_extract_cmd, argc, argv, &eo, &cl);
     if (pr != FL_CLI_RUN) return pr == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
     const char *dst = cl.pos[0], *idx = cl.pos[1], *outp = eo.output;
-    const int pnm = eo.pnm;
     uint64_t index;
     if (!dst || !idx) {
         fl_cli_error(PD_TOOL, "extract: needs DST and INDEX (see packdata extract --help)");
@@ -509,7 +648,7 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
     int status = FL_EXIT_DATA;
     uint64_t n = fl_dataset_count(ds);
     uint8_t *buf = NULL;
-    fl_encoder *enc = NULL;
+    extract_image im = {0};
     char *fname = NULL, *prefix = NULL;
     fl_error err;
     fl_error_clear(&err);
@@ -518,7 +657,6 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
                      dst, index, n, n ? n - 1 : 0);
         goto out;
     }
-    const fl_schema *sc = fl_dataset_schema(ds);
     fl_record_info ri;
     const uint8_t *data, *pl;
     size_t len, pll;
@@ -540,109 +678,19 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv) {
         goto out;
     }
     char base[512];
-    {
-        /* default name: last path component of the source name, '#' → '_' */
-        size_t s = 0;
-        for (size_t i = 0; i < nl; i++)
-            if (name[i] == '/') s = i + 1;
-        size_t k = 0;
-        for (size_t i = s; i < nl && k < sizeof base - 16; i++) {
-            char c = name[i];
-            base[k++] = (c == '#' || c == '\\' || (unsigned char)c < 0x20) ? '_' : c;
-        }
-        base[k] = 0;
-        if (!k) snprintf(base, sizeof base, "record_%" PRIu64, index);
-    }
-    const uint8_t *out = pl;
-    size_t out_len = pll;
-    const char *ext = NULL;
-    uint8_t *pnmbuf = NULL;
-    if (ri.format == FL_ENC_NONE) {
-        /* a record without an image: only its fields */
-    } else if (ri.format == FL_ENC_RAW) {
-        uint64_t want = (uint64_t)ri.height * ri.width * sc->channels;
-        if (pll != want || (sc->channels != 1 && sc->channels != 3)) {
-            fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": raw payload is %zu bytes, want %ux%ux%u",
-                         dst, index, pll, ri.width, ri.height, sc->channels);
-            goto out;
-        }
-        if (pnm) {
-            char hdr[64];
-            int hl = snprintf(hdr, sizeof hdr, "P%c\n%u %u\n255\n", sc->channels == 1 ? '5' : '6',
-                              ri.width, ri.height);
-            if (!(pnmbuf = malloc((size_t)hl + pll))) goto oom;
-            memcpy(pnmbuf, hdr, (size_t)hl);
-            memcpy(pnmbuf + hl, pl, pll);
-            out = pnmbuf;
-            out_len = (size_t)hl + pll;
-            ext = sc->channels == 1 ? ".pgm" : ".ppm";
-        } else {
-            fl_image img = {(uint8_t *)pl, ri.width, ri.height, sc->channels, (size_t)ri.width * sc->channels};
-            if ((r = fl_encoder_create(&enc, &err)) || (r = fl_encode_png(enc, &img, &out, &out_len, &err))) {
-                fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": PNG encoding failed: %s", dst, index, err.msg);
-                goto out;
-            }
-            ext = ".png";
-        }
-    } else {
-        /* the stored bytes as they are, named for the record's own format: keep the source
-         * name when its extension fits that format; otherwise put the right extension in place
-         * of an image extension that lies (a PNG named .JPEG) or after the name */
-        fl_image_format f = img_format_of(ri.format);
-        if (f == FL_IMG_UNKNOWN) {
-            fl_cli_error(PD_TOOL, "%s: record %" PRIu64 ": unknown record format %d", dst, index,
-                         (int)ri.format);
-            goto out;
-        }
-        static const char *const exts[4][4] = {{NULL}, {".jpg", ".jpeg", ".jpe", NULL},
-                                               {".png", NULL}, {".webp", NULL}};
-        char *dot = strrchr(base, '.');
-        int fits = 0, lies = 0;
-        for (int k = 1; k < 4 && dot; k++)
-            for (int e = 0; exts[k][e]; e++)
-                if (!strcasecmp(dot, exts[k][e])) {
-                    if (k == (int)f) fits = 1;
-                    else lies = 1;
-                }
-        if (!fits) {
-            if (lies) *dot = 0;
-            ext = exts[f][0];
-        }
-    }
-    if (with_fields) {
-        /* PREFIX: -o, else the source name without its extension; the image gets its format's */
-        char *dot = strrchr(base, '.');
-        const char *img_ext = ext ? ext : dot ? dot : ""; /* no ext: the source's own fits */
-        if (!(prefix = strdup(outp ? outp : base))) goto oom;
-        if (!outp && dot && dot != base) prefix[dot - base] = 0;
-        if (ri.format != FL_ENC_NONE && asprintf(&fname, "%s%s", prefix, img_ext) < 0) {
-            fname = NULL;
-            goto oom;
-        }
-        outp = fname;
-    } else if (!outp) {
-        if (asprintf(&fname, "%s%s", base, ext ? ext : "") < 0) goto oom;
-        outp = fname;
-    }
-    r = outp ? write_output(outp, out, out_len) : 0;
-    free(pnmbuf);
+    extract_default_base(name, nl, index, base, sizeof base);
+    r = extract_image_of(dst, index, fl_dataset_schema(ds), &ri, pl, pll, eo.pnm, base, &im);
+    if (r == -ENOMEM) goto oom;
+    if (r) goto out;
+    if (extract_names(base, im.ext, with_fields, ri.format != FL_ENC_NONE, &outp, &fname, &prefix))
+        goto oom;
+    r = outp ? write_output(outp, im.out, im.out_len) : 0;
     if (r) {
         fl_cli_error(PD_TOOL, "%s: cannot write: %s", outp, strerror(-r));
         goto out;
     }
     if (with_fields) {
-        char shown[1024];
-        fprintf(stderr, PD_TOOL ": record %" PRIu64 " (%ux%u, source %s):\n", index, ri.width,
-                ri.height, shown_name(name, nl, shown, sizeof shown));
-        if (outp) fprintf(stderr, PD_TOOL ":   image -> %s\n", outp);
-        pd_fields_scratch fsc = {0};
-        r = pd_fields_extract(ds, index, data, len, prefix, outp, &fsc, stderr, &err);
-        pd_fields_scratch_free(&fsc);
-        if (r) {
-            fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
-            goto out;
-        }
-        status = FL_EXIT_OK;
+        status = extract_fields(ds, index, &ri, name, nl, data, len, prefix, outp);
         goto out;
     }
     char shown[1024], scls[1024], sout[4096];
@@ -657,7 +705,8 @@ oom:
 out:
     free(fname);
     free(prefix);
-    if (enc) fl_encoder_free(enc);
+    free(im.pnmbuf);
+    if (im.enc) fl_encoder_free(im.enc);
     free(buf);
     fl_dataset_close(ds);
     return status;
