@@ -107,164 +107,179 @@ static void store(pd_worker_ctx *c, const pd_plan *plan, const uint8_t *payload,
     s->len = len;
 }
 
-static void process_image(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s) {
-    fl_error err;
-    fl_error_clear(&err);
-    s->status = PD_SLOT_OK;
-    s->msg[0] = 0;
-    s->len = s->raw_len = 0;
-    s->in_bytes = 0;
-    s->format = plan->schema.encoding; /* KEEP: set below from the file */
-    s->source = it->member ? it->member->source : it->path ? it->path : it->name;
-    const uint32_t ch = plan->channels;
+/* An image's pixels between the steps of process_image: rows of stride bytes, in a buffer the
+ * worker or the item owns. */
+typedef struct pd_pixels {
     const uint8_t *pix;
     uint32_t w, h;
     size_t stride;
+} pd_pixels;
 
-    if (it->path || it->member) {
-        /* keep without compression: read straight into the slot, no copy */
-        int direct = plan->encode == PD_ENC_KEEP && plan->schema.compression == FL_COMP_NONE;
-        uint8_t **buf = direct ? &s->buf : &c->file;
-        size_t *cap = direct ? &s->cap : &c->file_cap;
-        size_t len = 0;
-        int r;
-        if (it->member) {
-            /* a tar member: its bytes straight from the archive */
-            char why[600];
-            r = pd_member_read(it->member, buf, cap, &len, why, sizeof why);
-            if (r == -ENOMEM) FATAL("%.190s: %s", s->source, why);
-            if (r) REJECT("%s", why);
-        } else {
-            r = read_into(it->path, buf, cap, &len);
-        }
-        if (r == -ENOMEM) FATAL("out of memory reading %s", s->source);
-        if (r == -ENOENT) REJECT("missing file (No such file or directory)");
-        if (r == -EISDIR) REJECT("not a regular file");
-        if (r == -ELOOP) REJECT("cannot read: a symbolic link loop (%s)", strerror(-r));
-        if (r) REJECT("cannot read: %s", strerror(-r));
-        const uint8_t *data = *buf;
-        s->in_bytes = len;
-        if (len == 0) REJECT("empty file");
-        fl_image_info info;
-        if ((r = fl_image_probe(data, len, &info, &err))) {
-            if (r == FL_E_UNSUPPORTED) REJECT("%s", err.msg); /* names the format: GIF, BMP, ... */
-            if (err.msg[0] && strstr(err.msg, "unknown magic"))
-                REJECT("not a JPEG, PNG or WebP image (unknown magic bytes)");
-            REJECT("not a valid image: %s", err.msg[0] ? err.msg : fl_strerror(r));
-        }
-        if (!fl_image_can_decode(info.format))
-            REJECT("a %s image: this build of packdata has no %s support (install libwebp-dev and "
-                   "rebuild fastload)", fmt_name(info.format), fmt_name(info.format));
-        uint64_t px = (uint64_t)info.width * info.height;
-        if (px > plan->max_pixels)
-            REJECT("declared size %ux%u (%llu pixels) is over --max-pixels %llu", info.width,
-                   info.height, (unsigned long long)px, (unsigned long long)plan->max_pixels);
-        if (!info.width || !info.height) REJECT("declared size %ux%u is empty", info.width, info.height);
-        s->src_width = info.width;
-        s->src_height = info.height;
-        if (it->src_width && (it->src_width != info.width || it->src_height != info.height))
-            REJECT("image is %ux%u, but its annotations say %ux%u", info.width, info.height,
-                   it->src_width, it->src_height);
-        if (!fl_image_looks_complete(info.format, data, len))
-            REJECT("truncated %s (%s)", fmt_name(info.format),
-                   info.format == FL_IMG_JPEG ? "no end-of-image marker"
-                   : info.format == FL_IMG_PNG ? "no IEND chunk" : "shorter than its RIFF size");
-        if (plan->encode == PD_ENC_KEEP) {
-            /* each input keeps its own format; a single-format schema means every input had
-             * that format when the plan sniffed them, so another one here changed since */
-            if (plan->keep_format != FL_IMG_UNKNOWN && info.format != plan->keep_format)
-                REJECT("is a %s image, but when the inputs were listed every one was %s (did the "
-                       "file change during the pack?)", fmt_name(info.format),
-                       fmt_name(plan->keep_format));
-            s->format = pd_encoding_of(info.format);
-            s->height = info.height;
-            s->width = info.width;
-            if (info.format == FL_IMG_JPEG && plan->jpeg_restart >= 0) {
-                const uint8_t *out;
-                size_t out_len;
-                if (fl_jpeg_add_restarts(c->renc, data, len, (uint32_t)plan->jpeg_restart, &out, &out_len, &err))
-                    REJECT("cannot add restart markers: %s", err.msg[0] ? err.msg : fl_strerror(err.code));
-                store(c, plan, out, out_len, s);
-                return;
-            }
-            if (direct) {
-                s->len = s->raw_len = len;
-                return;
-            }
-            store(c, plan, data, len, s);
-            return;
-        }
-        uint32_t tw, th;
-        target_size(plan, info.width, info.height, &tw, &th);
-        fl_image img;
-        r = fl_decode(c->dec, data, len, ch, tw, th, &img, &err);
-        if (r == -ENOMEM) FATAL("out of memory decoding %s", s->source);
-        if (r) REJECT("cannot decode %s: %s", fmt_name(info.format), err.msg[0] ? err.msg : fl_strerror(r));
-        pix = img.pixels;
-        w = img.width;
-        h = img.height;
-        stride = img.stride;
+/* Reads the item's file or tar member into *buf (the slot's when direct). */
+static void read_input(const pd_item *it, pd_slot *s, uint8_t **buf, size_t *cap, size_t *len) {
+    int r;
+    if (it->member) {
+        /* a tar member: its bytes straight from the archive */
+        char why[600];
+        r = pd_member_read(it->member, buf, cap, len, why, sizeof why);
+        if (r == -ENOMEM) FATAL("%.190s: %s", s->source, why);
+        if (r) REJECT("%s", why);
     } else {
-        w = it->width;
-        h = it->height;
-        s->src_width = w;
-        s->src_height = h;
-        s->in_bytes = (uint64_t)w * h * it->channels;
-        pix = it->pixels;
-        stride = (size_t)w * it->channels;
-        if (it->channels != ch) {
-            /* gray <-> RGB for in-memory sources (ITU-R BT.601 luma) */
-            if (grow(&c->file, &c->file_cap, (size_t)w * h * ch)) FATAL("out of memory");
-            uint8_t *o = c->file;
-            size_t np = (size_t)w * h;
-            if (ch == 1 && it->channels == 3) {
-                for (size_t i = 0; i < np; i++)
-                    o[i] = (uint8_t)((299u * pix[3 * i] + 587u * pix[3 * i + 1] + 114u * pix[3 * i + 2] + 500u) / 1000u);
-            } else if (ch == 3 && it->channels == 1) {
-                for (size_t i = 0; i < np; i++) o[3 * i] = o[3 * i + 1] = o[3 * i + 2] = pix[i];
-            } else {
-                FATAL("%s: cannot convert %u channels to %u", it->name, it->channels, ch);
-            }
-            pix = o;
-            stride = (size_t)w * ch;
-        }
+        r = read_into(it->path, buf, cap, len);
     }
+    if (r == -ENOMEM) FATAL("out of memory reading %s", s->source);
+    if (r == -ENOENT) REJECT("missing file (No such file or directory)");
+    if (r == -EISDIR) REJECT("not a regular file");
+    if (r == -ELOOP) REJECT("cannot read: a symbolic link loop (%s)", strerror(-r));
+    if (r) REJECT("cannot read: %s", strerror(-r));
+    s->in_bytes = *len;
+    if (*len == 0) REJECT("empty file");
+}
 
-    uint32_t tw, th;
-    target_size(plan, w, h, &tw, &th);
-    if (tw != w || th != h) {
-        size_t need = fl_resize_scratch_size(w, h, tw, th, ch);
-        if (grow(&c->scratch, &c->scratch_cap, need ? need : 1) ||
-            grow(&c->pix, &c->pix_cap, (size_t)tw * th * ch))
-            FATAL("out of memory");
-        int rr = fl_resize(pix, w, h, stride, ch, c->pix, tw, th, (size_t)tw * ch, 0, c->scratch,
-                           c->scratch_cap, &err);
-        if (rr == -ENOMEM) FATAL("%s: out of memory resizing", s->source);
-        if (rr) REJECT("cannot resize %ux%u to %ux%u: %.500s", w, h, tw, th, err.msg);
-        pix = c->pix;
-        w = tw;
-        h = th;
-        stride = (size_t)tw * ch;
+/* Probes the input's header and rejects what cannot be packed: unknown or unsupported formats,
+ * declared sizes over --max-pixels or empty, a size other than the annotations', truncation. */
+static void check_input(const pd_plan *plan, const pd_item *it, pd_slot *s, const uint8_t *data,
+                        size_t len, fl_image_info *info) {
+    fl_error err;
+    fl_error_clear(&err);
+    int r;
+    if ((r = fl_image_probe(data, len, info, &err))) {
+        if (r == FL_E_UNSUPPORTED) REJECT("%s", err.msg); /* names the format: GIF, BMP, ... */
+        if (err.msg[0] && strstr(err.msg, "unknown magic"))
+            REJECT("not a JPEG, PNG or WebP image (unknown magic bytes)");
+        REJECT("not a valid image: %s", err.msg[0] ? err.msg : fl_strerror(r));
     }
-    s->width = w;
-    s->height = h;
-    if (plan->encode == PD_ENC_RAW) {
-        if (plan->fixed_w && (w != plan->fixed_w || h != plan->fixed_h))
-            REJECT("image is %ux%u but this raw dataset's records are %ux%u: pass --resize WxH to "
-                   "give every record one size", w, h, plan->fixed_w, plan->fixed_h);
-        size_t row = (size_t)w * ch;
-        if (stride != row) {
-            if (grow(&c->pix, &c->pix_cap, row * h)) FATAL("out of memory");
-            for (uint32_t y = 0; y < h; y++) memmove(c->pix + y * row, pix + y * stride, row);
-            pix = c->pix;
-        }
-        store(c, plan, pix, row * h, s);
+    if (!fl_image_can_decode(info->format))
+        REJECT("a %s image: this build of packdata has no %s support (install libwebp-dev and "
+               "rebuild fastload)", fmt_name(info->format), fmt_name(info->format));
+    uint64_t px = (uint64_t)info->width * info->height;
+    if (px > plan->max_pixels)
+        REJECT("declared size %ux%u (%llu pixels) is over --max-pixels %llu", info->width,
+               info->height, (unsigned long long)px, (unsigned long long)plan->max_pixels);
+    if (!info->width || !info->height) REJECT("declared size %ux%u is empty", info->width, info->height);
+    s->src_width = info->width;
+    s->src_height = info->height;
+    if (it->src_width && (it->src_width != info->width || it->src_height != info->height))
+        REJECT("image is %ux%u, but its annotations say %ux%u", info->width, info->height,
+               it->src_width, it->src_height);
+    if (!fl_image_looks_complete(info->format, data, len))
+        REJECT("truncated %s (%s)", fmt_name(info->format),
+               info->format == FL_IMG_JPEG ? "no end-of-image marker"
+               : info->format == FL_IMG_PNG ? "no IEND chunk" : "shorter than its RIFF size");
+}
+
+/* --encode keep: the input's own bytes (restart markers added to a JPEG when asked); direct: they
+ * were read into the slot already. */
+static void keep_input(pd_worker_ctx *c, const pd_plan *plan, pd_slot *s, const fl_image_info *info,
+                       const uint8_t *data, size_t len, int direct) {
+    /* each input keeps its own format; a single-format schema means every input had
+     * that format when the plan sniffed them, so another one here changed since */
+    if (plan->keep_format != FL_IMG_UNKNOWN && info->format != plan->keep_format)
+        REJECT("is a %s image, but when the inputs were listed every one was %s (did the "
+               "file change during the pack?)", fmt_name(info->format),
+               fmt_name(plan->keep_format));
+    s->format = pd_encoding_of(info->format);
+    s->height = info->height;
+    s->width = info->width;
+    if (info->format == FL_IMG_JPEG && plan->jpeg_restart >= 0) {
+        const uint8_t *out;
+        size_t out_len;
+        fl_error err;
+        fl_error_clear(&err);
+        if (fl_jpeg_add_restarts(c->renc, data, len, (uint32_t)plan->jpeg_restart, &out, &out_len, &err))
+            REJECT("cannot add restart markers: %s", err.msg[0] ? err.msg : fl_strerror(err.code));
+        store(c, plan, out, out_len, s);
         return;
     }
-    /* JPEG re-encode */
-    fl_image img = {(uint8_t *)pix, w, h, ch, stride};
+    if (direct) {
+        s->len = s->raw_len = len;
+        return;
+    }
+    store(c, plan, data, len, s);
+}
+
+/* Decodes at the smallest DCT scale that still covers the target size. */
+static void decode_input(pd_worker_ctx *c, const pd_plan *plan, pd_slot *s, const fl_image_info *info,
+                         const uint8_t *data, size_t len, pd_pixels *px) {
+    uint32_t tw, th;
+    target_size(plan, info->width, info->height, &tw, &th);
+    fl_image img;
+    fl_error err;
+    fl_error_clear(&err);
+    int r = fl_decode(c->dec, data, len, plan->channels, tw, th, &img, &err);
+    if (r == -ENOMEM) FATAL("out of memory decoding %s", s->source);
+    if (r) REJECT("cannot decode %s: %s", fmt_name(info->format), err.msg[0] ? err.msg : fl_strerror(r));
+    *px = (pd_pixels){img.pixels, img.width, img.height, img.stride};
+}
+
+/* An in-memory source's pixels, converted gray <-> RGB (ITU-R BT.601 luma) when the plan's
+ * channels differ. */
+static void memory_pixels(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s,
+                          pd_pixels *px) {
+    const uint32_t ch = plan->channels, w = it->width, h = it->height;
+    s->src_width = w;
+    s->src_height = h;
+    s->in_bytes = (uint64_t)w * h * it->channels;
+    *px = (pd_pixels){it->pixels, w, h, (size_t)w * it->channels};
+    if (it->channels == ch) return;
+    const uint8_t *pix = it->pixels;
+    if (grow(&c->file, &c->file_cap, (size_t)w * h * ch)) FATAL("out of memory");
+    uint8_t *o = c->file;
+    size_t np = (size_t)w * h;
+    if (ch == 1 && it->channels == 3) {
+        for (size_t i = 0; i < np; i++)
+            o[i] = (uint8_t)((299u * pix[3 * i] + 587u * pix[3 * i + 1] + 114u * pix[3 * i + 2] + 500u) / 1000u);
+    } else if (ch == 3 && it->channels == 1) {
+        for (size_t i = 0; i < np; i++) o[3 * i] = o[3 * i + 1] = o[3 * i + 2] = pix[i];
+    } else {
+        FATAL("%s: cannot convert %u channels to %u", it->name, it->channels, ch);
+    }
+    px->pix = o;
+    px->stride = (size_t)w * ch;
+}
+
+/* Resizes to the plan's target size, when it differs, into the worker's pixel buffer. */
+static void resize_pixels(pd_worker_ctx *c, const pd_plan *plan, pd_slot *s, pd_pixels *px) {
+    const uint32_t ch = plan->channels, w = px->w, h = px->h;
+    uint32_t tw, th;
+    target_size(plan, w, h, &tw, &th);
+    if (tw == w && th == h) return;
+    size_t need = fl_resize_scratch_size(w, h, tw, th, ch);
+    if (grow(&c->scratch, &c->scratch_cap, need ? need : 1) ||
+        grow(&c->pix, &c->pix_cap, (size_t)tw * th * ch))
+        FATAL("out of memory");
+    fl_error err;
+    fl_error_clear(&err);
+    int rr = fl_resize(px->pix, w, h, px->stride, ch, c->pix, tw, th, (size_t)tw * ch, 0, c->scratch,
+                       c->scratch_cap, &err);
+    if (rr == -ENOMEM) FATAL("%s: out of memory resizing", s->source);
+    if (rr) REJECT("cannot resize %ux%u to %ux%u: %.500s", w, h, tw, th, err.msg);
+    *px = (pd_pixels){c->pix, tw, th, (size_t)tw * ch};
+}
+
+/* --encode raw: the pixels' rows packed without padding. */
+static void store_raw(pd_worker_ctx *c, const pd_plan *plan, pd_slot *s, const pd_pixels *px) {
+    const uint32_t w = px->w, h = px->h;
+    const uint8_t *pix = px->pix;
+    if (plan->fixed_w && (w != plan->fixed_w || h != plan->fixed_h))
+        REJECT("image is %ux%u but this raw dataset's records are %ux%u: pass --resize WxH to "
+               "give every record one size", w, h, plan->fixed_w, plan->fixed_h);
+    size_t row = (size_t)w * plan->channels;
+    if (px->stride != row) {
+        if (grow(&c->pix, &c->pix_cap, row * h)) FATAL("out of memory");
+        for (uint32_t y = 0; y < h; y++) memmove(c->pix + y * row, pix + y * px->stride, row);
+        pix = c->pix;
+    }
+    store(c, plan, pix, row * h, s);
+}
+
+/* --encode jpeg: the pixels re-encoded at the plan's quality (with restart markers if asked). */
+static void store_jpeg(pd_worker_ctx *c, const pd_plan *plan, pd_slot *s, const pd_pixels *px) {
+    fl_image img = {(uint8_t *)px->pix, px->w, px->h, plan->channels, px->stride};
     const uint8_t *out;
     size_t out_len;
+    fl_error err;
+    fl_error_clear(&err);
     int er = plan->jpeg_restart >= 0
                  ? fl_encode_jpeg_restart(c->enc, &img, plan->quality, (uint32_t)plan->jpeg_restart,
                                           &out, &out_len, &err)
@@ -274,6 +289,46 @@ static void process_image(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
      * to stop a --on-error skip run */
     if (er) REJECT("cannot encode as JPEG: %.500s", err.msg);
     store(c, plan, out, out_len, s);
+}
+
+/* One image item into its slot: read and check, then keep its bytes, or decode (or take the
+ * in-memory pixels), resize and store raw or as JPEG. A helper that rejects or fails sets
+ * s->status, which ends the item. */
+static void process_image(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s) {
+    s->status = PD_SLOT_OK;
+    s->msg[0] = 0;
+    s->len = s->raw_len = 0;
+    s->in_bytes = 0;
+    s->format = plan->schema.encoding; /* KEEP: set below from the file */
+    s->source = it->member ? it->member->source : it->path ? it->path : it->name;
+    pd_pixels px;
+    if (it->path || it->member) {
+        /* keep without compression: read straight into the slot, no copy */
+        int direct = plan->encode == PD_ENC_KEEP && plan->schema.compression == FL_COMP_NONE;
+        uint8_t **buf = direct ? &s->buf : &c->file;
+        size_t len = 0;
+        read_input(it, s, buf, direct ? &s->cap : &c->file_cap, &len);
+        if (s->status != PD_SLOT_OK) return;
+        fl_image_info info;
+        check_input(plan, it, s, *buf, len, &info);
+        if (s->status != PD_SLOT_OK) return;
+        if (plan->encode == PD_ENC_KEEP) {
+            keep_input(c, plan, s, &info, *buf, len, direct);
+            return;
+        }
+        decode_input(c, plan, s, &info, *buf, len, &px);
+    } else {
+        memory_pixels(c, plan, it, s, &px);
+    }
+    if (s->status != PD_SLOT_OK) return;
+    resize_pixels(c, plan, s, &px);
+    if (s->status != PD_SLOT_OK) return;
+    s->width = px.w;
+    s->height = px.h;
+    if (plan->encode == PD_ENC_RAW)
+        store_raw(c, plan, s, &px);
+    else
+        store_jpeg(c, plan, s, &px);
 }
 
 /* ---- fields ------------------------------------------------------------------------------- */
