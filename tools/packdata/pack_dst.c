@@ -402,85 +402,100 @@ static uint64_t fnv(const char *s, size_t n) {
     return h;
 }
 
-/* Say (in `why`) how plan `b` (this run) differs from plan `a` (the earlier run). Returns 0 when
- * they are the same, 1 when they differ, -ENOMEM. */
-static int plan_diff(const char *a, size_t alen, const char *b, size_t blen, char *why, size_t cap) {
-    why[0] = '\0';
-    if (alen == blen && !memcmp(a, b, alen)) return 0;
-    plan_lines A, B;
-    if (lines_split(a, alen, &A) || lines_split(b, blen, &B)) {
-        lines_free(&A);
-        lines_free(&B);
-        return -ENOMEM;
-    }
-    int rc = 1;
-    /* header, source, options: in order, one line each */
-    size_t ia = 0, ib = 0;
-    if (A.n == 0 || B.n == 0 || strcmp(A.v[0], B.v[0])) {
+/* The header line (packdata's version) and the source line of two plans. Sets *ia / *ib to the
+ * first line after the source lines. Returns 0 when they are the same, 1 when they differ (why). */
+static int plan_source_diff(const plan_lines *A, const plan_lines *B, size_t *ia, size_t *ib,
+                            char *why, size_t cap) {
+    if (A->n == 0 || B->n == 0 || strcmp(A->v[0], B->v[0])) {
         snprintf(why, cap, "it was recorded by another version of packdata");
-        goto out;
+        return 1;
     }
-    for (ia = 1; ia < A.n && starts(A.v[ia], "source\t"); ia++) {}
-    for (ib = 1; ib < B.n && starts(B.v[ib], "source\t"); ib++) {}
-    if (ia != 2 || ib != 2 || strcmp(A.v[1], B.v[1])) {
+    for (*ia = 1; *ia < A->n && starts(A->v[*ia], "source\t"); (*ia)++) {}
+    for (*ib = 1; *ib < B->n && starts(B->v[*ib], "source\t"); (*ib)++) {}
+    if (*ia != 2 || *ib != 2 || strcmp(A->v[1], B->v[1])) {
         size_t la, lb;
-        const char *sa = ia > 1 ? field(A.v[1], 1, &la) : "", *sb = ib > 1 ? field(B.v[1], 1, &lb) : "";
-        if (ia <= 1) la = 0;
-        if (ib <= 1) lb = 0;
+        const char *sa = *ia > 1 ? field(A->v[1], 1, &la) : "", *sb = *ib > 1 ? field(B->v[1], 1, &lb) : "";
+        if (*ia <= 1) la = 0;
+        if (*ib <= 1) lb = 0;
         snprintf(why, cap, "another source: the interrupted run packed %.*s, this run reads %.*s",
                  (int)(la > 400 ? 400 : la), sa, (int)(lb > 400 ? 400 : lb), sb);
-        goto out;
+        return 1;
     }
-    size_t oa = ia, ob = ib;
-    for (; oa < A.n && starts(A.v[oa], "option\t"); oa++) {}
-    for (; ob < B.n && starts(B.v[ob], "option\t"); ob++) {}
-    for (size_t i = ib; i < ob; i++) {
+    return 0;
+}
+
+/* The option lines from A->v[ia] / B->v[ib] on, compared by name in either order. Sets *oa / *ob
+ * to the first line after them. Returns 0 when they are the same, 1 when they differ (why). */
+static int plan_options_diff(const plan_lines *A, const plan_lines *B, size_t ia, size_t ib,
+                             size_t *oa, size_t *ob, char *why, size_t cap) {
+    for (*oa = ia; *oa < A->n && starts(A->v[*oa], "option\t"); (*oa)++) {}
+    for (*ob = ib; *ob < B->n && starts(B->v[*ob], "option\t"); (*ob)++) {}
+    for (size_t i = ib; i < *ob; i++) {
         size_t kl, vl;
-        const char *k = field(B.v[i], 1, &kl), *v = field(B.v[i], 2, &vl);
+        const char *k = field(B->v[i], 1, &kl), *v = field(B->v[i], 2, &vl);
         size_t j = ia;
-        while (j < oa && !field_eq(A.v[j], B.v[i], 1)) j++;
-        if (j == oa) {
+        while (j < *oa && !field_eq(A->v[j], B->v[i], 1)) j++;
+        if (j == *oa) {
             snprintf(why, cap, "option \"%.*s\" is new in this run (%.*s)", (int)kl, k,
                      (int)(vl > 200 ? 200 : vl), v);
-            goto out;
+            return 1;
         }
-        if (!field_eq(A.v[j], B.v[i], 2)) {
+        if (!field_eq(A->v[j], B->v[i], 2)) {
             size_t ol;
-            const char *o = field(A.v[j], 2, &ol);
+            const char *o = field(A->v[j], 2, &ol);
             snprintf(why, cap, "option \"%.*s\" differs: %.*s in the interrupted run, %.*s now",
                      (int)kl, k, (int)(ol > 200 ? 200 : ol), o, (int)(vl > 200 ? 200 : vl), v);
-            goto out;
+            return 1;
         }
     }
-    for (size_t j = ia; j < oa; j++) {
+    for (size_t j = ia; j < *oa; j++) {
         size_t i = ib;
-        while (i < ob && !field_eq(A.v[j], B.v[i], 1)) i++;
-        if (i == ob) {
+        while (i < *ob && !field_eq(A->v[j], B->v[i], 1)) i++;
+        if (i == *ob) {
             size_t kl;
-            const char *k = field(A.v[j], 1, &kl);
+            const char *k = field(A->v[j], 1, &kl);
             snprintf(why, cap, "option \"%.*s\" of the interrupted run is not in this one", (int)kl, k);
-            goto out;
+            return 1;
         }
     }
-    /* classes */
-    size_t ca = oa, cb = ob;
-    for (; ca < A.n && starts(A.v[ca], "class\t"); ca++) {}
-    for (; cb < B.n && starts(B.v[cb], "class\t"); cb++) {}
-    if (ca - oa != cb - ob) {
-        snprintf(why, cap, "%zu classes in the interrupted run, %zu now", ca - oa, cb - ob);
-        goto out;
+    return 0;
+}
+
+/* The class lines from A->v[oa] / B->v[ob] on, in order. Sets *ca / *cb to the first line after
+ * them. Returns 0 when they are the same, 1 when they differ (why). */
+static int plan_classes_diff(const plan_lines *A, const plan_lines *B, size_t oa, size_t ob,
+                             size_t *ca, size_t *cb, char *why, size_t cap) {
+    for (*ca = oa; *ca < A->n && starts(A->v[*ca], "class\t"); (*ca)++) {}
+    for (*cb = ob; *cb < B->n && starts(B->v[*cb], "class\t"); (*cb)++) {}
+    if (*ca - oa != *cb - ob) {
+        snprintf(why, cap, "%zu classes in the interrupted run, %zu now", *ca - oa, *cb - ob);
+        return 1;
     }
-    for (size_t i = 0; i < ca - oa; i++) {
-        if (strcmp(A.v[oa + i], B.v[ob + i])) {
+    for (size_t i = 0; i < *ca - oa; i++) {
+        if (strcmp(A->v[oa + i], B->v[ob + i])) {
             size_t la, lb;
-            const char *na = field(A.v[oa + i], 2, &la), *nb = field(B.v[ob + i], 2, &lb);
+            const char *na = field(A->v[oa + i], 2, &la), *nb = field(B->v[ob + i], 2, &lb);
             snprintf(why, cap, "class %zu was \"%.*s\", now \"%.*s\"", i, (int)(la > 200 ? 200 : la),
                      na, (int)(lb > 200 ? 200 : lb), nb);
-            goto out;
+            return 1;
         }
     }
-    /* inputs: by name */
-    size_t na = A.n - ca, nb = B.n - cb;
+    return 0;
+}
+
+/* How the input lines of two plans differ: counts and the first name of each kind. */
+typedef struct input_changes {
+    size_t added, changed, removed, moved;
+    const char *first_added, *first_changed, *first_removed;
+    size_t fa_len, fc_len, fr_len;
+    const char *what; /* how first_changed changed */
+} input_changes;
+
+/* Matches the input lines A->v[ca..] and B->v[cb..] by name (a hash table over A's) and counts
+ * the added, removed, changed and moved ones. Returns 0 or -ENOMEM. */
+static int inputs_compare(const plan_lines *A, const plan_lines *B, size_t ca, size_t cb,
+                          input_changes *ic) {
+    size_t na = A->n - ca, nb = B->n - cb;
     size_t hcap = 16;
     while (hcap < na * 2) hcap *= 2;
     size_t *ht = malloc(hcap * sizeof *ht); /* index + 1 into A, 0 = empty */
@@ -488,71 +503,100 @@ static int plan_diff(const char *a, size_t alen, const char *b, size_t blen, cha
     if (!ht || !seen) {
         free(ht);
         free(seen);
-        rc = -ENOMEM;
-        goto out;
+        return -ENOMEM;
     }
     memset(ht, 0, hcap * sizeof *ht);
     for (size_t i = 0; i < na; i++) {
         size_t l;
-        const char *n = field(A.v[ca + i], 1, &l);
+        const char *n = field(A->v[ca + i], 1, &l);
         size_t h = (size_t)fnv(n, l) & (hcap - 1);
         while (ht[h]) h = (h + 1) & (hcap - 1);
         ht[h] = i + 1;
     }
-    size_t added = 0, changed = 0, removed = 0, moved = 0;
-    const char *first_added = NULL, *first_changed = NULL, *first_removed = NULL;
-    size_t fa_len = 0, fc_len = 0, fr_len = 0;
-    const char *what = "";
+    memset(ic, 0, sizeof *ic);
+    ic->what = "";
     for (size_t i = 0; i < nb; i++) {
-        const char *line = B.v[cb + i];
+        const char *line = B->v[cb + i];
         size_t l;
         const char *n = field(line, 1, &l);
         size_t h = (size_t)fnv(n, l) & (hcap - 1), found = 0;
         while (ht[h]) {
-            if (field_eq(A.v[ca + ht[h] - 1], line, 1)) {
+            if (field_eq(A->v[ca + ht[h] - 1], line, 1)) {
                 found = ht[h];
                 break;
             }
             h = (h + 1) & (hcap - 1);
         }
         if (!found) {
-            if (!added++) first_added = n, fa_len = l;
+            if (!ic->added++) ic->first_added = n, ic->fa_len = l;
             continue;
         }
-        const char *old = A.v[ca + found - 1];
+        const char *old = A->v[ca + found - 1];
         seen[found - 1] = 1;
-        if (found - 1 != i) moved++;
+        if (found - 1 != i) ic->moved++;
         if (!strcmp(old, line)) continue;
-        if (!changed++) {
-            first_changed = n, fc_len = l;
-            what = !field_eq(old, line, 3)   ? "changed size"
-                   : !field_eq(old, line, 4) ? "was modified (another modification time or content)"
-                   : !field_eq(old, line, 2) ? "has another label"
-                   : !field_eq(old, line, 5) ? "has other field values (boxes, masks, ...)"
-                                             : "changed";
+        if (!ic->changed++) {
+            ic->first_changed = n, ic->fc_len = l;
+            ic->what = !field_eq(old, line, 3)   ? "changed size"
+                       : !field_eq(old, line, 4) ? "was modified (another modification time or content)"
+                       : !field_eq(old, line, 2) ? "has another label"
+                       : !field_eq(old, line, 5) ? "has other field values (boxes, masks, ...)"
+                                                 : "changed";
         }
     }
     for (size_t i = 0; i < na; i++)
-        if (!seen[i] && !removed++) first_removed = field(A.v[ca + i], 1, &fr_len);
+        if (!seen[i] && !ic->removed++) ic->first_removed = field(A->v[ca + i], 1, &ic->fr_len);
     free(ht);
     free(seen);
+    return 0;
+}
+
+/* Says (in why) how the inputs changed; something is always said. */
+static void inputs_describe(const input_changes *ic, char *why, size_t cap) {
     size_t o = 0;
 #define APPEND(...) \
     do { if (o < cap) o += (size_t)snprintf(why + o, cap - o, __VA_ARGS__); } while (0)
-    if (added)
-        APPEND("%zu input%s added, first: %.*s", added, added == 1 ? "" : "s",
-               (int)(fa_len > 300 ? 300 : fa_len), first_added);
-    if (removed)
-        APPEND("%s%zu input%s removed, first: %.*s", o ? "; " : "", removed, removed == 1 ? "" : "s",
-               (int)(fr_len > 300 ? 300 : fr_len), first_removed);
-    if (changed) {
-        APPEND("%s%.*s %s", o ? "; " : "", (int)(fc_len > 300 ? 300 : fc_len), first_changed, what);
-        if (changed > 1) APPEND(" (and %zu more inputs changed)", changed - 1);
+    if (ic->added)
+        APPEND("%zu input%s added, first: %.*s", ic->added, ic->added == 1 ? "" : "s",
+               (int)(ic->fa_len > 300 ? 300 : ic->fa_len), ic->first_added);
+    if (ic->removed)
+        APPEND("%s%zu input%s removed, first: %.*s", o ? "; " : "", ic->removed,
+               ic->removed == 1 ? "" : "s", (int)(ic->fr_len > 300 ? 300 : ic->fr_len),
+               ic->first_removed);
+    if (ic->changed) {
+        APPEND("%s%.*s %s", o ? "; " : "", (int)(ic->fc_len > 300 ? 300 : ic->fc_len),
+               ic->first_changed, ic->what);
+        if (ic->changed > 1) APPEND(" (and %zu more inputs changed)", ic->changed - 1);
     }
-    if (!o && moved) APPEND("the inputs are the same but in another order");
+    if (!o && ic->moved) APPEND("the inputs are the same but in another order");
     if (!o) APPEND("the recorded plan differs");
 #undef APPEND
-out:
+}
+
+/* Say (in `why`) how plan `b` (this run) differs from plan `a` (the earlier run): the first of
+ * version, source, options, classes and inputs that differs. Returns 0 when they are the same, 1
+ * when they differ, -ENOMEM. */
+static int plan_diff(const char *a, size_t alen, const char *b, size_t blen, char *why, size_t cap) {
+    why[0] = '\0';
+    if (alen == blen && !memcmp(a, b, alen)) return 0;
+    plan_lines A = {0}, B = {0};
+    if (lines_split(a, alen, &A) || lines_split(b, blen, &B)) {
+        lines_free(&A);
+        lines_free(&B);
+        return -ENOMEM;
+    }
+    int rc = 1;
+    size_t ia, ib, oa, ob, ca, cb;
+    input_changes ic;
+    if (!plan_source_diff(&A, &B, &ia, &ib, why, cap) &&
+        !plan_options_diff(&A, &B, ia, ib, &oa, &ob, why, cap) &&
+        !plan_classes_diff(&A, &B, oa, ob, &ca, &cb, why, cap)) {
+        rc = inputs_compare(&A, &B, ca, cb, &ic);
+        if (!rc) {
+            inputs_describe(&ic, why, cap);
+            rc = 1;
+        }
+    }
     lines_free(&A);
     lines_free(&B);
     return rc;
