@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <zstd.h>
@@ -39,6 +40,100 @@ static uint64_t key_value(const uint8_t *k) {
     return v;
 }
 
+/* ---- the B-tree, checked before LMDB walks it ----------------------------------------------
+ * LMDB trusts its pages: a node offset, key size or page number from a crafted file makes it
+ * read outside the map (SIGSEGV inside liblmdb, found by fuzz_lmdb). So every page LMDB may visit
+ * from the main database's root is checked first, over our own read-only mapping of the used
+ * pages (LMDB 0.9, 64-bit layout): page header 16 bytes (pgno, pad, u16 flags at 10, u16 lower
+ * and upper at 12/14, or u32 overflow page count at 12), then u16 node offsets; a node is u16
+ * lo, hi (data size, or a branch's child page with flags as its top 16 bits), flags, key size,
+ * then key and data. Each page is visited at most once (a cycle is refused), depth <= 32. */
+enum { PG_BRANCH = 1, PG_LEAF = 2, PG_OVERFLOW = 4, ND_BIGDATA = 1, ND_SUBDATA = 2, ND_DUPDATA = 4 };
+typedef struct page_walk {
+    const uint8_t *map;
+    uint64_t npages;
+    uint32_t psize;
+    uint8_t *seen;
+    int64_t record; /* the record whose node was bad (its 8-byte big-endian key), or -1 */
+} page_walk;
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static const char *walk_page(page_walk *w, uint64_t pg, int depth, int main_db) {
+    if (pg < 2 || pg >= w->npages) return "a page number outside the used pages";
+    if (depth > 32) return "a tree deeper than 32 levels";
+    if (w->seen[pg >> 3] & (1u << (pg & 7))) return "a page reached twice (a cycle)";
+    w->seen[pg >> 3] |= (uint8_t)(1u << (pg & 7));
+    const uint8_t *p = w->map + pg * w->psize;
+    uint16_t flags = rd16(p + 10), lower = rd16(p + 12), upper = rd16(p + 14);
+    int branch = (flags & PG_BRANCH) != 0, leaf = (flags & PG_LEAF) != 0;
+    if (branch == leaf || (flags & ~(PG_BRANCH | PG_LEAF | 0x10)))
+        return "a tree page that is neither a branch nor a leaf";
+    if (lower < 16 || (lower - 16) % 2 || lower > upper || upper > w->psize || (branch && lower == 16))
+        return "a page whose node area is out of bounds";
+    for (uint32_t i = 0; i < (uint32_t)(lower - 16) / 2; i++) {
+        uint32_t off = rd16(p + 16 + 2 * i);
+        if (off < upper || (uint64_t)off + 8 > w->psize) return "a node outside its page";
+        const uint8_t *n = p + off;
+        uint16_t nflags = rd16(n + 4), ksize = rd16(n + 6);
+        uint64_t end = (uint64_t)off + 8 + ksize;
+        if (end > w->psize) return "a key past the end of its page";
+        if (branch) {
+            uint64_t child = rd16(n) | (uint64_t)rd16(n + 2) << 16 | (uint64_t)nflags << 32;
+            const char *why = walk_page(w, child, depth + 1, main_db);
+            if (why) return why;
+            continue;
+        }
+        uint64_t dsize = rd16(n) | (uint64_t)rd16(n + 2) << 16;
+        if (!main_db && ksize == 8) {
+            w->record = 0;
+            for (int b = 0; b < 8; b++) w->record = w->record << 8 | n[8 + b];
+            if (w->record < 0) w->record = -1;
+        }
+        if (nflags & ND_DUPDATA) return "duplicate-key data (not a fastload LMDB)";
+        if (nflags & ND_BIGDATA) {
+            if (end + 8 > w->psize) return "an overflow page number past the end of its page";
+            uint64_t opg = fl_rd64(n + 8 + ksize);
+            if (opg < 2 || opg >= w->npages) return "an overflow page outside the used pages";
+            const uint8_t *op = w->map + opg * w->psize;
+            uint64_t pages = fl_rd32(op + 12);
+            if (!(rd16(op + 10) & PG_OVERFLOW) || !pages || pages > w->npages - opg ||
+                dsize > pages * w->psize - 16)
+                return "an overflow value larger than its pages or past the used pages";
+        } else if (nflags & ND_SUBDATA) {
+            if (!main_db || dsize != 48 || end + 48 > w->psize) return "a bad named database";
+            uint64_t root = fl_rd64(n + 8 + ksize + 40);
+            if (root != UINT64_MAX) {
+                const char *why = walk_page(w, root, 0, 0);
+                if (why) return why;
+            }
+        } else if (end + dsize > w->psize) {
+            return "a value past the end of its page";
+        }
+        w->record = -1;
+    }
+    return NULL;
+}
+
+static int check_pages(int fd, const char *path, uint32_t psize, uint64_t npages, uint64_t root,
+                       fl_error *err) {
+    if (root == UINT64_MAX) return 0; /* an empty environment: the named databases are missing */
+    size_t len = (size_t)(npages * psize);
+    void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) return fl_error_set(err, -errno, "%s: cannot map: %s", path, strerror(errno));
+    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1};
+    const char *why = w.seen ? walk_page(&w, root, 0, 1) : NULL;
+    int rc = w.seen ? 0 : fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    if (why && w.record >= 0)
+        rc = fl_error_set(err, FL_E_FORMAT, "%s: record %lld: LMDB %s: damaged or crafted", path,
+                          (long long)w.record, why);
+    else if (why)
+        rc = fl_error_set(err, FL_E_FORMAT, "%s: LMDB %s: damaged or crafted", path, why);
+    free(w.seen);
+    munmap(map, len);
+    return rc;
+}
+
 /* LMDB's two meta pages, read before LMDB maps anything (0.9 layout, 64-bit: the page header is
  * 16 bytes; the meta follows: magic, version, address, mapsize, the free and main databases (48
  * bytes each, the page size in the first one's pad), last page, txnid). LMDB maps what the meta
@@ -63,6 +158,10 @@ static int check_meta(int fd, const char *path, uint64_t size, uint64_t *map_byt
         return fl_error_set(err, FL_E_TRUNCATED, "%s: no second LMDB meta page: damaged or crafted",
                             path);
     int use = fl_rd32(pg[1] + 16) == FL_LMDB_META_MAGIC && fl_rd64(pg[1] + 144) > fl_rd64(pg[0] + 144);
+    /* LMDB takes its page size from the meta it uses: both must agree with the layout */
+    if (fl_rd32(pg[1] + 16) == FL_LMDB_META_MAGIC && fl_rd32(pg[1] + 40) != psize)
+        return fl_error_set(err, FL_E_FORMAT, "%s: LMDB meta 1 page size %u, meta 0 says %u: "
+                            "damaged or crafted", path, fl_rd32(pg[1] + 40), psize);
     const uint8_t *mp = pg[use];
     uint64_t mapsize = fl_rd64(mp + 32), last = fl_rd64(mp + 136);
     if (mapsize > FL_LMDB_MAX_MAPSIZE)
@@ -75,7 +174,7 @@ static int check_meta(int fd, const char *path, uint64_t size, uint64_t *map_byt
                             use, (unsigned long long)last, (unsigned long long)size,
                             (unsigned long long)(size / psize));
     *map_bytes = (size + psize - 1) / psize * psize;
-    return 0;
+    return check_pages(fd, path, psize, last + 1, fl_rd64(mp + 128), err);
 }
 
 /* Open data.mdb relative to the dataset directory, check its size against the manifest and
