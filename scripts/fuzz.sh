@@ -58,7 +58,10 @@ for n in "${names[@]}"; do
     extra=()
     ((jobs > 1)) && extra=(-fork="$jobs" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
     t0=$SECONDS
-    ( cd "$fd" && "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    # an input that makes a reader use more than FUZZ_RSS_MB is a finding (a bomb); ASan's
+    # quarantine is kept small so the limit measures the reader
+    ( cd "$fd" && ASAN_OPTIONS="quarantine_size_mb=16${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+        "$bin" -max_total_time="$seconds" -rss_limit_mb="${FUZZ_RSS_MB:-512}" -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$art/" "${extra[@]}" "$corpus" "$seeds" ) >"$fd/fuzz-$n.log" 2>&1
     rc=$?
     execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$fd/fuzz-$n.log" | grep -oE '[0-9]+$' | tail -1)

@@ -70,8 +70,10 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
             snprintf(lab, sizeof lab, "%.60s", jl->str);
         else if (with_label) why0 = "has a label (key \"%s\") that is neither an integer nor a class name";
         if (why0) {
+            /* the key named is decided before the line's document (jp's memory) is freed */
+            const char *key = !jp || jp->type != FL_J_STRING || !jp->str_len ? pc : lc;
             fl_jfree(doc);
-            if (pd_reject(rc, src, why0, !jp || jp->type != FL_J_STRING || !jp->str_len ? pc : lc)) {
+            if (pd_reject(rc, src, why0, key)) {
                 how = PD_LISTING_STOPPED;
                 break;
             }
