@@ -510,42 +510,31 @@ static int visit(void *ctx, const pd_tar_entry *e) {
     return add_part(w, s, f, d, e->size, 0);
 }
 
-int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
-               fl_error *err) {
-    strlist shards = {0};
-    int r = shard_list(spec, &shards, err);
-    if (r) {
-        sl_free(&shards);
-        return r;
-    }
-    wds *w = calloc(1, sizeof *w);
-    if (!w) {
-        sl_free(&shards);
-        return fl_error_set(err, -ENOMEM, "out of memory");
-    }
-    w->out = out;
-    w->so = so;
-    w->rc = rc;
-    w->max_label = -1;
-    pd_items_init(&w->specs);
+/* The --field specs, as fields of their own; a mask spec is refused. Returns 0 or FL_E_INVALID
+ * (err set). */
+static int wds_add_specs(wds *w, const pd_source_opts *so, fl_error *err) {
     for (uint32_t i = 0; i < so->n_field_specs; i++) {
-        if (pd_field_spec_add(&w->specs, so->field_specs[i], w->why, sizeof w->why)) {
-            r = fl_error_set(err, FL_E_INVALID, "%s", w->why);
-            goto done;
-        }
-        if (w->specs.fields[i].type == FL_FIELD_MASK) {
-            r = fl_error_set(err, FL_E_INVALID, "--field %s: mask fields from WebDataset members are "
-                             "not supported (pack image/mask pairs with --mask-dir)", so->field_specs[i]);
-            goto done;
-        }
+        if (pd_field_spec_add(&w->specs, so->field_specs[i], w->why, sizeof w->why))
+            return fl_error_set(err, FL_E_INVALID, "%s", w->why);
+        if (w->specs.fields[i].type == FL_FIELD_MASK)
+            return fl_error_set(err, FL_E_INVALID, "--field %s: mask fields from WebDataset members are "
+                                "not supported (pack image/mask pairs with --mask-dir)", so->field_specs[i]);
     }
-    for (size_t i = 0; i < shards.n && !w->stop; i++) {
+    return 0;
+}
+
+/* Lists every shard's members into samples (visit); with --on-error skip a shard that cannot be
+ * read to its end is reported and what it gave is kept. Returns 0 or an error (err set). */
+static int wds_list_shards(wds *w, const strlist *shards, const char *spec, pd_reject_ctx *rc,
+                           fl_error *err) {
+    int r = 0;
+    for (size_t i = 0; i < shards->n && !w->stop; i++) {
         int random;
-        w->shard = shards.v[i];
+        w->shard = shards->v[i];
         const char *b = strrchr(w->shard, '/');
         w->shard_base = b ? b + 1 : w->shard;
         w->open = 0;
-        r = pd_archive_open(out, w->shard, &w->ar, &random, err);
+        r = pd_archive_open(w->out, w->shard, &w->ar, &random, err);
         if (!r) r = pd_archive_list(w->ar, 16, visit, w, err);
         if (r == 1 || w->stop) break;
         if (r && rc->skip && r != -ENOMEM) {
@@ -565,77 +554,117 @@ int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd
         if (w->held > MAX_FIELD_BYTES) r = fl_error_set(err, FL_E_TOO_LARGE, "--wds %s: %s", spec, w->why);
         else r = pd_fail_reported(err, FL_E_FORMAT);
     }
-    if (r) goto done;
-    /* the schema: the image, the label (cls), then the other extensions in first-seen order */
-    long img = -1, lab = -1;
+    return r;
+}
+
+/* Where the listed fields go in the data set's schema. */
+typedef struct wds_schema {
+    long img, lab;               /* the image and label (cls) fields, -1: none */
+    int classic;                 /* image and label alone: no fields in the schema */
+    int32_t map[FL_MAX_FIELDS];  /* wds field -> schema field (not classic) */
+} wds_schema;
+
+/* The schema: the image, the label (cls), then the other extensions in first-seen order. Refuses
+ * shards without images, a --field no member has, two extensions with one field name. Returns 0
+ * or FL_E_INVALID (err set). */
+static int wds_make_schema(wds *w, const pd_source_opts *so, const char *spec, pd_items *out,
+                           wds_schema *sm, fl_error *err) {
+    sm->img = sm->lab = -1;
     for (uint32_t f = 0; f < w->nf; f++) {
-        if (w->fields[f].k == K_IMAGE) img = f;
-        if (w->fields[f].k == K_LABEL) lab = f;
+        if (w->fields[f].k == K_IMAGE) sm->img = f;
+        if (w->fields[f].k == K_LABEL) sm->lab = f;
     }
-    if (img < 0) {
-        r = fl_error_set(err, FL_E_INVALID, "--wds %s: no sample has an image (.jpg .jpeg .png .webp)", spec);
-        goto done;
-    }
+    if (sm->img < 0)
+        return fl_error_set(err, FL_E_INVALID, "--wds %s: no sample has an image (.jpg .jpeg .png .webp)", spec);
     for (uint32_t i = 0; i < w->specs.num_fields; i++) {
         int used = 0;
         for (uint32_t f = 0; f < w->nf && !used; f++) used = w->fields[f].k == K_SPEC && w->fields[f].spec == (int)i;
-        if (!used) {
-            r = fl_error_set(err, FL_E_INVALID, "--field %s: no member of the shards has the extension "
-                             "'%s'", so->field_specs[i], w->specs.fields[i].name);
-            goto done;
-        }
+        if (!used)
+            return fl_error_set(err, FL_E_INVALID, "--field %s: no member of the shards has the extension "
+                                "'%s'", so->field_specs[i], w->specs.fields[i].name);
     }
-    int classic = w->nf == (lab >= 0 ? 2u : 1u) && !w->specs.num_fields;
-    int32_t map[FL_MAX_FIELDS]; /* wds field -> schema field */
-    if (!classic) {
-        out->num_fields = 0;
-        char name[FL_MAX_FIELD_NAME + 1];
-        field_name(w->fields[img].ext, name, sizeof name);
-        map[img] = pd_items_add_field(out, name, FL_FIELD_IMAGE, FL_DTYPE_U8, 0, NULL, -1);
-        if (lab >= 0) map[lab] = pd_items_add_field(out, "cls", FL_FIELD_INT, FL_DTYPE_I32, 0, NULL, -1);
-        for (uint32_t f = 0; f < w->nf; f++) {
-            if ((long)f == img || (long)f == lab) continue;
-            wfield *fd = &w->fields[f];
-            field_name(fd->ext, name, sizeof name);
-            if (fl_fields_find(out->fields, out->num_fields, name) >= 0) {
-                r = fl_error_set(err, FL_E_INVALID, "--wds %s: extensions '%s' and another give the same "
-                                 "field name '%s'", spec, fd->ext, name);
-                goto done;
-            }
-            if (fd->k == K_SPEC) {
-                const fl_field *sf = &w->specs.fields[fd->spec];
-                map[f] = pd_items_add_field(out, name, sf->type, sf->dtype, sf->ndim, sf->shape, -1);
-                continue;
-            }
-            uint32_t shape[FL_MAX_DIMS] = {0};
-            for (uint32_t d = 0; d < fd->ndim; d++) shape[d] = (uint32_t)fd->shape[d];
-            map[f] = pd_items_add_field(out, name, fd->k == K_TEXT ? FL_FIELD_TEXT
+    sm->classic = w->nf == (sm->lab >= 0 ? 2u : 1u) && !w->specs.num_fields;
+    if (sm->classic) return 0;
+    out->num_fields = 0;
+    char name[FL_MAX_FIELD_NAME + 1];
+    field_name(w->fields[sm->img].ext, name, sizeof name);
+    sm->map[sm->img] = pd_items_add_field(out, name, FL_FIELD_IMAGE, FL_DTYPE_U8, 0, NULL, -1);
+    if (sm->lab >= 0) sm->map[sm->lab] = pd_items_add_field(out, "cls", FL_FIELD_INT, FL_DTYPE_I32, 0, NULL, -1);
+    for (uint32_t f = 0; f < w->nf; f++) {
+        if ((long)f == sm->img || (long)f == sm->lab) continue;
+        wfield *fd = &w->fields[f];
+        field_name(fd->ext, name, sizeof name);
+        if (fl_fields_find(out->fields, out->num_fields, name) >= 0)
+            return fl_error_set(err, FL_E_INVALID, "--wds %s: extensions '%s' and another give the same "
+                                "field name '%s'", spec, fd->ext, name);
+        if (fd->k == K_SPEC) {
+            const fl_field *sf = &w->specs.fields[fd->spec];
+            sm->map[f] = pd_items_add_field(out, name, sf->type, sf->dtype, sf->ndim, sf->shape, -1);
+            continue;
+        }
+        uint32_t shape[FL_MAX_DIMS] = {0};
+        for (uint32_t d = 0; d < fd->ndim; d++) shape[d] = (uint32_t)fd->shape[d];
+        sm->map[f] = pd_items_add_field(out, name, fd->k == K_TEXT ? FL_FIELD_TEXT
                                         : fd->k == K_NPY ? FL_FIELD_NDARRAY : FL_FIELD_BYTES,
                                         fd->k == K_NPY ? fd->dtype : FL_DTYPE_U8,
                                         fd->k == K_NPY ? fd->ndim : 0, shape, -1);
-        }
-        if (fl_fields_validate(out->fields, out->num_fields, err)) {
-            r = FL_E_INVALID;
-            goto done;
-        }
     }
-    /* samples: every one must have every field */
+    if (fl_fields_validate(out->fields, out->num_fields, err)) return FL_E_INVALID;
+    return 0;
+}
+
+/* The extensions sample s lacks, as "a, b" in missing (empty: it has every field). */
+static void sample_missing(const wds *w, const wsample *s, const wds_schema *sm, char *missing,
+                           size_t cap) {
+    missing[0] = 0;
+    for (uint32_t f = 0; f < w->nf; f++) {
+        int has = (long)f == sm->img ? s->image != NULL : (long)f == sm->lab ? s->has_label : 0;
+        for (size_t k = 0; k < s->nparts && !has; k++) has = w->p[s->part0 + k].field == f;
+        if (!has) snprintf(missing + strlen(missing), cap - strlen(missing), "%s%s",
+                           missing[0] ? ", " : "", w->fields[f].ext);
+    }
+}
+
+/* The schema values of sample s's parts into it->values; an INT --field that is the label goes to
+ * it->label. Returns 0 or -ENOMEM. */
+static int sample_values(wds *w, const wsample *s, const wds_schema *sm, pd_items *out, pd_item *it) {
+    pd_value *v = pd_items_new_values(out);
+    if (!v) return -ENOMEM;
+    int label_field = fl_fields_label_index(out->fields, out->num_fields);
+    for (size_t k = 0; k < s->nparts; k++) {
+        const wpart *pt = &w->p[s->part0 + k];
+        const fl_field *sf = &out->fields[sm->map[pt->field]];
+        if (sm->map[pt->field] == label_field) {
+            /* an INT from --field that is the record's label: pd_item's own slot */
+            memcpy(&it->label, pt->data, 4);
+            if (it->label > w->max_label) w->max_label = it->label;
+            continue;
+        }
+        pd_value *o = &v[sm->map[pt->field]];
+        uint32_t count = sf->type == FL_FIELD_TEXT || sf->type == FL_FIELD_BYTES ? (uint32_t)pt->len
+                         : w->fields[pt->field].k == K_SPEC ? pt->count : 1;
+        o->kind = pt->len || sf->type == FL_FIELD_NDARRAY ? PD_VAL_DATA : PD_VAL_NONE;
+        o->data = pt->data;
+        o->len = pt->len;
+        o->count = count;
+    }
+    it->values = v;
+    return 0;
+}
+
+/* Every sample that has every field becomes an item; the others are bad inputs. Returns 0 or an
+ * error (err set). */
+static int wds_push_samples(wds *w, const wds_schema *sm, const char *spec, pd_reject_ctx *rc,
+                            pd_items *out, fl_error *err) {
     for (size_t i = 0; i < w->ns; i++) {
         wsample *s = &w->s[i];
         if (s->bad) continue;
-        char missing[256] = "";
-        for (uint32_t f = 0; f < w->nf; f++) {
-            int has = (long)f == img ? s->image != NULL : (long)f == lab ? s->has_label : 0;
-            for (size_t k = 0; k < s->nparts && !has; k++) has = w->p[s->part0 + k].field == f;
-            if (!has) snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
-                               missing[0] ? ", " : "", w->fields[f].ext);
-        }
+        char missing[256];
+        sample_missing(w, s, sm, missing, sizeof missing);
         if (missing[0]) {
             if (pd_reject(rc, s->source, "no %s member (other samples have one): every sample needs "
-                          "every field", missing)) {
-                r = pd_fail_reported(err, FL_E_FORMAT);
-                goto done;
-            }
+                          "every field", missing))
+                return pd_fail_reported(err, FL_E_FORMAT);
             continue;
         }
         pd_item it;
@@ -643,37 +672,35 @@ int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd
         it.name = s->name;
         it.member = s->image;
         it.label = s->has_label ? s->label : 0;
-        if (!classic) {
-            pd_value *v = pd_items_new_values(out);
-            if (!v) {
-                r = fl_error_set(err, -ENOMEM, "out of memory listing %s", spec);
-                goto done;
-            }
-            int label_field = fl_fields_label_index(out->fields, out->num_fields);
-            for (size_t k = 0; k < s->nparts; k++) {
-                const wpart *pt = &w->p[s->part0 + k];
-                const fl_field *sf = &out->fields[map[pt->field]];
-                if (map[pt->field] == label_field) {
-                    /* an INT from --field that is the record's label: pd_item's own slot */
-                    memcpy(&it.label, pt->data, 4);
-                    if (it.label > w->max_label) w->max_label = it.label;
-                    continue;
-                }
-                pd_value *o = &v[map[pt->field]];
-                uint32_t count = sf->type == FL_FIELD_TEXT || sf->type == FL_FIELD_BYTES ? (uint32_t)pt->len
-                                 : w->fields[pt->field].k == K_SPEC ? pt->count : 1;
-                o->kind = pt->len || sf->type == FL_FIELD_NDARRAY ? PD_VAL_DATA : PD_VAL_NONE;
-                o->data = pt->data;
-                o->len = pt->len;
-                o->count = count;
-            }
-            it.values = v;
-        }
-        if (pd_items_push(out, &it)) {
-            r = fl_error_set(err, -ENOMEM, "out of memory listing %s", spec);
-            goto done;
-        }
+        if ((!sm->classic && sample_values(w, s, sm, out, &it)) || pd_items_push(out, &it))
+            return fl_error_set(err, -ENOMEM, "out of memory listing %s", spec);
     }
+    return 0;
+}
+
+int pd_src_wds(const char *spec, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+               fl_error *err) {
+    strlist shards = {0};
+    int r = shard_list(spec, &shards, err);
+    if (r) {
+        sl_free(&shards);
+        return r;
+    }
+    wds *w = calloc(1, sizeof *w);
+    if (!w) {
+        sl_free(&shards);
+        return fl_error_set(err, -ENOMEM, "out of memory");
+    }
+    w->out = out;
+    w->so = so;
+    w->rc = rc;
+    w->max_label = -1;
+    pd_items_init(&w->specs);
+    wds_schema sm;
+    if ((r = wds_add_specs(w, so, err)) || (r = wds_list_shards(w, &shards, spec, rc, err)) ||
+        (r = wds_make_schema(w, so, spec, out, &sm, err)) ||
+        (r = wds_push_samples(w, &sm, spec, rc, out, err)))
+        goto done;
     if (!out->n) {
         r = fl_error_set(err, FL_E_FORMAT, "--wds %s: no usable samples", spec);
         goto done;
