@@ -26,15 +26,18 @@ typedef struct blob {
     uint32_t w, h;
 } blob;
 
-static double now(clockid_t clk) {
+static double now(clockid_t clk)
+{
     struct timespec ts;
     clock_gettime(clk, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int read_file(const char *path, uint8_t **data, size_t *len) {
+static int read_file(const char *path, uint8_t **data, size_t *len)
+{
     FILE *f = fopen(path, "rb");
-    if (!f) return -errno;
+    if (!f)
+        return -errno;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -51,19 +54,25 @@ static int read_file(const char *path, uint8_t **data, size_t *len) {
 /* Random-resized-crop parameters as torchvision draws them (area 8–100%, ratio 3/4–4/3),
  * from a small deterministic generator, falling back to the whole image. */
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
+static double urand(void)
+{
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (rng >> 11) * (1.0 / 9007199254740992.0);
 }
-static fl_rect rrc(uint32_t w, uint32_t h) {
+static fl_rect rrc(uint32_t w, uint32_t h)
+{
     for (int t = 0; t < 10; t++) {
         double area = w * (double)h * (0.08 + 0.92 * urand());
         double ratio = exp(log(3.0 / 4) + urand() * (log(4.0 / 3) - log(3.0 / 4)));
-        uint32_t cw = (uint32_t)lround(sqrt(area * ratio)), ch = (uint32_t)lround(sqrt(area / ratio));
+        uint32_t cw = (uint32_t)lround(sqrt(area * ratio)),
+                 ch = (uint32_t)lround(sqrt(area / ratio));
         if (cw >= 1 && ch >= 1 && cw <= w && ch <= h) {
-            fl_rect r = {(uint32_t)(urand() * (w - cw + 1)), (uint32_t)(urand() * (h - ch + 1)), cw, ch};
-            if (r.x + cw > w) r.x = w - cw;
-            if (r.y + ch > h) r.y = h - ch;
+            fl_rect r = {(uint32_t)(urand() * (w - cw + 1)), (uint32_t)(urand() * (h - ch + 1)), cw,
+                         ch};
+            if (r.x + cw > w)
+                r.x = w - cw;
+            if (r.y + ch > h)
+                r.y = h - ch;
             return r;
         }
     }
@@ -78,7 +87,8 @@ typedef struct rate {
 enum { MODE_FULL, MODE_TJ, MODE_CROP, MODE_SCALED };
 
 static int run_mode(int mode, blob *b, int n, double seconds, uint32_t size, fl_decoder *d,
-                    tjhandle tj, uint8_t *buf, rate *out) {
+                    tjhandle tj, uint8_t *buf, rate *out)
+{
     fl_error err;
     long count = 0;
     double t0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID), t1;
@@ -93,14 +103,15 @@ static int run_mode(int mode, blob *b, int n, double seconds, uint32_t size, fl_
                 rc = fl_decode(d, b[i].data, b[i].len, 3, size, size, &img, &err);
             } else if (mode == MODE_TJ) {
                 if (tjDecompress2(tj, b[i].data, (unsigned long)b[i].len, buf, (int)b[i].w, 0,
-                                  (int)b[i].h, TJPF_RGB, 0) != 0 && tjGetErrorCode(tj) == TJERR_FATAL) {
+                                  (int)b[i].h, TJPF_RGB, 0) != 0 &&
+                    tjGetErrorCode(tj) == TJERR_FATAL) {
                     fprintf(stderr, "tjDecompress2: %s\n", tjGetErrorStr2(tj));
                     return 1;
                 }
             } else {
                 fl_rect r = rrc(b[i].w, b[i].h);
-                rc = fl_decode_crop_resize(d, b[i].data, b[i].len, &r, size, size, 3, (int)(count & 1),
-                                           buf, &err);
+                rc = fl_decode_crop_resize(d, b[i].data, b[i].len, &r, size, size, 3,
+                                           (int)(count & 1), buf, &err);
             }
             if (rc) {
                 fprintf(stderr, "decode failed: %s\n", err.msg);
@@ -120,16 +131,21 @@ done:
     return 0;
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] [--fast] [--restart N] [--no-skip] FILE...\n"
-               "  single-core images/s: full-size decode vs random-resized-crop decode to SxS (default 224)\n"
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fl_decode_bench [--json] [--seconds T] [--size S] [--reencode Q[:MAXSIDE]] "
+               "[--fast] [--restart N] [--no-skip] FILE...\n"
+               "  single-core images/s: full-size decode vs random-resized-crop decode to SxS "
+               "(default 224)\n"
                "  --fast: crop path with FL_DECODE_FAST (box chroma upsampling, fast IDCT)\n"
-               "  --restart N: rewrite inputs with restart markers every N MCUs (0: per MCU row; lossless)\n"
+               "  --restart N: rewrite inputs with restart markers every N MCUs (0: per MCU row; "
+               "lossless)\n"
                "  --no-skip: crop path does not start at restart markers\n"
                "  --flags N: FL_DECODE_* bits for the crop path (1 box upsampling, 2 fast IDCT)\n");
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     int json = 0, quality = 0, fast = 0, restart = 0, noskip = 0;
     uint32_t restart_mcus = 0;
     unsigned flags = 0; /* --flags N: raw FL_DECODE_* bits for the crop path */
@@ -140,25 +156,35 @@ int main(int argc, char **argv) {
     int nfiles = 0;
     char **files = calloc((size_t)argc, sizeof *files);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--fast")) fast = 1;
-        else if (!strcmp(argv[i], "--restart") && i + 1 < argc) restart = 1, restart_mcus = (uint32_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--no-skip")) noskip = 1;
-        else if (!strcmp(argv[i], "--flags") && i + 1 < argc) flags = (unsigned)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (uint32_t)atoi(argv[++i]);
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--fast"))
+            fast = 1;
+        else if (!strcmp(argv[i], "--restart") && i + 1 < argc)
+            restart = 1, restart_mcus = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-skip"))
+            noskip = 1;
+        else if (!strcmp(argv[i], "--flags") && i + 1 < argc)
+            flags = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            size = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reencode") && i + 1 < argc) {
             char *colon;
             quality = (int)strtol(argv[++i], &colon, 10);
-            if (*colon == ':') maxside = (uint32_t)atoi(colon + 1);
+            if (*colon == ':')
+                maxside = (uint32_t)atoi(colon + 1);
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         } else if (argv[i][0] == '-') {
             usage(stderr);
             return 2;
-        } else files[nfiles++] = argv[i];
+        } else
+            files[nfiles++] = argv[i];
     }
     if (nfiles == 0 || size == 0 || seconds <= 0 || (quality && (quality < 1 || quality > 100))) {
         usage(stderr);
@@ -193,8 +219,10 @@ int main(int argc, char **argv) {
             if (maxside && (w > maxside || h > maxside)) {
                 double s = (double)maxside / (w > h ? w : h);
                 w = (uint32_t)lround(w * s), h = (uint32_t)lround(h * s);
-                if (!w) w = 1;
-                if (!h) h = 1;
+                if (!w)
+                    w = 1;
+                if (!h)
+                    h = 1;
             }
             uint8_t *px = malloc((size_t)w * h * 3);
             fl_resize(img.pixels, img.width, img.height, img.stride, 3, px, w, h, (size_t)w * 3, 0,
@@ -227,7 +255,8 @@ int main(int argc, char **argv) {
         }
         fl_image_info info;
         if (fl_image_probe(data, len, &info, &err) || info.format != FL_IMG_JPEG) {
-            fprintf(stderr, "fl_decode_bench: %s: not a JPEG (use --reencode Q for PNG inputs)\n", files[i]);
+            fprintf(stderr, "fl_decode_bench: %s: not a JPEG (use --reencode Q for PNG inputs)\n",
+                    files[i]);
             return 1;
         }
         b[n].data = data;
@@ -236,22 +265,29 @@ int main(int argc, char **argv) {
         b[n].h = info.height;
         pixels += (double)info.width * info.height;
         bytes += (double)len;
-        if ((size_t)info.width * info.height > maxpix) maxpix = (size_t)info.width * info.height;
+        if ((size_t)info.width * info.height > maxpix)
+            maxpix = (size_t)info.width * info.height;
         n++;
     }
     /* --fast applies to the crop path only: the full-size figures stay libjpeg's defaults. */
     fl_decoder *dcrop = d;
     if (fast || noskip || flags) {
-        if (fl_decoder_create(0, &dcrop, &err)) return 1;
-        fl_decoder_set_flags(dcrop, flags | (fast ? FL_DECODE_FAST : 0) | (noskip ? FL_DECODE_NO_RESTART_SKIP : 0));
+        if (fl_decoder_create(0, &dcrop, &err))
+            return 1;
+        fl_decoder_set_flags(dcrop, flags | (fast ? FL_DECODE_FAST : 0) |
+                                        (noskip ? FL_DECODE_NO_RESTART_SKIP : 0));
     }
-    uint8_t *buf = malloc(maxpix * 3 > (size_t)size * size * 3 ? maxpix * 3 : (size_t)size * size * 3);
+    uint8_t *buf =
+        malloc(maxpix * 3 > (size_t)size * size * 3 ? maxpix * 3 : (size_t)size * size * 3);
     tjhandle tj = tjInitDecompress();
     rate full, tjr, crop, scaled;
     if (only) {
-        int mode = !strcmp(only, "full") ? MODE_FULL : !strcmp(only, "tj") ? MODE_TJ
-                 : !strcmp(only, "scaled") ? MODE_SCALED : MODE_CROP;
-        if (run_mode(mode, b, n, seconds, size, mode == MODE_CROP ? dcrop : d, tj, buf, &full)) return 1;
+        int mode = !strcmp(only, "full")     ? MODE_FULL
+                   : !strcmp(only, "tj")     ? MODE_TJ
+                   : !strcmp(only, "scaled") ? MODE_SCALED
+                                             : MODE_CROP;
+        if (run_mode(mode, b, n, seconds, size, mode == MODE_CROP ? dcrop : d, tj, buf, &full))
+            return 1;
         printf("%s: %.1f images/s, %.1f per CPU second\n", only, full.per_sec, full.per_cpu_sec);
         return 0;
     }
@@ -263,31 +299,35 @@ int main(int argc, char **argv) {
         run_mode(MODE_SCALED, b, n, seconds, size, d, tj, buf, &scaled))
         return 1;
     if (json) {
-        printf("{\"files\": %d, \"avg_megapixels\": %.4f, \"avg_bytes\": %.0f, \"size\": %u, "
-               "\"full_decode_per_sec\": %.1f, \"tj_full_decode_per_sec\": %.1f, "
-               "\"scaled_crop_per_sec\": %.1f, \"scaled_decode_per_sec\": %.1f, "
-               "\"full_decode_per_cpu_sec\": %.1f, \"scaled_crop_per_cpu_sec\": %.1f, \"fast\": %s, "
-               "\"restart\": %s, \"restart_skip\": %s, \"input_avg_bytes\": %.0f}\n",
-               n, pixels / n / 1e6, bytes / n, size, full.per_sec, tjr.per_sec, crop.per_sec,
-               scaled.per_sec, full.per_cpu_sec, crop.per_cpu_sec, fast ? "true" : "false",
-               restart ? "true" : "false", noskip ? "false" : "true", orig_bytes / n);
+        printf(
+            "{\"files\": %d, \"avg_megapixels\": %.4f, \"avg_bytes\": %.0f, \"size\": %u, "
+            "\"full_decode_per_sec\": %.1f, \"tj_full_decode_per_sec\": %.1f, "
+            "\"scaled_crop_per_sec\": %.1f, \"scaled_decode_per_sec\": %.1f, "
+            "\"full_decode_per_cpu_sec\": %.1f, \"scaled_crop_per_cpu_sec\": %.1f, \"fast\": %s, "
+            "\"restart\": %s, \"restart_skip\": %s, \"input_avg_bytes\": %.0f}\n",
+            n, pixels / n / 1e6, bytes / n, size, full.per_sec, tjr.per_sec, crop.per_sec,
+            scaled.per_sec, full.per_cpu_sec, crop.per_cpu_sec, fast ? "true" : "false",
+            restart ? "true" : "false", noskip ? "false" : "true", orig_bytes / n);
     } else {
-        printf("%d JPEG files, %.3f megapixels and %.0f bytes on average; one thread, %.1f s per mode\n",
+        printf("%d JPEG files, %.3f megapixels and %.0f bytes on average; one thread, %.1f s per "
+               "mode\n",
                n, pixels / n / 1e6, bytes / n, seconds);
         printf("full-size decode (fl_decode, libjpeg API)   %9.1f images/s\n", full.per_sec);
         printf("full-size decode (TurboJPEG tjDecompress2)  %9.1f images/s\n", tjr.per_sec);
-        printf("random-resized-crop decode -> %ux%u        %9.1f images/s  (%.2fx full-size)\n", size,
-               size, crop.per_sec, crop.per_sec / full.per_sec);
-        printf("DCT-scaled decode, side >= %u               %9.1f images/s  (%.2fx full-size)\n", size,
-               scaled.per_sec, scaled.per_sec / full.per_sec);
+        printf("random-resized-crop decode -> %ux%u        %9.1f images/s  (%.2fx full-size)\n",
+               size, size, crop.per_sec, crop.per_sec / full.per_sec);
+        printf("DCT-scaled decode, side >= %u               %9.1f images/s  (%.2fx full-size)\n",
+               size, scaled.per_sec, scaled.per_sec / full.per_sec);
     }
     tjDestroy(tj);
-    for (int i = 0; i < n; i++) free(b[i].data);
+    for (int i = 0; i < n; i++)
+        free(b[i].data);
     free(b);
     free(buf);
     free(files);
     fl_encoder_free(e);
-    if (dcrop != d) fl_decoder_free(dcrop);
+    if (dcrop != d)
+        fl_decoder_free(dcrop);
     fl_decoder_free(d);
     return 0;
 }

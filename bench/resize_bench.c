@@ -1,6 +1,6 @@
 /* resize_bench.c — fl_resize_bench: single-core cost of the loader's resample step
- * (fl_resize_window of a random-resized-crop window of a 400x350 RGB image to 224x224, flip on half),
- * at the best SIMD level this CPU has and at the portable C level, measured in the same run.
+ * (fl_resize_window of a random-resized-crop window of a 400x350 RGB image to 224x224, flip on
+ * half), at the best SIMD level this CPU has and at the portable C level, measured in the same run.
  *   fl_resize_bench [--json] [--rounds R] [--seconds T] [--size S] [--channels C] [--images N] */
 #define _GNU_SOURCE
 #include <math.h>
@@ -20,7 +20,8 @@ typedef struct geom {
 } geom;
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint64_t next_u64(void) {
+static uint64_t next_u64(void)
+{
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return rng;
 }
@@ -28,7 +29,8 @@ static double next_unit(void) { return (next_u64() >> 11) * (1.0 / 9007199254740
 
 /* torchvision RandomResizedCrop's distribution (area 8%..100%, log-uniform aspect 3/4..4/3) with
  * fractional offsets, as the loader's DCT-scaled crop path hands them to the resampler. */
-static void make_geoms(geom *g, int n) {
+static void make_geoms(geom *g, int n)
+{
     for (int i = 0; i < n; i++) {
         double area = SRC_W * SRC_H * (0.08 + 0.92 * next_unit());
         double ar = exp(log(0.75) + next_unit() * (log(4.0 / 3) - log(0.75)));
@@ -42,13 +44,15 @@ static void make_geoms(geom *g, int n) {
 }
 
 /* CPU time of this thread: other jobs on a shared machine preempt us without inflating it. */
-static double cpu_now(void) {
+static double cpu_now(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b) {
+static int cmp_double(const void *a, const void *b)
+{
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
@@ -56,7 +60,8 @@ static int cmp_double(const void *a, const void *b) {
 /* One timed pass over all geometries, repeated for about `seconds`; ns per image. */
 static double time_round(const uint8_t *src, uint32_t ch, const geom *g, int n, uint8_t *dst,
                          uint32_t size, void *scratch, size_t scratch_len, double seconds,
-                         unsigned *sink) {
+                         unsigned *sink)
+{
     long images = 0;
     double t0 = cpu_now(), t;
     do {
@@ -75,24 +80,35 @@ static double time_round(const uint8_t *src, uint32_t ch, const geom *g, int n, 
     return t * 1e9 / images;
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: fl_resize_bench [--json] [--rounds R] [--seconds T] [--size S] [--channels C] [--images N]\n"
-               "  ns per fl_resize_window call (random-resized-crop of a 400x350 image to SxS, flip on half)\n"
-               "  at the best SIMD level and at the portable C level; each figure is the median of R\n"
-               "  rounds (default 7) of about T seconds (default 0.2), the two levels interleaved.\n");
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fl_resize_bench [--json] [--rounds R] [--seconds T] [--size S] [--channels C] "
+            "[--images N]\n"
+            "  ns per fl_resize_window call (random-resized-crop of a 400x350 image to SxS, flip "
+            "on half)\n"
+            "  at the best SIMD level and at the portable C level; each figure is the median of R\n"
+            "  rounds (default 7) of about T seconds (default 0.2), the two levels interleaved.\n");
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     int json = 0, rounds = 7, nimg = 256;
     uint32_t size = 224, ch = 3;
     double seconds = 0.2;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (uint32_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--channels") && i + 1 < argc) ch = (uint32_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--images") && i + 1 < argc) nimg = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            size = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--channels") && i + 1 < argc)
+            ch = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--images") && i + 1 < argc)
+            nimg = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -119,11 +135,13 @@ int main(int argc, char **argv) {
     size_t scratch_len = 0;
     for (int i = 0; i < nimg; i++) {
         size_t need = fl_resize_window_scratch_size(SRC_W, SRC_H, g[i].win, size, size, ch);
-        if (need > scratch_len) scratch_len = need;
+        if (need > scratch_len)
+            scratch_len = need;
     }
     void *scratch = malloc(scratch_len);
     uint8_t *dst = malloc((size_t)size * size * ch);
-    double *best = malloc(sizeof(double) * (size_t)rounds), *port = malloc(sizeof(double) * (size_t)rounds);
+    double *best = malloc(sizeof(double) * (size_t)rounds),
+           *port = malloc(sizeof(double) * (size_t)rounds);
     unsigned sink = 0;
     /* Warm-up (caches, page faults, frequency). */
     time_round(src, ch, g, nimg, dst, size, scratch, scratch_len, seconds / 4, &sink);
@@ -137,18 +155,25 @@ int main(int argc, char **argv) {
     qsort(best, (size_t)rounds, sizeof(double), cmp_double);
     qsort(port, (size_t)rounds, sizeof(double), cmp_double);
     double mb = best[rounds / 2], mp = port[rounds / 2];
-    const char *simd = __builtin_cpu_supports("avx2") ? "avx2" : __builtin_cpu_supports("ssse3") ? "ssse3" : "none";
+    const char *simd = __builtin_cpu_supports("avx2")    ? "avx2"
+                       : __builtin_cpu_supports("ssse3") ? "ssse3"
+                                                         : "none";
     if (json) {
-        printf("{\"images\": %d, \"src\": [%d, %d], \"size\": %u, \"channels\": %u, \"rounds\": %d, "
-               "\"simd\": \"%s\", \"simd_ns_per_image\": %.0f, \"simd_ns_min\": %.0f, "
-               "\"portable_ns_per_image\": %.0f, \"portable_ns_min\": %.0f, \"speedup\": %.3f, \"sink\": %u}\n",
-               nimg, SRC_W, SRC_H, size, ch, rounds, simd, mb, best[0], mp, port[0], mp / mb, sink & 1);
+        printf(
+            "{\"images\": %d, \"src\": [%d, %d], \"size\": %u, \"channels\": %u, \"rounds\": %d, "
+            "\"simd\": \"%s\", \"simd_ns_per_image\": %.0f, \"simd_ns_min\": %.0f, "
+            "\"portable_ns_per_image\": %.0f, \"portable_ns_min\": %.0f, \"speedup\": %.3f, "
+            "\"sink\": %u}\n",
+            nimg, SRC_W, SRC_H, size, ch, rounds, simd, mb, best[0], mp, port[0], mp / mb,
+            sink & 1);
     } else {
-        printf("fl_resize_window: %d random-resized-crop windows of a %dx%d image -> %ux%u, %u channels, "
+        printf("fl_resize_window: %d random-resized-crop windows of a %dx%d image -> %ux%u, %u "
+               "channels, "
                "flip on half; thread CPU time, median of %d rounds\n",
                nimg, SRC_W, SRC_H, size, size, ch, rounds);
         printf("SIMD (%s)   %9.0f ns/image  (min %.0f)\n", simd, mb, best[0]);
-        printf("portable C  %9.0f ns/image  (min %.0f)  %.2fx the SIMD time\n", mp, port[0], mp / mb);
+        printf("portable C  %9.0f ns/image  (min %.0f)  %.2fx the SIMD time\n", mp, port[0],
+               mp / mb);
     }
     free(best);
     free(port);

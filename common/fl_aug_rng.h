@@ -4,7 +4,8 @@
  * (kernels/input.cu), so both augment every sample identically. Plain C, header-only, no state:
  * the draw for a sample is a pure function of (seed, epoch, record index). The loader's own
  * random-resized-crop / center / flip parameters, drawn by its decode workers, are another
- * thing (loader/augment.h). In common/ because its users (trainer, kernels) share no other layer. */
+ * thing (loader/augment.h). In common/ because its users (trainer, kernels) share no other layer.
+ */
 #ifndef FL_AUG_RNG_H
 #define FL_AUG_RNG_H
 
@@ -21,7 +22,8 @@
 /* 64 random bits for (seed, epoch, index): mix(mix(mix(seed) ^ epoch) ^ index). Changing it
  * changes every trainer's augmented pixels and golden losses: tests/loader/test_loader_order pins
  * the draws. */
-FL_AUG_FN uint64_t fl_aug_hash(uint64_t seed, uint64_t epoch, uint64_t index) {
+FL_AUG_FN uint64_t fl_aug_hash(uint64_t seed, uint64_t epoch, uint64_t index)
+{
     return fl_mix64(fl_mix64(fl_mix64(seed) ^ epoch) ^ index);
 }
 
@@ -31,7 +33,8 @@ FL_AUG_FN uint64_t fl_aug_hash(uint64_t seed, uint64_t epoch, uint64_t index) {
  * the cropped window, out[y][x] = crop[y][w - 1 - x]. pad = 0 gives dy = dx = 0. Uses 16-bit
  * fields of the hash, so the modulo bias is below 2^-10 for pad ≤ 32. */
 FL_AUG_FN void fl_aug_crop_flip(uint64_t seed, uint64_t epoch, uint64_t index, int pad,
-                                int flip_enabled, int *dy, int *dx, int *flip) {
+                                int flip_enabled, int *dy, int *dx, int *flip)
+{
     uint64_t r = fl_aug_hash(seed, epoch, index);
     uint32_t span = (uint32_t)(2 * pad + 1);
     *dy = pad > 0 ? (int)((uint32_t)(r & 0xFFFF) % span) : 0;
@@ -42,10 +45,13 @@ FL_AUG_FN void fl_aug_crop_flip(uint64_t seed, uint64_t epoch, uint64_t index, i
 /* Source coordinate for output coordinate `o` (0 ≤ o < n) after padding and offset `d`: returns
  * the index into the unpadded axis of length n, or −1 for a zero-padded position. Reflect padding
  * mirrors without repeating the edge (as numpy 'reflect' / torch 'reflect'); pad must be < n. */
-FL_AUG_FN int fl_aug_src(int o, int d, int pad, int n, int reflect) {
+FL_AUG_FN int fl_aug_src(int o, int d, int pad, int n, int reflect)
+{
     int s = o + d - pad;
-    if (s < 0) return reflect ? -s : -1;
-    if (s >= n) return reflect ? 2 * (n - 1) - s : -1;
+    if (s < 0)
+        return reflect ? -s : -1;
+    if (s >= n)
+        return reflect ? 2 * (n - 1) - s : -1;
     return s;
 }
 

@@ -37,9 +37,9 @@ void fl_cli_warn(const char *tool, const char *fmt, ...) __attribute__((format(p
 /* Finish an output stream a tool wrote its result to (stdout, a --report FILE): flush it, check
  * its error flag (a write that failed earlier, e.g. ENOSPC on a full disk or /dev/full) and close
  * it. `what` names it in the message ("stdout", "--report out.tsv"). Returns 0 when every byte
- * was written (stdout is flushed and checked, not closed); otherwise prints "<tool>: error: <what>: cannot write: <reason>" and returns
- * FL_EXIT_DATA. fl_cli_dispatch calls it for stdout after every command, so a result that did not
- * reach its file is never an exit 0. */
+ * was written (stdout is flushed and checked, not closed); otherwise prints "<tool>: error: <what>:
+ * cannot write: <reason>" and returns FL_EXIT_DATA. fl_cli_dispatch calls it for stdout after every
+ * command, so a result that did not reach its file is never an exit 0. */
 int fl_cli_close_output(const char *tool, FILE *f, const char *what);
 
 /* ---- options and their values ------------------------------------------------------------

@@ -18,10 +18,7 @@ static int takes_value(const fl_cli_opt *o)
     return o->kind != FL_CLI_FLAG && o->kind != FL_CLI_FLAG_OFF && o->kind != FL_CLI_SECTION;
 }
 
-static int is_option(const fl_cli_opt *o)
-{
-    return o->kind != FL_CLI_SECTION;
-}
+static int is_option(const fl_cli_opt *o) { return o->kind != FL_CLI_SECTION; }
 
 static size_t table_len(const fl_cli_opt *t)
 {
@@ -69,12 +66,8 @@ static int store(const fl_cli_opt *o, const char *name, const char *v, const cha
 {
     uint64_t u;
     switch (o->kind) {
-    case FL_CLI_FLAG:
-        *AT(opts, o->off, int) = 1;
-        return 0;
-    case FL_CLI_FLAG_OFF:
-        *AT(opts, o->off, int) = 0;
-        return 0;
+    case FL_CLI_FLAG: *AT(opts, o->off, int) = 1; return 0;
+    case FL_CLI_FLAG_OFF: *AT(opts, o->off, int) = 0; return 0;
     case FL_CLI_U64:
         return fl_cli_opt_u64(tool, name, v, o->umin, o->umax, AT(opts, o->off, uint64_t));
     case FL_CLI_U32:
@@ -87,7 +80,8 @@ static int store(const fl_cli_opt *o, const char *name, const char *v, const cha
             *AT(opts, o->off, int) = (int)u;
         return 0;
     case FL_CLI_FLOAT:
-        return fl_cli_opt_float(tool, name, v, o->dmin, o->dmax, o->open_min, AT(opts, o->off, float));
+        return fl_cli_opt_float(tool, name, v, o->dmin, o->dmax, o->open_min,
+                                AT(opts, o->off, float));
     case FL_CLI_SIZE:
         return fl_cli_opt_size(tool, name, v, o->umin, o->umax, AT(opts, o->off, uint64_t));
     case FL_CLI_ENUM:
@@ -107,18 +101,14 @@ static int store(const fl_cli_opt *o, const char *name, const char *v, const cha
             fl_cli_opt_error(tool, name, v, "expected %s", list);
         }
         return -1;
-    case FL_CLI_TEXT:
-        *AT(opts, o->off, const char *) = v;
-        return 0;
+    case FL_CLI_TEXT: *AT(opts, o->off, const char *) = v; return 0;
     case FL_CLI_TEXT2:
         *AT(opts, o->off, const char *) = v;
         *AT(opts, o->off2, const char *) = v2;
         return 0;
-    case FL_CLI_CUSTOM:
-        return o->parse(opts, name, v, tool);
+    case FL_CLI_CUSTOM: return o->parse(opts, name, v, tool);
     case FL_CLI_END:
-    case FL_CLI_SECTION:
-        break;
+    case FL_CLI_SECTION: break;
     }
     return -1;
 }
@@ -148,8 +138,8 @@ static int scan_init(scan *s, const fl_cli_opt *t)
     for (size_t i = 0; i < s->n; i++) {
         if (!is_option(&t[i]))
             continue;
-        s->lo[k++] = (struct option){t[i].name, takes_value(&t[i]) ? required_argument : no_argument,
-                                     NULL, 256 + (int)i};
+        s->lo[k++] = (struct option){
+            t[i].name, takes_value(&t[i]) ? required_argument : no_argument, NULL, 256 + (int)i};
         if (t[i].short_name) {
             s->so[j++] = t[i].short_name;
             if (takes_value(&t[i]))
@@ -165,10 +155,10 @@ static int scan_init(scan *s, const fl_cli_opt *t)
 /* One token of the command line. */
 typedef struct token {
     enum { T_POS, T_OPT, T_HELP, T_VERSION, T_ERROR } what;
-    int index;                 /* T_OPT: table index */
+    int index; /* T_OPT: table index */
     const char *value, *value2;
-    char name[64];             /* the option as given: "--resize" or "-o" */
-    int first, next;           /* argv[first .. next-1] are this token's words */
+    char name[64];   /* the option as given: "--resize" or "-o" */
+    int first, next; /* argv[first .. next-1] are this token's words */
 } token;
 
 static int short_index(const scan *s, int c)
@@ -182,11 +172,13 @@ static int short_index(const scan *s, int c)
 static void unknown(const char *tool, const char *cmd, const char *a)
 {
     char q[96];
-    fl_cli_error(tool, "%s: unknown option '%s' (see %s %s --help)", cmd, fl_cli_quote(a, q, sizeof q), tool, cmd);
+    fl_cli_error(tool, "%s: unknown option '%s' (see %s %s --help)", cmd,
+                 fl_cli_quote(a, q, sizeof q), tool, cmd);
 }
 
 /* Read the next token at optind; on T_ERROR the one-line message was printed. */
-static void next_token(const scan *s, const char *tool, const char *cmd, int argc, char **argv, token *tk)
+static void next_token(const scan *s, const char *tool, const char *cmd, int argc, char **argv,
+                       token *tk)
 {
     int at = optind;
     const char *a = argv[at];
@@ -205,14 +197,19 @@ static void next_token(const scan *s, const char *tool, const char *cmd, int arg
     }
     int c = getopt_long(argc, argv, s->so, s->lo, NULL);
     tk->next = optind;
-    int idx = c >= 256 ? c - 256 : (c == ':' || c == '?') ? (optopt >= 256 ? optopt - 256 : short_index(s, optopt))
-                                                          : c == 'h' || c == 'V' ? -2 : short_index(s, c);
+    int idx = c >= 256                 ? c - 256
+              : (c == ':' || c == '?') ? (optopt >= 256 ? optopt - 256 : short_index(s, optopt))
+              : c == 'h' || c == 'V'   ? -2
+                                       : short_index(s, c);
     if (c == '?' && optopt == 0)
         idx = -1;
     /* the token must name the option exactly: no abbreviations ("--qui"), no clusters ("-qq") */
     int is_long = a[1] == '-';
     size_t nl = is_long ? strcspn(a + 2, "=") : 1;
-    const char *want = idx >= 0 ? (is_long ? s->t[idx].name : NULL) : c == 'h' ? "help" : c == 'V' ? "version" : NULL;
+    const char *want = idx >= 0   ? (is_long ? s->t[idx].name : NULL)
+                       : c == 'h' ? "help"
+                       : c == 'V' ? "version"
+                                  : NULL;
     int eq = is_long ? a[2 + nl] == '=' : a[2] == '=';
     if (idx == -1 || (is_long && (!want || strlen(want) != nl || strncmp(want, a + 2, nl))) ||
         (!is_long && a[2] && a[2] != '=')) {
@@ -240,7 +237,8 @@ static void next_token(const scan *s, const char *tool, const char *cmd, int arg
     }
     if (c == ':') {
         if (o->kind == FL_CLI_TEXT2)
-            fl_cli_opt_error(tool, tk->name, NULL, "needs two values: %s", o->metavar ? o->metavar : "VALUE VALUE");
+            fl_cli_opt_error(tool, tk->name, NULL, "needs two values: %s",
+                             o->metavar ? o->metavar : "VALUE VALUE");
         else
             fl_cli_opt_error(tool, tk->name, NULL, "needs a value");
         return;
@@ -251,8 +249,10 @@ static void next_token(const scan *s, const char *tool, const char *cmd, int arg
     if (!eq && at + 1 < argc && v == argv[at + 1] && !strncmp(v, "--", 2) && v[2]) {
         /* "--report --quiet": the value was forgotten; a value that really starts with "--"
          * can be given as --report=--quiet */
-        fl_cli_opt_error(tool, tk->name, NULL, "needs a value (next is the option '%.40s'; write %s=VALUE "
-                         "for a value starting with --)", v, tk->name);
+        fl_cli_opt_error(tool, tk->name, NULL,
+                         "needs a value (next is the option '%.40s'; write %s=VALUE "
+                         "for a value starting with --)",
+                         v, tk->name);
         return;
     }
     if (!*v) {
@@ -310,8 +310,8 @@ int fl_cli_parse(const fl_cli_tool *tool, const fl_cli_cmd *cmd, int argc, char 
                 argv[1 + out->npos++] = (char *)tk.value;
             } else if (out->npos >= cmd->max_pos || out->npos >= FL_CLI_MAX_POS) {
                 char q[96];
-                fl_cli_error(tool->name, "%s: unexpected argument '%s' (see %s %s --help)", cmd->name,
-                             fl_cli_quote(tk.value, q, sizeof q), tool->name, cmd->name);
+                fl_cli_error(tool->name, "%s: unexpected argument '%s' (see %s %s --help)",
+                             cmd->name, fl_cli_quote(tk.value, q, sizeof q), tool->name, cmd->name);
                 r = FL_CLI_USAGE;
             } else {
                 out->pos[out->npos++] = tk.value;
@@ -330,9 +330,7 @@ int fl_cli_parse(const fl_cli_tool *tool, const fl_cli_cmd *cmd, int argc, char 
                 r = FL_CLI_USAGE;
             out->given[tk.index] = 1;
             break;
-        case T_ERROR:
-            r = FL_CLI_USAGE;
-            break;
+        case T_ERROR: r = FL_CLI_USAGE; break;
         }
     }
     free(s.lo);
@@ -467,7 +465,7 @@ int fl_cli_dispatch(const fl_cli_tool *tool, int argc, char **argv)
         snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", (*c)->name);
     }
     char q[96];
-    fl_cli_error(tool->name, "unknown command '%s' (commands: %s; see %s --help)", fl_cli_quote(a, q, sizeof q),
-                 names, tool->name);
+    fl_cli_error(tool->name, "unknown command '%s' (commands: %s; see %s --help)",
+                 fl_cli_quote(a, q, sizeof q), names, tool->name);
     return FL_EXIT_USAGE;
 }

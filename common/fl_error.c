@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *fl_strerror(int code) {
+const char *fl_strerror(int code)
+{
     switch (code) {
     case FL_OK: return "success";
     case FL_E_FORMAT: return "malformed file";
@@ -24,14 +25,16 @@ const char *fl_strerror(int code) {
     case FL_E_CANCELLED: return "cancelled";
     default: break;
     }
-    if (code < 0 && code > -4096) return strerror(-code);
+    if (code < 0 && code > -4096)
+        return strerror(-code);
     return "unknown error";
 }
 
 /* Store the message `full` (len bytes) in err->msg. One too long for it loses its middle, never
  * its end: a message ends with the reason ("PATH: record 7: reason") and what makes it long is
  * a path. The cut does not split a UTF-8 character. */
-static void store_msg(fl_error *err, const char *full, size_t len) {
+static void store_msg(fl_error *err, const char *full, size_t len)
+{
     const size_t cap = sizeof err->msg;
     if (len < cap) {
         memcpy(err->msg, full, len + 1);
@@ -39,16 +42,20 @@ static void store_msg(fl_error *err, const char *full, size_t len) {
     }
     static const char gap[] = "...";
     size_t tail = (cap - 1) * 5 / 8, head = cap - 1 - tail - (sizeof gap - 1), t0 = len - tail;
-    while (head > 0 && ((unsigned char)full[head] & 0xc0) == 0x80) head--;
-    while (t0 < len && ((unsigned char)full[t0] & 0xc0) == 0x80) t0++;
+    while (head > 0 && ((unsigned char)full[head] & 0xc0) == 0x80)
+        head--;
+    while (t0 < len && ((unsigned char)full[t0] & 0xc0) == 0x80)
+        t0++;
     memcpy(err->msg, full, head);
     memcpy(err->msg + head, gap, sizeof gap - 1);
     memcpy(err->msg + head + sizeof gap - 1, full + t0, len - t0);
     err->msg[head + sizeof gap - 1 + len - t0] = '\0';
 }
 
-int fl_error_vset(fl_error *err, int code, const char *fmt, va_list ap) {
-    if (!err) return code;
+int fl_error_vset(fl_error *err, int code, const char *fmt, va_list ap)
+{
+    if (!err)
+        return code;
     err->code = code;
     /* formatted apart from err->msg: callers may pass err->msg as an argument */
     char buf[2048];
@@ -73,7 +80,8 @@ int fl_error_vset(fl_error *err, int code, const char *fmt, va_list ap) {
     return code;
 }
 
-int fl_error_set(fl_error *err, int code, const char *fmt, ...) {
+int fl_error_set(fl_error *err, int code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     fl_error_vset(err, code, fmt, ap);
@@ -81,8 +89,10 @@ int fl_error_set(fl_error *err, int code, const char *fmt, ...) {
     return code;
 }
 
-int fl_error_prefix(fl_error *err, const char *fmt, ...) {
-    if (!err) return 0;
+int fl_error_prefix(fl_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return 0;
     char full[4096 + 2 + sizeof err->msg];
     va_list ap;
     va_start(ap, fmt);
@@ -96,7 +106,8 @@ int fl_error_prefix(fl_error *err, const char *fmt, ...) {
     return err->code;
 }
 
-void fl_error_clear(fl_error *err) {
+void fl_error_clear(fl_error *err)
+{
     if (err) {
         err->code = FL_OK;
         err->msg[0] = '\0';

@@ -12,15 +12,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int fl_write_all(int fd, const void *buf, size_t n) {
+int fl_write_all(int fd, const void *buf, size_t n)
+{
     const uint8_t *b = buf;
     while (n) {
         ssize_t r = write(fd, b, n);
         if (r < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             return -errno;
         }
-        if (r == 0) return -EIO;
+        if (r == 0)
+            return -EIO;
         b += r;
         n -= (size_t)r;
     }
@@ -28,76 +31,102 @@ int fl_write_all(int fd, const void *buf, size_t n) {
 }
 
 /* read(2) (off < 0) or pread(2) at `off` until n bytes, end of file or an error. */
-static int read_loop(int fd, void *buf, size_t n, int64_t off, size_t *got) {
+static int read_loop(int fd, void *buf, size_t n, int64_t off, size_t *got)
+{
     uint8_t *b = buf;
     size_t k = 0;
     int rc = 0;
     while (k < n) {
-        ssize_t r = off < 0 ? read(fd, b + k, n - k) : pread(fd, b + k, n - k, (off_t)(off + (int64_t)k));
-        if (r < 0 && errno == EINTR) continue;
+        ssize_t r =
+            off < 0 ? read(fd, b + k, n - k) : pread(fd, b + k, n - k, (off_t)(off + (int64_t)k));
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r < 0) {
             rc = -errno;
             break;
         }
-        if (r == 0) break;
+        if (r == 0)
+            break;
         k += (size_t)r;
     }
     *got = k;
     return rc;
 }
 
-int fl_read_full(int fd, void *buf, size_t n, size_t *got) { return read_loop(fd, buf, n, -1, got); }
+int fl_read_full(int fd, void *buf, size_t n, size_t *got)
+{
+    return read_loop(fd, buf, n, -1, got);
+}
 
-int fl_pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got) {
+int fl_pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got)
+{
     return read_loop(fd, buf, n, (int64_t)off, got);
 }
 
-int fl_fsync_dir(const char *dir) {
+int fl_fsync_dir(const char *dir)
+{
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -errno;
+    if (fd < 0)
+        return -errno;
     int rc = fsync(fd) ? -errno : 0;
     close(fd);
     return rc;
 }
 
-char *fl_dir_of(const char *path) {
+char *fl_dir_of(const char *path)
+{
     const char *s = strrchr(path, '/');
-    if (!s) return strdup(".");
-    if (s == path) return strdup("/");
+    if (!s)
+        return strdup(".");
+    if (s == path)
+        return strdup("/");
     return strndup(path, (size_t)(s - path));
 }
 
-static int fail(fl_read_step *step, fl_read_step what, int code) {
-    if (step) *step = what;
+static int fail(fl_read_step *step, fl_read_step what, int code)
+{
+    if (step)
+        *step = what;
     return code;
 }
 
-int fl_open_regular_at(int dirfd, const char *path, unsigned flags, struct stat *st) {
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
-                                     ((flags & FL_OPEN_NOFOLLOW) ? O_NOFOLLOW : 0));
-    if (fd < 0) return -errno;
+int fl_open_regular_at(int dirfd, const char *path, unsigned flags, struct stat *st)
+{
+    int fd =
+        openat(dirfd, path,
+               O_RDONLY | O_CLOEXEC | O_NONBLOCK | ((flags & FL_OPEN_NOFOLLOW) ? O_NOFOLLOW : 0));
+    if (fd < 0)
+        return -errno;
     struct stat s;
     int rc = 0;
-    if (fstat(fd, &s) != 0) rc = -errno;
-    else if (!S_ISREG(s.st_mode)) rc = -EISDIR;
+    if (fstat(fd, &s) != 0)
+        rc = -errno;
+    else if (!S_ISREG(s.st_mode))
+        rc = -EISDIR;
     else {
         int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) rc = -errno;
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+            rc = -errno;
     }
     if (rc) {
         close(fd);
         return rc;
     }
-    if (st) *st = s;
+    if (st)
+        *st = s;
     return fd;
 }
 
 int fl_read_file_at(int dirfd, const char *path, size_t max, unsigned flags, uint8_t **buf,
-                    size_t *cap, size_t *len, fl_read_step *step) {
+                    size_t *cap, size_t *len, fl_read_step *step)
+{
     *len = 0;
-    if (step) *step = FL_READ_DONE;
-    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | ((flags & FL_READ_NONBLOCK) ? O_NONBLOCK : 0));
-    if (fd < 0) return fail(step, FL_READ_OPEN, -errno);
+    if (step)
+        *step = FL_READ_DONE;
+    int fd =
+        openat(dirfd, path, O_RDONLY | O_CLOEXEC | ((flags & FL_READ_NONBLOCK) ? O_NONBLOCK : 0));
+    if (fd < 0)
+        return fail(step, FL_READ_OPEN, -errno);
     struct stat st;
     int rc = 0;
     fl_read_step what = FL_READ_DONE;
@@ -120,7 +149,8 @@ int fl_read_file_at(int dirfd, const char *path, size_t max, unsigned flags, uin
     size_t have = cap ? *cap : 0;
     if (!*buf || have < n + 1) {
         size_t want = n + 1;
-        if (cap && want < 2 * have) want = 2 * have; /* a reused buffer grows geometrically */
+        if (cap && want < 2 * have)
+            want = 2 * have; /* a reused buffer grows geometrically */
         uint8_t *b = realloc(*buf, want);
         if (!b) {
             close(fd);
@@ -128,21 +158,25 @@ int fl_read_file_at(int dirfd, const char *path, size_t max, unsigned flags, uin
             return fail(step, FL_READ_ALLOC, -ENOMEM);
         }
         *buf = b;
-        if (cap) *cap = want;
+        if (cap)
+            *cap = want;
     }
     size_t got;
     rc = fl_read_full(fd, *buf, n, &got);
     close(fd);
     *len = got;
-    if (rc) return fail(step, FL_READ_READ, rc);
-    if (got < n && !(flags & FL_READ_SHORT_OK)) return fail(step, FL_READ_SHRANK, FL_E_TRUNCATED);
+    if (rc)
+        return fail(step, FL_READ_READ, rc);
+    if (got < n && !(flags & FL_READ_SHORT_OK))
+        return fail(step, FL_READ_SHRANK, FL_E_TRUNCATED);
     (*buf)[got] = 0;
     return 0;
 }
 
 /* ---- the durable write (see the table in fl_file.h) ------------------------------------------ */
 
-const char *fl_write_step_name(fl_write_step step) {
+const char *fl_write_step_name(fl_write_step step)
+{
     switch (step) {
     case FL_WRITE_DONE: return "";
     case FL_WRITE_NOT_FILE: return "refuse";
@@ -156,12 +190,15 @@ const char *fl_write_step_name(fl_write_step step) {
     return "write";
 }
 
-static int set_step(fl_write_step *step, fl_write_step s, int rc) {
-    if (step) *step = s;
+static int set_step(fl_write_step *step, fl_write_step s, int rc)
+{
+    if (step)
+        *step = s;
     return rc;
 }
 
-static void writer_release(fl_file_writer *w) {
+static void writer_release(fl_file_writer *w)
+{
     free(w->path);
     free(w->tmp);
     w->path = w->tmp = NULL;
@@ -170,39 +207,49 @@ static void writer_release(fl_file_writer *w) {
 
 /* How `path` is written: 1 in place, 0 through a temporary renamed onto *target (malloc'ed: path,
  * or a symlink's resolved target), or -errno (*step says why). */
-static int classify_target(const char *path, char **target, fl_write_step *step) {
+static int classify_target(const char *path, char **target, fl_write_step *step)
+{
     struct stat ls, st;
     *target = NULL;
     if (lstat(path, &ls) != 0) {
-        if (errno != ENOENT) return set_step(step, FL_WRITE_OPEN, -errno);
+        if (errno != ENOENT)
+            return set_step(step, FL_WRITE_OPEN, -errno);
         return (*target = strdup(path)) ? 0 : set_step(step, FL_WRITE_OPEN, -ENOMEM);
     }
     if (S_ISLNK(ls.st_mode)) {
         if (stat(path, &st) != 0) {
-            if (errno == ENOENT) return 1; /* dangling: open(O_CREAT) creates its target */
+            if (errno == ENOENT)
+                return 1; /* dangling: open(O_CREAT) creates its target */
             return set_step(step, FL_WRITE_OPEN, -errno);
         }
     } else {
         st = ls;
     }
-    if (S_ISDIR(st.st_mode)) return set_step(step, FL_WRITE_NOT_FILE, -EISDIR);
-    if (S_ISSOCK(st.st_mode)) return set_step(step, FL_WRITE_NOT_FILE, -ENXIO);
-    if (!S_ISREG(st.st_mode)) return 1; /* device, FIFO */
-    if (!S_ISLNK(ls.st_mode)) return (*target = strdup(path)) ? 0 : set_step(step, FL_WRITE_OPEN, -ENOMEM);
+    if (S_ISDIR(st.st_mode))
+        return set_step(step, FL_WRITE_NOT_FILE, -EISDIR);
+    if (S_ISSOCK(st.st_mode))
+        return set_step(step, FL_WRITE_NOT_FILE, -ENXIO);
+    if (!S_ISREG(st.st_mode))
+        return 1; /* device, FIFO */
+    if (!S_ISLNK(ls.st_mode))
+        return (*target = strdup(path)) ? 0 : set_step(step, FL_WRITE_OPEN, -ENOMEM);
     /* a symlink to a regular file: replace the final target, keep the link; a target realpath
      * cannot name (a /proc magic link to a deleted file) is written in place */
     *target = realpath(path, NULL);
     return *target ? 0 : 1;
 }
 
-int fl_file_begin(const char *path, unsigned mode, fl_file_writer *w, fl_write_step *step) {
+int fl_file_begin(const char *path, unsigned mode, fl_file_writer *w, fl_write_step *step)
+{
     *w = (fl_file_writer){.fd = -1};
     set_step(step, FL_WRITE_DONE, 0);
     char *target;
     int how = classify_target(path, &target, step);
-    if (how < 0) return how;
+    if (how < 0)
+        return how;
     if (how == 1) {
-        if (!(w->path = strdup(path))) return set_step(step, FL_WRITE_OPEN, -ENOMEM);
+        if (!(w->path = strdup(path)))
+            return set_step(step, FL_WRITE_OPEN, -ENOMEM);
         w->in_place = 1;
         w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, (mode_t)mode);
         if (w->fd < 0) {
@@ -228,22 +275,29 @@ int fl_file_begin(const char *path, unsigned mode, fl_file_writer *w, fl_write_s
     return 0;
 }
 
-void fl_file_abort(fl_file_writer *w) {
-    if (w->fd >= 0) close(w->fd);
-    if (w->tmp) unlink(w->tmp);
+void fl_file_abort(fl_file_writer *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    if (w->tmp)
+        unlink(w->tmp);
     writer_release(w);
 }
 
-int fl_file_commit(fl_file_writer *w, fl_write_step *step) {
+int fl_file_commit(fl_file_writer *w, fl_write_step *step)
+{
     set_step(step, FL_WRITE_DONE, 0);
     struct stat st;
     int regular = fstat(w->fd, &st) == 0 && S_ISREG(st.st_mode);
     int rc = 0;
     fl_write_step at = FL_WRITE_DONE;
-    if (regular && fsync(w->fd) != 0) rc = -errno, at = FL_WRITE_SYNC;
-    if (close(w->fd) != 0 && !rc) rc = -errno, at = FL_WRITE_CLOSE;
+    if (regular && fsync(w->fd) != 0)
+        rc = -errno, at = FL_WRITE_SYNC;
+    if (close(w->fd) != 0 && !rc)
+        rc = -errno, at = FL_WRITE_CLOSE;
     w->fd = -1;
-    if (!rc && w->tmp && rename(w->tmp, w->path) != 0) rc = -errno, at = FL_WRITE_RENAME;
+    if (!rc && w->tmp && rename(w->tmp, w->path) != 0)
+        rc = -errno, at = FL_WRITE_RENAME;
     if (rc) {
         fl_file_abort(w);
         return set_step(step, at, rc);
@@ -253,18 +307,22 @@ int fl_file_commit(fl_file_writer *w, fl_write_step *step) {
         char *dir = fl_dir_of(w->path);
         rc = dir ? fl_fsync_dir(dir) : -ENOMEM;
         free(dir);
-        if (rc == -EINVAL) rc = 0; /* a file system that cannot sync directories */
-        if (rc) set_step(step, FL_WRITE_SYNC_DIR, rc);
+        if (rc == -EINVAL)
+            rc = 0; /* a file system that cannot sync directories */
+        if (rc)
+            set_step(step, FL_WRITE_SYNC_DIR, rc);
     }
     writer_release(w);
     return rc;
 }
 
 int fl_file_replace(const char *path, const void *data, size_t len, unsigned mode,
-                    fl_write_step *step) {
+                    fl_write_step *step)
+{
     fl_file_writer w;
     int rc = fl_file_begin(path, mode, &w, step);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     if ((rc = fl_write_all(w.fd, data, len))) {
         fl_file_abort(&w);
         return set_step(step, FL_WRITE_WRITE, rc);

@@ -41,7 +41,8 @@ char *fl_dir_of(const char *path);
  * *step names the step that failed, so the caller can word its message, and the buffer stays
  * the caller's to free (may be NULL). */
 enum {
-    FL_READ_REGULAR = 1u,  /* refuse anything but a regular file (-EISDIR, step FL_READ_NOT_REGULAR) */
+    FL_READ_REGULAR =
+        1u, /* refuse anything but a regular file (-EISDIR, step FL_READ_NOT_REGULAR) */
     FL_READ_SHORT_OK = 2u, /* a file that shrinks while read: keep what was read (else step
                               FL_READ_SHRANK, FL_E_TRUNCATED) */
     FL_READ_NONBLOCK = 4u, /* open with O_NONBLOCK: opening a FIFO does not wait for a writer */
@@ -55,7 +56,7 @@ typedef enum fl_read_step {
     FL_READ_ALLOC,       /* -ENOMEM, *len = the file's size */
     FL_READ_READ,        /* read failed: -errno, *len = bytes read before */
     FL_READ_SHRANK       /* ended before its size (without FL_READ_SHORT_OK): FL_E_TRUNCATED,
-                            *len = bytes read */
+                          *len = bytes read */
 } fl_read_step;
 
 /* Returns 0 (step FL_READ_DONE) or the negative code of *step (see above). `max`: the largest

@@ -33,13 +33,15 @@ typedef struct parser {
     int code;
 } parser;
 
-static void *arena_alloc(fl_jdoc *doc, size_t n) {
+static void *arena_alloc(fl_jdoc *doc, size_t n)
+{
     n = (n + 15) & ~(size_t)15;
     arena_block *b = doc->blocks;
     if (!b || b->cap - b->used < n) {
         size_t cap = n > 16384 ? n : 16384;
         b = malloc(sizeof *b + cap);
-        if (!b) return NULL;
+        if (!b)
+            return NULL;
         b->used = 0;
         b->cap = cap;
         b->next = doc->blocks;
@@ -50,7 +52,8 @@ static void *arena_alloc(fl_jdoc *doc, size_t n) {
     return p;
 }
 
-static int fail(parser *p, const char *reason) {
+static int fail(parser *p, const char *reason)
+{
     if (p->code == 0) {
         p->code = FL_E_FORMAT;
         fl_error_set(p->err, FL_E_FORMAT, "%s: JSON byte %zu: %s", p->what, p->pos, reason);
@@ -58,7 +61,8 @@ static int fail(parser *p, const char *reason) {
     return -1;
 }
 
-static int oom(parser *p) {
+static int oom(parser *p)
+{
     if (p->code == 0) {
         p->code = -ENOMEM;
         fl_error_set(p->err, -ENOMEM, "%s: out of memory parsing JSON", p->what);
@@ -66,27 +70,36 @@ static int oom(parser *p) {
     return -1;
 }
 
-static void skip_ws(parser *p) {
+static void skip_ws(parser *p)
+{
     while (p->pos < p->len) {
         char c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            break;
         p->pos++;
     }
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
     return -1;
 }
 
-static int read_hex4(parser *p, unsigned *out) {
-    if (p->len - p->pos < 4) return fail(p, "truncated \\u escape");
+static int read_hex4(parser *p, unsigned *out)
+{
+    if (p->len - p->pos < 4)
+        return fail(p, "truncated \\u escape");
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
         int h = hexval(p->s[p->pos + i]);
-        if (h < 0) return fail(p, "bad \\u escape");
+        if (h < 0)
+            return fail(p, "bad \\u escape");
         v = v * 16 + (unsigned)h;
     }
     p->pos += 4;
@@ -94,29 +107,36 @@ static int read_hex4(parser *p, unsigned *out) {
     return 0;
 }
 
-/* Parse a string starting at the opening quote; the decoded text is never longer than the source. */
-static int parse_string(parser *p, char **out, size_t *out_len) {
+/* Parse a string starting at the opening quote; the decoded text is never longer than the source.
+ */
+static int parse_string(parser *p, char **out, size_t *out_len)
+{
     p->pos++; /* opening quote */
     size_t start = p->pos, end = start;
     /* find the closing quote to bound the output size */
     while (end < p->len && p->s[end] != '"') {
-        if (p->s[end] == '\\') end++;
+        if (p->s[end] == '\\')
+            end++;
         end++;
     }
-    if (end >= p->len) return fail(p, "unterminated string");
+    if (end >= p->len)
+        return fail(p, "unterminated string");
     char *dst = arena_alloc(p->doc, end - start + 1);
-    if (!dst) return oom(p);
+    if (!dst)
+        return oom(p);
     size_t n = 0;
     while (p->pos < end) {
         unsigned char c = (unsigned char)p->s[p->pos];
-        if (c < 0x20) return fail(p, "control character in string");
+        if (c < 0x20)
+            return fail(p, "control character in string");
         if (c != '\\') {
             dst[n++] = (char)c;
             p->pos++;
             continue;
         }
         p->pos++;
-        if (p->pos >= end) return fail(p, "truncated escape");
+        if (p->pos >= end)
+            return fail(p, "truncated escape");
         char e = p->s[p->pos++];
         switch (e) {
         case '"': dst[n++] = '"'; break;
@@ -129,20 +149,25 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
         case 't': dst[n++] = '\t'; break;
         case 'u': {
             unsigned cp;
-            if (p->pos > end || read_hex4(p, &cp)) return fail(p, "bad \\u escape");
-            if (p->pos > end) return fail(p, "bad \\u escape");
+            if (p->pos > end || read_hex4(p, &cp))
+                return fail(p, "bad \\u escape");
+            if (p->pos > end)
+                return fail(p, "bad \\u escape");
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo;
                 if (end - p->pos < 6 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
                     return fail(p, "unpaired surrogate");
                 p->pos += 2;
-                if (read_hex4(p, &lo)) return -1;
-                if (lo < 0xDC00 || lo > 0xDFFF) return fail(p, "unpaired surrogate");
+                if (read_hex4(p, &lo))
+                    return -1;
+                if (lo < 0xDC00 || lo > 0xDFFF)
+                    return fail(p, "unpaired surrogate");
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
                 return fail(p, "unpaired surrogate");
             }
-            if (cp == 0) return fail(p, "\\u0000 not allowed in strings");
+            if (cp == 0)
+                return fail(p, "\\u0000 not allowed in strings");
             /* A \u escape is 6 (or 12) source bytes and yields at most 4 bytes: fits. */
             if (cp < 0x80) {
                 dst[n++] = (char)cp;
@@ -164,7 +189,8 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
         default: return fail(p, "bad escape");
         }
     }
-    if (p->pos != end) return fail(p, "bad escape at end of string");
+    if (p->pos != end)
+        return fail(p, "bad escape at end of string");
     p->pos = end + 1;
     dst[n] = '\0';
     *out = dst;
@@ -172,15 +198,19 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
     return 0;
 }
 
-static int parse_number(parser *p, fl_jnode *v) {
+static int parse_number(parser *p, fl_jnode *v)
+{
     size_t start = p->pos;
     int integral = 1;
-    if (p->pos < p->len && p->s[p->pos] == '-') p->pos++;
-    if (p->pos >= p->len) return fail(p, "bad number");
+    if (p->pos < p->len && p->s[p->pos] == '-')
+        p->pos++;
+    if (p->pos >= p->len)
+        return fail(p, "bad number");
     if (p->s[p->pos] == '0') {
         p->pos++;
     } else if (p->s[p->pos] >= '1' && p->s[p->pos] <= '9') {
-        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
+        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
+            p->pos++;
     } else {
         return fail(p, "bad number");
     }
@@ -188,20 +218,26 @@ static int parse_number(parser *p, fl_jnode *v) {
         integral = 0;
         p->pos++;
         size_t d = p->pos;
-        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
-        if (p->pos == d) return fail(p, "bad number");
+        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
+            p->pos++;
+        if (p->pos == d)
+            return fail(p, "bad number");
     }
     if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
         integral = 0;
         p->pos++;
-        if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
+        if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
+            p->pos++;
         size_t d = p->pos;
-        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
-        if (p->pos == d) return fail(p, "bad number");
+        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
+            p->pos++;
+        if (p->pos == d)
+            return fail(p, "bad number");
     }
     size_t n = p->pos - start;
     char tmp[64];
-    if (n >= sizeof tmp) return fail(p, "number too long");
+    if (n >= sizeof tmp)
+        return fail(p, "number too long");
     memcpy(tmp, p->s + start, n);
     tmp[n] = '\0';
     v->type = FL_J_NUMBER;
@@ -219,8 +255,10 @@ static int parse_number(parser *p, fl_jnode *v) {
 
 static int parse_value(parser *p, fl_jnode *v, int depth);
 
-static int parse_container(parser *p, fl_jnode *v, int depth, int is_obj) {
-    if (depth >= JSON_MAX_DEPTH) return fail(p, "nesting too deep");
+static int parse_container(parser *p, fl_jnode *v, int depth, int is_obj)
+{
+    if (depth >= JSON_MAX_DEPTH)
+        return fail(p, "nesting too deep");
     v->type = is_obj ? FL_J_OBJECT : FL_J_ARRAY;
     char close = is_obj ? '}' : ']';
     p->pos++;
@@ -233,39 +271,51 @@ static int parse_container(parser *p, fl_jnode *v, int depth, int is_obj) {
     for (;;) {
         skip_ws(p);
         fl_jnode *c = arena_alloc(p->doc, sizeof *c);
-        if (!c) return oom(p);
+        if (!c)
+            return oom(p);
         memset(c, 0, sizeof *c);
         if (is_obj) {
-            if (p->pos >= p->len || p->s[p->pos] != '"') return fail(p, "expected member name");
+            if (p->pos >= p->len || p->s[p->pos] != '"')
+                return fail(p, "expected member name");
             size_t kl;
-            if (parse_string(p, &c->key, &kl)) return -1;
+            if (parse_string(p, &c->key, &kl))
+                return -1;
             skip_ws(p);
-            if (p->pos >= p->len || p->s[p->pos] != ':') return fail(p, "expected ':'");
+            if (p->pos >= p->len || p->s[p->pos] != ':')
+                return fail(p, "expected ':'");
             p->pos++;
             skip_ws(p);
         }
-        if (parse_value(p, c, depth + 1)) return -1;
+        if (parse_value(p, c, depth + 1))
+            return -1;
         *tail = c;
         tail = &c->next;
         v->count++;
         skip_ws(p);
-        if (p->pos >= p->len) return fail(p, "unterminated container");
+        if (p->pos >= p->len)
+            return fail(p, "unterminated container");
         char ch = p->s[p->pos++];
-        if (ch == close) return 0;
-        if (ch != ',') return fail(p, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
+        if (ch == close)
+            return 0;
+        if (ch != ',')
+            return fail(p, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
     }
 }
 
-static int match_word(parser *p, const char *w) {
+static int match_word(parser *p, const char *w)
+{
     size_t n = strlen(w);
-    if (p->len - p->pos < n || memcmp(p->s + p->pos, w, n) != 0) return fail(p, "unexpected token");
+    if (p->len - p->pos < n || memcmp(p->s + p->pos, w, n) != 0)
+        return fail(p, "unexpected token");
     p->pos += n;
     return 0;
 }
 
-static int parse_value(parser *p, fl_jnode *v, int depth) {
+static int parse_value(parser *p, fl_jnode *v, int depth)
+{
     skip_ws(p);
-    if (p->pos >= p->len) return fail(p, "unexpected end of text");
+    if (p->pos >= p->len)
+        return fail(p, "unexpected end of text");
     v->src_begin = p->pos;
     int rc;
     char c = p->s[p->pos];
@@ -276,17 +326,30 @@ static int parse_value(parser *p, fl_jnode *v, int depth) {
         v->type = FL_J_STRING;
         rc = parse_string(p, &v->str, &v->str_len);
         break;
-    case 't': v->type = FL_J_BOOL; v->bval = 1; rc = match_word(p, "true"); break;
-    case 'f': v->type = FL_J_BOOL; v->bval = 0; rc = match_word(p, "false"); break;
-    case 'n': v->type = FL_J_NULL; rc = match_word(p, "null"); break;
+    case 't':
+        v->type = FL_J_BOOL;
+        v->bval = 1;
+        rc = match_word(p, "true");
+        break;
+    case 'f':
+        v->type = FL_J_BOOL;
+        v->bval = 0;
+        rc = match_word(p, "false");
+        break;
+    case 'n':
+        v->type = FL_J_NULL;
+        rc = match_word(p, "null");
+        break;
     default: rc = parse_number(p, v); break;
     }
     v->src_end = p->pos;
     return rc;
 }
 
-void fl_jfree(fl_jdoc *doc) {
-    if (!doc) return;
+void fl_jfree(fl_jdoc *doc)
+{
+    if (!doc)
+        return;
     arena_block *b = doc->blocks;
     while (b) {
         arena_block *n = b->next;
@@ -296,10 +359,12 @@ void fl_jfree(fl_jdoc *doc) {
     free(doc);
 }
 
-int fl_jparse(const char *text, size_t len, const char *what, fl_jdoc **out, fl_error *err) {
+int fl_jparse(const char *text, size_t len, const char *what, fl_jdoc **out, fl_error *err)
+{
     *out = NULL;
     fl_jdoc *doc = calloc(1, sizeof *doc);
-    if (!doc) return fl_error_set(err, -ENOMEM, "%s: out of memory", what);
+    if (!doc)
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", what);
     parser p = {.s = text, .len = len, .pos = 0, .what = what, .doc = doc, .err = err, .code = 0};
     fl_jnode *root = arena_alloc(doc, sizeof *root);
     if (!root) {
@@ -309,7 +374,8 @@ int fl_jparse(const char *text, size_t len, const char *what, fl_jdoc **out, fl_
     memset(root, 0, sizeof *root);
     if (parse_value(&p, root, 0) == 0) {
         skip_ws(&p);
-        if (p.pos != p.len) fail(&p, "trailing bytes after the JSON value");
+        if (p.pos != p.len)
+            fail(&p, "trailing bytes after the JSON value");
     }
     if (p.code) {
         fl_jfree(doc);
@@ -322,27 +388,37 @@ int fl_jparse(const char *text, size_t len, const char *what, fl_jdoc **out, fl_
 
 const fl_jnode *fl_jroot(const fl_jdoc *doc) { return doc ? doc->root : NULL; }
 
-const fl_jnode *fl_jget(const fl_jnode *obj, const char *key) {
-    if (!obj || obj->type != FL_J_OBJECT) return NULL;
+const fl_jnode *fl_jget(const fl_jnode *obj, const char *key)
+{
+    if (!obj || obj->type != FL_J_OBJECT)
+        return NULL;
     for (const fl_jnode *c = obj->child; c; c = c->next)
-        if (strcmp(c->key, key) == 0) return c;
+        if (strcmp(c->key, key) == 0)
+            return c;
     return NULL;
 }
 
-const fl_jnode *fl_jat(const fl_jnode *arr, size_t i) {
-    if (!arr || arr->type != FL_J_ARRAY) return NULL;
+const fl_jnode *fl_jat(const fl_jnode *arr, size_t i)
+{
+    if (!arr || arr->type != FL_J_ARRAY)
+        return NULL;
     const fl_jnode *c = arr->child;
-    while (c && i--) c = c->next;
+    while (c && i--)
+        c = c->next;
     return c;
 }
 
 /* ---- writer side ----------------------------------------------------------------------------- */
 
-static int buf_reserve(fl_tbuf *b, size_t extra) {
-    if (b->failed) return -1;
-    if (b->len + extra + 1 <= b->cap) return 0;
+static int buf_reserve(fl_tbuf *b, size_t extra)
+{
+    if (b->failed)
+        return -1;
+    if (b->len + extra + 1 <= b->cap)
+        return 0;
     size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1) cap *= 2;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
     char *d = realloc(b->data, cap);
     if (!d) {
         b->failed = 1;
@@ -353,8 +429,10 @@ static int buf_reserve(fl_tbuf *b, size_t extra) {
     return 0;
 }
 
-void fl_tbuf_append(fl_tbuf *b, const char *s, size_t n) {
-    if (buf_reserve(b, n)) return;
+void fl_tbuf_append(fl_tbuf *b, const char *s, size_t n)
+{
+    if (buf_reserve(b, n))
+        return;
     memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = '\0';
@@ -362,7 +440,8 @@ void fl_tbuf_append(fl_tbuf *b, const char *s, size_t n) {
 
 void fl_tbuf_puts(fl_tbuf *b, const char *s) { fl_tbuf_append(b, s, strlen(s)); }
 
-void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...) {
+void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     char tmp[256];
@@ -376,7 +455,8 @@ void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...) {
         fl_tbuf_append(b, tmp, (size_t)n);
         return;
     }
-    if (buf_reserve(b, (size_t)n)) return;
+    if (buf_reserve(b, (size_t)n))
+        return;
     va_start(ap, fmt);
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -385,37 +465,46 @@ void fl_tbuf_printf(fl_tbuf *b, const char *fmt, ...) {
 
 /* Length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF), or 0 when s[0] does not start one. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n) {
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
     unsigned char c = s[0];
     size_t len;
     unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
     else if (c >= 0xe0 && c <= 0xef) {
         len = 3;
-        if (c == 0xe0) lo = 0xa0;
-        if (c == 0xed) hi = 0x9f;
+        if (c == 0xe0)
+            lo = 0xa0;
+        if (c == 0xed)
+            hi = 0x9f;
     } else if (c >= 0xf0 && c <= 0xf4) {
         len = 4;
-        if (c == 0xf0) lo = 0x90;
-        if (c == 0xf4) hi = 0x8f;
+        if (c == 0xf0)
+            lo = 0x90;
+        if (c == 0xf4)
+            hi = 0x8f;
     } else {
         return 0;
     }
-    if (n < len || s[1] < lo || s[1] > hi) return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
     for (size_t k = 2; k < len; k++)
-        if ((s[k] & 0xc0) != 0x80) return 0;
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
     return len;
 }
 
 /* Append `s` (n bytes) to `b` as a quoted JSON string. Both styles write \" \\ \n \r \t and the
  * other bytes below 0x20 as \u00XX, and pass well-formed UTF-8 through; `full` (the builder's
- * style) also writes \b and \f short and DEL (0x7f) as \u007f. The manifest writer keeps the plain style so
- * manifests stay byte for byte what earlier versions wrote.
- * Bytes that are not well-formed UTF-8 (a file or class name from a Latin-1 file system, say)
- * are written as \u00XX too, each byte read as the Latin-1 character of that value: the output
- * is always valid JSON (a JSON text must be UTF-8), no two such names become one string (as
- * U+FFFD would make them), and a Latin-1 name reads as intended. */
-static void json_quote(fl_tbuf *b, const char *s, size_t n, int full) {
+ * style) also writes \b and \f short and DEL (0x7f) as \u007f. The manifest writer keeps the plain
+ * style so manifests stay byte for byte what earlier versions wrote. Bytes that are not well-formed
+ * UTF-8 (a file or class name from a Latin-1 file system, say) are written as \u00XX too, each byte
+ * read as the Latin-1 character of that value: the output is always valid JSON (a JSON text must be
+ * UTF-8), no two such names become one string (as U+FFFD would make them), and a Latin-1 name reads
+ * as intended. */
+static void json_quote(fl_tbuf *b, const char *s, size_t n, int full)
+{
     fl_tbuf_append(b, "\"", 1);
     size_t run = 0; /* start of the bytes not yet appended */
     for (size_t i = 0; i < n; i++) {
@@ -430,13 +519,20 @@ static void json_quote(fl_tbuf *b, const char *s, size_t n, int full) {
             }
             snprintf(u, sizeof u, "\\u%04x", c);
             rep = u;
-        } else if (c == '"') rep = "\\\"";
-        else if (c == '\\') rep = "\\\\";
-        else if (c == '\n') rep = "\\n";
-        else if (c == '\r') rep = "\\r";
-        else if (c == '\t') rep = "\\t";
-        else if (full && c == '\b') rep = "\\b";
-        else if (full && c == '\f') rep = "\\f";
+        } else if (c == '"')
+            rep = "\\\"";
+        else if (c == '\\')
+            rep = "\\\\";
+        else if (c == '\n')
+            rep = "\\n";
+        else if (c == '\r')
+            rep = "\\r";
+        else if (c == '\t')
+            rep = "\\t";
+        else if (full && c == '\b')
+            rep = "\\b";
+        else if (full && c == '\f')
+            rep = "\\f";
         else if (c < 0x20 || (full && c == 0x7f)) {
             snprintf(u, sizeof u, "\\u%04x", c);
             rep = u;
@@ -453,23 +549,29 @@ static void json_quote(fl_tbuf *b, const char *s, size_t n, int full) {
 
 void fl_tbuf_json_string(fl_tbuf *b, const char *s, size_t n) { json_quote(b, s, n, 0); }
 
-void fl_tbuf_free(fl_tbuf *b) {
+void fl_tbuf_free(fl_tbuf *b)
+{
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
     b->failed = 0;
 }
 
-/* ---- JSON text builder ------------------------------------------------------------------------ */
+/* ---- JSON text builder ------------------------------------------------------------------------
+ */
 
 void fl_json_init(fl_json *j) { memset(j, 0, sizeof *j); }
 
-void fl_json_free(fl_json *j) {
+void fl_json_free(fl_json *j)
+{
     fl_tbuf_free(&j->text);
     memset(j, 0, sizeof *j);
 }
 
-const char *fl_json_text(const fl_json *j) { return (j->text.data && !j->text.failed) ? j->text.data : ""; }
+const char *fl_json_text(const fl_json *j)
+{
+    return (j->text.data && !j->text.failed) ? j->text.data : "";
+}
 
 int fl_json_failed(const fl_json *j) { return j->text.failed; }
 
@@ -479,18 +581,21 @@ static void puts_(fl_json *j, const char *s) { put(j, s, strlen(s)); }
 
 /* Comma handling: before any value (or key) at the current level, emit "," if something was
  * already written there — except right after a key. */
-static void before_value(fl_json *j) {
+static void before_value(fl_json *j)
+{
     if (j->after_key) {
         j->after_key = 0;
         return;
     }
     if (j->depth > 0 && j->depth <= 32) {
-        if (j->need_comma[j->depth - 1]) put(j, ",", 1);
+        if (j->need_comma[j->depth - 1])
+            put(j, ",", 1);
         j->need_comma[j->depth - 1] = 1;
     }
 }
 
-static void open_(fl_json *j, char c) {
+static void open_(fl_json *j, char c)
+{
     before_value(j);
     put(j, &c, 1);
     if (j->depth >= 32) {
@@ -500,8 +605,10 @@ static void open_(fl_json *j, char c) {
     j->need_comma[j->depth++] = 0;
 }
 
-static void close_(fl_json *j, char c) {
-    if (j->depth > 0) j->depth--;
+static void close_(fl_json *j, char c)
+{
+    if (j->depth > 0)
+        j->depth--;
     put(j, &c, 1);
 }
 
@@ -512,19 +619,22 @@ void fl_json_end_array(fl_json *j) { close_(j, ']'); }
 
 static void escaped(fl_json *j, const char *s, size_t n) { json_quote(&j->text, s, n, 1); }
 
-void fl_json_key(fl_json *j, const char *key) {
+void fl_json_key(fl_json *j, const char *key)
+{
     before_value(j);
     escaped(j, key, strlen(key));
     put(j, ":", 1);
     j->after_key = 1;
 }
 
-void fl_json_string_n(fl_json *j, const char *s, size_t len) {
+void fl_json_string_n(fl_json *j, const char *s, size_t len)
+{
     before_value(j);
     escaped(j, s ? s : "", s ? len : 0);
 }
 
-void fl_json_string(fl_json *j, const char *s) {
+void fl_json_string(fl_json *j, const char *s)
+{
     if (!s) {
         fl_json_null(j);
         return;
@@ -532,21 +642,24 @@ void fl_json_string(fl_json *j, const char *s) {
     fl_json_string_n(j, s, strlen(s));
 }
 
-void fl_json_int(fl_json *j, int64_t v) {
+void fl_json_int(fl_json *j, int64_t v)
+{
     char b[32];
     snprintf(b, sizeof b, "%" PRId64, v);
     before_value(j);
     puts_(j, b);
 }
 
-void fl_json_uint(fl_json *j, uint64_t v) {
+void fl_json_uint(fl_json *j, uint64_t v)
+{
     char b[32];
     snprintf(b, sizeof b, "%" PRIu64, v);
     before_value(j);
     puts_(j, b);
 }
 
-void fl_json_double(fl_json *j, double v) {
+void fl_json_double(fl_json *j, double v)
+{
     before_value(j);
     if (!isfinite(v)) {
         puts_(j, "null");
@@ -557,22 +670,26 @@ void fl_json_double(fl_json *j, double v) {
     puts_(j, b);
 }
 
-void fl_json_bool(fl_json *j, int v) {
+void fl_json_bool(fl_json *j, int v)
+{
     before_value(j);
     puts_(j, v ? "true" : "false");
 }
 
-void fl_json_null(fl_json *j) {
+void fl_json_null(fl_json *j)
+{
     before_value(j);
     puts_(j, "null");
 }
 
-void fl_json_raw(fl_json *j, const char *text) {
+void fl_json_raw(fl_json *j, const char *text)
+{
     before_value(j);
     puts_(j, text);
 }
 
-void fl_json_fputs(FILE *out, const char *s, size_t len) {
+void fl_json_fputs(FILE *out, const char *s, size_t len)
+{
     fl_json j;
     fl_json_init(&j);
     escaped(&j, s, len);

@@ -32,17 +32,17 @@ typedef enum fl_jtype {
 typedef struct fl_jnode fl_jnode;
 struct fl_jnode {
     fl_jtype type;
-    int is_int;          /* number is an integer that fits int64 */
-    int64_t ival;        /* when is_int */
-    double dval;         /* numbers */
-    int bval;            /* booleans */
-    char *str;           /* strings: decoded UTF-8, NUL-terminated (may contain no NUL: \u0000 rejected) */
+    int is_int;   /* number is an integer that fits int64 */
+    int64_t ival; /* when is_int */
+    double dval;  /* numbers */
+    int bval;     /* booleans */
+    char *str;    /* strings: decoded UTF-8, NUL-terminated (may contain no NUL: \u0000 rejected) */
     size_t str_len;
-    char *key;           /* member name when this value is an object member, else NULL */
-    fl_jnode *child;      /* first element/member (arrays, objects) */
-    fl_jnode *next;       /* next sibling */
-    size_t count;        /* number of elements/members */
-    size_t src_begin;    /* byte span of this value in the source text */
+    char *key;        /* member name when this value is an object member, else NULL */
+    fl_jnode *child;  /* first element/member (arrays, objects) */
+    fl_jnode *next;   /* next sibling */
+    size_t count;     /* number of elements/members */
+    size_t src_begin; /* byte span of this value in the source text */
     size_t src_end;
 };
 
@@ -96,7 +96,7 @@ void fl_tbuf_free(fl_tbuf *b);
  * On allocation failure the writer latches an error (fl_json_failed) and further calls are
  * ignored. Nesting is limited to 32 levels. */
 typedef struct fl_json {
-    fl_tbuf text;                 /* the text so far; text.failed latches errors */
+    fl_tbuf text; /* the text so far; text.failed latches errors */
     int depth;
     unsigned char need_comma[32]; /* per nesting level: a value was already written */
     unsigned char after_key;      /* a key was just written: no comma before the value */

@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap) {
+char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap)
+{
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     if (bytes < 1024) {
         snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
@@ -23,12 +24,15 @@ char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap) {
         v /= 1024.0;
         u++;
     }
-    if (v < 99.95) snprintf(buf, cap, "%.1f %s", v, units[u]);
-    else snprintf(buf, cap, "%.0f %s", v, units[u]);
+    if (v < 99.95)
+        snprintf(buf, cap, "%.1f %s", v, units[u]);
+    else
+        snprintf(buf, cap, "%.0f %s", v, units[u]);
     return buf;
 }
 
-char *fl_cli_human_count(double n, char *buf, size_t cap) {
+char *fl_cli_human_count(double n, char *buf, size_t cap)
+{
     static const char *pre[] = {"", " k", " M", " G", " T", " P"};
     if (!isfinite(n)) {
         snprintf(buf, cap, "?");
@@ -41,8 +45,10 @@ char *fl_cli_human_count(double n, char *buf, size_t cap) {
         u++;
     }
     if (u == 0) {
-        if (v == floor(v)) snprintf(buf, cap, "%.0f", v);
-        else snprintf(buf, cap, "%.1f", v);
+        if (v == floor(v))
+            snprintf(buf, cap, "%.0f", v);
+        else
+            snprintf(buf, cap, "%.1f", v);
     } else if (fabs(v) < 99.95) {
         snprintf(buf, cap, "%.1f%s", v, pre[u]);
     } else {
@@ -51,11 +57,12 @@ char *fl_cli_human_count(double n, char *buf, size_t cap) {
     return buf;
 }
 
-char *fl_cli_human_rate(double per_second, const char *unit, char *buf, size_t cap) {
+char *fl_cli_human_rate(double per_second, const char *unit, char *buf, size_t cap)
+{
     char num[64];
     if (unit && !strcmp(unit, "B/s")) {
-        fl_cli_human_bytes(per_second > 0 && isfinite(per_second) ? (uint64_t)per_second : 0,
-                           num, sizeof num);
+        fl_cli_human_bytes(per_second > 0 && isfinite(per_second) ? (uint64_t)per_second : 0, num,
+                           sizeof num);
         snprintf(buf, cap, "%s/s", num);
         return buf;
     }
@@ -64,7 +71,8 @@ char *fl_cli_human_rate(double per_second, const char *unit, char *buf, size_t c
     return buf;
 }
 
-char *fl_cli_human_duration(double s, char *buf, size_t cap) {
+char *fl_cli_human_duration(double s, char *buf, size_t cap)
+{
     if (!isfinite(s) || s < 0) {
         snprintf(buf, cap, "?");
     } else if (s < 10) {
@@ -90,9 +98,11 @@ struct fl_progress {
     int drawn_width;
 };
 
-fl_progress *fl_progress_start(const char *label, uint64_t total, const char *unit, int quiet) {
+fl_progress *fl_progress_start(const char *label, uint64_t total, const char *unit, int quiet)
+{
     fl_progress *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
+    if (!p)
+        return NULL;
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     snprintf(p->unit, sizeof p->unit, "%s", unit ? unit : "it");
     p->total = total;
@@ -104,7 +114,8 @@ fl_progress *fl_progress_start(const char *label, uint64_t total, const char *un
 
 int fl_progress_active(const fl_progress *p) { return p && p->active; }
 
-static void draw(fl_progress *p, double now) {
+static void draw(fl_progress *p, double now)
+{
     char line[256], rate[48], eta[32];
     double el = now - p->t0;
     double r = el > 0 ? (double)p->done / el : 0;
@@ -114,20 +125,27 @@ static void draw(fl_progress *p, double now) {
     int n;
     if (p->total) {
         double f = (double)p->done / (double)p->total;
-        if (f > 1) f = 1;
+        if (f > 1)
+            f = 1;
         char bar[31];
         int fill = (int)(f * 30);
-        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+        for (int i = 0; i < 30; i++)
+            bar[i] = i < fill ? '#' : '.';
         bar[30] = 0;
-        if (r > 0 && p->done < p->total) fl_cli_human_duration((double)(p->total - p->done) / r, eta, sizeof eta);
-        else snprintf(eta, sizeof eta, "-");
-        n = snprintf(line, sizeof line, "%s [%s] %5.1f%% %llu/%llu %s ETA %s", p->label, bar, f * 100,
-                     (unsigned long long)p->done, (unsigned long long)p->total, rate, eta);
+        if (r > 0 && p->done < p->total)
+            fl_cli_human_duration((double)(p->total - p->done) / r, eta, sizeof eta);
+        else
+            snprintf(eta, sizeof eta, "-");
+        n = snprintf(line, sizeof line, "%s [%s] %5.1f%% %llu/%llu %s ETA %s", p->label, bar,
+                     f * 100, (unsigned long long)p->done, (unsigned long long)p->total, rate, eta);
     } else {
-        n = snprintf(line, sizeof line, "%s %llu %s %s", p->label, (unsigned long long)p->done, p->unit, rate);
+        n = snprintf(line, sizeof line, "%s %llu %s %s", p->label, (unsigned long long)p->done,
+                     p->unit, rate);
     }
-    if (n < 0) return;
-    if (n >= (int)sizeof line) n = (int)sizeof line - 1;
+    if (n < 0)
+        return;
+    if (n >= (int)sizeof line)
+        n = (int)sizeof line - 1;
     int pad = p->drawn_width > n ? p->drawn_width - n : 0;
     fprintf(stderr, "\r%s%*s", line, pad, "");
     fflush(stderr);
@@ -135,15 +153,20 @@ static void draw(fl_progress *p, double now) {
     p->last_draw = now;
 }
 
-void fl_progress_update(fl_progress *p, uint64_t done) {
-    if (!p || !p->active) return;
+void fl_progress_update(fl_progress *p, uint64_t done)
+{
+    if (!p || !p->active)
+        return;
     p->done = done;
     double now = fl_now_s();
-    if (now - p->last_draw >= 0.1 || (p->total && done >= p->total)) draw(p, now);
+    if (now - p->last_draw >= 0.1 || (p->total && done >= p->total))
+        draw(p, now);
 }
 
-void fl_progress_finish(fl_progress *p) {
-    if (!p) return;
+void fl_progress_finish(fl_progress *p)
+{
+    if (!p)
+        return;
     if (p->active && p->drawn_width) {
         fprintf(stderr, "\r%*s\r", p->drawn_width, "");
         fflush(stderr);

@@ -12,8 +12,8 @@
 extern "C" {
 #endif
 
-/* Format a byte count: "512 B", "1.5 KiB", "23.4 MiB", "118 MiB" (one decimal below 100). Writes at most `cap` bytes
- * (NUL-terminated) into buf and returns buf. */
+/* Format a byte count: "512 B", "1.5 KiB", "23.4 MiB", "118 MiB" (one decimal below 100). Writes at
+ * most `cap` bytes (NUL-terminated) into buf and returns buf. */
 char *fl_cli_human_bytes(uint64_t bytes, char *buf, size_t cap);
 /* Format a count with an SI prefix: "950", "2.3 k", "1.2 M", "118 k". Returns buf. */
 char *fl_cli_human_count(double n, char *buf, size_t cap);

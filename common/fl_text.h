@@ -37,7 +37,9 @@ static inline void fl_csv_cell(FILE *f, const char *s);
 /* ---- implementation (header-only: the libraries and every front end use it) ---- */
 
 /* Bytes of the escape of s[0..] (0: copied as is) and the escape itself in `esc`. */
-static inline size_t fl_text_escape_at_(const unsigned char *s, unsigned flags, char esc[8], size_t *in) {
+static inline size_t fl_text_escape_at_(const unsigned char *s, unsigned flags, char esc[8],
+                                        size_t *in)
+{
     static const char hx[] = "0123456789abcdef";
     unsigned c = s[0];
     *in = 1;
@@ -54,16 +56,20 @@ static inline size_t fl_text_escape_at_(const unsigned char *s, unsigned flags, 
     return 0;
 }
 
-static inline int fl_text_needs_escape(const char *s, unsigned flags) {
+static inline int fl_text_needs_escape(const char *s, unsigned flags)
+{
     char esc[8];
     size_t in;
     for (const unsigned char *p = (const unsigned char *)s; *p; p += in)
-        if (fl_text_escape_at_(p, flags, esc, &in)) return 1;
+        if (fl_text_escape_at_(p, flags, esc, &in))
+            return 1;
     return 0;
 }
 
-static inline char *fl_text_escape(const char *s, unsigned flags, char *out, size_t cap) {
-    if (!cap) return out;
+static inline char *fl_text_escape(const char *s, unsigned flags, char *out, size_t cap)
+{
+    if (!cap)
+        return out;
     size_t o = 0, lim = cap > 4 ? cap - 4 : 0; /* room kept for "..." and the NUL */
     int cut = 0;
     char esc[8];
@@ -86,16 +92,19 @@ static inline char *fl_text_escape(const char *s, unsigned flags, char *out, siz
     return out;
 }
 
-static inline void fl_csv_cell(FILE *f, const char *s) {
+static inline void fl_csv_cell(FILE *f, const char *s)
+{
     int formula = strchr("=+-@\t\r", s[0]) != NULL && s[0] != 0;
     if (!formula && !strpbrk(s, ",\"\r\n")) {
         fputs(s, f);
         return;
     }
     fputc('"', f);
-    if (formula) fputc('\'', f);
+    if (formula)
+        fputc('\'', f);
     for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
+        if (*s == '"')
+            fputc('"', f);
         fputc(*s, f);
     }
     fputc('"', f);

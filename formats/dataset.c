@@ -18,10 +18,12 @@
 
 #define FL_MAX_MANIFEST_BYTES (256u << 20)
 
-static char *path_join(const char *a, const char *b) {
+static char *path_join(const char *a, const char *b)
+{
     size_t la = strlen(a), lb = strlen(b);
     char *p = malloc(la + lb + 2);
-    if (!p) return NULL;
+    if (!p)
+        return NULL;
     memcpy(p, a, la);
     p[la] = '/';
     memcpy(p + la + 1, b, lb + 1);
@@ -31,27 +33,32 @@ static char *path_join(const char *a, const char *b) {
 /* Read a whole small file `name` of directory `dirfd` into a NUL-terminated buffer; `shown` names
  * it in messages. */
 static int read_file_at(int dirfd, const char *name, const char *shown, size_t max, char **out,
-                        size_t *out_len, fl_error *err) {
+                        size_t *out_len, fl_error *err)
+{
     uint8_t *buf = NULL;
     size_t n = 0;
     fl_read_step step;
     int rc = fl_read_file_at(dirfd, name, max, FL_READ_REGULAR | FL_READ_NONBLOCK, &buf, NULL, &n,
                              &step);
     *out = NULL;
-    if (rc) free(buf);
+    if (rc)
+        free(buf);
     switch (step) {
     case FL_READ_DONE: break;
     case FL_READ_OPEN: return fl_error_set(err, rc, "%s: cannot open: %s", shown, strerror(-rc));
     case FL_READ_STAT:
-    case FL_READ_NOT_REGULAR: return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", shown);
+    case FL_READ_NOT_REGULAR:
+        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", shown);
     case FL_READ_TOO_LARGE:
-        return fl_error_set(err, FL_E_FORMAT, "%s: %lld bytes, larger than the %zu bytes its folder "
-                            "can justify (16 MiB + 1 KiB a file): damaged or crafted", shown,
-                            (long long)n, max);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: %lld bytes, larger than the %zu bytes its folder "
+                            "can justify (16 MiB + 1 KiB a file): damaged or crafted",
+                            shown, (long long)n, max);
     case FL_READ_ALLOC: return fl_error_set(err, -ENOMEM, "%s: out of memory", shown);
     case FL_READ_READ: return fl_error_set(err, rc, "%s: read failed: %s", shown, strerror(-rc));
     case FL_READ_SHRANK:
-        return fl_error_set(err, FL_E_TRUNCATED, "%s: read failed: %s", shown, "file shrank while reading");
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: read failed: %s", shown,
+                            "file shrank while reading");
     }
     *out = (char *)buf;
     *out_len = n;
@@ -61,15 +68,18 @@ static int read_file_at(int dirfd, const char *name, const char *shown, size_t m
 /* The largest manifest a folder can justify: 16 MiB (a long class list) plus 1 KiB for each
  * entry of the folder (a shard is listed in under 100 bytes). A manifest declaring millions of
  * shards that are not there is refused before it is parsed (parsing costs about 12x its size). */
-static size_t manifest_limit(int dir_fd) {
+static size_t manifest_limit(int dir_fd)
+{
     int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
-        if (fd >= 0) close(fd);
+        if (fd >= 0)
+            close(fd);
         return FL_MAX_MANIFEST_BYTES;
     }
     uint64_t entries = 0;
-    while (readdir(d) && entries < FL_MAX_MANIFEST_BYTES / 1024) entries++;
+    while (readdir(d) && entries < FL_MAX_MANIFEST_BYTES / 1024)
+        entries++;
     closedir(d);
     uint64_t lim = (16u << 20) + entries * 1024;
     return lim < FL_MAX_MANIFEST_BYTES ? (size_t)lim : FL_MAX_MANIFEST_BYTES;
@@ -94,16 +104,19 @@ typedef struct fl_open_ctx {
 
 /* Open directory `name` relative to `at` (AT_FDCWD for an absolute path) and hold it.
  * Returns the fd, or -errno. */
-static int hold_dir(fl_open_ctx *c, int at, const char *name, const char *path) {
+static int hold_dir(fl_open_ctx *c, int at, const char *name, const char *path)
+{
     if (c->n == c->cap) {
         uint32_t cap = c->cap ? c->cap * 2 : 4;
         fl_held_dir *d = realloc(c->dirs, cap * sizeof *d);
-        if (!d) return -ENOMEM;
+        if (!d)
+            return -ENOMEM;
         c->dirs = d;
         c->cap = cap;
     }
     char *p = strdup(path);
-    if (!p) return -ENOMEM;
+    if (!p)
+        return -ENOMEM;
     int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
@@ -116,7 +129,8 @@ static int hold_dir(fl_open_ctx *c, int at, const char *name, const char *path) 
     return fd;
 }
 
-static void release_dirs(fl_open_ctx *c) {
+static void release_dirs(fl_open_ctx *c)
+{
     for (uint32_t i = 0; i < c->n; i++) {
         close(c->dirs[i].fd);
         free(c->dirs[i].path);
@@ -126,31 +140,43 @@ static void release_dirs(fl_open_ctx *c) {
 }
 
 /* Was any held directory renamed away, replaced or deleted since we opened it? */
-static int dirs_replaced(const fl_open_ctx *c) {
+static int dirs_replaced(const fl_open_ctx *c)
+{
     for (uint32_t i = 0; i < c->n; i++) {
         struct stat a, b;
-        if (fstat(c->dirs[i].fd, &a) != 0 || a.st_nlink == 0) return 1;
-        if (stat(c->dirs[i].path, &b) != 0) return 1;
-        if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) return 1;
+        if (fstat(c->dirs[i].fd, &a) != 0 || a.st_nlink == 0)
+            return 1;
+        if (stat(c->dirs[i].path, &b) != 0)
+            return 1;
+        if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+            return 1;
     }
     return 0;
 }
 
-void fl_dataset_close(fl_dataset *ds) {
-    if (!ds) return;
-    if (ds->lmdb) fl_lmdb_reader_close(ds);
-    if (ds->lmdb_fd >= 0) close(ds->lmdb_fd);
+void fl_dataset_close(fl_dataset *ds)
+{
+    if (!ds)
+        return;
+    if (ds->lmdb)
+        fl_lmdb_reader_close(ds);
+    if (ds->lmdb_fd >= 0)
+        close(ds->lmdb_fd);
     free(ds->lrec);
     ZSTD_freeDDict(ds->lmdb_ddict);
-    for (uint32_t i = 0; ds->shards && i < ds->num_open; i++) fl_shard_close(&ds->shards[i]);
+    for (uint32_t i = 0; ds->shards && i < ds->num_open; i++)
+        fl_shard_close(&ds->shards[i]);
     free(ds->shards);
     free(ds->shard_first);
     free(ds->shard_ddict);
-    for (uint32_t i = 0; i < ds->num_ddicts; i++) ZSTD_freeDDict(ds->ddicts_owned[i]);
+    for (uint32_t i = 0; i < ds->num_ddicts; i++)
+        ZSTD_freeDDict(ds->ddicts_owned[i]);
     free(ds->ddicts_owned);
-    for (uint32_t i = 0; ds->file_paths && i < ds->num_files; i++) free(ds->file_paths[i]);
+    for (uint32_t i = 0; ds->file_paths && i < ds->num_files; i++)
+        free(ds->file_paths[i]);
     free(ds->file_paths);
-    for (uint32_t i = 0; i < ds->num_classes; i++) free(ds->classes[i]);
+    for (uint32_t i = 0; i < ds->num_classes; i++)
+        free(ds->classes[i]);
     free(ds->classes);
     free(ds->manifest_text);
     fl_dctx_pool_destroy(&ds->pool);
@@ -159,7 +185,8 @@ void fl_dataset_close(fl_dataset *ds) {
 }
 
 /* The schema's fields, the format version and where the image and label are. */
-static void set_fields(fl_dataset *ds, const fl_manifest *m) {
+static void set_fields(fl_dataset *ds, const fl_manifest *m)
+{
     ds->version = m->version;
     ds->num_fields = m->num_fields;
     memcpy(ds->fields, m->fields, sizeof ds->fields);
@@ -167,18 +194,22 @@ static void set_fields(fl_dataset *ds, const fl_manifest *m) {
     ds->image_field = fl_fields_image_index(m->fields, m->num_fields);
 }
 
-static int same_schema(const fl_schema *a, const fl_schema *b) {
+static int same_schema(const fl_schema *a, const fl_schema *b)
+{
     return a->encoding == b->encoding && a->compression == b->compression &&
            a->channels == b->channels && a->height == b->height && a->width == b->width;
 }
 
 /* Is shard file v the one manifest `om` lists as entry `k`: same format version, same dataset id
  * (v2), same size. A shard copied in from another dataset fails here even when its records fit. */
-static int shard_matches(const fl_shard_view *v, const fl_manifest *om, uint32_t k, fl_error *err) {
+static int shard_matches(const fl_shard_view *v, const fl_manifest *om, uint32_t k, fl_error *err)
+{
     if (v->version != om->version)
-        return fl_error_set(err, FL_E_FORMAT,
-                            "%s: shard format version %u, the manifest says %u: it belongs to another "
-                            "dataset", v->path, v->version, om->version);
+        return fl_error_set(
+            err, FL_E_FORMAT,
+            "%s: shard format version %u, the manifest says %u: it belongs to another "
+            "dataset",
+            v->path, v->version, om->version);
     if (om->has_id && memcmp(v->dataset_id, om->dataset_id, FL_DATASET_ID_BYTES) != 0) {
         char got[2 * FL_DATASET_ID_BYTES + 1], want[2 * FL_DATASET_ID_BYTES + 1];
         fl_dataset_id_hex(v->dataset_id, got);
@@ -195,14 +226,18 @@ static int shard_matches(const fl_shard_view *v, const fl_manifest *om, uint32_t
 
 /* Every label of shard v below the number of classes (when there are classes); 0 when the
  * schema has no label field. */
-static int check_labels(const fl_dataset *ds, const fl_shard_view *v, uint64_t first, fl_error *err) {
-    if (!ds->num_classes && ds->label_field >= 0) return 0;
+static int check_labels(const fl_dataset *ds, const fl_shard_view *v, uint64_t first, fl_error *err)
+{
+    if (!ds->num_classes && ds->label_field >= 0)
+        return 0;
     for (uint64_t r = 0; r < v->count; r++) {
         fl_record_info ri;
         fl_shard_entry(v, r, &ri, NULL, NULL);
         if (ds->label_field < 0 && ri.label != 0)
-            return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: label %d in a dataset without "
-                                "a label field", v->path, (unsigned long long)(first + r), ri.label);
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: record %llu: label %d in a dataset without "
+                                "a label field",
+                                v->path, (unsigned long long)(first + r), ri.label);
         if (ds->num_classes && (uint32_t)ri.label >= ds->num_classes)
             return fl_error_set(err, FL_E_FORMAT,
                                 "%s: record %llu: label %d out of range (%u classes)", v->path,
@@ -213,28 +248,36 @@ static int check_labels(const fl_dataset *ds, const fl_shard_view *v, uint64_t f
 
 /* The message of a refused fl_open_regular_at: a link or a non-regular file is named for what
  * it is (never with its size: a link may lead to a file the user cannot read). */
-int fl_dataset_open_refused(const char *path, const char *what, int rc, fl_error *err) {
+int fl_dataset_open_refused(const char *path, const char *what, int rc, fl_error *err)
+{
     if (rc == -ELOOP)
-        return fl_error_set(err, FL_E_FORMAT, "%s: a symbolic link: %s must be a regular file "
-                            "inside the dataset folder", path, what);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: a symbolic link: %s must be a regular file "
+                            "inside the dataset folder",
+                            path, what);
     if (rc == -EISDIR)
-        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file (%s must be one)", path, what);
+        return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file (%s must be one)", path,
+                            what);
     return fl_error_set(err, rc, "%s: cannot open %s: %s", path, what, strerror(-rc));
 }
 
 /* The manifest's max_count of each variable field is the largest count of any record: the
  * largest of its shards' header counts. A loader sizes every batch slot from it, so a larger one
  * (a crafted 2^28 boxes) would cost gigabytes of pinned memory for nothing. */
-static int check_max_counts(fl_dataset *ds, const fl_manifest *m, uint32_t n, fl_error *err) {
+static int check_max_counts(fl_dataset *ds, const fl_manifest *m, uint32_t n, fl_error *err)
+{
     for (uint32_t f = 0; f < m->num_fields; f++) {
-        if (!fl_field_is_variable(m->fields[f].type)) continue;
+        if (!fl_field_is_variable(m->fields[f].type))
+            continue;
         uint32_t most = 0;
         for (uint32_t i = 0; i < n; i++)
-            if (ds->shards[i].field_max[f] > most) most = ds->shards[i].field_max[f];
+            if (ds->shards[i].field_max[f] > most)
+                most = ds->shards[i].field_max[f];
         if (m->fields[f].max_count > most)
-            return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": the manifest's max_count is "
-                                "%u, its shards' largest count %u: damaged or crafted", ds->dir,
-                                m->fields[f].name, m->fields[f].max_count, most);
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: field \"%s\": the manifest's max_count is "
+                                "%u, its shards' largest count %u: damaged or crafted",
+                                ds->dir, m->fields[f].name, m->fields[f].max_count, most);
     }
     return 0;
 }
@@ -245,9 +288,10 @@ static int check_max_counts(fl_dataset *ds, const fl_manifest *m, uint32_t n, fl
  * is the file owner's shards[k].file in that directory. */
 static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part_start,
                        const fl_manifest *const *owner, const uint32_t *owner_k, const int *dirfd,
-                       int dir_fd, fl_error *err) {
+                       int dir_fd, fl_error *err)
+{
     uint32_t n = m->num_shards;
-    uint32_t local = 0;     /* shard number inside its part */
+    uint32_t local = 0; /* shard number inside its part */
     uint64_t local_first = 0;
     ds->shards = calloc(n ? n : 1, sizeof *ds->shards);
     ds->shard_first = calloc(n ? n : 1, sizeof *ds->shard_first);
@@ -266,37 +310,47 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
         }
         const fl_manifest *om = owner ? owner[i] : m;
         uint32_t k = owner ? owner_k[i] : i;
-        int fd = fl_open_regular_at(dirfd ? dirfd[i] : dir_fd, om->shards[k].file,
-                                    FL_OPEN_NOFOLLOW, NULL);
-        if (fd < 0) return fl_dataset_open_refused(path, "a shard", fd, err);
+        int fd = fl_open_regular_at(dirfd ? dirfd[i] : dir_fd, om->shards[k].file, FL_OPEN_NOFOLLOW,
+                                    NULL);
+        if (fd < 0)
+            return fl_dataset_open_refused(path, "a shard", fd, err);
         int rc = fl_shard_open_fd_min(fd, path, min_fields, v, err);
         ds->num_open = i + 1; /* so close() releases what is open */
-        if (rc) return rc;
+        if (rc)
+            return rc;
         rc = shard_matches(v, om, k, err);
-        if (rc) return rc;
+        if (rc)
+            return rc;
         for (uint32_t f = 0; f < m->num_fields; f++)
             if (v->field_max[f] > m->fields[f].max_count && fl_field_is_variable(m->fields[f].type))
-                return fl_error_set(err, FL_E_FORMAT, "%s: field \"%s\": up to %u per record, the "
-                                    "manifest's max_count is %u", path, m->fields[f].name,
-                                    v->field_max[f], m->fields[f].max_count);
-        if (v->number != local || v->first_record != local_first || v->count != m->shards[i].records)
-            return fl_error_set(err, FL_E_FORMAT,
-                                "%s: shard %u holds records [%llu, +%llu), manifest expects shard %u "
-                                "with [%llu, +%llu)",
-                                path, v->number, (unsigned long long)v->first_record,
-                                (unsigned long long)v->count, local, (unsigned long long)local_first,
-                                (unsigned long long)m->shards[i].records);
+                return fl_error_set(err, FL_E_FORMAT,
+                                    "%s: field \"%s\": up to %u per record, the "
+                                    "manifest's max_count is %u",
+                                    path, m->fields[f].name, v->field_max[f],
+                                    m->fields[f].max_count);
+        if (v->number != local || v->first_record != local_first ||
+            v->count != m->shards[i].records)
+            return fl_error_set(
+                err, FL_E_FORMAT,
+                "%s: shard %u holds records [%llu, +%llu), manifest expects shard %u "
+                "with [%llu, +%llu)",
+                path, v->number, (unsigned long long)v->first_record, (unsigned long long)v->count,
+                local, (unsigned long long)local_first, (unsigned long long)m->shards[i].records);
         local++;
         local_first += v->count;
         if (!same_schema(&v->schema, &m->schema))
-            return fl_error_set(err, FL_E_FORMAT, "%s: shard schema differs from the manifest's", path);
+            return fl_error_set(err, FL_E_FORMAT, "%s: shard schema differs from the manifest's",
+                                path);
         rc = check_labels(ds, v, first, err);
-        if (rc) return rc;
+        if (rc)
+            return rc;
         ds->shard_first[i] = first;
         first += v->count;
         ds->total_bytes += v->size;
-        if (v->max_raw_len > ds->max_raw_len) ds->max_raw_len = v->max_raw_len;
-        if (v->max_stored_len > ds->max_stored_len) ds->max_stored_len = v->max_stored_len;
+        if (v->max_raw_len > ds->max_raw_len)
+            ds->max_raw_len = v->max_raw_len;
+        if (v->max_stored_len > ds->max_stored_len)
+            ds->max_stored_len = v->max_stored_len;
         if (v->dict) {
             /* Shards of one run carry the same dictionary: digest it once. */
             if (i > 0 && ds->shards[i - 1].dict && ds->shards[i - 1].dict_len == v->dict_len &&
@@ -321,41 +375,50 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
 
 typedef struct fl_part_dir {
     char *dir;
-    int fd;           /* held in the open context (closed there) */
+    int fd; /* held in the open context (closed there) */
     fl_manifest m;
 } fl_part_dir;
 
-static int cmp_part(const void *a, const void *b) {
+static int cmp_part(const void *a, const void *b)
+{
     const fl_part_dir *x = a, *y = b;
     return (x->m.part_index > y->m.part_index) - (x->m.part_index < y->m.part_index);
 }
 
 /* The same fields, max_count aside (each part records its own largest counts). */
-static int same_fields(const fl_manifest *a, const fl_manifest *b) {
-    if (a->num_fields != b->num_fields) return 0;
+static int same_fields(const fl_manifest *a, const fl_manifest *b)
+{
+    if (a->num_fields != b->num_fields)
+        return 0;
     for (uint32_t i = 0; i < a->num_fields; i++) {
         fl_field x = a->fields[i], y = b->fields[i];
         x.max_count = y.max_count = 0;
-        if (memcmp(&x, &y, sizeof x) != 0) return 0;
+        if (memcmp(&x, &y, sizeof x) != 0)
+            return 0;
     }
     return 1;
 }
 
-static int same_classes(const fl_manifest *a, const fl_manifest *b) {
-    if (a->num_classes != b->num_classes) return 0;
+static int same_classes(const fl_manifest *a, const fl_manifest *b)
+{
+    if (a->num_classes != b->num_classes)
+        return 0;
     for (uint32_t i = 0; i < a->num_classes; i++)
-        if (strcmp(a->classes[i], b->classes[i]) != 0) return 0;
+        if (strcmp(a->classes[i], b->classes[i]) != 0)
+            return 0;
     return 1;
 }
 
 /* The sub-directories of ds->dir holding a manifest, each parsed (*parts, *np: freed by the
  * caller whatever the outcome). -ENOENT (err untouched) when the directory cannot be listed. */
 static int find_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_part_dir **pp, uint32_t *np,
-                      fl_error *err) {
+                      fl_error *err)
+{
     int lfd = dup(root_fd); /* fdopendir takes it */
     DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
     if (!d) {
-        if (lfd >= 0) close(lfd);
+        if (lfd >= 0)
+            close(lfd);
         return -ENOENT;
     }
     fl_part_dir *parts = NULL;
@@ -365,7 +428,8 @@ static int find_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_part_dir *
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.')
+            continue;
         char *sub = path_join(ds->dir, e->d_name);
         char *mp = sub ? path_join(sub, FL_MANIFEST_NAME) : NULL;
         char *text = NULL;
@@ -402,11 +466,13 @@ static int find_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_part_dir *
         parts[n].dir = sub;
         parts[n].fd = sfd;
         rc = read_file_at(sfd, FL_MANIFEST_NAME, mp, manifest_limit(sfd), &text, &len, err);
-        if (rc == 0) rc = fl_manifest_parse(text, len, mp, &parts[n].m, err);
+        if (rc == 0)
+            rc = fl_manifest_parse(text, len, mp, &parts[n].m, err);
         free(text);
         free(mp);
         *np = ++n;
-        if (rc) break;
+        if (rc)
+            break;
     }
     closedir(d);
     return rc;
@@ -414,29 +480,35 @@ static int find_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_part_dir *
 
 /* Exactly parts 0..N-1 once each, all shards, one schema, one format version, the same fields
  * (max_count aside) and classes. */
-static int check_parts(const fl_dataset *ds, fl_part_dir *parts, uint32_t n, fl_error *err) {
+static int check_parts(const fl_dataset *ds, fl_part_dir *parts, uint32_t n, fl_error *err)
+{
     int rc = 0;
     if (rc == 0) {
         qsort(parts, n, sizeof *parts, cmp_part);
         uint32_t count = parts[0].m.part_count;
         if (count == 0)
-            rc = fl_error_set(err, FL_E_FORMAT,
-                              "%s: no manifest.json, and %s is a whole dataset, not a --part of one",
-                              ds->dir, parts[0].dir);
+            rc =
+                fl_error_set(err, FL_E_FORMAT,
+                             "%s: no manifest.json, and %s is a whole dataset, not a --part of one",
+                             ds->dir, parts[0].dir);
         else if (n != count)
-            rc = fl_error_set(err, FL_E_FORMAT, "%s: %u part dataset(s) found, their manifests say %u parts",
-                              ds->dir, n, count);
+            rc = fl_error_set(err, FL_E_FORMAT,
+                              "%s: %u part dataset(s) found, their manifests say %u parts", ds->dir,
+                              n, count);
         for (uint32_t i = 0; rc == 0 && i < n; i++) {
             const fl_manifest *pm = &parts[i].m;
             if (pm->part_count != count || pm->part_index != i)
-                rc = fl_error_set(err, FL_E_FORMAT, "%s: part %u of %u is missing or duplicated (%s says %u/%u)",
+                rc = fl_error_set(err, FL_E_FORMAT,
+                                  "%s: part %u of %u is missing or duplicated (%s says %u/%u)",
                                   ds->dir, i, count, parts[i].dir, pm->part_index, pm->part_count);
             else if (pm->backend != FL_BACKEND_SHARDS)
-                rc = fl_error_set(err, FL_E_UNSUPPORTED, "%s: only shard datasets can be combined from parts",
+                rc = fl_error_set(err, FL_E_UNSUPPORTED,
+                                  "%s: only shard datasets can be combined from parts",
                                   parts[i].dir);
-            else if (!same_schema(&pm->schema, &parts[0].m.schema) || !same_classes(pm, &parts[0].m))
-                rc = fl_error_set(err, FL_E_FORMAT, "%s: schema or classes differ from %s's", parts[i].dir,
-                                  parts[0].dir);
+            else if (!same_schema(&pm->schema, &parts[0].m.schema) ||
+                     !same_classes(pm, &parts[0].m))
+                rc = fl_error_set(err, FL_E_FORMAT, "%s: schema or classes differ from %s's",
+                                  parts[i].dir, parts[0].dir);
             else if (pm->version != parts[0].m.version || !same_fields(pm, &parts[0].m))
                 rc = fl_error_set(err, FL_E_FORMAT, "%s: format version or fields differ from %s's",
                                   parts[i].dir, parts[0].dir);
@@ -446,12 +518,15 @@ static int check_parts(const fl_dataset *ds, fl_part_dir *parts, uint32_t n, fl_
 }
 
 /* Returns -ENOENT (with err untouched) when ds->dir holds no part datasets at all. */
-static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err) {
+static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err)
+{
     fl_part_dir *parts = NULL;
     uint32_t n = 0;
     int rc = find_parts(ds, c, root_fd, &parts, &n, err);
-    if (rc == 0 && n == 0) rc = -ENOENT;
-    if (rc == 0) rc = check_parts(ds, parts, n, err);
+    if (rc == 0 && n == 0)
+        rc = -ENOENT;
+    if (rc == 0)
+        rc = check_parts(ds, parts, n, err);
     /* Build the combined manifest: every part's shards in part order. */
     fl_manifest all;
     memset(&all, 0, sizeof all);
@@ -495,10 +570,12 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
                 ds->file_paths[k] = path_join(parts[i].dir, parts[i].m.shards[j].file);
                 size_t fl = strlen(base) + strlen(parts[i].m.shards[j].file) + 2;
                 char *rel = malloc(fl);
-                if (rel) snprintf(rel, fl, "%s/%s", base, parts[i].m.shards[j].file);
+                if (rel)
+                    snprintf(rel, fl, "%s/%s", base, parts[i].m.shards[j].file);
                 all.shards[k].file = rel;
                 ds->num_files = k + 1;
-                if (!ds->file_paths[k] || !rel) rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+                if (!ds->file_paths[k] || !rel)
+                    rc = fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
             }
         }
     }
@@ -530,7 +607,8 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
         all.classes = NULL;
         all.num_classes = 0;
     }
-    for (uint32_t k = 0; all.shards && k < all.num_shards; k++) free(all.shards[k].file);
+    for (uint32_t k = 0; all.shards && k < all.num_shards; k++)
+        free(all.shards[k].file);
     free(all.shards);
     free(part_start);
     free(owner);
@@ -547,13 +625,14 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
 /* One attempt at opening `path`. *replaced is set when it failed because the directory was
  * swapped (or is being swapped) under us; *absent when the error is about `path` itself (not
  * there, or no manifest in it) rather than a file inside it. */
-static int open_once(const char *path, fl_dataset **out, fl_error *err, int *replaced,
-                     int *absent) {
+static int open_once(const char *path, fl_dataset **out, fl_error *err, int *replaced, int *absent)
+{
     *out = NULL;
     *replaced = 0;
     *absent = 0;
     fl_dataset *ds = calloc(1, sizeof *ds);
-    if (!ds) return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    if (!ds)
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     ds->lmdb_fd = -1;
     fl_dctx_pool_init(&ds->pool);
     fl_open_ctx c;
@@ -583,7 +662,8 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
     int dir_fd = hold_dir(&c, AT_FDCWD, abs, abs);
     if (dir_fd < 0) {
         rc = fl_error_set(err, dir_fd, "%s: %s", abs, strerror(-dir_fd));
-        if (dir_fd == -ENOENT) *replaced = *absent = 1;
+        if (dir_fd == -ENOENT)
+            *replaced = *absent = 1;
         goto fail;
     }
     char *mpath = path_join(ds->dir, FL_MANIFEST_NAME);
@@ -615,13 +695,14 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
         }
         free(partial);
         *absent = 1;
-        fl_error_set(err, -ENOENT, "%s: no %s: not a fastload dataset%s", ds->dir,
-                     FL_MANIFEST_NAME,
+        fl_error_set(err, -ENOENT, "%s: no %s: not a fastload dataset%s", ds->dir, FL_MANIFEST_NAME,
                      unfinished ? " (an unfinished one is in .partial: resume packing it)" : "");
     }
-    if (rc == 0) rc = fl_manifest_parse(ds->manifest_text, mlen, mpath, &m, err);
+    if (rc == 0)
+        rc = fl_manifest_parse(ds->manifest_text, mlen, mpath, &m, err);
     free(mpath);
-    if (rc) goto fail;
+    if (rc)
+        goto fail;
     ds->backend = m.backend;
     ds->schema = m.schema;
     set_fields(ds, &m);
@@ -651,7 +732,8 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
         rc = open_shards(ds, &m, NULL, NULL, NULL, NULL, dir_fd, err);
     else
         rc = fl_lmdb_reader_open(ds, &m, dir_fd, err);
-    if (rc) goto fail;
+    if (rc)
+        goto fail;
     fl_manifest_free(&m);
     release_dirs(&c);
     *out = ds;
@@ -667,19 +749,24 @@ fail:
 /* Attempts at opening a dataset that is being replaced (pack --force) before giving up. */
 #define FL_OPEN_ATTEMPTS 8
 
-int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err) {
+int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err)
+{
     *out = NULL;
-    if (!path || !*path) return fl_error_set(err, FL_E_INVALID, "dataset path is empty");
+    if (!path || !*path)
+        return fl_error_set(err, FL_E_INVALID, "dataset path is empty");
     for (int attempt = 1;; attempt++) {
         int replaced = 0, absent = 0;
         int rc = open_once(path, out, err, &replaced, &absent);
-        if (rc == 0 || !replaced) return rc;
+        if (rc == 0 || !replaced)
+            return rc;
         if (attempt == FL_OPEN_ATTEMPTS) {
             /* gone, and a .partial beside it: say that, as before. A shard that vanished
              * because its directory was replaced and deleted is -EAGAIN, like any other file */
-            if (rc == -ENOENT && absent) return rc;
+            if (rc == -ENOENT && absent)
+                return rc;
             return fl_error_set(err, -EAGAIN,
-                                "%s: the dataset was replaced while being opened: open it again", path);
+                                "%s: the dataset was replaced while being opened: open it again",
+                                path);
         }
         usleep(2000u << (attempt < 6 ? attempt : 6)); /* 4 ms, 8 ms, ... 128 ms */
     }
@@ -689,14 +776,17 @@ uint64_t fl_dataset_count(const fl_dataset *ds) { return ds->count; }
 const fl_schema *fl_dataset_schema(const fl_dataset *ds) { return &ds->schema; }
 fl_backend fl_dataset_backend(const fl_dataset *ds) { return ds->backend; }
 uint32_t fl_dataset_num_classes(const fl_dataset *ds) { return ds->num_classes; }
-const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label) {
+const char *fl_dataset_class_name(const fl_dataset *ds, uint32_t label)
+{
     return label < ds->num_classes ? ds->classes[label] : NULL;
 }
 uint32_t fl_dataset_num_shards(const fl_dataset *ds) { return ds->num_files; }
-const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i) {
+const char *fl_dataset_shard_path(const fl_dataset *ds, uint32_t i)
+{
     return i < ds->num_files ? ds->file_paths[i] : NULL;
 }
-int fl_dataset_id(const fl_dataset *ds, uint8_t id[16]) {
+int fl_dataset_id(const fl_dataset *ds, uint8_t id[16])
+{
     if (!ds->has_id) {
         memset(id, 0, FL_DATASET_ID_BYTES);
         return -ENOENT;
@@ -704,8 +794,10 @@ int fl_dataset_id(const fl_dataset *ds, uint8_t id[16]) {
     memcpy(id, ds->dataset_id, FL_DATASET_ID_BYTES);
     return 0;
 }
-int fl_dataset_file_fd(const fl_dataset *ds, uint32_t i) {
-    if (i >= ds->num_files) return -1;
+int fl_dataset_file_fd(const fl_dataset *ds, uint32_t i)
+{
+    if (i >= ds->num_files)
+        return -1;
     return ds->backend == FL_BACKEND_LMDB ? ds->lmdb_fd : ds->shards[i].fd;
 }
 uint64_t fl_dataset_total_bytes(const fl_dataset *ds) { return ds->total_bytes; }
@@ -714,21 +806,26 @@ uint32_t fl_dataset_max_raw_len(const fl_dataset *ds) { return ds->max_raw_len; 
 uint32_t fl_dataset_max_stored_len(const fl_dataset *ds) { return ds->max_stored_len; }
 
 /* Shard holding global record i (i < count). */
-static uint32_t find_shard(const fl_dataset *ds, uint64_t i) {
+static uint32_t find_shard(const fl_dataset *ds, uint64_t i)
+{
     uint32_t lo = 0, hi = ds->num_files; /* invariant: shard_first[lo] <= i < shard_first[hi] */
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (ds->shard_first[mid] <= i) lo = mid;
-        else hi = mid;
+        if (ds->shard_first[mid] <= i)
+            lo = mid;
+        else
+            hi = mid;
     }
     /* empty shards share their first index with the next one: step past them */
-    while (lo + 1 < ds->num_files && ds->shards[lo].count == 0) lo++;
+    while (lo + 1 < ds->num_files && ds->shards[lo].count == 0)
+        lo++;
     return lo;
 }
 
 /* Resolve record i: info, name and stored-bytes pointer. i must be < count. */
 static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const char **name,
-                   size_t *name_len, const uint8_t **stored, uint32_t *shard_out) {
+                   size_t *name_len, const uint8_t **stored, uint32_t *shard_out)
+{
     if (ds->backend == FL_BACKEND_LMDB) {
         const fl_lmdb_rec *r = &ds->lrec[i];
         if (info) {
@@ -743,10 +840,14 @@ static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const
             info->format = (fl_encoding)r->format;
             info->fields_len = r->fields_len;
         }
-        if (name) *name = r->name;
-        if (name_len) *name_len = r->name_len;
-        if (stored) *stored = r->stored;
-        if (shard_out) *shard_out = 0;
+        if (name)
+            *name = r->name;
+        if (name_len)
+            *name_len = r->name_len;
+        if (stored)
+            *stored = r->stored;
+        if (shard_out)
+            *shard_out = 0;
         return;
     }
     uint32_t s = find_shard(ds, i);
@@ -755,19 +856,27 @@ static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const
     uint32_t noff, nlen;
     fl_shard_entry(v, i - ds->shard_first[s], &r, &noff, &nlen);
     r.shard = s; /* the dataset's shard index (a part's header numbers its shards from 0) */
-    if (info) *info = r;
-    if (name) *name = (const char *)v->names + noff;
-    if (name_len) *name_len = nlen;
-    if (stored) *stored = v->map + r.offset;
-    if (shard_out) *shard_out = s;
+    if (info)
+        *info = r;
+    if (name)
+        *name = (const char *)v->names + noff;
+    if (name_len)
+        *name_len = nlen;
+    if (stored)
+        *stored = v->map + r.offset;
+    if (shard_out)
+        *shard_out = s;
 }
 
-static const char *record_file(const fl_dataset *ds, uint64_t i) {
+static const char *record_file(const fl_dataset *ds, uint64_t i)
+{
     return ds->file_paths[ds->backend == FL_BACKEND_LMDB ? 0 : find_shard(ds, i)];
 }
 
-void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i) {
-    if (i >= ds->count) return;
+void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i)
+{
+    if (i >= ds->count)
+        return;
     if (ds->backend == FL_BACKEND_LMDB) {
         __builtin_prefetch(&ds->lrec[i]);
         return;
@@ -778,7 +887,8 @@ void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i) {
     __builtin_prefetch(e + ds->shards[s].entry_size - 1); /* an entry may straddle two lines */
 }
 
-int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err) {
+int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err)
+{
     if (i >= ds->count)
         return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
                             (unsigned long long)i, (unsigned long long)ds->count);
@@ -786,20 +896,24 @@ int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out
     return 0;
 }
 
-const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len) {
+const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len)
+{
     if (i >= ds->count) {
-        if (len) *len = 0;
+        if (len)
+            *len = 0;
         return NULL;
     }
     const char *name;
     size_t n;
     locate(ds, i, NULL, &name, &n, NULL, NULL);
-    if (len) *len = n;
+    if (len)
+        *len = n;
     return name;
 }
 
 int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
-                     fl_error *err) {
+                     fl_error *err)
+{
     if (i >= ds->count)
         return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
                             (unsigned long long)i, (unsigned long long)ds->count);
@@ -817,7 +931,8 @@ int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size
 }
 
 int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len, int check,
-                   fl_error *err) {
+                   fl_error *err)
+{
     if (i >= ds->count)
         return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
                             (unsigned long long)i, (unsigned long long)ds->count);
@@ -826,7 +941,8 @@ int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_
     locate(ds, i, &r, NULL, NULL, &p, NULL);
     if (check) {
         int rc = fl_dataset_check(ds, i, p, r.stored_len, err);
-        if (rc) return rc;
+        if (rc)
+            return rc;
     }
     *data = p;
     *len = r.stored_len;
@@ -835,7 +951,8 @@ int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_
 
 int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, size_t src_len,
                        uint8_t *dst, size_t dst_cap, const uint8_t **payload, size_t *payload_len,
-                       fl_error *err) {
+                       fl_error *err)
+{
     if (i >= ds->count)
         return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
                             (unsigned long long)i, (unsigned long long)ds->count);
@@ -843,9 +960,10 @@ int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, siz
     uint32_t s;
     locate(ds, i, &r, NULL, NULL, NULL, &s);
     if (r.fields_len > src_len)
-        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %zu stored bytes, its fields block "
-                            "alone is %u", record_file(ds, i), (unsigned long long)i, src_len,
-                            r.fields_len);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: record %llu: %zu stored bytes, its fields block "
+                            "alone is %u",
+                            record_file(ds, i), (unsigned long long)i, src_len, r.fields_len);
     src_len -= r.fields_len; /* the payload part */
     if (ds->schema.compression == FL_COMP_NONE) {
         *payload = src;
@@ -853,13 +971,14 @@ int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, siz
         return 0;
     }
     const ZSTD_DDict *dd = ds->backend == FL_BACKEND_LMDB ? ds->lmdb_ddict : ds->shard_ddict[s];
-    int rc = fl_zstd_decompress((fl_dctx_pool *)&ds->pool, dd, src, src_len, dst, dst_cap, r.raw_len,
-                                "record", err);
+    int rc = fl_zstd_decompress((fl_dctx_pool *)&ds->pool, dd, src, src_len, dst, dst_cap,
+                                r.raw_len, "record", err);
     if (rc) {
         /* build the full message only on the error path */
         char what[PATH_MAX + 64];
         snprintf(what, sizeof what, "%s: record %llu", record_file(ds, i), (unsigned long long)i);
-        if (err) fl_error_prefix(err, "%s", what);
+        if (err)
+            fl_error_prefix(err, "%s", what);
         return rc;
     }
     *payload = dst;
@@ -872,7 +991,8 @@ uint32_t fl_dataset_num_fields(const fl_dataset *ds) { return ds->num_fields; }
 const fl_field *fl_dataset_fields(const fl_dataset *ds) { return ds->fields; }
 
 /* Where record i's 4 little-endian label bytes are: its index entry, or its LMDB value header. */
-static const uint8_t *label_bytes(const fl_dataset *ds, uint64_t i) {
+static const uint8_t *label_bytes(const fl_dataset *ds, uint64_t i)
+{
     if (ds->backend == FL_BACKEND_LMDB)
         return ds->lrec[i].stored - ds->lrec[i].name_len - fl_lmdb_value_header(ds->version);
     uint32_t s = find_shard(ds, i);
@@ -881,7 +1001,8 @@ static const uint8_t *label_bytes(const fl_dataset *ds, uint64_t i) {
 }
 
 int fl_dataset_record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *stored,
-                             size_t stored_len, fl_field_value *values, fl_error *err) {
+                             size_t stored_len, fl_field_value *values, fl_error *err)
+{
     if (i >= ds->count)
         return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
                             (unsigned long long)i, (unsigned long long)ds->count);
@@ -928,8 +1049,9 @@ int fl_dataset_record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *st
     return 0;
 }
 
-int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_value *value,
-                       void *dst, size_t cap, fl_error *err) {
+int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_value *value, void *dst,
+                       size_t cap, fl_error *err)
+{
     if (field >= ds->num_fields || ds->fields[field].type != FL_FIELD_NDARRAY)
         return fl_error_set(err, FL_E_RANGE, "%s: field %u is not an ndarray", ds->dir, field);
     const fl_field *f = &ds->fields[field];
@@ -943,32 +1065,42 @@ int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_valu
 
 /* One record for fl_dataset_verify: CRC, payload, and (version 3) fields with their ndarrays. */
 static int verify_record(const fl_dataset *ds, uint64_t i, uint8_t *buf, uint8_t *nd,
-                         fl_field_value *vals, fl_error *e) {
+                         fl_field_value *vals, fl_error *e)
+{
     const uint8_t *p, *pl;
     size_t n, pn;
     int rc = fl_dataset_get(ds, i, &p, &n, 1, e);
-    if (rc == 0 && buf) rc = fl_dataset_payload(ds, i, p, n, buf, ds->max_raw_len, &pl, &pn, e);
-    if (rc || ds->version < 3) return rc;
+    if (rc == 0 && buf)
+        rc = fl_dataset_payload(ds, i, p, n, buf, ds->max_raw_len, &pl, &pn, e);
+    if (rc || ds->version < 3)
+        return rc;
     rc = fl_dataset_record_fields(ds, i, p, n, vals, e);
     for (uint32_t f = 0; rc == 0 && f < ds->num_fields; f++) {
-        if (ds->fields[f].type != FL_FIELD_NDARRAY) continue;
+        if (ds->fields[f].type != FL_FIELD_NDARRAY)
+            continue;
         rc = fl_dataset_ndarray(ds, f, &vals[f], nd, fl_field_ndarray_bytes(&ds->fields[f]), e);
-        if (rc) fl_error_prefix(e, "%s: record %llu", record_file(ds, i), (unsigned long long)i);
+        if (rc)
+            fl_error_prefix(e, "%s: record %llu", record_file(ds, i), (unsigned long long)i);
     }
     return rc;
 }
 
 int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_t *n_bad,
-                      fl_error *err) {
+                      fl_error *err)
+{
     uint64_t bad = 0;
-    if (n_bad) *n_bad = 0;
+    if (n_bad)
+        *n_bad = 0;
     uint8_t *buf = NULL, *nd = NULL;
     size_t nd_cap = 0;
     for (uint32_t f = 0; f < ds->num_fields; f++)
-        if (fl_field_ndarray_bytes(&ds->fields[f]) > nd_cap) nd_cap = fl_field_ndarray_bytes(&ds->fields[f]);
+        if (fl_field_ndarray_bytes(&ds->fields[f]) > nd_cap)
+            nd_cap = fl_field_ndarray_bytes(&ds->fields[f]);
     fl_field_value vals[FL_MAX_FIELDS];
-    if (ds->schema.compression != FL_COMP_NONE) buf = malloc(ds->max_raw_len ? ds->max_raw_len : 1);
-    if (nd_cap) nd = malloc(nd_cap);
+    if (ds->schema.compression != FL_COMP_NONE)
+        buf = malloc(ds->max_raw_len ? ds->max_raw_len : 1);
+    if (nd_cap)
+        nd = malloc(nd_cap);
     if ((ds->schema.compression != FL_COMP_NONE && !buf) || (nd_cap && !nd)) {
         free(buf);
         free(nd);
@@ -980,12 +1112,14 @@ int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_
         fl_error_clear(&e);
         if (verify_record(ds, i, buf, nd, vals, &e)) {
             bad++;
-            if (cb && cb(user, i, &e)) stopped = 1;
+            if (cb && cb(user, i, &e))
+                stopped = 1;
         }
     }
     free(buf);
     free(nd);
-    if (n_bad) *n_bad = bad;
+    if (n_bad)
+        *n_bad = bad;
     if (bad)
         return fl_error_set(err, FL_E_CHECKSUM, "%s: %llu of %llu records are bad%s", ds->dir,
                             (unsigned long long)bad, (unsigned long long)ds->count,

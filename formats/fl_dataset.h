@@ -24,15 +24,15 @@ extern "C" {
  * differs). Writers write version 2 for a classification schema ([image "image", int "label"]:
  * the same bytes as before fields existed) and version 3 for any other (fields in the manifest, a
  * fields block after each record's payload). */
-#define FL_FORMAT_VERSION 3u
+#define FL_FORMAT_VERSION         3u
 #define FL_FORMAT_VERSION_CLASSIC 2u
 
 /* How each record's payload is encoded. */
 typedef enum fl_encoding {
-    FL_ENC_JPEG = 1, /* JPEG file bytes (kept as-is, or re-encoded by packdata) */
-    FL_ENC_PNG = 2,  /* PNG file bytes kept as-is */
-    FL_ENC_RAW = 3,  /* uint8 pixels, HWC, rows packed (height*width*channels bytes) */
-    FL_ENC_WEBP = 4, /* WebP file bytes kept as-is (format version 2) */
+    FL_ENC_JPEG = 1,  /* JPEG file bytes (kept as-is, or re-encoded by packdata) */
+    FL_ENC_PNG = 2,   /* PNG file bytes kept as-is */
+    FL_ENC_RAW = 3,   /* uint8 pixels, HWC, rows packed (height*width*channels bytes) */
+    FL_ENC_WEBP = 4,  /* WebP file bytes kept as-is (format version 2) */
     FL_ENC_MIXED = 5, /* schema only (format version 2): encoded images kept in their own formats
                        * (JPEG, PNG, WebP); each record's format is in its index entry
                        * (fl_record_info.format) */
@@ -93,7 +93,8 @@ typedef struct fl_dataset fl_dataset;
  * Record payload checksums are checked by fl_dataset_get/check/verify.
  * On success *out owns the dataset; release with fl_dataset_close.
  * Errors: -ENOENT (no such directory, no manifest.json, missing shard), -EACCES..., FL_E_FORMAT,
- * FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB, -EAGAIN, -ENOMEM; err->msg names the file. */
+ * FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB, -EAGAIN, -ENOMEM; err->msg names the
+ * file. */
 FL_API int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err);
 
 /* Close and unmap. NULL is allowed. */
@@ -185,10 +186,11 @@ FL_API int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_fie
                               void *dst, size_t cap, fl_error *err);
 
 /* Turn record `i`'s stored bytes into its payload (format version 3: the payload part, the first
- * stored_len - fields_len bytes; `src_len` is the whole record's stored length): decompress into dst (capacity dst_cap, must be
+ * stored_len - fields_len bytes; `src_len` is the whole record's stored length): decompress into
+ * dst (capacity dst_cap, must be
  * >= info.raw_len) for compressed datasets; for uncompressed ones copies nothing and returns 0 with
- * *payload = src. On success *payload and *payload_len describe the payload (JPEG/PNG file bytes or raw
- * pixels). Thread-safe: zstd contexts come from a per-dataset pool of 64 that are created on
+ * *payload = src. On success *payload and *payload_len describe the payload (JPEG/PNG file bytes or
+ * raw pixels). Thread-safe: zstd contexts come from a per-dataset pool of 64 that are created on
  * first use and reused (no allocation once warm; a 65th concurrent caller gets a temporary one).
  * Errors: FL_E_DECODE (corrupt frame), FL_E_RANGE (dst too small). */
 FL_API int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, size_t src_len,

@@ -22,8 +22,8 @@ typedef struct fl_lmdb_rec {
     uint32_t height;
     uint32_t width;
     uint32_t name_len;
-    uint32_t format;      /* fl_encoding of the record (v1: the schema's) */
-    uint32_t fields_len;  /* v3: fields block bytes at the end of `stored` */
+    uint32_t format;     /* fl_encoding of the record (v1: the schema's) */
+    uint32_t fields_len; /* v3: fields block bytes at the end of `stored` */
 } fl_lmdb_rec;
 
 typedef struct fl_lmdb_reader fl_lmdb_reader;
@@ -32,32 +32,32 @@ struct fl_dataset {
     char *dir;
     fl_backend backend;
     fl_schema schema;
-    uint32_t version;           /* format version (of every part) */
+    uint32_t version; /* format version (of every part) */
     fl_field fields[FL_MAX_FIELDS];
     uint32_t num_fields;
-    int label_field;            /* index of the label field, or -1 */
-    int image_field;            /* index of the image field, or -1 */
+    int label_field; /* index of the label field, or -1 */
+    int image_field; /* index of the image field, or -1 */
     uint64_t count;
     char **classes;
     uint32_t num_classes;
     char *manifest_text;
-    int has_id;                 /* dataset_id is valid (a version 2 manifest of one dataset) */
+    int has_id; /* dataset_id is valid (a version 2 manifest of one dataset) */
     uint8_t dataset_id[FL_DATASET_ID_BYTES];
     uint32_t num_files;
-    char **file_paths;          /* absolute paths of shards (or data.mdb) */
+    char **file_paths; /* absolute paths of shards (or data.mdb) */
     uint64_t total_bytes;
     uint32_t max_raw_len;
     uint32_t max_stored_len;
     fl_dctx_pool pool;
     /* shards backend */
     fl_shard_view *shards;
-    uint32_t num_open;          /* shards[0..num_open) are mapped */
-    uint64_t *shard_first;      /* first global record of each shard, ascending */
+    uint32_t num_open;                 /* shards[0..num_open) are mapped */
+    uint64_t *shard_first;             /* first global record of each shard, ascending */
     struct ZSTD_DDict_s **shard_ddict; /* per shard, may alias each other */
     struct ZSTD_DDict_s **ddicts_owned;
     uint32_t num_ddicts;
     /* LMDB backend */
-    int lmdb_fd;                /* data.mdb as checked against the manifest (-1 when none) */
+    int lmdb_fd; /* data.mdb as checked against the manifest (-1 when none) */
     fl_lmdb_reader *lmdb;
     fl_lmdb_rec *lrec;
     struct ZSTD_DDict_s *lmdb_ddict;

@@ -23,9 +23,9 @@
 extern "C" {
 #endif
 
-#define FL_MAX_FIELDS 32        /* fields per record */
-#define FL_MAX_FIELD_NAME 63    /* bytes of a field name: [A-Za-z_][A-Za-z0-9_]* */
-#define FL_MAX_DIMS 4           /* dimensions of an ndarray / float_vector field */
+#define FL_MAX_FIELDS     32 /* fields per record */
+#define FL_MAX_FIELD_NAME 63 /* bytes of a field name: [A-Za-z_][A-Za-z0-9_]* */
+#define FL_MAX_DIMS       4  /* dimensions of an ndarray / float_vector field */
 
 typedef enum fl_field_type {
     FL_FIELD_IMAGE = 1,        /* the record's image: its payload (fl_schema); at most one */
@@ -59,32 +59,32 @@ typedef enum fl_dtype {
 } fl_dtype;
 
 typedef enum fl_mask_codec {
-    FL_MASK_PNG = 1,  /* 8- or 16-bit grayscale PNG */
-    FL_MASK_ZSTD = 2  /* one zstd frame of height x width elements, little-endian */
+    FL_MASK_PNG = 1, /* 8- or 16-bit grayscale PNG */
+    FL_MASK_ZSTD = 2 /* one zstd frame of height x width elements, little-endian */
 } fl_mask_codec;
 
 /* One field of the schema, as declared in the manifest's "fields" array. */
 typedef struct fl_field {
     char name[FL_MAX_FIELD_NAME + 1];
     fl_field_type type;
-    fl_dtype dtype;          /* element type: INT, INT_LIST i32; FLOAT, FLOAT_VECTOR, BOXES f32;
-                                MASK u8 or u16; NDARRAY any; BYTES, TEXT u8; IMAGE u8 */
-    uint32_t ndim;           /* FLOAT_VECTOR 1, NDARRAY 1..FL_MAX_DIMS, others 0 */
+    fl_dtype dtype; /* element type: INT, INT_LIST i32; FLOAT, FLOAT_VECTOR, BOXES f32;
+                       MASK u8 or u16; NDARRAY any; BYTES, TEXT u8; IMAGE u8 */
+    uint32_t ndim;  /* FLOAT_VECTOR 1, NDARRAY 1..FL_MAX_DIMS, others 0 */
     uint32_t shape[FL_MAX_DIMS];
-    int32_t of;              /* INT_LIST: index of the BOXES field it is aligned with, or -1;
-                                MASK: index of the IMAGE field it is aligned with; others -1 */
-    fl_mask_codec codec;     /* MASK only */
-    uint32_t max_count;      /* variable fields (INT_LIST, BOXES, BYTES, TEXT): the largest count
-                                (ints, boxes, bytes) of any record, recorded by the writer in the
-                                manifest; lets a reader size padded batches up front. 0 on input
-                                to the writer */
+    int32_t of;          /* INT_LIST: index of the BOXES field it is aligned with, or -1;
+                            MASK: index of the IMAGE field it is aligned with; others -1 */
+    fl_mask_codec codec; /* MASK only */
+    uint32_t max_count;  /* variable fields (INT_LIST, BOXES, BYTES, TEXT): the largest count
+                            (ints, boxes, bytes) of any record, recorded by the writer in the
+                            manifest; lets a reader size padded batches up front. 0 on input
+                            to the writer */
 } fl_field;
 
 /* Size in bytes of one element of `t` (0 for an unknown type). */
 FL_API size_t fl_dtype_size(fl_dtype t);
-FL_API const char *fl_dtype_name(fl_dtype t);           /* "uint8", "int32", "float32", ... */
+FL_API const char *fl_dtype_name(fl_dtype t);                /* "uint8", "int32", "float32", ... */
 FL_API int fl_dtype_from_name(const char *s, fl_dtype *out); /* 0, or -1 when unknown */
-FL_API const char *fl_field_type_name(fl_field_type t); /* "image", "int", "int_list", ... */
+FL_API const char *fl_field_type_name(fl_field_type t);      /* "image", "int", "int_list", ... */
 FL_API int fl_field_type_from_name(const char *s, fl_field_type *out);
 
 /* Check a schema's field list: 1..FL_MAX_FIELDS fields, names valid and unique, types known,

@@ -9,23 +9,26 @@
 #include "fl_dataset.h"
 #include "fl_error.h"
 
-#define FL_LMDB_DATA_FILE "data.mdb"
-#define FL_LMDB_LOCK_FILE "lock.mdb"
-#define FL_LMDB_RECORDS_DB "records"
-#define FL_LMDB_META_DB "meta"
-#define FL_LMDB_META_MANIFEST "manifest"
-#define FL_LMDB_META_DICT "zstd.dict"
-#define FL_LMDB_META_VERSION "format_version"
-#define FL_LMDB_META_ID "dataset_id" /* 16 bytes (format version 2) */
-#define FL_LMDB_META_FIELD_MAX "field_max" /* u32 per field (format version 3) */
-#define FL_LMDB_VALUE_HEADER 28u /* label, crc32c, raw_len, height, width, name_len, format: 7 x u32 LE */
+#define FL_LMDB_DATA_FILE      "data.mdb"
+#define FL_LMDB_LOCK_FILE      "lock.mdb"
+#define FL_LMDB_RECORDS_DB     "records"
+#define FL_LMDB_META_DB        "meta"
+#define FL_LMDB_META_MANIFEST  "manifest"
+#define FL_LMDB_META_DICT      "zstd.dict"
+#define FL_LMDB_META_VERSION   "format_version"
+#define FL_LMDB_META_ID        "dataset_id" /* 16 bytes (format version 2) */
+#define FL_LMDB_META_FIELD_MAX "field_max"  /* u32 per field (format version 3) */
+#define FL_LMDB_VALUE_HEADER                                                                       \
+    28u /* label, crc32c, raw_len, height, width, name_len, format: 7 x u32 LE */
 #define FL_LMDB_VALUE_HEADER_V1 24u /* format version 1: no format field */
 #define FL_LMDB_VALUE_HEADER_V3 32u /* format version 3: + fields_len (u32 at 28) */
 
 /* The value header's size in format `version`. */
-static inline size_t fl_lmdb_value_header(uint32_t version) {
-    return version >= 3 ? FL_LMDB_VALUE_HEADER_V3
-           : version >= 2 ? FL_LMDB_VALUE_HEADER : FL_LMDB_VALUE_HEADER_V1;
+static inline size_t fl_lmdb_value_header(uint32_t version)
+{
+    return version >= 3   ? FL_LMDB_VALUE_HEADER_V3
+           : version >= 2 ? FL_LMDB_VALUE_HEADER
+                          : FL_LMDB_VALUE_HEADER_V1;
 }
 
 typedef struct fl_lmdb_writer fl_lmdb_writer;

@@ -10,21 +10,21 @@
 #include "fl_fields.h"
 #include "fl_json.h"
 
-#define FL_MANIFEST_NAME "manifest.json"
+#define FL_MANIFEST_NAME   "manifest.json"
 #define FL_MANIFEST_FORMAT "fastload-dataset"
-#define FL_MAX_CLASSES (1u << 24)
-#define FL_MAX_SHARDS (1u << 24)
+#define FL_MAX_CLASSES     (1u << 24)
+#define FL_MAX_SHARDS      (1u << 24)
 
 typedef struct fl_manifest_shard {
-    char *file;       /* plain file name inside the dataset directory (no '/') */
+    char *file; /* plain file name inside the dataset directory (no '/') */
     uint64_t records;
     uint64_t bytes;
 } fl_manifest_shard;
 
 typedef struct fl_manifest {
-    uint32_t version;  /* format_version read (1, 2 or 3), or the one to write (2 for a classic
-                        * schema, 3 otherwise; 0 writes 2) */
-    int has_id;        /* dataset_id present (required in version 2) */
+    uint32_t version; /* format_version read (1, 2 or 3), or the one to write (2 for a classic
+                       * schema, 3 otherwise; 0 writes 2) */
+    int has_id;       /* dataset_id present (required in version 2) */
     uint8_t dataset_id[16];
     fl_backend backend;
     fl_schema schema;
@@ -49,7 +49,8 @@ typedef struct fl_manifest {
  * field exactly when the encoding is not "none"), counts consistent with the shard list, plain
  * shard file names). `what` names the file in messages.
  * Errors: FL_E_FORMAT, FL_E_VERSION, -ENOMEM. */
-int fl_manifest_parse(const char *text, size_t len, const char *what, fl_manifest *m, fl_error *err);
+int fl_manifest_parse(const char *text, size_t len, const char *what, fl_manifest *m,
+                      fl_error *err);
 void fl_manifest_free(fl_manifest *m);
 
 /* Write `m` as JSON text into b (format_version m->version, 2 when 0; "fields" from version 3 on;

@@ -19,15 +19,16 @@ typedef struct fl_wb_window {
     int on;
 } fl_wb_window;
 
-/* `written` bytes of fd are written (by write(2), front to back). For each whole FL_WB_CHUNK not yet
- * started: start its writeback (sync_file_range WRITE); then wait for the chunks started by the
+/* `written` bytes of fd are written (by write(2), front to back). For each whole FL_WB_CHUNK not
+ * yet started: start its writeback (sync_file_range WRITE); then wait for the chunks started by the
  * previous call and drop their pages (POSIX_FADV_DONTNEED). A file system without sync_file_range
- * turns the window off. Returns 0, or -errno of a writeback error (EIO, ENOSPC): the file's data did
- * not reach the disk, the caller fails as for a failed write. */
+ * turns the window off. Returns 0, or -errno of a writeback error (EIO, ENOSPC): the file's data
+ * did not reach the disk, the caller fails as for a failed write. */
 int fl_wb_advance(int fd, fl_wb_window *win, uint64_t written);
 
-/* Drop every cached page of fd (POSIX_FADV_DONTNEED over the whole file). Call it only once the data
- * is durable (after fsync): then no page is dirty and all of them can go. Pages a process maps stay. */
+/* Drop every cached page of fd (POSIX_FADV_DONTNEED over the whole file). Call it only once the
+ * data is durable (after fsync): then no page is dirty and all of them can go. Pages a process maps
+ * stay. */
 void fl_cache_drop_file(int fd);
 
 /* Whether a writer drops its output from the page cache: on unless the environment has

@@ -12,8 +12,9 @@
  * Page cache: what the writer writes leaves the page cache as it goes (fl_page_cache.h: each
  * shard's chunks are written back and dropped while it is written, the whole shard once fsync'ed;
  * LMDB's data.mdb after each committed batch), so packing a data set bigger than RAM keeps a few
- * MiB cached instead of filling the cache with pages nobody reads back. Durability is unchanged (the
- * same fsyncs). The environment variable FL_WRITER_KEEP_CACHE=1 leaves the pages to the kernel.
+ * MiB cached instead of filling the cache with pages nobody reads back. Durability is unchanged
+ * (the same fsyncs). The environment variable FL_WRITER_KEEP_CACHE=1 leaves the pages to the
+ * kernel.
  *
  * What the writer touches at <dst> (SPEC.md, "Writing, resuming, publishing"):
  * - "<dst>.lock": an exclusive flock(2) held from open to finish/abort (fl_writer_lock_acquire), so
@@ -44,39 +45,40 @@ extern "C" {
 typedef struct fl_writer_lock fl_writer_lock;
 
 typedef struct fl_writer_options {
-    fl_backend backend;         /* FL_BACKEND_SHARDS or FL_BACKEND_LMDB */
-    fl_schema schema;           /* encoding, compression, channels, fixed size (0 = variable) */
-    int zstd_level;             /* compression level when schema.compression == FL_COMP_ZSTD */
-    const void *zstd_dict;      /* optional dictionary (see fl_zstd_train_dictionary); copied */
+    fl_backend backend;    /* FL_BACKEND_SHARDS or FL_BACKEND_LMDB */
+    fl_schema schema;      /* encoding, compression, channels, fixed size (0 = variable) */
+    int zstd_level;        /* compression level when schema.compression == FL_COMP_ZSTD */
+    const void *zstd_dict; /* optional dictionary (see fl_zstd_train_dictionary); copied */
     size_t zstd_dict_len;
-    uint64_t shard_bytes;       /* target shard size in bytes (shards backend); 0 = 256 MiB */
-    const char *options_json;   /* JSON object text recorded in the manifest as "options" (may be NULL) */
-    const char *tool_version;   /* recorded as "packdata_version" */
-    uint32_t part_index;        /* --part I/N: recorded in the manifest; 0/0 when not split */
+    uint64_t shard_bytes; /* target shard size in bytes (shards backend); 0 = 256 MiB */
+    const char
+        *options_json; /* JSON object text recorded in the manifest as "options" (may be NULL) */
+    const char *tool_version; /* recorded as "packdata_version" */
+    uint32_t part_index;      /* --part I/N: recorded in the manifest; 0/0 when not split */
     uint32_t part_count;
-    int resume;                 /* keep complete shards of an earlier killed run */
-    int overwrite;              /* replace an existing complete <dst> (a dataset of ours) at finish */
-    fl_writer_lock *lock;       /* the destination's lock, taken by the caller (who releases it
-                                 * after finish/abort), or NULL: open takes it, finish/abort release it */
-    const void *plan;           /* what the job is (e.g. its options and input list), saved in
-                                 * "<dst>.partial/plan.txt" when the partial dataset is created; a
-                                 * resume requires the same bytes. NULL: nothing saved or checked */
+    int resume;           /* keep complete shards of an earlier killed run */
+    int overwrite;        /* replace an existing complete <dst> (a dataset of ours) at finish */
+    fl_writer_lock *lock; /* the destination's lock, taken by the caller (who releases it
+                           * after finish/abort), or NULL: open takes it, finish/abort release it */
+    const void *plan;     /* what the job is (e.g. its options and input list), saved in
+                           * "<dst>.partial/plan.txt" when the partial dataset is created; a
+                           * resume requires the same bytes. NULL: nothing saved or checked */
     size_t plan_len;
-    const fl_field *fields;     /* the record's fields (fl_fields.h), schema order, copied; NULL/0:
-                                 * the classic [image "image", int "label"]. A classic list writes
-                                 * format version 2 exactly as without fields; any other writes
-                                 * version 3 (each record's fields block: fl_writer_add_record).
-                                 * An image field exactly when schema.encoding != FL_ENC_NONE.
-                                 * max_count is ignored: the writer records the largest count of
-                                 * each variable field in the manifest */
+    const fl_field *fields; /* the record's fields (fl_fields.h), schema order, copied; NULL/0:
+                             * the classic [image "image", int "label"]. A classic list writes
+                             * format version 2 exactly as without fields; any other writes
+                             * version 3 (each record's fields block: fl_writer_add_record).
+                             * An image field exactly when schema.encoding != FL_ENC_NONE.
+                             * max_count is ignored: the writer records the largest count of
+                             * each variable field in the manifest */
     uint32_t num_fields;
 } fl_writer_options;
 
 /* One record for fl_writer_add_record. */
 typedef struct fl_record_in {
-    fl_encoding format;       /* the payload's format (as fl_writer_add_as); FL_ENC_NONE in a
-                               * dataset without images (then stored_len 0, height = width = 0) */
-    const void *stored;       /* the payload: as is, or a zstd frame when `compressed` */
+    fl_encoding format; /* the payload's format (as fl_writer_add_as); FL_ENC_NONE in a
+                         * dataset without images (then stored_len 0, height = width = 0) */
+    const void *stored; /* the payload: as is, or a zstd frame when `compressed` */
     size_t stored_len;
     size_t raw_len;           /* payload bytes uncompressed (used when `compressed`) */
     int compressed;           /* stored was compressed by an fl_compressor with this writer's
@@ -85,17 +87,18 @@ typedef struct fl_record_in {
     const void *fields_block; /* fl_fields_encode's output for this record (NULL/0 in a classic
                                * dataset) */
     size_t fields_len;
-    int32_t label;            /* the label field's value (>= 0); ignored (stored as 0) when the
-                               * schema has no INT field */
-    const char *name;         /* source name, NUL-terminated (may be NULL) */
-    uint32_t height, width;   /* the image's decoded size (0, 0 without an image) */
+    int32_t label;          /* the label field's value (>= 0); ignored (stored as 0) when the
+                             * schema has no INT field */
+    const char *name;       /* source name, NUL-terminated (may be NULL) */
+    uint32_t height, width; /* the image's decoded size (0, 0 without an image) */
 } fl_record_in;
 
 typedef struct fl_writer fl_writer;
 
 /* Start writing the dataset that will appear at `dst`. A fresh run chooses the dataset's random
  * 16-byte id (getrandom; the environment variable FL_DATASET_ID, 32 hex digits, fixes it for
- * byte-identical packs); a resumed run keeps the id of the run it continues.  Without `resume`, an existing
+ * byte-identical packs); a resumed run keeps the id of the run it continues.  Without `resume`, an
+ * existing
  * "<dst>.partial/" is cleared. With `resume`, it is reused only if it was started with the same
  * backend, schema and zstd level and the same opt->plan (else FL_E_INVALID); its saved
  * dictionary replaces opt->zstd_dict. Trailing slashes of dst are ignored. The lock is taken first
@@ -183,23 +186,23 @@ FL_API int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_erro
 FL_API void fl_writer_lock_release(fl_writer_lock *lock);
 
 typedef enum fl_dst_kind {
-    FL_DST_NONE = 0,    /* nothing there */
-    FL_DST_DATASET,     /* a dataset this writer made (replaceable with overwrite) */
-    FL_DST_OTHER        /* something else: never touched (`why` says what) */
+    FL_DST_NONE = 0, /* nothing there */
+    FL_DST_DATASET,  /* a dataset this writer made (replaceable with overwrite) */
+    FL_DST_OTHER     /* something else: never touched (`why` says what) */
 } fl_dst_kind;
 
 typedef enum fl_partial_kind {
-    FL_PARTIAL_NONE = 0,    /* no "<dst>.partial" */
-    FL_PARTIAL_RESUMABLE,   /* a run's state is there (`plan`: the plan it recorded, or NULL) */
-    FL_PARTIAL_STALE,       /* ours, not resumable (interrupted clear or publication): cleared */
-    FL_PARTIAL_OTHER        /* holds files we did not write: never touched (`partial_why`) */
+    FL_PARTIAL_NONE = 0,  /* no "<dst>.partial" */
+    FL_PARTIAL_RESUMABLE, /* a run's state is there (`plan`: the plan it recorded, or NULL) */
+    FL_PARTIAL_STALE,     /* ours, not resumable (interrupted clear or publication): cleared */
+    FL_PARTIAL_OTHER      /* holds files we did not write: never touched (`partial_why`) */
 } fl_partial_kind;
 
 typedef struct fl_writer_dst_info {
     fl_dst_kind dst;
-    uint64_t records;       /* FL_DST_DATASET: its manifest's record count */
-    char why[1024];         /* FL_DST_OTHER: "<dst> is not a fastload dataset (no manifest.json)",
-                             * "<dst> holds <dst>/x, which is not part of the dataset", ... */
+    uint64_t records; /* FL_DST_DATASET: its manifest's record count */
+    char why[1024];   /* FL_DST_OTHER: "<dst> is not a fastload dataset (no manifest.json)",
+                       * "<dst> holds <dst>/x, which is not part of the dataset", ... */
     fl_partial_kind partial;
     char partial_why[1024]; /* FL_PARTIAL_OTHER: names the first foreign file */
     char *plan;             /* FL_PARTIAL_RESUMABLE: plan.txt (malloc'ed, NUL-terminated) or NULL */

@@ -9,15 +9,19 @@
 
 #include "fl_page_cache.h"
 
-int fl_cache_drop_enabled(void) {
+int fl_cache_drop_enabled(void)
+{
     const char *k = getenv("FL_WRITER_KEEP_CACHE");
     return !(k && strcmp(k, "1") == 0);
 }
 
-int fl_wb_advance(int fd, fl_wb_window *win, uint64_t written) {
-    if (!win->on) return 0;
+int fl_wb_advance(int fd, fl_wb_window *win, uint64_t written)
+{
+    if (!win->on)
+        return 0;
     uint64_t end = written / FL_WB_CHUNK * FL_WB_CHUNK;
-    if (end <= win->started) return 0;
+    if (end <= win->started)
+        return 0;
     if (sync_file_range(fd, (off64_t)win->started, (off64_t)(end - win->started),
                         SYNC_FILE_RANGE_WRITE)) {
         int e = errno;
@@ -34,7 +38,8 @@ int fl_wb_advance(int fd, fl_wb_window *win, uint64_t written) {
                             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
                                 SYNC_FILE_RANGE_WAIT_AFTER))
             return -errno;
-        (void)posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED); /* a hint: its failure is harmless */
+        (void)posix_fadvise(fd, off, len,
+                            POSIX_FADV_DONTNEED); /* a hint: its failure is harmless */
         win->dropped = win->started;
     }
     win->started = end;

@@ -17,7 +17,8 @@
 #error "fastload's on-disk format readers assume a little-endian host"
 #endif
 
-const char *fl_encoding_name(fl_encoding e) {
+const char *fl_encoding_name(fl_encoding e)
+{
     switch (e) {
     case FL_ENC_JPEG: return "jpeg";
     case FL_ENC_PNG: return "png";
@@ -29,7 +30,8 @@ const char *fl_encoding_name(fl_encoding e) {
     return "unknown";
 }
 
-const char *fl_compression_name(fl_compression c) {
+const char *fl_compression_name(fl_compression c)
+{
     switch (c) {
     case FL_COMP_NONE: return "none";
     case FL_COMP_ZSTD: return "zstd";
@@ -37,50 +39,72 @@ const char *fl_compression_name(fl_compression c) {
     return "unknown";
 }
 
-fl_encoding fl_encoding_from_name(const char *s) {
-    if (!strcmp(s, "jpeg")) return FL_ENC_JPEG;
-    if (!strcmp(s, "png")) return FL_ENC_PNG;
-    if (!strcmp(s, "raw")) return FL_ENC_RAW;
-    if (!strcmp(s, "webp")) return FL_ENC_WEBP;
-    if (!strcmp(s, "mixed")) return FL_ENC_MIXED;
-    if (!strcmp(s, "none")) return FL_ENC_NONE;
+fl_encoding fl_encoding_from_name(const char *s)
+{
+    if (!strcmp(s, "jpeg"))
+        return FL_ENC_JPEG;
+    if (!strcmp(s, "png"))
+        return FL_ENC_PNG;
+    if (!strcmp(s, "raw"))
+        return FL_ENC_RAW;
+    if (!strcmp(s, "webp"))
+        return FL_ENC_WEBP;
+    if (!strcmp(s, "mixed"))
+        return FL_ENC_MIXED;
+    if (!strcmp(s, "none"))
+        return FL_ENC_NONE;
     return (fl_encoding)0;
 }
 
-int fl_compression_from_name(const char *s, fl_compression *out) {
-    if (!strcmp(s, "none")) *out = FL_COMP_NONE;
-    else if (!strcmp(s, "zstd")) *out = FL_COMP_ZSTD;
-    else return -1;
+int fl_compression_from_name(const char *s, fl_compression *out)
+{
+    if (!strcmp(s, "none"))
+        *out = FL_COMP_NONE;
+    else if (!strcmp(s, "zstd"))
+        *out = FL_COMP_ZSTD;
+    else
+        return -1;
     return 0;
 }
 
-int fl_schema_valid(const fl_schema *s) {
+int fl_schema_valid(const fl_schema *s)
+{
     if (s->encoding == FL_ENC_NONE) /* no image: nothing to decode, nothing to compress */
-        return s->compression == FL_COMP_NONE && s->channels == 0 && s->height == 0 && s->width == 0;
+        return s->compression == FL_COMP_NONE && s->channels == 0 && s->height == 0 &&
+               s->width == 0;
     if (s->encoding != FL_ENC_JPEG && s->encoding != FL_ENC_PNG && s->encoding != FL_ENC_RAW &&
         s->encoding != FL_ENC_WEBP && s->encoding != FL_ENC_MIXED)
         return 0;
-    if (s->compression != FL_COMP_NONE && s->compression != FL_COMP_ZSTD) return 0;
-    if (s->channels < 1 || s->channels > 4) return 0;
-    if ((s->height == 0) != (s->width == 0)) return 0;
-    if (s->height > (1u << 20) || s->width > (1u << 20)) return 0;
+    if (s->compression != FL_COMP_NONE && s->compression != FL_COMP_ZSTD)
+        return 0;
+    if (s->channels < 1 || s->channels > 4)
+        return 0;
+    if ((s->height == 0) != (s->width == 0))
+        return 0;
+    if (s->height > (1u << 20) || s->width > (1u << 20))
+        return 0;
     return 1;
 }
 
-int fl_schema_valid_in(const fl_schema *s, uint32_t version) {
-    if (!fl_schema_valid(s)) return 0;
-    if (s->encoding == FL_ENC_NONE) return version >= 3;
+int fl_schema_valid_in(const fl_schema *s, uint32_t version)
+{
+    if (!fl_schema_valid(s))
+        return 0;
+    if (s->encoding == FL_ENC_NONE)
+        return version >= 3;
     return version >= 2 || s->encoding == FL_ENC_JPEG || s->encoding == FL_ENC_PNG ||
            s->encoding == FL_ENC_RAW;
 }
 
-int fl_format_allowed(fl_encoding schema_enc, uint32_t format) {
+int fl_format_allowed(fl_encoding schema_enc, uint32_t format)
+{
     if (schema_enc == FL_ENC_MIXED)
         return format == FL_ENC_JPEG || format == FL_ENC_PNG || format == FL_ENC_WEBP;
     return format == (uint32_t)schema_enc; /* FL_ENC_NONE: records of format none only */
 }
 
-void fl_dataset_id_hex(const uint8_t id[FL_DATASET_ID_BYTES], char out[2 * FL_DATASET_ID_BYTES + 1]) {
+void fl_dataset_id_hex(const uint8_t id[FL_DATASET_ID_BYTES], char out[2 * FL_DATASET_ID_BYTES + 1])
+{
     static const char hx[] = "0123456789abcdef";
     for (unsigned i = 0; i < FL_DATASET_ID_BYTES; i++) {
         out[2 * i] = hx[id[i] >> 4];
@@ -89,25 +113,33 @@ void fl_dataset_id_hex(const uint8_t id[FL_DATASET_ID_BYTES], char out[2 * FL_DA
     out[2 * FL_DATASET_ID_BYTES] = '\0';
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
     return -1;
 }
 
-int fl_dataset_id_parse(const char *s, uint8_t id[FL_DATASET_ID_BYTES]) {
-    if (!s || strlen(s) != 2 * FL_DATASET_ID_BYTES) return -1;
+int fl_dataset_id_parse(const char *s, uint8_t id[FL_DATASET_ID_BYTES])
+{
+    if (!s || strlen(s) != 2 * FL_DATASET_ID_BYTES)
+        return -1;
     for (unsigned i = 0; i < FL_DATASET_ID_BYTES; i++) {
         int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) return -1;
+        if (hi < 0 || lo < 0)
+            return -1;
         id[i] = (uint8_t)(hi << 4 | lo);
     }
     return 0;
 }
 
 void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uint32_t *name_off,
-                    uint32_t *name_len) {
+                    uint32_t *name_len)
+{
     const uint8_t *e = v->index + i * v->entry_size;
     out->shard = v->number;
     out->offset = fl_rd64(e + FLI_OFFSET);
@@ -120,14 +152,20 @@ void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uin
     /* v1: every record has the schema's encoding */
     out->format = v->version >= 2 ? (fl_encoding)fl_rd32(e + FLI_FORMAT) : v->schema.encoding;
     out->fields_len = v->version >= 3 ? fl_rd32(e + FLI_FIELDS_LEN) : 0;
-    if (name_off) *name_off = fl_rd32(e + FLI_NAME_OFFSET);
-    if (name_len) *name_len = fl_rd32(e + FLI_NAME_LEN);
+    if (name_off)
+        *name_off = fl_rd32(e + FLI_NAME_OFFSET);
+    if (name_len)
+        *name_len = fl_rd32(e + FLI_NAME_LEN);
 }
 
-void fl_shard_close(fl_shard_view *v) {
-    if (!v) return;
-    if (v->map && v->size) munmap((void *)v->map, v->size);
-    if (v->fd >= 0) close(v->fd);
+void fl_shard_close(fl_shard_view *v)
+{
+    if (!v)
+        return;
+    if (v->map && v->size)
+        munmap((void *)v->map, v->size);
+    if (v->fd >= 0)
+        close(v->fd);
     free(v->index_heap);
     free(v->path);
     memset(v, 0, sizeof *v);
@@ -135,23 +173,26 @@ void fl_shard_close(fl_shard_view *v) {
 }
 
 /* Start reading [off, off + len) of the mapping m (page-aligned outward). */
-static void will_need(const uint8_t *m, uint64_t off, uint64_t len) {
+static void will_need(const uint8_t *m, uint64_t off, uint64_t len)
+{
     long ps = sysconf(_SC_PAGESIZE);
     uint64_t a = off / (uint64_t)(ps > 0 ? ps : 4096) * (uint64_t)(ps > 0 ? ps : 4096);
-    if (len) madvise((void *)(m + a), (size_t)(off + len - a), MADV_WILLNEED);
+    if (len)
+        madvise((void *)(m + a), (size_t)(off + len - a), MADV_WILLNEED);
 }
 
 /* The header: magic, version, CRC, file size, schema, data region, dictionary. */
-static int validate_header(fl_shard_view *v, const char *path, fl_error *err) {
+static int validate_header(fl_shard_view *v, const char *path, fl_error *err)
+{
     const uint8_t *m = v->map;
     uint64_t size = v->size;
     if (size < FL_SHARD_HEADER_SIZE)
-        return fl_error_set(err, size >= 8 && memcmp(m, FL_SHARD_MAGIC, 8) != 0 ? FL_E_FORMAT
-                                                                                  : FL_E_TRUNCATED,
-                            "%s: %s (%llu bytes, shorter than the %u-byte header)", path,
-                            size >= 8 && memcmp(m, FL_SHARD_MAGIC, 8) != 0 ? "not a fastload shard"
-                                                                           : "truncated shard",
-                            (unsigned long long)size, FL_SHARD_HEADER_SIZE);
+        return fl_error_set(
+            err, size >= 8 && memcmp(m, FL_SHARD_MAGIC, 8) != 0 ? FL_E_FORMAT : FL_E_TRUNCATED,
+            "%s: %s (%llu bytes, shorter than the %u-byte header)", path,
+            size >= 8 && memcmp(m, FL_SHARD_MAGIC, 8) != 0 ? "not a fastload shard"
+                                                           : "truncated shard",
+            (unsigned long long)size, FL_SHARD_HEADER_SIZE);
     if (memcmp(m + FLH_MAGIC, FL_SHARD_MAGIC, 8) != 0)
         return fl_error_set(err, FL_E_FORMAT, "%s: not a fastload shard (bad magic)", path);
     uint32_t version = fl_rd32(m + FLH_VERSION);
@@ -189,7 +230,8 @@ static int validate_header(fl_shard_view *v, const char *path, fl_error *err) {
     s->width = fl_rd32(m + FLH_WIDTH);
     if (!fl_schema_valid_in(s, version))
         return fl_error_set(err, FL_E_FORMAT, "%s: invalid schema in header", path);
-    if (version >= 2) memcpy(v->dataset_id, m + FLH_DATASET_ID, FL_DATASET_ID_BYTES);
+    if (version >= 2)
+        memcpy(v->dataset_id, m + FLH_DATASET_ID, FL_DATASET_ID_BYTES);
     for (uint32_t k = 0; version >= 3 && k < FL_MAX_FIELDS; k++)
         v->field_max[k] = fl_rd32(m + FLH_FIELD_MAX + 4 * k);
     v->number = fl_rd32(m + FLH_SHARD);
@@ -205,8 +247,9 @@ static int validate_header(fl_shard_view *v, const char *path, fl_error *err) {
     if (dict_len) {
         if (dict_len > FL_MAX_DICT_BYTES || dict_off < FL_SHARD_HEADER_SIZE ||
             dict_off > v->data_offset || dict_len > v->data_offset - dict_off)
-            return fl_error_set(err, FL_E_FORMAT, "%s: bad dictionary span (offset %llu, %llu bytes)",
-                                path, (unsigned long long)dict_off, (unsigned long long)dict_len);
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: bad dictionary span (offset %llu, %llu bytes)", path,
+                                (unsigned long long)dict_off, (unsigned long long)dict_len);
         if (s->compression != FL_COMP_ZSTD)
             return fl_error_set(err, FL_E_FORMAT, "%s: dictionary in an uncompressed shard", path);
         will_need(m, dict_off, dict_len);
@@ -217,13 +260,15 @@ static int validate_header(fl_shard_view *v, const char *path, fl_error *err) {
 }
 
 /* The footer and the index block it describes (CRC, decompression). */
-static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err) {
+static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err)
+{
     const uint8_t *m = v->map;
     uint64_t size = v->size;
     uint32_t version = v->version;
     /* footer */
     if (size < (uint64_t)FL_SHARD_HEADER_SIZE + FL_SHARD_FOOTER_SIZE)
-        return fl_error_set(err, FL_E_TRUNCATED, "%s: no footer (unfinished or truncated shard)", path);
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: no footer (unfinished or truncated shard)",
+                            path);
     const uint8_t *f = m + size - FL_SHARD_FOOTER_SIZE;
     if (memcmp(f + FLF_MAGIC, FL_SHARD_FOOTER_MAGIC, 8) != 0)
         return fl_error_set(err, FL_E_TRUNCATED,
@@ -234,8 +279,8 @@ static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields
                             "%s: footer checksum mismatch (stored 0x%08x, computed 0x%08x)", path,
                             fl_rd32(f + FLF_FOOTER_CRC), fcrc);
     if (fl_rd32(f + FLF_VERSION) != version)
-        return fl_error_set(err, FL_E_VERSION, "%s: footer format version %u, header says %u",
-                            path, fl_rd32(f + FLF_VERSION), version);
+        return fl_error_set(err, FL_E_VERSION, "%s: footer format version %u, header says %u", path,
+                            fl_rd32(f + FLF_VERSION), version);
     uint64_t idx_off = fl_rd64(f + FLF_INDEX_OFFSET), idx_stored = fl_rd64(f + FLF_INDEX_STORED);
     uint64_t idx_size = fl_rd64(f + FLF_INDEX_SIZE), names_size = fl_rd64(f + FLF_NAMES_SIZE);
     uint64_t fcount = fl_rd64(f + FLF_RECORD_COUNT);
@@ -252,16 +297,16 @@ static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields
         v->count > data_bytes / (min_fields > 1 ? min_fields : 1))
         return fl_error_set(err, FL_E_FORMAT,
                             "%s: %llu records cannot fit in a %llu-byte data region: damaged or "
-                            "crafted", path, (unsigned long long)v->count,
-                            (unsigned long long)data_bytes);
+                            "crafted",
+                            path, (unsigned long long)v->count, (unsigned long long)data_bytes);
     /* A compressed block may not claim more than 4096x its size (+1 MiB): a forged footer cannot
      * make us allocate gigabytes. */
-    uint64_t raw_cap = zindex ? (idx_stored < (1ull << 40) ? idx_stored * 4096 + (1u << 20) : 0)
-                              : idx_stored;
+    uint64_t raw_cap =
+        zindex ? (idx_stored < (1ull << 40) ? idx_stored * 4096 + (1u << 20) : 0) : idx_stored;
     if ((flags & ~FL_FOOTER_INDEX_ZSTD) != 0 || v->count > (1ull << 40) ||
-        idx_size != v->count * v->entry_size || idx_off != v->data_end ||
-        idx_off > tail || idx_stored != tail - idx_off || names_size > raw_cap ||
-        idx_size > raw_cap - names_size || (!zindex && idx_size + names_size != idx_stored))
+        idx_size != v->count * v->entry_size || idx_off != v->data_end || idx_off > tail ||
+        idx_stored != tail - idx_off || names_size > raw_cap || idx_size > raw_cap - names_size ||
+        (!zindex && idx_size + names_size != idx_stored))
         return fl_error_set(err, FL_E_FORMAT,
                             "%s: corrupt footer (index block %llu+%llu, index %llu, names %llu, "
                             "%llu records, flags 0x%x)",
@@ -277,7 +322,8 @@ static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields
     if (zindex) {
         size_t raw = (size_t)(idx_size + names_size);
         v->index_heap = malloc(raw ? raw : 1);
-        if (!v->index_heap) return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
+        if (!v->index_heap)
+            return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
         size_t r = ZSTD_decompress(v->index_heap, raw, m + idx_off, idx_stored);
         if (ZSTD_isError(r) || r != raw)
             return fl_error_set(err, FL_E_FORMAT, "%s: corrupt compressed index (%s)", path,
@@ -294,7 +340,8 @@ static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields
 /* Every index entry: payload inside the data region, lengths, labels, names, formats; v3: the
  * fields block inside the stored bytes and at least min_fields long, raw_len checks on the
  * payload part. */
-static int validate_entries(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err) {
+static int validate_entries(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err)
+{
     const fl_schema *s = &v->schema;
     uint32_t version = v->version;
     uint64_t names_size = v->names_size;
@@ -335,39 +382,48 @@ static int validate_entries(fl_shard_view *v, const char *path, size_t min_field
         else if (version == 2 && fl_rd32(v->index + i * v->entry_size + FLI_RESERVED) != 0)
             why = "reserved field is not 0";
         if (why)
-            return fl_error_set(err, FL_E_FORMAT, "%s: record %llu (global %llu): corrupt index: %s",
-                                path, (unsigned long long)i,
-                                (unsigned long long)(v->first_record + i), why);
-        if (r.raw_len > v->max_raw_len) v->max_raw_len = r.raw_len;
-        if (r.stored_len > v->max_stored_len) v->max_stored_len = r.stored_len;
+            return fl_error_set(
+                err, FL_E_FORMAT, "%s: record %llu (global %llu): corrupt index: %s", path,
+                (unsigned long long)i, (unsigned long long)(v->first_record + i), why);
+        if (r.raw_len > v->max_raw_len)
+            v->max_raw_len = r.raw_len;
+        if (r.stored_len > v->max_stored_len)
+            v->max_stored_len = r.stored_len;
     }
     return 0;
 }
 
-static int validate(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err) {
+static int validate(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err)
+{
     int rc = validate_header(v, path, err);
-    if (!rc) rc = validate_footer(v, path, min_fields, err);
-    if (!rc) rc = validate_entries(v, path, min_fields, err);
+    if (!rc)
+        rc = validate_footer(v, path, min_fields, err);
+    if (!rc)
+        rc = validate_entries(v, path, min_fields, err);
     return rc;
 }
 
-int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err) {
+int fl_shard_open(const char *path, fl_shard_view *v, fl_error *err)
+{
     int fd = fl_open_regular_at(AT_FDCWD, path, 0, NULL); /* a FIFO never blocks the open */
     if (fd < 0) {
         memset(v, 0, sizeof *v);
         v->fd = -1;
-        if (fd == -EISDIR) return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", path);
+        if (fd == -EISDIR)
+            return fl_error_set(err, FL_E_FORMAT, "%s: not a regular file", path);
         return fl_error_set(err, fd, "%s: cannot open shard: %s", path, strerror(-fd));
     }
     return fl_shard_open_fd(fd, path, v, err);
 }
 
-int fl_shard_open_fd(int fd, const char *path, fl_shard_view *v, fl_error *err) {
+int fl_shard_open_fd(int fd, const char *path, fl_shard_view *v, fl_error *err)
+{
     return fl_shard_open_fd_min(fd, path, 0, v, err);
 }
 
 int fl_shard_open_fd_min(int fd, const char *path, size_t min_fields, fl_shard_view *v,
-                         fl_error *err) {
+                         fl_error *err)
+{
     memset(v, 0, sizeof *v);
     v->fd = -1;
     struct stat st;
@@ -407,7 +463,9 @@ int fl_shard_open_fd_min(int fd, const char *path, size_t min_fields, fl_shard_v
      * records through it). */
     madvise(m, v->size, MADV_RANDOM);
     int rc = validate(v, path, min_fields, err);
-    if (rc) fl_shard_close(v);
-    else madvise(m, v->size, MADV_NORMAL);
+    if (rc)
+        fl_shard_close(v);
+    else
+        madvise(m, v->size, MADV_NORMAL);
     return rc;
 }

@@ -18,12 +18,13 @@
 #include "fl_shard.h"
 #include "fl_writer.h"
 
-#define WBUF_SIZE (1u << 20)
+#define WBUF_SIZE           (1u << 20)
 #define DEFAULT_SHARD_BYTES (256ull << 20)
-#define STATE_FILE "state.json"
-#define DICT_FILE "zstd.dict"
-#define ID_FILE "dataset.id" /* the dataset id (32 hex digits), chosen once, kept across --resume */
-#define PLAN_FILE "plan.txt"
+#define STATE_FILE          "state.json"
+#define DICT_FILE           "zstd.dict"
+/* the dataset id (32 hex digits), chosen once, kept across --resume */
+#define ID_FILE     "dataset.id"
+#define PLAN_FILE   "plan.txt"
 #define LOCK_SUFFIX ".lock"
 
 typedef struct growbuf {
@@ -31,13 +32,17 @@ typedef struct growbuf {
     size_t len, cap;
 } growbuf;
 
-static inline int gb_append(growbuf *g, const void *d, size_t n) {
-    if (n == 0) return 0; /* an empty payload (no image): memcpy with a NULL buffer is undefined */
+static inline int gb_append(growbuf *g, const void *d, size_t n)
+{
+    if (n == 0)
+        return 0; /* an empty payload (no image): memcpy with a NULL buffer is undefined */
     if (g->len + n > g->cap) {
         size_t cap = g->cap ? g->cap : 4096;
-        while (cap < g->len + n) cap *= 2;
+        while (cap < g->len + n)
+            cap *= 2;
         uint8_t *q = realloc(g->p, cap);
-        if (!q) return -ENOMEM;
+        if (!q)
+            return -ENOMEM;
         g->p = q;
         g->cap = cap;
     }
@@ -59,16 +64,16 @@ struct fl_writer {
     size_t cbuf_cap;
     uint64_t resume_count;
     uint8_t dataset_id[FL_DATASET_ID_BYTES]; /* in every shard header, the manifest, LMDB meta */
-    uint32_t version;    /* 2 for the classic schema, 3 with fields */
+    uint32_t version;                        /* 2 for the classic schema, 3 with fields */
     fl_field fields[FL_MAX_FIELDS]; /* the schema, max_count 0 (records are parsed against it) */
     uint32_t num_fields;
-    int label_field;     /* index of the label field, or -1 */
-    size_t min_fields;   /* the smallest fields block (fl_fields_min_block) */
+    int label_field;                   /* index of the label field, or -1 */
+    size_t min_fields;                 /* the smallest fields block (fl_fields_min_block) */
     uint32_t field_max[FL_MAX_FIELDS]; /* largest count of each variable field so far (manifest) */
     uint32_t shard_max[FL_MAX_FIELDS]; /* the same in the open shard (its header) */
-    uint64_t total; /* records added (including resumed) */
+    uint64_t total;                    /* records added (including resumed) */
     int32_t max_label;
-    int failed;     /* a write error happened: the open shard is lost */
+    int failed; /* a write error happened: the open shard is lost */
     /* complete shards */
     fl_manifest_shard *done;
     uint32_t num_done, cap_done;
@@ -78,13 +83,13 @@ struct fl_writer {
     uint32_t shard_no;
     uint64_t shard_first;
     uint64_t shard_count;
-    uint64_t pos;        /* file position of the next byte */
+    uint64_t pos; /* file position of the next byte */
     uint64_t data_offset;
     growbuf index, names;
     uint8_t *wbuf;
     size_t wlen;
-    fl_wb_window wb;     /* the open shard's writeback (fl_page_cache.h) */
-    int drop_cache;      /* written shards leave the page cache (fl_cache_drop_enabled) */
+    fl_wb_window wb; /* the open shard's writeback (fl_page_cache.h) */
+    int drop_cache;  /* written shards leave the page cache (fl_cache_drop_enabled) */
     /* LMDB */
     fl_lmdb_writer *lmdb;
     fl_writer_lock *own_lock; /* the destination's lock when open took it (none was given) */

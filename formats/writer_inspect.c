@@ -15,39 +15,49 @@
 #include "writer_impl.h"
 
 /* A name this writer creates inside "<dst>.partial" (and ".tmp" versions of them). */
-static int partial_name_ours(const char *n) {
-    static const char *const fixed[] = {STATE_FILE, DICT_FILE, "dataset.id", PLAN_FILE,
-                                        FL_MANIFEST_NAME, FL_LMDB_DATA_FILE, FL_LMDB_LOCK_FILE};
+static int partial_name_ours(const char *n)
+{
+    static const char *const fixed[] = {STATE_FILE,       DICT_FILE,        "dataset.id",
+                                        PLAN_FILE,        FL_MANIFEST_NAME, FL_LMDB_DATA_FILE,
+                                        FL_LMDB_LOCK_FILE};
     size_t l = strlen(n);
-    if (l > 4 && !strcmp(n + l - 4, ".tmp")) l -= 4;
+    if (l > 4 && !strcmp(n + l - 4, ".tmp"))
+        l -= 4;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        if (l == strlen(fixed[i]) && !strncmp(n, fixed[i], l)) return 1;
+        if (l == strlen(fixed[i]) && !strncmp(n, fixed[i], l))
+            return 1;
     /* shard-NNNNN.fls: at least five digits */
-    if (l < 15 || strncmp(n, "shard-", 6) || strncmp(n + l - 4, ".fls", 4)) return 0;
+    if (l < 15 || strncmp(n, "shard-", 6) || strncmp(n + l - 4, ".fls", 4))
+        return 0;
     for (size_t i = 6; i < l - 4; i++)
-        if (n[i] < '0' || n[i] > '9') return 0;
+        if (n[i] < '0' || n[i] > '9')
+            return 0;
     return 1;
 }
 
 /* Parse "<dir>/manifest.json" as a fastload manifest. 0, -ENOENT, or FL_E_FORMAT-ish codes with
  * the reason in err. */
-int fl_wr_read_manifest(const char *dir, fl_manifest *m, fl_error *err) {
+int fl_wr_read_manifest(const char *dir, fl_manifest *m, fl_error *err)
+{
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", dir, FL_MANIFEST_NAME);
     uint8_t *text = NULL;
     size_t len = 0;
     int rc = fl_wr_read_small_file(p, (size_t)256 << 20, &text, &len);
-    if (rc) return fl_error_set(err, rc, "%s: %s", p, rc == FL_E_FORMAT ? "too large" : strerror(-rc));
+    if (rc)
+        return fl_error_set(err, rc, "%s: %s", p, rc == FL_E_FORMAT ? "too large" : strerror(-rc));
     rc = fl_manifest_parse((const char *)text, len, p, m, err);
     free(text);
     return rc;
 }
 
-int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err) {
+int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err)
+{
     memset(info, 0, sizeof *info);
     char *d = NULL;
     int rc = fl_wr_dst_normalise(dst, &d, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     char partial[PATH_MAX];
     snprintf(partial, sizeof partial, "%s.partial", d);
     struct stat st;
@@ -57,14 +67,16 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err) 
         fl_manifest m;
         fl_error e;
         if (S_ISLNK(st.st_mode)) {
-            snprintf(info->why, sizeof info->why, "%.400s is a symbolic link, not a dataset folder", d);
+            snprintf(info->why, sizeof info->why, "%.400s is a symbolic link, not a dataset folder",
+                     d);
         } else if (!S_ISDIR(st.st_mode)) {
             snprintf(info->why, sizeof info->why, "%.400s is not a folder", d);
         } else if ((rc = fl_wr_read_manifest(d, &m, &e)) == -ENOENT) {
             snprintf(info->why, sizeof info->why, "%.400s is not a fastload dataset (no %s)", d,
                      FL_MANIFEST_NAME);
         } else if (rc) {
-            snprintf(info->why, sizeof info->why, "%.400s is not a fastload dataset (%.500s)", d, e.msg);
+            snprintf(info->why, sizeof info->why, "%.400s is not a fastload dataset (%.500s)", d,
+                     e.msg);
         } else {
             rc = 0;
             info->dst = FL_DST_DATASET;
@@ -73,7 +85,8 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err) 
             struct dirent *de;
             while (dir && (de = readdir(dir))) {
                 const char *n = de->d_name;
-                if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, FL_MANIFEST_NAME)) continue;
+                if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, FL_MANIFEST_NAME))
+                    continue;
                 int listed = !strcmp(n, FL_LMDB_LOCK_FILE) && m.backend == FL_BACKEND_LMDB;
                 for (uint32_t i = 0; i < m.num_shards && !listed; i++)
                     listed = !strcmp(n, m.shards[i].file);
@@ -88,10 +101,12 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err) 
                     break;
                 }
             }
-            if (dir) closedir(dir);
+            if (dir)
+                closedir(dir);
             else if (info->dst == FL_DST_DATASET) {
                 info->dst = FL_DST_OTHER;
-                snprintf(info->why, sizeof info->why, "%.400s: cannot list: %s", d, strerror(errno));
+                snprintf(info->why, sizeof info->why, "%.400s: cannot list: %s", d,
+                         strerror(errno));
             }
             fl_manifest_free(&m);
         }
@@ -106,13 +121,15 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err) 
         info->partial = FL_PARTIAL_STALE;
         if (!S_ISDIR(st.st_mode)) {
             info->partial = FL_PARTIAL_OTHER;
-            snprintf(info->partial_why, sizeof info->partial_why, "%.400s is not a folder", partial);
+            snprintf(info->partial_why, sizeof info->partial_why, "%.400s is not a folder",
+                     partial);
         } else {
             DIR *dir = opendir(partial);
             struct dirent *de;
             while (dir && (de = readdir(dir))) {
                 const char *n = de->d_name;
-                if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
+                if (!strcmp(n, ".") || !strcmp(n, ".."))
+                    continue;
                 char p[PATH_MAX + 512];
                 snprintf(p, sizeof p, "%s/%s", partial, n);
                 struct stat fs;
@@ -123,11 +140,12 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err) 
                     break;
                 }
             }
-            if (dir) closedir(dir);
+            if (dir)
+                closedir(dir);
             else {
                 info->partial = FL_PARTIAL_OTHER;
-                snprintf(info->partial_why, sizeof info->partial_why, "%.400s: cannot list: %s", partial,
-                         strerror(errno));
+                snprintf(info->partial_why, sizeof info->partial_why, "%.400s: cannot list: %s",
+                         partial, strerror(errno));
             }
         }
         if (info->partial == FL_PARTIAL_STALE) {
@@ -168,12 +186,15 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err) 
     }
 out:
     free(d);
-    if (rc) fl_writer_dst_info_free(info);
+    if (rc)
+        fl_writer_dst_info_free(info);
     return rc;
 }
 
-void fl_writer_dst_info_free(fl_writer_dst_info *info) {
-    if (!info) return;
+void fl_writer_dst_info_free(fl_writer_dst_info *info)
+{
+    if (!info)
+        return;
     free(info->plan);
     info->plan = NULL;
     info->plan_len = 0;
@@ -181,15 +202,18 @@ void fl_writer_dst_info_free(fl_writer_dst_info *info) {
 
 /* Delete the files of a partial directory (all of them ours: checked by the caller) and the
  * directory. state.json goes first, so an interrupted clear is not taken for a resumable run. */
-int fl_wr_clear_partial(const char *partial) {
+int fl_wr_clear_partial(const char *partial)
+{
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", partial, STATE_FILE);
     unlink(p);
     DIR *d = opendir(partial);
-    if (!d) return errno == ENOENT ? 0 : -errno;
+    if (!d)
+        return errno == ENOENT ? 0 : -errno;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!partial_name_ours(e->d_name)) continue;
+        if (!partial_name_ours(e->d_name))
+            continue;
         snprintf(p, sizeof p, "%s/%s", partial, e->d_name);
         unlink(p);
     }
@@ -197,21 +221,26 @@ int fl_wr_clear_partial(const char *partial) {
     return rmdir(partial) ? -errno : 0;
 }
 
-int fl_writer_remove_partial(const char *dst, fl_error *err) {
+int fl_writer_remove_partial(const char *dst, fl_error *err)
+{
     fl_writer_dst_info info;
     int rc = fl_writer_inspect(dst, &info, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     fl_writer_dst_info_free(&info);
-    if (info.partial == FL_PARTIAL_NONE) return 0;
+    if (info.partial == FL_PARTIAL_NONE)
+        return 0;
     if (info.partial == FL_PARTIAL_OTHER)
         return fl_error_set(err, FL_E_INVALID, "%s; nothing was removed", info.partial_why);
     char partial[PATH_MAX];
     char *d = NULL;
     rc = fl_wr_dst_normalise(dst, &d, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     snprintf(partial, sizeof partial, "%s.partial", d);
     free(d);
     rc = fl_wr_clear_partial(partial);
-    if (rc) return fl_error_set(err, rc, "%s: cannot remove: %s", partial, strerror(-rc));
+    if (rc)
+        return fl_error_set(err, rc, "%s: cannot remove: %s", partial, strerror(-rc));
     return 0;
 }

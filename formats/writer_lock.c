@@ -18,37 +18,48 @@
 /* A malloc'ed copy of dst without trailing slashes ("out/" names the same dataset as "out").
  * Refuses names that cannot be a dataset folder of their own: "", "/", ".", "..", or a last
  * component "." or "..": their ".partial" and ".lock" would land beside the wrong folder. */
-int fl_wr_dst_normalise(const char *dst, char **out, fl_error *err) {
+int fl_wr_dst_normalise(const char *dst, char **out, fl_error *err)
+{
     *out = NULL;
-    if (!dst || !*dst) return fl_error_set(err, FL_E_INVALID, "writer: no destination");
-    if (strlen(dst) > PATH_MAX - 64) return fl_error_set(err, FL_E_INVALID, "%s: path too long", dst);
+    if (!dst || !*dst)
+        return fl_error_set(err, FL_E_INVALID, "writer: no destination");
+    if (strlen(dst) > PATH_MAX - 64)
+        return fl_error_set(err, FL_E_INVALID, "%s: path too long", dst);
     char *d = strdup(dst);
-    if (!d) return fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
+    if (!d)
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", dst);
     size_t l = strlen(d);
-    while (l > 1 && d[l - 1] == '/') d[--l] = '\0';
+    while (l > 1 && d[l - 1] == '/')
+        d[--l] = '\0';
     const char *base = strrchr(d, '/');
     base = base ? base + 1 : d;
     if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
         free(d);
-        return fl_error_set(err, FL_E_INVALID,
-                            "%s: not a destination: name the dataset's own folder (e.g. %s%sdataset), "
-                            "not the current, parent or root folder; nothing was changed", dst, dst,
-                            dst[strlen(dst) - 1] == '/' ? "" : "/");
+        return fl_error_set(
+            err, FL_E_INVALID,
+            "%s: not a destination: name the dataset's own folder (e.g. %s%sdataset), "
+            "not the current, parent or root folder; nothing was changed",
+            dst, dst, dst[strlen(dst) - 1] == '/' ? "" : "/");
     }
     *out = d;
     return 0;
 }
 
-void fl_wr_parent_of(const char *path, char *out, size_t n) {
+void fl_wr_parent_of(const char *path, char *out, size_t n)
+{
     snprintf(out, n, "%s", path);
     char *slash = strrchr(out, '/');
-    if (!slash) snprintf(out, n, ".");
-    else if (slash == out) out[1] = '\0';
-    else *slash = '\0';
+    if (!slash)
+        snprintf(out, n, ".");
+    else if (slash == out)
+        out[1] = '\0';
+    else
+        *slash = '\0';
 }
 
 /* The error for a destination whose parent folder is missing (ENOENT/ENOTDIR on create). */
-int fl_wr_parent_error(const char *dst, int e, const char *what, fl_error *err) {
+int fl_wr_parent_error(const char *dst, int e, const char *what, fl_error *err)
+{
     char parent[PATH_MAX];
     fl_wr_parent_of(dst, parent, sizeof parent);
     struct stat st;
@@ -60,20 +71,24 @@ int fl_wr_parent_error(const char *dst, int e, const char *what, fl_error *err) 
     return fl_error_set(err, -e, "%s: cannot create: %s", what, strerror(e));
 }
 
-static long lock_read_pid(int fd) {
+static long lock_read_pid(int fd)
+{
     char b[32];
     ssize_t n = pread(fd, b, sizeof b - 1, 0);
-    if (n <= 0) return 0;
+    if (n <= 0)
+        return 0;
     b[n] = '\0';
     char *end;
     long pid = strtol(b, &end, 10);
     return pid > 0 && (*end == '\n' || *end == '\0') ? pid : 0;
 }
 
-int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err) {
+int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err)
+{
     *out = NULL;
     fl_writer_lock *l = calloc(1, sizeof *l);
-    if (!l) return fl_error_set(err, -ENOMEM, "%s: out of memory", dst ? dst : "");
+    if (!l)
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", dst ? dst : "");
     l->fd = -1;
     int rc = fl_wr_dst_normalise(dst, &l->dst, err);
     if (rc) {
@@ -90,18 +105,25 @@ int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err)
         int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) {
             int e = errno;
-            if (e == ENOENT || e == ENOTDIR) rc = fl_wr_parent_error(l->dst, e, l->path, err);
+            if (e == ENOENT || e == ENOTDIR)
+                rc = fl_wr_parent_error(l->dst, e, l->path, err);
             else if (e == ELOOP)
-                rc = fl_error_set(err, FL_E_INVALID, "%s: a symbolic link where the lock file of %s "
-                                  "goes: remove it", l->path, l->dst);
-            else rc = fl_error_set(err, -e, "%s: cannot create the lock file: %s", l->path, strerror(e));
+                rc = fl_error_set(err, FL_E_INVALID,
+                                  "%s: a symbolic link where the lock file of %s "
+                                  "goes: remove it",
+                                  l->path, l->dst);
+            else
+                rc = fl_error_set(err, -e, "%s: cannot create the lock file: %s", l->path,
+                                  strerror(e));
             goto fail;
         }
         struct stat fst, pst;
         if (fstat(fd, &fst) || !S_ISREG(fst.st_mode)) {
             close(fd);
-            rc = fl_error_set(err, FL_E_INVALID, "%s: not a lock file (not a regular file): move "
-                              "it away; nothing was changed", l->path);
+            rc = fl_error_set(err, FL_E_INVALID,
+                              "%s: not a lock file (not a regular file): move "
+                              "it away; nothing was changed",
+                              l->path);
             goto fail;
         }
         if (flock(fd, LOCK_EX | LOCK_NB)) {
@@ -113,7 +135,8 @@ int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err)
             }
             /* the holder writes its pid right after locking: give it a moment */
             long pid = 0;
-            for (int i = 0; i < 50 && !(pid = lock_read_pid(fd)); i++) usleep(2000);
+            for (int i = 0; i < 50 && !(pid = lock_read_pid(fd)); i++)
+                usleep(2000);
             close(fd);
             if (pid)
                 rc = fl_error_set(err, -EBUSY, "%s is being written by process %ld (lock: %s)",
@@ -133,8 +156,10 @@ int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err)
          * anything else is somebody's file that happens to have this name */
         if (fst.st_size > 24 || (fst.st_size > 0 && !lock_read_pid(fd))) {
             close(fd);
-            rc = fl_error_set(err, FL_E_INVALID, "%s exists and is not a lock file of this tool: "
-                              "move it away; nothing was changed", l->path);
+            rc = fl_error_set(err, FL_E_INVALID,
+                              "%s exists and is not a lock file of this tool: "
+                              "move it away; nothing was changed",
+                              l->path);
             goto fail;
         }
         /* the pid is for the message of a run that finds the lock taken; on a full disk the
@@ -148,7 +173,8 @@ int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_error *err)
         *out = l;
         return 0;
     }
-    rc = fl_error_set(err, -EBUSY, "%s is being written by other processes (lock: %s)", l->dst, l->path);
+    rc = fl_error_set(err, -EBUSY, "%s is being written by other processes (lock: %s)", l->dst,
+                      l->path);
 fail:
     free(l->dst);
     free(l->path);
@@ -156,8 +182,10 @@ fail:
     return rc;
 }
 
-void fl_writer_lock_release(fl_writer_lock *l) {
-    if (!l) return;
+void fl_writer_lock_release(fl_writer_lock *l)
+{
+    if (!l)
+        return;
     if (l->fd >= 0) {
         unlink(l->path); /* while still holding it: see the inode check in fl_writer_lock_acquire */
         close(l->fd);

@@ -24,7 +24,8 @@
 
 /* renameat2(2) through syscall(2): glibc declares it only under _GNU_SOURCE, and old ones not at
  * all. Fails with EINVAL/ENOSYS where the file system or kernel lacks the flag. */
-static int rename2(const char *from, const char *to, unsigned flags) {
+static int rename2(const char *from, const char *to, unsigned flags)
+{
 #ifdef SYS_renameat2
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, flags);
 #else
@@ -37,7 +38,8 @@ static int rename2(const char *from, const char *to, unsigned flags) {
 /* After an exchange, delete the replaced dataset (now at `dir`): only the files it lists, its
  * manifest and LMDB's lock file, then the folder. A file somebody added meanwhile is left, and
  * with it the folder. */
-static void remove_old_dataset(const char *dir) {
+static void remove_old_dataset(const char *dir)
+{
     fl_manifest m;
     fl_error e;
     char p[PATH_MAX];
@@ -49,7 +51,8 @@ static void remove_old_dataset(const char *dir) {
         snprintf(p, sizeof p, "%s/%s", dir, m.shards[i].file);
         unlink(p);
     }
-    if (have) fl_manifest_free(&m);
+    if (have)
+        fl_manifest_free(&m);
     snprintf(p, sizeof p, "%s/%s", dir, FL_LMDB_LOCK_FILE);
     unlink(p);
     rmdir(dir);
@@ -58,7 +61,8 @@ static void remove_old_dataset(const char *dir) {
 /* The manifest (LMDB: stored in the environment too, then its real size in manifest.json), then
  * the run's bookkeeping files removed: <dst>.partial is a complete dataset. */
 static int write_manifest(fl_writer *w, const char *const *class_names, uint32_t num_classes,
-                          fl_error *err) {
+                          fl_error *err)
+{
     int rc = 0;
     fl_tbuf text = {0};
     fl_manifest m;
@@ -79,7 +83,8 @@ static int write_manifest(fl_writer *w, const char *const *class_names, uint32_t
     m.num_fields = w->num_fields;
     memcpy(m.fields, w->fields, sizeof m.fields);
     for (uint32_t f = 0; f < w->num_fields; f++)
-        if (fl_field_is_variable(w->fields[f].type)) m.fields[f].max_count = w->field_max[f];
+        if (fl_field_is_variable(w->fields[f].type))
+            m.fields[f].max_count = w->field_max[f];
     memcpy(m.dataset_id, w->dataset_id, FL_DATASET_ID_BYTES);
     fl_manifest_shard lm = {.file = FL_LMDB_DATA_FILE, .records = w->total, .bytes = 0};
     if (w->lmdb) {
@@ -93,7 +98,8 @@ static int write_manifest(fl_writer *w, const char *const *class_names, uint32_t
         }
         rc = fl_lmdb_writer_finish(w->lmdb, text.data, text.len, err);
         w->lmdb = NULL;
-        if (rc) goto done;
+        if (rc)
+            goto done;
         char p[PATH_MAX];
         struct stat st;
         snprintf(p, sizeof p, "%s/%s", w->partial, FL_LMDB_DATA_FILE);
@@ -108,7 +114,8 @@ static int write_manifest(fl_writer *w, const char *const *class_names, uint32_t
         goto done;
     }
     rc = fl_wr_write_file_atomic(w->partial, FL_MANIFEST_NAME, text.data, text.len, err);
-    if (rc) goto done;
+    if (rc)
+        goto done;
     /* the run's bookkeeping is not part of the dataset */
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", w->partial, STATE_FILE);
@@ -128,7 +135,8 @@ done:
 /* <dst>.partial becomes <dst>: exchanged with the old dataset (atomic: a reader opening <dst>
  * finds the old or the new one, never neither) whose files are then deleted, or renamed where
  * there is none. */
-static int publish(fl_writer *w, int have_old, fl_error *err) {
+static int publish(fl_writer *w, int have_old, fl_error *err)
+{
     int rc = 0;
     /* publish: exchange with the old dataset (atomic: a reader opening <dst> finds the old or the
      * new one, never neither), or rename where there is none; then delete the old one's files */
@@ -145,7 +153,8 @@ static int publish(fl_writer *w, int have_old, fl_error *err) {
             struct stat ost;
             for (unsigned k = 0;; k++) {
                 snprintf(old, sizeof old, "%s.old-%ld-%u", w->dst, (long)getpid(), k);
-                if (lstat(old, &ost) != 0) break;
+                if (lstat(old, &ost) != 0)
+                    break;
             }
             if (rename(w->dst, old)) {
                 int e = errno;
@@ -156,8 +165,8 @@ static int publish(fl_writer *w, int have_old, fl_error *err) {
             if (rename(w->partial, w->dst)) {
                 int e = errno;
                 rename(old, w->dst);
-                rc = fl_error_set(err, -e, "%s: cannot rename %s into place: %s", w->dst, w->partial,
-                                  strerror(e));
+                rc = fl_error_set(err, -e, "%s: cannot rename %s into place: %s", w->dst,
+                                  w->partial, strerror(e));
                 return rc;
             }
             fl_fsync_dir(parent);
@@ -175,8 +184,10 @@ static int publish(fl_writer *w, int have_old, fl_error *err) {
         if (r) {
             int e = errno;
             rc = e == EEXIST || e == ENOTEMPTY
-                     ? fl_error_set(err, -EEXIST, "%s appeared while the dataset was written; it was "
-                                    "left alone (the new dataset is in %s)", w->dst, w->partial)
+                     ? fl_error_set(err, -EEXIST,
+                                    "%s appeared while the dataset was written; it was "
+                                    "left alone (the new dataset is in %s)",
+                                    w->dst, w->partial)
                      : fl_error_set(err, -e, "%s: cannot rename %s into place: %s", w->dst,
                                     w->partial, strerror(e));
             return rc;
@@ -187,11 +198,13 @@ static int publish(fl_writer *w, int have_old, fl_error *err) {
 }
 
 int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_classes,
-                     fl_error *err) {
+                     fl_error *err)
+{
     int rc = 0;
     fl_tbuf text = {0};
     if (w->failed) {
-        rc = fl_error_set(err, w->failed, "%s: cannot finish after an earlier write error", w->partial);
+        rc = fl_error_set(err, w->failed, "%s: cannot finish after an earlier write error",
+                          w->partial);
         goto out;
     }
     if (num_classes && w->max_label >= 0 && (uint32_t)w->max_label >= num_classes) {
@@ -206,29 +219,35 @@ int fl_writer_finish(fl_writer *w, const char *const *class_names, uint32_t num_
         }
     if (w->shard.fd >= 0 && w->shard_count > 0) {
         rc = fl_wr_shard_finish(w, err);
-        if (rc) goto out;
+        if (rc)
+            goto out;
     }
     /* <dst> must still be absent or a dataset of ours (it may have changed since open); refused
      * here (every record durable), the run stays resumable */
     fl_writer_dst_info info;
     rc = fl_writer_inspect(w->dst, &info, err);
-    if (rc) goto out;
+    if (rc)
+        goto out;
     fl_writer_dst_info_free(&info);
     if (info.dst != FL_DST_NONE && !w->opt.overwrite) {
         rc = fl_error_set(err, -EEXIST, "%s: already exists (overwrite not requested)", w->dst);
         goto out;
     }
     if (info.dst == FL_DST_OTHER) {
-        rc = fl_error_set(err, FL_E_INVALID, "cannot replace %s: %s; nothing was changed (the new "
-                          "dataset stays in %s: resume to publish it)", w->dst, info.why, w->partial);
+        rc = fl_error_set(err, FL_E_INVALID,
+                          "cannot replace %s: %s; nothing was changed (the new "
+                          "dataset stays in %s: resume to publish it)",
+                          w->dst, info.why, w->partial);
         goto out;
     }
     int have_old = info.dst == FL_DST_DATASET;
     rc = write_manifest(w, class_names, num_classes, err);
-    if (rc == 0) rc = publish(w, have_old, err);
+    if (rc == 0)
+        rc = publish(w, have_old, err);
 out:
     fl_tbuf_free(&text);
-    if (w->lmdb) fl_lmdb_writer_abort(w->lmdb);
+    if (w->lmdb)
+        fl_lmdb_writer_abort(w->lmdb);
     w->lmdb = NULL;
     fl_wr_free(w);
     return rc;

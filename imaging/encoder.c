@@ -19,23 +19,29 @@ struct fl_encoder {
     unsigned long jpeg_cap;
     fl_buf png;
     size_t png_len;
-    fl_buf rst; /* fl_jpeg_add_restarts output */
+    fl_buf rst;         /* fl_jpeg_add_restarts output */
     fl_buf rst_scratch; /* its unstuffed entropy-coded bits (fl_jpeg_restart_copy) */
     int png_oom;
     char png_msg[256];
 };
 
-int fl_encoder_create(fl_encoder **out, fl_error *err) {
-    if (!out) return fl_error_set(err, FL_E_INVALID, "fl_encoder_create: NULL out");
+int fl_encoder_create(fl_encoder **out, fl_error *err)
+{
+    if (!out)
+        return fl_error_set(err, FL_E_INVALID, "fl_encoder_create: NULL out");
     fl_encoder *e = calloc(1, sizeof *e);
-    if (!e) return fl_error_set(err, -ENOMEM, "fl_encoder_create: out of memory");
+    if (!e)
+        return fl_error_set(err, -ENOMEM, "fl_encoder_create: out of memory");
     *out = e;
     return 0;
 }
 
-void fl_encoder_free(fl_encoder *e) {
-    if (!e) return;
-    if (e->tj) tjDestroy(e->tj);
+void fl_encoder_free(fl_encoder *e)
+{
+    if (!e)
+        return;
+    if (e->tj)
+        tjDestroy(e->tj);
     tjFree(e->jpeg);
     fl_buf_free(&e->png);
     fl_buf_free(&e->rst);
@@ -43,7 +49,8 @@ void fl_encoder_free(fl_encoder *e) {
     free(e);
 }
 
-static int check_image(const fl_image *img, const char *what, fl_error *err) {
+static int check_image(const fl_image *img, const char *what, fl_error *err)
+{
     if (!img || !img->pixels || img->width == 0 || img->height == 0 ||
         (img->channels != 1 && img->channels != 3) ||
         img->stride < (size_t)img->width * img->channels)
@@ -52,9 +59,11 @@ static int check_image(const fl_image *img, const char *what, fl_error *err) {
 }
 
 int fl_encode_jpeg(fl_encoder *e, const fl_image *img, int quality, const uint8_t **out,
-                   size_t *out_len, fl_error *err) {
+                   size_t *out_len, fl_error *err)
+{
     int rc = check_image(img, "encode JPEG", err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     if (quality < 1 || quality > 100)
         return fl_error_set(err, FL_E_INVALID, "encode JPEG: quality %d not in 1..100", quality);
     if (img->width > 65500 || img->height > 65500 || img->stride > 0x7fffffff)
@@ -65,12 +74,14 @@ int fl_encode_jpeg(fl_encoder *e, const fl_image *img, int quality, const uint8_
     int gray = img->channels == 1;
     int samp = gray ? TJSAMP_GRAY : quality >= 95 ? TJSAMP_444 : TJSAMP_420;
     unsigned long need = tjBufSize((int)img->width, (int)img->height, samp);
-    if (need == (unsigned long)-1) return fl_error_set(err, FL_E_INVALID, "encode JPEG: bad size");
+    if (need == (unsigned long)-1)
+        return fl_error_set(err, FL_E_INVALID, "encode JPEG: bad size");
     if (need > e->jpeg_cap) {
         tjFree(e->jpeg);
         e->jpeg = tjAlloc((int)need);
         e->jpeg_cap = e->jpeg ? need : 0;
-        if (!e->jpeg) return fl_error_set(err, -ENOMEM, "encode JPEG: out of memory");
+        if (!e->jpeg)
+            return fl_error_set(err, -ENOMEM, "encode JPEG: out of memory");
     }
     unsigned long len = e->jpeg_cap;
     if (tjCompress2(e->tj, img->pixels, (int)img->width, (int)img->stride, (int)img->height,
@@ -82,11 +93,13 @@ int fl_encode_jpeg(fl_encoder *e, const fl_image *img, int quality, const uint8_
     return 0;
 }
 
-static void png_write_mem(png_structp png, png_bytep data, png_size_t n) {
+static void png_write_mem(png_structp png, png_bytep data, png_size_t n)
+{
     fl_encoder *e = png_get_io_ptr(png);
     if (e->png_len + n > e->png.cap) {
         size_t cap = e->png.cap ? e->png.cap : 65536;
-        while (cap < e->png_len + n) cap *= 2;
+        while (cap < e->png_len + n)
+            cap *= 2;
         uint8_t *p = realloc(e->png.p, cap);
         if (!p) {
             e->png_oom = 1;
@@ -101,7 +114,8 @@ static void png_write_mem(png_structp png, png_bytep data, png_size_t n) {
 
 static void png_flush_mem(png_structp png) { (void)png; }
 
-static void png_enc_error(png_structp png, png_const_charp msg) {
+static void png_enc_error(png_structp png, png_const_charp msg)
+{
     fl_encoder *e = png_get_error_ptr(png);
     snprintf(e->png_msg, sizeof e->png_msg, "%s", msg);
     png_longjmp(png, 1);
@@ -110,11 +124,15 @@ static void png_enc_error(png_structp png, png_const_charp msg) {
 static void png_enc_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
 
 int fl_encode_png(fl_encoder *e, const fl_image *img, const uint8_t **out, size_t *out_len,
-                  fl_error *err) {
+                  fl_error *err)
+{
     int rc = check_image(img, "encode PNG", err);
-    if (rc) return rc;
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, e, png_enc_error, png_enc_warning);
-    if (!png) return fl_error_set(err, -ENOMEM, "encode PNG: out of memory");
+    if (rc)
+        return rc;
+    png_structp png =
+        png_create_write_struct(PNG_LIBPNG_VER_STRING, e, png_enc_error, png_enc_warning);
+    if (!png)
+        return fl_error_set(err, -ENOMEM, "encode PNG: out of memory");
     png_infop info = png_create_info_struct(png);
     if (!info) {
         png_destroy_write_struct(&png, NULL);
@@ -148,22 +166,23 @@ struct rst_err {
     char msg[JMSG_LENGTH_MAX];
 };
 
-static void rst_error_exit(j_common_ptr c) {
+static void rst_error_exit(j_common_ptr c)
+{
     struct rst_err *e = (struct rst_err *)c->err;
     c->err->format_message(c, e->msg);
     longjmp(e->jb, 1);
 }
 
 /* Warnings that mean missing or damaged coefficients are errors (as in the decoder). */
-static void rst_emit_message(j_common_ptr c, int level) {
-    if (level >= 0) return;
+static void rst_emit_message(j_common_ptr c, int level)
+{
+    if (level >= 0)
+        return;
     switch (c->err->msg_code) {
     case JWRN_JPEG_EOF:
     case JWRN_HIT_MARKER:
     case JWRN_HUFF_BAD_CODE:
-    case JWRN_MUST_RESYNC:
-        rst_error_exit(c);
-        break;
+    case JWRN_MUST_RESYNC: rst_error_exit(c); break;
     default: break;
     }
 }
@@ -178,13 +197,15 @@ struct rst_dest {
     int oom;
 };
 
-static void rst_init_destination(j_compress_ptr c) {
+static void rst_init_destination(j_compress_ptr c)
+{
     struct rst_dest *d = (struct rst_dest *)c->dest;
     d->pub.next_output_byte = d->buf->p;
     d->pub.free_in_buffer = d->buf->cap;
 }
 
-static boolean rst_empty_output_buffer(j_compress_ptr c) {
+static boolean rst_empty_output_buffer(j_compress_ptr c)
+{
     struct rst_dest *d = (struct rst_dest *)c->dest;
     size_t used = d->buf->cap; /* libjpeg calls this only when the buffer is full */
     size_t cap = used ? used * 2 : 65536;
@@ -200,18 +221,21 @@ static boolean rst_empty_output_buffer(j_compress_ptr c) {
     return TRUE;
 }
 
-static void rst_term_destination(j_compress_ptr c) {
+static void rst_term_destination(j_compress_ptr c)
+{
     struct rst_dest *d = (struct rst_dest *)c->dest;
     d->len = d->buf->cap - d->pub.free_in_buffer;
 }
 
 int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_t max_mcus,
-                         const uint8_t **out, size_t *out_len, fl_error *err) {
+                         const uint8_t **out, size_t *out_len, fl_error *err)
+{
     if (!e || !data || !out || !out_len)
         return fl_error_set(err, FL_E_INVALID, "JPEG restart rewrite: NULL argument");
     fl_image_info info;
     int rc = fl_image_probe(data, len, &info, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     if (info.format != FL_IMG_JPEG)
         return fl_error_set(err, FL_E_INVALID, "JPEG restart rewrite: input is not a JPEG");
     if ((uint64_t)info.width * info.height > FL_DEFAULT_MAX_PIXELS)
@@ -220,7 +244,8 @@ int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_
     /* a sequential file: its Huffman-coded bits copied with markers between (jpeg_restart.c) */
     size_t n;
     rc = fl_jpeg_restart_copy(&e->rst, &e->rst_scratch, data, len, max_mcus, &n);
-    if (rc < 0) return fl_error_set(err, rc, "JPEG restart rewrite: out of memory");
+    if (rc < 0)
+        return fl_error_set(err, rc, "JPEG restart rewrite: out of memory");
     if (rc == 0) {
         *out = e->rst.p;
         *out_len = n;
@@ -242,7 +267,8 @@ int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_
     volatile int created_src = 0, created_dst = 0; /* read after longjmp */
     /* Both error managers jump to the same place; the message comes from whichever failed. */
     jerr_src.msg[0] = jerr_dst.msg[0] = '\0';
-    if (setjmp(jerr_src.jb)) goto fail;
+    if (setjmp(jerr_src.jb))
+        goto fail;
     memcpy(jerr_dst.jb, jerr_src.jb, sizeof(jmp_buf));
     jpeg_create_decompress(&src);
     created_src = 1;
@@ -256,14 +282,20 @@ int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_
      * every MCU row starts a new interval. */
     uint32_t maxh = 1;
     for (int c = 0; c < src.num_components; c++)
-        if ((uint32_t)src.comp_info[c].h_samp_factor > maxh) maxh = (uint32_t)src.comp_info[c].h_samp_factor;
-    if (src.num_components == 1) maxh = 1;
+        if ((uint32_t)src.comp_info[c].h_samp_factor > maxh)
+            maxh = (uint32_t)src.comp_info[c].h_samp_factor;
+    if (src.num_components == 1)
+        maxh = 1;
     uint32_t per_row = (src.image_width + 8 * maxh - 1) / (8 * maxh), ri = per_row;
     if (max_mcus)
-        for (ri = max_mcus < per_row ? max_mcus : per_row; per_row % ri; ri--) {}
-    if (ri > 65535) ri = 0; /* DRI is 16 bits: fall back to one marker per MCU row */
-    if (ri) dst.restart_interval = ri;
-    else dst.restart_in_rows = 1;
+        for (ri = max_mcus < per_row ? max_mcus : per_row; per_row % ri; ri--) {
+        }
+    if (ri > 65535)
+        ri = 0; /* DRI is 16 bits: fall back to one marker per MCU row */
+    if (ri)
+        dst.restart_interval = ri;
+    else
+        dst.restart_in_rows = 1;
     dst.optimize_coding = TRUE; /* per-image Huffman tables win back most of the markers' bytes */
     dst.dest = &dest.pub;
     dest.pub.init_destination = rst_init_destination;
@@ -278,9 +310,12 @@ int fl_jpeg_add_restarts(fl_encoder *e, const uint8_t *data, size_t len, uint32_
     *out_len = dest.len;
     return 0;
 fail:
-    if (created_dst) jpeg_destroy_compress(&dst);
-    if (created_src) jpeg_destroy_decompress(&src);
-    if (dest.oom) return fl_error_set(err, -ENOMEM, "JPEG restart rewrite: out of memory");
+    if (created_dst)
+        jpeg_destroy_compress(&dst);
+    if (created_src)
+        jpeg_destroy_decompress(&src);
+    if (dest.oom)
+        return fl_error_set(err, -ENOMEM, "JPEG restart rewrite: out of memory");
     return fl_error_set(err, FL_E_DECODE, "JPEG restart rewrite: %s",
                         jerr_src.msg[0] ? jerr_src.msg : jerr_dst.msg);
 }
@@ -291,9 +326,11 @@ fail:
  * pixels are identical; only the restart markers differ. This costs what a plain encode costs,
  * where fl_jpeg_add_restarts after fl_encode_jpeg costs a second entropy pass. */
 int fl_encode_jpeg_restart(fl_encoder *e, const fl_image *img, int quality, uint32_t max_mcus,
-                           const uint8_t **out, size_t *out_len, fl_error *err) {
+                           const uint8_t **out, size_t *out_len, fl_error *err)
+{
     int rc = check_image(img, "encode JPEG", err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     if (quality < 1 || quality > 100)
         return fl_error_set(err, FL_E_INVALID, "encode JPEG: quality %d not in 1..100", quality);
     if (img->width > 65500 || img->height > 65500)
@@ -312,7 +349,8 @@ int fl_encode_jpeg_restart(fl_encoder *e, const fl_image *img, int quality, uint
     jerr.pub.output_message = rst_output_message;
     jerr.msg[0] = '\0';
     volatile int created = 0;
-    if (setjmp(jerr.jb)) goto fail;
+    if (setjmp(jerr.jb))
+        goto fail;
     jpeg_create_compress(&c);
     created = 1;
     c.image_width = img->width;
@@ -326,15 +364,20 @@ int fl_encode_jpeg_restart(fl_encoder *e, const fl_image *img, int quality, uint
     if (img->channels == 3) {
         int h = quality >= 95 ? 1 : 2; /* as fl_encode_jpeg: 4:4:4 at >= 95, else 4:2:0 */
         c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = h;
-        for (int k = 1; k < 3; k++) c.comp_info[k].h_samp_factor = c.comp_info[k].v_samp_factor = 1;
+        for (int k = 1; k < 3; k++)
+            c.comp_info[k].h_samp_factor = c.comp_info[k].v_samp_factor = 1;
         maxh = (uint32_t)h;
     }
     uint32_t per_row = (img->width + 8 * maxh - 1) / (8 * maxh), ri = per_row;
     if (max_mcus)
-        for (ri = max_mcus < per_row ? max_mcus : per_row; per_row % ri; ri--) {}
-    if (ri > 65535) ri = 0;
-    if (ri) c.restart_interval = ri;
-    else c.restart_in_rows = 1;
+        for (ri = max_mcus < per_row ? max_mcus : per_row; per_row % ri; ri--) {
+        }
+    if (ri > 65535)
+        ri = 0;
+    if (ri)
+        c.restart_interval = ri;
+    else
+        c.restart_in_rows = 1;
     c.optimize_coding = FALSE; /* standard tables, as TurboJPEG: optimizing costs a second pass */
     c.dest = &dest.pub;
     dest.pub.init_destination = rst_init_destination;
@@ -351,7 +394,9 @@ int fl_encode_jpeg_restart(fl_encoder *e, const fl_image *img, int quality, uint
     *out_len = dest.len;
     return 0;
 fail:
-    if (created) jpeg_destroy_compress(&c);
-    if (dest.oom) return fl_error_set(err, -ENOMEM, "encode JPEG: out of memory");
+    if (created)
+        jpeg_destroy_compress(&c);
+    if (dest.oom)
+        return fl_error_set(err, -ENOMEM, "encode JPEG: out of memory");
     return fl_error_set(err, FL_E_DECODE, "encode JPEG: %s", jerr.msg);
 }

@@ -105,10 +105,10 @@ FL_API void fl_decoder_set_flags(fl_decoder *d, unsigned flags);
  * equals PIL's convert("RGB") byte for byte on JPEG and PNG (same libjpeg-turbo/libpng defaults).
  * Corrupt-data warnings that mean missing pixels (premature end of data, bad Huffman code,
  * lost sync) are errors; a single-scan JPEG that lacks only its EOI marker decodes (all pixels
- * are there), a progressive one that ends early does not (scans could be missing). The result points into the decoder's scratch and is valid until the
- * next call on `d`; scratch only grows, so same-size images do not allocate.
- * Errors: FL_E_DECODE (not an image, corrupt, truncated), FL_E_TOO_LARGE, FL_E_UNSUPPORTED,
- * FL_E_INVALID (channels not 1 or 3), -ENOMEM. */
+ * are there), a progressive one that ends early does not (scans could be missing). The result
+ * points into the decoder's scratch and is valid until the next call on `d`; scratch only grows, so
+ * same-size images do not allocate. Errors: FL_E_DECODE (not an image, corrupt, truncated),
+ * FL_E_TOO_LARGE, FL_E_UNSUPPORTED, FL_E_INVALID (channels not 1 or 3), -ENOMEM. */
 FL_API int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
                      uint32_t min_width, uint32_t min_height, fl_image *out, fl_error *err);
 
@@ -126,10 +126,10 @@ FL_API int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t ch
  * the crop, fl_resize"), and differs from the full-size reference only by the DCT scaling's own
  * filtering. (valgrind flags some output bytes as uninitialised because of libjpeg-turbo's
  * SIMD code, a known false positive; run valgrind with JSIMD_FORCENONE=1.)
- * PNG and WebP: full decode, then the same resampling (bit-exact with that reference). The crop must lie
- * inside the image. No allocation in steady state (decoder scratch).
- * Errors: as fl_decode; FL_E_RANGE for an empty crop or one outside the image; FL_E_INVALID for a
- * NULL crop/dst or a zero output size. */
+ * PNG and WebP: full decode, then the same resampling (bit-exact with that reference). The crop
+ * must lie inside the image. No allocation in steady state (decoder scratch). Errors: as fl_decode;
+ * FL_E_RANGE for an empty crop or one outside the image; FL_E_INVALID for a NULL crop/dst or a zero
+ * output size. */
 FL_API int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len,
                                  const fl_rect *crop, uint32_t out_width, uint32_t out_height,
                                  uint32_t channels, int flip, uint8_t *dst, fl_error *err);

@@ -53,19 +53,18 @@ int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl
 void fl_jpeg_state_free(struct fl_jpeg_state *s);
 
 /* PNG (png_decode.c). Full decode to `channels`. */
-int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
-                  fl_image *out, fl_error *err);
+int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, fl_image *out,
+                  fl_error *err);
 
 /* WebP (webp_decode.c). Full decode to `channels`; FL_E_UNSUPPORTED without libwebp. */
-int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
-                   fl_image *out, fl_error *err);
+int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, fl_image *out,
+                   fl_error *err);
 
 /* resize.c: resample the window (x0, y0, w, h) of src — fractional source pixel coordinates,
  * inside [0, sw] × [0, sh] — to dw × dh. fl_resize is this with the whole image. */
 int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
-                     uint32_t channels, const double win[4], uint8_t *dst, uint32_t dw,
-                     uint32_t dh, size_t dstride, int flip, void *scratch, size_t scratch_len,
-                     fl_error *err);
+                     uint32_t channels, const double win[4], uint8_t *dst, uint32_t dw, uint32_t dh,
+                     size_t dstride, int flip, void *scratch, size_t scratch_len, fl_error *err);
 size_t fl_resize_window_scratch_size(uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
                                      uint32_t dh, uint32_t channels);
 

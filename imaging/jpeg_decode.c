@@ -30,7 +30,8 @@ struct fl_jpeg_state {
 };
 
 /* libjpeg calls this for fatal errors: keep the message and jump back to the entry point. */
-static void on_error_exit(j_common_ptr c) {
+static void on_error_exit(j_common_ptr c)
+{
     struct fl_jpeg_err *e = (struct fl_jpeg_err *)c->err;
     c->err->format_message(c, e->msg);
     longjmp(e->jb, 1);
@@ -38,9 +39,12 @@ static void on_error_exit(j_common_ptr c) {
 
 /* Warnings (level -1) that mean pixels are missing or wrong are errors for us: a truncated file
  * would otherwise decode "successfully" with a grey bottom. Others (extra bytes between markers,
- * odd JFIF versions) are tolerated, as every mainstream decoder does. Trace messages are dropped. */
-static void on_emit_message(j_common_ptr c, int level) {
-    if (level >= 0) return;
+ * odd JFIF versions) are tolerated, as every mainstream decoder does. Trace messages are dropped.
+ */
+static void on_emit_message(j_common_ptr c, int level)
+{
+    if (level >= 0)
+        return;
     struct fl_jpeg_err *e = (struct fl_jpeg_err *)c->err;
     c->err->num_warnings++;
     /* End of data in a single-scan file: if pixels are really missing, the Huffman decoder runs
@@ -49,24 +53,25 @@ static void on_emit_message(j_common_ptr c, int level) {
      * or multi-scan file that ends early just loses scans silently, so there it stays fatal. */
     if (c->err->msg_code == JWRN_JPEG_EOF && c->is_decompressor) {
         j_decompress_ptr dc = (j_decompress_ptr)c;
-        /* Sequential files hold each component in exactly one scan: all in one scan = single-scan. */
-        if (!dc->progressive_mode && dc->comps_in_scan > 0 && dc->comps_in_scan == dc->num_components)
+        /* Sequential files hold each component in exactly one scan: all in one scan = single-scan.
+         */
+        if (!dc->progressive_mode && dc->comps_in_scan > 0 &&
+            dc->comps_in_scan == dc->num_components)
             return;
     }
     switch (c->err->msg_code) {
     case JWRN_JPEG_EOF:
     case JWRN_HIT_MARKER:
     case JWRN_HUFF_BAD_CODE:
-    case JWRN_MUST_RESYNC:
-        c->err->format_message(c, e->msg);
-        longjmp(e->jb, 1);
+    case JWRN_MUST_RESYNC: c->err->format_message(c, e->msg); longjmp(e->jb, 1);
     default: break;
     }
 }
 
 static void on_output_message(j_common_ptr c) { (void)c; /* never print */ }
 
-static void on_progress(j_common_ptr c) {
+static void on_progress(j_common_ptr c)
+{
     j_decompress_ptr d = (j_decompress_ptr)c;
     if (d->input_scan_number > FL_JPEG_MAX_SCANS) {
         struct fl_jpeg_err *e = (struct fl_jpeg_err *)c->err;
@@ -76,16 +81,21 @@ static void on_progress(j_common_ptr c) {
     }
 }
 
-void fl_jpeg_state_free(struct fl_jpeg_state *s) {
-    if (!s) return;
+void fl_jpeg_state_free(struct fl_jpeg_state *s)
+{
+    if (!s)
+        return;
     jpeg_destroy_decompress(&s->cinfo);
     free(s);
 }
 
-static int jpeg_state_get(fl_decoder *d, fl_error *err) {
-    if (d->jpeg) return 0;
+static int jpeg_state_get(fl_decoder *d, fl_error *err)
+{
+    if (d->jpeg)
+        return 0;
     struct fl_jpeg_state *s = calloc(1, sizeof *s);
-    if (!s) return fl_error_set(err, -ENOMEM, "JPEG: out of memory");
+    if (!s)
+        return fl_error_set(err, -ENOMEM, "JPEG: out of memory");
     s->cinfo.err = jpeg_std_error(&s->jerr.pub);
     s->jerr.pub.error_exit = on_error_exit;
     s->jerr.pub.emit_message = on_emit_message;
@@ -107,18 +117,22 @@ static const int scale_nums[] = {1, 2, 4, 8};
 #define N_SCALES (sizeof scale_nums / sizeof scale_nums[0])
 
 /* Smallest n/8 whose scaled w×h (libjpeg rounds up) is still >= need_w × need_h. */
-static int choose_scale(uint32_t w, uint32_t h, uint32_t need_w, uint32_t need_h) {
-    if (need_w == 0 && need_h == 0) return 8; /* 0, 0 asks for full size */
+static int choose_scale(uint32_t w, uint32_t h, uint32_t need_w, uint32_t need_h)
+{
+    if (need_w == 0 && need_h == 0)
+        return 8; /* 0, 0 asks for full size */
     for (size_t i = 0; i < N_SCALES; i++) {
         uint64_t n = (uint64_t)scale_nums[i];
-        if ((w * n + 7) / 8 >= need_w && (h * n + 7) / 8 >= need_h) return (int)n;
+        if ((w * n + 7) / 8 >= need_w && (h * n + 7) / 8 >= need_h)
+            return (int)n;
     }
     return 8;
 }
 
 /* Read the header and set the output color space. Must run under the caller's setjmp. */
-static int jpeg_setup(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
-                      int *cmyk, fl_error *err) {
+static int jpeg_setup(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, int *cmyk,
+                      fl_error *err)
+{
     j_decompress_ptr ci = &d->jpeg->cinfo;
     jpeg_mem_src(ci, data, (unsigned long)len);
     jpeg_read_header(ci, TRUE);
@@ -138,9 +152,7 @@ static int jpeg_setup(fl_decoder *d, const uint8_t *data, size_t len, uint32_t c
         break;
     case JCS_GRAYSCALE:
     case JCS_YCbCr:
-    case JCS_RGB:
-        ci->out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-        break;
+    case JCS_RGB: ci->out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB; break;
     default:
         return fl_error_set(err, FL_E_UNSUPPORTED, "JPEG: unsupported color space (%d components)",
                             ci->num_components);
@@ -149,14 +161,16 @@ static int jpeg_setup(fl_decoder *d, const uint8_t *data, size_t len, uint32_t c
 }
 
 /* a*b/255 rounded, exact for 0..255 inputs. */
-static inline uint8_t mul255(uint32_t a, uint32_t b) {
+static inline uint8_t mul255(uint32_t a, uint32_t b)
+{
     uint32_t t = a * b + 128;
     return (uint8_t)((t + (t >> 8)) >> 8);
 }
 
 /* CMYK scanline → RGB or gray. Photoshop (the files with an Adobe APP14 marker) stores CMYK
  * inverted (0 = full ink), so R = C·K/255; plain CMYK is R = (255−C)(255−K)/255. */
-static void cmyk_row(const uint8_t *src, uint8_t *dst, uint32_t w, uint32_t channels, int inverted) {
+static void cmyk_row(const uint8_t *src, uint8_t *dst, uint32_t w, uint32_t channels, int inverted)
+{
     for (uint32_t x = 0; x < w; x++, src += 4) {
         uint32_t c = src[0], m = src[1], y = src[2], k = src[3];
         if (!inverted) {
@@ -176,7 +190,8 @@ static void cmyk_row(const uint8_t *src, uint8_t *dst, uint32_t w, uint32_t chan
 
 /* Read `n` output rows into dst (row stride `stride`, `channels` per pixel). Under setjmp. */
 static int read_rows(fl_decoder *d, uint8_t *dst, size_t stride, uint32_t n, uint32_t channels,
-                     int cmyk, fl_error *err) {
+                     int cmyk, fl_error *err)
+{
     j_decompress_ptr ci = &d->jpeg->cinfo;
     uint32_t w = ci->output_width;
     if (cmyk) {
@@ -195,18 +210,22 @@ static int read_rows(fl_decoder *d, uint8_t *dst, size_t stride, uint32_t n, uin
     uint32_t r = 0;
     while (r < n) {
         uint32_t k = n - r < 16 ? n - r : 16;
-        for (uint32_t i = 0; i < k; i++) rows[i] = dst + (size_t)(r + i) * stride;
+        for (uint32_t i = 0; i < k; i++)
+            rows[i] = dst + (size_t)(r + i) * stride;
         JDIMENSION got = jpeg_read_scanlines(ci, rows, k);
-        if (got == 0) return fl_error_set(err, FL_E_DECODE, "JPEG: decoder returned no scanline");
+        if (got == 0)
+            return fl_error_set(err, FL_E_DECODE, "JPEG: decoder returned no scanline");
         r += got;
     }
     return 0;
 }
 
 int fl_jpeg_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
-                   uint32_t min_w, uint32_t min_h, fl_image *out, fl_error *err) {
+                   uint32_t min_w, uint32_t min_h, fl_image *out, fl_error *err)
+{
     int rc = jpeg_state_get(d, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     struct fl_jpeg_state *s = d->jpeg;
     j_decompress_ptr ci = &s->cinfo;
     if (setjmp(s->jerr.jb)) {
@@ -215,7 +234,8 @@ int fl_jpeg_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chan
     }
     int cmyk;
     rc = jpeg_setup(d, data, len, channels, &cmyk, err);
-    if (rc) goto fail;
+    if (rc)
+        goto fail;
     ci->scale_num = (unsigned)choose_scale(ci->image_width, ci->image_height, min_w, min_h);
     ci->scale_denom = 8;
     jpeg_calc_output_dimensions(ci);
@@ -227,7 +247,8 @@ int fl_jpeg_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chan
     }
     jpeg_start_decompress(ci);
     rc = read_rows(d, d->image.p, stride, ci->output_height, channels, cmyk, err);
-    if (rc) goto fail;
+    if (rc)
+        goto fail;
     out->pixels = d->image.p;
     out->width = ci->output_width;
     out->height = ci->output_height;
@@ -239,7 +260,6 @@ fail:
     jpeg_abort_decompress(ci);
     return rc;
 }
-
 
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
@@ -258,67 +278,89 @@ static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1
  * on the left/top in *xshift and *yshift. All offsets are bounds-checked; anything unexpected falls
  * back to the original stream. */
 static size_t restart_crop(fl_decoder *d, const uint8_t *data, size_t len, uint32_t num,
-                           const fl_rect *crop, uint32_t *xshift, uint32_t *yshift) {
+                           const fl_rect *crop, uint32_t *xshift, uint32_t *yshift)
+{
     *xshift = *yshift = 0;
-    if (len < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
+    if (len < 4 || data[0] != 0xFF || data[1] != 0xD8)
+        return 0;
     size_t pos = 2, sof = 0, entropy = 0;
     uint32_t ri = 0, nf = 0, ns = 0, maxh = 1, maxv = 1, w = 0, h = 0;
     while (!entropy) {
-        while (pos + 1 < len && data[pos] == 0xFF && data[pos + 1] == 0xFF) pos++; /* fill */
-        if (pos + 4 > len || data[pos] != 0xFF) return 0;
+        while (pos + 1 < len && data[pos] == 0xFF && data[pos + 1] == 0xFF)
+            pos++; /* fill */
+        if (pos + 4 > len || data[pos] != 0xFF)
+            return 0;
         uint32_t m = data[pos + 1], seglen = be16(data + pos + 2);
-        if (m == 0x01 || (m >= 0xD0 && m <= 0xD9) || seglen < 2 || pos + 2 + seglen > len) return 0;
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD9) || seglen < 2 || pos + 2 + seglen > len)
+            return 0;
         const uint8_t *seg = data + pos + 4;
         if (m == 0xC0 || m == 0xC1) { /* baseline / extended sequential Huffman */
-            if (sof || seglen < 8) return 0;
+            if (sof || seglen < 8)
+                return 0;
             h = be16(seg + 1);
             w = be16(seg + 3);
             nf = seg[5];
-            if (nf < 1 || nf > 4 || seglen < 8 + 3 * nf || h == 0 || w == 0) return 0;
+            if (nf < 1 || nf > 4 || seglen < 8 + 3 * nf || h == 0 || w == 0)
+                return 0;
             for (uint32_t c = 0; c < nf; c++) {
                 uint32_t hs = seg[6 + 3 * c + 1] >> 4, vs = seg[6 + 3 * c + 1] & 15;
-                if (hs < 1 || hs > 4 || vs < 1 || vs > 4) return 0;
-                if (hs > maxh) maxh = hs;
-                if (vs > maxv) maxv = vs;
+                if (hs < 1 || hs > 4 || vs < 1 || vs > 4)
+                    return 0;
+                if (hs > maxh)
+                    maxh = hs;
+                if (vs > maxv)
+                    maxv = vs;
             }
-            if (nf == 1) maxh = maxv = 1; /* one component: MCU = one block, iMCU row = 8 rows */
+            if (nf == 1)
+                maxh = maxv = 1; /* one component: MCU = one block, iMCU row = 8 rows */
             sof = pos + 5;
         } else if ((m >= 0xC2 && m <= 0xCB && m != 0xC4 && m != 0xC8) || (m >= 0xCD && m <= 0xCF)) {
             return 0; /* progressive, lossless, arithmetic: not handled */
         } else if (m == 0xDD) {
-            if (seglen != 4) return 0;
+            if (seglen != 4)
+                return 0;
             ri = be16(seg);
         } else if (m == 0xDA) {
-            if (seglen < 3) return 0;
+            if (seglen < 3)
+                return 0;
             ns = seg[0];
             entropy = pos + 2 + seglen;
         }
         pos += 2 + seglen;
     }
-    if (!sof || ri == 0 || ns != nf) return 0;
-    if ((uint64_t)crop->x + crop->width > w || (uint64_t)crop->y + crop->height > h) return 0;
+    if (!sof || ri == 0 || ns != nf)
+        return 0;
+    if ((uint64_t)crop->x + crop->width > w || (uint64_t)crop->y + crop->height > h)
+        return 0;
     /* The window the crop decode reads, computed as it does (in output pixels at scale num/8). */
     double f = num / 8.0;
-    uint32_t ow = (uint32_t)(((uint64_t)w * num + 7) / 8), oh = (uint32_t)(((uint64_t)h * num + 7) / 8);
+    uint32_t ow = (uint32_t)(((uint64_t)w * num + 7) / 8),
+             oh = (uint32_t)(((uint64_t)h * num + 7) / 8);
     uint32_t sx0 = (uint32_t)(crop->x * f), sy0 = (uint32_t)(crop->y * f);
     uint32_t sx1 = (uint32_t)ceil(fmin((double)(crop->x + crop->width) * f, ow));
     uint32_t sy1 = (uint32_t)ceil(fmin((double)(crop->y + crop->height) * f, oh));
     uint32_t mcus_per_row = (w + 8 * maxh - 1) / (8 * maxh);
     uint32_t mcu_rows = (h + 8 * maxv - 1) / (8 * maxv);
-    if (mcus_per_row % ri) return 0;
-    uint32_t ipr = mcus_per_row / ri;        /* restart intervals per MCU row */
+    if (mcus_per_row % ri)
+        return 0;
+    uint32_t ipr = mcus_per_row / ri;               /* restart intervals per MCU row */
     uint32_t mh = maxv * num, iw = ri * maxh * num; /* iMCU row height, interval width (output) */
     /* Rows: keep one output row above sy0 and at least one below sy1 (upsampling context). */
     uint32_t k = sy0 >= 2 ? (sy0 - 1) / mh : 0;
     uint32_t r1 = (sy1 + mh - 1) / mh + 1;
-    if (r1 > mcu_rows) r1 = mcu_rows;
+    if (r1 > mcu_rows)
+        r1 = mcu_rows;
     /* Columns: the crop decode reads [sx0 - 1, sx1 + 1); keep one more on each side. */
     uint32_t c0 = sx0 >= 2 ? (sx0 - 2) / iw : 0;
     uint32_t c1 = (sx1 + 2 + iw - 1) / iw;
-    if (c1 > ipr) c1 = ipr;
-    if (k >= r1 || c0 >= c1) return 0;
-    if (k == 0 && c0 == 0 && r1 == mcu_rows && c1 == ipr) return 0; /* nothing to cut */
-    if (fl_buf_reserve(&d->stream, len + 16)) return 0;
+    if (c1 > ipr)
+        c1 = ipr;
+    if (k >= r1 || c0 >= c1)
+        return 0;
+    if (k == 0 && c0 == 0 && r1 == mcu_rows && c1 == ipr)
+        return 0; /* nothing to cut */
+    if (fl_buf_reserve(&d->stream, len + 16))
+        return 0;
     uint8_t *o = d->stream.p;
     memcpy(o, data, entropy);
     uint32_t nh = r1 == mcu_rows ? h - k * maxv * 8 : (r1 - k) * maxv * 8;
@@ -331,7 +373,8 @@ static size_t restart_crop(fl_decoder *d, const uint8_t *data, size_t len, uint3
     uint64_t g = 0, gend = (uint64_t)r1 * ipr, copied = 0;
     while (g < gend) { /* interval g runs from `start` to the next RST (or EOI) */
         const uint8_t *q = memchr(data + p, 0xFF, len - p);
-        if (!q || (size_t)(q - data) + 1 >= len) return 0;
+        if (!q || (size_t)(q - data) + 1 >= len)
+            return 0;
         size_t at = (size_t)(q - data);
         uint8_t b = data[at + 1];
         if (b == 0x00) {
@@ -343,7 +386,8 @@ static size_t restart_crop(fl_decoder *d, const uint8_t *data, size_t len, uint3
             continue;
         }
         int rst = b >= 0xD0 && b <= 0xD7;
-        if (rst ? (uint32_t)(b - 0xD0) != (uint32_t)(g & 7) : !(b == 0xD9 && g + 1 == (uint64_t)mcu_rows * ipr))
+        if (rst ? (uint32_t)(b - 0xD0) != (uint32_t)(g & 7)
+                : !(b == 0xD9 && g + 1 == (uint64_t)mcu_rows * ipr))
             return 0; /* out of sequence, or another marker before the last interval */
         uint64_t row = g / ipr, col = g % ipr;
         if (row >= k && col >= c0 && col < c1) {
@@ -366,11 +410,13 @@ static size_t restart_crop(fl_decoder *d, const uint8_t *data, size_t len, uint3
 }
 
 /* The libjpeg part of fl_jpeg_decode_crop: decode src (the file, or its restart-rebuilt copy
- * starting xshift columns right and yshift rows lower) at scale num/8, only the rows and columns of the crop. */
+ * starting xshift columns right and yshift rows lower) at scale num/8, only the rows and columns of
+ * the crop. */
 static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, int num,
                             uint32_t xshift, uint32_t yshift, double fx0, double fy0,
-                            const fl_rect *crop,
-                            uint32_t channels, fl_image *out, double win[4], fl_error *err) {
+                            const fl_rect *crop, uint32_t channels, fl_image *out, double win[4],
+                            fl_error *err)
+{
     struct fl_jpeg_state *s = d->jpeg;
     j_decompress_ptr ci = &s->cinfo;
     double f = num / 8.0;
@@ -381,7 +427,8 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
     }
     int cmyk;
     rc = jpeg_setup(d, src, src_len, channels, &cmyk, err);
-    if (rc) goto fail;
+    if (rc)
+        goto fail;
     ci->scale_num = (unsigned)num;
     ci->scale_denom = 8;
     jpeg_start_decompress(ci);
@@ -393,17 +440,22 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
     if (!(x0 >= 0 && y0 >= 0 && x0 < ow && y0 < oh)) {
         rc = fl_error_set(err, FL_E_DECODE,
                           "JPEG: crop at %.0f,%.0f outside the decoded %ux%u image (header "
-                          "disagrees with the probed size)", x0, y0, ow, oh);
+                          "disagrees with the probed size)",
+                          x0, y0, ow, oh);
         goto fail;
     }
     double fx1 = fmin((double)(crop->x + crop->width) * f - xshift, ow);
     double fy1 = fmin((double)(crop->y + crop->height) * f - yshift, oh);
     uint32_t sx0 = (uint32_t)x0, sy0 = (uint32_t)y0;
     uint32_t sx1 = (uint32_t)ceil(fx1), sy1 = (uint32_t)ceil(fy1);
-    if (sx1 > ow) sx1 = ow;
-    if (sy1 > oh) sy1 = oh;
-    if (sx1 <= sx0) sx1 = sx0 + 1;
-    if (sy1 <= sy0) sy1 = sy0 + 1;
+    if (sx1 > ow)
+        sx1 = ow;
+    if (sy1 > oh)
+        sy1 = oh;
+    if (sx1 <= sx0)
+        sx1 = sx0 + 1;
+    if (sy1 <= sy0)
+        sy1 = sy0 + 1;
     /* Columns: libjpeg widens the window to whole iMCUs and tells us where it starts. Its
      * chroma upsampler treats the window's first and last columns as image edges (it replicates
      * the edge chroma sample instead of blending in the neighbour outside the window), so ask for
@@ -411,7 +463,8 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
      * the full decode's, byte for byte. */
     JDIMENSION xoff = sx0 > 0 ? sx0 - 1 : 0;
     JDIMENSION cw = (sx1 < ow ? sx1 + 1 : ow) - xoff;
-    if (xoff > 0 || cw < ow) jpeg_crop_scanline(ci, &xoff, &cw);
+    if (xoff > 0 || cw < ow)
+        jpeg_crop_scanline(ci, &xoff, &cw);
     uint32_t rows = sy1 - sy0;
     if (ci->output_width == 0 || ci->output_width > ow || rows > oh) {
         rc = fl_error_set(err, FL_E_DECODE, "JPEG: crop window %ux%u outside the %ux%u image",
@@ -429,7 +482,8 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
         goto fail;
     }
     rc = read_rows(d, d->image.p, stride, rows, channels, cmyk, err);
-    if (rc) goto fail;
+    if (rc)
+        goto fail;
     out->pixels = d->image.p;
     out->width = ci->output_width;
     out->height = rows;
@@ -448,9 +502,11 @@ fail:
 
 int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
                         uint32_t out_w, uint32_t out_h, uint32_t channels, fl_image *out,
-                        double win[4], fl_error *err) {
+                        double win[4], fl_error *err)
+{
     int rc = jpeg_state_get(d, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     /* The scaled crop must still cover the output so the resampler only ever shrinks. */
     int num = 8;
     for (size_t i = 0; i < N_SCALES; i++) {

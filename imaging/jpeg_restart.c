@@ -19,7 +19,7 @@ typedef struct huff {
     uint32_t nval;
     uint16_t fast[1 << FAST_BITS]; /* AC: code + extra bits within FAST_BITS -> (their length
                                     * << 8) | coefficients advanced (0: end of block); 0: slow */
-    uint16_t ehufco[256];  /* encoding: code and length of each symbol (length 0: absent) */
+    uint16_t ehufco[256];          /* encoding: code and length of each symbol (length 0: absent) */
     uint8_t ehufsi[256];
     int defined;
 } huff;
@@ -27,7 +27,8 @@ typedef struct huff {
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
 /* A DHT table from its 16 counts and symbols; 0, or -1 when the counts do not make a code. */
-static int huff_build(huff *t, const uint8_t *counts, const uint8_t *vals, uint32_t n) {
+static int huff_build(huff *t, const uint8_t *counts, const uint8_t *vals, uint32_t n)
+{
     memset(t, 0, sizeof *t);
     memcpy(t->val, vals, n);
     t->nval = n;
@@ -35,7 +36,8 @@ static int huff_build(huff *t, const uint8_t *counts, const uint8_t *vals, uint3
     for (uint32_t l = 1; l <= 16; l++) {
         t->valoff[l] = (int32_t)k - (int32_t)code;
         for (uint32_t i = 0; i < counts[l - 1]; i++, k++, code++) {
-            if (code >= (1u << l)) return -1;
+            if (code >= (1u << l))
+                return -1;
             uint8_t s = vals[k];
             t->ehufco[s] = (uint16_t)code;
             t->ehufsi[s] = (uint8_t)l;
@@ -49,9 +51,11 @@ static int huff_build(huff *t, const uint8_t *counts, const uint8_t *vals, uint3
     /* the AC view: a whole (code, extra bits) pair resolved by one look-up */
     for (uint32_t x = 0; x < (1u << FAST_BITS); x++) {
         uint32_t e = t->look[x >> (FAST_BITS - 9)];
-        if (!e) continue;
+        if (!e)
+            continue;
         uint32_t l = e >> 8, rs = e & 255, r = rs >> 4, sz = rs & 15;
-        if (l + sz > FAST_BITS) continue;
+        if (l + sz > FAST_BITS)
+            continue;
         uint32_t adv = sz ? r + 1 : r == 15 ? 16 : 0;
         t->fast[x] = (uint16_t)((l + sz) << 8 | adv);
     }
@@ -60,7 +64,8 @@ static int huff_build(huff *t, const uint8_t *counts, const uint8_t *vals, uint3
 }
 
 /* Decode the symbol at the top of w (32 bits, MSB first): its code length, or 0 when invalid. */
-static inline uint32_t huff_decode(const huff *t, uint32_t w, uint32_t *sym) {
+static inline uint32_t huff_decode(const huff *t, uint32_t w, uint32_t *sym)
+{
     uint32_t e = t->look[w >> 23];
     if (e) {
         *sym = e & 255;
@@ -70,7 +75,8 @@ static inline uint32_t huff_decode(const huff *t, uint32_t w, uint32_t *sym) {
         int32_t code = (int32_t)(w >> (32 - l));
         if (code <= t->maxcode[l]) {
             int32_t i = t->valoff[l] + code;
-            if (i < 0 || (uint32_t)i >= t->nval) return 0;
+            if (i < 0 || (uint32_t)i >= t->nval)
+                return 0;
             *sym = t->val[i];
             return l;
         }
@@ -86,23 +92,28 @@ typedef struct bitw {
     uint32_t nacc;
 } bitw;
 
-static inline void put(bitw *b, uint32_t v, uint32_t n) {
+static inline void put(bitw *b, uint32_t v, uint32_t n)
+{
     b->acc = (b->acc << n) | (v & ((1ull << n) - 1));
     b->nacc += n;
     while (b->nacc >= 8) {
         b->nacc -= 8;
         uint8_t c = (uint8_t)(b->acc >> b->nacc);
         b->p[b->n++] = c;
-        if (c == 0xFF) b->p[b->n++] = 0;
+        if (c == 0xFF)
+            b->p[b->n++] = 0;
     }
 }
 
-static inline void pad_byte(bitw *b) {
+static inline void pad_byte(bitw *b)
+{
     uint32_t n = (8 - b->nacc % 8) % 8; /* padding bits are ones */
-    if (n) put(b, (1u << n) - 1, n);
+    if (n)
+        put(b, (1u << n) - 1, n);
 }
 
-static inline uint32_t peek32(const uint8_t *s, uint64_t pos) {
+static inline uint32_t peek32(const uint8_t *s, uint64_t pos)
+{
     uint64_t v;
     memcpy(&v, s + (pos >> 3), 8);
     v = __builtin_bswap64(v); /* the stream is MSB first (x86, ARM: little-endian loads) */
@@ -111,7 +122,8 @@ static inline uint32_t peek32(const uint8_t *s, uint64_t pos) {
 
 /* Copy bits [a, e) of the unstuffed input to the output: 32 at a time, the four bytes they
  * complete stored at once unless one of them is 0xFF (stuffed one by one). */
-static inline void copy_bits(bitw *b, const uint8_t *cb, uint64_t a, uint64_t e) {
+static inline void copy_bits(bitw *b, const uint8_t *cb, uint64_t a, uint64_t e)
+{
     for (; e - a >= 32; a += 32) {
         b->acc = (b->acc << 32) | peek32(cb, a);
         uint32_t w = (uint32_t)(b->acc >> b->nacc); /* nacc < 8 pending bits stay below */
@@ -123,100 +135,132 @@ static inline void copy_bits(bitw *b, const uint8_t *cb, uint64_t a, uint64_t e)
             for (int k = 3; k >= 0; k--) {
                 uint8_t c = (uint8_t)(w >> (8 * k));
                 b->p[b->n++] = c;
-                if (c == 0xFF) b->p[b->n++] = 0;
+                if (c == 0xFF)
+                    b->p[b->n++] = 0;
             }
         }
     }
-    if (e > a) put(b, peek32(cb, a) >> (32 - (e - a)), (uint32_t)(e - a));
+    if (e > a)
+        put(b, peek32(cb, a) >> (32 - (e - a)), (uint32_t)(e - a));
 }
 
-static inline uint32_t nbits(int32_t v) {
+static inline uint32_t nbits(int32_t v)
+{
     uint32_t a = (uint32_t)(v < 0 ? -v : v), n = 0;
-    while (a) n++, a >>= 1;
+    while (a)
+        n++, a >>= 1;
     return n;
 }
 
 int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size_t len,
-                         uint32_t max_mcus, size_t *out_len) {
-    if (len < 4 || data[0] != 0xFF || data[1] != 0xD8) return 1;
+                         uint32_t max_mcus, size_t *out_len)
+{
+    if (len < 4 || data[0] != 0xFF || data[1] != 0xD8)
+        return 1;
     huff dc[4], ac[4];
-    for (int i = 0; i < 4; i++) dc[i].defined = ac[i].defined = 0;
+    for (int i = 0; i < 4; i++)
+        dc[i].defined = ac[i].defined = 0;
     size_t pos = 2, sos = 0, entropy = 0;
     uint32_t nf = 0, ns = 0, w = 0, h = 0, maxh = 1, maxv = 1;
     uint8_t cid[4], hs[4], vs[4], sel[4], td[4], ta[4];
     while (!entropy) {
-        while (pos + 1 < len && data[pos] == 0xFF && data[pos + 1] == 0xFF) pos++; /* fill */
-        if (pos + 4 > len || data[pos] != 0xFF) return 1;
+        while (pos + 1 < len && data[pos] == 0xFF && data[pos + 1] == 0xFF)
+            pos++; /* fill */
+        if (pos + 4 > len || data[pos] != 0xFF)
+            return 1;
         uint32_t m = data[pos + 1], seglen = be16(data + pos + 2);
-        if (m == 0x01 || (m >= 0xD0 && m <= 0xD9) || seglen < 2 || pos + 2 + seglen > len) return 1;
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD9) || seglen < 2 || pos + 2 + seglen > len)
+            return 1;
         const uint8_t *seg = data + pos + 4;
         uint32_t sl = seglen - 2;
         if (m == 0xC0 || m == 0xC1) { /* baseline / extended sequential Huffman */
-            if (nf || sl < 6 || seg[0] != 8) return 1;
+            if (nf || sl < 6 || seg[0] != 8)
+                return 1;
             h = be16(seg + 1);
             w = be16(seg + 3);
             nf = seg[5];
-            if (nf < 1 || nf > 4 || sl < 6 + 3 * nf || !w || !h) return 1;
+            if (nf < 1 || nf > 4 || sl < 6 + 3 * nf || !w || !h)
+                return 1;
             for (uint32_t c = 0; c < nf; c++) {
                 cid[c] = seg[6 + 3 * c];
                 hs[c] = seg[7 + 3 * c] >> 4;
                 vs[c] = seg[7 + 3 * c] & 15;
-                if (hs[c] < 1 || hs[c] > 4 || vs[c] < 1 || vs[c] > 4) return 1;
-                if (hs[c] > maxh) maxh = hs[c];
-                if (vs[c] > maxv) maxv = vs[c];
+                if (hs[c] < 1 || hs[c] > 4 || vs[c] < 1 || vs[c] > 4)
+                    return 1;
+                if (hs[c] > maxh)
+                    maxh = hs[c];
+                if (vs[c] > maxv)
+                    maxv = vs[c];
             }
         } else if ((m >= 0xC2 && m <= 0xCB && m != 0xC4 && m != 0xC8) || (m >= 0xCD && m <= 0xCF)) {
             return 1; /* progressive, lossless, arithmetic: the libjpeg transcode handles them */
         } else if (m == 0xC4) {
             for (uint32_t q = 0; q < sl;) {
-                if (q + 17 > sl) return 1;
+                if (q + 17 > sl)
+                    return 1;
                 uint32_t tc = seg[q] >> 4, th = seg[q] & 15, n = 0;
-                for (int i = 0; i < 16; i++) n += seg[q + 1 + i];
-                if (tc > 1 || th > 3 || n > 256 || q + 17 + n > sl) return 1;
-                if (huff_build(tc ? &ac[th] : &dc[th], seg + q + 1, seg + q + 17, n)) return 1;
+                for (int i = 0; i < 16; i++)
+                    n += seg[q + 1 + i];
+                if (tc > 1 || th > 3 || n > 256 || q + 17 + n > sl)
+                    return 1;
+                if (huff_build(tc ? &ac[th] : &dc[th], seg + q + 1, seg + q + 17, n))
+                    return 1;
                 q += 17 + n;
             }
         } else if (m == 0xDD) {
-            if (sl != 2 || be16(seg)) return 1; /* restart markers already: libjpeg path */
+            if (sl != 2 || be16(seg))
+                return 1; /* restart markers already: libjpeg path */
         } else if (m == 0xDA) {
-            if (!nf || sl < 1) return 1;
+            if (!nf || sl < 1)
+                return 1;
             ns = seg[0];
-            if (ns != nf || sl != 1 + 2 * ns + 3) return 1; /* one scan of every component */
+            if (ns != nf || sl != 1 + 2 * ns + 3)
+                return 1; /* one scan of every component */
             for (uint32_t i = 0; i < ns; i++) {
                 uint32_t c = 0;
-                while (c < nf && cid[c] != seg[1 + 2 * i]) c++;
-                if (c == nf) return 1;
+                while (c < nf && cid[c] != seg[1 + 2 * i])
+                    c++;
+                if (c == nf)
+                    return 1;
                 sel[i] = (uint8_t)c;
                 td[i] = seg[2 + 2 * i] >> 4;
                 ta[i] = seg[2 + 2 * i] & 15;
-                if (td[i] > 3 || ta[i] > 3 || !dc[td[i]].defined || !ac[ta[i]].defined) return 1;
+                if (td[i] > 3 || ta[i] > 3 || !dc[td[i]].defined || !ac[ta[i]].defined)
+                    return 1;
             }
             const uint8_t *sp = seg + 1 + 2 * ns;
-            if (sp[0] != 0 || sp[1] != 63 || sp[2] != 0) return 1; /* sequential: Ss 0, Se 63 */
+            if (sp[0] != 0 || sp[1] != 63 || sp[2] != 0)
+                return 1; /* sequential: Ss 0, Se 63 */
             sos = pos;
             entropy = pos + 2 + seglen;
         }
         pos += 2 + seglen;
     }
-    if (nf == 1) maxh = maxv = 1; /* one component: MCU = one block */
+    if (nf == 1)
+        maxh = maxv = 1; /* one component: MCU = one block */
     uint32_t per_row = (w + 8 * maxh - 1) / (8 * maxh), rows = (h + 8 * maxv - 1) / (8 * maxv);
     uint64_t total = (uint64_t)per_row * rows;
     uint32_t ri = per_row;
     if (max_mcus)
-        for (ri = max_mcus < per_row ? max_mcus : per_row; per_row % ri; ri--) {}
-    if (ri > 65535) return 1;
+        for (ri = max_mcus < per_row ? max_mcus : per_row; per_row % ri; ri--) {
+        }
+    if (ri > 65535)
+        return 1;
     /* blocks of one MCU, in scan order: their component's scan index */
     uint8_t blk[10];
     uint32_t nblk = 0;
     for (uint32_t i = 0; i < ns; i++) {
         uint32_t c = sel[i], nb = nf == 1 ? 1 : (uint32_t)hs[c] * vs[c];
-        if (nblk + nb > 10) return 1;
-        for (uint32_t b = 0; b < nb; b++) blk[nblk++] = (uint8_t)i;
+        if (nblk + nb > 10)
+            return 1;
+        for (uint32_t b = 0; b < nb; b++)
+            blk[nblk++] = (uint8_t)i;
     }
     /* the entropy-coded segment with its stuffed zeros removed; it ends at the first marker.
      * Zero padding: one block reads at most 64 codes of 31 bits past where it starts, and the
      * position is checked after every block */
-    if (fl_buf_reserve(scratch, len - entropy + 320)) return -1;
+    if (fl_buf_reserve(scratch, len - entropy + 320))
+        return -1;
     uint8_t *cb = scratch->p;
     size_t cn = 0, p = entropy, end;
     for (;;) {
@@ -224,7 +268,8 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
         size_t at = q ? (size_t)(q - data) : len;
         memcpy(cb + cn, data + p, at - p);
         cn += at - p;
-        if (!q || at + 1 >= len) return 1; /* no EOI: libjpeg decides */
+        if (!q || at + 1 >= len)
+            return 1; /* no EOI: libjpeg decides */
         if (data[at + 1] == 0x00) {
             cb[cn++] = 0xFF;
             p = at + 2;
@@ -234,18 +279,23 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
         break;
     }
     memset(cb + cn, 0, 320);
-    while (end + 1 < len && data[end + 1] == 0xFF) end++; /* fill bytes before the marker */
-    if (end + 1 >= len || data[end + 1] != 0xD9) return 1; /* DNL, RST or a second scan */
+    while (end + 1 < len && data[end + 1] == 0xFF)
+        end++; /* fill bytes before the marker */
+    if (end + 1 >= len || data[end + 1] != 0xD9)
+        return 1; /* DNL, RST or a second scan */
     uint64_t intervals = (total + ri - 1) / ri;
-    if (fl_buf_reserve(out, 2 * len + intervals * 40 + 4096)) return -1;
+    if (fl_buf_reserve(out, 2 * len + intervals * 40 + 4096))
+        return -1;
     bitw b = {out->p, 0, 0, 0};
     /* SOI, the segments up to the scan (any DRI of interval 0 dropped), a DRI, the SOS */
     b.p[b.n++] = 0xFF;
     b.p[b.n++] = 0xD8;
     for (size_t q = 2, mlen; q < sos; q += mlen) {
-        while (data[q] == 0xFF && data[q + 1] == 0xFF) q++;
+        while (data[q] == 0xFF && data[q + 1] == 0xFF)
+            q++;
         mlen = 2 + be16(data + q + 2);
-        if (data[q + 1] == 0xDD) continue;
+        if (data[q + 1] == 0xDD)
+            continue;
         memcpy(b.p + b.n, data + q, mlen);
         b.n += mlen;
     }
@@ -259,7 +309,11 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
      * in bulk around those few codes, which are re-coded against a zero predictor. */
     uint64_t bits = (uint64_t)cn * 8, at = 0;
     int32_t pred[4] = {0};
-    struct { uint64_t s, e; int32_t v; uint32_t t; } patch[4];
+    struct {
+        uint64_t s, e;
+        int32_t v;
+        uint32_t t;
+    } patch[4];
     /* the reader: up to 64 bits MSB-aligned in buf (cnt of them valid), refilled 8 bytes at a
      * time from bp (the 320 zero bytes after the data keep those loads inside the buffer) */
     const uint8_t *bp = cb;
@@ -281,9 +335,11 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
             for (uint32_t k = 0; k < nblk; k++) {
                 uint32_t i = blk[k], s, l;
                 const huff *d = &dc[td[i]], *a = &ac[ta[i]];
-                if (cnt < 32) REFILL();
+                if (cnt < 32)
+                    REFILL();
                 uint32_t v = (uint32_t)(buf >> 32);
-                if (!(l = huff_decode(d, v, &s)) || s > 11) return 1;
+                if (!(l = huff_decode(d, v, &s)) || s > 11)
+                    return 1;
                 int32_t diff = 0;
                 if (s) {
                     uint32_t x = (v << l) >> (32 - s);
@@ -293,7 +349,8 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
                     seen |= 1u << i;
                     if (pred[i]) { /* its predictor becomes 0 at the restart */
                         uint64_t at0 = BITPOS();
-                        patch[npatch++] = (__typeof__(patch[0])){at0, at0 + l + s, pred[i] + diff, td[i]};
+                        patch[npatch++] =
+                            (__typeof__(patch[0])){at0, at0 + l + s, pred[i] + diff, td[i]};
                     }
                 }
                 pred[i] += diff;
@@ -301,24 +358,28 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
                 cnt -= l + s;
                 uint32_t c = 1;
                 while (c < 64) {
-                    if (cnt < 32) REFILL();
+                    if (cnt < 32)
+                        REFILL();
                     uint32_t e = a->fast[buf >> (64 - FAST_BITS)], adv;
                     if (e) {
                         buf <<= e >> 8;
                         cnt -= e >> 8;
                         adv = e & 255;
                     } else {
-                        if (!(l = huff_decode(a, (uint32_t)(buf >> 32), &s))) return 1;
+                        if (!(l = huff_decode(a, (uint32_t)(buf >> 32), &s)))
+                            return 1;
                         uint32_t r = s >> 4;
                         s &= 15;
                         buf <<= l + s;
                         cnt -= l + s;
                         adv = s ? r + 1 : r == 15 ? 16 : 0;
                     }
-                    if (!adv) break; /* end of block */
+                    if (!adv)
+                        break; /* end of block */
                     c += adv;
                 }
-                if (c > 64 || BITPOS() > bits) return 1; /* corrupt, or ran past the data */
+                if (c > 64 || BITPOS() > bits)
+                    return 1; /* corrupt, or ran past the data */
             }
         }
         at = BITPOS();
@@ -332,10 +393,12 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
             const huff *d = &dc[patch[j].t];
             int32_t nd = patch[j].v;
             uint32_t sz = nbits(nd);
-            if (sz > 11 || !d->ehufsi[sz]) return 1; /* no code for it: libjpeg path */
+            if (sz > 11 || !d->ehufsi[sz])
+                return 1; /* no code for it: libjpeg path */
             copy_bits(&b, cb, from, patch[j].s);
             put(&b, d->ehufco[sz], d->ehufsi[sz]);
-            if (sz) put(&b, (uint32_t)(nd < 0 ? nd - 1 : nd), sz);
+            if (sz)
+                put(&b, (uint32_t)(nd < 0 ? nd - 1 : nd), sz);
             from = patch[j].e;
         }
         copy_bits(&b, cb, from, at);

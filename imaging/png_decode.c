@@ -16,14 +16,17 @@ struct png_src {
     char msg[256];
 };
 
-static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
+static void png_read_mem(png_structp png, png_bytep out, png_size_t n)
+{
     struct png_src *s = png_get_io_ptr(png);
-    if (n > s->len - s->pos) png_error(png, "unexpected end of data (file truncated)");
+    if (n > s->len - s->pos)
+        png_error(png, "unexpected end of data (file truncated)");
     memcpy(out, s->data + s->pos, n);
     s->pos += n;
 }
 
-static void png_on_error(png_structp png, png_const_charp msg) {
+static void png_on_error(png_structp png, png_const_charp msg)
+{
     struct png_src *s = png_get_error_ptr(png);
     snprintf(s->msg, sizeof s->msg, "%s", msg);
     png_longjmp(png, 1);
@@ -31,11 +34,14 @@ static void png_on_error(png_structp png, png_const_charp msg) {
 
 static void png_on_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
 
-int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
-                  fl_image *out, fl_error *err) {
+int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, fl_image *out,
+                  fl_error *err)
+{
     struct png_src src = {data, len, 0, "unknown error"};
-    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);
-    if (!png) return fl_error_set(err, -ENOMEM, "PNG: cannot create decoder");
+    png_structp png =
+        png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);
+    if (!png)
+        return fl_error_set(err, -ENOMEM, "PNG: cannot create decoder");
     png_infop info = png_create_info_struct(png);
     if (!info) {
         png_destroy_read_struct(&png, NULL, NULL);
@@ -63,7 +69,8 @@ int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chann
     png_set_strip_16(png);    /* 16 → 8 bit: keep the high byte */
     png_set_strip_alpha(png); /* drop alpha (see file comment) */
     int src_gray = !(ctype & PNG_COLOR_MASK_COLOR) && ctype != PNG_COLOR_TYPE_PALETTE;
-    if (src_gray && channels == 3) png_set_gray_to_rgb(png);
+    if (src_gray && channels == 3)
+        png_set_gray_to_rgb(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
     uint32_t dec_ch = png_get_channels(png, info);
@@ -76,15 +83,18 @@ int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chann
         rc = fl_error_set(err, FL_E_UNSUPPORTED, "PNG: unexpected row size");
         goto done;
     }
-    if (fl_buf_reserve(&d->image, dec_stride * h) || fl_buf_reserve(&d->rows, sizeof(png_bytep) * h)) {
+    if (fl_buf_reserve(&d->image, dec_stride * h) ||
+        fl_buf_reserve(&d->rows, sizeof(png_bytep) * h)) {
         rc = fl_error_set(err, -ENOMEM, "PNG: out of memory for %ux%u", w, h);
         goto done;
     }
     png_bytepp rows = (png_bytepp)(void *)d->rows.p;
-    for (png_uint_32 y = 0; y < h; y++) rows[y] = d->image.p + (size_t)y * dec_stride;
+    for (png_uint_32 y = 0; y < h; y++)
+        rows[y] = d->image.p + (size_t)y * dec_stride;
     png_read_image(png, rows);
     /* Trailing chunks after IDAT are not needed; a truncated file has already failed above. */
-    if (dec_ch == 3 && channels == 1) fl_rgb_to_gray(d->image.p, d->image.p, (size_t)w * h);
+    if (dec_ch == 3 && channels == 1)
+        fl_rgb_to_gray(d->image.p, d->image.p, (size_t)w * h);
     out->pixels = d->image.p;
     out->width = w;
     out->height = h;

@@ -39,8 +39,10 @@ typedef struct axis {
     int32_t lo, hi, ksize;
 } axis;
 
-static int axis_init(axis *a, double x0, double len, uint32_t size, uint32_t out) {
-    if (!(x0 >= 0) || !(len > 0) || x0 + len > size + 1e-6 || out == 0) return -1;
+static int axis_init(axis *a, double x0, double len, uint32_t size, uint32_t out)
+{
+    if (!(x0 >= 0) || !(len > 0) || x0 + len > size + 1e-6 || out == 0)
+        return -1;
     a->x0 = x0;
     a->scale = len / out;
     a->fscale = a->scale > 1.0 ? a->scale : 1.0;
@@ -48,16 +50,20 @@ static int axis_init(axis *a, double x0, double len, uint32_t size, uint32_t out
     /* Taps never reach outside the window: a crop resamples exactly as if it were cut out first. */
     a->lo = (int32_t)floor(x0);
     a->hi = (int32_t)ceil(x0 + len - 1e-9);
-    if (a->hi > (int32_t)size) a->hi = (int32_t)size;
-    if (a->lo >= a->hi) a->lo = a->hi - 1;
+    if (a->hi > (int32_t)size)
+        a->hi = (int32_t)size;
+    if (a->lo >= a->hi)
+        a->lo = a->hi - 1;
     a->ksize = (int32_t)ceil(a->support) * 2 + 2;
-    if (a->ksize > a->hi - a->lo) a->ksize = a->hi - a->lo;
+    if (a->ksize > a->hi - a->lo)
+        a->ksize = a->hi - a->lo;
     return 0;
 }
 
 /* floor() for the values axis_weights sees (well inside int32 range): the same integer as
  * (int32_t)floor(v), without a libm call on baseline x86-64. */
-static inline int32_t floor_i32(double v) {
+static inline int32_t floor_i32(double v)
+{
     int32_t t = (int32_t)v; /* rounds toward zero */
     return t - (t > v);
 }
@@ -70,18 +76,24 @@ static inline int32_t floor_i32(double v) {
  * filter value is computed once and kept (up to FTAPS taps; wider filters compute it again). */
 #define FTAPS 64
 static void axis_weight_one(const axis *a, double inv, uint32_t o, span *sp, int16_t *q,
-                            int32_t wstride) {
+                            int32_t wstride)
+{
     double f[FTAPS];
     double center = a->x0 + (o + 0.5) * a->scale;
     int32_t xmin = floor_i32(center - a->support + 0.5);
     int32_t xmax = floor_i32(center + a->support + 0.5);
-    if (xmin < a->lo) xmin = a->lo;
-    if (xmax > a->hi) xmax = a->hi;
-    if (xmax - xmin > a->ksize) xmax = xmin + a->ksize;
+    if (xmin < a->lo)
+        xmin = a->lo;
+    if (xmax > a->hi)
+        xmax = a->hi;
+    if (xmax - xmin > a->ksize)
+        xmax = xmin + a->ksize;
     if (xmax <= xmin) { /* degenerate: nearest pixel */
         xmin = floor_i32(center);
-        if (xmin < a->lo) xmin = a->lo;
-        if (xmin >= a->hi) xmin = a->hi - 1;
+        if (xmin < a->lo)
+            xmin = a->lo;
+        if (xmin >= a->hi)
+            xmin = a->hi - 1;
         xmax = xmin + 1;
     }
     int32_t n = xmax - xmin;
@@ -90,7 +102,8 @@ static void axis_weight_one(const axis *a, double inv, uint32_t o, span *sp, int
         double t = fabs((xmin + k - center + 0.5) * inv);
         double v = t < 1.0 ? 1.0 - t : 0.0;
         sum += v;
-        if (k < FTAPS) f[k] = v;
+        if (k < FTAPS)
+            f[k] = v;
     }
     if (!(sum > 0)) { /* no tap inside the filter: take the nearest pixel */
         memset(q, 0, sizeof(int16_t) * (size_t)wstride);
@@ -109,19 +122,22 @@ static void axis_weight_one(const axis *a, double inv, uint32_t o, span *sp, int
             }
             c += v * norm;
             int32_t r = k == n - 1 ? 1 << WBITS : (int32_t)(c + 0.5);
-            if (r > 1 << WBITS) r = 1 << WBITS;
+            if (r > 1 << WBITS)
+                r = 1 << WBITS;
             q[k] = (int16_t)(r - prev);
             prev = r;
         }
         /* Zero weights up to the stride: the SIMD kernels run whole tap pairs over them. */
-        for (int32_t k = n; k < wstride; k++) q[k] = 0;
+        for (int32_t k = n; k < wstride; k++)
+            q[k] = 0;
     }
     sp->start = xmin;
     sp->n = n;
 }
 
 /* Spans and weights of every output coordinate (wstride weights each). */
-static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int32_t wstride) {
+static void axis_weights(const axis *a, uint32_t out, span *sp, int16_t *wt, int32_t wstride)
+{
     double inv = 1.0 / a->fscale;
     for (uint32_t o = 0; o < out; o++)
         axis_weight_one(a, inv, o, sp + o, wt + (size_t)o * wstride, wstride);
@@ -135,13 +151,14 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 typedef struct layout {
     axis ax, ay;
-    int32_t kx2;  /* horizontal taps rounded up to even: the SIMD kernel takes them in pairs */
-    size_t tw;    /* bytes of one intermediate row: window columns × channels */
+    int32_t kx2; /* horizontal taps rounded up to even: the SIMD kernel takes them in pairs */
+    size_t tw;   /* bytes of one intermediate row: window columns × channels */
     size_t off_xs, off_ys, off_xw, off_yw, off_plan, off_gplan, off_tmp, off_acc, total;
 } layout;
 
 static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
-                       uint32_t dh, uint32_t channels) {
+                       uint32_t dh, uint32_t channels)
+{
     if (axis_init(&L->ax, win[0], win[2], sw, dw) || axis_init(&L->ay, win[1], win[3], sh, dh))
         return -1;
     L->kx2 = (L->ax.ksize + 1) & ~1;
@@ -161,19 +178,22 @@ static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4],
 }
 
 size_t fl_resize_window_scratch_size(uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
-                                     uint32_t dh, uint32_t channels) {
+                                     uint32_t dh, uint32_t channels)
+{
     layout L;
-    if (make_layout(&L, sw, sh, win, dw, dh, channels)) return 0;
+    if (make_layout(&L, sw, sh, win, dw, dh, channels))
+        return 0;
     return L.total;
 }
 
-size_t fl_resize_scratch_size(uint32_t sw, uint32_t sh, uint32_t dw, uint32_t dh,
-                              uint32_t channels) {
+size_t fl_resize_scratch_size(uint32_t sw, uint32_t sh, uint32_t dw, uint32_t dh, uint32_t channels)
+{
     double win[4] = {0, 0, sw, sh};
     return fl_resize_window_scratch_size(sw, sh, win, dw, dh, channels);
 }
 
-static inline uint8_t round_px(int32_t acc) {
+static inline uint8_t round_px(int32_t acc)
+{
     int32_t v = (acc + (1 << (WBITS - 1))) >> WBITS;
     return (uint8_t)(v > 255 ? 255 : v);
 }
@@ -183,7 +203,8 @@ static inline uint8_t round_px(int32_t acc) {
  * passes. Portable version; vpass_avx2 computes the same integer sums. */
 static void vpass(const uint8_t *src, size_t sstride, size_t col0, size_t tw, const span *ys,
                   const int16_t *yw, int32_t ky, uint32_t o0, uint32_t o1, uint8_t *tmp,
-                  int32_t *acc) {
+                  int32_t *acc)
+{
     for (uint32_t o = o0; o < o1; o++) {
         const int16_t *w = yw + (size_t)o * ky;
         const uint8_t *s = src + (size_t)ys[o].start * sstride + col0;
@@ -195,13 +216,16 @@ static void vpass(const uint8_t *src, size_t sstride, size_t col0, size_t tw, co
         }
         int32_t w0 = w[0], w1 = w[1];
         const uint8_t *s1 = s + sstride;
-        for (size_t x = 0; x < tw; x++) acc[x] = w0 * s[x] + w1 * s1[x];
+        for (size_t x = 0; x < tw; x++)
+            acc[x] = w0 * s[x] + w1 * s1[x];
         for (int32_t k = 2; k < n; k++) {
             const uint8_t *sk = s + (size_t)k * sstride;
             int32_t wk = w[k];
-            for (size_t x = 0; x < tw; x++) acc[x] += wk * sk[x];
+            for (size_t x = 0; x < tw; x++)
+                acc[x] += wk * sk[x];
         }
-        for (size_t x = 0; x < tw; x++) t[x] = round_px(acc[x]);
+        for (size_t x = 0; x < tw; x++)
+            t[x] = round_px(acc[x]);
     }
 }
 
@@ -210,11 +234,10 @@ static void vpass(const uint8_t *src, size_t sstride, size_t col0, size_t tw, co
  * the taps past a span carry weight 0, and a loop of constant length does not mispredict its
  * exit at every pixel (nfix 0: each pixel's own span). Fixed counts read at most 3 pixels past a
  * row's last one (the block buffer is padded). */
-__attribute__((always_inline)) static inline void hpass_scalar_ch(const uint8_t *t, uint8_t *d,
-                                                                 uint32_t dw, const span *xs,
-                                                                 const int16_t *xw, int32_t kx2,
-                                                                 int flip, const uint32_t ch,
-                                                                 const int32_t nfix) {
+__attribute__((always_inline)) static inline void
+hpass_scalar_ch(const uint8_t *t, uint8_t *d, uint32_t dw, const span *xs, const int16_t *xw,
+                int32_t kx2, int flip, const uint32_t ch, const int32_t nfix)
+{
     for (uint32_t o = 0; o < dw; o++) {
         const int16_t *w = xw + (size_t)o * kx2;
         const uint8_t *p = t + (size_t)xs[o].start * ch;
@@ -222,19 +245,22 @@ __attribute__((always_inline)) static inline void hpass_scalar_ch(const uint8_t 
         uint8_t *q = d + (size_t)(flip ? dw - 1 - o : o) * ch;
         int32_t v[4] = {0, 0, 0, 0};
         for (int32_t k = 0; k < n; k++, p += ch)
-            for (uint32_t c = 0; c < ch; c++) v[c] += w[k] * p[c];
-        for (uint32_t c = 0; c < ch; c++) q[c] = round_px(v[c]);
+            for (uint32_t c = 0; c < ch; c++)
+                v[c] += w[k] * p[c];
+        for (uint32_t c = 0; c < ch; c++)
+            q[c] = round_px(v[c]);
     }
 }
 
-#define HPASS_SCALAR_NFIX(ch)                                                                  \
-    (nfix == 2   ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 2)                         \
-     : nfix == 3 ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 3)                         \
-     : nfix == 4 ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 4)                         \
+#define HPASS_SCALAR_NFIX(ch)                                                                      \
+    (nfix == 2   ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 2)                             \
+     : nfix == 3 ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 3)                             \
+     : nfix == 4 ? hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 4)                             \
                  : hpass_scalar_ch(t, d, dw, xs, xw, kx2, flip, ch, 0))
 /* nfix: 2, 3 or 4 when every span has at most that many taps (and kx2 >= nfix), else 0. */
 static void hpass_scalar(const uint8_t *t, uint8_t *d, uint32_t dw, uint32_t ch, const span *xs,
-                         const int16_t *xw, int32_t kx2, int flip, int32_t nfix) {
+                         const int16_t *xw, int32_t kx2, int flip, int32_t nfix)
+{
     switch (ch) {
     case 1: HPASS_SCALAR_NFIX(1); break;
     case 2: HPASS_SCALAR_NFIX(2); break;
@@ -252,9 +278,10 @@ static void hpass_scalar(const uint8_t *t, uint8_t *d, uint32_t dw, uint32_t ch,
  * by (w_k, w_k+1) and adds, giving the same integer sums as hpass_scalar. Reads up to 5 bytes
  * past a row's last pixel (the intermediate buffer is padded). */
 __attribute__((target("ssse3"))) static void hpass_rgb_ssse3(const uint8_t *t, uint8_t *d,
-                                                              uint32_t dw, const span *xs,
-                                                              const int16_t *xw, int32_t kx2,
-                                                              int flip) {
+                                                             uint32_t dw, const span *xs,
+                                                             const int16_t *xw, int32_t kx2,
+                                                             int flip)
+{
     const __m128i shuf = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
     const __m128i half = _mm_set1_epi32(1 << (WBITS - 1));
     for (uint32_t o = 0; o < dw; o++) {
@@ -277,13 +304,15 @@ __attribute__((target("ssse3"))) static void hpass_rgb_ssse3(const uint8_t *t, u
     }
 }
 
-#define FL_AVX2 __attribute__((target("avx2")))
+#define FL_AVX2        __attribute__((target("avx2")))
 #define FL_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 
 /* Rows p and p + tw, 16 bytes each, in the two 128-bit lanes. */
-FL_AVX2_INLINE __m256i load_2x16(const uint8_t *p, size_t tw) {
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)),
-                                   _mm_loadu_si128((const __m128i *)(const void *)(p + tw)), 1);
+FL_AVX2_INLINE __m256i load_2x16(const uint8_t *p, size_t tw)
+{
+    return _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)),
+        _mm_loadu_si128((const __m128i *)(const void *)(p + tw)), 1);
 }
 
 /* Rounding without a constant in the int32 sums: for 0 <= sum < 2^22 (weights add up to 2^14,
@@ -291,12 +320,14 @@ FL_AVX2_INLINE __m256i load_2x16(const uint8_t *p, size_t tw) {
  * of 2^7. The kernels shift by 7 (the result fits int16), pack, and pmulhrsw by 256 gives
  * (x * 256 + 2^14) >> 15 == (x + 64) >> 7: one rounding per 16 values instead of an add per 8. */
 #define PRESHIFT 7
-FL_AVX2_INLINE __m256i round_packed(__m256i x16) {
+FL_AVX2_INLINE __m256i round_packed(__m256i x16)
+{
     return _mm256_mulhrs_epi16(x16, _mm256_set1_epi16(1 << (15 - (WBITS - PRESHIFT))));
 }
 
 /* Tap pair (w[0], w[1]) broadcast to every int32 lane; w[1] is 0 past a span's last tap. */
-FL_AVX2_INLINE __m256i weight_pair(const int16_t *w) {
+FL_AVX2_INLINE __m256i weight_pair(const int16_t *w)
+{
     int32_t wp;
     memcpy(&wp, w, 4);
     return _mm256_set1_epi32(wp);
@@ -309,11 +340,13 @@ FL_AVX2_INLINE __m256i weight_pair(const int16_t *w) {
  * order of the additions does not matter: the same sums as hpass_scalar. Reads at most 13 bytes
  * past the last pixel of a row (the block buffer is padded). */
 FL_AVX2_INLINE void rgb_px_x4(const uint8_t *p, size_t tw, const int16_t *w, int32_t n, int np,
-                              __m256i *r01, __m256i *r23) {
+                              __m256i *r01, __m256i *r23)
+{
     const __m256i sh0 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-    const __m256i sh1 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1,
-                                         6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+    const __m256i sh1 =
+        _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9, -1,
+                         7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
     __m256i a01 = _mm256_setzero_si256(), a23 = a01;
     if (np) {
         __m256i x01 = load_2x16(p, tw), x23 = load_2x16(p + 2 * tw, tw);
@@ -354,9 +387,11 @@ FL_AVX2_INLINE void rgb_px_x4(const uint8_t *p, size_t tw, const int16_t *w, int
  * one would pass the row's end); single pixels at the end store 4 bytes, the last one 3. */
 FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
                                          uint32_t dw, const span *xs, const int16_t *xw,
-                                         int32_t kx2, int flip, const hplan *plan, int np) {
-    const __m256i compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
-                                             0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+                                         int32_t kx2, int flip, const hplan *plan, int np)
+{
+    const __m256i compact =
+        _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5, 6,
+                         8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
     uint32_t j = 0;
     for (; j + 4 <= dw; j += 4) {
         __m256i r01[4], r23[4];
@@ -365,7 +400,8 @@ FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d
                 rgb_px_x4(t + plan[j + i].off, tw, plan[j + i].w, 4, np, &r01[i], &r23[i]);
             } else {
                 uint32_t o = flip ? dw - 1 - (j + i) : j + i;
-                rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &r01[i], &r23[i]);
+                rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np,
+                          &r01[i], &r23[i]);
             }
         }
         /* packs: lane 0 row 0 pixels (i, i+1) as int16 (r, g, b, 0); packus: 4 pixels, 16 bytes */
@@ -379,7 +415,8 @@ FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d
                           _mm256_castsi256_si128(b23), _mm256_extracti128_si256(b23, 1)};
         uint8_t *q = d + (size_t)j * 3;
         if ((size_t)j * 3 + 16 <= (size_t)dw * 3) {
-            for (int r = 0; r < 4; r++) _mm_storeu_si128((__m128i *)(void *)(q + r * dstride), row[r]);
+            for (int r = 0; r < 4; r++)
+                _mm_storeu_si128((__m128i *)(void *)(q + r * dstride), row[r]);
         } else {
             for (int r = 0; r < 4; r++) {
                 _mm_storel_epi64((__m128i *)(void *)(q + r * dstride), row[r]);
@@ -394,14 +431,18 @@ FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d
         if (np)
             rgb_px_x4(t + plan[j].off, tw, plan[j].w, 4, np, &a01, &a23);
         else
-            rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &a01, &a23);
-        __m256i pk = round_packed(_mm256_packs_epi32(a01, a23)); /* lane 0: rows 0, 2; lane 1: 1, 3 */
+            rgb_px_x4(t + (size_t)xs[o].start * 3, tw, xw + (size_t)o * kx2, xs[o].n, np, &a01,
+                      &a23);
+        __m256i pk =
+            round_packed(_mm256_packs_epi32(a01, a23)); /* lane 0: rows 0, 2; lane 1: 1, 3 */
         pk = _mm256_packus_epi16(pk, pk);
-        uint32_t v[4] = {(uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
-                         (uint32_t)_mm256_extract_epi32(pk, 1), (uint32_t)_mm256_extract_epi32(pk, 5)};
+        uint32_t v[4] = {
+            (uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
+            (uint32_t)_mm256_extract_epi32(pk, 1), (uint32_t)_mm256_extract_epi32(pk, 5)};
         uint8_t *q = d + (size_t)j * 3;
         size_t bytes = j + 1 < dw ? 4 : 3;
-        for (int r = 0; r < 4; r++) memcpy(q + r * dstride, &v[r], bytes);
+        for (int r = 0; r < 4; r++)
+            memcpy(q + r * dstride, &v[r], bytes);
     }
 }
 
@@ -409,10 +450,14 @@ FL_AVX2_INLINE void hpass_rgb_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d
  * random-resized-crop cases, specialised); 0: per-pixel spans from xs, xw. */
 FL_AVX2 static void hpass_rgb_avx2_x4(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
                                       uint32_t dw, const span *xs, const int16_t *xw, int32_t kx2,
-                                      int flip, const hplan *plan, int np) {
-    if (np == 1) hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 1);
-    else if (np == 2) hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 2);
-    else hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 0);
+                                      int flip, const hplan *plan, int np)
+{
+    if (np == 1)
+        hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 1);
+    else if (np == 2)
+        hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 2);
+    else
+        hpass_rgb_avx2_x4_np(t, tw, d, dstride, dw, xs, xw, kx2, flip, plan, 0);
 }
 
 /* Horizontal pass for one channel, four rows at once with AVX2, four destination pixels at a
@@ -421,40 +466,53 @@ FL_AVX2 static void hpass_rgb_avx2_x4(const uint8_t *t, size_t tw, uint8_t *d, s
  * would pass the row's end overlaps the previous one instead (it writes the same bytes again);
  * rows narrower than 4 pixels never get here. Reads at most 15 bytes past a row's last pixel. */
 FL_AVX2_INLINE void hpass_gray_avx2_x4_np(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
-                                          uint32_t dw, const gplan *g, int np) {
+                                          uint32_t dw, const gplan *g, int np)
+{
     for (uint32_t j = 0; j < dw; j += 4, g++) {
-        if (j + 4 > dw) j = dw - 4;
+        if (j + 4 > dw)
+            j = dw - 4;
         const uint8_t *p = t + g->base;
         __m256i x01 = load_2x16(p, tw), x23 = load_2x16(p + 2 * tw, tw);
-        __m256i c0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->ctrl[0]));
-        __m256i w0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->w[0]));
+        __m256i c0 =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->ctrl[0]));
+        __m256i w0 =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->w[0]));
         __m256i a01 = _mm256_madd_epi16(_mm256_shuffle_epi8(x01, c0), w0);
         __m256i a23 = _mm256_madd_epi16(_mm256_shuffle_epi8(x23, c0), w0);
         if (np == 2) {
-            __m256i c1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->ctrl[1]));
-            __m256i w1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)g->w[1]));
+            __m256i c1 = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128((const __m128i *)(const void *)g->ctrl[1]));
+            __m256i w1 = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128((const __m128i *)(const void *)g->w[1]));
             a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(_mm256_shuffle_epi8(x01, c1), w1));
             a23 = _mm256_add_epi32(a23, _mm256_madd_epi16(_mm256_shuffle_epi8(x23, c1), w1));
         }
-        __m256i pk = round_packed(_mm256_packs_epi32(_mm256_srli_epi32(a01, PRESHIFT), _mm256_srli_epi32(a23, PRESHIFT)));
+        __m256i pk = round_packed(
+            _mm256_packs_epi32(_mm256_srli_epi32(a01, PRESHIFT), _mm256_srli_epi32(a23, PRESHIFT)));
         pk = _mm256_packus_epi16(pk, pk); /* lane 0: rows 0, 2; lane 1: rows 1, 3 (4 bytes each) */
-        uint32_t v[4] = {(uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
-                         (uint32_t)_mm256_extract_epi32(pk, 1), (uint32_t)_mm256_extract_epi32(pk, 5)};
-        for (int r = 0; r < 4; r++) memcpy(d + r * dstride + j, &v[r], 4);
+        uint32_t v[4] = {
+            (uint32_t)_mm256_extract_epi32(pk, 0), (uint32_t)_mm256_extract_epi32(pk, 4),
+            (uint32_t)_mm256_extract_epi32(pk, 1), (uint32_t)_mm256_extract_epi32(pk, 5)};
+        for (int r = 0; r < 4; r++)
+            memcpy(d + r * dstride + j, &v[r], 4);
     }
 }
 
 FL_AVX2 static void hpass_gray_avx2_x4(const uint8_t *t, size_t tw, uint8_t *d, size_t dstride,
-                                       uint32_t dw, const gplan *g, int np) {
-    if (np == 1) hpass_gray_avx2_x4_np(t, tw, d, dstride, dw, g, 1);
-    else hpass_gray_avx2_x4_np(t, tw, d, dstride, dw, g, 2);
+                                       uint32_t dw, const gplan *g, int np)
+{
+    if (np == 1)
+        hpass_gray_avx2_x4_np(t, tw, d, dstride, dw, g, 1);
+    else
+        hpass_gray_avx2_x4_np(t, tw, d, dstride, dw, g, 2);
 }
 
 /* Vertical pass of one row with AVX2, 32 columns at a time: two source rows per pmaddwd. Their
  * bytes are interleaved (punpck with each other, then with zero) into int16 pairs (a_x, b_x) and
  * multiplied by (w_k, w_k+1); an odd last tap pairs with zero. All shuffles stay within 128-bit
  * lanes, so packing the four int32 accumulators back to bytes restores the column order. */
-FL_AVX2_INLINE __m256i vcols32(const uint8_t *s, size_t sstride, const int16_t *w, int32_t n) {
+FL_AVX2_INLINE __m256i vcols32(const uint8_t *s, size_t sstride, const int16_t *w, int32_t n)
+{
     const __m256i zero = _mm256_setzero_si256();
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     for (int32_t k = 0; k < n; k += 2, s += 2 * sstride) {
@@ -472,19 +530,24 @@ FL_AVX2_INLINE __m256i vcols32(const uint8_t *s, size_t sstride, const int16_t *
         a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), wv));
     }
     /* a0: columns 0-3 | 16-19, a1: 4-7 | 20-23, a2: 8-11 | 24-27, a3: 12-15 | 28-31 */
-    __m256i p01 = _mm256_packs_epi32(_mm256_srli_epi32(a0, PRESHIFT), _mm256_srli_epi32(a1, PRESHIFT));
-    __m256i p23 = _mm256_packs_epi32(_mm256_srli_epi32(a2, PRESHIFT), _mm256_srli_epi32(a3, PRESHIFT));
+    __m256i p01 =
+        _mm256_packs_epi32(_mm256_srli_epi32(a0, PRESHIFT), _mm256_srli_epi32(a1, PRESHIFT));
+    __m256i p23 =
+        _mm256_packs_epi32(_mm256_srli_epi32(a2, PRESHIFT), _mm256_srli_epi32(a3, PRESHIFT));
     return _mm256_packus_epi16(round_packed(p01), round_packed(p23));
 }
 
 /* One row of at least 32 columns; the last block overlaps the previous one (it writes the same
  * bytes again). Inlined with n = 2, 3, 4 as constants: the common spans run without branches. */
 FL_AVX2_INLINE void vrow32(const uint8_t *s, size_t sstride, const int16_t *w, int32_t n,
-                           uint8_t *t, size_t tw) {
+                           uint8_t *t, size_t tw)
+{
     for (size_t x = 0;; x += 32) {
-        if (x + 32 > tw) x = tw - 32;
+        if (x + 32 > tw)
+            x = tw - 32;
         _mm256_storeu_si256((__m256i *)(void *)(t + x), vcols32(s + x, sstride, w, n));
-        if (x + 32 == tw) break;
+        if (x + 32 == tw)
+            break;
     }
 }
 
@@ -492,7 +555,8 @@ FL_AVX2_INLINE void vrow32(const uint8_t *s, size_t sstride, const int16_t *w, i
  * take 16 columns at a time and the rest in C. */
 FL_AVX2 static void vpass_avx2(const uint8_t *src, size_t sstride, size_t col0, size_t tw,
                                const span *ys, const int16_t *yw, int32_t ky, uint32_t o0,
-                               uint32_t o1, uint8_t *tmp) {
+                               uint32_t o1, uint8_t *tmp)
+{
     const __m256i half = _mm256_set1_epi32(1 << (WBITS - 1));
     const __m128i zero = _mm_setzero_si128();
     for (uint32_t o = o0; o < o1; o++) {
@@ -518,26 +582,36 @@ FL_AVX2 static void vpass_avx2(const uint8_t *src, size_t sstride, size_t col0, 
             __m256i lo = half, hi = half;
             int32_t k = 0;
             for (; k + 1 < n; k += 2) {
-                __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)k * sstride + x));
-                __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)(k + 1) * sstride + x));
+                __m128i a =
+                    _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)k * sstride + x));
+                __m128i b = _mm_loadu_si128(
+                    (const __m128i *)(const void *)(s + (size_t)(k + 1) * sstride + x));
                 __m256i wv = weight_pair(w + k);
-                lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), wv));
-                hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), wv));
+                lo = _mm256_add_epi32(
+                    lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b)), wv));
+                hi = _mm256_add_epi32(
+                    hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b)), wv));
             }
             if (k < n) {
-                __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)k * sstride + x));
+                __m128i a =
+                    _mm_loadu_si128((const __m128i *)(const void *)(s + (size_t)k * sstride + x));
                 __m256i wv = _mm256_set1_epi32((int32_t)(uint32_t)(uint16_t)w[k]);
-                lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, zero)), wv));
-                hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, zero)), wv));
+                lo = _mm256_add_epi32(
+                    lo, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, zero)), wv));
+                hi = _mm256_add_epi32(
+                    hi, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, zero)), wv));
             }
-            __m256i p16 = _mm256_packs_epi32(_mm256_srai_epi32(lo, WBITS), _mm256_srai_epi32(hi, WBITS));
+            __m256i p16 =
+                _mm256_packs_epi32(_mm256_srai_epi32(lo, WBITS), _mm256_srai_epi32(hi, WBITS));
             p16 = _mm256_permute4x64_epi64(p16, 0xD8); /* columns back in order */
-            __m128i p8 = _mm_packus_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+            __m128i p8 =
+                _mm_packus_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
             _mm_storeu_si128((__m128i *)(void *)(t + x), p8);
         }
         for (; x < tw; x++) {
             int32_t v = 0;
-            for (int32_t k = 0; k < n; k++) v += w[k] * s[(size_t)k * sstride + x];
+            for (int32_t k = 0; k < n; k++)
+                v += w[k] * s[(size_t)k * sstride + x];
             t[x] = round_px(v);
         }
     }
@@ -549,22 +623,30 @@ FL_AVX2 static void vpass_avx2(const uint8_t *src, size_t sstride, size_t col0, 
  * Groups with a degenerate span, more than FTAPS taps or a zero sum, and the last out % 4
  * coordinates, go through axis_weight_one. */
 FL_AVX2 static void axis_weights_avx2(const axis *a, uint32_t out, span *sp, int16_t *wt,
-                                      int32_t wstride) {
+                                      int32_t wstride)
+{
     double inv = 1.0 / a->fscale;
     const __m256d vinv = _mm256_set1_pd(inv), half = _mm256_set1_pd(0.5), one = _mm256_set1_pd(1.0);
     const __m256d sign = _mm256_set1_pd(-0.0), vscale = _mm256_set1_pd(a->scale);
     const __m256d vx0 = _mm256_set1_pd(a->x0), vsup = _mm256_set1_pd(a->support);
     const __m256d vnorm1 = _mm256_set1_pd(1 << WBITS);
-    const __m128i lo = _mm_set1_epi32(a->lo), hi = _mm_set1_epi32(a->hi), ks = _mm_set1_epi32(a->ksize);
+    const __m128i lo = _mm_set1_epi32(a->lo), hi = _mm_set1_epi32(a->hi),
+                  ks = _mm_set1_epi32(a->ksize);
     const __m128i full = _mm_set1_epi32(1 << WBITS);
     double f[FTAPS][4];
     int32_t r[FTAPS][4];
     uint32_t o = 0;
     for (; o + 4 <= out; o += 4) {
         __m256d center = _mm256_add_pd(
-            vx0, _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm_setr_epi32((int32_t)o, (int32_t)o + 1, (int32_t)o + 2, (int32_t)o + 3)), half), vscale));
-        __m128i xmin = _mm256_cvttpd_epi32(_mm256_floor_pd(_mm256_add_pd(_mm256_sub_pd(center, vsup), half)));
-        __m128i xmax = _mm256_cvttpd_epi32(_mm256_floor_pd(_mm256_add_pd(_mm256_add_pd(center, vsup), half)));
+            vx0, _mm256_mul_pd(
+                     _mm256_add_pd(_mm256_cvtepi32_pd(_mm_setr_epi32(
+                                       (int32_t)o, (int32_t)o + 1, (int32_t)o + 2, (int32_t)o + 3)),
+                                   half),
+                     vscale));
+        __m128i xmin =
+            _mm256_cvttpd_epi32(_mm256_floor_pd(_mm256_add_pd(_mm256_sub_pd(center, vsup), half)));
+        __m128i xmax =
+            _mm256_cvttpd_epi32(_mm256_floor_pd(_mm256_add_pd(_mm256_add_pd(center, vsup), half)));
         xmin = _mm_max_epi32(xmin, lo);
         xmax = _mm_min_epi32(xmax, hi);
         xmax = _mm_min_epi32(xmax, _mm_add_epi32(xmin, ks));
@@ -573,16 +655,21 @@ FL_AVX2 static void axis_weights_avx2(const axis *a, uint32_t out, span *sp, int
         _mm_storeu_si128((__m128i *)(void *)nl, n);
         _mm_storeu_si128((__m128i *)(void *)xl, xmin);
         int32_t nmax = nl[0];
-        for (int i = 1; i < 4; i++) nmax = nl[i] > nmax ? nl[i] : nmax;
+        for (int i = 1; i < 4; i++)
+            nmax = nl[i] > nmax ? nl[i] : nmax;
         if (_mm_movemask_epi8(_mm_cmpgt_epi32(_mm_set1_epi32(1), n)) || nmax > FTAPS)
             goto scalar; /* a degenerate span, or a very wide one */
         __m256d sum = _mm256_setzero_pd();
         for (int32_t k = 0; k < nmax; k++) {
             __m128i kk = _mm_set1_epi32(k);
             __m256d live = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_cmpgt_epi32(n, kk)));
-            __m256d t = _mm256_mul_pd(_mm256_add_pd(_mm256_sub_pd(_mm256_cvtepi32_pd(_mm_add_epi32(xmin, kk)), center), half), vinv);
+            __m256d t = _mm256_mul_pd(
+                _mm256_add_pd(_mm256_sub_pd(_mm256_cvtepi32_pd(_mm_add_epi32(xmin, kk)), center),
+                              half),
+                vinv);
             t = _mm256_andnot_pd(sign, t);
-            __m256d v = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(t, one, _CMP_LT_OQ), live), _mm256_sub_pd(one, t));
+            __m256d v = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(t, one, _CMP_LT_OQ), live),
+                                      _mm256_sub_pd(one, t));
             sum = _mm256_add_pd(sum, v);
             _mm256_storeu_pd(f[k], v);
         }
@@ -603,15 +690,18 @@ FL_AVX2 static void axis_weights_avx2(const axis *a, uint32_t out, span *sp, int
                 q[k] = (int16_t)(r[k][i] - prev);
                 prev = r[k][i];
             }
-            for (; k < wstride; k++) q[k] = 0;
+            for (; k < wstride; k++)
+                q[k] = 0;
             sp[o + i].start = xl[i];
             sp[o + i].n = nl[i];
         }
         continue;
     scalar:
-        for (uint32_t i = o; i < o + 4; i++) axis_weight_one(a, inv, i, sp + i, wt + (size_t)i * wstride, wstride);
+        for (uint32_t i = o; i < o + 4; i++)
+            axis_weight_one(a, inv, i, sp + i, wt + (size_t)i * wstride, wstride);
     }
-    for (; o < out; o++) axis_weight_one(a, inv, o, sp + o, wt + (size_t)o * wstride, wstride);
+    for (; o < out; o++)
+        axis_weight_one(a, inv, o, sp + o, wt + (size_t)o * wstride, wstride);
 }
 #endif
 
@@ -620,7 +710,8 @@ FL_AVX2 static void axis_weights_avx2(const axis *a, uint32_t out, span *sp, int
 static int simd_limit = 2;
 void fl_resize_set_simd_limit(int level) { simd_limit = level; }
 
-static int simd_level(void) {
+static int simd_level(void)
+{
 #ifdef FL_HAVE_SSSE3_KERNEL
     int lvl = __builtin_cpu_supports("avx2") ? 2 : __builtin_cpu_supports("ssse3") ? 1 : 0;
     return lvl < simd_limit ? lvl : simd_limit;
@@ -630,13 +721,14 @@ static int simd_level(void) {
 }
 
 int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
-                     uint32_t channels, const double win[4], uint8_t *dst, uint32_t dw,
-                     uint32_t dh, size_t dstride, int flip, void *scratch, size_t scratch_len,
-                     fl_error *err) {
+                     uint32_t channels, const double win[4], uint8_t *dst, uint32_t dw, uint32_t dh,
+                     size_t dstride, int flip, void *scratch, size_t scratch_len, fl_error *err)
+{
     if (!src || !dst || sw == 0 || sh == 0 || dw == 0 || dh == 0 || channels == 0 || channels > 4 ||
         sstride < (size_t)sw * channels || dstride < (size_t)dw * channels)
-        return fl_error_set(err, FL_E_INVALID, "resize: bad arguments (%ux%u -> %ux%u, %u channels)",
-                            sw, sh, dw, dh, channels);
+        return fl_error_set(err, FL_E_INVALID,
+                            "resize: bad arguments (%ux%u -> %ux%u, %u channels)", sw, sh, dw, dh,
+                            channels);
     layout L;
     if (make_layout(&L, sw, sh, win, dw, dh, channels))
         return fl_error_set(err, FL_E_INVALID, "resize: window %.2f,%.2f %.2fx%.2f outside %ux%u",
@@ -649,10 +741,12 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     }
     void *mem = NULL;
     if (!scratch || scratch_len < L.total) {
-        if (scratch) return fl_error_set(err, FL_E_INVALID, "resize: scratch of %zu bytes, need %zu",
-                                         scratch_len, L.total);
+        if (scratch)
+            return fl_error_set(err, FL_E_INVALID, "resize: scratch of %zu bytes, need %zu",
+                                scratch_len, L.total);
         mem = malloc(L.total);
-        if (!mem) return fl_error_set(err, -ENOMEM, "resize: out of memory");
+        if (!mem)
+            return fl_error_set(err, -ENOMEM, "resize: out of memory");
         scratch = mem;
     }
     uint8_t *base = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
@@ -675,7 +769,8 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     int32_t nmax = 0;
     for (uint32_t o = 0; o < dw; o++) {
         xs[o].start -= L.ax.lo; /* relative to the window */
-        if (xs[o].n > nmax) nmax = xs[o].n;
+        if (xs[o].n > nmax)
+            nmax = xs[o].n;
     }
     memset(tmp + L.tw * (dh < BLOCK_ROWS ? dh : BLOCK_ROWS), 0, 64);
 
@@ -687,14 +782,16 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     for (uint32_t j = 0; np && j < dw; j++) {
         uint32_t o = flip ? dw - 1 - j : j;
         plan[j].off = xs[o].start * 3;
-        for (int k = 0; k < 4; k++) plan[j].w[k] = k < 2 * np ? xw[(size_t)o * L.kx2 + k] : 0;
+        for (int k = 0; k < 4; k++)
+            plan[j].w[k] = k < 2 * np ? xw[(size_t)o * L.kx2 + k] : 0;
     }
     /* The 1-channel AVX2 kernel: groups of 4 destination pixels (the last one moved back to end
      * at the row's end), each within 16 bytes; any group that is not turns it off. */
     int gnp = channels == 1 && lvl >= 2 && dw >= 4 ? (nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0) : 0;
     gplan *gp = (gplan *)(void *)(base + L.off_gplan);
     for (uint32_t j = 0, g = 0; gnp && j < dw; j += 4, g++) {
-        if (j + 4 > dw) j = dw - 4;
+        if (j + 4 > dw)
+            j = dw - 4;
         int32_t st[4], lo = INT32_MAX, hi = 0;
         for (int i = 0; i < 4; i++) {
             st[i] = xs[flip ? dw - 1 - (j + i) : j + i].start;
@@ -713,7 +810,8 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
                 c[0] = (uint8_t)(st[i] - lo + 2 * pr), c[1] = 0x80;
                 c[2] = (uint8_t)(st[i] - lo + 2 * pr + 1), c[3] = 0x80;
                 /* (w_k, w_k+1) as one int32; pair (2, 3) only when the spans reach it */
-                uint32_t wp = pr < gnp ? (uint16_t)w[2 * pr] | (uint32_t)(uint16_t)w[2 * pr + 1] << 16 : 0;
+                uint32_t wp =
+                    pr < gnp ? (uint16_t)w[2 * pr] | (uint32_t)(uint16_t)w[2 * pr + 1] << 16 : 0;
                 gp[g].w[pr][i] = (int32_t)wp;
             }
         }
@@ -751,7 +849,8 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
 
 int fl_resize(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride, uint32_t channels,
               uint8_t *dst, uint32_t dw, uint32_t dh, size_t dstride, int flip, void *scratch,
-              size_t scratch_len, fl_error *err) {
+              size_t scratch_len, fl_error *err)
+{
     double win[4] = {0, 0, sw, sh};
     return fl_resize_window(src, sw, sh, sstride, channels, win, dst, dw, dh, dstride, flip,
                             scratch, scratch_len, err);

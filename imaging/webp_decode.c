@@ -10,7 +10,8 @@
 #ifdef FL_HAVE_WEBP
 #include <webp/decode.h>
 
-static const char *status_text(VP8StatusCode st) {
+static const char *status_text(VP8StatusCode st)
+{
     switch (st) {
     case VP8_STATUS_OUT_OF_MEMORY: return "out of memory";
     case VP8_STATUS_INVALID_PARAM: return "invalid parameter";
@@ -23,20 +24,26 @@ static const char *status_text(VP8StatusCode st) {
     }
 }
 
-int fl_image_can_decode(fl_image_format f) {
+int fl_image_can_decode(fl_image_format f)
+{
     return f == FL_IMG_JPEG || f == FL_IMG_PNG || f == FL_IMG_WEBP;
 }
 
-int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
-                   fl_image *out, fl_error *err) {
+int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, fl_image *out,
+                   fl_error *err)
+{
     WebPDecoderConfig cfg;
-    if (!WebPInitDecoderConfig(&cfg)) return fl_error_set(err, FL_E_UNSUPPORTED, "WebP: libwebp version mismatch");
+    if (!WebPInitDecoderConfig(&cfg))
+        return fl_error_set(err, FL_E_UNSUPPORTED, "WebP: libwebp version mismatch");
     VP8StatusCode st = WebPGetFeatures(data, len, &cfg.input);
-    if (st != VP8_STATUS_OK) return fl_error_set(err, FL_E_DECODE, "WebP: %s", status_text(st));
+    if (st != VP8_STATUS_OK)
+        return fl_error_set(err, FL_E_DECODE, "WebP: %s", status_text(st));
     if (cfg.input.has_animation)
-        return fl_error_set(err, FL_E_UNSUPPORTED, "an animated WebP image: not supported (only still images are read)");
+        return fl_error_set(err, FL_E_UNSUPPORTED,
+                            "an animated WebP image: not supported (only still images are read)");
     uint32_t w = (uint32_t)cfg.input.width, h = (uint32_t)cfg.input.height;
-    if (!w || !h) return fl_error_set(err, FL_E_DECODE, "WebP: zero width or height");
+    if (!w || !h)
+        return fl_error_set(err, FL_E_DECODE, "WebP: zero width or height");
     if ((uint64_t)w * h > d->max_pixels)
         return fl_error_set(err, FL_E_TOO_LARGE, "WebP: %ux%u over the pixel limit %llu", w, h,
                             (unsigned long long)d->max_pixels);
@@ -51,8 +58,10 @@ int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chan
     cfg.output.u.RGBA.size = stride * h;
     st = WebPDecode(data, len, &cfg);
     WebPFreeDecBuffer(&cfg.output);
-    if (st == VP8_STATUS_OUT_OF_MEMORY) return fl_error_set(err, -ENOMEM, "WebP: out of memory");
-    if (st != VP8_STATUS_OK) return fl_error_set(err, FL_E_DECODE, "WebP: %s", status_text(st));
+    if (st == VP8_STATUS_OUT_OF_MEMORY)
+        return fl_error_set(err, -ENOMEM, "WebP: out of memory");
+    if (st != VP8_STATUS_OK)
+        return fl_error_set(err, FL_E_DECODE, "WebP: %s", status_text(st));
     if (channels == 1) {
         fl_rgb_to_gray(d->image.p, d->image.p, (size_t)w * h);
         stride = w;
@@ -69,10 +78,12 @@ int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chan
 
 int fl_image_can_decode(fl_image_format f) { return f == FL_IMG_JPEG || f == FL_IMG_PNG; }
 
-int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels,
-                   fl_image *out, fl_error *err) {
+int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, fl_image *out,
+                   fl_error *err)
+{
     (void)d, (void)data, (void)len, (void)channels, (void)out;
-    return fl_error_set(err, FL_E_UNSUPPORTED, "a WebP image: this build has no WebP support "
+    return fl_error_set(err, FL_E_UNSUPPORTED,
+                        "a WebP image: this build has no WebP support "
                         "(install libwebp-dev and rebuild fastload)");
 }
 

@@ -8,14 +8,17 @@
 template <typename T>
 __global__ void xent_kernel(const T *__restrict__ logits, const int32_t *__restrict__ labels, int n,
                             int k, float eps, float gs, float *__restrict__ loss,
-                            T *__restrict__ dlogits, unsigned long long *counts) {
+                            T *__restrict__ dlogits, unsigned long long *counts)
+{
     int row = blockIdx.x * XENT_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= n) return; /* whole warps leave together: no block-level sync below */
+    if (row >= n)
+        return; /* whole warps leave together: no block-level sync below */
     const T *z = logits + (size_t)row * k;
     int y = labels[row];
     int valid = y >= 0 && y < k;
     float m = -INFINITY;
-    for (int j = lane; j < k; j += 32) m = fmaxf(m, flk_ld(&z[j]));
+    for (int j = lane; j < k; j += 32)
+        m = fmaxf(m, flk_ld(&z[j]));
     m = flk_warp_max(m);
     float se = 0.0f, sz = 0.0f;
     for (int j = lane; j < k; j += 32) {
@@ -37,8 +40,10 @@ __global__ void xent_kernel(const T *__restrict__ logits, const int32_t *__restr
     if (lane == 0) {
         loss[row] = valid ? lse - (1.0f - eps) * zy - eps / (float)k * sz : NAN;
         if (counts && valid) {
-            if (rank < 1.0f) atomicAdd(&counts[0], 1ull);
-            if (rank < 5.0f) atomicAdd(&counts[1], 1ull);
+            if (rank < 1.0f)
+                atomicAdd(&counts[0], 1ull);
+            if (rank < 5.0f)
+                atomicAdd(&counts[1], 1ull);
         }
     }
     if (dlogits) {
@@ -58,33 +63,43 @@ __global__ void xent_kernel(const T *__restrict__ logits, const int32_t *__restr
 extern "C" cudaError_t flk_xent_forward_backward(const void *logits, flk_dtype dt,
                                                  const int32_t *labels, int n, int k, float eps,
                                                  float grad_scale, float *loss, void *dlogits,
-                                                 long long *counts, cudaStream_t stream) {
-    if (n < 0 || k < 1 || !loss) return cudaErrorInvalidValue;
-    if (n == 0) return cudaSuccess;
+                                                 long long *counts, cudaStream_t stream)
+{
+    if (n < 0 || k < 1 || !loss)
+        return cudaErrorInvalidValue;
+    if (n == 0)
+        return cudaSuccess;
     unsigned bl = (unsigned)((n + XENT_WARPS - 1) / XENT_WARPS);
-    FLK_DISPATCH(dt, T, FLK_LAUNCH(xent_kernel<T>, bl, 32 * XENT_WARPS, stream,
-        (const T *)logits, labels, n, k, eps, grad_scale, loss, (T *)dlogits,
-        (unsigned long long *)counts));
+    FLK_DISPATCH(dt, T,
+                 FLK_LAUNCH(xent_kernel<T>, bl, 32 * XENT_WARPS, stream, (const T *)logits, labels,
+                            n, k, eps, grad_scale, loss, (T *)dlogits,
+                            (unsigned long long *)counts));
     return cudaGetLastError();
 }
 
 /* One block: fixed strided partition then a fixed tree, so the result is bit-reproducible. */
-__global__ void sum_kernel(const float *x, int n, float *out) {
+__global__ void sum_kernel(const float *x, int n, float *out)
+{
     __shared__ float sh[32];
     float s = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        s += x[i];
     s = flk_warp_sum(s);
-    if (threadIdx.x % 32 == 0) sh[threadIdx.x / 32] = s;
+    if (threadIdx.x % 32 == 0)
+        sh[threadIdx.x / 32] = s;
     __syncthreads();
     if (threadIdx.x < 32) {
         s = threadIdx.x < blockDim.x / 32 ? sh[threadIdx.x] : 0.0f;
         s = flk_warp_sum(s);
-        if (threadIdx.x == 0) *out = s;
+        if (threadIdx.x == 0)
+            *out = s;
     }
 }
 
-extern "C" cudaError_t flk_sum(const float *x, int n, float *out, cudaStream_t stream) {
-    if (n < 0) return cudaErrorInvalidValue;
+extern "C" cudaError_t flk_sum(const float *x, int n, float *out, cudaStream_t stream)
+{
+    if (n < 0)
+        return cudaErrorInvalidValue;
     FLK_LAUNCH(sum_kernel, 1, 1024, stream, x, n, out);
     return cudaGetLastError();
 }

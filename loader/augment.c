@@ -7,10 +7,7 @@
 #include "rng.h"
 
 /* Python's int(round(x)): round half to even (the default FP rounding mode). */
-static int64_t pyround(double x)
-{
-    return (int64_t)nearbyint(x);
-}
+static int64_t pyround(double x) { return (int64_t)nearbyint(x); }
 
 static uint32_t clampu(int64_t v, uint32_t lo, uint32_t hi)
 {
@@ -74,17 +71,13 @@ static void center(const fl_aug_config *c, uint32_t W, uint32_t H, fl_rect *out)
     out->y = (H - out->height) / 2;
 }
 
-void fl_augment_params(const fl_aug_config *c, uint64_t epoch, uint64_t pos, uint32_t W,
-                       uint32_t H, fl_aug_params *out)
+void fl_augment_params(const fl_aug_config *c, uint64_t epoch, uint64_t pos, uint32_t W, uint32_t H,
+                       fl_aug_params *out)
 {
     fl_rng r = fl_rng_init(c->seed, epoch, pos, FL_STREAM_AUGMENT);
     switch (c->augment) {
-    case FL_AUG_RRC:
-        rrc(c, &r, W, H, &out->crop);
-        break;
-    case FL_AUG_CENTER:
-        center(c, W, H, &out->crop);
-        break;
+    case FL_AUG_RRC: rrc(c, &r, W, H, &out->crop); break;
+    case FL_AUG_CENTER: center(c, W, H, &out->crop); break;
     default:
         out->crop.x = out->crop.y = 0;
         out->crop.width = W;
@@ -127,7 +120,8 @@ int fl_loader_eval_crop(const fl_loader_options *o, uint32_t src_w, uint32_t src
                         fl_error *err)
 {
     if (o->augment != FL_AUG_CENTER && o->augment != FL_AUG_NONE)
-        return fl_error_set(err, FL_E_INVALID, "eval crop: augment %d is not FL_AUG_CENTER or "
+        return fl_error_set(err, FL_E_INVALID,
+                            "eval crop: augment %d is not FL_AUG_CENTER or "
                             "FL_AUG_NONE (a random crop depends on the sample's draw)",
                             (int)o->augment);
     if (o->flip)
@@ -138,8 +132,11 @@ int fl_loader_eval_crop(const fl_loader_options *o, uint32_t src_w, uint32_t src
     if (o->augment == FL_AUG_CENTER && !(o->center_ratio > 0 && o->center_ratio <= 1))
         return fl_error_set(err, FL_E_INVALID, "center_ratio %g must lie in (0, 1]",
                             o->center_ratio);
-    fl_aug_config c = {.augment = o->augment, .center_ratio = o->center_ratio,
-                       .out_width = o->out_width, .out_height = o->out_height, .seed = o->seed};
+    fl_aug_config c = {.augment = o->augment,
+                       .center_ratio = o->center_ratio,
+                       .out_width = o->out_width,
+                       .out_height = o->out_height,
+                       .seed = o->seed};
     fl_aug_params ap;
     fl_augment_params(&c, 0, 0, src_w, src_h, &ap);
     *crop = ap.crop;

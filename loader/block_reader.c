@@ -32,28 +32,28 @@ typedef struct ext_state {
 struct fl_block_reader {
     fl_block_config cfg;
     uint64_t n;
-    uint64_t next; /* extents */
-    uint64_t *first;  /* first record of each extent; first[next] = n */
-    uint64_t *off;    /* span start in its shard */
-    uint32_t *len;    /* span bytes (aligned with O_DIRECT) */
-    uint32_t *need;   /* bytes up to the last record's end (an aligned span may pass EOF) */
+    uint64_t next;   /* extents */
+    uint64_t *first; /* first record of each extent; first[next] = n */
+    uint64_t *off;   /* span start in its shard */
+    uint32_t *len;   /* span bytes (aligned with O_DIRECT) */
+    uint32_t *need;  /* bytes up to the last record's end (an aligned span may pass EOF) */
     uint32_t *shard;
     size_t cap;       /* buffer bytes (the longest span) */
     ext_state *st[2]; /* by epoch parity */
     uint64_t busy[2]; /* extents of that parity still referenced */
     uint32_t *cnt;    /* the I/O thread's refs count scratch */
     uint64_t *perm;
-    void **pool;      /* free buffers */
+    void **pool; /* free buffers */
     size_t npool;
-    void **slabs;     /* huge-page slabs the buffers are cut from (fl_huge_alloc) */
+    void **slabs; /* huge-page slabs the buffers are cut from (fl_huge_alloc) */
     size_t nslabs, slab_bufs;
-    uint64_t live;    /* bytes in buffers handed out */
-    uint64_t need_seq; /* 1 + the highest sequence position a worker waits for (0: none) */
+    uint64_t live;      /* bytes in buffers handed out */
+    uint64_t need_seq;  /* 1 + the highest sequence position a worker waits for (0: none) */
     uint64_t asked_seq; /* 1 + the highest sequence position any worker has asked for */
-    uint64_t ahead;    /* read no extent first used more than this many samples past asked_seq */
-    int ahead_wait;    /* the I/O thread waits for asked_seq to move */
+    uint64_t ahead;     /* read no extent first used more than this many samples past asked_seq */
+    int ahead_wait;     /* the I/O thread waits for asked_seq to move */
     uint32_t inflight;
-    uint64_t bytes;   /* read so far (relaxed atomic) */
+    uint64_t bytes; /* read so far (relaxed atomic) */
     struct io_uring ring;
     int ring_ok;
     pthread_t thread;
@@ -63,10 +63,7 @@ struct fl_block_reader {
     int stop;
 };
 
-static uint64_t align_down(uint64_t v)
-{
-    return v / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
-}
+static uint64_t align_down(uint64_t v) { return v / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN; }
 
 static uint64_t align_up(uint64_t v)
 {
@@ -136,10 +133,10 @@ static int build_extents(fl_block_reader *br, fl_error *err)
         if (rc < 0)
             return rc;
         uint64_t r_end = r.offset + r.stored_len;
-        int fresh = !open || i % block == 0 || r.shard != shard || r.offset < end ||
-                    r.offset - end > FL_EXTENT_GAP ||
-                    (br->cfg.direct ? align_up(r_end) - align_down(off) : r_end - off) >
-                        FL_EXTENT_MAX;
+        int fresh =
+            !open || i % block == 0 || r.shard != shard || r.offset < end ||
+            r.offset - end > FL_EXTENT_GAP ||
+            (br->cfg.direct ? align_up(r_end) - align_down(off) : r_end - off) > FL_EXTENT_MAX;
         if (fresh) {
             if (open && push_extent(br, first, shard, off, end, &cap) < 0)
                 return fl_error_set(err, -ENOMEM, "out of memory for the extent table");

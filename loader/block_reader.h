@@ -14,20 +14,20 @@
 #include "fl_dataset.h"
 #include "order.h"
 
-#define FL_EXTENT_MAX (1u << 20) /* bytes per coalesced read (an outsized record: its own) */
+#define FL_EXTENT_MAX (1u << 20)  /* bytes per coalesced read (an outsized record: its own) */
 #define FL_EXTENT_GAP (64u << 10) /* a larger hole between records starts a new extent */
 
 typedef struct fl_block_reader fl_block_reader;
 
 typedef struct fl_block_config {
     const fl_dataset *ds;
-    const int *fds;              /* readers' descriptor of each shard */
-    const fl_order_plan *plan;   /* FL_ORDER_QUASI */
-    uint64_t first_ticket;       /* the first batch the loader hands out (resume) */
-    int direct;                  /* fds are O_DIRECT: spans aligned to FL_DIRECT_ALIGN */
-    int drop_behind;             /* buffered: POSIX_FADV_DONTNEED each extent once read */
-    uint32_t depth;              /* extent reads in flight */
-    uint64_t budget;             /* bytes of extents read ahead of the workers' needs */
+    const int *fds;            /* readers' descriptor of each shard */
+    const fl_order_plan *plan; /* FL_ORDER_QUASI */
+    uint64_t first_ticket;     /* the first batch the loader hands out (resume) */
+    int direct;                /* fds are O_DIRECT: spans aligned to FL_DIRECT_ALIGN */
+    int drop_behind;           /* buffered: POSIX_FADV_DONTNEED each extent once read */
+    uint32_t depth;            /* extent reads in flight */
+    uint64_t budget;           /* bytes of extents read ahead of the workers' needs */
 } fl_block_config;
 
 /* Bytes of extent buffers the plan's quasi window holds at most (its records' aligned spans,

@@ -3,8 +3,8 @@
  *
  * Life cycle:  fl_loader_options_init(&o); o.batch_size = 256; ...
  *              fl_loader_create(path, &o, &L, &err);
- *              for (;;) { fl_batch *b; fl_loader_next(L, &b, &err); ...use b...; fl_loader_release(L, b); }
- *              fl_loader_close(L);
+ *              for (;;) { fl_batch *b; fl_loader_next(L, &b, &err); ...use b...;
+ * fl_loader_release(L, b); } fl_loader_close(L);
  *
  * Order and augmentation are pure functions of (seed, epoch, sample index): the same options give
  * byte-identical batches whatever the worker count, I/O mode or backend, and a loader created with
@@ -86,13 +86,13 @@ FL_API const char *fl_version(void);
  * the library share. A binding built for another version or layout refuses to run, naming both,
  * instead of reading fields at the wrong offsets. */
 typedef struct fl_abi_info {
-    const char *version;          /* FASTLOAD_VERSION of the library */
-    uint32_t abi_version;         /* FL_ABI_VERSION of the library */
-    uint32_t sizeof_error;        /* sizeof(fl_error) */
+    const char *version;            /* FASTLOAD_VERSION of the library */
+    uint32_t abi_version;           /* FL_ABI_VERSION of the library */
+    uint32_t sizeof_error;          /* sizeof(fl_error) */
     uint32_t sizeof_loader_options; /* sizeof(fl_loader_options) */
-    uint32_t sizeof_batch;        /* sizeof(fl_batch) */
-    uint32_t sizeof_loader_stats; /* sizeof(fl_loader_stats) */
-    uint32_t sizeof_batch_field;  /* sizeof(fl_batch_field) (ABI 2 on) */
+    uint32_t sizeof_batch;          /* sizeof(fl_batch) */
+    uint32_t sizeof_loader_stats;   /* sizeof(fl_loader_stats) */
+    uint32_t sizeof_batch_field;    /* sizeof(fl_batch_field) (ABI 2 on) */
 } fl_abi_info;
 
 /* Incremented whenever a shared struct changes layout or a function changes signature.
@@ -106,13 +106,13 @@ FL_API const fl_abi_info *fl_abi_info_get(void);
 typedef enum fl_order {
     FL_ORDER_SEQUENTIAL = 0, /* records in dataset order */
     FL_ORDER_RANDOM = 1,     /* a full random permutation per epoch */
-    FL_ORDER_QUASI = 2       /* shuffled blocks of records, samples shuffled within a window of blocks */
+    FL_ORDER_QUASI = 2 /* shuffled blocks of records, samples shuffled within a window of blocks */
 } fl_order;
 
 typedef enum fl_augment {
-    FL_AUG_NONE = 0,   /* resize the whole image to out size (no-op for fixed-size raw data) */
-    FL_AUG_CENTER = 1, /* resize shorter side to out/center_ratio, center crop (evaluation) */
-    FL_AUG_RRC = 2,    /* random-resized-crop (scale and ratio ranges) */
+    FL_AUG_NONE = 0,       /* resize the whole image to out size (no-op for fixed-size raw data) */
+    FL_AUG_CENTER = 1,     /* resize shorter side to out/center_ratio, center crop (evaluation) */
+    FL_AUG_RRC = 2,        /* random-resized-crop (scale and ratio ranges) */
     FL_AUG_OBJECT_CROP = 3 /* detection: a random crop (scale and ratio ranges as RRC) whose
                               window holds the centre of at least one box of the sample's first
                               BOXES field (up to 50 draws from the sample's stream, else the whole
@@ -158,55 +158,55 @@ typedef enum fl_on_corrupt {
 typedef void (*fl_log_fn)(void *user, int level, const char *msg);
 
 typedef struct fl_loader_options {
-    uint32_t batch_size;     /* samples per batch (default 256) */
-    uint32_t workers;        /* decode threads; 0 = number of online CPUs */
-    uint32_t prefetch;       /* batches in the ring (bound on memory); 0 = workers + 2.
-                                The caller may hold at most prefetch - 1 batches at once. */
-    uint32_t out_height;     /* output size; 0 = the dataset's fixed size */
+    uint32_t batch_size; /* samples per batch (default 256) */
+    uint32_t workers;    /* decode threads; 0 = number of online CPUs */
+    uint32_t prefetch;   /* batches in the ring (bound on memory); 0 = workers + 2.
+                            The caller may hold at most prefetch - 1 batches at once. */
+    uint32_t out_height; /* output size; 0 = the dataset's fixed size */
     uint32_t out_width;
-    uint32_t channels;       /* 1 or 3; 0 = the dataset's */
+    uint32_t channels; /* 1 or 3; 0 = the dataset's */
     fl_augment augment;
-    int flip;                /* random horizontal flip with p = 0.5 */
+    int flip;                   /* random horizontal flip with p = 0.5 */
     float scale_min, scale_max; /* RRC area fraction range (default 0.08, 1.0) */
     float ratio_min, ratio_max; /* RRC aspect ratio range (default 3/4, 4/3) */
-    float center_ratio;      /* FL_AUG_CENTER crop ratio (default 0.875) */
+    float center_ratio;         /* FL_AUG_CENTER crop ratio (default 0.875) */
     fl_order order;
-    uint32_t quasi_block;    /* records per block for FL_ORDER_QUASI; 0 = 64, or fewer for
-                                records over 16 KiB: as many as make ~1 MiB (at least 1) */
-    uint32_t quasi_window;   /* blocks mixed together (default 32) */
+    uint32_t quasi_block;  /* records per block for FL_ORDER_QUASI; 0 = 64, or fewer for
+                              records over 16 KiB: as many as make ~1 MiB (at least 1) */
+    uint32_t quasi_window; /* blocks mixed together (default 32) */
     uint64_t seed;
-    uint32_t rank, world;    /* data-parallel share: rank in [0, world); world 0 or 1 = all */
-    int drop_last;           /* 1: drop the incomplete tail batch / uneven samples; 0: pad by
-                                wrapping around so every rank gets the same number of full batches */
+    uint32_t rank, world; /* data-parallel share: rank in [0, world); world 0 or 1 = all */
+    int drop_last;        /* 1: drop the incomplete tail batch / uneven samples; 0: pad by
+                             wrapping around so every rank gets the same number of full batches */
     fl_io_mode io;
-    int direct;              /* O_DIRECT reads (for datasets larger than RAM): the 4 KiB-aligned
-                                span covering each record is read. Where the filesystem refuses
-                                O_DIRECT (tmpfs), buffered reads are used with one log line. */
-    uint32_t queue_depth;    /* io_uring reads in flight per worker, also the number of samples
-                                a worker claims at once (default 32; 0 = 32; at most 4096) */
+    int direct;           /* O_DIRECT reads (for datasets larger than RAM): the 4 KiB-aligned
+                             span covering each record is read. Where the filesystem refuses
+                             O_DIRECT (tmpfs), buffered reads are used with one log line. */
+    uint32_t queue_depth; /* io_uring reads in flight per worker, also the number of samples
+                             a worker claims at once (default 32; 0 = 32; at most 4096) */
     fl_on_corrupt on_corrupt;
-    int pinned;              /* 1 (default): cudaHostAlloc when a CUDA runtime can be loaded */
-    int device;              /* -1 (default): host only; >= 0: also copy each batch to this GPU
-                                on the loader's own stream (see fl_batch.device_images) */
-    uint64_t start_epoch;    /* resume position: first batch returned is (start_epoch, start_batch);
-                                start_batch >= batches per epoch carries into later epochs */
+    int pinned;           /* 1 (default): cudaHostAlloc when a CUDA runtime can be loaded */
+    int device;           /* -1 (default): host only; >= 0: also copy each batch to this GPU
+                             on the loader's own stream (see fl_batch.device_images) */
+    uint64_t start_epoch; /* resume position: first batch returned is (start_epoch, start_batch);
+                             start_batch >= batches per epoch carries into later epochs */
     uint64_t start_batch;
-    fl_log_fn log;           /* may be NULL: nothing is logged */
+    fl_log_fn log; /* may be NULL: nothing is logged */
     void *log_user;
     /* Fields added after 0.1.0 (fl_loader_options_init sets them; keep structs you allocate
      * yourself zero-filled or initialised by it). */
-    uint32_t decode_flags;   /* JPEG speed/accuracy flags of fl_image.h (FL_DECODE_FAST...);
-                                0 (default): libjpeg's accurate IDCT and smooth upsampling.
-                                Output stays deterministic for any value. */
-    int64_t memory_max;      /* FL_IO_AUTO reads raw-pixel shard datasets of at most this many
-                                bytes (on disk) into memory (FL_IO_MEMORY); 0 (default): 256 MiB
-                                or 1/16 of physical memory, the smaller; negative: never */
+    uint32_t decode_flags; /* JPEG speed/accuracy flags of fl_image.h (FL_DECODE_FAST...);
+                              0 (default): libjpeg's accurate IDCT and smooth upsampling.
+                              Output stays deterministic for any value. */
+    int64_t memory_max;    /* FL_IO_AUTO reads raw-pixel shard datasets of at most this many
+                              bytes (on disk) into memory (FL_IO_MEMORY); 0 (default): 256 MiB
+                              or 1/16 of physical memory, the smaller; negative: never */
     /* ABI 2 */
-    float box_min_visible;   /* BOXES fields: after the sample's crop, a box is kept when its
-                                part inside the output is at least 1 output pixel wide and high
-                                and holds at least this fraction (0..1) of the box's transformed
-                                area; dropped boxes take their rows of the INT_LIST fields
-                                aligned to them (`of`) along. Default 0.0 */
+    float box_min_visible; /* BOXES fields: after the sample's crop, a box is kept when its
+                              part inside the output is at least 1 output pixel wide and high
+                              and holds at least this fraction (0..1) of the box's transformed
+                              area; dropped boxes take their rows of the INT_LIST fields
+                              aligned to them (`of`) along. Default 0.0 */
 } fl_loader_options;
 
 /* Fill `o` with the defaults documented above. */
@@ -247,16 +247,16 @@ FL_API int fl_loader_eval_crop(const fl_loader_options *o, uint32_t src_w, uint3
  * field's data is fl_batch.images; the label field's (the schema's first INT) is
  * fl_batch.labels. */
 typedef struct fl_batch_field {
-    const char *name;           /* the schema's name ("image", "label", "boxes", ...) */
+    const char *name; /* the schema's name ("image", "label", "boxes", ...) */
     fl_field_type type;
     fl_dtype dtype;
-    uint32_t ndim;              /* dimensions of shape, the batch's included */
+    uint32_t ndim; /* dimensions of shape, the batch's included */
     uint64_t shape[FL_MAX_DIMS + 2];
-    void *data;                 /* pinned host memory, 64-byte aligned */
-    int32_t *counts;            /* variable fields: B counts; else NULL */
-    uint64_t bytes;             /* bytes of data */
-    void *device_data;          /* device mode: device copy of data, ready when `event` completes */
-    int32_t *device_counts;     /* device mode, variable fields: device copy of counts */
+    void *data;             /* pinned host memory, 64-byte aligned */
+    int32_t *counts;        /* variable fields: B counts; else NULL */
+    uint64_t bytes;         /* bytes of data */
+    void *device_data;      /* device mode: device copy of data, ready when `event` completes */
+    int32_t *device_counts; /* device mode, variable fields: device copy of counts */
 } fl_batch_field;
 
 /* One batch. All pointers stay valid until fl_loader_release(batch). Every batch is full
@@ -265,24 +265,24 @@ typedef struct fl_batch_field {
  * order your work after `event` (cudaStreamWaitEvent) and release the batch only once that work
  * has finished reading them: the next copy into the same device buffers follows the release. */
 typedef struct fl_batch {
-    uint8_t *images;      /* size × height × width × channels uint8, NHWC, pinned host memory */
-    int32_t *labels;      /* size labels */
-    uint64_t *indices;    /* size dataset record indices (traceability) */
-    uint32_t size;        /* samples in this batch */
+    uint8_t *images;   /* size × height × width × channels uint8, NHWC, pinned host memory */
+    int32_t *labels;   /* size labels */
+    uint64_t *indices; /* size dataset record indices (traceability) */
+    uint32_t size;     /* samples in this batch */
     uint32_t height, width, channels;
-    uint64_t epoch;       /* epoch this batch belongs to */
-    uint64_t batch;       /* batch number within the epoch */
-    int last_in_epoch;    /* 1 for the epoch's final batch */
-    uint32_t skipped;     /* corrupt records replaced in this batch (FL_CORRUPT_SKIP) */
-    void *device_images;  /* device mode: device copy of images, ready when `event` completes */
-    void *device_labels;  /* device mode: device copy of labels */
-    void *event;          /* device mode: cudaEvent_t recorded after the copies */
-    void *stream;         /* device mode: the loader's cudaStream_t */
+    uint64_t epoch;      /* epoch this batch belongs to */
+    uint64_t batch;      /* batch number within the epoch */
+    int last_in_epoch;   /* 1 for the epoch's final batch */
+    uint32_t skipped;    /* corrupt records replaced in this batch (FL_CORRUPT_SKIP) */
+    void *device_images; /* device mode: device copy of images, ready when `event` completes */
+    void *device_labels; /* device mode: device copy of labels */
+    void *event;         /* device mode: cudaEvent_t recorded after the copies */
+    void *stream;        /* device mode: the loader's cudaStream_t */
     /* ABI 2 */
-    uint32_t num_fields;  /* the schema's fields (fl_dataset_num_fields): 2 for a
-                             classification data set (image, label), whose arrays are images and
-                             labels above; 0..1 image fields (a data set without images has
-                             none: height = width = channels = 0 and images holds no bytes) */
+    uint32_t num_fields;          /* the schema's fields (fl_dataset_num_fields): 2 for a
+                                     classification data set (image, label), whose arrays are images and
+                                     labels above; 0..1 image fields (a data set without images has
+                                     none: height = width = channels = 0 and images holds no bytes) */
     const fl_batch_field *fields; /* num_fields entries, schema order */
 } fl_batch;
 
@@ -323,19 +323,19 @@ FL_API void fl_loader_position(const fl_loader *L, uint64_t *epoch, uint64_t *ba
 /* Counters since create. Stage times are summed over workers and include batches prefetched
  * but not yet delivered. */
 typedef struct fl_loader_stats {
-    uint64_t images;          /* samples delivered */
+    uint64_t images; /* samples delivered */
     uint64_t batches;
-    uint64_t bytes_read;      /* stored bytes read (aligned spans with O_DIRECT) */
-    uint64_t skipped;         /* corrupt records replaced in the delivered batches */
-    double io_wait_s;         /* summed over workers: waiting for reads */
-    double decode_s;          /* decompression + image decode */
-    double augment_s;         /* crop/resize/flip outside the decoder */
-    double slot_wait_s;       /* workers waiting for a free ring slot (consumer is the bottleneck) */
-    double consumer_wait_s;   /* consumer blocked in fl_loader_next (loader is the bottleneck) */
-    double wall_s;            /* since create */
-    const char *io_backend;   /* "io_uring", "pread", "memory" (FL_IO_MEMORY), or "mmap"
-                                 (FL_IO_MMAP, LMDB) */
-    uint64_t pinned_bytes;    /* ring memory */
+    uint64_t bytes_read;    /* stored bytes read (aligned spans with O_DIRECT) */
+    uint64_t skipped;       /* corrupt records replaced in the delivered batches */
+    double io_wait_s;       /* summed over workers: waiting for reads */
+    double decode_s;        /* decompression + image decode */
+    double augment_s;       /* crop/resize/flip outside the decoder */
+    double slot_wait_s;     /* workers waiting for a free ring slot (consumer is the bottleneck) */
+    double consumer_wait_s; /* consumer blocked in fl_loader_next (loader is the bottleneck) */
+    double wall_s;          /* since create */
+    const char *io_backend; /* "io_uring", "pread", "memory" (FL_IO_MEMORY), or "mmap"
+                               (FL_IO_MMAP, LMDB) */
+    uint64_t pinned_bytes;  /* ring memory */
 } fl_loader_stats;
 
 FL_API void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);
@@ -345,7 +345,8 @@ FL_API void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);
  * O_DIRECT, e.g. "io_uring, O_DIRECT (io auto: the data set (1100.0 MiB) is larger than the
  * page cache it can expect (256.0 MiB, cgroup memory limit))"; ", drop-behind" when buffered
  * reads of such a data set drop their pages once used; ", quasi blocks read as coalesced
- * extents (B records x W blocks a window)" for FL_ORDER_QUASI's block reads. Valid until fl_loader_close. */
+ * extents (B records x W blocks a window)" for FL_ORDER_QUASI's block reads. Valid until
+ * fl_loader_close. */
 FL_API const char *fl_loader_io_describe(const fl_loader *L);
 
 /* 1 when records are read with O_DIRECT: the `direct` option or FL_IO_AUTO's choice (0 where the

@@ -3,14 +3,10 @@
 
 #include <string.h>
 
-static double clampd(double v, double lo, double hi)
-{
-    return v < lo ? lo : v > hi ? hi : v;
-}
+static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-uint32_t fl_boxes_transform(const void *src, uint32_t n, const fl_aug_params *ap,
-                            uint32_t out_w, uint32_t out_h, float min_visible, float *dst,
-                            uint32_t *keep)
+uint32_t fl_boxes_transform(const void *src, uint32_t n, const fl_aug_params *ap, uint32_t out_w,
+                            uint32_t out_h, float min_visible, float *dst, uint32_t *keep)
 {
     const fl_rect *r = &ap->crop;
     double W = out_w, H = out_h;
@@ -20,7 +16,8 @@ uint32_t fl_boxes_transform(const void *src, uint32_t n, const fl_aug_params *ap
         memcpy(b, (const uint8_t *)src + 16 * (size_t)i, sizeof b);
         /* multiply before dividing: a box edge on the crop's edge lands exactly on the output's */
         double x0 = ((double)b[0] - r->x) * W / r->width, x1 = ((double)b[2] - r->x) * W / r->width;
-        double y0 = ((double)b[1] - r->y) * H / r->height, y1 = ((double)b[3] - r->y) * H / r->height;
+        double y0 = ((double)b[1] - r->y) * H / r->height,
+               y1 = ((double)b[3] - r->y) * H / r->height;
         double cx0 = clampd(x0, 0, W), cx1 = clampd(x1, 0, W);
         double cy0 = clampd(y0, 0, H), cy1 = clampd(y1, 0, H);
         int whole = x0 >= 0 && y0 >= 0 && x1 <= W && y1 <= H;

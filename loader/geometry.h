@@ -23,12 +23,11 @@
  *   flipped: x0' = out_w - x1', x1' = out_w - x0'.
  * A box the crop does not cut is always kept (however small: with no augmentation every box
  * comes out); a box the crop cuts is kept when its clipped part is at least 1 output pixel wide
- * and 1 high and holds at least `min_visible` (0..1) of its transformed, unclipped area. Kept boxes are written to dst
- * in their source order (dst may not overlap src), and keep[j] (may be NULL) receives the source
- * row of kept box j, for fl_rows_compact. Returns the number kept. */
-uint32_t fl_boxes_transform(const void *src, uint32_t n, const fl_aug_params *ap,
-                            uint32_t out_w, uint32_t out_h, float min_visible, float *dst,
-                            uint32_t *keep);
+ * and 1 high and holds at least `min_visible` (0..1) of its transformed, unclipped area. Kept boxes
+ * are written to dst in their source order (dst may not overlap src), and keep[j] (may be NULL)
+ * receives the source row of kept box j, for fl_rows_compact. Returns the number kept. */
+uint32_t fl_boxes_transform(const void *src, uint32_t n, const fl_aug_params *ap, uint32_t out_w,
+                            uint32_t out_h, float min_visible, float *dst, uint32_t *keep);
 
 /* dst[j] = src[keep[j]] for j < nkeep (src int32, need not be aligned): an int list aligned to a
  * boxes field keeps the rows its boxes kept. dst may equal src (keep[] is increasing, so the

@@ -76,7 +76,8 @@ static int cgroup_path(const char *root, int v1, char *out, size_t cap)
             continue;
         *c2 = '\0';
         const char *ctl = c1 + 1;
-        int match = v1 ? strstr(ctl, "memory") != NULL : (line[0] == '0' && c1 == line + 1 && !*ctl);
+        int match =
+            v1 ? strstr(ctl, "memory") != NULL : (line[0] == '0' && c1 == line + 1 && !*ctl);
         if (match) {
             snprintf(out, cap, "%s", c2 + 1);
             rc = 0;
@@ -101,7 +102,8 @@ static uint64_t cgroup_room(const char *root, int v1)
         uint64_t lim, usage = 0, cache = 0;
         snprintf(file, sizeof file, "%s/%s", dir, v1 ? "memory.limit_in_bytes" : "memory.max");
         if (read_num(file, &lim) == 0 && lim < (1ull << 60)) {
-            snprintf(file, sizeof file, "%s/%s", dir, v1 ? "memory.usage_in_bytes" : "memory.current");
+            snprintf(file, sizeof file, "%s/%s", dir,
+                     v1 ? "memory.usage_in_bytes" : "memory.current");
             read_num(file, &usage);
             snprintf(file, sizeof file, "%s/memory.stat", dir);
             if (read_key(file, v1 ? "total_cache" : "file", &cache) < 0 && v1)

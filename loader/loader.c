@@ -27,10 +27,7 @@ static void logf_(const fl_loader *L, int level, const char *fmt, ...)
     L->opt.log(L->opt.log_user, level, msg);
 }
 
-static size_t align_up(size_t v, size_t a)
-{
-    return (v + a - 1) / a * a;
-}
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 /* The readers' descriptor for shard i: the dataset's own fd for it (the file fl_dataset_open
  * validated, never the path again: the dataset may have been replaced since; positioned reads
@@ -133,23 +130,28 @@ static int make_block_reader(fl_loader *L, fl_error *err)
     uint64_t share = L->cache_expect / 4 / local;
     uint64_t cap = share < FL_BLOCK_BUDGET_MAX ? share : FL_BLOCK_BUDGET_MAX;
     if (win > cap) {
-        logf_(L, 0, "fastload: quasi window of %.1f MiB (block %llu x window %llu records) is over "
+        logf_(L, 0,
+              "fastload: quasi window of %.1f MiB (block %llu x window %llu records) is over "
               "the read-ahead budget of %.1f MiB%s: per-record reads (lower quasi_block)",
               win / 1048576.0, (unsigned long long)L->plan.block,
               (unsigned long long)L->plan.window, cap / 1048576.0,
-              local > 1 ? " (a quarter of the page cache shared by the node's loader processes)" : "");
+              local > 1 ? " (a quarter of the page cache shared by the node's loader processes)"
+                        : "");
         return 0;
     }
     uint32_t qd = L->opt.queue_depth ? L->opt.queue_depth : 32;
     fl_block_config cfg = {
-        .ds = L->ds, .fds = L->fds, .plan = &L->plan,
+        .ds = L->ds,
+        .fds = L->fds,
+        .plan = &L->plan,
         .first_ticket = L->opt.start_epoch * L->plan.batches + L->opt.start_batch,
         /* O_DIRECT: 16 reads of <= 1 MiB in flight (on this project's 2-core VM disk, 16 beat
          * 8 and 32 for both 12 KiB and 147 KiB records in interleaved runs; 16 MiB in flight is
          * also what NVMe drives need for their sequential rate). Buffered reads run in
          * io_uring's worker threads, each read copying through the page cache: more of them in
          * flight. */
-        .direct = L->direct, .drop_behind = L->drop_behind,
+        .direct = L->direct,
+        .drop_behind = L->drop_behind,
         .depth = L->direct ? (qd < 16 ? qd : 16) : (qd < 64 ? qd : 64),
         /* the window's extents, the next window's (read while this one is used) and 16 MiB */
         .budget = 2 * win + (16u << 20) < cap ? 2 * win + (16u << 20) : cap};
@@ -255,8 +257,7 @@ static void slot_fields(fl_loader *L, fl_slot *s)
                 o->shape[1 + d] = f->shape[d];
             nd = 1 + f->ndim;
             break;
-        default:
-            break;
+        default: break;
         }
         o->ndim = nd;
         if ((int)i == L->image_field) {
@@ -277,7 +278,8 @@ static void slot_fields(fl_loader *L, fl_slot *s)
             if (L->fout[i].rows) {
                 o->counts = (int32_t *)(s->host + off);
                 if (s->dev_fields)
-                    o->device_counts = (int32_t *)((uint8_t *)s->dev_fields + (off - s->fields_off));
+                    o->device_counts =
+                        (int32_t *)((uint8_t *)s->dev_fields + (off - s->fields_off));
                 off += align_up((size_t)B * sizeof(int32_t), 64);
             }
         }
@@ -358,17 +360,34 @@ static void assign_batch(void *user, uint32_t i, uint64_t ticket)
  * settled. */
 static void make_work_ctx(fl_loader *L)
 {
-    L->ctx = (fl_work_ctx){.ds = L->ds, .schema = L->schema, .backend = L->backend,
-                           .plan = &L->plan, .aug = &L->aug, .ring = &L->ring,
-                           .batches = L->batches, .out_h = L->out_h, .out_w = L->out_w,
-                           .out_c = L->out_c, .sample_bytes = L->sample_bytes,
-                           .batch_size = L->opt.batch_size, .chunk = L->chunk,
-                           .on_corrupt = L->opt.on_corrupt, .decode_flags = L->opt.decode_flags,
-                           .direct = L->direct, .read_in_place = L->read_in_place,
-                           .mapped = L->mapped, .fds = L->fds, .mem = L->mem, .nmem = L->nmem,
-                           .drop_behind = L->drop_behind, .fields_on = L->fields_on,
-                           .nfields = L->nfields, .fields = L->fields, .fout = L->fout,
-                           .has_image = L->image_field >= 0, .label_field = L->label_field,
+    L->ctx = (fl_work_ctx){.ds = L->ds,
+                           .schema = L->schema,
+                           .backend = L->backend,
+                           .plan = &L->plan,
+                           .aug = &L->aug,
+                           .ring = &L->ring,
+                           .batches = L->batches,
+                           .out_h = L->out_h,
+                           .out_w = L->out_w,
+                           .out_c = L->out_c,
+                           .sample_bytes = L->sample_bytes,
+                           .batch_size = L->opt.batch_size,
+                           .chunk = L->chunk,
+                           .on_corrupt = L->opt.on_corrupt,
+                           .decode_flags = L->opt.decode_flags,
+                           .direct = L->direct,
+                           .read_in_place = L->read_in_place,
+                           .mapped = L->mapped,
+                           .fds = L->fds,
+                           .mem = L->mem,
+                           .nmem = L->nmem,
+                           .drop_behind = L->drop_behind,
+                           .fields_on = L->fields_on,
+                           .nfields = L->nfields,
+                           .fields = L->fields,
+                           .fout = L->fout,
+                           .has_image = L->image_field >= 0,
+                           .label_field = L->label_field,
                            .object_boxes = L->object_boxes,
                            .box_min_visible = L->opt.box_min_visible};
 }
@@ -433,8 +452,10 @@ static int open_dataset(fl_loader *L, const char *path, fl_error *err)
             return fl_error_set(err, FL_E_UNSUPPORTED, "%s: %u channels not supported", path,
                                 L->out_c);
     } else if (opt->augment != FL_AUG_NONE || opt->flip) {
-        return fl_error_set(err, FL_E_INVALID, "%s: the data set has no image field: no "
-                            "augmentation or flip applies", path);
+        return fl_error_set(err, FL_E_INVALID,
+                            "%s: the data set has no image field: no "
+                            "augmentation or flip applies",
+                            path);
     }
     L->sample_bytes = (size_t)L->out_h * L->out_w * L->out_c;
     for (uint32_t i = 0; i < L->nfields; i++) {
@@ -448,18 +469,23 @@ static int open_dataset(fl_loader *L, const char *path, fl_error *err)
     uint32_t qblock = opt->quasi_block;
     if (!qblock && opt->order == FL_ORDER_QUASI && nrec)
         qblock = fl_order_quasi_block(fl_dataset_total_bytes(L->ds) / nrec);
-    rc = fl_order_plan_init(&L->plan, fl_dataset_count(L->ds), opt->order, qblock,
-                            opt->quasi_window, opt->seed, opt->rank, opt->world, opt->batch_size,
-                            opt->drop_last, err);
+    rc =
+        fl_order_plan_init(&L->plan, fl_dataset_count(L->ds), opt->order, qblock, opt->quasi_window,
+                           opt->seed, opt->rank, opt->world, opt->batch_size, opt->drop_last, err);
     if (rc < 0) {
         fl_error_prefix(err, "%s", path);
         return rc;
     }
-    L->aug = (fl_aug_config){.augment = opt->augment, .flip = opt->flip,
-                             .scale_min = opt->scale_min, .scale_max = opt->scale_max,
-                             .ratio_min = opt->ratio_min, .ratio_max = opt->ratio_max,
-                             .center_ratio = opt->center_ratio, .out_width = L->out_w,
-                             .out_height = L->out_h, .seed = opt->seed};
+    L->aug = (fl_aug_config){.augment = opt->augment,
+                             .flip = opt->flip,
+                             .scale_min = opt->scale_min,
+                             .scale_max = opt->scale_max,
+                             .ratio_min = opt->ratio_min,
+                             .ratio_max = opt->ratio_max,
+                             .center_ratio = opt->center_ratio,
+                             .out_width = L->out_w,
+                             .out_height = L->out_h,
+                             .seed = opt->seed};
     L->perm = malloc(L->plan.n * sizeof *L->perm);
     if (!L->perm)
         return fl_error_set(err, -ENOMEM, "out of memory for the order of %llu records",
@@ -480,8 +506,8 @@ static void size_pipeline(fl_loader *L)
     uint32_t qd = opt->queue_depth ? opt->queue_depth : 32;
     L->chunk = opt->batch_size < qd ? opt->batch_size : qd;
     L->read_in_place = !L->fields_on && L->schema.encoding == FL_ENC_RAW &&
-                       L->schema.compression == FL_COMP_NONE &&
-                       opt->augment == FL_AUG_NONE && !opt->flip && L->out_c == L->schema.channels &&
+                       L->schema.compression == FL_COMP_NONE && opt->augment == FL_AUG_NONE &&
+                       !opt->flip && L->out_c == L->schema.channels &&
                        L->out_h == L->schema.height && L->out_w == L->schema.width;
 }
 
@@ -496,7 +522,8 @@ static void auto_direct(fl_loader *L)
     L->direct = 1;
     snprintf(L->io_reason, sizeof L->io_reason,
              "io auto: the data set (%.1f MiB) is larger than the page cache it can expect "
-             "(%.1f MiB, %s)", total / 1048576.0, L->cache_expect / 1048576.0, why);
+             "(%.1f MiB, %s)",
+             total / 1048576.0, L->cache_expect / 1048576.0, why);
     logf_(L, 0, "fastload: %s: O_DIRECT reads", L->io_reason);
 }
 
@@ -506,8 +533,9 @@ static int choose_io(fl_loader *L, fl_error *err)
 {
     const fl_loader_options *opt = &L->opt;
     /* FL_IO_AUTO never maps, but reads small datasets into memory: see fl_io_mode in fastload.h. */
-    int in_memory = L->backend != FL_BACKEND_LMDB &&
-                    (opt->io == FL_IO_MEMORY || fl_memory_auto(opt, &L->schema, fl_dataset_total_bytes(L->ds)));
+    int in_memory =
+        L->backend != FL_BACKEND_LMDB &&
+        (opt->io == FL_IO_MEMORY || fl_memory_auto(opt, &L->schema, fl_dataset_total_bytes(L->ds)));
     L->mapped = L->backend == FL_BACKEND_LMDB || opt->io == FL_IO_MMAP || in_memory;
     /* Raw records from memory cost ~0.1 µs each: claim whole batches (up to 1024 samples) so
      * the lock and the wake-ups are paid per batch, not per 32 samples. */
@@ -567,7 +595,9 @@ static void describe_io(fl_loader *L)
     char why[sizeof L->io_reason];
     snprintf(why, sizeof why, "%s", L->io_reason);
     int n = snprintf(L->io_reason, sizeof L->io_reason, "%s, %s%s%s%s", L->io_backend,
-                     L->mapped ? "from memory" : L->direct ? "O_DIRECT" : "buffered",
+                     L->mapped   ? "from memory"
+                     : L->direct ? "O_DIRECT"
+                                 : "buffered",
                      why[0] ? " (" : "", why, why[0] ? ")" : "");
     if (n > 0 && (size_t)n < sizeof L->io_reason && L->drop_behind)
         n += snprintf(L->io_reason + n, sizeof L->io_reason - n,
@@ -578,18 +608,11 @@ static void describe_io(fl_loader *L)
                  (unsigned long long)L->plan.block, (unsigned long long)L->plan.window);
 }
 
-int fl_loader_direct(const fl_loader *L)
-{
-    return L->direct && !L->mapped;
-}
+int fl_loader_direct(const fl_loader *L) { return L->direct && !L->mapped; }
 
-const char *fl_loader_io_describe(const fl_loader *L)
-{
-    return L->io_reason;
-}
+const char *fl_loader_io_describe(const fl_loader *L) { return L->io_reason; }
 
-int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out,
-                     fl_error *err)
+int fl_loader_create(const char *path, const fl_loader_options *opt, fl_loader **out, fl_error *err)
 {
     *out = NULL;
     int rc = fl_loader_options_check(opt, err);
@@ -623,20 +646,21 @@ static int copy_to_device(fl_loader *L, fl_slot *s, fl_error *err)
      * after b->event. */
     int rc = cuda_check(L, L->cuda.SetDevice(L->opt.device), "cudaSetDevice", err);
     if (rc == 0)
-        rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_images, s->b.images,
-                                               L->sample_bytes * s->b.size, FL_CUDA_MEMCPY_H2D,
-                                               L->stream),
+        rc = cuda_check(L,
+                        L->cuda.MemcpyAsync(s->dev_images, s->b.images, L->sample_bytes * s->b.size,
+                                            FL_CUDA_MEMCPY_H2D, L->stream),
                         "cudaMemcpyAsync", err);
     if (rc == 0)
-        rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_labels, s->b.labels,
-                                               sizeof(int32_t) * s->b.size, FL_CUDA_MEMCPY_H2D,
-                                               L->stream),
+        rc = cuda_check(L,
+                        L->cuda.MemcpyAsync(s->dev_labels, s->b.labels, sizeof(int32_t) * s->b.size,
+                                            FL_CUDA_MEMCPY_H2D, L->stream),
                         "cudaMemcpyAsync", err);
     /* the other fields' arrays lie side by side after the labels: one copy */
     if (rc == 0 && s->dev_fields)
-        rc = cuda_check(L, L->cuda.MemcpyAsync(s->dev_fields, s->host + s->fields_off,
-                                               s->host_bytes - s->fields_off, FL_CUDA_MEMCPY_H2D,
-                                               L->stream),
+        rc = cuda_check(L,
+                        L->cuda.MemcpyAsync(s->dev_fields, s->host + s->fields_off,
+                                            s->host_bytes - s->fields_off, FL_CUDA_MEMCPY_H2D,
+                                            L->stream),
                         "cudaMemcpyAsync", err);
     if (rc == 0)
         rc = cuda_check(L, L->cuda.EventRecord(s->event, L->stream), "cudaEventRecord", err);
@@ -682,15 +706,9 @@ void fl_loader_release(fl_loader *L, fl_batch *b)
     fl_ring_release(&L->ring, (uint32_t)(s - L->slots));
 }
 
-uint64_t fl_loader_batches_per_epoch(const fl_loader *L)
-{
-    return L->plan.batches;
-}
+uint64_t fl_loader_batches_per_epoch(const fl_loader *L) { return L->plan.batches; }
 
-uint64_t fl_loader_samples_per_epoch(const fl_loader *L)
-{
-    return L->plan.per_rank;
-}
+uint64_t fl_loader_samples_per_epoch(const fl_loader *L) { return L->plan.per_rank; }
 
 void fl_loader_position(const fl_loader *L, uint64_t *epoch, uint64_t *batch)
 {
@@ -720,10 +738,7 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *o)
     o->pinned_bytes = L->slots ? (uint64_t)L->nslots * L->slots[0].host_bytes : 0;
 }
 
-const fl_dataset *fl_loader_dataset(const fl_loader *L)
-{
-    return L->ds;
-}
+const fl_dataset *fl_loader_dataset(const fl_loader *L) { return L->ds; }
 
 void fl_loader_close(fl_loader *L)
 {

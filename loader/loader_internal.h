@@ -21,15 +21,15 @@
 /* A ring slot's memory: the batch the caller sees and the buffers behind it. Which slot is
  * free, filling, ready or held is the ring's business (ring.h). */
 typedef struct fl_slot {
-    fl_batch b;            /* what the caller sees; must stay the first member */
-    uint8_t *host;         /* images, labels, then the other fields' arrays (each 64-byte
-                              aligned): one host allocation */
+    fl_batch b;    /* what the caller sees; must stay the first member */
+    uint8_t *host; /* images, labels, then the other fields' arrays (each 64-byte
+                      aligned): one host allocation */
     size_t host_bytes;
-    size_t fields_off;     /* where the other fields' arrays begin in host */
+    size_t fields_off; /* where the other fields' arrays begin in host */
     int host_pinned;
     fl_batch_field *fields; /* b.fields */
     void *dev_images, *dev_labels, *event;
-    void *dev_fields;      /* device copy of host[fields_off, host_bytes) */
+    void *dev_fields; /* device copy of host[fields_off, host_bytes) */
 } fl_slot;
 
 struct fl_loader {
@@ -40,17 +40,17 @@ struct fl_loader {
     fl_order_plan plan;
     fl_aug_config aug;
     uint32_t out_h, out_w, out_c;
-    size_t sample_bytes;   /* out_h * out_w * out_c */
-    uint32_t nfields;      /* the schema (fl_dataset_fields) and where each field goes */
+    size_t sample_bytes; /* out_h * out_w * out_c */
+    uint32_t nfields;    /* the schema (fl_dataset_fields) and where each field goes */
     const fl_field *fields;
     fl_field_out *fout;
-    int fields_on;         /* see fl_work_ctx */
+    int fields_on; /* see fl_work_ctx */
     int image_field, label_field, object_boxes;
-    uint32_t chunk;        /* samples a worker claims at once */
-    int direct;            /* effective O_DIRECT */
-    int read_in_place;     /* see fl_work_ctx */
-    int mapped;            /* see fl_work_ctx */
-    fl_shard_copy *mem;    /* FL_IO_MEMORY: each shard file's bytes (memory_reader.c) */
+    uint32_t chunk;     /* samples a worker claims at once */
+    int direct;         /* effective O_DIRECT */
+    int read_in_place;  /* see fl_work_ctx */
+    int mapped;         /* see fl_work_ctx */
+    fl_shard_copy *mem; /* FL_IO_MEMORY: each shard file's bytes (memory_reader.c) */
     uint32_t nmem;
 
     /* assign_batch's cache (loader.c): the sequence of epoch perm_epoch (n entries); only
@@ -60,10 +60,10 @@ struct fl_loader {
 
     uint32_t nslots;
     fl_slot *slots;
-    fl_batch **batches;     /* &slots[i].b, the workers' view */
-    fl_ring ring;           /* slot states; its own lock */
+    fl_batch **batches; /* &slots[i].b, the workers' view */
+    fl_ring ring;       /* slot states; its own lock */
     int ring_init;
-    fl_work_ctx ctx;        /* what the workers see */
+    fl_work_ctx ctx; /* what the workers see */
 
     uint32_t nworkers;
     uint32_t nstarted;
@@ -73,8 +73,8 @@ struct fl_loader {
     uint32_t nfds;
 
     fl_cuda cuda;
-    int cuda_ok;            /* runtime loaded and a device present */
-    int dev_on;             /* device mode active */
+    int cuda_ok; /* runtime loaded and a device present */
+    int dev_on;  /* device mode active */
     void *stream;
 
     double t_create;

@@ -50,8 +50,8 @@ static int load_one(fl_loader *L, uint32_t i, fl_error *err)
     size_t size = st.st_size > 0 ? (size_t)st.st_size : 0, cap = size ? size : 1;
     uint8_t *m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
-        return fl_error_set(err, -ENOMEM, "%s: out of memory for a %zu-byte in-memory copy",
-                            path, size);
+        return fl_error_set(err, -ENOMEM, "%s: out of memory for a %zu-byte in-memory copy", path,
+                            size);
     }
     madvise(m, cap, MADV_HUGEPAGE); /* a hint: fewer TLB misses on random record access */
     size_t got;

@@ -4,10 +4,7 @@
 
 #include <math.h>
 
-const char *fl_version(void)
-{
-    return FASTLOAD_VERSION;
-}
+const char *fl_version(void) { return FASTLOAD_VERSION; }
 
 void fl_loader_options_init(fl_loader_options *o)
 {
@@ -60,12 +57,12 @@ int fl_loader_options_check(const fl_loader_options *o, fl_error *err)
     if (o->augment == FL_AUG_RRC || o->augment == FL_AUG_OBJECT_CROP) {
         if (!(o->scale_min > 0 && o->scale_min <= o->scale_max && isfinite(o->scale_max)))
             return fl_error_set(err, FL_E_INVALID,
-                                "scale range (%g, %g) must satisfy 0 < min <= max",
-                                o->scale_min, o->scale_max);
+                                "scale range (%g, %g) must satisfy 0 < min <= max", o->scale_min,
+                                o->scale_max);
         if (!(o->ratio_min > 0 && o->ratio_min <= o->ratio_max && isfinite(o->ratio_max)))
             return fl_error_set(err, FL_E_INVALID,
-                                "ratio range (%g, %g) must satisfy 0 < min <= max",
-                                o->ratio_min, o->ratio_max);
+                                "ratio range (%g, %g) must satisfy 0 < min <= max", o->ratio_min,
+                                o->ratio_max);
     }
     if (o->augment == FL_AUG_CENTER && !(o->center_ratio > 0 && o->center_ratio <= 1))
         return fl_error_set(err, FL_E_INVALID, "center_ratio %g must lie in (0, 1]",
@@ -75,8 +72,7 @@ int fl_loader_options_check(const fl_loader_options *o, fl_error *err)
                             o->box_min_visible);
     uint32_t world = o->world ? o->world : 1;
     if (o->rank >= world)
-        return fl_error_set(err, FL_E_INVALID, "rank %u out of range for world %u", o->rank,
-                            world);
+        return fl_error_set(err, FL_E_INVALID, "rank %u out of range for world %u", o->rank, world);
     if (o->decode_flags & ~(uint32_t)FL_DECODE_FAST)
         return fl_error_set(err, FL_E_INVALID, "unknown decode_flags 0x%x", o->decode_flags);
     if (o->queue_depth > 4096)

@@ -1,6 +1,7 @@
 /* order.h — which record goes where: per-epoch permutations (sequential, random, quasi-random)
  * and the data-parallel split into equal rank shares. Everything is a pure function of
- * (seed, epoch), so any worker, any process and any resumed run computes the same order. Internal. */
+ * (seed, epoch), so any worker, any process and any resumed run computes the same order. Internal.
+ */
 #ifndef FL_ORDER_H
 #define FL_ORDER_H
 
@@ -9,16 +10,16 @@
 #include "fastload.h"
 
 typedef struct fl_order_plan {
-    uint64_t n;          /* records in the dataset */
+    uint64_t n; /* records in the dataset */
     fl_order order;
-    uint64_t block;      /* FL_ORDER_QUASI: records per block */
-    uint64_t window;     /* FL_ORDER_QUASI: blocks shuffled together */
+    uint64_t block;  /* FL_ORDER_QUASI: records per block */
+    uint64_t window; /* FL_ORDER_QUASI: blocks shuffled together */
     uint64_t seed;
     uint32_t rank, world;
-    uint32_t batch;      /* samples per batch */
+    uint32_t batch; /* samples per batch */
     int drop_last;
-    uint64_t per_rank;   /* samples this rank gets per epoch (a multiple of batch) */
-    uint64_t batches;    /* batches per epoch for this rank */
+    uint64_t per_rank; /* samples this rank gets per epoch (a multiple of batch) */
+    uint64_t batches;  /* batches per epoch for this rank */
 } fl_order_plan;
 
 /* Set up the plan. The split follows PyTorch's DistributedSampler: the epoch sequence is dealt
@@ -56,7 +57,7 @@ static inline uint64_t fl_order_pos(const fl_order_plan *p, uint64_t batch, uint
  * per block, a 28 MiB window, where 64 would need 300 MiB). A function of the data set alone,
  * so the order is the same on every machine. */
 #define FL_QUASI_BLOCK_BYTES (1u << 20)
-#define FL_QUASI_BLOCK_MAX 64u
+#define FL_QUASI_BLOCK_MAX   64u
 uint32_t fl_order_quasi_block(uint64_t mean_record_bytes);
 
 #endif

@@ -22,12 +22,12 @@ typedef struct fl_read_req {
     const uint8_t *data; /* out: the record's bytes inside the reader's buffer (valid in cb) */
     int res;             /* out: 0, -errno, or FL_E_TRUNCATED when the file ended early */
     /* private to the reader */
-    uint64_t span_off;   /* first byte read (aligned down for O_DIRECT) */
-    uint32_t span_len;   /* bytes needed from span_off */
+    uint64_t span_off; /* first byte read (aligned down for O_DIRECT) */
+    uint32_t span_len; /* bytes needed from span_off */
     uint32_t got;
-    uint32_t slot;       /* arena slot (registered buffer index) */
-    uint8_t done;        /* the read finished (res set) */
-    uint8_t delivered;   /* handed to the callback */
+    uint32_t slot;     /* arena slot (registered buffer index) */
+    uint8_t done;      /* the read finished (res set) */
+    uint8_t delivered; /* handed to the callback */
     uint8_t *buf;
 } fl_read_req;
 

@@ -213,8 +213,8 @@ void fl_ring_fail(fl_ring *R, const fl_error *err)
     pthread_mutex_unlock(&R->mu);
 }
 
-void fl_ring_consumer_stats(fl_ring *R, uint64_t *next_ticket, uint64_t *taken,
-                            uint64_t *skipped, double *wait_s)
+void fl_ring_consumer_stats(fl_ring *R, uint64_t *next_ticket, uint64_t *taken, uint64_t *skipped,
+                            double *wait_s)
 {
     pthread_mutex_lock(&R->mu);
     if (next_ticket)

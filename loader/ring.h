@@ -45,17 +45,17 @@ typedef struct fl_ring {
     pthread_cond_t ready_cv; /* consumer: a slot became ready, or stop */
     fl_ring_slot *slots;
     uint32_t nslots;
-    uint32_t batch;          /* samples per batch */
-    uint32_t run;            /* samples a producer claims at once */
+    uint32_t batch; /* samples per batch */
+    uint32_t run;   /* samples a producer claims at once */
     fl_ring_assign_fn assign;
     void *user;
     int stop;
-    int failed;              /* a taken batch had an error: take returns fail_err from now on */
+    int failed; /* a taken batch had an error: take returns fail_err from now on */
     fl_error fail_err;
-    uint32_t fill_slot;      /* slot whose samples are being claimed (UINT32_MAX: none) */
-    uint64_t fill_next;      /* next ticket to give a slot */
-    uint64_t next_ticket;    /* next ticket the consumer takes */
-    uint64_t taken;          /* batches taken, their replaced samples, time the consumer waited */
+    uint32_t fill_slot;   /* slot whose samples are being claimed (UINT32_MAX: none) */
+    uint64_t fill_next;   /* next ticket to give a slot */
+    uint64_t next_ticket; /* next ticket the consumer takes */
+    uint64_t taken;       /* batches taken, their replaced samples, time the consumer waited */
     uint64_t taken_skipped;
     double take_wait_s;
 } fl_ring;
@@ -107,7 +107,7 @@ void fl_ring_fail(fl_ring *R, const fl_error *err);
 
 /* The ticket the next take returns, and the consumer's totals (batches taken, samples replaced
  * in them, seconds take waited); any pointer may be NULL. */
-void fl_ring_consumer_stats(fl_ring *R, uint64_t *next_ticket, uint64_t *taken,
-                            uint64_t *skipped, double *wait_s);
+void fl_ring_consumer_stats(fl_ring *R, uint64_t *next_ticket, uint64_t *taken, uint64_t *skipped,
+                            double *wait_s);
 
 #endif

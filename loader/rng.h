@@ -31,10 +31,7 @@ static inline uint64_t fl_rng_next(fl_rng *r)
 }
 
 /* Uniform double in [0, 1) with 53 random bits. */
-static inline double fl_rng_uniform(fl_rng *r)
-{
-    return (double)(fl_rng_next(r) >> 11) * 0x1p-53;
-}
+static inline double fl_rng_uniform(fl_rng *r) { return (double)(fl_rng_next(r) >> 11) * 0x1p-53; }
 
 /* Uniform integer in [0, n), unbiased; n > 0. */
 static inline uint64_t fl_rng_below(fl_rng *r, uint64_t n)

@@ -177,8 +177,8 @@ static int check_record(const fl_work_ctx *X, uint64_t idx, const fl_record_info
 /* Raw, uncompressed, unchanged sample from the mapping: one pass copies it into the batch and
  * computes its CRC32C. Not timed here: a sample takes well under a microsecond, so the caller
  * times the whole chunk. */
-static int copy_checked(fl_worker *w, uint64_t idx, const fl_record_info *info,
-                        const uint8_t *data, size_t len, uint8_t *dst, fl_error *err)
+static int copy_checked(fl_worker *w, uint64_t idx, const fl_record_info *info, const uint8_t *data,
+                        size_t len, uint8_t *dst, fl_error *err)
 {
     const fl_work_ctx *X = w->ctx;
     uint32_t crc = fl_crc32c_copy(dst, data, len);
@@ -195,28 +195,26 @@ static int copy_checked(fl_worker *w, uint64_t idx, const fl_record_info *info,
 static int format_matches(fl_encoding f, const uint8_t *p, size_t n)
 {
     switch (f) {
-    case FL_ENC_JPEG:
-        return n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF;
-    case FL_ENC_PNG:
-        return n >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8);
-    case FL_ENC_WEBP:
-        return n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4);
-    default:
-        return 0;
+    case FL_ENC_JPEG: return n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF;
+    case FL_ENC_PNG: return n >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8);
+    case FL_ENC_WEBP: return n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4);
+    default: return 0;
     }
 }
 
 static const char *enc_name(fl_encoding f)
 {
-    return f == FL_ENC_JPEG ? "JPEG" : f == FL_ENC_PNG ? "PNG" : f == FL_ENC_WEBP ? "WebP" : "an unknown format";
+    return f == FL_ENC_JPEG   ? "JPEG"
+           : f == FL_ENC_PNG  ? "PNG"
+           : f == FL_ENC_WEBP ? "WebP"
+                              : "an unknown format";
 }
 
 /* The source size of record idx's image: the index entry's, else the schema's (raw) or its
  * header's (encoded; the payload's first bytes checked against the format the index gives).
  * Errors name the shard file and record. */
 static int image_size(const fl_work_ctx *X, uint64_t idx, const fl_record_info *info,
-                      const uint8_t *payload, size_t plen, uint32_t *W, uint32_t *H,
-                      fl_error *err)
+                      const uint8_t *payload, size_t plen, uint32_t *W, uint32_t *H, fl_error *err)
 {
     *W = info->width;
     *H = info->height;
@@ -233,15 +231,16 @@ static int image_size(const fl_work_ctx *X, uint64_t idx, const fl_record_info *
         return 0;
     }
     if (!format_matches(info->format, payload, plen))
-        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: the index says %s (format %d) but "
-                            "the payload is not one", where(X, info), (unsigned long long)idx,
-                            enc_name(info->format), (int)info->format);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: record %llu: the index says %s (format %d) but "
+                            "the payload is not one",
+                            where(X, info), (unsigned long long)idx, enc_name(info->format),
+                            (int)info->format);
     if (!*W || !*H) {
         fl_image_info ii;
         int rc = fl_image_probe(payload, plen, &ii, err);
         if (rc < 0)
-            return fl_error_prefix(err, "%s: record %llu", where(X, info),
-                                   (unsigned long long)idx);
+            return fl_error_prefix(err, "%s: record %llu", where(X, info), (unsigned long long)idx);
         *W = ii.width;
         *H = ii.height;
     }
@@ -263,8 +262,8 @@ static int render(fl_worker *w, uint64_t idx, const fl_record_info *info, const 
         rc = raw_sample(w, payload, W, X->schema.channels, ap, dst, err);
         w->st.augment_s += fl_now_s() - t1;
     } else {
-        rc = fl_decode_crop_resize(w->dec, payload, plen, &ap->crop, X->out_w, X->out_h,
-                                   X->out_c, ap->flip, dst, err);
+        rc = fl_decode_crop_resize(w->dec, payload, plen, &ap->crop, X->out_w, X->out_h, X->out_c,
+                                   ap->flip, dst, err);
         w->st.decode_s += fl_now_s() - t0;
     }
     if (rc < 0)
@@ -280,8 +279,8 @@ static int load_sample_fields(fl_worker *w, uint64_t idx, const fl_record_info *
  * record is handled in its own format (fl_record_info.format: a mixed dataset holds JPEG, PNG
  * and WebP records side by side). Errors name the shard file and record. */
 static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
-                       const uint8_t *stored, size_t len, uint64_t epoch,
-                       uint64_t pos, fl_batch *b, uint32_t k, fl_error *err)
+                       const uint8_t *stored, size_t len, uint64_t epoch, uint64_t pos, fl_batch *b,
+                       uint32_t k, fl_error *err)
 {
     const fl_work_ctx *X = w->ctx;
     if (X->fields_on)
@@ -320,8 +319,7 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
  * minimum-visible rule (their aligned int lists following), masks decoded and resampled,
  * ndarrays decompressed, the rest copied; variable fields padded with zero rows and counted. */
 static int write_fields(fl_worker *w, uint64_t idx, const fl_record_info *info, fl_batch *b,
-                        uint32_t k, const fl_aug_params *ap, uint32_t W, uint32_t H,
-                        fl_error *err)
+                        uint32_t k, const fl_aug_params *ap, uint32_t W, uint32_t H, fl_error *err)
 {
     const fl_work_ctx *X = w->ctx;
     /* boxes first: the int lists aligned to them keep the same rows */
@@ -331,9 +329,11 @@ static int write_fields(fl_worker *w, uint64_t idx, const fl_record_info *info, 
         const fl_field_value *v = &w->vals[i];
         const fl_field_out *o = &X->fout[i];
         if (v->count > o->rows)
-            return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: field \"%s\": %u boxes, the "
-                                "manifest's max_count is %u", where(X, info),
-                                (unsigned long long)idx, X->fields[i].name, v->count, o->rows);
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: record %llu: field \"%s\": %u boxes, the "
+                                "manifest's max_count is %u",
+                                where(X, info), (unsigned long long)idx, X->fields[i].name,
+                                v->count, o->rows);
         float *dst = (float *)((uint8_t *)b->fields[i].data + (size_t)k * o->sample_bytes);
         uint32_t kept = fl_boxes_transform(v->data, v->count, ap, X->out_w, X->out_h,
                                            X->box_min_visible, dst, w->keep[i]);
@@ -350,24 +350,22 @@ static int write_fields(fl_worker *w, uint64_t idx, const fl_record_info *info, 
         int rc;
         switch (f->type) {
         case FL_FIELD_IMAGE:
-        case FL_FIELD_BOXES:
-            break;
+        case FL_FIELD_BOXES: break;
         case FL_FIELD_INT:
             if ((int)i != X->label_field)
                 memcpy(dst, v->data, 4);
             break;
         case FL_FIELD_FLOAT:
-        case FL_FIELD_FLOAT_VECTOR:
-            memcpy(dst, v->data, o->sample_bytes);
-            break;
+        case FL_FIELD_FLOAT_VECTOR: memcpy(dst, v->data, o->sample_bytes); break;
         case FL_FIELD_INT_LIST:
         case FL_FIELD_BYTES:
         case FL_FIELD_TEXT: {
             uint32_t n = v->count;
             if (n > o->rows)
-                return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: field \"%s\": %u values, "
-                                    "the manifest's max_count is %u", where(X, info),
-                                    (unsigned long long)idx, f->name, n, o->rows);
+                return fl_error_set(err, FL_E_FORMAT,
+                                    "%s: record %llu: field \"%s\": %u values, "
+                                    "the manifest's max_count is %u",
+                                    where(X, info), (unsigned long long)idx, f->name, n, o->rows);
             if (f->type == FL_FIELD_INT_LIST && f->of >= 0) {
                 n = w->nkept[f->of];
                 fl_rows_compact_i32(v->data, w->keep[f->of], n, (int32_t *)dst);
@@ -440,8 +438,8 @@ static int load_sample_fields(fl_worker *w, uint64_t idx, const fl_record_info *
             return rc;
         if (X->object_boxes >= 0) {
             const fl_field_value *v = &w->vals[X->object_boxes];
-            uint32_t n = v->count < X->fout[X->object_boxes].rows
-                             ? v->count : X->fout[X->object_boxes].rows;
+            uint32_t n =
+                v->count < X->fout[X->object_boxes].rows ? v->count : X->fout[X->object_boxes].rows;
             memcpy(w->boxes, v->data, (size_t)n * 16);
             fl_augment_object_params(X->aug, epoch, pos, W, H, w->boxes, n, &ap);
         } else {
@@ -469,8 +467,8 @@ static int mapped_record(const fl_work_ctx *X, uint64_t idx, const fl_record_inf
 }
 
 /* Read record idx on its own (replacement of a bad record). */
-static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t epoch,
-                    uint64_t pos, fl_batch *b, uint32_t k, fl_error *err)
+static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t epoch, uint64_t pos,
+                    fl_batch *b, uint32_t k, fl_error *err)
 {
     const fl_work_ctx *X = w->ctx;
     int rc = fl_dataset_record_info(X->ds, idx, info, err);
@@ -499,15 +497,15 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
  * next chunk are in flight while the current one is decoded. */
 typedef struct fl_chunk {
     fl_worker *w;
-    fl_ring_run run;         /* the samples claimed: [k0, k0 + cnt) of the batch in run.slot */
-    fl_batch *b;             /* that batch */
+    fl_ring_run run; /* the samples claimed: [k0, k0 + cnt) of the batch in run.slot */
+    fl_batch *b;     /* that batch */
     uint32_t k0, cnt;
     uint64_t epoch, batch;
-    unsigned first_slot;     /* reader arena slots of this chunk */
+    unsigned first_slot; /* reader arena slots of this chunk */
     fl_read_req *reqs;
-    fl_record_info *infos;   /* by chunk position */
+    fl_record_info *infos; /* by chunk position */
     unsigned nreq;
-    uint32_t err_k;          /* lowest failed sample (FL_RING_NO_ERROR: none) and its error */
+    uint32_t err_k; /* lowest failed sample (FL_RING_NO_ERROR: none) and its error */
     fl_error err;
     uint32_t skipped;
 } fl_chunk;
@@ -571,7 +569,8 @@ static void on_read(void *user, fl_read_req *req)
          * small records (JPEG, ~17 KB) would leave their two edge pages — half their bytes —
          * cached; a neighbour read later re-reads a shared page at worst */
         uint64_t a = req->offset / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
-        uint64_t z = (req->offset + req->len + FL_DIRECT_ALIGN - 1) / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
+        uint64_t z =
+            (req->offset + req->len + FL_DIRECT_ALIGN - 1) / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
         posix_fadvise(req->fd, (off_t)a, (off_t)(z - a), POSIX_FADV_DONTNEED);
     }
     if (rc < 0)
@@ -590,12 +589,12 @@ static void on_read(void *user, fl_read_req *req)
 /* Small records whole, large ones their start (the decoder streams the rest). A macro, not a
  * function: GCC judges a function made only of prefetches free of side effects and deletes its
  * calls. */
-#define PREFETCH_RECORD(r)                                                                     \
-    do {                                                                                       \
-        const fl_read_req *r_ = (r);                                                           \
-        if (r_->res == 0)                                                                      \
-            for (size_t off_ = 0; off_ < r_->len && off_ < 2048; off_ += 64)                   \
-                __builtin_prefetch(r_->data + off_);                                           \
+#define PREFETCH_RECORD(r)                                                                         \
+    do {                                                                                           \
+        const fl_read_req *r_ = (r);                                                               \
+        if (r_->res == 0)                                                                          \
+            for (size_t off_ = 0; off_ < r_->len && off_ < 2048; off_ += 64)                       \
+                __builtin_prefetch(r_->data + off_);                                               \
     } while (0)
 
 static void chunk_mapped(fl_chunk *c)
@@ -677,8 +676,8 @@ static void chunk_blocks_finish(fl_chunk *c)
         if (c->reqs[i].res == 0) {
             fl_read_req r = {.len = c->infos[i].stored_len, .tag = k};
             double t0 = fl_now_s();
-            r.res = fl_block_reader_get(X->blocks, c->epoch, c->run.ticket * X->batch_size + k,
-                                        idx, &c->infos[i], &r.data);
+            r.res = fl_block_reader_get(X->blocks, c->epoch, c->run.ticket * X->batch_size + k, idx,
+                                        &c->infos[i], &r.data);
             w->st.io_wait_s += fl_now_s() - t0;
             on_read(c, &r);
         }

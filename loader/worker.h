@@ -34,8 +34,8 @@ typedef struct fl_shard_copy {
  * for the variable types, the rows each sample has room for (max_count) and their size. */
 typedef struct fl_field_out {
     size_t sample_bytes;
-    uint32_t rows;          /* variable fields: M (>= 1); else 0 */
-    size_t row_bytes;       /* variable fields: bytes per row */
+    uint32_t rows;    /* variable fields: M (>= 1); else 0 */
+    size_t row_bytes; /* variable fields: bytes per row */
 } fl_field_out;
 
 /* What every worker reads; set up by the loader before the workers start, constant after. */
@@ -46,24 +46,24 @@ typedef struct fl_work_ctx {
     const fl_order_plan *plan;
     const fl_aug_config *aug;
     fl_ring *ring;
-    fl_batch **batches;    /* the batch of each ring slot (ring->nslots) */
+    fl_batch **batches; /* the batch of each ring slot (ring->nslots) */
     uint32_t out_h, out_w, out_c;
-    size_t sample_bytes;   /* out_h * out_w * out_c */
+    size_t sample_bytes; /* out_h * out_w * out_c */
     uint32_t batch_size;
-    uint32_t chunk;        /* samples a worker claims at once (the ring's run) */
+    uint32_t chunk; /* samples a worker claims at once (the ring's run) */
     fl_on_corrupt on_corrupt;
     uint32_t decode_flags;
-    int direct;            /* reads are O_DIRECT */
-    int read_in_place;     /* raw, uncompressed, unchanged samples: read (or, mapped, copied
-                              with a fused CRC) straight into the batch */
-    int mapped;            /* records come from memory: the dataset's mapping (LMDB, FL_IO_MMAP)
-                              or the loader's copy (FL_IO_MEMORY, mem != NULL) */
-    const int *fds;        /* not mapped: the readers' descriptor of each shard */
+    int direct;               /* reads are O_DIRECT */
+    int read_in_place;        /* raw, uncompressed, unchanged samples: read (or, mapped, copied
+                                 with a fused CRC) straight into the batch */
+    int mapped;               /* records come from memory: the dataset's mapping (LMDB, FL_IO_MMAP)
+                                 or the loader's copy (FL_IO_MEMORY, mem != NULL) */
+    const int *fds;           /* not mapped: the readers' descriptor of each shard */
     const fl_shard_copy *mem; /* FL_IO_MEMORY: each shard file's bytes (memory_reader.c) */
     uint32_t nmem;
-    int drop_behind;          /* buffered reads: POSIX_FADV_DONTNEED each record once used */
-    fl_block_reader *blocks;  /* quasi order with coalesced extent reads (block_reader.h), or
-                                 NULL: each record is read on its own by the worker's reader */
+    int drop_behind;         /* buffered reads: POSIX_FADV_DONTNEED each record once used */
+    fl_block_reader *blocks; /* quasi order with coalesced extent reads (block_reader.h), or
+                                NULL: each record is read on its own by the worker's reader */
     /* Fields. fields_on: the schema has more than an image and a label (a fields block to
      * deliver, or no image); a classification data set takes the path above, untouched. */
     int fields_on;
@@ -80,28 +80,28 @@ typedef struct fl_worker {
     const fl_work_ctx *ctx;
     pthread_t thread;
     uint32_t id;
-    fl_reader *reader;      /* not mapped: the worker's reader (the loader creates it) */
+    fl_reader *reader; /* not mapped: the worker's reader (the loader creates it) */
     fl_decoder *dec;
-    uint8_t *payload;       /* decompression scratch: max_raw_len */
+    uint8_t *payload; /* decompression scratch: max_raw_len */
     size_t payload_cap;
-    uint8_t *conv;          /* channel conversion of a raw crop (grow-only) */
+    uint8_t *conv; /* channel conversion of a raw crop (grow-only) */
     size_t conv_cap;
-    uint8_t *rs;            /* fl_resize scratch (grow-only) */
+    uint8_t *rs; /* fl_resize scratch (grow-only) */
     size_t rs_cap;
-    uint8_t *sync_buf;      /* aligned buffer for replacement reads (FL_CORRUPT_SKIP) */
-    fl_read_req *reqs;      /* reads of the worker's two chunks (2 × chunk) */
-    fl_record_info *infos;  /* their index entries (2 × chunk) */
+    uint8_t *sync_buf;     /* aligned buffer for replacement reads (FL_CORRUPT_SKIP) */
+    fl_read_req *reqs;     /* reads of the worker's two chunks (2 × chunk) */
+    fl_record_info *infos; /* their index entries (2 × chunk) */
     /* fields scratch (fields_on only), sized at init except the decoded mask */
-    fl_field_value *vals;   /* nfields parsed values of the sample at hand */
-    uint32_t **keep;        /* per BOXES field: source rows of its kept boxes (max_count) */
-    uint32_t *nkept;        /* per field: boxes kept */
-    float *boxes;           /* FL_AUG_OBJECT_CROP: the sample's boxes, aligned (max_count) */
-    uint32_t *xmap, *ymap;  /* output column / row → source (out_w, out_h) */
-    uint8_t *mask;          /* a decoded mask at source size (grow-only) */
+    fl_field_value *vals;  /* nfields parsed values of the sample at hand */
+    uint32_t **keep;       /* per BOXES field: source rows of its kept boxes (max_count) */
+    uint32_t *nkept;       /* per field: boxes kept */
+    float *boxes;          /* FL_AUG_OBJECT_CROP: the sample's boxes, aligned (max_count) */
+    uint32_t *xmap, *ymap; /* output column / row → source (out_w, out_h) */
+    uint8_t *mask;         /* a decoded mask at source size (grow-only) */
     size_t mask_cap;
     fl_mask_decoder *maskdec; /* reused for every mask (schema with a MASK field) */
-    fl_stage_stats st;      /* running totals (this thread only) */
-    fl_stage_stats pub;     /* their last published copy (relaxed atomic stores and loads) */
+    fl_stage_stats st;        /* running totals (this thread only) */
+    fl_stage_stats pub;       /* their last published copy (relaxed atomic stores and loads) */
 } fl_worker;
 
 /* Allocate a worker's buffers and decoder. Errors: -ENOMEM, those of fl_decoder_create. */

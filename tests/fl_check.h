@@ -3,11 +3,11 @@
  * file:line and what failed on stderr. Two kinds:
  *   fatal   CHECK(cond), CHECK_OK(expr, errp), CHECK_STR(got, want): exit 1 at once (what follows
  *           depends on it);
- *   counted EXPECT(cond), EXPECTF(cond, fmt, ...), EXPECT_RC(rc, want, errp), EXPECT_STR(got, want):
- *           the program goes on (one run reports every difference); main ends with
- *           `return fl_check_status();`, 1 when any counted check failed.
- * CHECK_OK and EXPECT_RC print the library's message: the test includes fl_error.h (fl_strerror,
- * fl_error) itself, as every test of a library call does. */
+ *   counted EXPECT(cond), EXPECTF(cond, fmt, ...), EXPECT_RC(rc, want, errp), EXPECT_STR(got,
+ * want): the program goes on (one run reports every difference); main ends with `return
+ * fl_check_status();`, 1 when any counted check failed. CHECK_OK and EXPECT_RC print the library's
+ * message: the test includes fl_error.h (fl_strerror, fl_error) itself, as every test of a library
+ * call does. */
 #ifndef FL_CHECK_H
 #define FL_CHECK_H
 
@@ -43,7 +43,7 @@ __attribute__((weak)) int fl_check_failures;
     do {                                                                                           \
         const char *g_ = (got), *w_ = (want);                                                      \
         if (strcmp(g_, w_) != 0) {                                                                 \
-            fprintf(stderr, "%s:%d: %s is '%s', want '%s'\n", __FILE__, __LINE__, #got, g_, w_);    \
+            fprintf(stderr, "%s:%d: %s is '%s', want '%s'\n", __FILE__, __LINE__, #got, g_, w_);   \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)

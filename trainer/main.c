@@ -51,22 +51,26 @@ static int opt_epochs(void *opts, const char *name, const char *v, const char *t
 
 #define F(field) FL_CLI_FIELD(tf_options, field)
 
-static const fl_cli_choice models[] = {{"fastcnn", 0, 0}, {"resnet18", 0, 0}, {"resnet50", 0, 0}, {NULL, 0, 0}};
+static const fl_cli_choice models[] = {
+    {"fastcnn", 0, 0}, {"resnet18", 0, 0}, {"resnet50", 0, 0}, {NULL, 0, 0}};
 static const fl_cli_choice schedules[] = {{"linear", 0, 0}, {"cosine", 1, 0}, {NULL, 0, 0}};
-static const fl_cli_choice precisions[] = {{"bf16", TF_BF16, 0}, {"fp16", TF_FP16, 0}, {"fp32", TF_FP32, 0},
-                                           {NULL, 0, 0}};
-static const fl_cli_choice devices[] = {{"cpu", 0, 0}, {"cuda", 0, 0}, {"auto", 0, 0}, {NULL, 0, 0}};
+static const fl_cli_choice precisions[] = {
+    {"bf16", TF_BF16, 0}, {"fp16", TF_FP16, 0}, {"fp32", TF_FP32, 0}, {NULL, 0, 0}};
+static const fl_cli_choice devices[] = {
+    {"cpu", 0, 0}, {"cuda", 0, 0}, {"auto", 0, 0}, {NULL, 0, 0}};
 _Static_assert(sizeof(tf_precision) == sizeof(int), "FL_CLI_ENUM fields are 4-byte ints");
 
 static const fl_cli_opt train_opts[] = {
     {FL_CLI_SECTION, .help = "data and model:"},
-    {FL_CLI_TEXT, "data", .off = F(data), .metavar = "DIR", .help = "training dataset (packed by packdata)"},
+    {FL_CLI_TEXT, "data", .off = F(data), .metavar = "DIR",
+     .help = "training dataset (packed by packdata)"},
     {FL_CLI_TEXT, "val", .off = F(val), .metavar = "DIR", .help = "validation dataset"},
     {FL_CLI_CHOICE, "model", .off = F(model), .choices = models, .metavar = "NAME",
      .help = "fastcnn (28-64 px), resnet18, resnet50 (224 px)", .def = "fastcnn"},
     {FL_CLI_INT, "width", .off = F(mopt.width), .umin = 1, .umax = 4096, .metavar = "N",
      .help = "fastcnn channels of the first block (doubles per block)", .def = "24"},
-    {FL_CLI_FLAG, "residual", .off = F(mopt.residual), .help = "fastcnn: add a residual conv pair per block"},
+    {FL_CLI_FLAG, "residual", .off = F(mopt.residual),
+     .help = "fastcnn: add a residual conv pair per block"},
     {FL_CLI_FLAG, "gelu", .off = F(mopt.gelu), .help = "GELU instead of ReLU"},
     {FL_CLI_INT, "size", .off = F(size), .umin = 8, .umax = 4096, .metavar = "S",
      .help = "image size for variable-size datasets", .def = "224"},
@@ -88,9 +92,10 @@ static const fl_cli_opt train_opts[] = {
      .help = "weight decay, not on BN/bias", .def = "5e-4"},
     {FL_CLI_FLOAT, "momentum", .off = F(momentum), .dmin = 0, .dmax = 0.9999f, .metavar = "M",
      .help = "SGD momentum", .def = "0.9"},
-    {FL_CLI_FLAG_OFF, "no-nesterov", .off = F(nesterov), .help = "plain momentum instead of Nesterov's"},
-    {FL_CLI_FLOAT, "label-smoothing", .off = F(label_smoothing), .dmin = 0, .dmax = 0.99f, .metavar = "E",
-     .help = "label smoothing", .def = "0.1"},
+    {FL_CLI_FLAG_OFF, "no-nesterov", .off = F(nesterov),
+     .help = "plain momentum instead of Nesterov's"},
+    {FL_CLI_FLOAT, "label-smoothing", .off = F(label_smoothing), .dmin = 0, .dmax = 0.99f,
+     .metavar = "E", .help = "label smoothing", .def = "0.1"},
     {FL_CLI_ENUM, "schedule", .off = F(cosine), .choices = schedules, .metavar = "S",
      .help = "linear or cosine decay after warm-up", .def = "linear"},
     {FL_CLI_FLOAT, "warmup", .off = F(warmup_epochs), .dmin = 0, .dmax = 1000, .metavar = "EPOCHS",
@@ -116,16 +121,16 @@ static const fl_cli_opt train_opts[] = {
      .help = "loader decode threads", .def = "1 on CPU, all cores on GPU"},
     {FL_CLI_INT, "threads", .off = F(threads), .umin = 1, .umax = 256, .metavar = "N",
      .help = "CPU compute threads", .def = "the cores, shared out between a node's processes"},
-    {FL_CLI_ENUM, "cpu-backend", .off = F(cpu_impl), .choices = tf_cpu_backend_choices, .metavar = "B",
-     .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
+    {FL_CLI_ENUM, "cpu-backend", .off = F(cpu_impl), .choices = tf_cpu_backend_choices,
+     .metavar = "B", .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
     {FL_CLI_U64, "seed", .off = F(seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",
      .help = "shuffling/augmentation/init seed", .def = "0"},
 
     {FL_CLI_SECTION, .help = "checkpoints and output:"},
     {FL_CLI_TEXT, "checkpoint", .off = F(ckpt_dir), .metavar = "DIR",
      .help = "write checkpoints there (each epoch, on SIGTERM/SIGINT)"},
-    {FL_CLI_U64, "checkpoint-every", .off = F(ckpt_every), .umin = 1, .umax = 1ull << 40, .metavar = "N",
-     .help = "also every N steps"},
+    {FL_CLI_U64, "checkpoint-every", .off = F(ckpt_every), .umin = 1, .umax = 1ull << 40,
+     .metavar = "N", .help = "also every N steps"},
     {FL_CLI_FLAG, "resume", .off = F(resume),
      .help = "continue from the newest valid checkpoint in DIR, only the same run:\n"
              "these must be as before (else exit 2): the dataset of --data, --model,\n"
@@ -135,23 +140,29 @@ static const fl_cli_opt train_opts[] = {
              "(--batch may be left out). These may change: --val, --log, --json,\n"
              "and --quiet, --threads, --workers, --device, --precision, --no-tta,\n"
              "and --checkpoint-every, --sync-bn, the number of processes"},
-    {FL_CLI_TEXT, "log", .off = F(log_path), .metavar = "FILE.jsonl", .help = "one JSON object per epoch"},
+    {FL_CLI_TEXT, "log", .off = F(log_path), .metavar = "FILE.jsonl",
+     .help = "one JSON object per epoch"},
     {FL_CLI_U32, "log-every", .off = F(log_every), .umin = 1, .umax = 1u << 30, .metavar = "N",
      .help = "the log's per-N-steps points (loss, lr, images/s, data wait)\n"
-             "every N batches", .def = "about 50 points per epoch"},
+             "every N batches",
+     .def = "about 50 points per epoch"},
     {FL_CLI_TEXT, "report", .off = F(report_path), .metavar = "FILE.html",
      .help = "at the end, write the run's HTML report there (docs/REPORT.md)"},
-    {FL_CLI_FLAG, "json", .off = F(json), .help = "last stdout line: a JSON summary (val_top1, images_per_sec, ...)"},
+    {FL_CLI_FLAG, "json", .off = F(json),
+     .help = "last stdout line: a JSON summary (val_top1, images_per_sec, ...)"},
     {FL_CLI_FLAG, "quiet", 'q', .off = F(quiet), .help = "no progress or per-epoch lines"},
 
-    {FL_CLI_SECTION, .help = "data parallel (docs/DISTRIBUTED.md): run under `mpirun -np N` or `srun --mpi=pmix`, or:"},
+    {FL_CLI_SECTION,
+     .help =
+         "data parallel (docs/DISTRIBUTED.md): run under `mpirun -np N` or `srun --mpi=pmix`, or:"},
     {FL_CLI_INT, "nproc", .off = F(nproc), .umin = 1, .umax = 4096, .metavar = "N",
      .help = "start N local processes (re-execs under mpirun -np N); --batch is\n"
              "per process, the global batch is N x batch"},
     {FL_CLI_FLAG, "sync-bn", .off = F(sync_bn),
      .help = "synchronized BatchNorm statistics over the processes (CPU backend;\n"
              "default: statistics per process)"},
-    {FL_CLI_FLAG, "nccl", .off = F(nccl), .help = "GPU: average gradients through NCCL even with one process"},
+    {FL_CLI_FLAG, "nccl", .off = F(nccl),
+     .help = "GPU: average gradients through NCCL even with one process"},
     {FL_CLI_END},
 };
 #undef F
@@ -159,19 +170,23 @@ static const fl_cli_opt train_opts[] = {
 static int train_run(const fl_cli_tool *tool, int argc, char **argv);
 
 static const fl_cli_cmd train_cmd = {
-    .name = "train", .args = "--data DIR --val DIR [options]",
+    .name = "train",
+    .args = "--data DIR --val DIR [options]",
     .summary = "train an image classifier on datasets packed by packdata",
     .synopsis = "usage: trainfast train --data DIR --val DIR [options]\n"
                 "\n"
                 "Trains an image classifier on datasets packed by packdata, fed by libfastload.\n",
     .opts = train_opts,
-    .epilog = "\n"
-              "An option given twice takes its last value; one that does not apply, e.g. --width with\n"
-              "--model resnet18, is ignored with a warning.\n"
-              "Exit status: 0 done, 1 data or runtime error (also: the loss diverged, or a log, checkpoint\n"
-              "or stdout could not be written), 2 usage or refusal, 130/143 stopped by SIGINT/SIGTERM\n"
-              "(after writing a checkpoint when --checkpoint is given).\n",
-    .max_pos = 0, .run = train_run,
+    .epilog =
+        "\n"
+        "An option given twice takes its last value; one that does not apply, e.g. --width with\n"
+        "--model resnet18, is ignored with a warning.\n"
+        "Exit status: 0 done, 1 data or runtime error (also: the loss diverged, or a log, "
+        "checkpoint\n"
+        "or stdout could not be written), 2 usage or refusal, 130/143 stopped by SIGINT/SIGTERM\n"
+        "(after writing a checkpoint when --checkpoint is given).\n",
+    .max_pos = 0,
+    .run = train_run,
 };
 
 /* `--nproc N`: replace this process by `mpirun -np N <this trainfast> train <args minus --nproc>`
@@ -184,7 +199,7 @@ static int run_nproc(const fl_cli_tool *tool, int argc, char **argv, int nproc)
     }
     if (!tf_dist_have_mpi()) {
         fl_cli_error(TOOL, "--nproc: this trainfast was built without MPI (install "
-                     "libopenmpi-dev and rebuild)");
+                           "libopenmpi-dev and rebuild)");
         return FL_EXIT_USAGE;
     }
     /* find mpirun on PATH (execvp would, but then we could not say clearly that it is missing) */
@@ -200,8 +215,10 @@ static int run_nproc(const fl_cli_tool *tool, int argc, char **argv, int nproc)
         p += len + (e ? 1 : 0);
     }
     if (!mpirun[0]) {
-        fl_cli_error(TOOL, "--nproc %d: mpirun not found on PATH (install openmpi-bin, or launch "
-                     "with srun --mpi=pmix)", nproc);
+        fl_cli_error(TOOL,
+                     "--nproc %d: mpirun not found on PATH (install openmpi-bin, or launch "
+                     "with srun --mpi=pmix)",
+                     nproc);
         return FL_EXIT_USAGE;
     }
     char self[4096];
@@ -268,33 +285,38 @@ typedef struct eval_opts {
 } eval_opts;
 
 static const fl_cli_opt eval_table[] = {
-    {FL_CLI_U32, "batch", .off = FL_CLI_FIELD(eval_opts, batch), .umin = 1, .umax = 1 << 20, .metavar = "B",
-     .help = "samples per batch", .def = "256"},
-    {FL_CLI_FLAG_OFF, "no-tta", .off = FL_CLI_FIELD(eval_opts, tta), .help = "no flip test-time augmentation"},
-    {FL_CLI_CHOICE, "device", .off = FL_CLI_FIELD(eval_opts, device), .choices = devices, .metavar = "D",
-     .help = "cpu, cuda or auto", .def = "auto"},
-    {FL_CLI_INT, "threads", .off = FL_CLI_FIELD(eval_opts, threads), .umin = 1, .umax = 256, .metavar = "N",
-     .help = "CPU compute threads", .def = "all cores"},
-    {FL_CLI_ENUM, "cpu-backend", .off = FL_CLI_FIELD(eval_opts, cpu_impl), .choices = tf_cpu_backend_choices,
-     .metavar = "B",
-     .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
-    {FL_CLI_FLAG, "json", .off = FL_CLI_FIELD(eval_opts, json), .help = "print the result as one JSON object"},
+    {FL_CLI_U32, "batch", .off = FL_CLI_FIELD(eval_opts, batch), .umin = 1, .umax = 1 << 20,
+     .metavar = "B", .help = "samples per batch", .def = "256"},
+    {FL_CLI_FLAG_OFF, "no-tta", .off = FL_CLI_FIELD(eval_opts, tta),
+     .help = "no flip test-time augmentation"},
+    {FL_CLI_CHOICE, "device", .off = FL_CLI_FIELD(eval_opts, device), .choices = devices,
+     .metavar = "D", .help = "cpu, cuda or auto", .def = "auto"},
+    {FL_CLI_INT, "threads", .off = FL_CLI_FIELD(eval_opts, threads), .umin = 1, .umax = 256,
+     .metavar = "N", .help = "CPU compute threads", .def = "all cores"},
+    {FL_CLI_ENUM, "cpu-backend", .off = FL_CLI_FIELD(eval_opts, cpu_impl),
+     .choices = tf_cpu_backend_choices, .metavar = "B", .help = TF_CPU_BACKEND_HELP,
+     .def = TF_CPU_BACKEND_DEF},
+    {FL_CLI_FLAG, "json", .off = FL_CLI_FIELD(eval_opts, json),
+     .help = "print the result as one JSON object"},
     {FL_CLI_END},
 };
 
 static int eval_run(const fl_cli_tool *tool, int argc, char **argv);
 
 static const fl_cli_cmd eval_cmd = {
-    .name = "eval", .args = "CKPT DATA [options]",
+    .name = "eval",
+    .args = "CKPT DATA [options]",
     .summary = "evaluate a checkpoint (file, or a --checkpoint DIR: its newest valid one)",
-    .synopsis = "usage: trainfast eval CKPT DATA [--batch B] [--no-tta] [--device D] [--threads N]\n"
-                "                      [--cpu-backend B] [--json]\n"
-                "\n"
-                "Evaluates a checkpoint on a dataset packed by packdata. CKPT is a checkpoint file, or a\n"
-                "checkpoint directory (its newest valid checkpoint).\n",
+    .synopsis =
+        "usage: trainfast eval CKPT DATA [--batch B] [--no-tta] [--device D] [--threads N]\n"
+        "                      [--cpu-backend B] [--json]\n"
+        "\n"
+        "Evaluates a checkpoint on a dataset packed by packdata. CKPT is a checkpoint file, or a\n"
+        "checkpoint directory (its newest valid checkpoint).\n",
     .opts = eval_table,
     .epilog = "Exit status: 0 done, 1 data or runtime error, 2 usage.\n",
-    .max_pos = 2, .run = eval_run,
+    .max_pos = 2,
+    .run = eval_run,
 };
 
 static int eval_run(const fl_cli_tool *tool, int argc, char **argv)
@@ -324,13 +346,17 @@ static const fl_cli_opt doctor_table[] = {
 static int doctor_run(const fl_cli_tool *tool, int argc, char **argv);
 
 static const fl_cli_cmd doctor_cmd = {
-    .name = "doctor", .args = "[--json]",
+    .name = "doctor",
+    .args = "[--json]",
     .summary = "what this trainfast can use: build, GPU, driver, cuDNN, MPI, threads",
     .synopsis = "usage: trainfast doctor [--json]\n"
                 "\n"
-                "Reports what this trainfast can use: the build, the GPU and its driver, cuDNN/cuBLAS, MPI/NCCL,\n"
+                "Reports what this trainfast can use: the build, the GPU and its driver, "
+                "cuDNN/cuBLAS, MPI/NCCL,\n"
                 "CPU threads.\n",
-    .opts = doctor_table, .max_pos = 0, .run = doctor_run,
+    .opts = doctor_table,
+    .max_pos = 0,
+    .run = doctor_run,
 };
 
 static int doctor_run(const fl_cli_tool *tool, int argc, char **argv)
@@ -345,10 +371,7 @@ static int doctor_run(const fl_cli_tool *tool, int argc, char **argv)
 
 /* ---- the tool ------------------------------------------------------------------------------- */
 
-static void version(FILE *out)
-{
-    fl_cli_print_version(out, TOOL);
-}
+static void version(FILE *out) { fl_cli_print_version(out, TOOL); }
 
 /* `trainfast predict` (predict_cli.c) */
 extern const fl_cli_cmd tf_predict_cmd;
@@ -359,7 +382,8 @@ extern const fl_cli_cmd tf_report_cmd;
 /* `trainfast export` (export_cli.c) */
 extern const fl_cli_cmd tf_export_cmd;
 
-static const fl_cli_cmd *const commands[] = {&train_cmd, &eval_cmd, &tf_predict_cmd, &doctor_cmd, &tf_report_cmd, &tf_export_cmd, NULL};
+static const fl_cli_cmd *const commands[] = {
+    &train_cmd, &eval_cmd, &tf_predict_cmd, &doctor_cmd, &tf_report_cmd, &tf_export_cmd, NULL};
 
 static const fl_cli_tool tool = {
     .name = TOOL,
@@ -372,8 +396,9 @@ static const fl_cli_tool tool = {
                 "\n"
                 "Trains an image classifier on datasets packed by packdata, fed by libfastload.\n",
     .cmds = commands,
-    .epilog = "Exit status: 0 done, 1 data or runtime error, 2 usage or refusal, 130/143 stopped by\n"
-              "SIGINT/SIGTERM.\n",
+    .epilog =
+        "Exit status: 0 done, 1 data or runtime error, 2 usage or refusal, 130/143 stopped by\n"
+        "SIGINT/SIGTERM.\n",
     .version = version,
 };
 

@@ -8,11 +8,12 @@
  * C++ part (kernel sources only): threadIdx/blockIdx/blockDim/gridDim, __shared__ (a static: the
  * blocks of a grid run one after another, the threads of a block share it), __syncthreads, warp
  * shuffles and votes (the 32 lanes of a warp meet, exchange, go on), atomics (plain read-modify-
- * write: one host thread runs the whole grid), __half/__nv_bfloat16 with exact round-to-nearest-even
- * conversions, and FLK_LAUNCH. Each CUDA thread of a block is a fiber with its own stack, so a
- * barrier suspends it where it stands (flk_emu_launch.cpp). Only what the kernels use is provided:
- * a kernel that needs more fails to compile here, visibly. tests/gpu/README.md says what this
- * cannot judge (coalescing, races between blocks, scheduling, bank conflicts, intrinsic rounding). */
+ * write: one host thread runs the whole grid), __half/__nv_bfloat16 with exact
+ * round-to-nearest-even conversions, and FLK_LAUNCH. Each CUDA thread of a block is a fiber with
+ * its own stack, so a barrier suspends it where it stands (flk_emu_launch.cpp). Only what the
+ * kernels use is provided: a kernel that needs more fails to compile here, visibly.
+ * tests/gpu/README.md says what this cannot judge (coalescing, races between blocks, scheduling,
+ * bank conflicts, intrinsic rounding). */
 #ifndef FLK_CUDA_HOST_H
 #define FLK_CUDA_HOST_H
 
@@ -58,7 +59,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
                             cudaStream_t stream);
 cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream);
-/* Kernels run inside their launch: synchronizing only returns the sticky error of a failed launch. */
+/* Kernels run inside their launch: synchronizing only returns the sticky error of a failed launch.
+ */
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 /* The last error (cleared) / without clearing it. */
@@ -78,7 +80,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 #ifdef __cplusplus
 }
 
-/* ---- device side (kernel sources) ------------------------------------------------------------- */
+/* ---- device side (kernel sources) -------------------------------------------------------------
+ */
 
 #include <math.h>
 #include <string.h>
@@ -89,11 +92,14 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static /* one block at a time: every thread of the running block sees the same */
+/* one block at a time: every thread of the running block sees the same */
+#define __shared__ static
 
 struct dim3 {
     unsigned int x, y, z;
-    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz)
+    {}
 };
 typedef dim3 uint3;
 
@@ -114,18 +120,23 @@ int flk_emu_lane(void);
 /* kernel<<<grid, block, 0, stream>>>(args): the arguments are converted to the kernel's parameter
  * types and copied at launch, as CUDA does. */
 template <typename... P, typename... A>
-inline void flk_emu_launch(void (*kernel)(P...), dim3 grid, dim3 block, cudaStream_t, A... args) {
+inline void flk_emu_launch(void (*kernel)(P...), dim3 grid, dim3 block, cudaStream_t, A... args)
+{
     struct call {
         void (*k)(P...);
         std::tuple<P...> a;
     } c{kernel, std::tuple<P...>(args...)};
-    flk_emu_run(grid, block, [](void *p) { std::apply(((call *)p)->k, ((call *)p)->a); }, &c);
+    flk_emu_run(
+        grid, block, [](void *p) { std::apply(((call *)p)->k, ((call *)p)->a); }, &c);
 }
-#define FLK_LAUNCH(kernel, grid, block, stream, ...) flk_emu_launch(kernel, grid, block, stream, __VA_ARGS__)
+#define FLK_LAUNCH(kernel, grid, block, stream, ...)                                               \
+    flk_emu_launch(kernel, grid, block, stream, __VA_ARGS__)
 
-/* ---- warp intrinsics: every lane of `mask` must call them (as on sm_70+) ---------------------- */
+/* ---- warp intrinsics: every lane of `mask` must call them (as on sm_70+) ----------------------
+ */
 
-template <typename T> inline T flk_emu_shfl(unsigned mask, T v, int src) {
+template <typename T> inline T flk_emu_shfl(unsigned mask, T v, int src)
+{
     static_assert(sizeof(T) <= 8, "warp shuffle of more than 64 bits");
     uint64_t b = 0;
     memcpy(&b, &v, sizeof v);
@@ -133,42 +144,77 @@ template <typename T> inline T flk_emu_shfl(unsigned mask, T v, int src) {
     memcpy(&v, &all[src], sizeof v);
     return v;
 }
-/* width: lanes form segments of `width`; a source outside the caller's segment reads its own value */
-template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+/* width: lanes form segments of `width`; a source outside the caller's segment reads its own value
+ */
+template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32)
+{
     int l = flk_emu_lane(), s = l ^ lane_mask;
     return flk_emu_shfl(mask, v, (s / width == l / width) ? s : l);
 }
-template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
     int l = flk_emu_lane(), s = l + (int)delta;
     return flk_emu_shfl(mask, v, (s / width == l / width) ? s : l);
 }
-template <typename T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <typename T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
     int l = flk_emu_lane(), s = l - (int)delta;
     return flk_emu_shfl(mask, v, (s >= 0 && s / width == l / width) ? s : l);
 }
-template <typename T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+template <typename T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32)
+{
     int l = flk_emu_lane();
     return flk_emu_shfl(mask, v, l / width * width + src % width);
 }
-inline unsigned __ballot_sync(unsigned mask, int pred) {
+inline unsigned __ballot_sync(unsigned mask, int pred)
+{
     const uint64_t *all = flk_emu_warp_exchange(mask, pred != 0);
     unsigned b = 0;
     for (int l = 0; l < 32; l++)
-        if ((mask >> l & 1u) && all[l]) b |= 1u << l;
+        if ((mask >> l & 1u) && all[l])
+            b |= 1u << l;
     return b;
 }
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
 
-/* ---- atomics: one host thread runs the grid, so a plain read-modify-write is atomic ----------- */
+/* ---- atomics: one host thread runs the grid, so a plain read-modify-write is atomic -----------
+ */
 
-template <typename T> inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
-template <typename T> inline T atomicMax(T *p, T v) { T o = *p; *p = o < v ? v : o; return o; }
-template <typename T> inline T atomicMin(T *p, T v) { T o = *p; *p = v < o ? v : o; return o; }
-template <typename T> inline T atomicExch(T *p, T v) { T o = *p; *p = v; return o; }
-template <typename T> inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+template <typename T> inline T atomicAdd(T *p, T v)
+{
+    T o = *p;
+    *p = o + v;
+    return o;
+}
+template <typename T> inline T atomicMax(T *p, T v)
+{
+    T o = *p;
+    *p = o < v ? v : o;
+    return o;
+}
+template <typename T> inline T atomicMin(T *p, T v)
+{
+    T o = *p;
+    *p = v < o ? v : o;
+    return o;
+}
+template <typename T> inline T atomicExch(T *p, T v)
+{
+    T o = *p;
+    *p = v;
+    return o;
+}
+template <typename T> inline T atomicCAS(T *p, T cmp, T v)
+{
+    T o = *p;
+    if (o == cmp)
+        *p = v;
+    return o;
+}
 
-/* ---- math the device library has and the host lacks (host rounding: see tests/gpu/README.md) -- */
+/* ---- math the device library has and the host lacks (host rounding: see tests/gpu/README.md) --
+ */
 
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -181,17 +227,25 @@ inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
  * tricks, so they are an independent check of the CPU reference's bit-level cpu_half.c. NaN gives
  * 0x7FFF, as CUDA's conversions do. */
 
-struct __half { uint16_t x; };
-struct __nv_bfloat16 { uint16_t x; };
+struct __half {
+    uint16_t x;
+};
+struct __nv_bfloat16 {
+    uint16_t x;
+};
 
 /* |f| rounded to `mbits` fraction bits with exponent range [emin, emax]: the bits of a binary16
  * (mbits 10) or bfloat16 (mbits 7) value, overflow to infinity. */
-inline uint16_t flk_emu_round_bits(float f, int mbits, int emin, int emax) {
+inline uint16_t flk_emu_round_bits(float f, int mbits, int emin, int emax)
+{
     uint16_t sign = signbit(f) ? 0x8000u : 0u, inf = (uint16_t)(((emax - emin + 2) << mbits));
     float a = fabsf(f);
-    if (isnan(f)) return 0x7FFFu;
-    if (isinf(f)) return sign | inf;
-    if (a == 0.0f) return sign;
+    if (isnan(f))
+        return 0x7FFFu;
+    if (isinf(f))
+        return sign | inf;
+    if (a == 0.0f)
+        return sign;
     int e;
     frexpf(a, &e);
     int q = e - 1 < emin ? emin : e - 1; /* a in [2^q, 2^(q+1)); below emin: subnormal quantum */
@@ -200,21 +254,28 @@ inline uint16_t flk_emu_round_bits(float f, int mbits, int emin, int emax) {
         m *= 0.5;
         q++;
     }
-    if (q > emax) return sign | inf;
-    if (m < ldexp(1.0, mbits)) return sign | (uint16_t)m; /* subnormal */
+    if (q > emax)
+        return sign | inf;
+    if (m < ldexp(1.0, mbits))
+        return sign | (uint16_t)m; /* subnormal */
     return sign | (uint16_t)(((q - emin + 1) << mbits) | ((uint32_t)m - (1u << mbits)));
 }
-inline float flk_emu_bits_value(uint16_t h, int mbits, int emin, int emax) {
+inline float flk_emu_bits_value(uint16_t h, int mbits, int emin, int emax)
+{
     int ef = (h & 0x7FFF) >> mbits, man = h & ((1 << mbits) - 1);
     float v;
-    if (ef == emax - emin + 2) v = man ? NAN : INFINITY;
-    else if (ef == 0) v = ldexpf((float)man, emin - mbits);
-    else v = ldexpf((float)(man | (1 << mbits)), ef + emin - 1 - mbits);
+    if (ef == emax - emin + 2)
+        v = man ? NAN : INFINITY;
+    else if (ef == 0)
+        v = ldexpf((float)man, emin - mbits);
+    else
+        v = ldexpf((float)(man | (1 << mbits)), ef + emin - 1 - mbits);
     return (h & 0x8000u) ? -v : v;
 }
 inline __half __float2half_rn(float f) { return __half{flk_emu_round_bits(f, 10, -14, 15)}; }
 inline float __half2float(__half h) { return flk_emu_bits_value(h.x, 10, -14, 15); }
-inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
     return __nv_bfloat16{flk_emu_round_bits(f, 7, -126, 127)};
 }
 inline float __bfloat162float(__nv_bfloat16 h) { return flk_emu_bits_value(h.x, 7, -126, 127); }

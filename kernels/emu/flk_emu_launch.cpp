@@ -1,6 +1,6 @@
-/* flk_emu_launch.cpp — the launcher of the CUDA host emulation (flk_cuda_host.h): runs a kernel over
- * its grid on the calling host thread, the blocks in order, each CUDA thread of a block as a fiber
- * (its own stack, entered once with setcontext, then switched with the compiler's
+/* flk_emu_launch.cpp — the launcher of the CUDA host emulation (flk_cuda_host.h): runs a kernel
+ * over its grid on the calling host thread, the blocks in order, each CUDA thread of a block as a
+ * fiber (its own stack, entered once with setcontext, then switched with the compiler's
  * __builtin_setjmp/__builtin_longjmp: no system call, and under ASan no interceptor, per switch)
  * so __syncthreads and warp exchanges suspend a thread where it stands and resume it once the
  * others have arrived. A fiber whose thread finished runs the next thread given to it.
@@ -88,7 +88,8 @@ thread_local launcher L;
 thread_local cudaError_t last_error = cudaSuccess, sticky_error = cudaSuccess;
 thread_local char failure[512];
 
-void unpoison_stack(fiber &f) {
+void unpoison_stack(fiber &f)
+{
 #ifdef FLK_EMU_ASAN
     ASAN_UNPOISON_MEMORY_REGION(f.stack, STACK_BYTES);
 #else
@@ -97,19 +98,22 @@ void unpoison_stack(fiber &f) {
 }
 
 /* Fiber → scheduler; returns when the scheduler resumes this fiber (L.cur names its thread). */
-void to_scheduler() {
+void to_scheduler()
+{
     fiber &f = L.fibers[L.cur];
 #ifdef FLK_EMU_ASAN
     __sanitizer_start_switch_fiber(&f.asan_fake, L.sched_stack, L.sched_stack_size);
 #endif
-    if (!__builtin_setjmp(f.resume)) jump(L.sched);
+    if (!__builtin_setjmp(f.resume))
+        jump(L.sched);
 #ifdef FLK_EMU_ASAN
     __sanitizer_finish_switch_fiber(f.asan_fake, &L.sched_stack, &L.sched_stack_size);
 #endif
 }
 
 /* Record the first broken rule of this launch and leave the block (the scheduler abandons it). */
-[[noreturn]] void fail(const char *fmt, int a = 0, int b = 0, int c = 0) {
+[[noreturn]] void fail(const char *fmt, int a = 0, int b = 0, int c = 0)
+{
     if (!L.failed) {
         char rule[320];
         snprintf(rule, sizeof rule, fmt, a, b, c);
@@ -123,7 +127,8 @@ void to_scheduler() {
 }
 
 /* The threads run on one stack, one after another; L.cur names the current one. */
-void fiber_entry() {
+void fiber_entry()
+{
 #ifdef FLK_EMU_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &L.sched_stack, &L.sched_stack_size);
 #endif
@@ -138,20 +143,23 @@ void fiber_entry() {
         /* exited threads no longer count at a block barrier (sm_70+) */
         if (L.at_barrier && L.at_barrier == L.nthreads - L.done) {
             for (int t = 0; t < L.nthreads; t++)
-                if (L.fibers[t].st == WAIT_BLOCK) L.fibers[t].st = READY;
+                if (L.fibers[t].st == WAIT_BLOCK)
+                    L.fibers[t].st = READY;
             L.at_barrier = 0;
         }
         to_scheduler();
     }
 }
 
-void set_thread_index(int t) {
+void set_thread_index(int t)
+{
     threadIdx.x = (unsigned)t % blockDim.x;
     threadIdx.y = (unsigned)t / blockDim.x % blockDim.y;
     threadIdx.z = (unsigned)t / (blockDim.x * blockDim.y);
 }
 
-void ensure_fibers(int n) {
+void ensure_fibers(int n)
+{
     long page = sysconf(_SC_PAGESIZE);
     L.fibers.reserve(1024); /* never moved: a ucontext_t points into itself */
     while ((int)L.fibers.size() < n) {
@@ -159,8 +167,10 @@ void ensure_fibers(int n) {
         fiber &f = L.fibers.back();
         char *m = (char *)mmap(nullptr, STACK_BYTES + page, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) abort();
-        mprotect(m, page, PROT_NONE); /* a stack overflow faults instead of corrupting a neighbour */
+        if (m == MAP_FAILED)
+            abort();
+        mprotect(m, page,
+                 PROT_NONE); /* a stack overflow faults instead of corrupting a neighbour */
         f.stack = m + page;
         getcontext(&f.start);
         f.start.uc_stack.ss_sp = f.stack;
@@ -168,11 +178,13 @@ void ensure_fibers(int n) {
         f.start.uc_link = nullptr;
         makecontext(&f.start, fiber_entry, 0);
     }
-    if ((int)L.warps.size() < (n + 31) / 32) L.warps.resize((n + 31) / 32);
+    if ((int)L.warps.size() < (n + 31) / 32)
+        L.warps.resize((n + 31) / 32);
 }
 
 /* Scheduler → fiber t, until it finishes or waits. */
-void resume(int t) {
+void resume(int t)
+{
     fiber &f = L.fibers[t];
     L.cur = t;
     set_thread_index(t);
@@ -184,7 +196,8 @@ void resume(int t) {
         bool enter = !f.entered;
         f.st = READY;
         f.entered = true;
-        if (enter) setcontext(&f.start);
+        if (enter)
+            setcontext(&f.start);
         jump(f.resume);
     }
 #ifdef FLK_EMU_ASAN
@@ -194,9 +207,12 @@ void resume(int t) {
 }
 
 /* Runs every thread of the current block; false when a rule was broken or it cannot finish. */
-bool run_block(bool reverse) {
-    for (int t = 0; t < L.nthreads; t++) L.fibers[t].st = NEW;
-    for (int w = 0; w < (L.nthreads + 31) / 32; w++) L.warps[w].mask = L.warps[w].arrived = 0;
+bool run_block(bool reverse)
+{
+    for (int t = 0; t < L.nthreads; t++)
+        L.fibers[t].st = NEW;
+    for (int w = 0; w < (L.nthreads + 31) / 32; w++)
+        L.warps[w].mask = L.warps[w].arrived = 0;
     L.done = L.at_barrier = 0;
     while (L.done < L.nthreads && !L.failed) {
         bool progress = false;
@@ -231,16 +247,19 @@ bool run_block(bool reverse) {
 
 } // namespace
 
-void flk_emu_run(dim3 grid, dim3 block, void (*body)(void *), void *ctx) {
+void flk_emu_run(dim3 grid, dim3 block, void (*body)(void *), void *ctx)
+{
     unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
     if (nt == 0 || nt > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
         grid.x > 0x7FFFFFFFu || grid.y > 65535 || grid.z > 65535) {
         last_error = cudaErrorInvalidConfiguration;
         return;
     }
-    if (sticky_error != cudaSuccess) return; /* a failed launch ends the context, as on a GPU */
+    if (sticky_error != cudaSuccess)
+        return; /* a failed launch ends the context, as on a GPU */
     if (L.body) {
-        fprintf(stderr, "flk_emu_run: a kernel launched a kernel (dynamic parallelism is not emulated)\n");
+        fprintf(stderr,
+                "flk_emu_run: a kernel launched a kernel (dynamic parallelism is not emulated)\n");
         abort();
     }
     static const bool reverse = [] {
@@ -267,7 +286,8 @@ void flk_emu_run(dim3 grid, dim3 block, void (*body)(void *), void *ctx) {
     L.body = nullptr;
 }
 
-void flk_emu_syncthreads(const char *file, int line) {
+void flk_emu_syncthreads(const char *file, int line)
+{
     if (L.at_barrier == 0) {
         L.barrier_file = file;
         L.barrier_line = line;
@@ -278,7 +298,8 @@ void flk_emu_syncthreads(const char *file, int line) {
     L.fibers[L.cur].st = WAIT_BLOCK;
     if (++L.at_barrier == L.nthreads - L.done) {
         for (int t = 0; t < L.nthreads; t++)
-            if (L.fibers[t].st == WAIT_BLOCK) L.fibers[t].st = READY;
+            if (L.fibers[t].st == WAIT_BLOCK)
+                L.fibers[t].st = READY;
         L.at_barrier = 0;
     }
     to_scheduler();
@@ -286,19 +307,22 @@ void flk_emu_syncthreads(const char *file, int line) {
 
 int flk_emu_lane(void) { return L.cur % 32; }
 
-const uint64_t *flk_emu_warp_exchange(unsigned mask, uint64_t v) {
+const uint64_t *flk_emu_warp_exchange(unsigned mask, uint64_t v)
+{
     int lane = L.cur % 32, base = L.cur - lane;
     int lanes = L.nthreads - base < 32 ? L.nthreads - base : 32;
     unsigned exists = lanes == 32 ? 0xFFFFFFFFu : (1u << lanes) - 1;
     warp &w = L.warps[L.cur / 32];
     if (!(mask >> lane & 1u))
-        fail("lane %d calls a warp operation with a mask (0x%x) that leaves it out", lane, (int)mask);
+        fail("lane %d calls a warp operation with a mask (0x%x) that leaves it out", lane,
+             (int)mask);
     if (mask & ~exists)
         fail("warp mask 0x%x names lanes beyond the block's %d threads", (int)mask, L.nthreads);
     for (int l = 0; l < 32; l++)
         if ((mask >> l & 1u) && L.fibers[base + l].st == DONE)
             fail("warp mask 0x%x names lane %d, which has exited", (int)mask, l);
-    if (w.arrived == 0) w.mask = mask;
+    if (w.arrived == 0)
+        w.mask = mask;
     else if (w.mask != mask)
         fail("lanes of one warp meet with different masks (0x%x and 0x%x)", (int)mask, (int)w.mask);
     uint64_t *slot = w.slot[w.gen & 1];
@@ -307,7 +331,8 @@ const uint64_t *flk_emu_warp_exchange(unsigned mask, uint64_t v) {
     L.fibers[L.cur].st = WAIT_WARP;
     if (w.arrived == mask) {
         for (int l = 0; l < 32; l++)
-            if (mask >> l & 1u) L.fibers[base + l].st = READY;
+            if (mask >> l & 1u)
+                L.fibers[base + l].st = READY;
         w.arrived = 0;
         w.gen++;
     }
@@ -315,7 +340,8 @@ const uint64_t *flk_emu_warp_exchange(unsigned mask, uint64_t v) {
     return slot;
 }
 
-/* ---- runtime API -------------------------------------------------------------------------------- */
+/* ---- runtime API --------------------------------------------------------------------------------
+ */
 
 struct CUevent_st {
     double t_ms;
@@ -323,38 +349,48 @@ struct CUevent_st {
 
 extern "C" {
 
-cudaError_t cudaMalloc(void **p, size_t bytes) {
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
     *p = malloc(bytes ? bytes : 1);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-cudaError_t cudaFree(void *p) {
+cudaError_t cudaFree(void *p)
+{
     free(p);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
-    if (bytes) memmove(dst, src, bytes);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    if (bytes)
+        memmove(dst, src, bytes);
     return sticky_error;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
-                            cudaStream_t stream) {
+                            cudaStream_t stream)
+{
     return cudaMemcpy(dst, src, bytes, kind);
 }
-cudaError_t cudaMemset(void *p, int value, size_t bytes) {
-    if (bytes) memset(p, value, bytes);
+cudaError_t cudaMemset(void *p, int value, size_t bytes)
+{
+    if (bytes)
+        memset(p, value, bytes);
     return sticky_error;
 }
-cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream)
+{
     return cudaMemset(p, value, bytes);
 }
 cudaError_t cudaDeviceSynchronize(void) { return sticky_error; }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return sticky_error; }
-cudaError_t cudaGetLastError(void) {
+cudaError_t cudaGetLastError(void)
+{
     cudaError_t e = last_error;
     last_error = sticky_error;
     return e;
 }
 cudaError_t cudaPeekAtLastError(void) { return last_error; }
-const char *cudaGetErrorString(cudaError_t e) {
+const char *cudaGetErrorString(cudaError_t e)
+{
     switch (e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
@@ -365,32 +401,39 @@ const char *cudaGetErrorString(cudaError_t e) {
     }
     return "unknown error";
 }
-cudaError_t cudaGetDeviceCount(int *n) {
+cudaError_t cudaGetDeviceCount(int *n)
+{
     *n = 1;
     return cudaSuccess;
 }
-cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
-    if (device != 0) return cudaErrorInvalidValue;
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+    if (device != 0)
+        return cudaErrorInvalidValue;
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "host emulation (kernels/emu)");
     return cudaSuccess;
 }
-cudaError_t cudaEventCreate(cudaEvent_t *e) {
+cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
     *e = (cudaEvent_t)calloc(1, sizeof(CUevent_st));
     return *e ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
     free(e);
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     e->t_ms = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { return sticky_error; }
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
     *ms = (float)(end->t_ms - start->t_ms);
     return cudaSuccess;
 }

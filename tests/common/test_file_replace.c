@@ -86,7 +86,8 @@ static void fifo_with_reader(void)
     int status;
     CHECK(waitpid(pid, &status, 0) == pid);
     EXPECTF(rc == 0, "FIFO: %s (step %d)", strerror(-rc), step);
-    EXPECTF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the FIFO's reader did not get the bytes");
+    EXPECTF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "the FIFO's reader did not get the bytes");
     struct stat st;
     CHECK(lstat(at("fifo"), &st) == 0);
     EXPECTF(S_ISFIFO(st.st_mode), "the FIFO was replaced");

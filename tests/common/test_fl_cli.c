@@ -24,10 +24,12 @@ typedef struct topts {
     int custom_calls;
 } topts;
 
-static int parse_custom(void *opts, const char *name, const char *v, const char *tool) {
+static int parse_custom(void *opts, const char *name, const char *v, const char *tool)
+{
     topts *o = opts;
     o->custom_calls++;
-    if (strcmp(v, "ok")) return fl_cli_opt_error(tool, name, v, "expected ok"), -1;
+    if (strcmp(v, "ok"))
+        return fl_cli_opt_error(tool, name, v, "expected ok"), -1;
     return 0;
 }
 
@@ -36,39 +38,55 @@ static const fl_cli_choice devs[] = {{"cpu", 0, 0}, {"cuda", 0, 0}, {NULL, 0, 0}
 #define F(f) FL_CLI_FIELD(topts, f)
 static const fl_cli_opt table[] = {
     {FL_CLI_SECTION, .help = "Things:"},
-    {FL_CLI_U64, "seed", .off = F(seed), .umax = UINT64_MAX, .metavar = "S", .help = "a seed", .def = "0"},
-    {FL_CLI_U32, "workers", .off = F(workers), .umin = 1, .umax = 8, .metavar = "N", .help = "workers"},
+    {FL_CLI_U64, "seed", .off = F(seed), .umax = UINT64_MAX, .metavar = "S", .help = "a seed",
+     .def = "0"},
+    {FL_CLI_U32, "workers", .off = F(workers), .umin = 1, .umax = 8, .metavar = "N",
+     .help = "workers"},
     {FL_CLI_INT, "level", .off = F(level), .umin = 1, .umax = 22, .metavar = "L", .help = "level"},
     {FL_CLI_FLAG, "quiet", 'q', .off = F(quiet), .help = "quiet"},
     {FL_CLI_FLAG_OFF, "no-pinned", .off = F(pinned), .help = "not pinned"},
     {FL_CLI_ENUM, "mode", .off = F(mode), .choices = modes, .help = "mode", .def = "a"},
-    {FL_CLI_FLOAT, "lr", .off = F(lr), .dmin = 0, .dmax = 1, .open_min = 1, .metavar = "LR", .help = "rate"},
-    {FL_CLI_SIZE, "size", .off = F(size), .umin = 1, .umax = 1ull << 30, .metavar = "SIZE", .help = "size"},
+    {FL_CLI_FLOAT, "lr", .off = F(lr), .dmin = 0, .dmax = 1, .open_min = 1, .metavar = "LR",
+     .help = "rate"},
+    {FL_CLI_SIZE, "size", .off = F(size), .umin = 1, .umax = 1ull << 30, .metavar = "SIZE",
+     .help = "size"},
     {FL_CLI_TEXT, "output", 'o', .off = F(out), .metavar = "FILE", .help = "where"},
     {FL_CLI_CHOICE, "device", .off = F(device), .choices = devs, .metavar = "D", .help = "device"},
-    {FL_CLI_TEXT2, "idx", .off = F(img), .off2 = F(lab), .metavar = "IMAGES LABELS", .help = "pair"},
+    {FL_CLI_TEXT2, "idx", .off = F(img), .off2 = F(lab), .metavar = "IMAGES LABELS",
+     .help = "pair"},
     {FL_CLI_CUSTOM, "custom", .parse = parse_custom, .metavar = "X", .help = "custom"},
     {FL_CLI_FLAG, "quieter", .off = F(quiet), .hidden = 1},
     {FL_CLI_END},
 };
 #undef F
 
-static int run_cmd(const fl_cli_tool *t, int argc, char **argv) { (void)t, (void)argc, (void)argv; return 42; }
+static int run_cmd(const fl_cli_tool *t, int argc, char **argv)
+{
+    (void)t, (void)argc, (void)argv;
+    return 42;
+}
 
-static const fl_cli_cmd cmd = {.name = "go", .args = "SRC [options]", .summary = "go somewhere",
-                               .synopsis = "usage: t go SRC [options]\n", .opts = table,
-                               .epilog = "the end\n", .max_pos = 2, .run = run_cmd};
+static const fl_cli_cmd cmd = {.name = "go",
+                               .args = "SRC [options]",
+                               .summary = "go somewhere",
+                               .synopsis = "usage: t go SRC [options]\n",
+                               .opts = table,
+                               .epilog = "the end\n",
+                               .max_pos = 2,
+                               .run = run_cmd};
 static const fl_cli_cmd *const cmds[] = {&cmd, NULL};
 static void version(FILE *out) { fputs("t 1\n", out); }
-static const fl_cli_tool tool = {.name = "t", .synopsis = "usage: t COMMAND\n", .cmds = cmds,
-                                 .version = version};
+static const fl_cli_tool tool = {
+    .name = "t", .synopsis = "usage: t COMMAND\n", .cmds = cmds, .version = version};
 
 /* Parse a NULL-terminated list of words (after the command name) into *o. */
-static int parse_words(topts *o, fl_cli_parsed *p, const char *const *words) {
+static int parse_words(topts *o, fl_cli_parsed *p, const char *const *words)
+{
     char *argv[32];
     int argc = 0;
     argv[argc++] = "go";
-    for (; *words; words++) argv[argc++] = (char *)*words;
+    for (; *words; words++)
+        argv[argc++] = (char *)*words;
     argv[argc] = NULL;
     memset(o, 0, sizeof *o);
     o->pinned = 1;
@@ -76,52 +94,58 @@ static int parse_words(topts *o, fl_cli_parsed *p, const char *const *words) {
 }
 #define PARSE(...) parse_words(&o, &p, (const char *const[]){__VA_ARGS__, NULL})
 
-static void test_table(void) {
+static void test_table(void)
+{
     topts o;
     fl_cli_parsed p;
     /* both value forms, last value wins, positional arguments anywhere */
-    CHECK(PARSE("src", "--seed", "7", "--workers=3", "-q", "--seed=9", "dst", "--no-pinned") == FL_CLI_RUN);
+    CHECK(PARSE("src", "--seed", "7", "--workers=3", "-q", "--seed=9", "dst", "--no-pinned") ==
+          FL_CLI_RUN);
     CHECK(o.seed == 9 && o.workers == 3 && o.quiet == 1 && o.pinned == 0);
     CHECK(p.npos == 2 && !strcmp(p.pos[0], "src") && !strcmp(p.pos[1], "dst"));
     CHECK(fl_cli_given(&p, "seed") && fl_cli_given(&p, "workers") && !fl_cli_given(&p, "level"));
-    CHECK(PARSE("--mode", "b", "--lr", "0.5", "--size", "1M", "-o", "x.png", "--device=cuda", "--level", "22") == FL_CLI_RUN);
-    CHECK(o.mode == 2 && o.lr == 0.5f && o.size == 1u << 20 && !strcmp(o.out, "x.png") && !strcmp(o.device, "cuda") && o.level == 22);
+    CHECK(PARSE("--mode", "b", "--lr", "0.5", "--size", "1M", "-o", "x.png", "--device=cuda",
+                "--level", "22") == FL_CLI_RUN);
+    CHECK(o.mode == 2 && o.lr == 0.5f && o.size == 1u << 20 && !strcmp(o.out, "x.png") &&
+          !strcmp(o.device, "cuda") && o.level == 22);
     CHECK(PARSE("--mode", "bee", "-o=y", "-", "--idx", "i", "l", "--custom", "ok") == FL_CLI_RUN);
     CHECK(o.mode == 2 && !strcmp(o.out, "y") && p.npos == 1 && !strcmp(p.pos[0], "-"));
     CHECK(!strcmp(o.img, "i") && !strcmp(o.lab, "l") && o.custom_calls == 1);
     CHECK(PARSE("--quieter") == FL_CLI_RUN && o.quiet == 1); /* hidden: accepted */
-    CHECK(PARSE("--output=--x") == FL_CLI_RUN && !strcmp(o.out, "--x")); /* a value starting with -- */
+    CHECK(PARSE("--output=--x") == FL_CLI_RUN &&
+          !strcmp(o.out, "--x"));                 /* a value starting with -- */
     CHECK(PARSE("--seed", "-1") == FL_CLI_USAGE); /* the value is taken, then refused */
     /* usage errors: each one line, exit 2 */
     const char *const bad[][4] = {
-        {"--seed"},                 /* missing value (last) */
-        {"--seed", "--quiet"},      /* next is another option */
-        {"--seed", ""},             /* empty */
-        {"--seed="},                /* empty after = */
-        {"--seed", "x"},            /* malformed */
-        {"--workers", "9"},         /* out of range */
-        {"--lr", "0"},              /* open minimum */
+        {"--seed"},            /* missing value (last) */
+        {"--seed", "--quiet"}, /* next is another option */
+        {"--seed", ""},        /* empty */
+        {"--seed="},           /* empty after = */
+        {"--seed", "x"},       /* malformed */
+        {"--workers", "9"},    /* out of range */
+        {"--lr", "0"},         /* open minimum */
         {"--lr", "nan"},
         {"--size", "1X"},
-        {"--mode", "c"},            /* not a choice */
+        {"--mode", "c"}, /* not a choice */
         {"--device", "tpu"},
-        {"--custom", "no"},         /* the custom parser refuses */
-        {"--see", "1"},             /* abbreviation */
-        {"--bogus"},                /* unknown */
-        {"-qq"},                    /* cluster */
-        {"-ox"},                    /* attached short value */
-        {"--quiet=1"},              /* flag given a value */
+        {"--custom", "no"}, /* the custom parser refuses */
+        {"--see", "1"},     /* abbreviation */
+        {"--bogus"},        /* unknown */
+        {"-qq"},            /* cluster */
+        {"-ox"},            /* attached short value */
+        {"--quiet=1"},      /* flag given a value */
         {"-q=1"},
-        {"--"},                     /* not part of our command lines */
-        {"a", "b", "c"},            /* too many positional arguments */
-        {"--idx", "i"},             /* two values needed */
+        {"--"},          /* not part of our command lines */
+        {"a", "b", "c"}, /* too many positional arguments */
+        {"--idx", "i"},  /* two values needed */
         {"--idx", "i", "--quiet"},
         {"--help=1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *w[5] = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL};
         int r = parse_words(&o, &p, w);
-        if (r != FL_CLI_USAGE) fprintf(stderr, "case %zu (%s): got %d\n", i, bad[i][0], r);
+        if (r != FL_CLI_USAGE)
+            fprintf(stderr, "case %zu (%s): got %d\n", i, bad[i][0], r);
         CHECK(r == FL_CLI_USAGE);
     }
     /* a bad value then a good one: every value given is checked */
@@ -134,8 +158,9 @@ static void test_table(void) {
     char *argv[] = {"go", "a", "--seed", "1", "--custom=ok", "-q", "--seed=2", "b", NULL};
     char *out[16];
     int n = fl_cli_copy_without(&tool, &cmd, 8, argv, "seed", out);
-    CHECK(n == 5 && !strcmp(out[0], "go") && !strcmp(out[1], "a") && !strcmp(out[2], "--custom=ok") &&
-          !strcmp(out[3], "-q") && !strcmp(out[4], "b") && out[5] == NULL);
+    CHECK(n == 5 && !strcmp(out[0], "go") && !strcmp(out[1], "a") &&
+          !strcmp(out[2], "--custom=ok") && !strcmp(out[3], "-q") && !strcmp(out[4], "b") &&
+          out[5] == NULL);
     /* dispatch */
     char *dv[] = {"t", "go", NULL};
     CHECK(fl_cli_dispatch(&tool, 2, dv) == 42);
@@ -144,7 +169,8 @@ static void test_table(void) {
 }
 
 /* The generated help lists every option (not the hidden one) with its metavar and default. */
-static void test_help(void) {
+static void test_help(void)
+{
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -170,7 +196,8 @@ static void test_help(void) {
     free(buf);
 }
 
-int main(void) {
+int main(void)
+{
     test_table();
     test_help();
 
@@ -224,7 +251,8 @@ int main(void) {
     CHECK(fl_cli_parse_double("5e-4", 0, 1, 0, &d) == 0 && d == 5e-4);
     CHECK(fl_cli_parse_double("0", 0, 1, 0, &d) == 0 && d == 0);
     CHECK(fl_cli_parse_double("0", 0, 1, 1, &d) != 0);
-    const char *bad_nums[] = {"nan", "NaN", "inf", "infinity", "-inf", "1e309", "0x1p-2", "", " 1", "1x", "1,5", "--1"};
+    const char *bad_nums[] = {"nan",    "NaN", "inf", "infinity", "-inf", "1e309",
+                              "0x1p-2", "",    " 1",  "1x",       "1,5",  "--1"};
     for (size_t k = 0; k < sizeof bad_nums / sizeof *bad_nums; k++) {
         CHECK(fl_cli_parse_double(bad_nums[k], -1e300, 1e300, 0, &d) != 0);
         CHECK(fl_cli_parse_size(bad_nums[k], &v) != 0);
@@ -254,8 +282,9 @@ int main(void) {
     fl_json_key(&j, "neg");
     fl_json_int(&j, -3);
     fl_json_end_object(&j);
-    CHECK_STR(fl_json_text(&j), "{\"records\":70000,\"classes\":[\"a\\\"b\\\\c\\n\\u0001\",\"\xc3\xa9t\xc3\xa9\"],"
-                                "\"ratio\":0.5,\"nested\":{\"x\":true,\"y\":null},\"neg\":-3}");
+    CHECK_STR(fl_json_text(&j),
+              "{\"records\":70000,\"classes\":[\"a\\\"b\\\\c\\n\\u0001\",\"\xc3\xa9t\xc3\xa9\"],"
+              "\"ratio\":0.5,\"nested\":{\"x\":true,\"y\":null},\"neg\":-3}");
     fl_json_free(&j);
 
     fl_json_init(&j);

@@ -8,15 +8,18 @@
 #include "fl_check.h"
 #include "fl_json.h"
 
-static int parse(const char *t, fl_jdoc **d, fl_error *e) {
+static int parse(const char *t, fl_jdoc **d, fl_error *e)
+{
     return fl_jparse(t, strlen(t), "test.json", d, e);
 }
 
-int main(void) {
+int main(void)
+{
     fl_jdoc *d;
     fl_error e;
-    const char *t = " {\"a\": [1, -2, 3.5, 1e3, true, false, null], \"s\": \"x\\n\\u00e9\\ud83d\\ude00\\\"\","
-                    " \"o\": {}, \"big\": 123456789012345678} ";
+    const char *t =
+        " {\"a\": [1, -2, 3.5, 1e3, true, false, null], \"s\": \"x\\n\\u00e9\\ud83d\\ude00\\\"\","
+        " \"o\": {}, \"big\": 123456789012345678} ";
     CHECK_OK(parse(t, &d, &e), &e);
     const fl_jnode *r = fl_jroot(d);
     CHECK(r->type == FL_J_OBJECT && r->count == 4);
@@ -35,9 +38,10 @@ int main(void) {
     CHECK(fl_jget(r, "missing") == NULL);
     fl_jfree(d);
 
-    const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "\"abc", "\"a\\qb\"", "01",
-                         "1.", "-", "tru", "[1] x", "\"\\ud800\"", "\"\\u0000\"", "\"a\tb\"",
-                         "{1:2}", "[\"\\u12\"]", "1e", "{\"a\":1}}", "nul"};
+    const char *bad[] = {"",      "{",           "[1,]",        "{\"a\" 1}",   "{\"a\":1,}",
+                         "\"abc", "\"a\\qb\"",   "01",          "1.",          "-",
+                         "tru",   "[1] x",       "\"\\ud800\"", "\"\\u0000\"", "\"a\tb\"",
+                         "{1:2}", "[\"\\u12\"]", "1e",          "{\"a\":1}}",  "nul"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = parse(bad[i], &d, &e);
         if (rc != FL_E_FORMAT) {
@@ -57,7 +61,8 @@ int main(void) {
 
     /* escaping round trip, including every control byte */
     char raw[64];
-    for (int i = 0; i < 32; i++) raw[i] = (char)(i + 1);
+    for (int i = 0; i < 32; i++)
+        raw[i] = (char)(i + 1);
     memcpy(raw + 31, "\"\\/\xc3\xa9 end", 9);
     fl_tbuf b = {0};
     fl_tbuf_json_string(&b, raw, 40);
@@ -83,7 +88,8 @@ int main(void) {
     fl_json_string_n(&j, ctl, sizeof ctl - 1);
     fl_json_uint(&j, 7);
     fl_json_end_array(&j);
-    CHECK(!fl_json_failed(&j) && !strcmp(fl_json_text(&j), "[\"a\\b\\f\\u007f\\u0001\\n\\\"\\\\z\",7]"));
+    CHECK(!fl_json_failed(&j) &&
+          !strcmp(fl_json_text(&j), "[\"a\\b\\f\\u007f\\u0001\\n\\\"\\\\z\",7]"));
     fl_json_free(&j);
     printf("json ok\n");
     return 0;

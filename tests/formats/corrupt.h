@@ -8,7 +8,8 @@
 #include "fmt_test.h"
 #include "fl_shard.h"
 
-static inline uint8_t *slurp(const char *p, size_t *n) {
+static inline uint8_t *slurp(const char *p, size_t *n)
+{
     FILE *f = fopen(p, "rb");
     CHECK(f);
     fseek(f, 0, SEEK_END);
@@ -21,20 +22,23 @@ static inline uint8_t *slurp(const char *p, size_t *n) {
     return b;
 }
 
-static inline void spit(const char *p, const void *b, size_t n) {
+static inline void spit(const char *p, const void *b, size_t n)
+{
     FILE *f = fopen(p, "wb");
     CHECK(f && fwrite(b, 1, n, f) == n);
     fclose(f);
 }
 
-static inline void copy_dir(const char *src, const char *dst) {
+static inline void copy_dir(const char *src, const char *dst)
+{
     tt_rm_rf(dst);
     CHECK(mkdir(dst, 0755) == 0);
     DIR *d = opendir(src);
     CHECK(d);
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.')
+            continue;
         char a[PATH_MAX + 300], b[PATH_MAX + 300];
         snprintf(a, sizeof a, "%s/%s", src, e->d_name);
         snprintf(b, sizeof b, "%s/%s", dst, e->d_name);
@@ -47,7 +51,8 @@ static inline void copy_dir(const char *src, const char *dst) {
 }
 
 /* Expect open to fail with `code` and a message containing `needle`. */
-static inline void expect_open_fail(const char *dir, int code, const char *needle, const char *what) {
+static inline void expect_open_fail(const char *dir, int code, const char *needle, const char *what)
+{
     fl_dataset *ds = NULL;
     fl_error err;
     fl_error_clear(&err);
@@ -67,16 +72,19 @@ typedef struct bad_list {
     char msg[800];
 } bad_list;
 
-static inline int on_bad(void *user, uint64_t index, const fl_error *e) {
+static inline int on_bad(void *user, uint64_t index, const fl_error *e)
+{
     bad_list *b = user;
-    if (b->n < 16) b->idx[b->n] = index;
+    if (b->n < 16)
+        b->idx[b->n] = index;
     b->n++;
     snprintf(b->msg, sizeof b->msg, "%s", e->msg);
     return 0;
 }
 
 /* Rewrite shard header field and fix the header CRC so only that field is "wrong". */
-static inline void patch_header32(uint8_t *m, size_t off, uint32_t v) {
+static inline void patch_header32(uint8_t *m, size_t off, uint32_t v)
+{
     fl_wr32(m + off, v);
     fl_wr32(m + FLH_HEADER_CRC, 0);
     fl_wr32(m + FLH_HEADER_CRC, fl_crc32c(0, m, FL_SHARD_HEADER_SIZE));
@@ -89,7 +97,8 @@ typedef struct bad_paths {
     char shard0[PATH_MAX + 300], shard1[PATH_MAX + 300], manifest[PATH_MAX + 300];
 } bad_paths;
 
-static inline void bad_paths_init(bad_paths *b) {
+static inline void bad_paths_init(bad_paths *b)
+{
     b->dir = tt_path("bad");
     snprintf(b->shard0, sizeof b->shard0, "%s/shard-00000.fls", b->dir);
     snprintf(b->shard1, sizeof b->shard1, "%s/shard-00001.fls", b->dir);
@@ -98,7 +107,8 @@ static inline void bad_paths_init(bad_paths *b) {
 
 /* The undamaged fixture: 60 JPEG records in shards of 20,000 bytes. compress_index 0 writes plain
  * index blocks (so tests can patch entries in place), 1 the default zstd-compressed ones. */
-static inline const char *write_good(const char *name, int compress_index) {
+static inline const char *write_good(const char *name, int compress_index)
+{
     fl_writer_options o = tt_options(FL_BACKEND_SHARDS, FL_ENC_JPEG, 0);
     o.shard_bytes = 20000;
     fl_shard_compress_index = compress_index;

@@ -23,16 +23,19 @@
 
 static char tt_dir[PATH_MAX];
 
-static void tt_rm_rf(const char *path) {
+static void tt_rm_rf(const char *path)
+{
     struct stat st;
-    if (lstat(path, &st) != 0) return;
+    if (lstat(path, &st) != 0)
+        return;
     if (S_ISDIR(st.st_mode)) {
         DIR *d = opendir(path);
         if (d) {
             struct dirent *e;
             char p[PATH_MAX];
             while ((e = readdir(d))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                    continue;
                 snprintf(p, sizeof p, "%s/%s", path, e->d_name);
                 tt_rm_rf(p);
             }
@@ -45,12 +48,15 @@ static void tt_rm_rf(const char *path) {
 }
 
 static pid_t tt_owner;
-static void tt_cleanup(void) {
-    if (tt_dir[0] && getpid() == tt_owner && !getenv("FL_KEEP_TMP")) tt_rm_rf(tt_dir);
+static void tt_cleanup(void)
+{
+    if (tt_dir[0] && getpid() == tt_owner && !getenv("FL_KEEP_TMP"))
+        tt_rm_rf(tt_dir);
 }
 
 /* Create the test's temp dir (under $TMPDIR) once; returns it. */
-static const char *tt_tmpdir(void) {
+static const char *tt_tmpdir(void)
+{
     if (!tt_dir[0]) {
         const char *base = getenv("TMPDIR");
         snprintf(tt_dir, sizeof tt_dir, "%s/fl-formats-XXXXXX", base && *base ? base : "/tmp");
@@ -61,7 +67,8 @@ static const char *tt_tmpdir(void) {
     return tt_dir;
 }
 
-static char *tt_path(const char *name) {
+static char *tt_path(const char *name)
+{
     static char bufs[8][PATH_MAX + 256];
     static int k;
     char *b = bufs[k++ % 8];
@@ -70,7 +77,8 @@ static char *tt_path(const char *name) {
 }
 
 /* xorshift64*: deterministic fixture bytes */
-static uint64_t tt_rng(uint64_t *s) {
+static uint64_t tt_rng(uint64_t *s)
+{
     uint64_t x = *s;
     x ^= x >> 12;
     x ^= x << 25;
@@ -81,24 +89,35 @@ static uint64_t tt_rng(uint64_t *s) {
 
 /* Record i of a fixture: bytes of varying length (raw: w*h*c bytes) derived from i. */
 static size_t tt_payload(uint64_t i, int encoding, uint32_t h, uint32_t w, uint32_t c, uint8_t *out,
-                         size_t cap) {
+                         size_t cap)
+{
     uint64_t s = 0x9E3779B97F4A7C15ULL ^ (i * 0x100000001B3ULL + 1);
     size_t n;
-    if (encoding == FL_ENC_RAW) n = (size_t)h * w * c;
-    else n = 20 + (size_t)(tt_rng(&s) % 3000);
-    if (n > cap) n = cap;
+    if (encoding == FL_ENC_RAW)
+        n = (size_t)h * w * c;
+    else
+        n = 20 + (size_t)(tt_rng(&s) % 3000);
+    if (n > cap)
+        n = cap;
     for (size_t k = 0; k < n; k++) {
         if (encoding == FL_ENC_RAW) /* smooth-ish so zstd has something to do */
             out[k] = (uint8_t)((k / 7 + i * 3) & 0xFF) ^ (uint8_t)(tt_rng(&s) & 3);
         else
             out[k] = (uint8_t)tt_rng(&s);
     }
-    if (encoding == FL_ENC_JPEG && n >= 4) { out[0] = 0xFF; out[1] = 0xD8; out[n - 2] = 0xFF; out[n - 1] = 0xD9; }
-    if (encoding == FL_ENC_PNG && n >= 8) memcpy(out, "\x89PNG\r\n\x1a\n", 8);
+    if (encoding == FL_ENC_JPEG && n >= 4) {
+        out[0] = 0xFF;
+        out[1] = 0xD8;
+        out[n - 2] = 0xFF;
+        out[n - 1] = 0xD9;
+    }
+    if (encoding == FL_ENC_PNG && n >= 8)
+        memcpy(out, "\x89PNG\r\n\x1a\n", 8);
     return n;
 }
 
-static void tt_name(uint64_t i, char *out, size_t n) {
+static void tt_name(uint64_t i, char *out, size_t n)
+{
     snprintf(out, n, "class_%llu/img %05llu \xc3\xa9.bin", (unsigned long long)(i % 3),
              (unsigned long long)i);
 }
@@ -108,7 +127,8 @@ static int32_t tt_label(uint64_t i) { return (int32_t)(i % 3); }
 static const char *const tt_classes[3] = {"cat", "dog \"quoted\"", "n\xc3\xa4me/with\\slash"};
 
 /* Default options for a fixture dataset. */
-static fl_writer_options tt_options(fl_backend backend, int encoding, int zstd) {
+static fl_writer_options tt_options(fl_backend backend, int encoding, int zstd)
+{
     fl_writer_options o;
     memset(&o, 0, sizeof o);
     o.backend = backend;
@@ -124,7 +144,8 @@ static fl_writer_options tt_options(fl_backend backend, int encoding, int zstd) 
 }
 
 /* Add fixture records [from, to) to w. */
-static void tt_add(fl_writer *w, const fl_writer_options *o, uint64_t from, uint64_t to) {
+static void tt_add(fl_writer *w, const fl_writer_options *o, uint64_t from, uint64_t to)
+{
     static uint8_t buf[1 << 16];
     char name[128];
     fl_error err;
@@ -138,7 +159,8 @@ static void tt_add(fl_writer *w, const fl_writer_options *o, uint64_t from, uint
 }
 
 /* Write a complete fixture dataset of n records at dst. */
-static void tt_write(const char *dst, const fl_writer_options *o, uint64_t n) {
+static void tt_write(const char *dst, const fl_writer_options *o, uint64_t n)
+{
     fl_writer *w;
     fl_error err;
     CHECK_OK(fl_writer_open(dst, o, &w, &err), &err);
@@ -147,7 +169,8 @@ static void tt_write(const char *dst, const fl_writer_options *o, uint64_t n) {
 }
 
 /* Check every record of ds against the fixture (exact payload bytes, label, name, sizes). */
-static void tt_check_all(const fl_dataset *ds, uint64_t n) {
+static void tt_check_all(const fl_dataset *ds, uint64_t n)
+{
     static uint8_t want[1 << 16];
     fl_error err;
     CHECK(fl_dataset_count(ds) == n);
@@ -160,9 +183,11 @@ static void tt_check_all(const fl_dataset *ds, uint64_t n) {
         const uint8_t *p, *pl;
         size_t len, pn;
         CHECK_OK(fl_dataset_get(ds, i, &p, &len, 1, &err), &err);
-        CHECK_OK(fl_dataset_payload(ds, i, p, len, dst, fl_dataset_max_raw_len(ds), &pl, &pn, &err), &err);
+        CHECK_OK(fl_dataset_payload(ds, i, p, len, dst, fl_dataset_max_raw_len(ds), &pl, &pn, &err),
+                 &err);
         if (pn != wn || memcmp(pl, want, wn) != 0) {
-            fprintf(stderr, "record %llu: payload differs (%zu vs %zu bytes)\n", (unsigned long long)i, pn, wn);
+            fprintf(stderr, "record %llu: payload differs (%zu vs %zu bytes)\n",
+                    (unsigned long long)i, pn, wn);
             exit(1);
         }
         fl_record_info info;
@@ -171,8 +196,10 @@ static void tt_check_all(const fl_dataset *ds, uint64_t n) {
         CHECK(info.raw_len == wn);
         CHECK(info.stored_len == len);
         CHECK(info.crc32c == fl_crc32c(0, p, len));
-        if (s->encoding == FL_ENC_RAW) CHECK(info.height == 28 && info.width == 28);
-        else CHECK(info.height == 10 + i % 5 && info.width == 20 + i % 7);
+        if (s->encoding == FL_ENC_RAW)
+            CHECK(info.height == 28 && info.width == 28);
+        else
+            CHECK(info.height == 10 + i % 5 && info.width == 20 + i % 7);
         size_t nl;
         const char *nm = fl_dataset_record_name(ds, i, &nl);
         tt_name(i, name, sizeof name);
@@ -180,7 +207,8 @@ static void tt_check_all(const fl_dataset *ds, uint64_t n) {
     }
     free(dst);
     CHECK(fl_dataset_num_classes(ds) == 3);
-    for (uint32_t c = 0; c < 3; c++) CHECK(strcmp(fl_dataset_class_name(ds, c), tt_classes[c]) == 0);
+    for (uint32_t c = 0; c < 3; c++)
+        CHECK(strcmp(fl_dataset_class_name(ds, c), tt_classes[c]) == 0);
     CHECK(fl_dataset_class_name(ds, 3) == NULL);
     const uint8_t *p;
     size_t len;
@@ -190,7 +218,8 @@ static void tt_check_all(const fl_dataset *ds, uint64_t n) {
     CHECK(bad == 0);
 }
 
-static fl_backend tt_backend_arg(int argc, char **argv) {
+static fl_backend tt_backend_arg(int argc, char **argv)
+{
     return argc > 1 && !strcmp(argv[1], "lmdb") ? FL_BACKEND_LMDB : FL_BACKEND_SHARDS;
 }
 

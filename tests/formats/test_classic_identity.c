@@ -2,9 +2,9 @@
  * one the writer wrote before record fields existed (format version 2): the same fixture records,
  * packed with FL_DATASET_ID fixed, through fl_writer_add, fl_writer_add_stored, and the new
  * fl_writer_add_record with classic fields, give every data file and the manifest (its "created"
- * line aside; LMDB: every record as read back, and data.mdb's size) with the CRC32C and size recorded from the pre-fields writer (built from the tree at
- * 21f2e23 with -DFL_PRINT_DIGESTS: this very file prints them). Shards (raw zstd with a
- * dictionary, JPEG plain) and LMDB. */
+ * line aside; LMDB: every record as read back, and data.mdb's size) with the CRC32C and size
+ * recorded from the pre-fields writer (built from the tree at 21f2e23 with -DFL_PRINT_DIGESTS: this
+ * very file prints them). Shards (raw zstd with a dictionary, JPEG plain) and LMDB. */
 #include "fmt_test.h"
 
 typedef struct digest {
@@ -14,15 +14,16 @@ typedef struct digest {
 
 /* LMDB pages are not the same bytes from run to run (with any writer): for data.mdb, its size and
  * every record as the reader gives it (label, CRC, sizes, format, name, stored bytes). */
-static void lmdb_records_digest(const char *dir, digest *d) {
+static void lmdb_records_digest(const char *dir, digest *d)
+{
     fl_dataset *ds;
     fl_error err;
     CHECK_OK(fl_dataset_open(dir, &ds, &err), &err);
     for (uint64_t i = 0; i < fl_dataset_count(ds); i++) {
         fl_record_info r;
         CHECK_OK(fl_dataset_record_info(ds, i, &r, &err), &err);
-        uint32_t f[7] = {(uint32_t)r.label, r.crc32c, r.raw_len, r.height, r.width, (uint32_t)r.format,
-                         r.stored_len};
+        uint32_t f[7] = {(uint32_t)r.label, r.crc32c,           r.raw_len,   r.height,
+                         r.width,           (uint32_t)r.format, r.stored_len};
         d->crc = fl_crc32c(d->crc, f, sizeof f);
         size_t nl;
         const char *nm = fl_dataset_record_name(ds, i, &nl);
@@ -37,7 +38,8 @@ static void lmdb_records_digest(const char *dir, digest *d) {
 
 /* CRC32C and size of every file of a dataset directory, in name order, the manifest's "created"
  * line left out (data.mdb: lmdb_records_digest). */
-static digest dir_digest(const char *dir) {
+static digest dir_digest(const char *dir)
+{
     struct dirent **list;
     int n = scandir(dir, &list, NULL, alphasort);
     CHECK(n > 0);
@@ -68,8 +70,10 @@ static digest dir_digest(const char *dir) {
             len = (long)strlen(buf);
         }
         d.crc = fl_crc32c(d.crc, nm, strlen(nm));
-        if (!strcmp(nm, "data.mdb")) lmdb_records_digest(dir, &d);
-        else d.crc = fl_crc32c(d.crc, buf, (size_t)len);
+        if (!strcmp(nm, "data.mdb"))
+            lmdb_records_digest(dir, &d);
+        else
+            d.crc = fl_crc32c(d.crc, buf, (size_t)len);
         d.bytes += (uint64_t)len;
         free(buf);
         free(list[i]);
@@ -81,11 +85,13 @@ static digest dir_digest(const char *dir) {
 enum { N = 300 };
 enum { VIA_ADD, VIA_STORED, VIA_RECORD };
 
-static void pack(const char *dst, fl_backend backend, int encoding, int zstd, int via) {
+static void pack(const char *dst, fl_backend backend, int encoding, int zstd, int via)
+{
     fl_writer_options o = tt_options(backend, encoding, zstd);
     o.shard_bytes = 64 << 10; /* several shards */
     uint8_t dict[2048];
-    for (size_t i = 0; i < sizeof dict; i++) dict[i] = (uint8_t)(i * 7 / 5);
+    for (size_t i = 0; i < sizeof dict; i++)
+        dict[i] = (uint8_t)(i * 7 / 5);
     if (zstd) {
         o.zstd_dict = dict;
         o.zstd_dict_len = sizeof dict;
@@ -103,7 +109,8 @@ static void pack(const char *dst, fl_backend backend, int encoding, int zstd, in
     CHECK_OK(fl_writer_open(dst, &o, &w, &err), &err);
     static uint8_t buf[1 << 16], cbuf[1 << 17];
     fl_compressor *c = NULL;
-    if (zstd) CHECK_OK(fl_compressor_create(o.zstd_level, dict, sizeof dict, &c, &err), &err);
+    if (zstd)
+        CHECK_OK(fl_compressor_create(o.zstd_level, dict, sizeof dict, &c, &err), &err);
     char name[128];
     for (uint64_t i = 0; i < N; i++) {
         size_t n = tt_payload(i, encoding, 28, 28, o.schema.channels, buf, sizeof buf);
@@ -122,9 +129,15 @@ static void pack(const char *dst, fl_backend backend, int encoding, int zstd, in
         }
 #ifndef FL_PRINT_DIGESTS
         if (via == VIA_RECORD) {
-            fl_record_in r = {.format = (fl_encoding)encoding, .stored = st, .stored_len = sl,
-                              .raw_len = n, .compressed = c != NULL, .label = tt_label(i),
-                              .name = name, .height = h, .width = wd};
+            fl_record_in r = {.format = (fl_encoding)encoding,
+                              .stored = st,
+                              .stored_len = sl,
+                              .raw_len = n,
+                              .compressed = c != NULL,
+                              .label = tt_label(i),
+                              .name = name,
+                              .height = h,
+                              .width = wd};
             CHECK_OK(fl_writer_add_record(w, &r, &err), &err);
             continue;
         }
@@ -146,25 +159,29 @@ static const struct {
     {"lmdb-png-zstd", FL_BACKEND_LMDB, FL_ENC_PNG, 1, {0x5868b3a2u, 762397}},
 };
 
-int main(void) {
+int main(void)
+{
     setenv("FL_DATASET_ID", "00112233445566778899aabbccddeeff", 1);
     setenv("FL_WRITER_KEEP_CACHE", "1", 1);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         for (int via = VIA_ADD; via <= VIA_RECORD; via++) {
 #ifdef FL_PRINT_DIGESTS
-            if (via == VIA_RECORD) continue;
+            if (via == VIA_RECORD)
+                continue;
 #endif
             char dst[64];
             snprintf(dst, sizeof dst, "%s-%d", cases[k].name, via);
             pack(tt_path(dst), cases[k].backend, cases[k].encoding, cases[k].zstd, via);
             digest d = dir_digest(tt_path(dst));
 #ifdef FL_PRINT_DIGESTS
-            printf("%s via %d: {0x%08xu, %llu}\n", cases[k].name, via, d.crc, (unsigned long long)d.bytes);
+            printf("%s via %d: {0x%08xu, %llu}\n", cases[k].name, via, d.crc,
+                   (unsigned long long)d.bytes);
 #else
-            EXPECTF(d.crc == cases[k].want.crc && d.bytes == cases[k].want.bytes,
-                    "%s (via %d): crc 0x%08x, %llu bytes; the pre-fields writer: 0x%08x, %llu bytes",
-                    cases[k].name, via, d.crc, (unsigned long long)d.bytes, cases[k].want.crc,
-                    (unsigned long long)cases[k].want.bytes);
+            EXPECTF(
+                d.crc == cases[k].want.crc && d.bytes == cases[k].want.bytes,
+                "%s (via %d): crc 0x%08x, %llu bytes; the pre-fields writer: 0x%08x, %llu bytes",
+                cases[k].name, via, d.crc, (unsigned long long)d.bytes, cases[k].want.crc,
+                (unsigned long long)cases[k].want.bytes);
             fl_dataset *ds;
             fl_error err;
             CHECK_OK(fl_dataset_open(tt_path(dst), &ds, &err), &err);

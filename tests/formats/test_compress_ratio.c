@@ -8,9 +8,10 @@
 #include "fmt_test.h"
 
 #define SIDE 28
-#define PIX (SIDE * SIDE)
+#define PIX  (SIDE * SIDE)
 
-static void make_image(uint64_t seed, uint8_t *img) {
+static void make_image(uint64_t seed, uint8_t *img)
+{
     uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 7;
     double cx[3], cy[3], sx[3], sy[3], amp[3];
     int nb = 1 + (int)(tt_rng(&s) % 3);
@@ -33,9 +34,12 @@ static void make_image(uint64_t seed, uint8_t *img) {
             } else {
                 /* fabric texture: a weave pattern plus a little noise */
                 v *= 0.85 + 0.15 * (((x + 2 * y) % 5) / 4.0);
-                if (tt_rng(&s) % 4 == 0) v += (double)(tt_rng(&s) % 5) - 2;
-                if (v > 255) v = 255;
-                if (v < 0) v = 0;
+                if (tt_rng(&s) % 4 == 0)
+                    v += (double)(tt_rng(&s) % 5) - 2;
+                if (v > 255)
+                    v = 255;
+                if (v < 0)
+                    v = 0;
             }
             img[y * SIDE + x] = (uint8_t)v;
         }
@@ -43,7 +47,8 @@ static void make_image(uint64_t seed, uint8_t *img) {
 
 /* Pack n images; returns stored record bytes / raw bytes, *files = all file bytes / raw bytes. */
 static double pack_ratio(const char *name, int level, const void *dict, size_t dict_len, uint64_t n,
-                         uint64_t first, double *files) {
+                         uint64_t first, double *files)
+{
     fl_writer_options o = tt_options(FL_BACKEND_SHARDS, FL_ENC_RAW, 1);
     o.zstd_level = level;
     o.zstd_dict = dict;
@@ -76,27 +81,33 @@ static double pack_ratio(const char *name, int level, const void *dict, size_t d
     uint64_t total = fl_dataset_total_bytes(ds);
     fl_dataset_close(ds);
     double r = (double)stored / (double)(n * PIX);
-    if (files) *files = (double)total / (double)(n * PIX);
-    printf("%-22s level %2d dict %5zu B: records %.1f%% of raw; dataset (with index, names, dict) %.1f%%\n",
+    if (files)
+        *files = (double)total / (double)(n * PIX);
+    printf("%-22s level %2d dict %5zu B: records %.1f%% of raw; dataset (with index, names, dict) "
+           "%.1f%%\n",
            name, level, dict_len, 100 * r, 100.0 * (double)total / (double)(n * PIX));
     return r;
 }
 
-int main(void) {
+int main(void)
+{
     enum { TRAIN = 3000, N = 3000 };
     uint8_t *samples = malloc((size_t)TRAIN * PIX);
     size_t *sizes = malloc(TRAIN * sizeof *sizes);
     CHECK(samples && sizes);
     for (int i = 0; i < TRAIN; i++) {
-        make_image(1000000 + (uint64_t)i, samples + (size_t)i * PIX); /* disjoint from the packed set */
+        make_image(1000000 + (uint64_t)i,
+                   samples + (size_t)i * PIX); /* disjoint from the packed set */
         sizes[i] = PIX;
     }
     static uint8_t dict[32768];
     size_t dict_len;
     fl_error err;
-    CHECK_OK(fl_zstd_train_dictionary(samples, sizes, TRAIN, dict, sizeof dict, &dict_len, &err), &err);
+    CHECK_OK(fl_zstd_train_dictionary(samples, sizes, TRAIN, dict, sizeof dict, &dict_len, &err),
+             &err);
     size_t zeros = 0;
-    for (size_t i = 0; i < (size_t)TRAIN * PIX; i++) zeros += samples[i] == 0;
+    for (size_t i = 0; i < (size_t)TRAIN * PIX; i++)
+        zeros += samples[i] == 0;
     printf("synthetic images: %.0f%% background pixels (Fashion-MNIST: 50%%)\n",
            100.0 * (double)zeros / ((double)TRAIN * PIX));
     free(samples);
@@ -106,8 +117,10 @@ int main(void) {
     double files;
     pack_ratio("dictionary (packdata)", 19, dict, dict_len, N, 0, &files);
     if (files > 0.60) {
-        fprintf(stderr, "FAIL: raw+zstd+dictionary at level 19: dataset is %.1f%% of raw (target <= 60%%)\n",
-                100 * files);
+        fprintf(
+            stderr,
+            "FAIL: raw+zstd+dictionary at level 19: dataset is %.1f%% of raw (target <= 60%%)\n",
+            100 * files);
         return 1;
     }
     printf("compression ratio ok\n");

@@ -5,7 +5,8 @@
  * label beyond the class list, a footer whose index offset is outside the file. */
 #include "corrupt.h"
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     fl_error_clear(&err);
     bad_paths B;
@@ -48,7 +49,12 @@ int main(void) {
     expect_open_fail(bad, FL_E_CHECKSUM, "index checksum", "index bit flip");
 
     /* index entries pointing outside the data region, with CRCs recomputed (a forged file) */
-    struct { size_t field; uint64_t val; int wide; const char *why; } forged[] = {
+    struct {
+        size_t field;
+        uint64_t val;
+        int wide;
+        const char *why;
+    } forged[] = {
         {FLI_OFFSET, 1ull << 40, 1, "payload outside"},
         {FLI_OFFSET, 0, 1, "payload outside"},
         {FLI_STORED_LEN, 0xFFFFFFF0u, 0, "payload outside"},
@@ -56,7 +62,7 @@ int main(void) {
         {FLI_NAME_OFFSET, 0xFFFFFFFFu, 0, "name outside"},
         {FLI_RAW_LEN, 7, 0, "raw length"},
         {FLI_LABEL, 0xFFFFFFFFu, 0, "negative label"},
-        {FLI_FORMAT, 0, 0, "record format"},          /* unknown format */
+        {FLI_FORMAT, 0, 0, "record format"}, /* unknown format */
         {FLI_FORMAT, 77, 0, "record format"},
         {FLI_FORMAT, FL_ENC_MIXED, 0, "record format"}, /* never a record's format */
         {FLI_FORMAT, FL_ENC_PNG, 0, "record format"},   /* not this (JPEG) dataset's encoding */
@@ -68,8 +74,10 @@ int main(void) {
         uint8_t *f = m + n - 64;
         idx_off = fl_rd64(f + FLF_INDEX_OFFSET);
         uint8_t *e = m + idx_off + 5 * FL_SHARD_INDEX_ENTRY + forged[k].field;
-        if (forged[k].wide) fl_wr64(e, forged[k].val);
-        else fl_wr32(e, (uint32_t)forged[k].val);
+        if (forged[k].wide)
+            fl_wr64(e, forged[k].val);
+        else
+            fl_wr32(e, (uint32_t)forged[k].val);
         uint64_t span = fl_rd64(f + FLF_INDEX_STORED);
         fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + idx_off, span));
         fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));

@@ -4,7 +4,8 @@
  * data.mdb (another dataset id). */
 #include "corrupt.h"
 
-int main(void) {
+int main(void)
+{
     size_t n;
     uint8_t *m;
     char *text;
@@ -32,7 +33,8 @@ int main(void) {
     expect_open_fail(lb, FL_E_FORMAT, "manifest says 21", "lmdb count mismatch");
     copy_dir(lg, lb);
     spit(ldata, "not lmdb", 8);
-    expect_open_fail(lb, FL_E_TRUNCATED, "data.mdb is 8 bytes, the manifest says", "lmdb garbage file");
+    expect_open_fail(lb, FL_E_TRUNCATED, "data.mdb is 8 bytes, the manifest says",
+                     "lmdb garbage file");
     /* garbage of the size the manifest records: LMDB refuses it */
     copy_dir(lg, lb);
     m = slurp(ldata, &n);

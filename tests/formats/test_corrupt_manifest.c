@@ -5,7 +5,8 @@
  * manifest, a missing dataset. */
 #include "corrupt.h"
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     fl_error_clear(&err);
     const char *good = write_good("good", 0);
@@ -21,15 +22,21 @@ int main(void) {
     memcpy(text, m, n);
     text[n] = 0;
     free(m);
-    struct { const char *from, *to; int code; const char *needle; } edits[] = {
+    struct {
+        const char *from, *to;
+        int code;
+        const char *needle;
+    } edits[] = {
         {"\"format_version\": 2", "\"format_version\": 7", FL_E_VERSION, "version 7"},
-        {"\"format_version\": 2", "\"format_version\": 1", FL_E_FORMAT, "belongs to another dataset"},
+        {"\"format_version\": 2", "\"format_version\": 1", FL_E_FORMAT,
+         "belongs to another dataset"},
         {"\"dataset_id\": \"", "\"dataset_id\": \"x", FL_E_FORMAT, "dataset_id"},
         {"\"dataset_id\": \"", "\"dataset_idx\": \"", FL_E_FORMAT, "dataset_id"},
         {"\"dataset_id\": \"", "\"dataset_id\": \"0", FL_E_FORMAT, "dataset_id"}, /* 33 digits */
         {"\"encoding\": \"jpeg\"", "\"encoding\": \"mixed\"", FL_E_FORMAT, "schema differs"},
         {"\"bytes\": ", "\"bytes\": 1", FL_E_FORMAT, "the manifest says 1"},
-        {"\"format\": \"fastload-dataset\"", "\"format\": \"other\"", FL_E_FORMAT, "not a fastload manifest"},
+        {"\"format\": \"fastload-dataset\"", "\"format\": \"other\"", FL_E_FORMAT,
+         "not a fastload manifest"},
         {"\"shard-00001.fls\"", "\"../good/shard-00001.fls\"", FL_E_FORMAT, "plain file name"},
         {"\"records\": 60", "\"records\": 61", FL_E_FORMAT, "manifest says 61"},
         {"\"encoding\": \"jpeg\"", "\"encoding\": \"gif\"", FL_E_FORMAT, "invalid schema"},
@@ -49,7 +56,8 @@ int main(void) {
         spit(manifest, t2, strlen(t2));
         free(t2);
         expect_open_fail(bad, edits[k].code, edits[k].needle, "manifest edit");
-        if (edits[k].code != -ENOENT) CHECK(strstr(err.msg, "") != NULL);
+        if (edits[k].code != -ENOENT)
+            CHECK(strstr(err.msg, "") != NULL);
     }
     free(text);
     spit(manifest, "", 0);

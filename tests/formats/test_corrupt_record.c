@@ -3,7 +3,8 @@
  * unchecked get still works, fl_dataset_check and fl_dataset_verify name record 17 and only it. */
 #include "corrupt.h"
 
-static void flipped_record_test(fl_backend b) {
+static void flipped_record_test(fl_backend b)
+{
     fl_error err;
     fl_writer_options o = tt_options(b, FL_ENC_JPEG, 0);
     const char *dst = tt_path(b == FL_BACKEND_LMDB ? "flip_lmdb" : "flip_shards");
@@ -39,11 +40,13 @@ static void flipped_record_test(fl_backend b) {
     CHECK(nbad == 1 && bl.n == 1 && bl.idx[0] == 17);
     CHECK(strstr(bl.msg, "record 17") && strstr(bl.msg, "CRC32C mismatch"));
     CHECK(strstr(err.msg, "1 of 50 records are bad"));
-    printf("%-28s -> %s\n", b == FL_BACKEND_LMDB ? "flipped byte (lmdb)" : "flipped byte (shards)", bl.msg);
+    printf("%-28s -> %s\n", b == FL_BACKEND_LMDB ? "flipped byte (lmdb)" : "flipped byte (shards)",
+           bl.msg);
     fl_dataset_close(ds);
 }
 
-int main(void) {
+int main(void)
+{
     flipped_record_test(FL_BACKEND_SHARDS);
     flipped_record_test(FL_BACKEND_LMDB);
     printf("corrupt record ok\n");

@@ -4,7 +4,8 @@
  * disagrees with the footer (CRC fixed). */
 #include "corrupt.h"
 
-int main(void) {
+int main(void)
+{
     const char *good = write_good("good", 0);
     bad_paths B;
     bad_paths_init(&B);

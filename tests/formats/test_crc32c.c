@@ -4,7 +4,8 @@
 #include "fmt_test.h"
 #include "fl_crc32c.h"
 
-int main(void) {
+int main(void)
+{
     const char *v = "123456789";
     CHECK(fl_crc32c_sw(0, v, 9) == 0xE3069283u);
     CHECK(fl_crc32c(0, v, 9) == 0xE3069283u);
@@ -21,11 +22,13 @@ int main(void) {
     }
     static uint8_t buf[5000];
     uint64_t s = 42;
-    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)tt_rng(&s);
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (uint8_t)tt_rng(&s);
     for (size_t off = 0; off < 9; off++)
         for (size_t len = 0; len < 300; len += 7) {
             uint32_t a = fl_crc32c_sw(0, buf + off, len);
-            if (hw) CHECK(fl_crc32c_hw(0, buf + off, len) == a);
+            if (hw)
+                CHECK(fl_crc32c_hw(0, buf + off, len) == a);
             CHECK(fl_crc32c(0, buf + off, len) == a);
             /* chaining: crc(a||b) == crc(crc(a), b) */
             size_t cut = len / 3;
@@ -36,16 +39,21 @@ int main(void) {
     /* Long inputs: the hardware path's three-chain blocks (3 x 256 and 3 x 4096 bytes) and every
      * remainder after them, against the table; and the fused copy + CRC on the same lengths. */
     static uint8_t big[40000], dst[40000 + 16];
-    for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)tt_rng(&s);
-    static const size_t lens[] = {767, 768, 769, 775, 776, 1535, 1536, 1544, 12287, 12288, 12289,
-                                  12295, 13056, 13057, 24576, 25343, 25344, 36864, 39990};
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (uint8_t)tt_rng(&s);
+    static const size_t lens[] = {767,   768,   769,   775,   776,   1535,  1536,
+                                  1544,  12287, 12288, 12289, 12295, 13056, 13057,
+                                  24576, 25343, 25344, 36864, 39990};
     for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
         for (size_t off = 0; off < 9; off += 4) {
             size_t len = lens[li];
-            if (off + len > sizeof big) continue;
+            if (off + len > sizeof big)
+                continue;
             uint32_t a = fl_crc32c_sw(0, big + off, len);
-            if (hw) CHECK(fl_crc32c_hw(0, big + off, len) == a);
-            CHECK(fl_crc32c(0x12345678u, big + off, len) == fl_crc32c_sw(0x12345678u, big + off, len));
+            if (hw)
+                CHECK(fl_crc32c_hw(0, big + off, len) == a);
+            CHECK(fl_crc32c(0x12345678u, big + off, len) ==
+                  fl_crc32c_sw(0x12345678u, big + off, len));
             memset(dst, 0xAA, sizeof dst);
             CHECK(fl_crc32c_copy(dst + 7 - off / 4, big + off, len) == a);
             CHECK(memcmp(dst + 7 - off / 4, big + off, len) == 0);

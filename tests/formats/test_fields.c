@@ -1,7 +1,8 @@
 /* test_fields.c — the record schema and fields block (fl_fields.h): every type encoded and parsed
  * back exactly, every refusal of fl_fields_validate / fl_fields_encode (box outside the image,
  * x1 < x0, NaN, mask size, `of` list length, bad UTF-8, ...), and fl_fields_parse on truncated,
- * overlong and forged blocks (FL_E_FORMAT naming the record and field, never a read past the end). */
+ * overlong and forged blocks (FL_E_FORMAT naming the record and field, never a read past the end).
+ */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,7 +14,8 @@
 #include "fl_error.h"
 #include "fl_fields.h"
 
-static fl_field mk(const char *name, fl_field_type t) {
+static fl_field mk(const char *name, fl_field_type t)
+{
     fl_field f;
     memset(&f, 0, sizeof f);
     snprintf(f.name, sizeof f.name, "%s", name);
@@ -23,10 +25,26 @@ static fl_field mk(const char *name, fl_field_type t) {
     return f;
 }
 
-enum { F_IMAGE, F_LABEL, F_BOXES, F_CLS, F_CROWD, F_MASK, F_SCORE, F_EMB, F_ARR, F_BLOB, F_TEXT,
-       F_MULTI, F_ZMASK, F_EXTRA_INT, NF };
+enum {
+    F_IMAGE,
+    F_LABEL,
+    F_BOXES,
+    F_CLS,
+    F_CROWD,
+    F_MASK,
+    F_SCORE,
+    F_EMB,
+    F_ARR,
+    F_BLOB,
+    F_TEXT,
+    F_MULTI,
+    F_ZMASK,
+    F_EXTRA_INT,
+    NF
+};
 
-static void schema(fl_field *f) {
+static void schema(fl_field *f)
+{
     f[F_IMAGE] = mk("image", FL_FIELD_IMAGE);
     f[F_LABEL] = mk("label", FL_FIELD_INT);
     f[F_BOXES] = mk("boxes", FL_FIELD_BOXES);
@@ -59,12 +77,35 @@ static void schema(fl_field *f) {
 }
 
 /* A minimal gray PNG header (signature + IHDR): enough for the checks, which never decode it. */
-static size_t png_header(uint8_t *out, uint32_t w, uint32_t h, uint8_t depth) {
+static size_t png_header(uint8_t *out, uint32_t w, uint32_t h, uint8_t depth)
+{
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     memcpy(out, sig, 8);
-    const uint8_t ihdr[25] = {0, 0, 0, 13, 'I', 'H', 'D', 'R', (uint8_t)(w >> 24), (uint8_t)(w >> 16),
-                              (uint8_t)(w >> 8), (uint8_t)w, (uint8_t)(h >> 24), (uint8_t)(h >> 16),
-                              (uint8_t)(h >> 8), (uint8_t)h, depth, 0, 0, 0, 0, 0, 0, 0, 0};
+    const uint8_t ihdr[25] = {0,
+                              0,
+                              0,
+                              13,
+                              'I',
+                              'H',
+                              'D',
+                              'R',
+                              (uint8_t)(w >> 24),
+                              (uint8_t)(w >> 16),
+                              (uint8_t)(w >> 8),
+                              (uint8_t)w,
+                              (uint8_t)(h >> 24),
+                              (uint8_t)(h >> 16),
+                              (uint8_t)(h >> 8),
+                              (uint8_t)h,
+                              depth,
+                              0,
+                              0,
+                              0,
+                              0,
+                              0,
+                              0,
+                              0,
+                              0};
     memcpy(out + 8, ihdr, sizeof ihdr);
     memcpy(out + 33, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
     return 45;
@@ -83,21 +124,26 @@ typedef struct rec {
     char text[32];
 } rec;
 
-static void values(rec *r) {
+static void values(rec *r)
+{
     memset(r, 0, sizeof *r);
     const float b[3][4] = {{0, 0, 10, 10}, {5.5f, 2, 40, 30}, {20, 20, 20, 20}};
     memcpy(r->boxes, b, sizeof b);
-    for (int i = 0; i < 3; i++) r->cls[i] = 7 - i, r->crowd[i] = i == 1;
+    for (int i = 0; i < 3; i++)
+        r->cls[i] = 7 - i, r->crowd[i] = i == 1;
     r->tags[0] = 3;
     r->tags[1] = 99;
     size_t pn = png_header(r->png, 40, 30, 8);
     uint16_t raw[30 * 40];
-    for (int i = 0; i < 30 * 40; i++) raw[i] = (uint16_t)(i % 5 == 0 ? 300 : 0);
+    for (int i = 0; i < 30 * 40; i++)
+        raw[i] = (uint16_t)(i % 5 == 0 ? 300 : 0);
     size_t zn = ZSTD_compress(r->zmask, sizeof r->zmask, raw, sizeof raw, 3);
     CHECK(!ZSTD_isError(zn));
     r->score = -1.25f;
-    for (int i = 0; i < 5; i++) r->emb[i] = (float)i / 3;
-    for (int i = 0; i < 24; i++) r->arr[i] = (uint16_t)(i * 1000);
+    for (int i = 0; i < 5; i++)
+        r->emb[i] = (float)i / 3;
+    for (int i = 0; i < 24; i++)
+        r->arr[i] = (uint16_t)(i * 1000);
     memcpy(r->blob, "\0\1\2\3\xff\xfe\x7f", 7);
     strcpy(r->text, "a cat on a mat \xc3\xa9\xe2\x82\xac");
     r->v[F_BOXES] = (fl_field_value){r->boxes, sizeof r->boxes, 3, 0, 0};
@@ -117,23 +163,27 @@ static void values(rec *r) {
 
 static fl_field F[NF];
 
-static int encode(const fl_field_value *v, uint8_t **out, size_t *cap, size_t *len, fl_error *e) {
+static int encode(const fl_field_value *v, uint8_t **out, size_t *cap, size_t *len, fl_error *e)
+{
     return fl_fields_encode(F, NF, v, 40, 30, 3, out, cap, len, e);
 }
 
 /* encode must refuse with FL_E_INVALID naming `field` (and `why` when given). */
-static void refuse(const rec *r, const char *field, const char *why) {
+static void refuse(const rec *r, const char *field, const char *why)
+{
     uint8_t *out = NULL;
     size_t cap = 0, len = 0;
     fl_error e;
     int rc = encode(r->v, &out, &cap, &len, &e);
     EXPECTF(rc == FL_E_INVALID, "%s: encode returned %d (%s)", field, rc, e.msg);
     EXPECTF(strstr(e.msg, field) != NULL, "message '%s' does not name %s", e.msg, field);
-    if (why) EXPECTF(strstr(e.msg, why) != NULL, "message '%s' does not say '%s'", e.msg, why);
+    if (why)
+        EXPECTF(strstr(e.msg, why) != NULL, "message '%s' does not say '%s'", e.msg, why);
     free(out);
 }
 
-static void test_names(void) {
+static void test_names(void)
+{
     for (int t = FL_FIELD_IMAGE; t <= FL_FIELD_TEXT; t++) {
         fl_field_type back;
         CHECK(fl_field_type_from_name(fl_field_type_name((fl_field_type)t), &back) == 0);
@@ -155,7 +205,8 @@ static void test_names(void) {
     EXPECT_STR(fl_field_type_name((fl_field_type)99), "unknown");
 }
 
-static void test_schema(void) {
+static void test_schema(void)
+{
     fl_error e;
     CHECK_OK(fl_fields_validate(F, NF, &e), &e);
     EXPECT(fl_fields_label_index(F, NF) == F_LABEL);
@@ -219,7 +270,8 @@ static void test_schema(void) {
     EXPECT(fl_fields_validate(many, FL_MAX_FIELDS + 1, &e) == FL_E_INVALID);
 }
 
-static void test_roundtrip(void) {
+static void test_roundtrip(void)
+{
     rec r;
     values(&r);
     uint8_t *out = NULL;
@@ -231,11 +283,12 @@ static void test_roundtrip(void) {
     CHECK_OK(fl_fields_check_record(F, NF, got, 40, 30, "rec 0", &e), &e);
     EXPECT(got[F_IMAGE].data == NULL && got[F_LABEL].data == NULL);
     for (int i = 0; i < NF; i++) {
-        if (i == F_IMAGE || i == F_LABEL || i == F_ARR) continue;
+        if (i == F_IMAGE || i == F_LABEL || i == F_ARR)
+            continue;
         EXPECTF(got[i].len == r.v[i].len && memcmp(got[i].data, r.v[i].data, got[i].len) == 0,
                 "field %s differs", F[i].name);
-        EXPECTF(got[i].count == r.v[i].count, "field %s: count %u, want %u", F[i].name, got[i].count,
-                r.v[i].count);
+        EXPECTF(got[i].count == r.v[i].count, "field %s: count %u, want %u", F[i].name,
+                got[i].count, r.v[i].count);
     }
     EXPECT(got[F_MASK].height == 30 && got[F_MASK].width == 40);
     EXPECT(got[F_ZMASK].height == 0); /* a zstd mask's size comes from the record */
@@ -270,7 +323,8 @@ static void test_roundtrip(void) {
     free(out);
 }
 
-static void test_refusals(void) {
+static void test_refusals(void)
+{
     rec r;
     float nan = nanf("");
 #define WITH(stmt, field, why)                                                                     \
@@ -307,9 +361,11 @@ static void test_refusals(void) {
     /* mask bombs: a 20,000 x 20,000 PNG header, a zstd frame claiming 2^30 elements */
     WITH((png_header(r.png, 20000, 20000, 8), r.v[F_MASK].width = r.v[F_MASK].height = 20000),
          "mask", "100 megapixels");
-    WITH((memcpy(r.zmask, "\x28\xb5\x2f\xfd\xe0\x00\x00\x00\x40\x00\x00\x00\x00\x03\x00\x10\x00", 17),
-          r.v[F_ZMASK].len = 17), "instances", "100 megapixels");
-    WITH(r.text[3] = (char)0xc3, "caption", "UTF-8");           /* truncated sequence */
+    WITH((memcpy(r.zmask, "\x28\xb5\x2f\xfd\xe0\x00\x00\x00\x40\x00\x00\x00\x00\x03\x00\x10\x00",
+                 17),
+          r.v[F_ZMASK].len = 17),
+         "instances", "100 megapixels");
+    WITH(r.text[3] = (char)0xc3, "caption", "UTF-8"); /* truncated sequence */
     WITH((r.text[0] = (char)0xc0, r.text[1] = (char)0xaf), "caption", "UTF-8"); /* overlong */
     WITH((r.text[0] = (char)0xed, r.text[1] = (char)0xa0, r.text[2] = (char)0x80), "caption",
          "UTF-8"); /* a surrogate */
@@ -319,7 +375,8 @@ static void test_refusals(void) {
 }
 
 /* parse: every prefix of a good block, every forged length word, trailing bytes. */
-static void test_parse_damage(void) {
+static void test_parse_damage(void)
+{
     rec r;
     values(&r);
     uint8_t *out = NULL;
@@ -331,7 +388,8 @@ static void test_parse_damage(void) {
         uint8_t *cut = malloc(n ? n : 1); /* exact size: ASan sees any read past the end */
         memcpy(cut, out, n);
         int rc = fl_fields_parse(F, NF, cut, n, got, "shard-00002.fls: record 9", &e);
-        EXPECTF(rc == FL_E_FORMAT && strstr(e.msg, "record 9"), "prefix %zu: rc %d (%s)", n, rc, e.msg);
+        EXPECTF(rc == FL_E_FORMAT && strstr(e.msg, "record 9"), "prefix %zu: rc %d (%s)", n, rc,
+                e.msg);
         free(cut);
     }
     uint8_t *big = malloc(len + 1);
@@ -343,7 +401,8 @@ static void test_parse_damage(void) {
     /* each length word: too long, too short, huge */
     size_t pos = 0;
     for (int i = 0; i < NF; i++) {
-        if (!fl_field_in_block(F, NF, (uint32_t)i)) continue;
+        if (!fl_field_in_block(F, NF, (uint32_t)i))
+            continue;
         uint32_t l;
         memcpy(&l, out + pos, 4);
         const uint32_t forged[] = {l + 1, l ? l - 1 : 1, 0xffffffffu, (uint32_t)(len - pos)};
@@ -360,13 +419,15 @@ static void test_parse_damage(void) {
     /* a NaN patched into the score, a lone continuation byte into the text */
     pos = 0;
     for (int i = 0; i < NF; i++) {
-        if (!fl_field_in_block(F, NF, (uint32_t)i)) continue;
+        if (!fl_field_in_block(F, NF, (uint32_t)i))
+            continue;
         uint32_t l;
         memcpy(&l, out + pos, 4);
         if (i == F_SCORE || i == F_TEXT || i == F_BOXES) {
             uint8_t *b = malloc(len);
             memcpy(b, out, len);
-            if (i == F_TEXT) b[pos + 4] = 0x80;
+            if (i == F_TEXT)
+                b[pos + 4] = 0x80;
             else {
                 float nan = nanf("");
                 memcpy(b + pos + 4 + (i == F_BOXES ? 8 : 0), &nan, 4);
@@ -395,7 +456,8 @@ static void test_parse_damage(void) {
     free(out);
 }
 
-int main(void) {
+int main(void)
+{
     schema(F);
     test_names();
     test_schema();

@@ -10,10 +10,24 @@
 #include "fl_fields.h"
 #include "fl_shard.h"
 
-enum { F_IMAGE, F_LABEL, F_BOXES, F_CLS, F_MASK, F_ZMASK, F_SCORE, F_EMB, F_ARR, F_BLOB, F_TEXT,
-       F_YEAR, NF };
+enum {
+    F_IMAGE,
+    F_LABEL,
+    F_BOXES,
+    F_CLS,
+    F_MASK,
+    F_ZMASK,
+    F_SCORE,
+    F_EMB,
+    F_ARR,
+    F_BLOB,
+    F_TEXT,
+    F_YEAR,
+    NF
+};
 
-static fl_field mk(const char *name, fl_field_type t) {
+static fl_field mk(const char *name, fl_field_type t)
+{
     fl_field f;
     memset(&f, 0, sizeof f);
     snprintf(f.name, sizeof f.name, "%s", name);
@@ -25,7 +39,8 @@ static fl_field mk(const char *name, fl_field_type t) {
 
 static fl_field F[NF];
 
-static void schema(void) {
+static void schema(void)
+{
     F[F_IMAGE] = mk("image", FL_FIELD_IMAGE);
     F[F_LABEL] = mk("label", FL_FIELD_INT);
     F[F_BOXES] = mk("boxes", FL_FIELD_BOXES);
@@ -66,11 +81,12 @@ typedef struct rvals {
     int32_t year;
 } rvals;
 
-static size_t png_header(uint8_t *out, uint32_t w, uint32_t h) {
+static size_t png_header(uint8_t *out, uint32_t w, uint32_t h)
+{
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     memcpy(out, sig, 8);
-    const uint8_t ihdr[25] = {0, 0, 0, 13, 'I', 'H', 'D', 'R', 0, 0, 0, (uint8_t)w, 0, 0, 0, (uint8_t)h,
-                              8, 0, 0, 0, 0, 0, 0, 0, 0};
+    const uint8_t ihdr[25] = {0, 0, 0,          13, 'I', 'H', 'D', 'R', 0, 0, 0, (uint8_t)w, 0,
+                              0, 0, (uint8_t)h, 8,  0,   0,   0,   0,   0, 0, 0, 0};
     memcpy(out + 8, ihdr, sizeof ihdr);
     memcpy(out + 33, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
     return 45;
@@ -79,7 +95,8 @@ static size_t png_header(uint8_t *out, uint32_t w, uint32_t h) {
 static uint32_t rec_h(uint64_t i) { return 10 + (uint32_t)(i % 5); }
 static uint32_t rec_w(uint64_t i) { return 20 + (uint32_t)(i % 7); }
 
-static void rec_values(uint64_t i, rvals *r) {
+static void rec_values(uint64_t i, rvals *r)
+{
     memset(r, 0, sizeof *r);
     uint32_t h = rec_h(i), w = rec_w(i), nb = (uint32_t)(i % 8); /* 0..7 boxes */
     for (uint32_t b = 0; b < nb; b++) {
@@ -93,18 +110,22 @@ static void rec_values(uint64_t i, rvals *r) {
     r->v[F_CLS] = (fl_field_value){r->cls, nb * 4u, nb, 0, 0};
     r->v[F_MASK] = (fl_field_value){r->png, png_header(r->png, w, h), 1, h, w};
     uint16_t raw[15 * 27];
-    for (uint32_t k = 0; k < h * w; k++) raw[k] = (uint16_t)((k + i) % 7 == 0 ? 1000 + i : 0);
+    for (uint32_t k = 0; k < h * w; k++)
+        raw[k] = (uint16_t)((k + i) % 7 == 0 ? 1000 + i : 0);
     size_t zn = ZSTD_compress(r->zmask, sizeof r->zmask, raw, h * w * 2u, 3);
     CHECK(!ZSTD_isError(zn));
     r->v[F_ZMASK] = (fl_field_value){r->zmask, zn, 1, h, w};
     r->score = (float)i / 7.0f;
     r->v[F_SCORE] = (fl_field_value){&r->score, 4, 1, 0, 0};
-    for (int k = 0; k < 3; k++) r->emb[k] = (float)(i * 3 + (uint64_t)k);
+    for (int k = 0; k < 3; k++)
+        r->emb[k] = (float)(i * 3 + (uint64_t)k);
     r->v[F_EMB] = (fl_field_value){r->emb, 12, 3, 0, 0};
-    for (int k = 0; k < 20; k++) r->arr[k] = (float)k * 0.25f + (float)i;
+    for (int k = 0; k < 20; k++)
+        r->arr[k] = (float)k * 0.25f + (float)i;
     r->v[F_ARR] = (fl_field_value){r->arr, 80, 20, 0, 0};
     uint32_t bl = (uint32_t)(i * 5 % 41);
-    for (uint32_t k = 0; k < bl; k++) r->blob[k] = (uint8_t)(k * 31 + i);
+    for (uint32_t k = 0; k < bl; k++)
+        r->blob[k] = (uint8_t)(k * 31 + i);
     r->v[F_BLOB] = (fl_field_value){r->blob, bl, bl, 0, 0};
     snprintf(r->text, sizeof r->text, "record %llu \xc3\xa9t\xc3\xa9", (unsigned long long)i);
     r->v[F_TEXT] = (fl_field_value){r->text, strlen(r->text), (uint32_t)strlen(r->text), 0, 0};
@@ -112,7 +133,8 @@ static void rec_values(uint64_t i, rvals *r) {
     r->v[F_YEAR] = (fl_field_value){&r->year, 4, 1, 0, 0};
 }
 
-static fl_writer_options v3_options(fl_backend b, int zstd) {
+static fl_writer_options v3_options(fl_backend b, int zstd)
+{
     fl_writer_options o = tt_options(b, FL_ENC_JPEG, zstd);
     o.fields = F;
     o.num_fields = NF;
@@ -120,7 +142,8 @@ static fl_writer_options v3_options(fl_backend b, int zstd) {
     return o;
 }
 
-static void add_v3(fl_writer *w, const fl_writer_options *o, uint64_t from, uint64_t to) {
+static void add_v3(fl_writer *w, const fl_writer_options *o, uint64_t from, uint64_t to)
+{
     static uint8_t buf[1 << 16];
     uint8_t *block = NULL;
     size_t cap = 0, blen = 0;
@@ -130,11 +153,19 @@ static void add_v3(fl_writer *w, const fl_writer_options *o, uint64_t from, uint
         size_t n = tt_payload(i, FL_ENC_JPEG, 28, 28, 3, buf, sizeof buf);
         rvals r;
         rec_values(i, &r);
-        CHECK_OK(fl_fields_encode(F, NF, r.v, rec_w(i), rec_h(i), 3, &block, &cap, &blen, &err), &err);
+        CHECK_OK(fl_fields_encode(F, NF, r.v, rec_w(i), rec_h(i), 3, &block, &cap, &blen, &err),
+                 &err);
         tt_name(i, name, sizeof name);
-        fl_record_in in = {.format = FL_ENC_JPEG, .stored = buf, .stored_len = n, .raw_len = n,
-                           .fields_block = block, .fields_len = blen, .label = tt_label(i),
-                           .name = name, .height = rec_h(i), .width = rec_w(i)};
+        fl_record_in in = {.format = FL_ENC_JPEG,
+                           .stored = buf,
+                           .stored_len = n,
+                           .raw_len = n,
+                           .fields_block = block,
+                           .fields_len = blen,
+                           .label = tt_label(i),
+                           .name = name,
+                           .height = rec_h(i),
+                           .width = rec_w(i)};
         CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
     }
     (void)o;
@@ -142,7 +173,8 @@ static void add_v3(fl_writer *w, const fl_writer_options *o, uint64_t from, uint
 }
 
 /* Every record's payload and every field exactly as written. */
-static void check_v3(const char *dir, uint64_t n) {
+static void check_v3(const char *dir, uint64_t n)
+{
     fl_dataset *ds;
     fl_error err;
     CHECK_OK(fl_dataset_open(dir, &ds, &err), &err);
@@ -152,9 +184,11 @@ static void check_v3(const char *dir, uint64_t n) {
     for (int f = 0; f < NF; f++) {
         fl_field a = df[f], b = F[f];
         a.max_count = b.max_count = 0;
-        EXPECTF(memcmp(&a, &b, sizeof a) == 0, "field %d (%s) differs after the manifest", f, F[f].name);
+        EXPECTF(memcmp(&a, &b, sizeof a) == 0, "field %d (%s) differs after the manifest", f,
+                F[f].name);
     }
-    EXPECT(df[F_BOXES].max_count == (n >= 8 ? 7 : n - 1) && df[F_CLS].max_count == df[F_BOXES].max_count);
+    EXPECT(df[F_BOXES].max_count == (n >= 8 ? 7 : n - 1) &&
+           df[F_CLS].max_count == df[F_BOXES].max_count);
     EXPECT(df[F_SCORE].max_count == 0);
     static uint8_t want[1 << 16];
     uint8_t *dst = malloc(fl_dataset_max_raw_len(ds) + 1);
@@ -166,17 +200,19 @@ static void check_v3(const char *dir, uint64_t n) {
         CHECK_OK(fl_dataset_record_info(ds, i, &info, &err), &err);
         CHECK(info.fields_len > 0 && info.fields_len < info.stored_len);
         size_t wn = tt_payload(i, FL_ENC_JPEG, 28, 28, 3, want, sizeof want);
-        CHECK_OK(fl_dataset_payload(ds, i, p, len, dst, fl_dataset_max_raw_len(ds), &pl, &pn, &err), &err);
+        CHECK_OK(fl_dataset_payload(ds, i, p, len, dst, fl_dataset_max_raw_len(ds), &pl, &pn, &err),
+                 &err);
         CHECK(pn == wn && memcmp(pl, want, wn) == 0);
         fl_field_value v[NF];
         CHECK_OK(fl_dataset_record_fields(ds, i, p, len, v, &err), &err);
         rvals r;
         rec_values(i, &r);
         for (int f = 0; f < NF; f++) {
-            if (f == F_IMAGE || f == F_LABEL || f == F_ARR) continue;
+            if (f == F_IMAGE || f == F_LABEL || f == F_ARR)
+                continue;
             EXPECTF(v[f].len == r.v[f].len && memcmp(v[f].data, r.v[f].data, v[f].len) == 0 &&
-                    v[f].count == r.v[f].count, "record %llu field %s differs", (unsigned long long)i,
-                    F[f].name);
+                        v[f].count == r.v[f].count,
+                    "record %llu field %s differs", (unsigned long long)i, F[f].name);
         }
         EXPECT(v[F_MASK].height == rec_h(i) && v[F_ZMASK].width == rec_w(i));
         int32_t label;
@@ -198,7 +234,8 @@ static void check_v3(const char *dir, uint64_t n) {
     fl_dataset_close(ds);
 }
 
-static void roundtrip(fl_backend b, int zstd) {
+static void roundtrip(fl_backend b, int zstd)
+{
     char name[64];
     snprintf(name, sizeof name, "v3-%d-%d", (int)b, zstd);
     fl_writer_options o = v3_options(b, zstd);
@@ -211,7 +248,8 @@ static void roundtrip(fl_backend b, int zstd) {
 }
 
 /* A bad block is refused naming the record and field; the writer stays usable. */
-static void writer_refusals(void) {
+static void writer_refusals(void)
+{
     fl_writer_options o = v3_options(FL_BACKEND_SHARDS, 0);
     fl_writer *w;
     fl_error err;
@@ -223,8 +261,14 @@ static void writer_refusals(void) {
     CHECK_OK(fl_fields_encode(F, NF, r.v, rec_w(5), rec_h(5), 3, &block, &cap, &blen, &err), &err);
     uint8_t jpeg[64];
     size_t n = tt_payload(5, FL_ENC_JPEG, 28, 28, 3, jpeg, sizeof jpeg);
-    fl_record_in in = {.format = FL_ENC_JPEG, .stored = jpeg, .stored_len = n, .fields_block = block,
-                       .fields_len = blen, .name = "x.jpg", .height = rec_h(5), .width = rec_w(5)};
+    fl_record_in in = {.format = FL_ENC_JPEG,
+                       .stored = jpeg,
+                       .stored_len = n,
+                       .fields_block = block,
+                       .fields_len = blen,
+                       .name = "x.jpg",
+                       .height = rec_h(5),
+                       .width = rec_w(5)};
     in.fields_len = blen - 1;
     EXPECT(fl_writer_add_record(w, &in, &err) == FL_E_INVALID && strstr(err.msg, "x.jpg"));
     in.fields_len = blen;
@@ -243,7 +287,8 @@ static void writer_refusals(void) {
     memcpy(g, F, sizeof g);
     g[F_CLS].of = F_TEXT;
     o.fields = g;
-    EXPECT(fl_writer_open(tt_path("refuse2"), &o, &w, &err) == FL_E_INVALID && strstr(err.msg, "labels"));
+    EXPECT(fl_writer_open(tt_path("refuse2"), &o, &w, &err) == FL_E_INVALID &&
+           strstr(err.msg, "labels"));
     fl_writer_options c = tt_options(FL_BACKEND_SHARDS, FL_ENC_JPEG, 0);
     CHECK_OK(fl_writer_open(tt_path("classic"), &c, &w, &err), &err);
     EXPECT(fl_writer_add_record(w, &in, &err) == FL_E_INVALID);
@@ -252,7 +297,8 @@ static void writer_refusals(void) {
 }
 
 /* No image at all: encoding none, the fields block is the whole record. */
-static void tensor_only(fl_backend b) {
+static void tensor_only(fl_backend b)
+{
     fl_field t[3] = {mk("x", FL_FIELD_NDARRAY), mk("y", FL_FIELD_FLOAT), mk("cls", FL_FIELD_INT)};
     t[0].dtype = FL_DTYPE_I16;
     t[0].ndim = 1;
@@ -269,12 +315,16 @@ static void tensor_only(fl_backend b) {
     size_t cap = 0, blen = 0;
     for (int i = 0; i < 10; i++) {
         int16_t x[6];
-        for (int k = 0; k < 6; k++) x[k] = (int16_t)(i * 100 - k);
+        for (int k = 0; k < 6; k++)
+            x[k] = (int16_t)(i * 100 - k);
         float y = (float)i * 1.5f;
         fl_field_value v[3] = {{x, 12, 6, 0, 0}, {&y, 4, 1, 0, 0}, {0}};
         CHECK_OK(fl_fields_encode(t, 3, v, 0, 0, 3, &block, &cap, &blen, &err), &err);
-        fl_record_in in = {.format = FL_ENC_NONE, .fields_block = block, .fields_len = blen,
-                           .label = i % 2, .name = "t"};
+        fl_record_in in = {.format = FL_ENC_NONE,
+                           .fields_block = block,
+                           .fields_len = blen,
+                           .label = i % 2,
+                           .name = "t"};
         CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
     }
     const char *cls[2] = {"even", "odd"};
@@ -310,7 +360,8 @@ static void tensor_only(fl_backend b) {
 }
 
 /* Resume keeps the counts of the kept records; other fields are refused naming the change. */
-static void resume(fl_backend b) {
+static void resume(fl_backend b)
+{
     const char *dst = tt_path(b == FL_BACKEND_LMDB ? "resume-lmdb" : "resume");
     fl_writer_options o = v3_options(b, 1);
     fl_writer *w;
@@ -348,11 +399,18 @@ static void resume(fl_backend b) {
         r.v[F_BOXES].count = nb;
         r.v[F_CLS].len = nb * 4;
         r.v[F_CLS].count = nb;
-        CHECK_OK(fl_fields_encode(F, NF, r.v, rec_w(i), rec_h(i), 3, &block, &cap, &blen, &err), &err);
+        CHECK_OK(fl_fields_encode(F, NF, r.v, rec_w(i), rec_h(i), 3, &block, &cap, &blen, &err),
+                 &err);
         size_t n = tt_payload(i, FL_ENC_JPEG, 28, 28, 3, buf, sizeof buf);
-        fl_record_in in = {.format = FL_ENC_JPEG, .stored = buf, .stored_len = n, .fields_block = block,
-                           .fields_len = blen, .label = tt_label(i), .name = "r",
-                           .height = rec_h(i), .width = rec_w(i)};
+        fl_record_in in = {.format = FL_ENC_JPEG,
+                           .stored = buf,
+                           .stored_len = n,
+                           .fields_block = block,
+                           .fields_len = blen,
+                           .label = tt_label(i),
+                           .name = "r",
+                           .height = rec_h(i),
+                           .width = rec_w(i)};
         CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
     }
     CHECK_OK(fl_writer_finish(w, tt_classes, 3, &err), &err);
@@ -364,17 +422,20 @@ static void resume(fl_backend b) {
     fl_dataset_close(ds);
 }
 
-static void copy_file(const char *from, const char *to) {
+static void copy_file(const char *from, const char *to)
+{
     FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
     CHECK(a && b);
     char buf[1 << 15];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, a)) > 0) CHECK(fwrite(buf, 1, n, b) == n);
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+        CHECK(fwrite(buf, 1, n, b) == n);
     fclose(a);
     fclose(b);
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
+static uint8_t *slurp(const char *path, size_t *n)
+{
     FILE *f = fopen(path, "rb");
     CHECK(f);
     fseek(f, 0, SEEK_END);
@@ -387,7 +448,8 @@ static uint8_t *slurp(const char *path, size_t *n) {
     return b;
 }
 
-static void spit(const char *path, const uint8_t *b, size_t n) {
+static void spit(const char *path, const uint8_t *b, size_t n)
+{
     FILE *f = fopen(path, "wb");
     CHECK(f && fwrite(b, 1, n, f) == n);
     fclose(f);
@@ -399,7 +461,8 @@ typedef struct seen {
     char msg[768];
 } seen;
 
-static int remember(void *u, uint64_t i, const fl_error *e) {
+static int remember(void *u, uint64_t i, const fl_error *e)
+{
     seen *s = u;
     s->index = i;
     s->code = e->code;
@@ -409,7 +472,8 @@ static int remember(void *u, uint64_t i, const fl_error *e) {
 
 /* A record's fields block damaged: the CRC catches it; with the CRC patched to match (plain index
  * entries), the parse does, naming the record. */
-static void corrupt_blocks(void) {
+static void corrupt_blocks(void)
+{
     fl_shard_compress_index = 0;
     fl_writer_options o = v3_options(FL_BACKEND_SHARDS, 0);
     o.shard_bytes = 1 << 30;
@@ -432,10 +496,10 @@ static void corrupt_blocks(void) {
     fl_shard_entry(&v, rec, &r, NULL, NULL);
     uint64_t index_off = (uint64_t)(v.index - v.map) + rec * v.entry_size;
     fl_shard_close(&v);
-    /* patch byte k of record 9's block (its first length word, or the last byte of the caption, before the year), with or
-     * without the CRC fixed */
+    /* patch byte k of record 9's block (its first length word, or the last byte of the caption,
+     * before the year), with or without the CRC fixed */
     struct {
-        size_t at;      /* offset in the block */
+        size_t at; /* offset in the block */
         uint8_t value;
         const char *why;
     } patches[] = {{0, 0xff, "claimed"}, {3, 0x7f, "claimed"}, {r.fields_len - 9, 0xff, "UTF-8"}};
@@ -461,11 +525,12 @@ static void corrupt_blocks(void) {
             seen s = {0, 0, ""};
             uint64_t bad = 0;
             int rc = fl_dataset_verify(ds, remember, &s, &bad, &err);
-            EXPECTF(rc == FL_E_CHECKSUM && bad == 1 && s.index == rec, "patch %zu crc %d: rc %d bad %llu",
-                    k, fix_crc, rc, (unsigned long long)bad);
+            EXPECTF(rc == FL_E_CHECKSUM && bad == 1 && s.index == rec,
+                    "patch %zu crc %d: rc %d bad %llu", k, fix_crc, rc, (unsigned long long)bad);
             if (fix_crc)
                 EXPECTF(s.code == FL_E_FORMAT && strstr(s.msg, "shard-00000.fls: record 9") &&
-                        strstr(s.msg, patches[k].why), "patch %zu: %d %s", k, s.code, s.msg);
+                            strstr(s.msg, patches[k].why),
+                        "patch %zu: %d %s", k, s.code, s.msg);
             else
                 EXPECTF(s.code == FL_E_CHECKSUM, "patch %zu: %d %s", k, s.code, s.msg);
             const uint8_t *p;
@@ -483,7 +548,8 @@ static void corrupt_blocks(void) {
     memcpy(m, orig, n);
     fl_wr32(m + index_off + FLI_FIELDS_LEN, r.stored_len + 1);
     uint8_t *f = m + n - FL_SHARD_FOOTER_SIZE;
-    fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + fl_rd64(f + FLF_INDEX_OFFSET), fl_rd64(f + FLF_INDEX_STORED)));
+    fl_wr32(f + FLF_INDEX_CRC,
+            fl_crc32c(0, m + fl_rd64(f + FLF_INDEX_OFFSET), fl_rd64(f + FLF_INDEX_STORED)));
     fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
     spit(shard, m, n);
     fl_dataset *ds;
@@ -491,11 +557,13 @@ static void corrupt_blocks(void) {
     EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "record 9") && strstr(err.msg, "fields block"),
             "fields_len past the record: %d %s", rc, err.msg);
     fl_wr32(m + index_off + FLI_FIELDS_LEN, 3); /* shorter than the fixed fields */
-    fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + fl_rd64(f + FLF_INDEX_OFFSET), fl_rd64(f + FLF_INDEX_STORED)));
+    fl_wr32(f + FLF_INDEX_CRC,
+            fl_crc32c(0, m + fl_rd64(f + FLF_INDEX_OFFSET), fl_rd64(f + FLF_INDEX_STORED)));
     fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
     spit(shard, m, n);
     rc = fl_dataset_open(good, &ds, &err);
-    EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "shorter"), "short fields_len: %d %s", rc, err.msg);
+    EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "shorter"), "short fields_len: %d %s", rc,
+            err.msg);
     free(m);
     spit(shard, orig, n);
     /* the manifest: a max_count below a shard's counts, an unknown type, fields in a v2 manifest */
@@ -520,8 +588,8 @@ static void corrupt_blocks(void) {
         spit(manifest, (uint8_t *)t, strlen(t));
         free(t);
         rc = fl_dataset_open(good, &ds, &err);
-        EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, edits[k][2]), "manifest edit %zu: %d %s", k, rc,
-                err.msg);
+        EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, edits[k][2]), "manifest edit %zu: %d %s", k,
+                rc, err.msg);
     }
     spit(manifest, (uint8_t *)mt, mn);
     free(mt);
@@ -531,7 +599,8 @@ static void corrupt_blocks(void) {
 }
 
 /* --part datasets open as one only with the same fields; counts are the largest of the parts. */
-static void parts(void) {
+static void parts(void)
+{
     char root[PATH_MAX];
     snprintf(root, sizeof root, "%s", tt_path("parts"));
     CHECK(mkdir(root, 0755) == 0);
@@ -566,12 +635,13 @@ static void parts(void) {
     spit(mp, (uint8_t *)mt, mn);
     free(mt);
     int rc = fl_dataset_open(root, &ds, &err);
-    EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "fields differ"), "parts with other fields: %d %s", rc,
-            err.msg);
+    EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "fields differ"), "parts with other fields: %d %s",
+            rc, err.msg);
     (void)copy_file;
 }
 
-int main(void) {
+int main(void)
+{
     schema();
     setenv("FL_WRITER_KEEP_CACHE", "1", 1);
     roundtrip(FL_BACKEND_SHARDS, 0);

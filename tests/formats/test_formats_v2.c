@@ -7,7 +7,8 @@
 
 static const fl_encoding fmts[3] = {FL_ENC_JPEG, FL_ENC_PNG, FL_ENC_WEBP};
 
-static void run(fl_backend b, int zstd) {
+static void run(fl_backend b, int zstd)
+{
     char name[64];
     snprintf(name, sizeof name, "mixed-%d-%d", (int)b, zstd);
     const char *dst = tt_path(name);
@@ -26,15 +27,18 @@ static void run(fl_backend b, int zstd) {
             CHECK(fl_writer_add_as(w, FL_ENC_RAW, buf, 12, 0, "raw", 2, 2, &err) == FL_E_INVALID);
             CHECK(strstr(err.msg, "mixed") != NULL);
             CHECK(fl_writer_add_as(w, FL_ENC_MIXED, buf, len, 0, "m", 2, 2, &err) == FL_E_INVALID);
-            CHECK(fl_writer_add_as(w, (fl_encoding)77, buf, len, 0, "u", 2, 2, &err) == FL_E_INVALID);
+            CHECK(fl_writer_add_as(w, (fl_encoding)77, buf, len, 0, "u", 2, 2, &err) ==
+                  FL_E_INVALID);
             CHECK(fl_writer_add(w, buf, len, 0, "plain", 2, 2, &err) == FL_E_INVALID);
         }
         if (i % 5 == 4 && !zstd) /* stored bytes given directly (uncompressed: stored == raw) */
-            CHECK_OK(fl_writer_add_stored_as(w, fmts[i % 3], buf, len, len, tt_label((uint64_t)i), nm,
-                                             10 + (uint32_t)i, 20, &err), &err);
+            CHECK_OK(fl_writer_add_stored_as(w, fmts[i % 3], buf, len, len, tt_label((uint64_t)i),
+                                             nm, 10 + (uint32_t)i, 20, &err),
+                     &err);
         else
             CHECK_OK(fl_writer_add_as(w, fmts[i % 3], buf, len, tt_label((uint64_t)i), nm,
-                                      10 + (uint32_t)i, 20, &err), &err);
+                                      10 + (uint32_t)i, 20, &err),
+                     &err);
     }
     CHECK_OK(fl_writer_finish(w, tt_classes, 3, &err), &err);
     fl_dataset *ds;
@@ -44,7 +48,8 @@ static void run(fl_backend b, int zstd) {
     CHECK(strstr(fl_dataset_manifest_json(ds), "\"encoding\": \"mixed\"") != NULL);
     CHECK(strstr(fl_dataset_manifest_json(ds), "\"format_version\": 2") != NULL);
     CHECK(strstr(fl_dataset_manifest_json(ds), "\"dataset_id\": \"") != NULL);
-    if (b == FL_BACKEND_SHARDS) CHECK(fl_dataset_num_shards(ds) > 1);
+    if (b == FL_BACKEND_SHARDS)
+        CHECK(fl_dataset_num_shards(ds) > 1);
     uint8_t id[16], zero[16] = {0};
     CHECK(fl_dataset_id(ds, id) == 0 && memcmp(id, zero, 16) != 0);
     uint8_t *dstbuf = malloc(fl_dataset_max_raw_len(ds) + 1);
@@ -56,8 +61,9 @@ static void run(fl_backend b, int zstd) {
         const uint8_t *p, *pl;
         size_t len, pn;
         CHECK_OK(fl_dataset_get(ds, (uint64_t)i, &p, &len, 1, &err), &err);
-        CHECK_OK(fl_dataset_payload(ds, (uint64_t)i, p, len, dstbuf, fl_dataset_max_raw_len(ds), &pl,
-                                    &pn, &err), &err);
+        CHECK_OK(fl_dataset_payload(ds, (uint64_t)i, p, len, dstbuf, fl_dataset_max_raw_len(ds),
+                                    &pl, &pn, &err),
+                 &err);
         size_t wl = tt_payload((uint64_t)i, FL_ENC_JPEG, 0, 0, 3, buf, sizeof buf);
         CHECK(pn == wl && memcmp(pl, buf, wl) == 0);
     }
@@ -69,7 +75,8 @@ static void run(fl_backend b, int zstd) {
     printf("%s: ok\n", name);
 }
 
-int main(void) {
+int main(void)
+{
     run(FL_BACKEND_SHARDS, 0);
     run(FL_BACKEND_SHARDS, 1);
     run(FL_BACKEND_LMDB, 0);

@@ -6,7 +6,8 @@
 #include "fl_lmdb.h"
 #include "fl_shard.h"
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     /* JPEG-like records, ~1.5 KB each, 16 KiB shards */
     fl_writer_options o = tt_options(FL_BACKEND_SHARDS, FL_ENC_JPEG, 0);
@@ -48,7 +49,8 @@ int main(void) {
     /* raw + zstd with a dictionary: each shard carries it, data starts 4 KiB-aligned after it */
     o = tt_options(FL_BACKEND_SHARDS, FL_ENC_RAW, 1);
     uint8_t dict[6000];
-    for (size_t i = 0; i < sizeof dict; i++) dict[i] = (uint8_t)(i * 7);
+    for (size_t i = 0; i < sizeof dict; i++)
+        dict[i] = (uint8_t)(i * 7);
     /* a raw-content dictionary (no zstd dictionary header) is valid too */
     o.zstd_dict = dict;
     o.zstd_dict_len = sizeof dict;
@@ -75,7 +77,8 @@ int main(void) {
     static uint8_t big[200000];
     for (int i = 0; i < 30; i++) {
         uint64_t s = (uint64_t)i + 1;
-        for (size_t k = 0; k < sizeof big; k++) big[k] = (uint8_t)tt_rng(&s);
+        for (size_t k = 0; k < sizeof big; k++)
+            big[k] = (uint8_t)tt_rng(&s);
         char name[32];
         snprintf(name, sizeof name, "big%d", i);
         CHECK_OK(fl_writer_add(w, big, sizeof big, i % 3, name, 1, 1, &err), &err);
@@ -86,7 +89,8 @@ int main(void) {
     CHECK(fl_dataset_total_bytes(ds) > 30 * sizeof big);
     for (int i = 0; i < 30; i++) {
         uint64_t s = (uint64_t)i + 1;
-        for (size_t k = 0; k < sizeof big; k++) big[k] = (uint8_t)tt_rng(&s);
+        for (size_t k = 0; k < sizeof big; k++)
+            big[k] = (uint8_t)tt_rng(&s);
         const uint8_t *p;
         size_t len;
         CHECK_OK(fl_dataset_get(ds, (uint64_t)i, &p, &len, 1, &err), &err);

@@ -5,7 +5,8 @@
  * open sees the new dataset. Also: fl_dataset_file_fd range, and an LMDB dataset likewise. */
 #include "fmt_test.h"
 
-static void check_fds_read_own_records(const fl_dataset *ds) {
+static void check_fds_read_own_records(const fl_dataset *ds)
+{
     fl_error err;
     uint8_t buf[1 << 16];
     for (uint64_t i = 0; i < fl_dataset_count(ds); i++) {
@@ -25,7 +26,8 @@ static void check_fds_read_own_records(const fl_dataset *ds) {
     CHECK(fl_dataset_file_fd(ds, fl_dataset_num_shards(ds)) == -1);
 }
 
-static void run(fl_backend b) {
+static void run(fl_backend b)
+{
     const char *dst = tt_path(b == FL_BACKEND_LMDB ? "l" : "s");
     char old[PATH_MAX + 300];
     snprintf(old, sizeof old, "%s.old", dst);
@@ -35,7 +37,8 @@ static void run(fl_backend b) {
     fl_dataset *ds;
     fl_error err;
     CHECK_OK(fl_dataset_open(dst, &ds, &err), &err);
-    for (uint32_t s = 0; s < fl_dataset_num_shards(ds); s++) CHECK(fl_dataset_file_fd(ds, s) >= 0);
+    for (uint32_t s = 0; s < fl_dataset_num_shards(ds); s++)
+        CHECK(fl_dataset_file_fd(ds, s) >= 0);
     /* replace it under the open dataset: another dataset (other records) at the same path */
     CHECK(rename(dst, old) == 0);
     fl_writer_options o2 = tt_options(b, FL_ENC_JPEG, 0);
@@ -52,7 +55,8 @@ static void run(fl_backend b) {
     printf("%s: ok\n", b == FL_BACKEND_LMDB ? "lmdb" : "shards");
 }
 
-int main(void) {
+int main(void)
+{
     run(FL_BACKEND_SHARDS);
     run(FL_BACKEND_LMDB);
     return 0;

@@ -10,26 +10,30 @@
 
 #include "fmt_test.h"
 
-static void copy_file(const char *from, const char *to) {
+static void copy_file(const char *from, const char *to)
+{
     size_t n;
     FILE *f = fopen(from, "rb");
     CHECK(f);
     static uint8_t buf[1 << 20];
     FILE *g = fopen(to, "wb");
     CHECK(g);
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) CHECK(fwrite(buf, 1, n, g) == n);
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        CHECK(fwrite(buf, 1, n, g) == n);
     fclose(f);
     CHECK(fclose(g) == 0);
 }
 
-static void copy_dataset(const char *from, const char *to) {
+static void copy_dataset(const char *from, const char *to)
+{
     CHECK(mkdir(to, 0755) == 0);
     DIR *d = opendir(from);
     CHECK(d);
     struct dirent *e;
     char a[PATH_MAX + 300], b[PATH_MAX + 300];
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.')
+            continue;
         snprintf(a, sizeof a, "%s/%s", from, e->d_name);
         snprintf(b, sizeof b, "%s/%s", to, e->d_name);
         copy_file(a, b);
@@ -37,7 +41,8 @@ static void copy_dataset(const char *from, const char *to) {
     closedir(d);
 }
 
-int main(void) {
+int main(void)
+{
     const char *A = tt_path("A"), *B = tt_path("B"), *dst = tt_path("dst");
     char tmp[PATH_MAX + 300], old[PATH_MAX + 300];
     snprintf(tmp, sizeof tmp, "%s.partial", dst);
@@ -54,8 +59,10 @@ int main(void) {
     if (pid == 0) { /* the replacer: B, A, B, ... until killed */
         for (unsigned k = 0;; k++) {
             copy_dataset(k % 2 ? A : B, tmp);
-            if (rename(dst, old) != 0) _exit(3);
-            if (rename(tmp, dst) != 0) _exit(4);
+            if (rename(dst, old) != 0)
+                _exit(3);
+            if (rename(tmp, dst) != 0)
+                _exit(4);
             tt_rm_rf(old);
         }
     }
@@ -81,8 +88,10 @@ int main(void) {
             kill(pid, SIGKILL);
             return 1;
         } else {
-            if (fl_dataset_count(ds) == 40) seen_a++;
-            else seen_b++;
+            if (fl_dataset_count(ds) == 40)
+                seen_a++;
+            else
+                seen_b++;
             tt_check_all(ds, fl_dataset_count(ds)); /* exits 1 on any mixed or wrong record */
             fl_dataset_close(ds);
         }
@@ -92,7 +101,8 @@ int main(void) {
     int st;
     waitpid(pid, &st, 0);
     printf("%u opens in 2 s while the dataset was replaced: %u saw A, %u saw B, %u -EAGAIN, "
-           "%u found no dataset (between the renames)\n", opens, seen_a, seen_b, again, absent);
+           "%u found no dataset (between the renames)\n",
+           opens, seen_a, seen_b, again, absent);
     CHECK(seen_a + seen_b > 0);
     return 0;
 }

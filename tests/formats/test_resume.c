@@ -8,20 +8,23 @@
 
 #include "fmt_test.h"
 
-static fl_writer_options opts(fl_backend b) {
+static fl_writer_options opts(fl_backend b)
+{
     fl_writer_options o = tt_options(b, FL_ENC_RAW, 1);
     o.shard_bytes = 24576; /* 4 KiB header + ~ 50 records of ~ 400 compressed bytes */
     o.resume = 1;
     return o;
 }
 
-static int exists(const char *p) {
+static int exists(const char *p)
+{
     struct stat st;
     return stat(p, &st) == 0;
 }
 
 /* Resume, add the rest, finish, check everything. */
-static uint64_t resume_and_finish(const char *dst, const fl_writer_options *o, uint64_t n) {
+static uint64_t resume_and_finish(const char *dst, const fl_writer_options *o, uint64_t n)
+{
     fl_writer *w;
     fl_error err;
     CHECK_OK(fl_writer_open(dst, o, &w, &err), &err);
@@ -35,7 +38,8 @@ static uint64_t resume_and_finish(const char *dst, const fl_writer_options *o, u
     return r;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     fl_backend b = tt_backend_arg(argc, argv);
     const uint64_t n = 500;
     fl_error err;
@@ -53,8 +57,10 @@ int main(int argc, char **argv) {
     CHECK(!exists(dst) && exists(partial));
     uint64_t r = resume_and_finish(dst, &o, n);
     printf("abort at 230: resumed from %llu\n", (unsigned long long)r);
-    if (b == FL_BACKEND_LMDB) CHECK(r == 230); /* abort commits the queued batch */
-    else CHECK(r > 150 && r <= 230);            /* complete shards only */
+    if (b == FL_BACKEND_LMDB)
+        CHECK(r == 230); /* abort commits the queued batch */
+    else
+        CHECK(r > 150 && r <= 230); /* complete shards only */
     CHECK(!exists(partial));
 
     /* 2. SIGKILL mid-run, at several points */
@@ -69,7 +75,8 @@ int main(int argc, char **argv) {
         CHECK(pid >= 0);
         if (pid == 0) {
             fl_writer *cw;
-            if (fl_writer_open(dst, &o, &cw, &err)) _exit(2);
+            if (fl_writer_open(dst, &o, &cw, &err))
+                _exit(2);
             tt_add(cw, &o, 0, kill_at[k]);
             raise(SIGKILL);
             _exit(3);
@@ -85,7 +92,8 @@ int main(int argc, char **argv) {
         fputs("partial", f);
         fclose(f);
         r = resume_and_finish(dst, &o, n);
-        printf("kill at %llu: resumed from %llu\n", (unsigned long long)kill_at[k], (unsigned long long)r);
+        printf("kill at %llu: resumed from %llu\n", (unsigned long long)kill_at[k],
+               (unsigned long long)r);
         CHECK(r <= kill_at[k]);
     }
 
@@ -101,7 +109,8 @@ int main(int argc, char **argv) {
         char p[PATH_MAX + 400];
         for (int s = 0; s < 1000; s++) {
             snprintf(p, sizeof p, "%s/shard-%05d.fls", partial, s);
-            if (!exists(p)) break;
+            if (!exists(p))
+                break;
             last = s;
         }
         CHECK(last >= 2);

@@ -3,13 +3,15 @@
  * labels, names, class names, schema, manifest fields, verify clean. */
 #include "fmt_test.h"
 
-static void train_dict(const fl_writer_options *o, uint8_t *dict, size_t cap, size_t *len) {
+static void train_dict(const fl_writer_options *o, uint8_t *dict, size_t cap, size_t *len)
+{
     enum { N = 400 };
     size_t sizes[N], total = 0;
     uint8_t *samples = malloc((size_t)N * 784);
     CHECK(samples);
     for (int i = 0; i < N; i++) {
-        sizes[i] = tt_payload((uint64_t)i * 7 + 1000, o->schema.encoding, 28, 28, 1, samples + total, 784);
+        sizes[i] =
+            tt_payload((uint64_t)i * 7 + 1000, o->schema.encoding, 28, 28, 1, samples + total, 784);
         total += sizes[i];
     }
     fl_error err;
@@ -18,11 +20,14 @@ static void train_dict(const fl_writer_options *o, uint8_t *dict, size_t cap, si
     free(samples);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     fl_backend backend = tt_backend_arg(argc, argv);
-    struct { int enc, zstd, dict; } cases[] = {
-        {FL_ENC_JPEG, 0, 0}, {FL_ENC_PNG, 0, 0}, {FL_ENC_RAW, 0, 0}, {FL_ENC_RAW, 1, 1},
-        {FL_ENC_RAW, 1, 0},  {FL_ENC_JPEG, 1, 0},
+    struct {
+        int enc, zstd, dict;
+    } cases[] = {
+        {FL_ENC_JPEG, 0, 0}, {FL_ENC_PNG, 0, 0}, {FL_ENC_RAW, 0, 0},
+        {FL_ENC_RAW, 1, 1},  {FL_ENC_RAW, 1, 0}, {FL_ENC_JPEG, 1, 0},
     };
     const uint64_t n = 300;
     static uint8_t dict[16384];
@@ -72,12 +77,16 @@ int main(int argc, char **argv) {
             size_t len, pn;
             uint8_t small[8];
             CHECK_OK(fl_dataset_get(ds, 1, &p, &len, 1, &err), &err);
-            CHECK(fl_dataset_payload(ds, 1, p, len, small, sizeof small, &pl, &pn, &err) == FL_E_RANGE);
+            CHECK(fl_dataset_payload(ds, 1, p, len, small, sizeof small, &pl, &pn, &err) ==
+                  FL_E_RANGE);
         }
         fl_dataset_close(ds);
-        printf("case %zu (%s%s%s, %s): ok\n", c, cases[c].enc == FL_ENC_RAW ? "raw" :
-               cases[c].enc == FL_ENC_PNG ? "png" : "jpeg", cases[c].zstd ? "+zstd" : "",
-               cases[c].dict ? "+dict" : "", backend == FL_BACKEND_LMDB ? "lmdb" : "shards");
+        printf("case %zu (%s%s%s, %s): ok\n", c,
+               cases[c].enc == FL_ENC_RAW   ? "raw"
+               : cases[c].enc == FL_ENC_PNG ? "png"
+                                            : "jpeg",
+               cases[c].zstd ? "+zstd" : "", cases[c].dict ? "+dict" : "",
+               backend == FL_BACKEND_LMDB ? "lmdb" : "shards");
     }
     /* empty dataset */
     fl_writer_options o = tt_options(backend, FL_ENC_JPEG, 0);

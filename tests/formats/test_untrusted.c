@@ -18,7 +18,8 @@ static int failures;
 
 /* The child: open, verify, read every record. Prints the first error; exits 0 when it contains
  * `needle`, 1 otherwise (opened cleanly, or another error). */
-static void child(const char *dir, const char *needle) {
+static void child(const char *dir, const char *needle)
+{
     alarm(20); /* a FIFO that blocks the open ends here as SIGALRM: a failure */
     fl_dataset *ds = NULL;
     fl_error err;
@@ -34,7 +35,8 @@ static void child(const char *dir, const char *needle) {
     _exit(rc && strstr(err.msg, needle) ? 0 : 1);
 }
 
-static void expect_refused(const char *what, const char *dir, const char *needle, const char *not) {
+static void expect_refused(const char *what, const char *dir, const char *needle, const char * not )
+{
     printf("%s:\n", what);
     fflush(stdout);
     int fd[2];
@@ -50,31 +52,42 @@ static void expect_refused(const char *what, const char *dir, const char *needle
     char out[2048] = {0};
     size_t n = 0;
     ssize_t r;
-    while (n < sizeof out - 1 && (r = read(fd[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)r;
+    while (n < sizeof out - 1 && (r = read(fd[0], out + n, sizeof out - 1 - n)) > 0)
+        n += (size_t)r;
     close(fd[0]);
     int st;
     struct rusage ru;
     CHECK(wait4(pid, &st, 0, &ru) == pid);
     fputs(out, stdout);
     const char *bad = NULL;
-    if (WIFSIGNALED(st)) bad = WTERMSIG(st) == SIGALRM ? "hung (killed after 20 s)" : strsignal(WTERMSIG(st));
-    else if (WEXITSTATUS(st) != 0) bad = "not refused with the expected reason";
-    else if (ru.ru_maxrss > RSS_LIMIT_KB) bad = "peak RSS over the limit";
-    else if (not && strstr(out, not)) bad = "the message reveals what it must not";
+    if (WIFSIGNALED(st))
+        bad = WTERMSIG(st) == SIGALRM ? "hung (killed after 20 s)" : strsignal(WTERMSIG(st));
+    else if (WEXITSTATUS(st) != 0)
+        bad = "not refused with the expected reason";
+    else if (ru.ru_maxrss > RSS_LIMIT_KB)
+        bad = "peak RSS over the limit";
+    else if (not &&strstr(out, not ))
+        bad = "the message reveals what it must not";
     printf("    peak RSS %ld KB -> %s (want \"%s\")\n", ru.ru_maxrss, bad ? bad : "ok", needle);
-    if (bad) failures++;
+    if (bad)
+        failures++;
 }
 
-static void be64(uint8_t *p, uint64_t v) {
-    for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+static void be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
 }
 
-static void set_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++, v >>= 8) p[i] = (uint8_t)v;
+static void set_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (uint8_t)v;
 }
 
 /* Replace every `"key": old` of a manifest by `"key": new`. */
-static void manifest_set(const char *dir, const char *key, uint64_t old, uint64_t new) {
+static void manifest_set(const char *dir, const char *key, uint64_t old, uint64_t new)
+{
     char path[PATH_MAX + 300], pat[128], rep[128];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     size_t n;
@@ -99,15 +112,18 @@ static void manifest_set(const char *dir, const char *key, uint64_t old, uint64_
 /* ---- LMDB ------------------------------------------------------------------------------------ */
 
 /* The leaf node of key `k` in data.mdb (LMDB 0.9: u16 lo, hi (data size), flags, ksize; key). */
-static size_t find_node(const uint8_t *m, size_t n, uint64_t k, int bigdata) {
+static size_t find_node(const uint8_t *m, size_t n, uint64_t k, int bigdata)
+{
     uint8_t pat[10] = {8, 0};
     be64(pat + 2, k);
     for (size_t i = 6; i + 10 <= n; i++)
-        if (!memcmp(m + i, pat, 10) && m[i - 2] == (bigdata ? 1 : 0) && m[i - 1] == 0) return i - 6;
+        if (!memcmp(m + i, pat, 10) && m[i - 2] == (bigdata ? 1 : 0) && m[i - 1] == 0)
+            return i - 6;
     return 0;
 }
 
-static void lmdb_cases(void) {
+static void lmdb_cases(void)
+{
     const char *good = tt_path("lgood");
     fl_writer_options o = tt_options(FL_BACKEND_LMDB, FL_ENC_RAW, 1);
     tt_write(good, &o, 20);
@@ -137,7 +153,8 @@ static void lmdb_cases(void) {
         set_u64(m + psize + 32, sizes[k]);
         spit(data, m, n);
         free(m);
-        expect_refused(k ? "lmdb mapsize 2^62" : "lmdb mapsize 2^46", bad, "damaged or crafted", NULL);
+        expect_refused(k ? "lmdb mapsize 2^62" : "lmdb mapsize 2^46", bad, "damaged or crafted",
+                       NULL);
     }
 
     /* an overflow page past the end: PNG records over half a page are stored in overflow pages */
@@ -147,7 +164,8 @@ static void lmdb_cases(void) {
     copy_dir(pgood, bad);
     m = slurp(data, &n);
     size_t big = 0;
-    for (uint64_t k = 0; k < 20 && !big; k++) big = find_node(m, n, k, 1);
+    for (uint64_t k = 0; k < 20 && !big; k++)
+        big = find_node(m, n, k, 1);
     CHECK(big);
     set_u64(m + big + 16, 0x7fffffffull); /* the overflow page number after the key */
     spit(data, m, n);
@@ -171,7 +189,8 @@ static void lmdb_cases(void) {
 /* Rewrite shard 0 of `dir` (a one-shard set with a plain index) with `count` copies of its
  * entry 0 followed by `names` random name bytes, the index block a zstd frame; header, footer
  * and manifest made consistent, so only the sizes are a lie. */
-static void index_bomb(const char *dir, uint64_t count, size_t names) {
+static void index_bomb(const char *dir, uint64_t count, size_t names)
+{
     char path[PATH_MAX + 300];
     snprintf(path, sizeof path, "%s/shard-00000.fls", dir);
     size_t n;
@@ -187,19 +206,23 @@ static void index_bomb(const char *dir, uint64_t count, size_t names) {
     ZSTD_CCtx_setPledgedSrcSize(cc, count * 48 + names);
     enum { CHUNK = 1024 };
     uint8_t *chunk = malloc(CHUNK * 48 + names);
-    for (int i = 0; i < CHUNK; i++) memcpy(chunk + i * 48, entry, 48);
+    for (int i = 0; i < CHUNK; i++)
+        memcpy(chunk + i * 48, entry, 48);
     ZSTD_outBuffer out = {z, cap, 0};
     for (uint64_t done = 0; done < count;) {
         uint64_t k = count - done < CHUNK ? count - done : CHUNK;
         ZSTD_inBuffer in = {chunk, k * 48, 0};
-        while (in.pos < in.size) CHECK(!ZSTD_isError(ZSTD_compressStream2(cc, &out, &in, ZSTD_e_continue)));
+        while (in.pos < in.size)
+            CHECK(!ZSTD_isError(ZSTD_compressStream2(cc, &out, &in, ZSTD_e_continue)));
         done += k;
     }
     uint64_t s = 1;
-    for (size_t i = 0; i < names; i++) chunk[i] = (uint8_t)(tt_rng(&s) >> 24);
+    for (size_t i = 0; i < names; i++)
+        chunk[i] = (uint8_t)(tt_rng(&s) >> 24);
     ZSTD_inBuffer in = {chunk, names, 0};
     size_t left;
-    do left = ZSTD_compressStream2(cc, &out, &in, ZSTD_e_end);
+    do
+        left = ZSTD_compressStream2(cc, &out, &in, ZSTD_e_end);
     while (left && !ZSTD_isError(left));
     CHECK(!ZSTD_isError(left));
     ZSTD_freeCCtx(cc);
@@ -230,7 +253,8 @@ static void index_bomb(const char *dir, uint64_t count, size_t names) {
 }
 
 /* A zstd frame of `blocks` RLE blocks of 128 KiB (4 bytes each): 32,768x expansion. */
-static size_t rle_bomb(uint8_t *out, uint32_t blocks) {
+static size_t rle_bomb(uint8_t *out, uint32_t blocks)
+{
     size_t k = 0;
     fl_wr32(out, 0xFD2FB528u);
     out[4] = 0xE0; /* single segment, 8-byte content size */
@@ -244,7 +268,8 @@ static size_t rle_bomb(uint8_t *out, uint32_t blocks) {
     return k;
 }
 
-static void shard_cases(void) {
+static void shard_cases(void)
+{
     fl_writer_options o = tt_options(FL_BACKEND_SHARDS, FL_ENC_JPEG, 0);
     fl_shard_compress_index = 0;
     const char *good = tt_path("sgood");
@@ -286,7 +311,8 @@ static void shard_cases(void) {
     CHECK(mf);
     fwrite(t, 1, (size_t)(sh - t), mf);
     for (int i = 0; i < 400000; i++)
-        fprintf(mf, "{\"file\": \"shard-%08d.fls\", \"records\": 0, \"bytes\": 8192},\n  ", i + 100);
+        fprintf(mf, "{\"file\": \"shard-%08d.fls\", \"records\": 0, \"bytes\": 8192},\n  ",
+                i + 100);
     fputs(sh, mf);
     fclose(mf);
     free(t);
@@ -325,10 +351,12 @@ static void shard_cases(void) {
     free(f);
     free(frame);
     free(m);
-    expect_refused("zstd record expanding to 1 GiB", b.dir, "beyond what its compressed bytes", NULL);
+    expect_refused("zstd record expanding to 1 GiB", b.dir, "beyond what its compressed bytes",
+                   NULL);
 }
 
-int main(void) {
+int main(void)
+{
     lmdb_cases();
     shard_cases();
     if (failures) {

@@ -12,19 +12,22 @@ static const struct {
     int encoding, zstd;
     uint64_t shard_bytes;
 } fixtures[] = {
-    {"shards-raw-zstd", FL_BACKEND_SHARDS, FL_ENC_RAW, 1, 3000},  /* several shards, dictionary-less zstd */
+    {"shards-raw-zstd", FL_BACKEND_SHARDS, FL_ENC_RAW, 1,
+     3000}, /* several shards, dictionary-less zstd */
     {"shards-jpeg", FL_BACKEND_SHARDS, FL_ENC_JPEG, 0, 0},
     {"shards-png-zstd", FL_BACKEND_SHARDS, FL_ENC_PNG, 1, 0},
     {"lmdb-raw-zstd", FL_BACKEND_LMDB, FL_ENC_RAW, 1, 0},
     {"lmdb-jpeg", FL_BACKEND_LMDB, FL_ENC_JPEG, 0, 0},
 };
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc == 3 && !strcmp(argv[1], "--generate")) {
         for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
             char dst[PATH_MAX];
             snprintf(dst, sizeof dst, "%s/%s", argv[2], fixtures[f].name);
-            fl_writer_options o = tt_options(fixtures[f].backend, fixtures[f].encoding, fixtures[f].zstd);
+            fl_writer_options o =
+                tt_options(fixtures[f].backend, fixtures[f].encoding, fixtures[f].zstd);
             o.shard_bytes = fixtures[f].shard_bytes;
             o.options_json = "{}";
             tt_write(dst, &o, N);
@@ -51,7 +54,8 @@ int main(int argc, char **argv) {
             CHECK_OK(fl_dataset_record_info(ds, i, &info, &err), &err);
             CHECK(info.format == (fl_encoding)fixtures[f].encoding);
         }
-        if (fixtures[f].shard_bytes) CHECK(fl_dataset_num_shards(ds) > 1);
+        if (fixtures[f].shard_bytes)
+            CHECK(fl_dataset_num_shards(ds) > 1);
         fl_dataset_close(ds);
         printf("%s: ok\n", fixtures[f].name);
     }

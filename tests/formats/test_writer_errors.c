@@ -9,36 +9,45 @@
 
 #include "fmt_test.h"
 
-static int exists(const char *p) {
+static int exists(const char *p)
+{
     struct stat st;
     return stat(p, &st) == 0;
 }
 
-static void write_fail_child(const char *dst, fl_backend b) {
+static void write_fail_child(const char *dst, fl_backend b)
+{
     /* the child may write at most 64 KiB per file: a shard (or data.mdb) hits the limit */
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit rl = {65536, 65536};
-    if (setrlimit(RLIMIT_FSIZE, &rl)) _exit(10);
+    if (setrlimit(RLIMIT_FSIZE, &rl))
+        _exit(10);
     fl_writer_options o = tt_options(b, FL_ENC_JPEG, 0);
     o.shard_bytes = 40000;
     o.resume = 1;
     fl_writer *w;
     fl_error err;
-    if (fl_writer_open(dst, &o, &w, &err)) _exit(11);
+    if (fl_writer_open(dst, &o, &w, &err))
+        _exit(11);
     static uint8_t buf[1 << 17]; /* room for the oversized record */
     char name[128];
     for (uint64_t i = 0; i < 400; i++) {
         size_t n = tt_payload(i, FL_ENC_JPEG, 28, 28, 3, buf, sizeof buf);
-        if (i == 150) n = 70000; /* bigger than the file size limit: its file cannot be written */
+        if (i == 150)
+            n = 70000; /* bigger than the file size limit: its file cannot be written */
         tt_name(i, name, sizeof name);
-        int rc = fl_writer_add(w, buf, n, tt_label(i), name, 10 + (uint32_t)(i % 5), 20 + (uint32_t)(i % 7), &err);
+        int rc = fl_writer_add(w, buf, n, tt_label(i), name, 10 + (uint32_t)(i % 5),
+                               20 + (uint32_t)(i % 7), &err);
         if (rc) {
             printf("child: write error at record %llu: %s\n", (unsigned long long)i, err.msg);
             fflush(stdout);
-            if (rc != -EFBIG || !strstr(err.msg, ".partial/")) _exit(13);
-            if (b == FL_BACKEND_SHARDS && !strstr(err.msg, ".fls.tmp: write failed")) _exit(16);
+            if (rc != -EFBIG || !strstr(err.msg, ".partial/"))
+                _exit(13);
+            if (b == FL_BACKEND_SHARDS && !strstr(err.msg, ".fls.tmp: write failed"))
+                _exit(16);
             /* later calls keep failing with the same error */
-            if (fl_writer_add(w, buf, 100, 0, "x", 10, 20, &err) != -EFBIG) _exit(12);
+            if (fl_writer_add(w, buf, 100, 0, "x", 10, 20, &err) != -EFBIG)
+                _exit(12);
             fl_writer_abort(w);
             _exit(0);
         }
@@ -48,12 +57,15 @@ static void write_fail_child(const char *dst, fl_backend b) {
     if (rc) {
         printf("child: write error at finish: %s\n", err.msg);
         fflush(stdout);
-        _exit((rc == -EFBIG || rc == -EIO) && strstr(err.msg, ".partial/") ? 0 : 15); /* LMDB reports EIO */
+        _exit((rc == -EFBIG || rc == -EIO) && strstr(err.msg, ".partial/")
+                  ? 0
+                  : 15); /* LMDB reports EIO */
     }
     _exit(14); /* the limit was never hit */
 }
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     fl_writer *w;
     fl_dataset *ds;
@@ -84,7 +96,8 @@ int main(void) {
     CHECK(rmdir(old) == 0);
     DIR *dir = opendir(tt_tmpdir());
     CHECK(dir);
-    for (struct dirent *e; (e = readdir(dir));) CHECK(!strstr(e->d_name, "exists.old-"));
+    for (struct dirent *e; (e = readdir(dir));)
+        CHECK(!strstr(e->d_name, "exists.old-"));
     closedir(dir);
     /* overwrite with another backend */
     fl_writer_options ol = tt_options(FL_BACKEND_LMDB, FL_ENC_JPEG, 0);
@@ -157,14 +170,16 @@ int main(void) {
     ob.part_count = 2;
     CHECK(fl_writer_open(tt_path("badopt"), &ob, &w, &err) == FL_E_INVALID);
 
-    /* write error mid-run (disk full stand-in): clean error, complete shards survive, resume works */
+    /* write error mid-run (disk full stand-in): clean error, complete shards survive, resume works
+     */
     fl_backend backends[2] = {FL_BACKEND_SHARDS, FL_BACKEND_LMDB};
     for (int k = 0; k < 2; k++) {
         const char *d3 = tt_path(k ? "full_lmdb" : "full_shards");
         fflush(NULL);
         pid_t pid = fork();
         CHECK(pid >= 0);
-        if (pid == 0) write_fail_child(d3, backends[k]);
+        if (pid == 0)
+            write_fail_child(d3, backends[k]);
         int st;
         CHECK(waitpid(pid, &st, 0) == pid);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -178,8 +193,10 @@ int main(void) {
         orr.resume = 1;
         CHECK_OK(fl_writer_open(d3, &orr, &w, &err), &err);
         uint64_t r = fl_writer_resume_count(w);
-        printf("%s: after the write error, resumed from %llu\n", k ? "lmdb" : "shards", (unsigned long long)r);
-        if (k == 0) CHECK(r > 0 && r <= 150);
+        printf("%s: after the write error, resumed from %llu\n", k ? "lmdb" : "shards",
+               (unsigned long long)r);
+        if (k == 0)
+            CHECK(r > 0 && r <= 150);
         tt_add(w, &orr, r, 400);
         CHECK_OK(fl_writer_finish(w, tt_classes, 3, &err), &err);
         CHECK_OK(fl_dataset_open(d3, &ds, &err), &err);

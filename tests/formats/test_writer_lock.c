@@ -11,28 +11,33 @@
 
 #include "fmt_test.h"
 
-static int exists(const char *p) {
+static int exists(const char *p)
+{
     struct stat st;
     return lstat(p, &st) == 0;
 }
 
-static void put_file(const char *path, const char *text) {
+static void put_file(const char *path, const char *text)
+{
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     fputs(text, f);
     fclose(f);
 }
 
-static int file_is(const char *path, const char *text) {
+static int file_is(const char *path, const char *text)
+{
     char b[256] = {0};
     FILE *f = fopen(path, "r");
-    if (!f) return 0;
+    if (!f)
+        return 0;
     size_t n = fread(b, 1, sizeof b - 1, f);
     fclose(f);
     return n == strlen(text) && memcmp(b, text, n) == 0;
 }
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     fl_writer *w, *w2;
     char p[PATH_MAX + 600], q[PATH_MAX + 300];
@@ -60,8 +65,10 @@ int main(void) {
         fl_writer_options oc = o;
         oc.overwrite = 1;
         fl_writer *wc;
-        if (fl_writer_open(dst, &oc, &wc, NULL)) _exit(1);
-        if (write(pipefd[1], "x", 1) != 1) _exit(2);
+        if (fl_writer_open(dst, &oc, &wc, NULL))
+            _exit(1);
+        if (write(pipefd[1], "x", 1) != 1)
+            _exit(2);
         pause();
         _exit(0);
     }
@@ -85,7 +92,8 @@ int main(void) {
     /* nothing beside it: no .partial, no .old-* */
     DIR *dir = opendir(tt_tmpdir());
     CHECK(dir);
-    for (struct dirent *e; (e = readdir(dir));) CHECK(strncmp(e->d_name, "ds.", 3) != 0);
+    for (struct dirent *e; (e = readdir(dir));)
+        CHECK(strncmp(e->d_name, "ds.", 3) != 0);
     closedir(dir);
 
     /* 3. a caller-held lock is used (and must be for the same DST) */

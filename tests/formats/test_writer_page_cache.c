@@ -10,10 +10,11 @@
 #include "fl_page_cache.h"
 
 #define SIDE 224u
-#define REC (SIDE * SIDE * 3u) /* 150,528 bytes: a raw 224x224x3 record */
+#define REC  (SIDE * SIDE * 3u) /* 150,528 bytes: a raw 224x224x3 record */
 
 /* Bytes of path in the page cache (pages resident x page size); also its size. */
-static uint64_t cached_bytes(const char *path, uint64_t *size) {
+static uint64_t cached_bytes(const char *path, uint64_t *size)
+{
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     CHECK(fd >= 0);
     struct stat st;
@@ -27,7 +28,8 @@ static uint64_t cached_bytes(const char *path, uint64_t *size) {
         CHECK(m != MAP_FAILED);
         unsigned char *v = malloc(pages);
         CHECK(v && mincore(m, (size_t)st.st_size, v) == 0);
-        for (size_t i = 0; i < pages; i++) n += v[i] & 1;
+        for (size_t i = 0; i < pages; i++)
+            n += v[i] & 1;
         free(v);
         munmap(m, (size_t)st.st_size);
         n *= (uint64_t)pg;
@@ -37,7 +39,8 @@ static uint64_t cached_bytes(const char *path, uint64_t *size) {
 }
 
 /* Does POSIX_FADV_DONTNEED drop a durable file's pages on this file system? */
-static int fs_drops_pages(void) {
+static int fs_drops_pages(void)
+{
     const char *p = tt_path("probe");
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     CHECK(fd >= 0);
@@ -52,7 +55,8 @@ static int fs_drops_pages(void) {
     return c < size / 2;
 }
 
-static void payload(uint64_t i, uint8_t *out) {
+static void payload(uint64_t i, uint8_t *out)
+{
     uint64_t s = 0x9E3779B97F4A7C15ULL ^ (i * 0x100000001B3ULL + 1);
     for (size_t k = 0; k < REC; k += 8) {
         uint64_t x = tt_rng(&s);
@@ -60,7 +64,8 @@ static void payload(uint64_t i, uint8_t *out) {
     }
 }
 
-static fl_writer_options options(fl_backend backend, uint64_t shard_bytes) {
+static fl_writer_options options(fl_backend backend, uint64_t shard_bytes)
+{
     fl_writer_options o;
     memset(&o, 0, sizeof o);
     o.backend = backend;
@@ -74,7 +79,8 @@ static fl_writer_options options(fl_backend backend, uint64_t shard_bytes) {
     return o;
 }
 
-static void add(fl_writer *w, uint64_t from, uint64_t to, uint8_t *buf) {
+static void add(fl_writer *w, uint64_t from, uint64_t to, uint8_t *buf)
+{
     fl_error err;
     for (uint64_t i = from; i < to; i++) {
         char name[32];
@@ -88,14 +94,16 @@ static void add(fl_writer *w, uint64_t from, uint64_t to, uint8_t *buf) {
  * shard files (shard-00000.fls, ...) keep cached, looked at before anything opens the dataset (the
  * reader's open maps each shard and faults its header and footer in, with read-around), and their
  * total size. */
-static uint64_t check_dataset(const char *dst, uint64_t n, uint8_t *buf, uint64_t *total) {
+static uint64_t check_dataset(const char *dst, uint64_t n, uint8_t *buf, uint64_t *total)
+{
     fl_error err;
     uint64_t cached = 0;
     *total = 0;
     for (uint32_t s = 0;; s++) {
         char p[PATH_MAX + 32];
         snprintf(p, sizeof p, "%s/shard-%05u.fls", dst, s);
-        if (access(p, F_OK) != 0) break;
+        if (access(p, F_OK) != 0)
+            break;
         uint64_t size, c = cached_bytes(p, &size);
         printf("  %s: %llu of %llu bytes cached\n", p, (unsigned long long)c,
                (unsigned long long)size);
@@ -119,11 +127,13 @@ static uint64_t check_dataset(const char *dst, uint64_t n, uint8_t *buf, uint64_
     return cached;
 }
 
-int main(void) {
+int main(void)
+{
     tt_tmpdir();
     if (!fs_drops_pages()) {
         printf("SKIP: the file system under %s keeps a file's pages after POSIX_FADV_DONTNEED "
-               "(tmpfs?)\n", tt_dir);
+               "(tmpfs?)\n",
+               tt_dir);
         return 77;
     }
     fl_error err;

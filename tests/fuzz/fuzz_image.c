@@ -10,14 +10,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     /* One decoder for the whole run, as in the loader: exercises scratch reuse and recovery after
      * errors. 4 megapixels keeps each input fast and progressive coefficient buffers small. */
     static fl_decoder *d;
     static uint8_t out[48 * 40 * 3];
-    if (!d && fl_decoder_create(4u << 20, &d, NULL)) return 0;
+    if (!d && fl_decoder_create(4u << 20, &d, NULL))
+        return 0;
     fl_image_info info;
-    if (fl_image_probe(data, size, &info, NULL)) return 0;
+    if (fl_image_probe(data, size, &info, NULL))
+        return 0;
     /* The last byte picks the variant, so the fuzzer can steer it. */
     uint8_t sel = data[size - 1];
     uint32_t ch = (sel & 1) ? 1 : 3;

@@ -20,16 +20,20 @@
 
 static char base[256], dir[300];
 
-static void put_file(const char *name, const void *data, size_t n) {
+static void put_file(const char *name, const void *data, size_t n)
+{
     char p[400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     FILE *f = fopen(p, "wb");
-    if (!f) abort();
-    if (n && fwrite(data, 1, n, f) != n) abort();
+    if (!f)
+        abort();
+    if (n && fwrite(data, 1, n, f) != n)
+        abort();
     fclose(f);
 }
 
-static void cleanup(void) {
+static void cleanup(void)
+{
     char p[400];
     snprintf(p, sizeof p, "%s/data.mdb", dir);
     unlink(p);
@@ -40,7 +44,8 @@ static void cleanup(void) {
 }
 
 /* The seed: a 5-record raw 4x4 zstd LMDB dataset written at `at`. */
-static void write_seed(const char *at) {
+static void write_seed(const char *at)
+{
     fl_writer_options o;
     memset(&o, 0, sizeof o);
     o.backend = FL_BACKEND_LMDB;
@@ -48,22 +53,28 @@ static void write_seed(const char *at) {
     o.zstd_level = 3;
     fl_writer *w;
     fl_error err;
-    if (fl_writer_open(at, &o, &w, &err)) abort();
+    if (fl_writer_open(at, &o, &w, &err))
+        abort();
     for (int i = 0; i < 5; i++) {
         uint8_t px[16];
-        for (int k = 0; k < 16; k++) px[k] = (uint8_t)(i * k);
+        for (int k = 0; k < 16; k++)
+            px[k] = (uint8_t)(i * k);
         char nm[16];
         snprintf(nm, sizeof nm, "img%d", i);
-        if (fl_writer_add(w, px, 16, i % 2, nm, 4, 4, &err)) abort();
+        if (fl_writer_add(w, px, 16, i % 2, nm, 4, 4, &err))
+            abort();
     }
     const char *cls[2] = {"a", "b"};
-    if (fl_writer_finish(w, cls, 2, &err)) abort();
+    if (fl_writer_finish(w, cls, 2, &err))
+        abort();
 }
 
-static void setup(void) {
+static void setup(void)
+{
     const char *t = getenv("TMPDIR");
     snprintf(base, sizeof base, "%s/fl-fuzz-lmdb-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(base)) abort();
+    if (!mkdtemp(base))
+        abort();
     snprintf(dir, sizeof dir, "%s/d", base);
     mkdir(dir, 0755);
     atexit(cleanup);
@@ -80,63 +91,85 @@ static void setup(void) {
 /* The bytes after the first occurrence of `key` (`k` bytes) in the input (NULL when absent or
  * too close to the end for `need` bytes). Keys are searched with the leaf node's flags and key
  * size before them (u16 each), so the manifest text kept in meta does not match. */
-static const uint8_t *after(const uint8_t *d, size_t n, const char *key, size_t k, size_t need) {
+static const uint8_t *after(const uint8_t *d, size_t n, const char *key, size_t k, size_t need)
+{
     const uint8_t *p = n >= k ? memmem(d, n, key, k) : NULL;
-    if (!p || (size_t)(d + n - (p + k)) < need) return NULL;
+    if (!p || (size_t)(d + n - (p + k)) < need)
+        return NULL;
     return p + k;
 }
 
-static int no_stop(void *u, uint64_t i, const fl_error *e) {
+static int no_stop(void *u, uint64_t i, const fl_error *e)
+{
     (void)u, (void)i, (void)e;
     return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
     static int ready;
     if (!ready) {
         setup();
         ready = 1;
     }
     uint32_t ver = 2;
-    const uint8_t *v = after(data, size, "\x00\x00\x0e\x00" "format_version", 18, 4);
-    if (v) memcpy(&ver, v, 4);
-    if (ver < 1 || ver > 2) ver = 2;
+    const uint8_t *v = after(data, size,
+                             "\x00\x00\x0e\x00"
+                             "format_version",
+                             18, 4);
+    if (v)
+        memcpy(&ver, v, 4);
+    if (ver < 1 || ver > 2)
+        ver = 2;
     char id[33] = "000102030405060708090a0b0c0d0e0f";
-    const uint8_t *i = after(data, size, "\x00\x00\x0a\x00" "dataset_id", 14, 16);
+    const uint8_t *i = after(data, size,
+                             "\x00\x00\x0a\x00"
+                             "dataset_id",
+                             14, 16);
     if (i)
-        for (int k = 0; k < 16; k++) snprintf(id + 2 * k, 3, "%02x", i[k]);
+        for (int k = 0; k < 16; k++)
+            snprintf(id + 2 * k, 3, "%02x", i[k]);
     /* the records database's MDB_db follows its name in the main database: entries at +32 */
     uint64_t records = 5;
-    const uint8_t *r = after(data, size, "\x02\x00\x07\x00" "records", 11, 40);
-    if (r) memcpy(&records, r + 32, 8);
-    if (records > (1ull << 40)) records = 5;
+    const uint8_t *r = after(data, size,
+                             "\x02\x00\x07\x00"
+                             "records",
+                             11, 40);
+    if (r)
+        memcpy(&records, r + 32, 8);
+    if (records > (1ull << 40))
+        records = 5;
     char man[2048];
-    int mn = snprintf(man, sizeof man,
-                      "{\"format\": \"fastload-dataset\", \"format_version\": %u,%s%s%s "
-                      "\"backend\": \"lmdb\", \"records\": %llu, \"classes\": [\"a\", \"b\"], "
-                      "\"schema\": {\"encoding\": \"raw\", \"compression\": \"zstd\", \"channels\": 1, "
-                      "\"height\": 4, \"width\": 4}, \"shards\": [{\"file\": \"data.mdb\", "
-                      "\"records\": %llu, \"bytes\": %zu}]}",
-                      ver, ver >= 2 ? " \"dataset_id\": \"" : "", ver >= 2 ? id : "",
-                      ver >= 2 ? "\"," : "", (unsigned long long)records,
-                      (unsigned long long)records, size);
+    int mn = snprintf(
+        man, sizeof man,
+        "{\"format\": \"fastload-dataset\", \"format_version\": %u,%s%s%s "
+        "\"backend\": \"lmdb\", \"records\": %llu, \"classes\": [\"a\", \"b\"], "
+        "\"schema\": {\"encoding\": \"raw\", \"compression\": \"zstd\", \"channels\": 1, "
+        "\"height\": 4, \"width\": 4}, \"shards\": [{\"file\": \"data.mdb\", "
+        "\"records\": %llu, \"bytes\": %zu}]}",
+        ver, ver >= 2 ? " \"dataset_id\": \"" : "", ver >= 2 ? id : "", ver >= 2 ? "\"," : "",
+        (unsigned long long)records, (unsigned long long)records, size);
     put_file("manifest.json", man, (size_t)mn);
     put_file("data.mdb", data, size);
     fl_dataset *ds;
     fl_error err;
     if (fl_dataset_open(dir, &ds, &err) != 0) {
-        if (!err.msg[0]) abort(); /* every failure must say why */
-        if (getenv("FL_FUZZ_VERBOSE")) fprintf(stderr, "%s\n", err.msg);
+        if (!err.msg[0])
+            abort(); /* every failure must say why */
+        if (getenv("FL_FUZZ_VERBOSE"))
+            fprintf(stderr, "%s\n", err.msg);
         return 0;
     }
     uint64_t n = fl_dataset_count(ds);
-    if (getenv("FL_FUZZ_VERBOSE")) fprintf(stderr, "opened: %llu records\n", (unsigned long long)n);
+    if (getenv("FL_FUZZ_VERBOSE"))
+        fprintf(stderr, "opened: %llu records\n", (unsigned long long)n);
     for (uint64_t k = 0; k < n; k++) {
         const uint8_t *p;
         size_t len;
         if (fl_dataset_get(ds, k, &p, &len, 0, &err) == 0) {
             volatile uint8_t s = 0;
-            for (size_t b = 0; b < len; b++) s ^= p[b];
+            for (size_t b = 0; b < len; b++)
+                s ^= p[b];
             (void)s;
         }
         size_t nl;

@@ -16,9 +16,11 @@
 #include "packdata.h"
 
 /* Put bytes in an anonymous file and return its /proc path (the parsers read paths). */
-static int as_file(const uint8_t *d, size_t n, char *path, size_t cap) {
+static int as_file(const uint8_t *d, size_t n, char *path, size_t cap)
+{
     int fd = memfd_create("fuzz", 0);
-    if (fd < 0) return -1;
+    if (fd < 0)
+        return -1;
     if (n && write(fd, d, n) != (ssize_t)n) {
         close(fd);
         return -1;
@@ -27,8 +29,10 @@ static int as_file(const uint8_t *d, size_t n, char *path, size_t cap) {
     return fd;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size < 1) return 0;
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
     uint8_t mode = data[0] % 7;
     data++;
     size--;
@@ -49,33 +53,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int fd;
     switch (mode) {
     case 0: { /* IDX in memory: 2-byte split point, then images | labels */
-        if (size < 2) break;
+        if (size < 2)
+            break;
         size_t cut = ((size_t)data[0] << 8 | data[1]);
         const uint8_t *rest = data + 2;
         size_t rn = size - 2;
-        if (cut > rn) cut = rn;
-        if (pd_idx_parse(rest, cut, rest + cut, rn - cut, "img", "lab", so.max_pixels, &items, &err) == 0) {
+        if (cut > rn)
+            cut = rn;
+        if (pd_idx_parse(rest, cut, rest + cut, rn - cut, "img", "lab", so.max_pixels, &items,
+                         &err) == 0) {
             for (size_t i = 0; i < items.n; i++) { /* touch every pixel the items point at */
                 volatile uint8_t s = 0;
                 const pd_item *it = &items.v[i];
-                for (size_t k = 0; k < (size_t)it->width * it->height; k++) s ^= it->pixels[k];
+                for (size_t k = 0; k < (size_t)it->width * it->height; k++)
+                    s ^= it->pixels[k];
                 (void)s;
             }
         }
         break;
     }
     case 1:
-    case 2:
-        pd_cifar_parse(data, size, "batch.bin", mode == 2, size & 1, &items, &err);
-        break;
+    case 2: pd_cifar_parse(data, size, "batch.bin", mode == 2, size & 1, &items, &err); break;
     case 3:
-        if ((fd = as_file(data, size, path, sizeof path)) < 0) break;
+        if ((fd = as_file(data, size, path, sizeof path)) < 0)
+            break;
         so.root = "/tmp";
         pd_src_list(path, &so, &rc, &items, &err);
         close(fd);
         break;
     case 4:
-        if ((fd = as_file(data, size, path, sizeof path)) < 0) break;
+        if ((fd = as_file(data, size, path, sizeof path)) < 0)
+            break;
         so.root = "/tmp";
         so.path_column = "path";
         so.label_column = "label";
@@ -83,15 +91,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         close(fd);
         break;
     case 5: { /* the gzip reader used for .gz IDX files, bounded output */
-        if ((fd = as_file(data, size, path, sizeof path)) < 0) break;
+        if ((fd = as_file(data, size, path, sizeof path)) < 0)
+            break;
         uint8_t *out = NULL;
         size_t n = 0;
-        if (pd_read_file(path, 1, 1u << 20, &out, &n, &err) == 0) free(out);
+        if (pd_read_file(path, 1, 1u << 20, &out, &n, &err) == 0)
+            free(out);
         close(fd);
         break;
     }
     case 6: /* JSONL: {"path": ..., "label": ...} a line */
-        if ((fd = as_file(data, size, path, sizeof path)) < 0) break;
+        if ((fd = as_file(data, size, path, sizeof path)) < 0)
+            break;
         so.root = "/tmp";
         pd_src_jsonl(path, &so, &rc, &items, &err);
         close(fd);
@@ -99,7 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (mode >= 3 && mode != 5) /* nothing outside --root got through */
         for (size_t i = 0; i < items.n; i++)
-            if (items.v[i].name && pd_path_leaves(so.root, items.v[i].name)) abort();
+            if (items.v[i].name && pd_path_leaves(so.root, items.v[i].name))
+                abort();
     pd_items_free(&items);
     return 0;
 }

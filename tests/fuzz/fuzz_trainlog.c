@@ -1,6 +1,6 @@
 /* fuzz_trainlog.c — libFuzzer harness for trainfast's training-log reader and the HTML report
- * drawn from it (trainer/report/report_log.h): any byte string must either parse and draw a page, or
- * fail with an error code and a message naming file:line; never crash, hang or read out of
+ * drawn from it (trainer/report/report_log.h): any byte string must either parse and draw a page,
+ * or fail with an error code and a message naming file:line; never crash, hang or read out of
  * bounds (absurd numbers must not break the charts' axes). */
 #include <stdint.h>
 #include <stdlib.h>

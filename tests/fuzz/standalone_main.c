@@ -10,7 +10,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static int run_file(const char *path) {
+static int run_file(const char *path)
+{
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "%s: cannot open\n", path);
@@ -32,22 +33,26 @@ static int run_file(const char *path) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     int files = 0, bad = 0;
     for (int i = 1; i < argc; i++) {
         struct stat st;
-        if (stat(argv[i], &st) != 0) continue; /* an absent crash folder is fine */
+        if (stat(argv[i], &st) != 0)
+            continue; /* an absent crash folder is fine */
         if (S_ISDIR(st.st_mode)) {
             DIR *d = opendir(argv[i]);
             struct dirent *e;
             while (d && (e = readdir(d))) {
-                if (e->d_name[0] == '.') continue;
+                if (e->d_name[0] == '.')
+                    continue;
                 char p[4096];
                 snprintf(p, sizeof p, "%s/%s", argv[i], e->d_name);
                 bad += run_file(p);
                 files++;
             }
-            if (d) closedir(d);
+            if (d)
+                closedir(d);
         } else {
             bad += run_file(argv[i]);
             files++;

@@ -10,8 +10,8 @@
 #include "gpu_dist.h"
 #include "model.h"
 
-#define N 32
-#define HW 16
+#define N       32
+#define HW      16
 #define CLASSES 10
 
 typedef struct fixture {
@@ -20,7 +20,8 @@ typedef struct fixture {
     uint64_t indices[N];
 } fixture;
 
-static void make_batch(fixture *f, uint64_t seed, tf_batch *bt) {
+static void make_batch(fixture *f, uint64_t seed, tf_batch *bt)
+{
     gt_rng_state = seed;
     for (int i = 0; i < N; i++) {
         f->labels[i] = (int32_t)(gt_uniform() * CLASSES);
@@ -49,7 +50,8 @@ typedef struct run {
 } run;
 
 static float *state_params(const tf_backend_ops *ops, tf_backend *b, const tf_model_spec *s,
-                           tf_state *st) {
+                           tf_state *st)
+{
     memset(st, 0, sizeof *st);
     st->params = calloc((size_t)s->param_count, 4);
     st->momentum = calloc((size_t)s->param_count, 4);
@@ -63,7 +65,8 @@ static float *state_params(const tf_backend_ops *ops, tf_backend *b, const tf_mo
     return st->params;
 }
 
-static void free_state(tf_state *st) {
+static void free_state(tf_state *st)
+{
     free(st->params);
     free(st->momentum);
     free(st->grad_accum);
@@ -71,7 +74,8 @@ static void free_state(tf_state *st) {
 }
 
 static tf_backend *make(const tf_backend_ops *ops, const tf_model_spec *s, tf_precision prec,
-                        const float *p0, const float *s0) {
+                        const float *p0, const float *s0)
+{
     tf_train_config cfg;
     tf_train_config_init(&cfg);
     cfg.precision = prec;
@@ -103,7 +107,8 @@ static tf_backend *make(const tf_backend_ops *ops, const tf_model_spec *s, tf_pr
     return b;
 }
 
-static double step(const tf_backend_ops *ops, tf_backend *b, const tf_batch *bt, float lr) {
+static double step(const tf_backend_ops *ops, tf_backend *b, const tf_batch *bt, float lr)
+{
     tf_step_result r;
     fl_error err;
     if (ops->train_step(b, bt, lr, &r, &err)) {
@@ -115,7 +120,8 @@ static double step(const tf_backend_ops *ops, tf_backend *b, const tf_batch *bt,
 
 /* Relative L2 distance of the gradients of each parameter tensor. */
 static void compare_grads(const tf_model_spec *s, const float *p0, const float *pc, const float *pg,
-                          double tol, const char *what) {
+                          double tol, const char *what)
+{
     for (int i = 0; i < s->n_params; i++) {
         const tf_param *q = &s->params[i];
         double num = 0, den = 0;
@@ -126,12 +132,14 @@ static void compare_grads(const tf_model_spec *s, const float *p0, const float *
         }
         double rel = sqrt(num / (den + 1e-30));
         if (!(rel <= tol || sqrt(den) < 1e-7))
-            EXPECTF(0, "%s: gradient of %s differs from the CPU by %.3g (relative L2, tolerance %.3g)",
+            EXPECTF(0,
+                    "%s: gradient of %s differs from the CPU by %.3g (relative L2, tolerance %.3g)",
                     what, q->name, rel, tol);
     }
 }
 
-static void test_model(const char *name, const tf_model_options *mo) {
+static void test_model(const char *name, const tf_model_options *mo)
+{
     tf_model_spec spec;
     fl_error err;
     if (tf_model_build(name, 1, HW, HW, CLASSES, mo, &spec, &err)) {
@@ -164,7 +172,10 @@ static void test_model(const char *name, const tf_model_options *mo) {
     const double tols[3] = {2e-3, 6e-2, 3e-2}, ltol[3] = {1e-4, 2e-2, 5e-3};
     for (int k = 0; k < 3; k++) {
         char what[96];
-        snprintf(what, sizeof what, "%s %s", name, precs[k] == TF_FP32 ? "fp32" : precs[k] == TF_BF16 ? "bf16" : "fp16");
+        snprintf(what, sizeof what, "%s %s", name,
+                 precs[k] == TF_FP32   ? "fp32"
+                 : precs[k] == TF_BF16 ? "bf16"
+                                       : "fp16");
         tf_backend *bg = make(gpu, &spec, precs[k], p0, s0);
         for (int tta = 0; tta < 2; tta++) {
             tf_eval_result eg;
@@ -172,7 +183,8 @@ static void test_model(const char *name, const tf_model_options *mo) {
                 fprintf(stderr, "gpu eval_batch: %s\n", err.msg);
                 exit(1);
             }
-            EXPECTF(fabs(eg.loss_sum - ec[tta].loss_sum) <= 10 * ltol[k] * (fabs(ec[tta].loss_sum) + N),
+            EXPECTF(fabs(eg.loss_sum - ec[tta].loss_sum) <=
+                        10 * ltol[k] * (fabs(ec[tta].loss_sum) + N),
                     "%s: eval loss (tta %d) GPU %.5f vs CPU %.5f", what, tta, eg.loss_sum,
                     ec[tta].loss_sum);
             int d1 = (int)eg.correct1 - (int)ec[tta].correct1;
@@ -181,7 +193,8 @@ static void test_model(const char *name, const tf_model_options *mo) {
             EXPECTF(eg.correct5 >= eg.correct1 && eg.n == N, "%s: eval counts inconsistent", what);
         }
         double lg = step(gpu, bg, &bt, 1.0f);
-        EXPECTF(fabs(lg - lc) <= ltol[k] * (fabs(lc) + 1), "%s: first loss GPU %.6f vs CPU %.6f", what, lg, lc);
+        EXPECTF(fabs(lg - lc) <= ltol[k] * (fabs(lc) + 1), "%s: first loss GPU %.6f vs CPU %.6f",
+                what, lg, lc);
         tf_state sg;
         float *pg = state_params(gpu, bg, &spec, &sg);
         compare_grads(&spec, p0, pc, pg, tols[k], what);
@@ -191,7 +204,8 @@ static void test_model(const char *name, const tf_model_options *mo) {
             double d = fabs((double)sg.stats[i] - sc.stats[i]) / (fabs(sc.stats[i]) + 1e-2);
             worst = d > worst ? d : worst;
         }
-        EXPECTF(worst <= 50 * tols[k], "%s: BN running stats differ by %.3g (relative)", what, worst);
+        EXPECTF(worst <= 50 * tols[k], "%s: BN running stats differ by %.3g (relative)", what,
+                worst);
         free_state(&sg);
         gpu->destroy(bg);
     }
@@ -206,10 +220,11 @@ static void test_model(const char *name, const tf_model_options *mo) {
             tf_batch b2;
             make_batch(&ft, 1000 + (uint64_t)t, &b2);
             double a = step(cpu, c2, &b2, 0.05f), g = step(gpu, g2, &b2, 0.05f);
-            EXPECTF(fabs(a - g) <= 1e-3 * (fabs(a) + 1), "%s fp32 step %d: loss GPU %.6f vs CPU %.6f",
-                    name, t, g, a);
+            EXPECTF(fabs(a - g) <= 1e-3 * (fabs(a) + 1),
+                    "%s fp32 step %d: loss GPU %.6f vs CPU %.6f", name, t, g, a);
         }
-        /* state round trip: a second GPU backend set from the first's state continues identically */
+        /* state round trip: a second GPU backend set from the first's state continues identically
+         */
         tf_state st;
         state_params(gpu, g2, &spec, &st);
         tf_backend *g3 = make(gpu, &spec, TF_FP32, st.params, st.stats);
@@ -217,8 +232,8 @@ static void test_model(const char *name, const tf_model_options *mo) {
         tf_batch b3;
         make_batch(&ft, 5000, &b3);
         double la = step(gpu, g2, &b3, 0.05f), lb = step(gpu, g3, &b3, 0.05f);
-        EXPECTF(fabs(la - lb) <= 1e-6 * (fabs(la) + 1), "%s: loss after state round trip %.7f vs %.7f",
-                name, lb, la);
+        EXPECTF(fabs(la - lb) <= 1e-6 * (fabs(la) + 1),
+                "%s: loss after state round trip %.7f vs %.7f", name, lb, la);
         free_state(&st);
         cpu->destroy(c2);
         gpu->destroy(g2);
@@ -231,11 +246,13 @@ static void test_model(const char *name, const tf_model_options *mo) {
 
 /* bf16 training makes progress on the striped task: the mean loss of the last 10 of 80 steps is
  * below half the first step's. */
-static void test_learns(void) {
+static void test_learns(void)
+{
     tf_model_spec spec;
     fl_error err;
     tf_model_options mo = {16, 0, 0};
-    if (tf_model_build("fastcnn", 1, HW, HW, CLASSES, &mo, &spec, &err)) exit(1);
+    if (tf_model_build("fastcnn", 1, HW, HW, CLASSES, &mo, &spec, &err))
+        exit(1);
     float *p0 = malloc((size_t)spec.param_count * 4), *s0 = malloc((size_t)spec.stat_count * 4 + 4);
     tf_model_init(&spec, 11, p0, s0);
     const tf_backend_ops *gpu = tf_backend_cuda();
@@ -246,8 +263,10 @@ static void test_learns(void) {
         tf_batch bt;
         make_batch(&f, 7000 + (uint64_t)t, &bt);
         double l = step(gpu, b, &bt, 0.2f);
-        if (t == 0) first = l;
-        if (t >= 70) last += l / 10;
+        if (t == 0)
+            first = l;
+        if (t >= 70)
+            last += l / 10;
     }
     EXPECTF(last < 0.5 * first, "bf16 fastcnn did not learn: loss %.4f -> %.4f", first, last);
     printf("test_gpu_backend: bf16 learns: loss %.4f -> %.4f (mean of the last 10 of 80 steps)\n",
@@ -261,11 +280,13 @@ static void test_learns(void) {
 /* Same inputs, same bits: two runs agree exactly (deterministic cuDNN algorithms, no float
  * atomics), and the NCCL path with world size 1 (gradients averaged over one rank) equals the
  * plain run bit for bit. */
-static void test_determinism_and_nccl(tf_precision prec) {
+static void test_determinism_and_nccl(tf_precision prec)
+{
     tf_model_spec spec;
     fl_error err;
     tf_model_options mo = {8, 1, 0};
-    if (tf_model_build("fastcnn", 1, HW, HW, CLASSES, &mo, &spec, &err)) exit(1);
+    if (tf_model_build("fastcnn", 1, HW, HW, CLASSES, &mo, &spec, &err))
+        exit(1);
     float *p0 = malloc((size_t)spec.param_count * 4), *s0 = malloc((size_t)spec.stat_count * 4 + 4);
     tf_model_init(&spec, 3, p0, s0);
     const tf_backend_ops *gpu = tf_backend_cuda();
@@ -279,7 +300,8 @@ static void test_determinism_and_nccl(tf_precision prec) {
     int nruns = with_nccl ? 3 : 2;
     for (int r = 0; r < nruns; r++) {
         runs[r] = make(gpu, &spec, prec, p0, s0);
-        if (r == 2 && tf_gpu_set_comm(runs[r], comm, &err)) EXPECTF(0, "tf_gpu_set_comm: %s", err.msg);
+        if (r == 2 && tf_gpu_set_comm(runs[r], comm, &err))
+            EXPECTF(0, "tf_gpu_set_comm: %s", err.msg);
         for (int t = 0; t < 3; t++) {
             fixture f;
             tf_batch bt;
@@ -288,10 +310,11 @@ static void test_determinism_and_nccl(tf_precision prec) {
         }
     }
     tf_state st[3];
-    for (int r = 0; r < nruns; r++) state_params(gpu, runs[r], &spec, &st[r]);
+    for (int r = 0; r < nruns; r++)
+        state_params(gpu, runs[r], &spec, &st[r]);
     const char *pn = prec == TF_FP32 ? "fp32" : prec == TF_BF16 ? "bf16" : "fp16";
     EXPECTF(!memcmp(st[0].params, st[1].params, (size_t)spec.param_count * 4) &&
-            !memcmp(st[0].stats, st[1].stats, (size_t)spec.stat_count * 4),
+                !memcmp(st[0].stats, st[1].stats, (size_t)spec.stat_count * 4),
             "%s: two identical runs differ (non-deterministic kernels?)", pn);
     if (with_nccl)
         EXPECTF(!memcmp(st[0].params, st[2].params, (size_t)spec.param_count * 4),
@@ -308,7 +331,8 @@ static void test_determinism_and_nccl(tf_precision prec) {
     tf_model_free(&spec);
 }
 
-int main(void) {
+int main(void)
+{
     char why[256];
     const tf_backend_ops *gpu = tf_backend_cuda();
     if (!gpu->available(why, sizeof why)) {

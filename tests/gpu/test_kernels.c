@@ -11,14 +11,17 @@
 
 static const flk_dtype DTS[3] = {FLK_F32, FLK_F16, FLK_BF16};
 
-/* ---- host-only checks -------------------------------------------------------------------------- */
+/* ---- host-only checks --------------------------------------------------------------------------
+ */
 
-static void check_host(void) {
+static void check_host(void)
+{
     /* conversions: exact values, rounding to nearest even, overflow, subnormals */
     EXPECTF(cpu_f16_to_f32(cpu_f32_to_f16(1.0f)) == 1.0f, "fp16 1.0");
     EXPECTF(cpu_f32_to_f16(65504.0f) == 0x7BFF, "fp16 max");
     EXPECTF(cpu_f32_to_f16(1e6f) == 0x7C00, "fp16 overflow to inf");
-    EXPECTF(cpu_f16_to_f32(cpu_f32_to_f16(ldexpf(1.0f, -24))) == ldexpf(1.0f, -24), "fp16 min subnormal");
+    EXPECTF(cpu_f16_to_f32(cpu_f32_to_f16(ldexpf(1.0f, -24))) == ldexpf(1.0f, -24),
+            "fp16 min subnormal");
     EXPECTF(cpu_f32_to_f16(1.0f + ldexpf(1.0f, -11)) == 0x3C00, "fp16 tie to even (down)");
     EXPECTF(cpu_f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)) == 0x3C02, "fp16 tie to even (up)");
     EXPECTF(cpu_f32_to_bf16(1.0f + ldexpf(1.0f, -8)) == 0x3F80, "bf16 tie to even (down)");
@@ -37,65 +40,96 @@ static void check_host(void) {
     EXPECTF(s == 1.0f, "scale never below 1");
 }
 
-/* ---- the CPU reference of each kernel: the CPU backend's layer, in the kernel's layout ------------ */
+/* ---- the CPU reference of each kernel: the CPU backend's layer, in the kernel's layout
+ * ------------ */
 
 /* flk_input_u8: its mean/stddev are on the 0..255 scale (stddev 0 means 1), flip 2 mirrors all */
-static void ref_input(const uint8_t *img, float *dst, const flk_input_params *p, const uint64_t *idx) {
+static void ref_input(const uint8_t *img, float *dst, const flk_input_params *p,
+                      const uint64_t *idx)
+{
     float mean[4], sd[4];
     for (int c = 0; c < p->c; c++) {
         mean[c] = p->mean[c] / 255.0f;
         sd[c] = (p->stddev[c] != 0.0f ? p->stddev[c] : 1.0f) / 255.0f;
     }
-    cpu_input_params q = {.N = p->n, .H = p->h, .W = p->w, .C = p->c, .mean = mean, .std = sd,
-                          .pad = p->pad, .flip = p->flip == 1, .hflip_all = p->flip == 2,
-                          .seed = p->seed, .epoch = p->epoch, .indices = idx,
-                          .reflect = p->pad_mode == FLK_PAD_REFLECT, .nhwc = !p->nchw, .c_out = p->c_out};
+    cpu_input_params q = {.N = p->n,
+                          .H = p->h,
+                          .W = p->w,
+                          .C = p->c,
+                          .mean = mean,
+                          .std = sd,
+                          .pad = p->pad,
+                          .flip = p->flip == 1,
+                          .hflip_all = p->flip == 2,
+                          .seed = p->seed,
+                          .epoch = p->epoch,
+                          .indices = idx,
+                          .reflect = p->pad_mode == FLK_PAD_REFLECT,
+                          .nhwc = !p->nchw,
+                          .c_out = p->c_out};
     cpu_input_run(NULL, &q, img, dst);
 }
 
-static void ref_act_forward(flk_act act, const float *x, float *y, size_t n) {
-    if (act == FLK_ACT_RELU) cpu_relu_forward((long)n, x, y);
-    else if (act == FLK_ACT_GELU) cpu_gelu_forward((long)n, x, y);
-    else memcpy(y, x, n * sizeof(float));
+static void ref_act_forward(flk_act act, const float *x, float *y, size_t n)
+{
+    if (act == FLK_ACT_RELU)
+        cpu_relu_forward((long)n, x, y);
+    else if (act == FLK_ACT_GELU)
+        cpu_gelu_forward((long)n, x, y);
+    else
+        memcpy(y, x, n * sizeof(float));
 }
 
-static void ref_act_backward(flk_act act, const float *x, const float *dy, float *dx, size_t n) {
+static void ref_act_backward(flk_act act, const float *x, const float *dy, float *dx, size_t n)
+{
     memset(dx, 0, n * sizeof(float)); /* the CPU backward adds */
-    if (act == FLK_ACT_RELU) cpu_relu_backward((long)n, x, dy, dx);
-    else if (act == FLK_ACT_GELU) cpu_gelu_backward((long)n, x, dy, dx);
-    else memcpy(dx, dy, n * sizeof(float));
+    if (act == FLK_ACT_RELU)
+        cpu_relu_backward((long)n, x, dy, dx);
+    else if (act == FLK_ACT_GELU)
+        cpu_gelu_backward((long)n, x, dy, dx);
+    else
+        memcpy(dx, dy, n * sizeof(float));
 }
 
 /* flk_bias_backward sums dy [rows][cols] over the rows: the CPU backend's bias gradient is the one
  * its linear layer computes (x and w zero: only db matters) */
-static void ref_bias_backward(const float *dy, float *dbias, int rows, int cols) {
+static void ref_bias_backward(const float *dy, float *dbias, int rows, int cols)
+{
     float *zx = calloc((size_t)rows, sizeof(float)), *zw = calloc((size_t)cols, sizeof(float)),
           *dw = calloc((size_t)cols, sizeof(float));
     memset(dbias, 0, (size_t)cols * sizeof(float));
     cpu_linear_backward(NULL, rows, 1, cols, zx, zw, dy, NULL, dw, dbias);
-    free(zx); free(zw); free(dw);
+    free(zx);
+    free(zw);
+    free(dw);
 }
 
 /* NHWC batch norm over [rows][c] = NCHW with N = rows, H = W = 1; the fused ReLU applied after.
  * save: mean in [0, c), 1/sqrt(var + eps) in [c, 2c). */
 static void ref_bn_forward_train(const float *x, float *y, int rows, int c, const float *gamma,
                                  const float *beta, float *rm, float *rv, float momentum, float eps,
-                                 float *save, flk_act act) {
+                                 float *save, flk_act act)
+{
     tf_shape s = {c, 1, 1};
     cpu_bn_forward(NULL, rows, s, 1, eps, momentum, x, gamma, beta, rm, rv, save, y);
-    if (act == FLK_ACT_RELU) cpu_relu_forward((long)rows * c, y, y);
-    EXPECTF(act == FLK_ACT_NONE || act == FLK_ACT_RELU, "ref_bn_forward_train: fused %d not referenced", (int)act);
+    if (act == FLK_ACT_RELU)
+        cpu_relu_forward((long)rows * c, y, y);
+    EXPECTF(act == FLK_ACT_NONE || act == FLK_ACT_RELU,
+            "ref_bn_forward_train: fused %d not referenced", (int)act);
 }
 
 /* y: the forward output (with a fused ReLU, its zeros mask dy) */
-static void ref_bn_backward(const float *x, const float *y, const float *dy, float *dx, int rows, int c,
-                            const float *gamma, const float *save, float *dgamma, float *dbeta,
-                            flk_act act) {
+static void ref_bn_backward(const float *x, const float *y, const float *dy, float *dx, int rows,
+                            int c, const float *gamma, const float *save, float *dgamma,
+                            float *dbeta, flk_act act)
+{
     size_t n = (size_t)rows * c;
     tf_shape s = {c, 1, 1};
     float *g = calloc(n, sizeof(float));
-    if (act == FLK_ACT_RELU) cpu_relu_backward((long)n, y, dy, g);
-    else memcpy(g, dy, n * sizeof(float));
+    if (act == FLK_ACT_RELU)
+        cpu_relu_backward((long)n, y, dy, g);
+    else
+        memcpy(g, dy, n * sizeof(float));
     memset(dx, 0, n * sizeof(float));
     memset(dgamma, 0, (size_t)c * sizeof(float));
     memset(dbeta, 0, (size_t)c * sizeof(float));
@@ -104,34 +138,47 @@ static void ref_bn_backward(const float *x, const float *y, const float *dy, flo
 }
 
 /* NHWC pools through NCHW; the max pool's backward reruns its forward for the argmax */
-static void ref_pool(const flk_pool_params *p, const float *x, const float *dy, float *y, float *dx) {
+static void ref_pool(const flk_pool_params *p, const float *x, const float *dy, float *y, float *dx)
+{
     int oh, ow;
     flk_pool_out_dims(p, &oh, &ow);
     tf_shape si = {p->c, p->h, p->w}, so = {p->c, oh, ow};
     size_t ni = (size_t)p->n * p->c * p->h * p->w, no = (size_t)p->n * p->c * oh * ow;
-    float *xc = gt_to_nchw(x, p->n, p->c, p->h, p->w), *yc = malloc(no * 4 + 4), *dxc = calloc(ni + 1, 4);
+    float *xc = gt_to_nchw(x, p->n, p->c, p->h, p->w), *yc = malloc(no * 4 + 4),
+          *dxc = calloc(ni + 1, 4);
     int32_t *arg = malloc(no * 4 + 4);
-    if (p->kind == FLK_POOL_MAX) cpu_maxpool_forward(NULL, p->n, si, so, p->k, p->stride, p->pad, xc, yc, arg);
-    else cpu_avgpool_forward(NULL, p->n, si, so, p->k, p->stride, p->pad, xc, yc);
-    if (y) gt_transpose_chw(yc, y, p->n, p->c, oh, ow, 0);
+    if (p->kind == FLK_POOL_MAX)
+        cpu_maxpool_forward(NULL, p->n, si, so, p->k, p->stride, p->pad, xc, yc, arg);
+    else
+        cpu_avgpool_forward(NULL, p->n, si, so, p->k, p->stride, p->pad, xc, yc);
+    if (y)
+        gt_transpose_chw(yc, y, p->n, p->c, oh, ow, 0);
     if (dx) {
         float *dyc = gt_to_nchw(dy, p->n, p->c, oh, ow);
-        if (p->kind == FLK_POOL_MAX) cpu_maxpool_backward(NULL, p->n, si, so, arg, dyc, dxc);
-        else cpu_avgpool_backward(NULL, p->n, si, so, p->k, p->stride, p->pad, dyc, dxc);
+        if (p->kind == FLK_POOL_MAX)
+            cpu_maxpool_backward(NULL, p->n, si, so, arg, dyc, dxc);
+        else
+            cpu_avgpool_backward(NULL, p->n, si, so, p->k, p->stride, p->pad, dyc, dxc);
         gt_transpose_chw(dxc, dx, p->n, p->c, p->h, p->w, 0);
         free(dyc);
     }
-    free(xc); free(yc); free(dxc); free(arg);
+    free(xc);
+    free(yc);
+    free(dxc);
+    free(arg);
 }
 
-/* global average pool of NHWC [n][hw][c] = NCHW (c, hw, 1) after a transpose; y is [n][c] in both */
-static void ref_gap_forward(const float *x, float *y, int n, int hw, int c) {
+/* global average pool of NHWC [n][hw][c] = NCHW (c, hw, 1) after a transpose; y is [n][c] in both
+ */
+static void ref_gap_forward(const float *x, float *y, int n, int hw, int c)
+{
     tf_shape s = {c, hw, 1};
     float *xc = gt_to_nchw(x, n, c, hw, 1);
     cpu_gap_forward(n, s, xc, y);
     free(xc);
 }
-static void ref_gap_backward(const float *dy, float *dx, int n, int hw, int c) {
+static void ref_gap_backward(const float *dy, float *dx, int n, int hw, int c)
+{
     tf_shape s = {c, hw, 1};
     float *dxc = calloc((size_t)n * hw * c + 1, sizeof(float));
     cpu_gap_backward(n, s, dy, dxc);
@@ -140,8 +187,9 @@ static void ref_gap_backward(const float *dy, float *dx, int n, int hw, int c) {
 }
 
 /* per-row loss (the CPU layer returns the sum: one row at a time); counts[0..1] += top-1/top-5 */
-static void ref_xent(const float *z, const int32_t *labels, int n, int k, float eps, float grad_scale,
-                     float *loss, float *dlogits, long long *counts) {
+static void ref_xent(const float *z, const int32_t *labels, int n, int k, float eps,
+                     float grad_scale, float *loss, float *dlogits, long long *counts)
+{
     for (int r = 0; r < n; r++) {
         uint32_t c1 = 0, c5 = 0;
         loss[r] = (float)cpu_softmax_xent(1, k, z + (size_t)r * k, labels + r, eps, grad_scale,
@@ -151,23 +199,29 @@ static void ref_xent(const float *z, const int32_t *labels, int n, int k, float 
     }
 }
 
-/* flk_filter_to_ohwi: a permutation with no CPU layer (the CPU backend keeps OIHW): its index formula */
-static void ref_filter_to_ohwi(const float *w, float *dst, int o, int ci, int kh, int kw, int ipad) {
+/* flk_filter_to_ohwi: a permutation with no CPU layer (the CPU backend keeps OIHW): its index
+ * formula */
+static void ref_filter_to_ohwi(const float *w, float *dst, int o, int ci, int kh, int kw, int ipad)
+{
     int kk = kh * kw;
     for (int a = 0; a < o; a++)
         for (int c = 0; c < ipad; c++)
             for (int r = 0; r < kk; r++)
-                dst[((size_t)a * kk + r) * ipad + c] = c < ci ? w[((size_t)a * ci + c) * kk + r] : 0.0f;
+                dst[((size_t)a * kk + r) * ipad + c] =
+                    c < ci ? w[((size_t)a * ci + c) * kk + r] : 0.0f;
 }
 
-/* ---- kernels ------------------------------------------------------------------------------------- */
+/* ---- kernels
+ * ------------------------------------------------------------------------------------- */
 
-static void test_input(flk_dtype dt) {
+static void test_input(flk_dtype dt)
+{
     int n = 6, h = 7, w = 9, c = 3;
     size_t total = (size_t)n * h * w * c;
     uint8_t *img = malloc(total);
     uint64_t idx[6] = {3, 99, 1000, 7, 12345678901ull, 0};
-    for (size_t i = 0; i < total; i++) img[i] = (uint8_t)(gt_uniform() * 256);
+    for (size_t i = 0; i < total; i++)
+        img[i] = (uint8_t)(gt_uniform() * 256);
     uint8_t *dimg = gt_alloc(total);
     uint64_t *didx = gt_alloc(sizeof idx);
     GT_CUDA(cudaMemcpy(dimg, img, total, cudaMemcpyHostToDevice));
@@ -175,13 +229,15 @@ static void test_input(flk_dtype dt) {
     void *dout = gt_alloc(total * 4 * 3);
     float *want = malloc(total * 4 * 3);
     for (int v = 0; v < 10; v++) {
-        flk_input_params p = {n, h, w, c, {125.3f, 122.9f, 113.8f, 0}, {63.0f, 62.1f, 66.7f, 1}, 0, 0,
-                              FLK_PAD_ZERO, 0, 42, 3};
+        flk_input_params p = {
+            n, h,  w, c, {125.3f, 122.9f, 113.8f, 0}, {63.0f, 62.1f, 66.7f, 1}, 0, 0, FLK_PAD_ZERO,
+            0, 42, 3};
         p.nchw = v & 1;
         p.pad = (v & 2) ? 2 : 0;
         p.pad_mode = (v & 4) ? FLK_PAD_REFLECT : FLK_PAD_ZERO;
         p.flip = v == 7 ? 2 : (v >> 1) & 1;
-        if (v >= 8) p.c_out = 8; /* zero channel padding, NHWC (8) and NCHW (9) */
+        if (v >= 8)
+            p.c_out = 8; /* zero channel padding, NHWC (8) and NCHW (9) */
         size_t tot = (size_t)n * h * w * (p.c_out ? p.c_out : c);
         const uint64_t *hi = (v & 1) ? idx : NULL;
         GT_CUDA(flk_input_u8(dimg, dout, dt, &p, (v & 1) ? didx : NULL, 0));
@@ -200,7 +256,8 @@ static void test_input(flk_dtype dt) {
     cudaFree(dout);
 }
 
-static void test_elementwise(flk_dtype dt) {
+static void test_elementwise(flk_dtype dt)
+{
     size_t n = 10007;
     float *x = gt_randn_array(n, 2.0f, 0.0f), *g = gt_randn_array(n, 1.0f, 0.0f);
     gt_round(x, dt, n);
@@ -216,7 +273,8 @@ static void test_elementwise(flk_dtype dt) {
          * O(1) intermediate terms, e.g. at its gradient's zero near x = −0.75, fails any float
          * kernel. GELU 2, as in test_gpu_layers: the reference is the CPU layer's own fp32 tanhf
          * (not a double), and near tanh's saturation its GELU' and the kernel's expf differ by a
-         * few 1e-7 absolute (host emulation of the kernel: 0.48 of the limit at scale 1, 0.24 at 2) */
+         * few 1e-7 absolute (host emulation of the kernel: 0.48 of the limit at scale 1, 0.24 at 2)
+         */
         const double sc = a == FLK_ACT_GELU ? 2.0 : 1.0;
         gt_close(a == FLK_ACT_RELU ? "relu forward" : "gelu forward", got, want, n, dt, 4.0, sc);
         free(got);
@@ -243,7 +301,8 @@ static void test_elementwise(flk_dtype dt) {
     float *dacc = gt_alloc(n * 4);
     GT_CUDA(flk_accum_grad(dx, dt, dacc, n, 0.5f, 0.0f, 0));
     GT_CUDA(flk_accum_grad(dg, dt, dacc, n, 2.0f, 1.0f, 0));
-    for (size_t i = 0; i < n; i++) want[i] = 0.5f * x[i] + 2.0f * g[i];
+    for (size_t i = 0; i < n; i++)
+        want[i] = 0.5f * x[i] + 2.0f * g[i];
     got = gt_download(dacc, n, FLK_F32);
     gt_close("accum_grad", got, want, n, FLK_F32, 4.0, 1.0);
     free(got);
@@ -260,11 +319,19 @@ static void test_elementwise(flk_dtype dt) {
     got = gt_download(dy, n, dt);
     gt_close("cast from fp32", got, want, n, dt, 0.0, 0.0);
     free(got);
-    free(x); free(g); free(xf); free(want);
-    cudaFree(dx); cudaFree(dg); cudaFree(dy); cudaFree(dacc); cudaFree(dxf);
+    free(x);
+    free(g);
+    free(xf);
+    free(want);
+    cudaFree(dx);
+    cudaFree(dg);
+    cudaFree(dy);
+    cudaFree(dacc);
+    cudaFree(dxf);
 }
 
-static void test_layout(flk_dtype dt) {
+static void test_layout(flk_dtype dt)
+{
     int o = 5, ci = 3, k = 3, n = 4, c = 6, h = 3, w = 5;
     size_t nf = (size_t)o * ci * k * k, na = (size_t)n * c * h * w, nfp = (size_t)o * 8 * k * k;
     float *wt = gt_randn_array(nf, 1.0f, 0.0f), *want = malloc(na * 4 + nfp * 4), *got;
@@ -277,7 +344,8 @@ static void test_layout(flk_dtype dt) {
         ref_filter_to_ohwi(wt, want, o, ci, k, k, ip);
         gt_round(want, dt, np);
         got = gt_download(dpk, np, dt);
-        gt_close(ip == ci ? "filter_to_ohwi" : "filter_to_ohwi padded", got, want, np, dt, 0.0, 0.0);
+        gt_close(ip == ci ? "filter_to_ohwi" : "filter_to_ohwi padded", got, want, np, dt, 0.0,
+                 0.0);
         free(got);
         /* and back: the gradient path must invert the permutation exactly */
         GT_CUDA(flk_filter_grad_from_ohwi(dpk, dt, dacc, o, ci, k, k, ip, 1.0f, 0.0f, 0));
@@ -300,19 +368,29 @@ static void test_layout(flk_dtype dt) {
     got = gt_download(dz, na, dt);
     gt_close("transpose round trip", got, x, na, dt, 0.0, 0.0);
     free(got);
-    free(wt); free(want); free(x);
-    cudaFree(dw); cudaFree(dpk); cudaFree(dacc); cudaFree(dx); cudaFree(dy); cudaFree(dz);
+    free(wt);
+    free(want);
+    free(x);
+    cudaFree(dw);
+    cudaFree(dpk);
+    cudaFree(dacc);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dz);
 }
 
-static void test_bias(flk_dtype dt) {
+static void test_bias(flk_dtype dt)
+{
     int rows = 300, cols = 37;
     size_t n = (size_t)rows * cols;
-    float *y = gt_randn_array(n, 1.0f, 0.0f), *b = gt_randn_array(cols, 1.0f, 0.0f), *want = malloc(n * 4);
+    float *y = gt_randn_array(n, 1.0f, 0.0f), *b = gt_randn_array(cols, 1.0f, 0.0f),
+          *want = malloc(n * 4);
     gt_round(y, dt, n);
     void *dy = gt_upload(y, n, dt);
     float *db = gt_upload(b, cols, FLK_F32), *dg = gt_alloc(cols * 4);
     GT_CUDA(flk_bias_add(dy, dt, db, rows, cols, 0));
-    for (size_t i = 0; i < n; i++) want[i] = y[i] + b[i % cols];
+    for (size_t i = 0; i < n; i++)
+        want[i] = y[i] + b[i % cols];
     gt_round(want, dt, n);
     float *got = gt_download(dy, n, dt);
     gt_close("bias_add", got, want, n, dt, 4.0, 1e-6);
@@ -322,12 +400,19 @@ static void test_bias(flk_dtype dt) {
     ref_bias_backward(dyh, want, rows, cols);
     got = gt_download(dg, cols, FLK_F32);
     gt_close("bias_backward", got, want, cols, FLK_F32, 64.0 * rows, 1.0);
-    free(got); free(dyh); free(y); free(b); free(want);
-    cudaFree(dy); cudaFree(db); cudaFree(dg);
+    free(got);
+    free(dyh);
+    free(y);
+    free(b);
+    free(want);
+    cudaFree(dy);
+    cudaFree(db);
+    cudaFree(dg);
 }
 
 /* "<what> (x mean M)": names the case of a batch-norm check */
-static const char *bn_what(const char *what, float mean) {
+static const char *bn_what(const char *what, float mean)
+{
     static char buf[96];
     snprintf(buf, sizeof buf, "%s (x mean %g)", what, mean);
     return buf;
@@ -337,7 +422,8 @@ static const char *bn_what(const char *what, float mean) {
  * mean·a) in fp32, the CPU layer's formula and the kernel's, loses |mean|/sd units of roundoff in
  * both. The statistics themselves (save_mean, save_invstd) must stay within 64 units whatever the
  * mean: a one-pass E[x²] − E[x]² in fp32 gave invstd 1e-3 off at mean 100, sd 1. */
-static void test_bn(flk_dtype dt, float sd, float mean) {
+static void test_bn(flk_dtype dt, float sd, float mean)
+{
     int rows = 2 * 9 * 11 + 5000, c = 40; /* rows not a multiple of the block tile */
     size_t n = (size_t)rows * c;
     double sc = 1.0 + fabs(mean) / sd;
@@ -348,12 +434,14 @@ static void test_bn(flk_dtype dt, float sd, float mean) {
     float *rm = calloc(c, 4), *rv = malloc(c * 4), *save = malloc(2 * c * 4);
     float *sm = save, *si = save + c; /* the CPU layer's save: mean, then 1/sqrt(var + eps) */
     float *dgam = malloc(c * 4), *dbet = malloc(c * 4);
-    for (int i = 0; i < c; i++) rv[i] = 1.0f;
+    for (int i = 0; i < c; i++)
+        rv[i] = 1.0f;
     void *dx = gt_upload(x, n, dt), *ddy = gt_upload(dyv, n, dt), *dy = gt_alloc(n * 4),
          *ddx = gt_alloc(n * 4);
     float *dgm = gt_upload(gam, c, FLK_F32), *dbt = gt_upload(bet, c, FLK_F32);
     float *drm = gt_upload(rm, c, FLK_F32), *drv = gt_upload(rv, c, FLK_F32);
-    float *dsm = gt_alloc(c * 4), *dsi = gt_alloc(c * 4), *ddg = gt_alloc(c * 4), *ddb = gt_alloc(c * 4);
+    float *dsm = gt_alloc(c * 4), *dsi = gt_alloc(c * 4), *ddg = gt_alloc(c * 4),
+          *ddb = gt_alloc(c * 4);
     void *ws = gt_alloc(flk_bn_ws_bytes(rows, c));
     float *want = malloc(n * 4), *got;
     for (int fused = 0; fused < 2; fused++) {
@@ -363,7 +451,8 @@ static void test_bn(flk_dtype dt, float sd, float mean) {
         ref_bn_forward_train(x, want, rows, c, gam, bet, rm, rv, 0.1f, 1e-5f, save, act);
         gt_round(want, dt, n);
         got = gt_download(dy, n, dt);
-        gt_close(bn_what(fused ? "bn+relu forward" : "bn forward", mean), got, want, n, dt, 4.0, sc);
+        gt_close(bn_what(fused ? "bn+relu forward" : "bn forward", mean), got, want, n, dt, 4.0,
+                 sc);
         float *y = got; /* the backward mask must use the GPU's own output */
         got = gt_download(dsm, c, FLK_F32);
         gt_close(bn_what("bn save_mean", mean), got, sm, c, FLK_F32, 64.0, 1.0);
@@ -377,11 +466,13 @@ static void test_bn(flk_dtype dt, float sd, float mean) {
         got = gt_download(drv, c, FLK_F32);
         gt_close(bn_what("bn running_var", mean), got, rv, c, FLK_F32, 64.0, 0.0);
         free(got);
-        GT_CUDA(flk_bn_backward(dx, dy, ddy, ddx, dt, rows, c, dgm, dsm, dsi, ddg, ddb, 0.0f, act, ws, 0));
+        GT_CUDA(flk_bn_backward(dx, dy, ddy, ddx, dt, rows, c, dgm, dsm, dsi, ddg, ddb, 0.0f, act,
+                                ws, 0));
         ref_bn_backward(x, y, dyv, want, rows, c, gam, save, dgam, dbet, act);
         gt_round(want, dt, n);
         got = gt_download(ddx, n, dt);
-        gt_close(bn_what(fused ? "bn+relu backward dx" : "bn backward dx", mean), got, want, n, dt, 8.0, sc);
+        gt_close(bn_what(fused ? "bn+relu backward dx" : "bn backward dx", mean), got, want, n, dt,
+                 8.0, sc);
         free(got);
         got = gt_download(ddg, c, FLK_F32);
         gt_close(bn_what("bn dgamma", mean), got, dgam, c, FLK_F32, 64.0 * rows * sc, 10.0);
@@ -399,14 +490,33 @@ static void test_bn(flk_dtype dt, float sd, float mean) {
     got = gt_download(dy, n, dt);
     gt_close(bn_what("bn eval", mean), got, want, n, dt, 4.0, sc);
     free(got);
-    free(x); free(dyv); free(gam); free(bet); free(rm); free(rv); free(save);
-    free(dgam); free(dbet); free(want);
-    cudaFree(dx); cudaFree(ddy); cudaFree(dy); cudaFree(ddx); cudaFree(dgm); cudaFree(dbt);
-    cudaFree(drm); cudaFree(drv); cudaFree(dsm); cudaFree(dsi); cudaFree(ddg); cudaFree(ddb);
+    free(x);
+    free(dyv);
+    free(gam);
+    free(bet);
+    free(rm);
+    free(rv);
+    free(save);
+    free(dgam);
+    free(dbet);
+    free(want);
+    cudaFree(dx);
+    cudaFree(ddy);
+    cudaFree(dy);
+    cudaFree(ddx);
+    cudaFree(dgm);
+    cudaFree(dbt);
+    cudaFree(drm);
+    cudaFree(drv);
+    cudaFree(dsm);
+    cudaFree(dsi);
+    cudaFree(ddg);
+    cudaFree(ddb);
     cudaFree(ws);
 }
 
-static void test_pool(flk_dtype dt) {
+static void test_pool(flk_dtype dt)
+{
     flk_pool_params cases[3] = {{3, 8, 10, 5, 2, 2, 0, FLK_POOL_MAX},
                                 {3, 9, 9, 4, 3, 2, 1, FLK_POOL_MAX},
                                 {2, 8, 6, 7, 2, 2, 0, FLK_POOL_AVG}};
@@ -425,15 +535,23 @@ static void test_pool(flk_dtype dt) {
         ref_pool(&p, x, NULL, want, NULL);
         gt_round(want, dt, no);
         got = gt_download(dy, no, dt);
-        gt_close(p.kind == FLK_POOL_MAX ? "maxpool forward" : "avgpool forward", got, want, no, dt, 4.0, 1.0);
+        gt_close(p.kind == FLK_POOL_MAX ? "maxpool forward" : "avgpool forward", got, want, no, dt,
+                 4.0, 1.0);
         free(got);
         GT_CUDA(flk_pool_backward(&p, dx, ddy, ddx, dt, 0));
         ref_pool(&p, x, dyv, NULL, want);
         gt_round(want, dt, ni);
         got = gt_download(ddx, ni, dt);
-        gt_close(p.kind == FLK_POOL_MAX ? "maxpool backward" : "avgpool backward", got, want, ni, dt, 4.0, 1.0);
-        free(got); free(x); free(dyv); free(want);
-        cudaFree(dx); cudaFree(ddy); cudaFree(dy); cudaFree(ddx);
+        gt_close(p.kind == FLK_POOL_MAX ? "maxpool backward" : "avgpool backward", got, want, ni,
+                 dt, 4.0, 1.0);
+        free(got);
+        free(x);
+        free(dyv);
+        free(want);
+        cudaFree(dx);
+        cudaFree(ddy);
+        cudaFree(dy);
+        cudaFree(ddx);
     }
     /* global average pool */
     int n = 5, hw = 49, c = 33;
@@ -452,11 +570,16 @@ static void test_pool(flk_dtype dt) {
     free(got);
     got = gt_download(ddx, ni, dt);
     gt_close("gap backward", got, want, ni, dt, 4.0, 1e-3);
-    free(got); free(x); free(want);
-    cudaFree(dx); cudaFree(dy); cudaFree(ddx);
+    free(got);
+    free(x);
+    free(want);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(ddx);
 }
 
-static void test_xent(flk_dtype dt) {
+static void test_xent(flk_dtype dt)
+{
     int shapes[2][2] = {{37, 10}, {129, 100}};
     for (int s = 0; s < 2; s++) {
         int n = shapes[s][0], k = shapes[s][1];
@@ -464,7 +587,8 @@ static void test_xent(flk_dtype dt) {
         float *z = gt_randn_array(nk, 3.0f, 0.0f), *loss = malloc(n * 4), *dl = malloc(nk * 4);
         gt_round(z, dt, nk);
         int32_t *lab = malloc(n * 4);
-        for (int i = 0; i < n; i++) lab[i] = (int32_t)(gt_uniform() * k);
+        for (int i = 0; i < n; i++)
+            lab[i] = (int32_t)(gt_uniform() * k);
         z[(size_t)1 * k + lab[1]] = 50.0f; /* a sure top-1 hit */
         void *dz = gt_upload(z, nk, dt), *ddl = gt_alloc(nk * 4);
         int32_t *dlab = gt_alloc(n * 4);
@@ -483,24 +607,36 @@ static void test_xent(flk_dtype dt) {
         free(got);
         GT_CUDA(cudaMemcpy(gcnt, dcnt, 16, cudaMemcpyDeviceToHost));
         EXPECTF(gcnt[0] == cnt[0] && gcnt[1] == cnt[1], "xent counts gpu %lld/%lld ref %lld/%lld",
-                  gcnt[0], gcnt[1], cnt[0], cnt[1]);
+                gcnt[0], gcnt[1], cnt[0], cnt[1]);
         EXPECTF(cnt[0] >= 1, "the planted top-1 hit was not counted");
         GT_CUDA(flk_sum(dloss, n, dsum, 0));
         double want = 0;
-        for (int i = 0; i < n; i++) want += loss[i];
+        for (int i = 0; i < n; i++)
+            want += loss[i];
         float fw = (float)want;
         got = gt_download(dsum, 1, FLK_F32);
         gt_close("sum", got, &fw, 1, FLK_F32, 64.0 * n, 1.0);
         free(got);
-        free(z); free(loss); free(dl); free(lab);
-        cudaFree(dz); cudaFree(ddl); cudaFree(dlab); cudaFree(dloss); cudaFree(dsum); cudaFree(dcnt);
+        free(z);
+        free(loss);
+        free(dl);
+        free(lab);
+        cudaFree(dz);
+        cudaFree(ddl);
+        cudaFree(dlab);
+        cudaFree(dloss);
+        cudaFree(dsum);
+        cudaFree(dcnt);
     }
 }
 
-static void test_optim(flk_dtype dt) {
+static void test_optim(flk_dtype dt)
+{
     size_t n = 5003;
-    float *w = gt_randn_array(n, 1.0f, 0.0f), *g = gt_randn_array(n, 0.1f, 0.0f), *v = gt_randn_array(n, 0.1f, 0.0f);
-    float *dw = gt_upload(w, n, FLK_F32), *dg = gt_upload(g, n, FLK_F32), *dv = gt_upload(v, n, FLK_F32);
+    float *w = gt_randn_array(n, 1.0f, 0.0f), *g = gt_randn_array(n, 0.1f, 0.0f),
+          *v = gt_randn_array(n, 0.1f, 0.0f);
+    float *dw = gt_upload(w, n, FLK_F32), *dg = gt_upload(g, n, FLK_F32),
+          *dv = gt_upload(v, n, FLK_F32);
     void *dcopy = gt_alloc(n * 4);
     int *dskip = gt_alloc(4), one = 1;
     for (int nest = 0; nest < 2; nest++) {
@@ -531,7 +667,8 @@ static void test_optim(flk_dtype dt) {
     GT_CUDA(flk_unscale_check(dg, n, 0.5f, dfound, 0));
     GT_CUDA(cudaMemcpy(&found, dfound, 4, cudaMemcpyDeviceToHost));
     EXPECTF(found == 0, "finite gradients flagged");
-    for (size_t i = 0; i < n; i++) g[i] *= 0.5f;
+    for (size_t i = 0; i < n; i++)
+        g[i] *= 0.5f;
     got = gt_download(dg, n, FLK_F32);
     gt_close("unscale", got, g, n, FLK_F32, 1.0, 1e-6);
     free(got);
@@ -547,18 +684,28 @@ static void test_optim(flk_dtype dt) {
     got = gt_download(dema, n, FLK_F32);
     gt_close("ema", got, ema, n, FLK_F32, 8.0, 1.0);
     free(got);
-    free(w); free(g); free(v); free(ema);
-    cudaFree(dw); cudaFree(dg); cudaFree(dv); cudaFree(dcopy); cudaFree(dskip); cudaFree(dfound);
+    free(w);
+    free(g);
+    free(v);
+    free(ema);
+    cudaFree(dw);
+    cudaFree(dg);
+    cudaFree(dv);
+    cudaFree(dcopy);
+    cudaFree(dskip);
+    cudaFree(dfound);
     cudaFree(dema);
 }
 
-/* ---- --bench: time the per-step kernels at the Fashion-MNIST fastcnn sizes ------------------------ */
+/* ---- --bench: time the per-step kernels at the Fashion-MNIST fastcnn sizes
+ * ------------------------ */
 
 typedef struct bench_t {
     cudaEvent_t a, b;
 } bench_t;
 
-static void bench_report(const char *what, bench_t *t, int reps, double bytes) {
+static void bench_report(const char *what, bench_t *t, int reps, double bytes)
+{
     float ms = 0;
     GT_CUDA(cudaEventSynchronize(t->b));
     GT_CUDA(cudaEventElapsedTime(&ms, t->a, t->b));
@@ -570,18 +717,21 @@ static void bench_report(const char *what, bench_t *t, int reps, double bytes) {
     do {                                                                                           \
         GT_CUDA(call); /* warm-up */                                                               \
         GT_CUDA(cudaEventRecord(t.a, 0));                                                          \
-        for (int r_ = 0; r_ < reps; r_++) GT_CUDA(call);                                           \
+        for (int r_ = 0; r_ < reps; r_++)                                                          \
+            GT_CUDA(call);                                                                         \
         GT_CUDA(cudaEventRecord(t.b, 0));                                                          \
         bench_report(what, &t, reps, (double)(bytes));                                             \
     } while (0)
 
-static void bench(void) {
+static void bench(void)
+{
     const int reps = 50, n = 512, c = 64, hw = 28, ph = 14;
     const flk_dtype dt = FLK_BF16;
     bench_t t;
     GT_CUDA(cudaEventCreate(&t.a));
     GT_CUDA(cudaEventCreate(&t.b));
-    printf("test_kernels --bench (bf16, batch %d, fastcnn block 1: %dx%d input, %d channels)\n", n, hw, hw, c);
+    printf("test_kernels --bench (bf16, batch %d, fastcnn block 1: %dx%d input, %d channels)\n", n,
+           hw, hw, c);
     size_t in_elems = (size_t)n * hw * hw;
     uint8_t *u8 = gt_alloc(in_elems);
     void *x8 = gt_alloc(in_elems * 8 * 2);
@@ -589,19 +739,25 @@ static void bench(void) {
     BENCH("input u8 -> bf16 NHWC (crop+flip, 1->8 ch)", in_elems + in_elems * 8 * 2,
           flk_input_u8(u8, x8, dt, &ip, NULL, 0));
     size_t big = (size_t)n * hw * hw * c, small = (size_t)n * ph * ph * c;
-    void *a = gt_alloc(big * 2), *p = gt_alloc(small * 2), *q = gt_alloc(small * 2), *g = gt_alloc(big * 2);
+    void *a = gt_alloc(big * 2), *p = gt_alloc(small * 2), *q = gt_alloc(small * 2),
+         *g = gt_alloc(big * 2);
     flk_pool_params pp = {n, hw, hw, c, 2, 2, 0, FLK_POOL_MAX};
     BENCH("maxpool 2x2 forward", (big + small) * 2, flk_pool_forward(&pp, a, p, dt, 0));
-    BENCH("maxpool 2x2 backward (gather)", (2 * big + small) * 2, flk_pool_backward(&pp, a, p, g, dt, 0));
+    BENCH("maxpool 2x2 backward (gather)", (2 * big + small) * 2,
+          flk_pool_backward(&pp, a, p, g, dt, 0));
     int rows = n * ph * ph;
-    float *gam = gt_alloc(c * 4), *bet = gt_alloc(c * 4), *rm = gt_alloc(c * 4), *rv = gt_alloc(c * 4);
-    float *sm = gt_alloc(c * 4), *si = gt_alloc(c * 4), *dg = gt_alloc(c * 4), *db = gt_alloc(c * 4);
+    float *gam = gt_alloc(c * 4), *bet = gt_alloc(c * 4), *rm = gt_alloc(c * 4),
+          *rv = gt_alloc(c * 4);
+    float *sm = gt_alloc(c * 4), *si = gt_alloc(c * 4), *dg = gt_alloc(c * 4),
+          *db = gt_alloc(c * 4);
     void *ws = gt_alloc(flk_bn_ws_bytes(rows, c));
     BENCH("BN+ReLU forward (train)", 3 * small * 2,
-          flk_bn_forward_train(p, q, dt, rows, c, gam, bet, rm, rv, 0.1f, 1e-5f, sm, si, FLK_ACT_RELU, ws, 0));
+          flk_bn_forward_train(p, q, dt, rows, c, gam, bet, rm, rv, 0.1f, 1e-5f, sm, si,
+                               FLK_ACT_RELU, ws, 0));
     BENCH("BN+ReLU backward", 6 * small * 2,
           flk_bn_backward(p, q, q, p, dt, rows, c, gam, sm, si, dg, db, 0.0f, FLK_ACT_RELU, ws, 0));
-    BENCH("GAP forward (7x7x256)", (size_t)n * 49 * 256 * 2, flk_gap_forward(a, p, dt, n, 49, 256, 0));
+    BENCH("GAP forward (7x7x256)", (size_t)n * 49 * 256 * 2,
+          flk_gap_forward(a, p, dt, n, 49, 256, 0));
     float *loss = gt_alloc(n * 4);
     int32_t *lab = gt_alloc(n * 4);
     long long *cnt = gt_alloc(16);
@@ -609,14 +765,18 @@ static void bench(void) {
           flk_xent_forward_backward(a, dt, lab, n, 10, 0.1f, 1.0f / n, loss, g, cnt, 0));
     size_t P = 1200000;
     float *w = gt_alloc(P * 4), *gr = gt_alloc(P * 4), *v = gt_alloc(P * 4);
-    BENCH("SGD Nesterov step (1.2 M params)", P * 4 * 5, flk_sgd_step(w, gr, v, P, 0.1f, 0.9f, 5e-4f, 1, NULL, FLK_F32, NULL, 0));
+    BENCH("SGD Nesterov step (1.2 M params)", P * 4 * 5,
+          flk_sgd_step(w, gr, v, P, 0.1f, 0.9f, 5e-4f, 1, NULL, FLK_F32, NULL, 0));
     BENCH("filter pack OIHW->OHWI bf16 (256x128x3x3)", (size_t)256 * 128 * 9 * 6,
           flk_filter_to_ohwi(w, g, dt, 256, 128, 3, 3, 128, 0));
-    void *frees[] = {u8, x8, a, p, q, g, gam, bet, rm, rv, sm, si, dg, db, ws, loss, lab, cnt, w, gr, v};
-    for (size_t i = 0; i < sizeof frees / sizeof frees[0]; i++) cudaFree(frees[i]);
+    void *frees[] = {u8, x8, a,  p,  q,    g,   gam, bet, rm, rv, sm,
+                     si, dg, db, ws, loss, lab, cnt, w,   gr, v};
+    for (size_t i = 0; i < sizeof frees / sizeof frees[0]; i++)
+        cudaFree(frees[i]);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     int do_bench = argc > 1 && !strcmp(argv[1], "--bench");
     check_host();
     if (fl_check_failures) {
@@ -639,7 +799,8 @@ int main(int argc, char **argv) {
         test_pool(dt);
         test_xent(dt);
         test_optim(dt);
-        printf("test_kernels: %s done (%d failures so far)\n", flk_dtype_name(dt), fl_check_failures);
+        printf("test_kernels: %s done (%d failures so far)\n", flk_dtype_name(dt),
+               fl_check_failures);
     }
     GT_CUDA(cudaDeviceSynchronize());
     if (fl_check_failures) {

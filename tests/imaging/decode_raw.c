@@ -5,7 +5,8 @@
 
 #include "fl_image.h"
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc != 4) {
         fprintf(stderr, "usage: decode_raw IN CHANNELS OUT\n");
         return 1;
@@ -27,7 +28,8 @@ int main(int argc, char **argv) {
     fl_decoder *d;
     fl_error err;
     fl_image img;
-    if (fl_decoder_create(0, &d, &err)) return 1;
+    if (fl_decoder_create(0, &d, &err))
+        return 1;
     if (fl_decode(d, data, (size_t)n, (uint32_t)atoi(argv[2]), 0, 0, &img, &err)) {
         fprintf(stderr, "decode_raw: %s: %s\n", argv[1], err.msg);
         fl_decoder_free(d);
@@ -35,8 +37,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     f = fopen(argv[3], "wb");
-    for (uint32_t y = 0; f && y < img.height; y++) fwrite(img.pixels + y * img.stride, 1, (size_t)img.width * img.channels, f);
-    if (!f || fclose(f)) return 1;
+    for (uint32_t y = 0; f && y < img.height; y++)
+        fwrite(img.pixels + y * img.stride, 1, (size_t)img.width * img.channels, f);
+    if (!f || fclose(f))
+        return 1;
     printf("%u %u\n", img.width, img.height);
     fl_decoder_free(d);
     free(data);

@@ -17,37 +17,46 @@
 #include "fl_image.h"
 
 /* A smooth photo-like image: gradients plus low-frequency waves, deterministic. */
-static inline uint8_t *synth_image(uint32_t w, uint32_t h, uint32_t ch) {
+static inline uint8_t *synth_image(uint32_t w, uint32_t h, uint32_t ch)
+{
     uint8_t *p = malloc((size_t)w * h * ch);
     for (uint32_t y = 0; y < h; y++)
         for (uint32_t x = 0; x < w; x++)
             for (uint32_t c = 0; c < ch; c++) {
                 double v = 128 + 60 * sin((x + 7.0 * c) / 17.0) * cos((y + 3.0 * c) / 23.0) +
-                           50.0 * ((double)x / w - 0.5) + 40.0 * ((double)y / h - 0.5) * (c == 1 ? -1 : 1);
+                           50.0 * ((double)x / w - 0.5) +
+                           40.0 * ((double)y / h - 0.5) * (c == 1 ? -1 : 1);
                 p[((size_t)y * w + x) * ch + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
     return p;
 }
 
-static inline double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
+static inline double psnr(const uint8_t *a, const uint8_t *b, size_t n)
+{
     double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    if (se == 0) return 99.0;
+    for (size_t i = 0; i < n; i++)
+        se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    if (se == 0)
+        return 99.0;
     return 10 * log10(255.0 * 255.0 / (se / n));
 }
 
-static inline int max_abs_diff(const uint8_t *a, const uint8_t *b, size_t n) {
+static inline int max_abs_diff(const uint8_t *a, const uint8_t *b, size_t n)
+{
     int m = 0;
     for (size_t i = 0; i < n; i++) {
         int d = abs((int)a[i] - (int)b[i]);
-        if (d > m) m = d;
+        if (d > m)
+            m = d;
     }
     return m;
 }
 
-static inline double mean_abs_diff(const uint8_t *a, const uint8_t *b, size_t n) {
+static inline double mean_abs_diff(const uint8_t *a, const uint8_t *b, size_t n)
+{
     double s = 0;
-    for (size_t i = 0; i < n; i++) s += abs((int)a[i] - (int)b[i]);
+    for (size_t i = 0; i < n; i++)
+        s += abs((int)a[i] - (int)b[i]);
     return s / n;
 }
 
@@ -63,7 +72,8 @@ static void tj_error_exit(j_common_ptr c) { longjmp(((struct tj_err *)c->err)->j
  * Returns malloc'ed bytes (free()), NULL on error. */
 static inline uint8_t *write_jpeg(const uint8_t *pix, uint32_t w, uint32_t h, int comps,
                                   J_COLOR_SPACE cs, int quality, int hs, int vs, int progressive,
-                                  size_t *len) {
+                                  size_t *len)
+{
     struct jpeg_compress_struct ci;
     struct tj_err je;
     unsigned char *buf = NULL;
@@ -87,7 +97,8 @@ static inline uint8_t *write_jpeg(const uint8_t *pix, uint32_t w, uint32_t h, in
         ci.comp_info[0].h_samp_factor = hs;
         ci.comp_info[0].v_samp_factor = vs;
     }
-    if (progressive) jpeg_simple_progression(&ci);
+    if (progressive)
+        jpeg_simple_progression(&ci);
     jpeg_start_compress(&ci, TRUE);
     while (ci.next_scanline < h) {
         JSAMPROW row = (JSAMPROW)(pix + (size_t)ci.next_scanline * w * comps);
@@ -107,7 +118,8 @@ struct png_mem {
     uint8_t *p;
     size_t len, cap;
 };
-static void pm_write(png_structp png, png_bytep d, png_size_t n) {
+static void pm_write(png_structp png, png_bytep d, png_size_t n)
+{
     struct png_mem *m = png_get_io_ptr(png);
     if (m->len + n > m->cap) {
         m->cap = (m->len + n) * 2;
@@ -122,7 +134,8 @@ static void pm_flush(png_structp png) { (void)png; }
  * optional (for PNG_COLOR_TYPE_PALETTE). Returns malloc'ed bytes. */
 static inline uint8_t *write_png(const uint8_t *pix, size_t stride, uint32_t w, uint32_t h,
                                  int depth, int ctype, const png_color *pal, int npal,
-                                 const uint8_t *trns, int ntrns, int interlace, size_t *len) {
+                                 const uint8_t *trns, int ntrns, int interlace, size_t *len)
+{
     struct png_mem m = {0};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
     png_infop info = png_create_info_struct(png);
@@ -135,11 +148,14 @@ static inline uint8_t *write_png(const uint8_t *pix, size_t stride, uint32_t w, 
     png_set_IHDR(png, info, w, h, depth, ctype,
                  interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                  PNG_FILTER_TYPE_DEFAULT);
-    if (pal) png_set_PLTE(png, info, pal, npal);
-    if (trns) png_set_tRNS(png, info, trns, ntrns, NULL);
+    if (pal)
+        png_set_PLTE(png, info, pal, npal);
+    if (trns)
+        png_set_tRNS(png, info, trns, ntrns, NULL);
     png_write_info(png, info);
     png_bytep *rows = malloc(sizeof(png_bytep) * h);
-    for (uint32_t y = 0; y < h; y++) rows[y] = (png_bytep)(pix + y * stride);
+    for (uint32_t y = 0; y < h; y++)
+        rows[y] = (png_bytep)(pix + y * stride);
     png_write_image(png, rows);
     png_write_end(png, NULL);
     png_destroy_write_struct(&png, &info);

@@ -5,7 +5,8 @@
 
 #include "fl_image.h"
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc != 9) {
         fprintf(stderr, "usage: resize_raw IN W H CH OUT DW DH FLIP\n");
         return 1;
@@ -21,7 +22,8 @@ int main(int argc, char **argv) {
     }
     fclose(f);
     fl_error err;
-    if (fl_resize(src, w, h, (size_t)w * ch, ch, dst, dw, dh, (size_t)dw * ch, atoi(argv[8]), NULL, 0, &err)) {
+    if (fl_resize(src, w, h, (size_t)w * ch, ch, dst, dw, dh, (size_t)dw * ch, atoi(argv[8]), NULL,
+                  0, &err)) {
         fprintf(stderr, "resize_raw: %s\n", err.msg);
         return 1;
     }

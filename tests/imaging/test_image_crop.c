@@ -13,30 +13,38 @@ static double worst_mean, worst_max_scaled, worst_max_full;
 
 /* Compare one crop with the reference. exact: require identical bytes. */
 static void check_crop(const uint8_t *f, size_t len, fl_rect r, uint32_t ow, uint32_t oh,
-                       uint32_t ch, int flip, int exact, const char *what) {
+                       uint32_t ch, int flip, int exact, const char *what)
+{
     fl_image full;
     int rc = fl_decode(dref, f, len, ch, 0, 0, &full, &err);
     EXPECT_RC(rc, 0, &err);
-    if (rc) return;
+    if (rc)
+        return;
     size_t n = (size_t)ow * oh * ch;
     uint8_t *got = malloc(n), *want = malloc(n);
     memset(got, 0xAB, n);
     EXPECT_RC(fl_decode_crop_resize(d, f, len, &r, ow, oh, ch, flip, got, &err), 0, &err);
     const uint8_t *sub = full.pixels + (size_t)r.y * full.stride + (size_t)r.x * ch;
-    EXPECT_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want, ow, oh, (size_t)ow * ch, flip,
-                        NULL, 0, &err), 0, &err);
+    EXPECT_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want, ow, oh, (size_t)ow * ch,
+                        flip, NULL, 0, &err),
+              0, &err);
     if (exact) {
-        if (memcmp(got, want, n) != 0) fprintf(stderr, "%s: crop %ux%u+%u+%u differs\n", what, r.width, r.height, r.x, r.y);
+        if (memcmp(got, want, n) != 0)
+            fprintf(stderr, "%s: crop %ux%u+%u+%u differs\n", what, r.width, r.height, r.x, r.y);
         EXPECT(memcmp(got, want, n) == 0);
     } else {
         double mean = mean_abs_diff(got, want, n);
         int maxd = max_abs_diff(got, want, n);
         /* DCT-scaled decoding is a different (sharper) low-pass than full decode + triangle
          * filter, so allow a few levels on average; full-scale crops must be near-exact. */
-        int scaled = (uint64_t)r.width * 4 >= (uint64_t)ow * 8 && (uint64_t)r.height * 4 >= (uint64_t)oh * 8;
-        if (mean > worst_mean) worst_mean = mean;
-        if (scaled && maxd > worst_max_scaled) worst_max_scaled = maxd;
-        if (!scaled && maxd > worst_max_full) worst_max_full = maxd;
+        int scaled =
+            (uint64_t)r.width * 4 >= (uint64_t)ow * 8 && (uint64_t)r.height * 4 >= (uint64_t)oh * 8;
+        if (mean > worst_mean)
+            worst_mean = mean;
+        if (scaled && maxd > worst_max_scaled)
+            worst_max_scaled = maxd;
+        if (!scaled && maxd > worst_max_full)
+            worst_max_full = maxd;
         int ok = mean < 2.0 && maxd <= (scaled ? 40 : 12);
         if (!ok)
             fprintf(stderr, "%s: crop %ux%u+%u+%u -> %ux%u ch %u flip %d: mean %.2f max %d\n", what,
@@ -47,25 +55,29 @@ static void check_crop(const uint8_t *f, size_t len, fl_rect r, uint32_t ow, uin
     free(want);
 }
 
-static void crop_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, int exact, const char *what) {
+static void crop_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, int exact,
+                       const char *what)
+{
     fl_rect crops[] = {
-        {0, 0, W, H},                       /* whole image */
-        {0, 0, W / 2, H / 2},               /* top-left corner */
+        {0, 0, W, H},                         /* whole image */
+        {0, 0, W / 2, H / 2},                 /* top-left corner */
         {W - W / 3, H - H / 3, W / 3, H / 3}, /* bottom-right corner, to the last pixel */
         {W / 5, H / 7, W / 2 + 3, H / 2 + 1}, /* interior, odd offsets */
-        {W - 40, 0, 40, H},                 /* right strip */
-        {0, H - 1, W, 1},                   /* last row */
-        {17, 9, 1, 1},                      /* one pixel */
+        {W - 40, 0, 40, H},                   /* right strip */
+        {0, H - 1, W, 1},                     /* last row */
+        {17, 9, 1, 1},                        /* one pixel */
         {3, 5, W - 3, H - 5},
     };
     uint32_t outs[][2] = {{64, 64}, {32, 48}, {100, 90}, {224, 224}};
     for (size_t c = 0; c < sizeof crops / sizeof crops[0]; c++)
         for (size_t o = 0; o < sizeof outs / sizeof outs[0]; o++)
             for (uint32_t ch = 1; ch <= 3; ch += 2)
-                check_crop(f, len, crops[c], outs[o][0], outs[o][1], ch, (int)((c + o) & 1), exact, what);
+                check_crop(f, len, crops[c], outs[o][0], outs[o][1], ch, (int)((c + o) & 1), exact,
+                           what);
 }
 
-int main(void) {
+int main(void)
+{
     EXPECT_RC(fl_decoder_create(0, &d, &err), 0, &err);
     EXPECT_RC(fl_decoder_create(0, &dref, &err), 0, &err);
     uint32_t W = 397, H = 283;
@@ -100,7 +112,8 @@ int main(void) {
     crop_suite(f, len, W, H, 0, "jpeg cmyk");
     free(f);
     free(cmyk);
-    printf("JPEG crop vs reference: worst mean %.2f, worst max %.0f (DCT-scaled) / %.0f (full scale)\n",
+    printf("JPEG crop vs reference: worst mean %.2f, worst max %.0f (DCT-scaled) / %.0f (full "
+           "scale)\n",
            worst_mean, worst_max_scaled, worst_max_full);
 
     /* PNG goes through full decode + the same resampler: exact. */
@@ -116,21 +129,26 @@ int main(void) {
 
     /* Crops outside the image. */
     uint8_t out[8 * 8 * 3];
-    fl_rect bad[] = {{0, 0, W + 1, 10}, {W, 0, 1, 1}, {10, H - 5, 10, 6}, {0, 0, 0, 5}, {UINT32_MAX, 0, 2, 2}};
+    fl_rect bad[] = {
+        {0, 0, W + 1, 10}, {W, 0, 1, 1}, {10, H - 5, 10, 6}, {0, 0, 0, 5}, {UINT32_MAX, 0, 2, 2}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        EXPECT_RC(fl_decode_crop_resize(d, png, enc_len, &bad[i], 8, 8, 3, 0, out, &err), FL_E_RANGE, &err);
+        EXPECT_RC(fl_decode_crop_resize(d, png, enc_len, &bad[i], 8, 8, 3, 0, out, &err),
+                  FL_E_RANGE, &err);
     }
     EXPECT(strstr(err.msg, "outside") != NULL);
     fl_rect ok = {0, 0, 8, 8};
-    EXPECT_RC(fl_decode_crop_resize(d, png, enc_len, &ok, 0, 8, 3, 0, out, &err), FL_E_INVALID, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, png, enc_len, &ok, 0, 8, 3, 0, out, &err), FL_E_INVALID,
+              &err);
 
     /* Truncated JPEG: a crop that needs the missing rows fails cleanly; the decoder recovers. */
     f = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 0, &len);
     size_t flen = len;
     fl_rect bottom = {0, H - 20, W, 20};
-    EXPECT_RC(fl_decode_crop_resize(d, f, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, f, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE,
+              &err);
     uint8_t *pf = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 1, &len);
-    EXPECT_RC(fl_decode_crop_resize(d, pf, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE, &err);
+    EXPECT_RC(fl_decode_crop_resize(d, pf, len / 2, &bottom, 8, 8, 3, 0, out, &err), FL_E_DECODE,
+              &err);
     EXPECT_RC(fl_decode_crop_resize(d, pf, len, &bottom, 8, 8, 3, 0, out, &err), 0, &err);
     free(pf);
 

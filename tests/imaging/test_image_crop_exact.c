@@ -18,7 +18,8 @@ static fl_error err;
 
 /* Decode the crop twice with different dst fills; require equal results. Returns 0 on success. */
 static int crop_twice(const uint8_t *f, size_t len, fl_rect r, uint32_t ow, uint32_t oh,
-                      uint32_t ch, int flip, uint8_t *got) {
+                      uint32_t ch, int flip, uint8_t *got)
+{
     size_t n = (size_t)ow * oh * ch;
     uint8_t *again = malloc(n);
     memset(got, 0xAA, n);
@@ -39,7 +40,8 @@ static int crop_twice(const uint8_t *f, size_t len, fl_rect r, uint32_t ow, uint
 }
 
 /* The DCT scale (n/8) fl_decode_crop_resize picks: smallest power of two covering the output. */
-static uint32_t crop_scale(fl_rect r, uint32_t ow, uint32_t oh) {
+static uint32_t crop_scale(fl_rect r, uint32_t ow, uint32_t oh)
+{
     for (uint32_t n = 1; n < 8; n *= 2)
         if ((uint64_t)r.width * n >= (uint64_t)ow * 8 && (uint64_t)r.height * n >= (uint64_t)oh * 8)
             return n;
@@ -48,15 +50,17 @@ static uint32_t crop_scale(fl_rect r, uint32_t ow, uint32_t oh) {
 
 /* Reference: decode the whole image at the same DCT scale, then resample the crop's window
  * (fractional at reduced scales) exactly as the crop path maps it. */
-static int check_exact(const uint8_t *f, size_t len, uint32_t W, uint32_t H, fl_rect r,
-                       uint32_t ow, uint32_t oh, uint32_t ch, int flip, const char *what) {
+static int check_exact(const uint8_t *f, size_t len, uint32_t W, uint32_t H, fl_rect r, uint32_t ow,
+                       uint32_t oh, uint32_t ch, int flip, const char *what)
+{
     size_t n = (size_t)ow * oh * ch;
     uint8_t *got = malloc(n), *want = malloc(n);
     int bad = crop_twice(f, len, r, ow, oh, ch, flip, got);
     uint32_t num = crop_scale(r, ow, oh);
     fl_image full;
     /* fl_decode picks the smallest scale whose output covers min size: ask for exactly n/8. */
-    uint32_t mw = (uint32_t)(((uint64_t)W * num + 7) / 8), mh = (uint32_t)(((uint64_t)H * num + 7) / 8);
+    uint32_t mw = (uint32_t)(((uint64_t)W * num + 7) / 8),
+             mh = (uint32_t)(((uint64_t)H * num + 7) / 8);
     EXPECT_RC(fl_decode(dref, f, len, ch, mw, mh, &full, &err), 0, &err);
     EXPECT(full.width == mw && full.height == mh);
     double s = num / 8.0;
@@ -64,21 +68,26 @@ static int check_exact(const uint8_t *f, size_t len, uint32_t W, uint32_t H, fl_
     win[2] = fmin((r.x + r.width) * s, full.width) - win[0];
     win[3] = fmin((r.y + r.height) * s, full.height) - win[1];
     EXPECT_RC(fl_resize_window(full.pixels, full.width, full.height, full.stride, ch, win, want, ow,
-                               oh, (size_t)ow * ch, flip, NULL, 0, &err), 0, &err);
+                               oh, (size_t)ow * ch, flip, NULL, 0, &err),
+              0, &err);
     if (num == 8) { /* full scale: also the public reference, crop then fl_resize */
         uint8_t *want2 = malloc(n);
         const uint8_t *sub = full.pixels + (size_t)r.y * full.stride + (size_t)r.x * ch;
         EXPECT_RC(fl_resize(sub, r.width, r.height, full.stride, ch, want2, ow, oh, (size_t)ow * ch,
-                            flip, NULL, 0, &err), 0, &err);
+                            flip, NULL, 0, &err),
+                  0, &err);
         EXPECT(memcmp(want, want2, n) == 0);
         free(want2);
     }
     if (memcmp(got, want, n) != 0) {
         size_t i = 0;
-        while (got[i] == want[i]) i++;
-        fprintf(stderr, "%s: crop %ux%u+%u+%u -> %ux%u ch %u flip %d (scale %u/8) differs from "
-                "the reference at byte %zu (%u vs %u), max diff %d\n", what, r.width, r.height,
-                r.x, r.y, ow, oh, ch, flip, num, i, got[i], want[i], max_abs_diff(got, want, n));
+        while (got[i] == want[i])
+            i++;
+        fprintf(stderr,
+                "%s: crop %ux%u+%u+%u -> %ux%u ch %u flip %d (scale %u/8) differs from "
+                "the reference at byte %zu (%u vs %u), max diff %d\n",
+                what, r.width, r.height, r.x, r.y, ow, oh, ch, flip, num, i, got[i], want[i],
+                max_abs_diff(got, want, n));
         bad = 1;
         fl_check_failures++;
     }
@@ -88,7 +97,8 @@ static int check_exact(const uint8_t *f, size_t len, uint32_t W, uint32_t H, fl_
 }
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(uint32_t n) { /* xorshift64*, deterministic */
+static uint32_t rnd(uint32_t n)
+{ /* xorshift64*, deterministic */
     rng ^= rng >> 12;
     rng ^= rng << 25;
     rng ^= rng >> 27;
@@ -100,7 +110,8 @@ static uint32_t rnd(uint32_t n) { /* xorshift64*, deterministic */
  * the whole stream. */
 static fl_encoder *rst_enc;
 static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H, uint32_t ch,
-                           uint32_t max_mcus, int count, const char *what) {
+                           uint32_t max_mcus, int count, const char *what)
+{
     const uint8_t *o;
     size_t olen;
     EXPECT_RC(fl_jpeg_add_restarts(rst_enc, f, len, max_mcus, &o, &olen, &err), 0, &err);
@@ -108,7 +119,8 @@ static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H,
     memcpy(r, o, olen);
     /* A DRI segment is there, and the pixels are unchanged. */
     int has_dri = 0;
-    for (size_t i = 0; i + 1 < olen && !has_dri; i++) has_dri = r[i] == 0xFF && r[i + 1] == 0xDD;
+    for (size_t i = 0; i + 1 < olen && !has_dri; i++)
+        has_dri = r[i] == 0xFF && r[i + 1] == 0xDD;
     EXPECT(has_dri);
     fl_image a, b;
     EXPECT_RC(fl_decode(d, f, len, ch, 0, 0, &a, &err), 0, &err);
@@ -122,7 +134,8 @@ static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H,
     EXPECT_RC(fl_decoder_create(0, &noskip, &err), 0, &err);
     fl_decoder_set_flags(noskip, FL_DECODE_NO_RESTART_SKIP);
     size_t skipped = 0;
-    if (quick) count /= 4;
+    if (quick)
+        count /= 4;
     for (int i = 0; i < count; i++) {
         fl_rect c;
         c.height = 1 + rnd(H / 2);
@@ -158,7 +171,8 @@ static void restart_suite1(const uint8_t *f, size_t len, uint32_t W, uint32_t H,
 }
 
 static void restart_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, uint32_t ch,
-                          int count, const char *what) {
+                          int count, const char *what)
+{
     uint32_t intervals[] = {0, 1, 2, 3};
     for (size_t i = 0; i < sizeof intervals / sizeof intervals[0]; i++)
         restart_suite1(f, len, W, H, ch, intervals[i], count, what);
@@ -166,9 +180,11 @@ static void restart_suite(const uint8_t *f, size_t len, uint32_t W, uint32_t H, 
 
 /* Random crops and output sizes, both scaled and full-scale, on one file. */
 static void random_crops(const uint8_t *f, size_t len, uint32_t W, uint32_t H, int count,
-                         const char *what) {
+                         const char *what)
+{
     int fails = 0;
-    if (quick) count /= 4;
+    if (quick)
+        count /= 4;
     for (int i = 0; i < count && fails < 5; i++) {
         fl_rect r;
         r.width = 1 + rnd(W);
@@ -180,7 +196,8 @@ static void random_crops(const uint8_t *f, size_t len, uint32_t W, uint32_t H, i
     }
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     quick = argc > 1 && !strcmp(argv[1], "--quick");
     EXPECT_RC(fl_decoder_create(0, &d, &err), 0, &err);
     EXPECT_RC(fl_decoder_create(0, &dref, &err), 0, &err);
@@ -217,7 +234,8 @@ int main(int argc, char **argv) {
             size_t len;
             uint8_t *f = write_jpeg(rgb, W, H, 3, JCS_RGB, 85, samp[s][0], samp[s][1], prog, &len);
             EXPECT(f != NULL);
-            if (!f) continue;
+            if (!f)
+                continue;
             /* Crops starting and ending on iMCU boundaries and one pixel off them. */
             uint32_t xs[] = {0, 1, 15, 16, 17, 31, 32, 33, 100};
             for (size_t a = 0; a < sizeof xs / sizeof xs[0]; a++) {
@@ -230,20 +248,23 @@ int main(int argc, char **argv) {
             free(f);
         }
     free(rgb);
-    /* Gray (one component: MCU = one 8x8 block) and a tall image (restart markers wrap past RST7). */
+    /* Gray (one component: MCU = one 8x8 block) and a tall image (restart markers wrap past RST7).
+     */
     W = 77;
     H = 700;
     uint8_t *gray = synth_image(W, H, 1);
     size_t glen;
     uint8_t *g = write_jpeg(gray, W, H, 1, JCS_GRAYSCALE, 90, 1, 1, 0, &glen);
     EXPECT(g != NULL);
-    if (g) restart_suite(g, glen, W, H, 1, 40, "gray 77x700");
+    if (g)
+        restart_suite(g, glen, W, H, 1, 40, "gray 77x700");
     free(g);
     free(gray);
     rgb = synth_image(W, H, 3);
     g = write_jpeg(rgb, W, H, 3, JCS_RGB, 90, 2, 2, 1, &glen);
     EXPECT(g != NULL);
-    if (g) restart_suite(g, glen, W, H, 3, 40, "progressive 4:2:0 77x700");
+    if (g)
+        restart_suite(g, glen, W, H, 3, 40, "progressive 4:2:0 77x700");
     free(g);
     free(rgb);
     fl_encoder_free(e);

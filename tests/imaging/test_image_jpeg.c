@@ -1,24 +1,28 @@
 /* test_image_jpeg.c — JPEG decode and encode: fl_encode_jpeg → fl_decode close to the original
  * (PSNR > 30 dB; fast DCT too; the encoder's buffer reused), gray, gray/CMYK → RGB, progressive,
- * 4:4:4/4:2:2/4:2:0. Sizes from DCT scaling: test_image_jpeg_scale; bad data: test_image_jpeg_bad. */
+ * 4:4:4/4:2:2/4:2:0. Sizes from DCT scaling: test_image_jpeg_scale; bad data: test_image_jpeg_bad.
+ */
 #include "img_test.h"
 
 static fl_decoder *d;
 static fl_error err;
 
 /* Decode `f` to RGB at full size and compare with `ref` (w×h×3). */
-static double decode_psnr(const uint8_t *f, size_t len, const uint8_t *ref, uint32_t w, uint32_t h) {
+static double decode_psnr(const uint8_t *f, size_t len, const uint8_t *ref, uint32_t w, uint32_t h)
+{
     fl_image img;
     int rc = fl_decode(d, f, len, 3, 0, 0, &img, &err);
     if (rc) {
         fprintf(stderr, "decode failed: %s\n", err.msg);
         return 0;
     }
-    if (img.width != w || img.height != h || img.channels != 3) return 0;
+    if (img.width != w || img.height != h || img.channels != 3)
+        return 0;
     return psnr(img.pixels, ref, (size_t)w * h * 3);
 }
 
-int main(void) {
+int main(void)
+{
     fl_encoder *e;
     fl_image img;
     const uint8_t *enc;
@@ -63,7 +67,8 @@ int main(void) {
         EXPECT_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
         int ok = img.channels == 3;
         for (size_t i = 0; i < (size_t)w * h && ok; i++)
-            ok &= img.pixels[3 * i] == g1[i] && img.pixels[3 * i + 1] == g1[i] && img.pixels[3 * i + 2] == g1[i];
+            ok &= img.pixels[3 * i] == g1[i] && img.pixels[3 * i + 1] == g1[i] &&
+                  img.pixels[3 * i + 2] == g1[i];
         EXPECT(ok);
         free(g1);
         free(f);
@@ -78,13 +83,17 @@ int main(void) {
             EXPECT_RC(fl_image_probe(f, len, &info, &err), 0, &err);
             EXPECT(info.progressive == prog);
             double q = decode_psnr(f, len, rgb, w, h);
-            if (!(q > 30)) fprintf(stderr, "sampling %dx%d progressive %d: PSNR %.1f\n", samp[s][0], samp[s][1], prog, q);
+            if (!(q > 30))
+                fprintf(stderr, "sampling %dx%d progressive %d: PSNR %.1f\n", samp[s][0],
+                        samp[s][1], prog, q);
             EXPECT(q > 30);
             /* RGB → gray straight from libjpeg (Y channel) agrees with our luma of the RGB. */
             EXPECT_RC(fl_decode(d, f, len, 1, 0, 0, &img, &err), 0, &err);
             uint8_t *yref = malloc((size_t)w * h);
             for (size_t i = 0; i < (size_t)w * h; i++)
-                yref[i] = (uint8_t)((19595u * rgb[3 * i] + 38470u * rgb[3 * i + 1] + 7471u * rgb[3 * i + 2] + 32768u) >> 16);
+                yref[i] = (uint8_t)((19595u * rgb[3 * i] + 38470u * rgb[3 * i + 1] +
+                                     7471u * rgb[3 * i + 2] + 32768u) >>
+                                    16);
             EXPECT(psnr(img.pixels, yref, (size_t)w * h) > 30);
             free(yref);
             free(f);
@@ -103,8 +112,10 @@ int main(void) {
         /* Half the image with K < 255 so K matters: RGB = CMY·K/255. */
         uint8_t *ref = malloc((size_t)w * h * 3);
         for (size_t i = 0; i < (size_t)w * h; i++) {
-            if (i % w >= w / 2) cmyk[4 * i + 3] = 200;
-            for (int c = 0; c < 3; c++) ref[3 * i + c] = (uint8_t)((cmyk[4 * i + c] * cmyk[4 * i + 3] + 127) / 255);
+            if (i % w >= w / 2)
+                cmyk[4 * i + 3] = 200;
+            for (int c = 0; c < 3; c++)
+                ref[3 * i + c] = (uint8_t)((cmyk[4 * i + c] * cmyk[4 * i + 3] + 127) / 255);
         }
         uint8_t *f = write_jpeg(cmyk, w, h, 4, JCS_CMYK, 95, 1, 1, 0, &len);
         fl_image_info info;

@@ -1,13 +1,14 @@
 /* test_image_jpeg_bad.c — bad JPEG data: truncated and corrupt files (single-scan and progressive)
- * give FL_E_DECODE with a message and leave the decoder usable (only a missing EOI is accepted, for a
- * single-scan file); a 60000×60000 header or one over the decoder's pixel limit is FL_E_TOO_LARGE
+ * give FL_E_DECODE with a message and leave the decoder usable (only a missing EOI is accepted, for
+ * a single-scan file); a 60000×60000 header or one over the decoder's pixel limit is FL_E_TOO_LARGE
  * without allocating. */
 #include "img_test.h"
 
 static fl_decoder *d;
 static fl_error err;
 
-int main(void) {
+int main(void)
+{
     fl_encoder *e;
     fl_image img;
     const uint8_t *enc;
@@ -24,7 +25,8 @@ int main(void) {
         size_t cuts[] = {3, 100, len / 3, len / 2, len - 100, len - 3};
         for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
             int rc = fl_decode(d, f, cuts[i], 3, 0, 0, &img, &err);
-            if (rc != FL_E_DECODE) fprintf(stderr, "cut at %zu/%zu (prog %d): rc %d\n", cuts[i], len, prog, rc);
+            if (rc != FL_E_DECODE)
+                fprintf(stderr, "cut at %zu/%zu (prog %d): rc %d\n", cuts[i], len, prog, rc);
             EXPECT(rc == FL_E_DECODE);
             EXPECT(err.msg[0] != 0);
         }
@@ -37,7 +39,8 @@ int main(void) {
             EXPECT_RC(fl_decode(d, f, len - 2, 3, 0, 0, &img, &err), FL_E_DECODE, &err);
         }
         EXPECT_RC(fl_decode(d, f, len / 2, 3, 0, 0, &img, &err), FL_E_DECODE, &err);
-        EXPECT(strstr(err.msg, "Premature end") != NULL || strstr(err.msg, "premature end") != NULL);
+        EXPECT(strstr(err.msg, "Premature end") != NULL ||
+               strstr(err.msg, "premature end") != NULL);
         /* Corrupt entropy data: overwrite a run in the middle with garbage (not markers). */
         uint8_t *bad = malloc(len);
         memcpy(bad, f, len);
@@ -64,12 +67,13 @@ int main(void) {
     /* A header declaring 60000×60000 (followed by nothing): TOO_LARGE, not an allocation. */
     {
         const uint8_t big[] = {0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 8, 0xEA, 0x60, 0xEA, 0x60, 3,
-                               1, 0x22, 0, 2, 0x11, 0, 3, 0x11, 0, 0xFF, 0xD9};
+                               1,    0x22, 0,    2,    0x11, 0,    3, 0x11, 0,    0xFF, 0xD9};
         EXPECT_RC(fl_decode(d, big, sizeof big, 3, 0, 0, &img, &err), FL_E_TOO_LARGE, &err);
         EXPECT(strstr(err.msg, "60000x60000") != NULL);
         fl_rect r = {0, 0, 100, 100};
         uint8_t out[16 * 16 * 3];
-        EXPECT_RC(fl_decode_crop_resize(d, big, sizeof big, &r, 16, 16, 3, 0, out, &err), FL_E_TOO_LARGE, &err);
+        EXPECT_RC(fl_decode_crop_resize(d, big, sizeof big, &r, 16, 16, 3, 0, out, &err),
+                  FL_E_TOO_LARGE, &err);
         /* Same file through an image of the real size and a tight limit. */
         fl_decoder *tight;
         EXPECT_RC(fl_decoder_create((uint64_t)w * h - 1, &tight, &err), 0, &err);

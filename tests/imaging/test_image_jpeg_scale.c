@@ -6,7 +6,8 @@
 static fl_decoder *d;
 static fl_error err;
 
-int main(void) {
+int main(void)
+{
     fl_encoder *e;
     fl_image img;
     const uint8_t *enc;
@@ -23,10 +24,12 @@ int main(void) {
         uint8_t *big = synth_image(W, H, 3);
         fl_image bsrc = {big, W, H, 3, (size_t)W * 3};
         EXPECT_RC(fl_encode_jpeg(e, &bsrc, 90, &enc, &enc_len, &err), 0, &err);
-        struct { uint32_t mw, mh, ew, eh; } cases[] = {
-            {0, 0, 640, 480},   {320, 240, 320, 240}, {321, 100, 640, 480}, {300, 200, 320, 240},
-            {160, 120, 160, 120}, {100, 100, 160, 120}, {80, 60, 80, 60},   {1, 1, 80, 60},
-            {640, 480, 640, 480}, {2000, 2000, 640, 480}};
+        struct {
+            uint32_t mw, mh, ew, eh;
+        } cases[] = {{0, 0, 640, 480},      {320, 240, 320, 240}, {321, 100, 640, 480},
+                     {300, 200, 320, 240},  {160, 120, 160, 120}, {100, 100, 160, 120},
+                     {80, 60, 80, 60},      {1, 1, 80, 60},       {640, 480, 640, 480},
+                     {2000, 2000, 640, 480}};
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             EXPECT_RC(fl_decode(d, enc, enc_len, 3, cases[i].mw, cases[i].mh, &img, &err), 0, &err);
             if (img.width != cases[i].ew || img.height != cases[i].eh)
@@ -37,7 +40,8 @@ int main(void) {
         /* The 1/2-scale decode looks like the image shrunk by 2. */
         EXPECT_RC(fl_decode(d, enc, enc_len, 3, 320, 240, &img, &err), 0, &err);
         uint8_t *half = malloc(320 * 240 * 3);
-        EXPECT_RC(fl_resize(big, W, H, W * 3, 3, half, 320, 240, 320 * 3, 0, NULL, 0, &err), 0, &err);
+        EXPECT_RC(fl_resize(big, W, H, W * 3, 3, half, 320, 240, 320 * 3, 0, NULL, 0, &err), 0,
+                  &err);
         double q = psnr(img.pixels, half, 320 * 240 * 3);
         printf("1/2 scale vs resized original PSNR %.1f dB\n", q);
         EXPECT(q > 28);

@@ -3,7 +3,8 @@
  * data and size limits: test_image_png_bad. */
 #include "img_test.h"
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     fl_decoder *d;
     fl_encoder *e;
@@ -19,11 +20,13 @@ int main(void) {
         uint8_t *pix = synth_image(w, h, ch);
         size_t stride = (size_t)w * ch + 5;
         uint8_t *padded = calloc(stride * h, 1);
-        for (uint32_t y = 0; y < h; y++) memcpy(padded + y * stride, pix + (size_t)y * w * ch, (size_t)w * ch);
+        for (uint32_t y = 0; y < h; y++)
+            memcpy(padded + y * stride, pix + (size_t)y * w * ch, (size_t)w * ch);
         fl_image src = {padded, w, h, ch, stride};
         EXPECT_RC(fl_encode_png(e, &src, &enc, &enc_len, &err), 0, &err);
         EXPECT_RC(fl_decode(d, enc, enc_len, ch, 0, 0, &img, &err), 0, &err);
-        EXPECT(img.width == w && img.height == h && img.channels == ch && img.stride == (size_t)w * ch);
+        EXPECT(img.width == w && img.height == h && img.channels == ch &&
+               img.stride == (size_t)w * ch);
         EXPECT(memcmp(img.pixels, pix, (size_t)w * h * ch) == 0);
         /* The decoder's buffer is reused for a same-size image. */
         const uint8_t *first = img.pixels;
@@ -56,7 +59,8 @@ int main(void) {
         uint8_t *f = write_png(p16, w * 6, w, h, 16, PNG_COLOR_TYPE_RGB, NULL, 0, NULL, 0, 0, &len);
         EXPECT_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
         int ok = 1;
-        for (size_t i = 0; i < (size_t)w * h * 3; i++) ok &= img.pixels[i] == p16[2 * i];
+        for (size_t i = 0; i < (size_t)w * h * 3; i++)
+            ok &= img.pixels[i] == p16[2 * i];
         EXPECT(ok);
         free(f);
         free(p16);
@@ -80,7 +84,8 @@ int main(void) {
                 uint8_t v = (uint8_t)((x + 3 * y) % 16);
                 idx[y * stride + x / 2] |= (uint8_t)(x % 2 ? v : v << 4);
             }
-        uint8_t *f = write_png(idx, stride, w, h, 4, PNG_COLOR_TYPE_PALETTE, pal, 16, trns, 16, 0, &len);
+        uint8_t *f =
+            write_png(idx, stride, w, h, 4, PNG_COLOR_TYPE_PALETTE, pal, 16, trns, 16, 0, &len);
         EXPECT_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
         int ok = img.width == w && img.height == h;
         for (uint32_t y = 0; y < h && ok; y++)
@@ -99,22 +104,27 @@ int main(void) {
         uint32_t w = 17, h = 13;
         uint8_t *rgba = malloc((size_t)w * h * 4), *ga = malloc((size_t)w * h * 2);
         for (size_t i = 0; i < (size_t)w * h; i++) {
-            for (int c = 0; c < 4; c++) rgba[4 * i + c] = (uint8_t)(i * 5 + c * 50);
+            for (int c = 0; c < 4; c++)
+                rgba[4 * i + c] = (uint8_t)(i * 5 + c * 50);
             ga[2 * i] = (uint8_t)(i * 3);
             ga[2 * i + 1] = (uint8_t)(255 - i);
         }
         for (int il = 0; il < 2; il++) {
-            uint8_t *f = write_png(rgba, w * 4, w, h, 8, PNG_COLOR_TYPE_RGBA, NULL, 0, NULL, 0, il, &len);
+            uint8_t *f =
+                write_png(rgba, w * 4, w, h, 8, PNG_COLOR_TYPE_RGBA, NULL, 0, NULL, 0, il, &len);
             EXPECT_RC(fl_decode(d, f, len, 3, 0, 0, &img, &err), 0, &err);
             int ok = 1;
             for (size_t i = 0; i < (size_t)w * h; i++)
-                for (int c = 0; c < 3; c++) ok &= img.pixels[3 * i + c] == rgba[4 * i + c];
+                for (int c = 0; c < 3; c++)
+                    ok &= img.pixels[3 * i + c] == rgba[4 * i + c];
             EXPECT(ok);
             free(f);
-            f = write_png(ga, w * 2, w, h, 8, PNG_COLOR_TYPE_GRAY_ALPHA, NULL, 0, NULL, 0, il, &len);
+            f = write_png(ga, w * 2, w, h, 8, PNG_COLOR_TYPE_GRAY_ALPHA, NULL, 0, NULL, 0, il,
+                          &len);
             EXPECT_RC(fl_decode(d, f, len, 1, 0, 0, &img, &err), 0, &err);
             ok = 1;
-            for (size_t i = 0; i < (size_t)w * h; i++) ok &= img.pixels[i] == ga[2 * i];
+            for (size_t i = 0; i < (size_t)w * h; i++)
+                ok &= img.pixels[i] == ga[2 * i];
             EXPECT(ok);
             free(f);
         }

@@ -4,16 +4,19 @@
  * channel count is FL_E_INVALID. */
 #include "img_test.h"
 
-static uint32_t crc32_png(const uint8_t *p, size_t n) {
+static uint32_t crc32_png(const uint8_t *p, size_t n)
+{
     uint32_t c = 0xffffffffu;
     for (size_t i = 0; i < n; i++) {
         c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & -(c & 1));
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & -(c & 1));
     }
     return ~c;
 }
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     fl_decoder *d;
     fl_encoder *e;
@@ -50,9 +53,11 @@ int main(void) {
     {
         uint8_t f[8 + 25 + 12];
         memcpy(f, "\x89PNG\r\n\x1a\n", 8);
-        uint8_t ihdr[25] = {0, 0, 0, 13, 'I', 'H', 'D', 'R', 0, 0, 0xEA, 0x60, 0, 0, 0xEA, 0x60, 8, 2, 0, 0, 0};
+        uint8_t ihdr[25] = {0,    0, 0, 13,   'I',  'H', 'D', 'R', 0, 0, 0xEA,
+                            0x60, 0, 0, 0xEA, 0x60, 8,   2,   0,   0, 0};
         uint32_t c = crc32_png(ihdr + 4, 17);
-        ihdr[21] = (uint8_t)(c >> 24), ihdr[22] = (uint8_t)(c >> 16), ihdr[23] = (uint8_t)(c >> 8), ihdr[24] = (uint8_t)c;
+        ihdr[21] = (uint8_t)(c >> 24), ihdr[22] = (uint8_t)(c >> 16), ihdr[23] = (uint8_t)(c >> 8),
+        ihdr[24] = (uint8_t)c;
         memcpy(f + 8, ihdr, 25);
         memcpy(f + 33, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
         EXPECT_RC(fl_decode(d, f, sizeof f, 3, 0, 0, &img, &err), FL_E_TOO_LARGE, &err);

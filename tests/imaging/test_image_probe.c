@@ -2,7 +2,8 @@
  * size, progressive flag and components; garbage, empty and truncated headers refused. */
 #include "img_test.h"
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     fl_image_info info;
     uint8_t *pix = synth_image(37, 21, 3);
@@ -32,7 +33,8 @@ int main(void) {
 
     uint8_t *p = write_png(pix, 37 * 3, 37, 21, 8, PNG_COLOR_TYPE_RGB, NULL, 0, NULL, 0, 0, &len);
     EXPECT_RC(fl_image_probe(p, len, &info, &err), 0, &err);
-    EXPECT(info.format == FL_IMG_PNG && info.width == 37 && info.height == 21 && info.components == 3);
+    EXPECT(info.format == FL_IMG_PNG && info.width == 37 && info.height == 21 &&
+           info.components == 3);
     EXPECT_RC(fl_image_probe(p, 20, &info, &err), FL_E_DECODE, &err);
     free(p);
     p = write_png(g, 16, 16, 9, 8, PNG_COLOR_TYPE_GRAY, NULL, 0, NULL, 0, 1, &len);
@@ -64,13 +66,13 @@ int main(void) {
     /* FF 00 where a marker should be: libjpeg skips it as garbage and resynchronises on another
      * frame header than a marker walk would find, so probe refuses the file (found by fuzzing:
      * the two sizes disagreed). */
-    const uint8_t stuffed[] = {0xFF, 0xD8, 0xFF, 0x00, 0x00, 0x04, 0, 0, 0xFF, 0xC0, 0x00, 0x0B,
-                               8, 0, 8, 0, 8, 1, 1, 0x11, 0};
+    const uint8_t stuffed[] = {0xFF, 0xD8, 0xFF, 0x00, 0x00, 0x04, 0, 0, 0xFF, 0xC0, 0x00,
+                               0x0B, 8,    0,    8,    0,    8,    1, 1, 0x11, 0};
     EXPECT_RC(fl_image_probe(stuffed, sizeof stuffed, &info, &err), FL_E_DECODE, &err);
     EXPECT(strstr(err.msg, "no marker at byte 2") != NULL);
     /* A 60000×60000 SOF is reported as declared (the decoder, not probe, refuses it). */
-    const uint8_t big[] = {0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 8, 0xEA, 0x60, 0xEA, 0x60, 3,
-                           1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1};
+    const uint8_t big[] = {0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 8, 0xEA, 0x60, 0xEA, 0x60,
+                           3,    1,    0x22, 0,    2,    0x11, 1, 3,    0x11, 1};
     EXPECT_RC(fl_image_probe(big, sizeof big, &info, &err), 0, &err);
     EXPECT(info.width == 60000 && info.height == 60000);
     /* JPEGs libjpeg-turbo 2.1 cannot decode are unsupported, named (packdata keep refuses them

@@ -1,7 +1,7 @@
 /* test_image_resize_simd.c — fl_resize gives the same bytes every time: repeated calls and four
- * concurrent threads agree, and every SIMD level (AVX2, SSSE3, portable C) writes identical bytes for
- * whole images (odd sizes, flips) and for windows with fractional corners (the random-resized-crop
- * path: 1 to 4 channels, padded strides, nothing written past a row). */
+ * concurrent threads agree, and every SIMD level (AVX2, SSSE3, portable C) writes identical bytes
+ * for whole images (odd sizes, flips) and for windows with fractional corners (the
+ * random-resized-crop path: 1 to 4 channels, padded strides, nothing written past a row). */
 #include <pthread.h>
 
 #include "img_test.h"
@@ -11,20 +11,24 @@ struct job {
     const uint8_t *src;
     uint8_t *dst;
 };
-static void *thread_resize(void *arg) {
+static void *thread_resize(void *arg)
+{
     struct job *j = arg;
     for (int i = 0; i < 20; i++)
-        fl_resize(j->src, 301, 199, 301 * 3, 3, j->dst, 97, 61, 97 * 3, i & 1 ? 0 : 0, NULL, 0, NULL);
+        fl_resize(j->src, 301, 199, 301 * 3, 3, j->dst, 97, 61, 97 * 3, i & 1 ? 0 : 0, NULL, 0,
+                  NULL);
     return NULL;
 }
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     /* Deterministic: repeated calls and concurrent threads give identical bytes. */
     {
         uint8_t *s = synth_image(301, 199, 3);
         uint8_t *ref = malloc(97 * 61 * 3);
-        EXPECT_RC(fl_resize(s, 301, 199, 301 * 3, 3, ref, 97, 61, 97 * 3, 0, NULL, 0, &err), 0, &err);
+        EXPECT_RC(fl_resize(s, 301, 199, 301 * 3, 3, ref, 97, 61, 97 * 3, 0, NULL, 0, &err), 0,
+                  &err);
         pthread_t th[4];
         struct job jobs[4];
         for (int t = 0; t < 4; t++) {
@@ -43,8 +47,10 @@ int main(void) {
 
     /* Every SIMD level (AVX2, SSSE3, portable C) gives the same bytes, for odd sizes and flips. */
     {
-        struct { uint32_t sw, sh, dw, dh; } sz[] = {{301, 199, 97, 61}, {350, 280, 224, 224}, {64, 50, 224, 224},
-                                                   {17, 33, 5, 9}, {1000, 3, 31, 7}, {224, 224, 224, 224}};
+        struct {
+            uint32_t sw, sh, dw, dh;
+        } sz[] = {{301, 199, 97, 61}, {350, 280, 224, 224}, {64, 50, 224, 224},
+                  {17, 33, 5, 9},     {1000, 3, 31, 7},     {224, 224, 224, 224}};
         for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++)
             for (uint32_t ch = 1; ch <= 3; ch += 2)
                 for (int flip = 0; flip < 2; flip++) {
@@ -54,12 +60,15 @@ int main(void) {
                     for (int lvl = 0; lvl < 3; lvl++) {
                         out[lvl] = malloc(n);
                         fl_resize_set_simd_limit(lvl);
-                        EXPECT_RC(fl_resize(s, sz[i].sw, sz[i].sh, (size_t)sz[i].sw * ch, ch, out[lvl], sz[i].dw,
-                                            sz[i].dh, (size_t)sz[i].dw * ch, flip, NULL, 0, &err), 0, &err);
+                        EXPECT_RC(fl_resize(s, sz[i].sw, sz[i].sh, (size_t)sz[i].sw * ch, ch,
+                                            out[lvl], sz[i].dw, sz[i].dh, (size_t)sz[i].dw * ch,
+                                            flip, NULL, 0, &err),
+                                  0, &err);
                     }
                     fl_resize_set_simd_limit(2);
                     EXPECT(memcmp(out[0], out[1], n) == 0 && memcmp(out[0], out[2], n) == 0);
-                    for (int lvl = 0; lvl < 3; lvl++) free(out[lvl]);
+                    for (int lvl = 0; lvl < 3; lvl++)
+                        free(out[lvl]);
                     free(s);
                 }
     }
@@ -79,7 +88,8 @@ int main(void) {
             double win[4];
             if (i < 24) { /* random-resized crop, RGB or gray */
                 sw = 400, sh = 350, dw = dh = 224, ch = i % 3 ? 3 : 1;
-                double area = sw * sh * (0.08 + 0.92 * UNIT()), ar = 0.75 + UNIT() * (4.0 / 3 - 0.75);
+                double area = sw * sh * (0.08 + 0.92 * UNIT()),
+                       ar = 0.75 + UNIT() * (4.0 / 3 - 0.75);
                 win[2] = fmin(sqrt(area * ar), sw), win[3] = fmin(sqrt(area / ar), sh);
                 win[0] = UNIT() * (sw - win[2]), win[1] = UNIT() * (sh - win[3]);
             } else {
@@ -101,20 +111,26 @@ int main(void) {
                 out[lvl] = malloc(n);
                 memset(out[lvl], 0xA5, n);
                 fl_resize_set_simd_limit(lvl);
-                EXPECT_RC(fl_resize_window(s, sw, sh, ss, ch, win, out[lvl], dw, dh, ds, flip, NULL, 0, &err),
+                EXPECT_RC(fl_resize_window(s, sw, sh, ss, ch, win, out[lvl], dw, dh, ds, flip, NULL,
+                                           0, &err),
                           0, &err);
             }
             fl_resize_set_simd_limit(2);
             if (memcmp(out[0], out[1], n) || memcmp(out[0], out[2], n))
-                fprintf(stderr, "levels differ: %ux%u window %.3f,%.3f %.3fx%.3f -> %ux%u, %u channels, flip %d\n",
+                fprintf(stderr,
+                        "levels differ: %ux%u window %.3f,%.3f %.3fx%.3f -> %ux%u, %u channels, "
+                        "flip %d\n",
                         sw, sh, win[0], win[1], win[2], win[3], dw, dh, ch, flip);
             EXPECT(memcmp(out[0], out[1], n) == 0 && memcmp(out[0], out[2], n) == 0);
             int pad_ok = 1;
             for (uint32_t y = 0; y < dh; y++)
-                for (size_t x = (size_t)dw * ch; x < ds; x++) pad_ok &= out[2][y * ds + x] == 0xA5;
+                for (size_t x = (size_t)dw * ch; x < ds; x++)
+                    pad_ok &= out[2][y * ds + x] == 0xA5;
             EXPECT(pad_ok);
-            for (int lvl = 0; lvl < 3; lvl++) free(out[lvl]);
-            if (s != big) free(s);
+            for (int lvl = 0; lvl < 3; lvl++)
+                free(out[lvl]);
+            if (s != big)
+                free(s);
         }
         free(big);
 #undef NEXT

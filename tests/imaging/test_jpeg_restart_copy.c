@@ -19,7 +19,8 @@
 /* A JPEG of a smooth + noisy test pattern, written with libjpeg. */
 static uint8_t *make_jpeg(uint32_t w, uint32_t h, int comps, int hs, int vs, int quality,
                           int optimize, int progressive, int restart_rows, unsigned long *len,
-                          uint32_t seed) {
+                          uint32_t seed)
+{
     struct jpeg_compress_struct c;
     struct jpeg_error_mgr e;
     c.err = jpeg_std_error(&e);
@@ -40,7 +41,8 @@ static uint8_t *make_jpeg(uint32_t w, uint32_t h, int comps, int hs, int vs, int
         c.comp_info[2].h_samp_factor = c.comp_info[2].v_samp_factor = 1;
     }
     c.optimize_coding = optimize;
-    if (progressive) jpeg_simple_progression(&c);
+    if (progressive)
+        jpeg_simple_progression(&c);
     c.restart_in_rows = restart_rows;
     jpeg_start_compress(&c, TRUE);
     uint8_t *row = malloc((size_t)w * comps);
@@ -51,7 +53,8 @@ static uint8_t *make_jpeg(uint32_t w, uint32_t h, int comps, int hs, int vs, int
             for (int k = 0; k < comps; k++) {
                 r = r * 1664525u + 1013904223u;
                 int v = (int)((x * (3 + k) + y * (5 - k)) % 256) + (int)(r >> 28) - 8;
-                if ((x / 23 + y / 17) % 3 == 0) v = 255 - v; /* edges: large DC steps */
+                if ((x / 23 + y / 17) % 3 == 0)
+                    v = 255 - v; /* edges: large DC steps */
                 row[(size_t)x * comps + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
         JSAMPROW rp = row;
@@ -64,24 +67,28 @@ static uint8_t *make_jpeg(uint32_t w, uint32_t h, int comps, int hs, int vs, int
 }
 
 /* The DRI interval (0: none) and the RST markers of the entropy data, checked to be in order. */
-static int restart_markers(const uint8_t *p, size_t n, uint32_t *ri, uint32_t *count) {
+static int restart_markers(const uint8_t *p, size_t n, uint32_t *ri, uint32_t *count)
+{
     *ri = 0;
     *count = 0;
     size_t i = 2;
     while (i + 4 <= n && p[i] == 0xFF && p[i + 1] != 0xDA) {
         uint32_t l = (uint32_t)p[i + 2] << 8 | p[i + 3];
-        if (p[i + 1] == 0xDD) *ri = (uint32_t)p[i + 4] << 8 | p[i + 5];
+        if (p[i + 1] == 0xDD)
+            *ri = (uint32_t)p[i + 4] << 8 | p[i + 5];
         i += 2 + l;
     }
     for (; i + 1 < n; i++)
         if (p[i] == 0xFF && p[i + 1] >= 0xD0 && p[i + 1] <= 0xD7) {
-            if (p[i + 1] != 0xD0 + (*count & 7)) return -1;
+            if (p[i + 1] != 0xD0 + (*count & 7))
+                return -1;
             (*count)++;
         }
     return 0;
 }
 
-static const uint8_t *find_dht(const uint8_t *p, size_t n, size_t *len) {
+static const uint8_t *find_dht(const uint8_t *p, size_t n, size_t *len)
+{
     for (size_t i = 2; i + 4 <= n && p[i] == 0xFF && p[i + 1] != 0xDA;) {
         uint32_t l = (uint32_t)p[i + 2] << 8 | p[i + 3];
         if (p[i + 1] == 0xC4) {
@@ -93,14 +100,16 @@ static const uint8_t *find_dht(const uint8_t *p, size_t n, size_t *len) {
     return NULL;
 }
 
-int main(void) {
+int main(void)
+{
     fl_error err;
     fl_encoder *enc;
     fl_decoder *d1, *d2;
     CHECK_OK(fl_encoder_create(&enc, &err), &err);
     CHECK_OK(fl_decoder_create(0, &d1, &err), &err);
     CHECK_OK(fl_decoder_create(0, &d2, &err), &err);
-    static const uint32_t sizes[][2] = {{1, 1}, {8, 8}, {17, 9}, {64, 48}, {333, 211}, {500, 375}, {31, 260}};
+    static const uint32_t sizes[][2] = {{1, 1},     {8, 8},     {17, 9},  {64, 48},
+                                        {333, 211}, {500, 375}, {31, 260}};
     static const int samp[][3] = {{3, 2, 2}, {3, 2, 1}, {3, 1, 2}, {3, 1, 1}, {1, 1, 1}};
     static const uint32_t mcus[] = {1, 4, 0};
     int cases = 0, copied = 0;
@@ -112,8 +121,9 @@ int main(void) {
                 uint32_t w = sizes[si][0], h = sizes[si][1];
                 int q = kind == 1 ? 30 : kind == 2 ? 100 : 90;
                 unsigned long len;
-                uint8_t *src = make_jpeg(w, h, samp[ss][0], samp[ss][1], samp[ss][2], q, kind == 2,
-                                         kind == 3, kind == 4, &len, (uint32_t)(si * 31 + ss * 7 + kind));
+                uint8_t *src =
+                    make_jpeg(w, h, samp[ss][0], samp[ss][1], samp[ss][2], q, kind == 2, kind == 3,
+                              kind == 4, &len, (uint32_t)(si * 31 + ss * 7 + kind));
                 uint32_t ch = (uint32_t)samp[ss][0];
                 fl_image a, b;
                 CHECK_OK(fl_decode(d1, src, len, ch, 0, 0, &a, &err), &err);
@@ -122,35 +132,44 @@ int main(void) {
                     size_t out_len;
                     cases++;
                     int rc = fl_jpeg_add_restarts(enc, src, len, mcus[m], &out, &out_len, &err);
-                    EXPECTF(rc == 0, "%ux%u samp %d kind %d mcus %u: %s", w, h, (int)ss, kind, mcus[m], err.msg);
-                    if (rc) continue;
+                    EXPECTF(rc == 0, "%ux%u samp %d kind %d mcus %u: %s", w, h, (int)ss, kind,
+                            mcus[m], err.msg);
+                    if (rc)
+                        continue;
                     rc = fl_decode(d2, out, out_len, ch, 0, 0, &b, &err);
-                    EXPECTF(rc == 0, "%ux%u samp %d kind %d mcus %u: rewrite does not decode: %s", w, h,
-                            (int)ss, kind, mcus[m], err.msg);
-                    if (rc) continue;
+                    EXPECTF(rc == 0, "%ux%u samp %d kind %d mcus %u: rewrite does not decode: %s",
+                            w, h, (int)ss, kind, mcus[m], err.msg);
+                    if (rc)
+                        continue;
                     int same = a.width == b.width && a.height == b.height;
                     for (uint32_t y = 0; same && y < a.height; y++)
-                        same = !memcmp(a.pixels + (size_t)y * a.stride, b.pixels + (size_t)y * b.stride,
-                                       (size_t)a.width * ch);
-                    EXPECTF(same, "%ux%u samp %d kind %d mcus %u: pixels differ", w, h, (int)ss, kind, mcus[m]);
+                        same = !memcmp(a.pixels + (size_t)y * a.stride,
+                                       b.pixels + (size_t)y * b.stride, (size_t)a.width * ch);
+                    EXPECTF(same, "%ux%u samp %d kind %d mcus %u: pixels differ", w, h, (int)ss,
+                            kind, mcus[m]);
                     uint32_t ri, n;
-                    EXPECTF(restart_markers(out, out_len, &ri, &n) == 0, "%ux%u samp %d kind %d: RST out of order",
-                            w, h, (int)ss, kind);
-                    uint32_t mw = ch == 1 ? 8 : 8 * (uint32_t)samp[ss][1], mh = ch == 1 ? 8 : 8 * (uint32_t)samp[ss][2];
+                    EXPECTF(restart_markers(out, out_len, &ri, &n) == 0,
+                            "%ux%u samp %d kind %d: RST out of order", w, h, (int)ss, kind);
+                    uint32_t mw = ch == 1 ? 8 : 8 * (uint32_t)samp[ss][1],
+                             mh = ch == 1 ? 8 : 8 * (uint32_t)samp[ss][2];
                     uint32_t per_row = (w + mw - 1) / mw, rows = (h + mh - 1) / mh, want = per_row;
                     if (mcus[m])
-                        for (want = mcus[m] < per_row ? mcus[m] : per_row; per_row % want; want--) {}
-                    EXPECTF(ri == want, "%ux%u samp %d kind %d mcus %u: DRI %u, want %u", w, h, (int)ss,
-                            kind, mcus[m], ri, want);
+                        for (want = mcus[m] < per_row ? mcus[m] : per_row; per_row % want; want--) {
+                        }
+                    EXPECTF(ri == want, "%ux%u samp %d kind %d mcus %u: DRI %u, want %u", w, h,
+                            (int)ss, kind, mcus[m], ri, want);
                     uint64_t total = (uint64_t)per_row * rows;
-                    EXPECTF(ri && n == (total + ri - 1) / ri - 1, "%ux%u samp %d kind %d: %u RST markers for %llu MCUs / %u",
-                            w, h, (int)ss, kind, n, (unsigned long long)total, ri);
+                    EXPECTF(ri && n == (total + ri - 1) / ri - 1,
+                            "%ux%u samp %d kind %d: %u RST markers for %llu MCUs / %u", w, h,
+                            (int)ss, kind, n, (unsigned long long)total, ri);
                     /* sequential inputs with standard tables keep them: the bits were copied */
                     size_t l1 = 0, l2 = 0;
                     const uint8_t *h1 = find_dht(src, len, &l1), *h2 = find_dht(out, out_len, &l2);
                     if (kind == 0 || kind == 1) {
                         int kept = h1 && h2 && l1 == l2 && !memcmp(h1, h2, l1);
-                        EXPECTF(kept, "%ux%u samp %d kind %d: Huffman tables changed (not bit-copied)", w, h, (int)ss, kind);
+                        EXPECTF(kept,
+                                "%ux%u samp %d kind %d: Huffman tables changed (not bit-copied)", w,
+                                h, (int)ss, kind);
                         copied += kept;
                     }
                 }
@@ -160,20 +179,24 @@ int main(void) {
                     const uint8_t *out;
                     size_t out_len;
                     int rc = fl_jpeg_add_restarts(enc, src, len * 2 / 3, 4, &out, &out_len, &err);
-                    EXPECTF(rc < 0, "%ux%u samp %d kind %d: truncated input accepted", w, h, (int)ss, kind);
+                    EXPECTF(rc < 0, "%ux%u samp %d kind %d: truncated input accepted", w, h,
+                            (int)ss, kind);
                     uint8_t *bad = malloc(len);
                     for (size_t at = len / 2; at < len / 2 + 64 && at < len - 2; at++) {
                         memcpy(bad, src, len);
                         bad[at] ^= 0x5A;
-                        if (fl_jpeg_add_restarts(enc, bad, len, 4, &out, &out_len, &err)) continue;
+                        if (fl_jpeg_add_restarts(enc, bad, len, 4, &out, &out_len, &err))
+                            continue;
                         fl_image x, y;
-                        if (fl_decode(d1, bad, len, ch, 0, 0, &x, &err)) continue;
+                        if (fl_decode(d1, bad, len, ch, 0, 0, &x, &err))
+                            continue;
                         int same = fl_decode(d2, out, out_len, ch, 0, 0, &y, &err) == 0 &&
                                    x.width == y.width && x.height == y.height;
                         for (uint32_t r = 0; same && r < x.height; r++)
-                            same = !memcmp(x.pixels + (size_t)r * x.stride, y.pixels + (size_t)r * y.stride,
-                                           (size_t)x.width * ch);
-                        EXPECTF(same, "flipped byte %zu: rewrite decodes otherwise than the input", at);
+                            same = !memcmp(x.pixels + (size_t)r * x.stride,
+                                           y.pixels + (size_t)r * y.stride, (size_t)x.width * ch);
+                        EXPECTF(same, "flipped byte %zu: rewrite decodes otherwise than the input",
+                                at);
                     }
                     free(bad);
                 }

@@ -3,8 +3,10 @@
 #include <fastload.h>
 #include <stdio.h>
 
-int main(int argc, char **argv) {
-    if (argc != 2) return 2;
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
     fl_dataset *ds;
     fl_error err;
     if (fl_dataset_open(argv[1], &ds, &err) != 0) {

@@ -24,10 +24,7 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
     return remove(p);
 }
 
-void fx_rmrf(const char *dir)
-{
-    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
+void fx_rmrf(const char *dir) { nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
 
 void fx_size(const fx_spec *s, uint64_t i, uint32_t *h, uint32_t *w)
 {

@@ -27,11 +27,11 @@ static inline int32_t fx_label(uint64_t i, uint64_t n, uint32_t classes)
 
 typedef struct fx_spec {
     fl_backend backend;
-    fl_encoding encoding;     /* FL_ENC_RAW or FL_ENC_JPEG */
+    fl_encoding encoding; /* FL_ENC_RAW or FL_ENC_JPEG */
     fl_compression compression;
     uint32_t n, height, width, channels, classes;
-    uint64_t shard_bytes;     /* small, to get several shards */
-    int vary_size;            /* JPEG: sizes vary per record (schema size 0) */
+    uint64_t shard_bytes; /* small, to get several shards */
+    int vary_size;        /* JPEG: sizes vary per record (schema size 0) */
 } fx_spec;
 
 /* A fresh directory under $TMPDIR (or /tmp); exits on failure. Caller frees. */

@@ -18,12 +18,12 @@
 typedef struct fake_ring {
     fl_ring R;
     uint32_t nslots, batch, run;
-    uint64_t *data;          /* nslots × batch sample values, written by producers */
-    uint64_t assign_next;    /* the ticket assign expects next (under the ring's lock) */
-    uint64_t assign_bad;     /* assign calls out of ticket order or into the wrong slot */
-    uint64_t max_ahead;      /* most tickets assigned beyond the consumer's next (under the lock) */
-    uint32_t slow_us;        /* producers sleep this long per run (0: yield only) */
-    uint64_t runs_done;      /* runs handed in, all producers (atomic) */
+    uint64_t *data;       /* nslots × batch sample values, written by producers */
+    uint64_t assign_next; /* the ticket assign expects next (under the ring's lock) */
+    uint64_t assign_bad;  /* assign calls out of ticket order or into the wrong slot */
+    uint64_t max_ahead;   /* most tickets assigned beyond the consumer's next (under the lock) */
+    uint32_t slow_us;     /* producers sleep this long per run (0: yield only) */
+    uint64_t runs_done;   /* runs handed in, all producers (atomic) */
 } fake_ring;
 
 /* assign: tickets come in order (ticket t into slot t mod nslots unless the consumer holds that
@@ -40,7 +40,8 @@ static void fake_assign(void *user, uint32_t slot, uint64_t ticket)
         f->max_ahead = ahead;
 }
 
-static inline void fake_init(fake_ring *f, uint32_t nslots, uint32_t batch, uint32_t run, uint64_t first)
+static inline void fake_init(fake_ring *f, uint32_t nslots, uint32_t batch, uint32_t run,
+                             uint64_t first)
 {
     f->nslots = nslots;
     f->batch = batch;

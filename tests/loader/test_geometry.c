@@ -14,21 +14,18 @@
 #include "fl_error.h"
 #include "geometry.h"
 
-static int near(float a, float b)
-{
-    return fabsf(a - b) < 1e-4f;
-}
+static int near(float a, float b) { return fabsf(a - b) < 1e-4f; }
 
 static void exact_boxes(void)
 {
     /* crop (10, 20) 100 x 50 of the source, out 200 x 100: scale 2 both ways */
     fl_aug_params ap = {.crop = {10, 20, 100, 50}, .flip = 0};
     const float src[] = {
-        20, 30, 40, 60,    /* inside: (20, 20, 60, 80) */
-        0, 0, 15, 25,      /* clipped: (0, 0, 10, 10) of (-20, -40, 10, 10): 100 of 3000 px */
-        200, 0, 300, 10,   /* outside: dropped */
-        5, 30, 10.2f, 40,  /* cut to 0.4 px wide: dropped */
-        105, 65, 130, 90,  /* clipped to (190, 90, 200, 100) */
+        20,  30, 40,    60, /* inside: (20, 20, 60, 80) */
+        0,   0,  15,    25, /* clipped: (0, 0, 10, 10) of (-20, -40, 10, 10): 100 of 3000 px */
+        200, 0,  300,   10, /* outside: dropped */
+        5,   30, 10.2f, 40, /* cut to 0.4 px wide: dropped */
+        105, 65, 130,   90, /* clipped to (190, 90, 200, 100) */
     };
     float dst[5 * 4];
     uint32_t keep[5];
@@ -85,8 +82,8 @@ static void exact_boxes(void)
 
 /* A label image of objects (ids 1..n, rectangles and ellipses, disjoint cells of a grid) on
  * background 0, and each object's tight box. */
-#define SW 160
-#define SH 120
+#define SW   160
+#define SH   120
 #define NOBJ 12
 static uint32_t rnd_state = 12345;
 static uint32_t rnd(uint32_t n)
@@ -133,8 +130,8 @@ static int extent(const void *m, uint32_t elem, uint32_t ow, uint32_t oh, uint32
     int any = 0;
     for (uint32_t v = 0; v < oh; v++)
         for (uint32_t u = 0; u < ow; u++) {
-            uint32_t p = elem == 1 ? ((const uint8_t *)m)[v * ow + u]
-                                   : ((const uint16_t *)m)[v * ow + u];
+            uint32_t p =
+                elem == 1 ? ((const uint8_t *)m)[v * ow + u] : ((const uint16_t *)m)[v * ow + u];
             if (p != id)
                 continue;
             any = 1;
@@ -154,9 +151,15 @@ static void consistency(uint32_t elem)
     uint16_t *out = malloc(sizeof(uint16_t) * OW * OH), *outf = malloc(sizeof(uint16_t) * OW * OH);
     float boxes[NOBJ * 4], tb[NOBJ * 4], tbf[NOBJ * 4];
     uint32_t keep[NOBJ], keepf[NOBJ], xm[OW], ym[OH];
-    fl_aug_config c = {.augment = FL_AUG_RRC, .flip = 1, .scale_min = 0.2, .scale_max = 1.0,
-                       .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3, .out_width = OW,
-                       .out_height = OH, .seed = 99};
+    fl_aug_config c = {.augment = FL_AUG_RRC,
+                       .flip = 1,
+                       .scale_min = 0.2,
+                       .scale_max = 1.0,
+                       .ratio_min = 3.0 / 4,
+                       .ratio_max = 4.0 / 3,
+                       .out_width = OW,
+                       .out_height = OH,
+                       .seed = 99};
     uint32_t inside = 0, clipped = 0, flips = 0;
     for (uint64_t s = 0; s < 300; s++) {
         draw_objects(m16, boxes, elem == 2);
@@ -238,9 +241,15 @@ static void consistency(uint32_t elem)
 
 static void object_crop(void)
 {
-    fl_aug_config c = {.augment = FL_AUG_OBJECT_CROP, .flip = 1, .scale_min = 0.05,
-                       .scale_max = 0.3, .ratio_min = 0.5, .ratio_max = 2.0, .out_width = 32,
-                       .out_height = 32, .seed = 3};
+    fl_aug_config c = {.augment = FL_AUG_OBJECT_CROP,
+                       .flip = 1,
+                       .scale_min = 0.05,
+                       .scale_max = 0.3,
+                       .ratio_min = 0.5,
+                       .ratio_max = 2.0,
+                       .out_width = 32,
+                       .out_height = 32,
+                       .seed = 3};
     uint32_t cropped = 0;
     for (uint64_t s = 0; s < 2000; s++) {
         /* one to three small boxes somewhere in a 640 x 480 image */
@@ -264,8 +273,8 @@ static void object_crop(void)
             double cx = (b[4 * i] + b[4 * i + 2]) / 2, cy = (b[4 * i + 1] + b[4 * i + 3]) / 2;
             held |= cx >= r->x && cx < r->x + r->width && cy >= r->y && cy < r->y + r->height;
         }
-        EXPECTF(held, "sample %llu: crop (%u %u %u %u) holds no box centre",
-                (unsigned long long)s, r->x, r->y, r->width, r->height);
+        EXPECTF(held, "sample %llu: crop (%u %u %u %u) holds no box centre", (unsigned long long)s,
+                r->x, r->y, r->width, r->height);
         cropped += r->width < 640;
     }
     EXPECTF(cropped > 1900, "only %u of 2000 draws cropped", cropped);

@@ -19,14 +19,19 @@ static void reference(const fl_loader_options *o, const fl_batch *b, const fl_da
                                 o->quasi_window, o->seed, o->rank, o->world, o->batch_size,
                                 o->drop_last, &err),
              &err);
-    fl_aug_config c = {.augment = o->augment, .flip = o->flip, .scale_min = o->scale_min,
-                       .scale_max = o->scale_max, .ratio_min = o->ratio_min,
-                       .ratio_max = o->ratio_max, .center_ratio = o->center_ratio,
-                       .out_width = o->out_width, .out_height = o->out_height, .seed = o->seed};
+    fl_aug_config c = {.augment = o->augment,
+                       .flip = o->flip,
+                       .scale_min = o->scale_min,
+                       .scale_max = o->scale_max,
+                       .ratio_min = o->ratio_min,
+                       .ratio_max = o->ratio_max,
+                       .center_ratio = o->center_ratio,
+                       .out_width = o->out_width,
+                       .out_height = o->out_height,
+                       .seed = o->seed};
     fl_record_info info;
     CHECK_OK(fl_dataset_record_info(ds, b->indices[k], &info, &err), &err);
-    fl_augment_params(&c, b->epoch, fl_order_pos(&plan, b->batch, k), info.width, info.height,
-                      ap);
+    fl_augment_params(&c, b->epoch, fl_order_pos(&plan, b->batch, k), info.width, info.height, ap);
 }
 
 static void raw_case(const char *path, const fx_spec *s, fl_augment aug)
@@ -54,13 +59,14 @@ static void raw_case(const char *path, const fx_spec *s, fl_augment aug)
             reference(&o, b, fl_loader_dataset(L), k, &ap);
             fx_fill(b->indices[k], s->height, s->width, 3, full);
             const uint8_t *src = full + ((size_t)ap.crop.y * s->width + ap.crop.x) * 3;
-            CHECK_OK(fl_resize(src, ap.crop.width, ap.crop.height, (size_t)s->width * 3, 3, ref,
-                               20, 16, 20 * 3, ap.flip, NULL, 0, &err),
+            CHECK_OK(fl_resize(src, ap.crop.width, ap.crop.height, (size_t)s->width * 3, 3, ref, 20,
+                               16, 20 * 3, ap.flip, NULL, 0, &err),
                      &err);
             if (memcmp(ref, b->images + k * ob, ob) != 0) {
-                fprintf(stderr, "batch %d sample %u (record %llu, crop %u,%u %ux%u flip %d) differs\n",
-                        bi, k, (unsigned long long)b->indices[k], ap.crop.x, ap.crop.y,
-                        ap.crop.width, ap.crop.height, ap.flip);
+                fprintf(stderr,
+                        "batch %d sample %u (record %llu, crop %u,%u %ux%u flip %d) differs\n", bi,
+                        k, (unsigned long long)b->indices[k], ap.crop.x, ap.crop.y, ap.crop.width,
+                        ap.crop.height, ap.flip);
                 exit(1);
             }
             flips += ap.flip;
@@ -125,7 +131,8 @@ static void jpeg_case(const char *path, unsigned flags)
     }
     double mad = sum_diff / nsamples;
     printf("JPEG RRC (decode flags %u): exact vs fl_decode_crop_resize; mean |diff| vs full "
-           "decode→crop→resize %.2f\n", flags, mad);
+           "decode→crop→resize %.2f\n",
+           flags, mad);
     CHECK(mad < 6.0);
     free(ref);
     free(ref2);
@@ -136,16 +143,29 @@ static void jpeg_case(const char *path, unsigned flags)
 int main(void)
 {
     char *dir = fx_tmpdir("aug");
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_ZSTD, .n = 40, .height = 30, .width = 40, .channels = 3,
-                 .classes = 2, .shard_bytes = 16384};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_ZSTD,
+                 .n = 40,
+                 .height = 30,
+                 .width = 40,
+                 .channels = 3,
+                 .classes = 2,
+                 .shard_bytes = 16384};
     char *p = fx_make(dir, "raw", &s);
     raw_case(p, &s, FL_AUG_RRC);
     raw_case(p, &s, FL_AUG_CENTER);
     free(p);
-    fx_spec j = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_JPEG,
-                 .compression = FL_COMP_NONE, .n = 16, .height = 96, .width = 128, .channels = 3,
-                 .classes = 2, .shard_bytes = 65536, .vary_size = 1};
+    fx_spec j = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_JPEG,
+                 .compression = FL_COMP_NONE,
+                 .n = 16,
+                 .height = 96,
+                 .width = 128,
+                 .channels = 3,
+                 .classes = 2,
+                 .shard_bytes = 65536,
+                 .vary_size = 1};
     p = fx_make(dir, "jpeg", &j);
     jpeg_case(p, 0);
     jpeg_case(p, FL_DECODE_FAST);

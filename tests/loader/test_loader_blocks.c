@@ -12,10 +12,10 @@
 
 #include "fixture.h"
 
-#define N 960
-#define H 37
-#define W 23
-#define C 3
+#define N     960
+#define H     37
+#define W     23
+#define C     3
 #define BATCH 24
 
 static void opts(fl_loader_options *o, fl_io_mode io)
@@ -186,7 +186,8 @@ static void two_ranks(const char *dir, const char *path)
 
 /* The extent budget is a quarter of the expected page cache shared by the node's loader
  * processes: with the fake 4 MiB of page cache one process gets 1 MiB (the 0.65 MB window fits),
- * eight (LOCAL_WORLD_SIZE=8, as torchrun sets it) get 128 KiB each: per-record reads, same stream. */
+ * eight (LOCAL_WORLD_SIZE=8, as torchrun sets it) get 128 KiB each: per-record reads, same stream.
+ */
 static void local_ranks(const char *dir, const char *path, uint64_t want)
 {
     char root[4096];
@@ -216,9 +217,15 @@ static void local_ranks(const char *dir, const char *path, uint64_t want)
 int main(void)
 {
     char *dir = fx_tmpdir("blocks");
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_NONE, .n = N, .height = H, .width = W, .channels = C,
-                 .classes = 8, .shard_bytes = 300000};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_NONE,
+                 .n = N,
+                 .height = H,
+                 .width = W,
+                 .channels = C,
+                 .classes = 8,
+                 .shard_bytes = 300000};
     char *path = fx_make(dir, "raw", &s);
     fl_loader_options o;
     opts(&o, FL_IO_URING);

@@ -1,7 +1,7 @@
 /* test_loader_corrupt.c — integrity: a flipped byte in a record makes fl_loader_next fail with
  * FL_E_CHECKSUM and a message naming the shard file and the record (io_uring, pread and mmap,
- * plain and zstd), and with FL_CORRUPT_SKIP the record is replaced by the next good one and counted;
- * a truncated shard makes fl_loader_create fail naming the file. */
+ * plain and zstd), and with FL_CORRUPT_SKIP the record is replaced by the next good one and
+ * counted; a truncated shard makes fl_loader_create fail naming the file. */
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,9 +100,15 @@ static void expect_skip(const char *path, const fx_spec *s, fl_io_mode io, uint3
 int main(void)
 {
     char *dir = fx_tmpdir("corrupt");
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_NONE, .n = 50, .height = 8, .width = 8, .channels = 3,
-                 .classes = 5, .shard_bytes = 2048};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_NONE,
+                 .n = 50,
+                 .height = 8,
+                 .width = 8,
+                 .channels = 3,
+                 .classes = 5,
+                 .shard_bytes = 2048};
     for (int z = 0; z < 2; z++) {
         s.compression = z ? FL_COMP_ZSTD : FL_COMP_NONE;
         char *p = fx_make(dir, z ? "zstd" : "plain", &s);

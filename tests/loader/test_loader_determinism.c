@@ -26,11 +26,16 @@ static void matrix(const char *shards, const char *lmdb, const fl_loader_options
     o.io = FL_IO_PREAD;
     uint64_t h0 = fx_stream_hash(shards, &o, NB, ref);
     static const variant vs[] = {
-        {"2 workers", 2, FL_IO_PREAD, 0, 0},  {"8 workers", 8, FL_IO_PREAD, 0, 0},
-        {"io_uring", 2, FL_IO_URING, 0, 0},   {"io_uring O_DIRECT", 3, FL_IO_URING, 1, 0},
-        {"pread O_DIRECT", 2, FL_IO_PREAD, 1, 0}, {"mmap", 2, FL_IO_MMAP, 0, 0},
-        {"memory", 2, FL_IO_MEMORY, 0, 0},    {"memory, 8 workers", 8, FL_IO_MEMORY, 0, 0},
-        {"auto", 2, FL_IO_AUTO, 0, 0},        {"LMDB", 2, FL_IO_AUTO, 0, 1},
+        {"2 workers", 2, FL_IO_PREAD, 0, 0},
+        {"8 workers", 8, FL_IO_PREAD, 0, 0},
+        {"io_uring", 2, FL_IO_URING, 0, 0},
+        {"io_uring O_DIRECT", 3, FL_IO_URING, 1, 0},
+        {"pread O_DIRECT", 2, FL_IO_PREAD, 1, 0},
+        {"mmap", 2, FL_IO_MMAP, 0, 0},
+        {"memory", 2, FL_IO_MEMORY, 0, 0},
+        {"memory, 8 workers", 8, FL_IO_MEMORY, 0, 0},
+        {"auto", 2, FL_IO_AUTO, 0, 0},
+        {"LMDB", 2, FL_IO_AUTO, 0, 1},
         /* a one-slot ring and one-sample chunks: maximal hand-offs between threads */
         {"8 workers, prefetch 1, chunks of 1", 8, FL_IO_URING, 0, 0, 1, 1},
         {"3 workers, prefetch 2, chunks of 3", 3, FL_IO_PREAD, 0, 0, 2, 3},
@@ -95,16 +100,29 @@ static void matrix(const char *shards, const char *lmdb, const fl_loader_options
 int main(void)
 {
     char *dir = fx_tmpdir("det");
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_ZSTD, .n = 200, .height = 32, .width = 40, .channels = 3,
-                 .classes = 4, .shard_bytes = 64 * 1024};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_ZSTD,
+                 .n = 200,
+                 .height = 32,
+                 .width = 40,
+                 .channels = 3,
+                 .classes = 4,
+                 .shard_bytes = 64 * 1024};
     char *raw = fx_make(dir, "raw", &s);
     s.backend = FL_BACKEND_LMDB;
     char *raw_lmdb = fx_make(dir, "raw-lmdb", &s);
 
-    fx_spec j = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_JPEG,
-                 .compression = FL_COMP_NONE, .n = 100, .height = 40, .width = 48, .channels = 3,
-                 .classes = 4, .shard_bytes = 32 * 1024, .vary_size = 1};
+    fx_spec j = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_JPEG,
+                 .compression = FL_COMP_NONE,
+                 .n = 100,
+                 .height = 40,
+                 .width = 48,
+                 .channels = 3,
+                 .classes = 4,
+                 .shard_bytes = 32 * 1024,
+                 .vary_size = 1};
     char *jpg = fx_make(dir, "jpeg", &j);
     j.backend = FL_BACKEND_LMDB;
     char *jpg_lmdb = fx_make(dir, "jpeg-lmdb", &j);

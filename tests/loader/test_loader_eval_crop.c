@@ -27,8 +27,10 @@ static void grid(fl_augment aug, float ratio)
                 fl_rect got;
                 fl_error err;
                 CHECK_OK(fl_loader_eval_crop(&o, W, H, &got, &err), &err);
-                fl_aug_config cfg = {.augment = aug, .center_ratio = ratio,
-                                     .out_width = o.out_width, .out_height = o.out_height,
+                fl_aug_config cfg = {.augment = aug,
+                                     .center_ratio = ratio,
+                                     .out_width = o.out_width,
+                                     .out_height = o.out_height,
                                      .seed = o.seed};
                 fl_aug_params ap;
                 fl_augment_params(&cfg, 0, 0, W, H, &ap);
@@ -120,9 +122,16 @@ int main(void)
     grid(FL_AUG_NONE, 0.875f);
     refused();
     char *dir = fx_tmpdir("evalcrop");
-    fx_spec j = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_JPEG,
-                 .compression = FL_COMP_NONE, .n = 16, .height = 96, .width = 128, .channels = 3,
-                 .classes = 2, .shard_bytes = 65536, .vary_size = 1};
+    fx_spec j = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_JPEG,
+                 .compression = FL_COMP_NONE,
+                 .n = 16,
+                 .height = 96,
+                 .width = 128,
+                 .channels = 3,
+                 .classes = 2,
+                 .shard_bytes = 65536,
+                 .vary_size = 1};
     char *p = fx_make(dir, "jpeg", &j);
     batches(p, FL_AUG_CENTER);
     batches(p, FL_AUG_NONE);

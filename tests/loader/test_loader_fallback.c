@@ -47,9 +47,15 @@ static int forbid_io_uring(void)
 int main(void)
 {
     char *dir = fx_tmpdir("fallback");
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_NONE, .n = 120, .height = 96, .width = 64, .channels = 3,
-                 .classes = 3, .shard_bytes = 8192};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_NONE,
+                 .n = 120,
+                 .height = 96,
+                 .width = 64,
+                 .channels = 3,
+                 .classes = 3,
+                 .shard_bytes = 8192};
     char *p = fx_make(dir, "raw", &s);
     /* FL_IO_AUTO would read a dataset this small into memory: memory_max < 0 makes it stream
      * from the files with io_uring, or pread without it */

@@ -21,25 +21,42 @@
 #include "fl_image.h"
 
 enum {
-    F_IMAGE, F_LABEL, F_BOXES, F_CLS, F_CROWD, F_TAGS, F_MASK, F_SCORE, F_EMB, F_ARR, F_BLOB,
-    F_TEXT, F_EXTRA, F_MASK16, NF
+    F_IMAGE,
+    F_LABEL,
+    F_BOXES,
+    F_CLS,
+    F_CROWD,
+    F_TAGS,
+    F_MASK,
+    F_SCORE,
+    F_EMB,
+    F_ARR,
+    F_BLOB,
+    F_TEXT,
+    F_EXTRA,
+    F_MASK16,
+    NF
 };
-#define N 37
-#define IH 40
-#define IW 48
+#define N      37
+#define IH     40
+#define IW     48
 #define MAXOBJ 4
 
 static void schema(fl_field *f)
 {
     memset(f, 0, NF * sizeof *f);
-    static const struct { const char *name; fl_field_type t; fl_dtype d; } S[NF] = {
-        {"image", FL_FIELD_IMAGE, FL_DTYPE_U8},      {"label", FL_FIELD_INT, FL_DTYPE_I32},
-        {"boxes", FL_FIELD_BOXES, FL_DTYPE_F32},     {"labels", FL_FIELD_INT_LIST, FL_DTYPE_I32},
+    static const struct {
+        const char *name;
+        fl_field_type t;
+        fl_dtype d;
+    } S[NF] = {
+        {"image", FL_FIELD_IMAGE, FL_DTYPE_U8},       {"label", FL_FIELD_INT, FL_DTYPE_I32},
+        {"boxes", FL_FIELD_BOXES, FL_DTYPE_F32},      {"labels", FL_FIELD_INT_LIST, FL_DTYPE_I32},
         {"iscrowd", FL_FIELD_INT_LIST, FL_DTYPE_I32}, {"tags", FL_FIELD_INT_LIST, FL_DTYPE_I32},
-        {"mask", FL_FIELD_MASK, FL_DTYPE_U8},        {"score", FL_FIELD_FLOAT, FL_DTYPE_F32},
+        {"mask", FL_FIELD_MASK, FL_DTYPE_U8},         {"score", FL_FIELD_FLOAT, FL_DTYPE_F32},
         {"emb", FL_FIELD_FLOAT_VECTOR, FL_DTYPE_F32}, {"arr", FL_FIELD_NDARRAY, FL_DTYPE_I16},
-        {"blob", FL_FIELD_BYTES, FL_DTYPE_U8},       {"caption", FL_FIELD_TEXT, FL_DTYPE_U8},
-        {"extra", FL_FIELD_INT, FL_DTYPE_I32},       {"mask16", FL_FIELD_MASK, FL_DTYPE_U16}};
+        {"blob", FL_FIELD_BYTES, FL_DTYPE_U8},        {"caption", FL_FIELD_TEXT, FL_DTYPE_U8},
+        {"extra", FL_FIELD_INT, FL_DTYPE_I32},        {"mask16", FL_FIELD_MASK, FL_DTYPE_U16}};
     for (int i = 0; i < NF; i++) {
         snprintf(f[i].name, sizeof f[i].name, "%s", S[i].name);
         f[i].type = S[i].t;
@@ -149,9 +166,9 @@ static char *make_set(const char *dir, const char *name, fl_backend backend, int
         fx_fill(i, IH, IW, 3, px);
         CHECK_OK(fl_mask_encode(r.mask, IW, IH, FL_DTYPE_U8, FL_MASK_PNG, 0, &m8, &c8, &l8, &err),
                  &err);
-        CHECK_OK(fl_mask_encode(r.mask16, IW, IH, FL_DTYPE_U16, FL_MASK_ZSTD, 0, &m16, &c16, &l16,
-                                &err),
-                 &err);
+        CHECK_OK(
+            fl_mask_encode(r.mask16, IW, IH, FL_DTYPE_U16, FL_MASK_ZSTD, 0, &m16, &c16, &l16, &err),
+            &err);
         fl_field_value v[NF];
         memset(v, 0, sizeof v);
         v[F_BOXES] = (fl_field_value){r.boxes, 16 * (size_t)r.nobj, r.nobj, 0, 0};
@@ -169,10 +186,17 @@ static char *make_set(const char *dir, const char *name, fl_backend backend, int
         CHECK_OK(fl_fields_encode(f, NF, v, IW, IH, 3, &blk, &bcap, &blen, &err), &err);
         char nm[32];
         snprintf(nm, sizeof nm, "r%03llu", (unsigned long long)i);
-        fl_record_in in = {.format = FL_ENC_RAW, .stored = px, .stored_len = IH * IW * 3,
-                           .raw_len = IH * IW * 3, .compressed = 0, .fields_block = blk,
-                           .fields_len = blen, .label = (int32_t)(i % 3), .name = nm,
-                           .height = IH, .width = IW};
+        fl_record_in in = {.format = FL_ENC_RAW,
+                           .stored = px,
+                           .stored_len = IH * IW * 3,
+                           .raw_len = IH * IW * 3,
+                           .compressed = 0,
+                           .fields_block = blk,
+                           .fields_len = blen,
+                           .label = (int32_t)(i % 3),
+                           .name = nm,
+                           .height = IH,
+                           .width = IW};
         CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
     }
     const char *names[] = {"a", "b", "c"};
@@ -193,10 +217,7 @@ static const fl_batch_field *field(const fl_batch *b, const char *name)
     exit(1);
 }
 
-static size_t per_sample(const fl_batch_field *f)
-{
-    return f->bytes / f->shape[0];
-}
+static size_t per_sample(const fl_batch_field *f) { return f->bytes / f->shape[0]; }
 
 /* Every field, and counts, of every sample: FNV over the batch's arrays. */
 static uint64_t batch_hash(const fl_batch *b)
@@ -256,9 +277,12 @@ static void exactness(const char *path)
                              *bl = field(b, "blob"), *tx = field(b, "caption"),
                              *ex = field(b, "extra");
         CHECK(bx->ndim == 3 && bx->shape[1] == MAXOBJ && bx->shape[2] == 4 && bx->counts);
-        CHECK(mk->ndim == 3 && mk->shape[1] == IH && mk->shape[2] == IW && mk->dtype == FL_DTYPE_U8);
-        CHECK(m16->dtype == FL_DTYPE_U16 && ar->ndim == 3 && ar->shape[1] == 2 && ar->shape[2] == 3);
-        CHECK(b->fields[F_IMAGE].data == (void *)b->images && b->fields[F_LABEL].data == (void *)b->labels);
+        CHECK(mk->ndim == 3 && mk->shape[1] == IH && mk->shape[2] == IW &&
+              mk->dtype == FL_DTYPE_U8);
+        CHECK(m16->dtype == FL_DTYPE_U16 && ar->ndim == 3 && ar->shape[1] == 2 &&
+              ar->shape[2] == 3);
+        CHECK(b->fields[F_IMAGE].data == (void *)b->images &&
+              b->fields[F_LABEL].data == (void *)b->labels);
         for (uint32_t k = 0; k < b->size; k++) {
             uint64_t i = b->indices[k];
             make_rec(i, &r, 0);
@@ -268,19 +292,24 @@ static void exactness(const char *path)
             EXPECT(b->labels[k] == (int32_t)(i % 3));
             EXPECTF(bx->counts[k] == (int32_t)r.nobj && cl->counts[k] == (int32_t)r.nobj &&
                         cr->counts[k] == (int32_t)r.nobj,
-                    "record %llu: %d boxes, wrote %u", (unsigned long long)i, bx->counts[k], r.nobj);
+                    "record %llu: %d boxes, wrote %u", (unsigned long long)i, bx->counts[k],
+                    r.nobj);
             const float *B = (const float *)((const uint8_t *)bx->data + k * per_sample(bx));
             EXPECTF(!memcmp(B, r.boxes, 16 * (size_t)r.nobj), "record %llu: boxes",
                     (unsigned long long)i);
             for (size_t z = 4 * (size_t)r.nobj; z < 4 * MAXOBJ; z++)
                 EXPECT(B[z] == 0);
-            EXPECT(!memcmp((const uint8_t *)cl->data + k * per_sample(cl), r.cls, 4 * (size_t)r.nobj));
-            EXPECT(!memcmp((const uint8_t *)cr->data + k * per_sample(cr), r.crowd, 4 * (size_t)r.nobj));
+            EXPECT(
+                !memcmp((const uint8_t *)cl->data + k * per_sample(cl), r.cls, 4 * (size_t)r.nobj));
+            EXPECT(!memcmp((const uint8_t *)cr->data + k * per_sample(cr), r.crowd,
+                           4 * (size_t)r.nobj));
             EXPECT(tg->counts[k] == (int32_t)r.ntags &&
-                   !memcmp((const uint8_t *)tg->data + k * per_sample(tg), r.tags, 4 * (size_t)r.ntags));
+                   !memcmp((const uint8_t *)tg->data + k * per_sample(tg), r.tags,
+                           4 * (size_t)r.ntags));
             EXPECTF(!memcmp((const uint8_t *)mk->data + k * per_sample(mk), r.mask, sizeof r.mask),
                     "record %llu: mask", (unsigned long long)i);
-            EXPECT(!memcmp((const uint8_t *)m16->data + k * per_sample(m16), r.mask16, sizeof r.mask16));
+            EXPECT(!memcmp((const uint8_t *)m16->data + k * per_sample(m16), r.mask16,
+                           sizeof r.mask16));
             EXPECT(!memcmp((const uint8_t *)sc->data + k * 4, &r.score, 4));
             EXPECT(!memcmp((const uint8_t *)em->data + k * 12, r.emb, 12));
             EXPECT(!memcmp((const uint8_t *)ar->data + k * 12, r.arr, 12));
@@ -381,7 +410,8 @@ static void consistency(const char *path)
         for (uint32_t k = 0; k < b->size; k++) {
             make_rec(b->indices[k], &r, 0);
             const uint8_t *M = (const uint8_t *)mk->data + k * per_sample(mk);
-            const uint16_t *M16 = (const uint16_t *)((const uint8_t *)m16->data + k * per_sample(m16));
+            const uint16_t *M16 =
+                (const uint16_t *)((const uint8_t *)m16->data + k * per_sample(m16));
             for (uint32_t p = 0; p < ow * oh; p++) {
                 EXPECT(M[p] <= r.nobj);
                 EXPECT(M16[p] == (M[p] ? 999 + M[p] : 0)); /* the two masks moved alike */
@@ -397,7 +427,8 @@ static void consistency(const char *path)
                 CHECK(obj < r.nobj);
                 EXPECT(C[j] == r.cls[obj]);
                 const float *t = B + 4 * j;
-                EXPECT(t[0] >= 0 && t[2] <= ow && t[1] >= 0 && t[3] <= oh && t[0] <= t[2] && t[1] <= t[3]);
+                EXPECT(t[0] >= 0 && t[2] <= ow && t[1] >= 0 && t[3] <= oh && t[0] <= t[2] &&
+                       t[1] <= t[3]);
                 int e[4];
                 int any = extent(M, ow, oh, obj + 1, e);
                 int whole = t[0] > 0 && t[1] > 0 && t[2] < ow && t[3] < oh;
@@ -560,8 +591,13 @@ static void no_image(const char *dir)
             t[k] = i + k * 0.5;
         fl_field_value v[3] = {{0}, {x, sizeof x, 5, 0, 0}, {t, sizeof t, 1, 0, 0}};
         CHECK_OK(fl_fields_encode(f, 3, v, 0, 0, 3, &blk, &cap, &len, &err), &err);
-        fl_record_in in = {.format = FL_ENC_NONE, .stored = "", .stored_len = 0, .raw_len = 0,
-                           .fields_block = blk, .fields_len = len, .label = i * 2};
+        fl_record_in in = {.format = FL_ENC_NONE,
+                           .stored = "",
+                           .stored_len = 0,
+                           .raw_len = 0,
+                           .fields_block = blk,
+                           .fields_len = len,
+                           .label = i * 2};
         CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
     }
     CHECK_OK(fl_writer_finish(w, NULL, 0, &err), &err);

@@ -109,13 +109,19 @@ int main(void)
 {
     char *dir = fx_tmpdir("ioauto");
     expectations(dir);
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_NONE, .n = 400, .height = 32, .width = 32, .channels = 3,
-                 .classes = 4, .shard_bytes = 200000};
-    char *path = fx_make(dir, "raw", &s); /* 1.2 MB */
-    loader_choice(dir, path, "524288\n", FL_IO_AUTO, 1, 0);        /* 512 KiB: O_DIRECT */
-    loader_choice(dir, path, "1073741824\n", FL_IO_AUTO, 0, 0);    /* 1 GiB: buffered */
-    loader_choice(dir, path, "524288\n", FL_IO_PREAD, 0, 1);       /* forced buffered: drop */
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_NONE,
+                 .n = 400,
+                 .height = 32,
+                 .width = 32,
+                 .channels = 3,
+                 .classes = 4,
+                 .shard_bytes = 200000};
+    char *path = fx_make(dir, "raw", &s);                       /* 1.2 MB */
+    loader_choice(dir, path, "524288\n", FL_IO_AUTO, 1, 0);     /* 512 KiB: O_DIRECT */
+    loader_choice(dir, path, "1073741824\n", FL_IO_AUTO, 0, 0); /* 1 GiB: buffered */
+    loader_choice(dir, path, "524288\n", FL_IO_PREAD, 0, 1);    /* forced buffered: drop */
     fx_rmrf(dir);
     free(dir);
     free(path);

@@ -43,9 +43,15 @@ static int count_threads(void)
 int main(void)
 {
     char *dir = fx_tmpdir("mem");
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_ZSTD, .n = 512, .height = 64, .width = 64, .channels = 3,
-                 .classes = 8, .shard_bytes = 512 * 1024};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_ZSTD,
+                 .n = 512,
+                 .height = 64,
+                 .width = 64,
+                 .channels = 3,
+                 .classes = 8,
+                 .shard_bytes = 512 * 1024};
     char *p = fx_make(dir, "raw", &s);
 
     fl_loader_options o;
@@ -90,8 +96,8 @@ int main(void)
     const fl_dataset *ds = fl_loader_dataset(L);
     uint64_t per_worker = 2 * 32ull * (fl_dataset_max_stored_len(ds) + 8192) +
                           fl_dataset_max_raw_len(ds) * 3ull + fl_dataset_max_stored_len(ds);
-    uint64_t bound = st.pinned_bytes + 4ull * 32 * 8 + fl_dataset_count(ds) * 8 +
-                     o.workers * per_worker;
+    uint64_t bound =
+        st.pinned_bytes + 4ull * 32 * 8 + fl_dataset_count(ds) * 8 + o.workers * per_worker;
     long bound_kib = (long)(bound / 1024) + 8192;
     printf("loader RSS %ld KiB, documented bound %ld KiB\n", peak - rss_before, bound_kib);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)

@@ -73,8 +73,8 @@ static void test_orders(void)
     fl_order_epoch(&pr, 1, c);
     check_perm(a, n);
     check_perm(c, n);
-    CHECK(memcmp(a, b, n * 8) == 0);  /* same (seed, epoch) → same order */
-    CHECK(memcmp(a, c, n * 8) != 0);  /* another epoch → another order */
+    CHECK(memcmp(a, b, n * 8) == 0); /* same (seed, epoch) → same order */
+    CHECK(memcmp(a, c, n * 8) != 0); /* another epoch → another order */
     uint64_t fixed = 0;
     for (uint64_t i = 0; i < n; i++)
         fixed += a[i] == i;
@@ -89,8 +89,9 @@ static void test_orders(void)
     CHECK(memcmp(a, c, n * 8) != 0);
     double quasi_mix = classes_per_batch(a, n, 8);
     double seq_mix = 1.0 + 0; /* sequential batches of a sorted dataset hold 1 (rarely 2) class */
-    printf("distinct classes per batch of 64 (8 classes): sequential ~%.1f, quasi %.2f, random %.2f\n",
-           seq_mix, quasi_mix, rand_mix);
+    printf(
+        "distinct classes per batch of 64 (8 classes): sequential ~%.1f, quasi %.2f, random %.2f\n",
+        seq_mix, quasi_mix, rand_mix);
     /* a window mixes 8 blocks of 16 → up to 8 distinct source runs per batch */
     CHECK(quasi_mix >= 4.0);
     CHECK(rand_mix >= 7.5);
@@ -138,11 +139,11 @@ static void test_ranks(int drop, fl_order order)
     }
     if (drop) {
         CHECK(per == 320);
-        CHECK(dup == 0);              /* disjoint */
+        CHECK(dup == 0);               /* disjoint */
         CHECK(covered == world * per); /* 960 of 1000: the uneven tail is dropped */
     } else {
         CHECK(per == 352);
-        CHECK(covered == n);          /* covers the epoch */
+        CHECK(covered == n);           /* covers the epoch */
         CHECK(dup == world * per - n); /* only the wrap-around padding repeats */
     }
     free(perm);
@@ -162,9 +163,16 @@ static void test_plan_errors(void)
 
 static void test_augment(void)
 {
-    fl_aug_config c = {.augment = FL_AUG_RRC, .flip = 1, .scale_min = 0.08, .scale_max = 1.0,
-                       .ratio_min = 3.0 / 4, .ratio_max = 4.0 / 3, .center_ratio = 0.875,
-                       .out_width = 64, .out_height = 64, .seed = 42};
+    fl_aug_config c = {.augment = FL_AUG_RRC,
+                       .flip = 1,
+                       .scale_min = 0.08,
+                       .scale_max = 1.0,
+                       .ratio_min = 3.0 / 4,
+                       .ratio_max = 4.0 / 3,
+                       .center_ratio = 0.875,
+                       .out_width = 64,
+                       .out_height = 64,
+                       .seed = 42};
     int flips = 0;
     double area_sum = 0;
     for (uint64_t pos = 0; pos < 2000; pos++) {
@@ -191,7 +199,8 @@ static void test_augment(void)
     f.scale_min = 0.95;
     fl_aug_params a;
     fl_augment_params(&f, 0, 0, 1000, 10, &a);
-    CHECK(a.crop.height == 10 && a.crop.width == 13 && a.crop.x == (1000 - 13) / 2 && a.crop.y == 0);
+    CHECK(a.crop.height == 10 && a.crop.width == 13 && a.crop.x == (1000 - 13) / 2 &&
+          a.crop.y == 0);
 
     /* center: shorter side resized to floor(64 / 0.875) = 73, crop 64 → 64 * 100 / 73 ≈ 88 */
     fl_aug_config e = c;

@@ -67,9 +67,15 @@ static void shares(const char *path, const fx_spec *s, int drop_last, fl_order o
 int main(void)
 {
     char *dir = fx_tmpdir("ranks");
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_NONE, .n = 103, .height = 4, .width = 4, .channels = 1,
-                 .classes = 4, .shard_bytes = 1024};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_NONE,
+                 .n = 103,
+                 .height = 4,
+                 .width = 4,
+                 .channels = 1,
+                 .classes = 4,
+                 .shard_bytes = 1024};
     char *p = fx_make(dir, "raw", &s);
     for (int drop = 0; drop < 2; drop++) {
         shares(p, &s, drop, FL_ORDER_RANDOM);

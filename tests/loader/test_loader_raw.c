@@ -143,7 +143,8 @@ static void pinned_default(const char *path, const fx_spec *s)
      * work; without one it must be refused. */
     fl_cuda probe;
     int ndev = 0;
-    int have_gpu = fl_cuda_load(&probe, NULL, 0) == 0 && probe.GetDeviceCount(&ndev) == 0 && ndev > 0;
+    int have_gpu =
+        fl_cuda_load(&probe, NULL, 0) == 0 && probe.GetDeviceCount(&ndev) == 0 && ndev > 0;
     o.device = 0;
     int rc = fl_loader_create(path, &o, &L, &err);
     if (have_gpu)
@@ -205,14 +206,21 @@ static double mean_classes(const char *path, fl_order order)
 
 static void quasi_mixes(const char *dir)
 {
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_NONE, .n = 1024, .height = 2, .width = 2, .channels = 1,
-                 .classes = 16, .shard_bytes = 1 << 20};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_NONE,
+                 .n = 1024,
+                 .height = 2,
+                 .width = 2,
+                 .channels = 1,
+                 .classes = 16,
+                 .shard_bytes = 1 << 20};
     char *p = fx_make(dir, "sorted", &s);
     double seq = mean_classes(p, FL_ORDER_SEQUENTIAL), quasi = mean_classes(p, FL_ORDER_QUASI),
            rnd = mean_classes(p, FL_ORDER_RANDOM);
-    printf("classes per batch of 32 (16 classes, sorted): sequential %.2f, quasi %.2f, random %.2f\n",
-           seq, quasi, rnd);
+    printf(
+        "classes per batch of 32 (16 classes, sorted): sequential %.2f, quasi %.2f, random %.2f\n",
+        seq, quasi, rnd);
     CHECK(seq < 1.6);
     CHECK(quasi >= 5.0);
     CHECK(rnd >= 10.0);
@@ -268,9 +276,15 @@ static void bad_options(const char *path)
 int main(void)
 {
     char *dir = fx_tmpdir("raw");
-    fx_spec s = {.backend = FL_BACKEND_SHARDS, .encoding = FL_ENC_RAW,
-                 .compression = FL_COMP_NONE, .n = 101, .height = 9, .width = 7, .channels = 3,
-                 .classes = 5, .shard_bytes = 4096};
+    fx_spec s = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_RAW,
+                 .compression = FL_COMP_NONE,
+                 .n = 101,
+                 .height = 9,
+                 .width = 7,
+                 .channels = 3,
+                 .classes = 5,
+                 .shard_bytes = 4096};
     char *p = fx_make(dir, "plain", &s);
     check_stream(p, &s, FL_IO_AUTO, 0);
     check_stream(p, &s, FL_IO_PREAD, 1);

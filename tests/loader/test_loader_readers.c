@@ -36,8 +36,9 @@ static void run(fl_reader *rd, int fd, int bad_fd, int into_dst)
     static const struct {
         uint64_t off;
         uint32_t len;
-    } recs[] = {{0, 100}, {4095, 2}, {4096, 4096}, {12345, 30000}, {FILE_LEN - 7, 7},
-                {FILE_LEN - 5000, 5000}, {777, 0}, {FILE_LEN - 10, 20}, {50000, 1}};
+    } recs[] = {{0, 100},       {4095, 2},           {4096, 4096},
+                {12345, 30000}, {FILE_LEN - 7, 7},   {FILE_LEN - 5000, 5000},
+                {777, 0},       {FILE_LEN - 10, 20}, {50000, 1}};
     const unsigned n = sizeof recs / sizeof recs[0];
     fl_read_req reqs[16];
     expect e;

@@ -39,9 +39,9 @@ int main(void)
 {
     one(1, 1, 8, 8, 0, 200);
     one(2, 3, 64, 16, 0, 300);
-    one(3, 4, 37, 5, 11, 300);  /* runs that do not divide the batch, resumed at ticket 11 */
-    one(4, 5, 7, 32, 0, 500);   /* a run larger than the batch: whole batches */
-    one(4, 2, 100, 1, 3, 100);  /* one sample per run: the most lock traffic */
+    one(3, 4, 37, 5, 11, 300); /* runs that do not divide the batch, resumed at ticket 11 */
+    one(4, 5, 7, 32, 0, 500);  /* a run larger than the batch: whole batches */
+    one(4, 2, 100, 1, 3, 100); /* one sample per run: the most lock traffic */
     printf("test_loader_ring_order: ok\n");
     return 0;
 }

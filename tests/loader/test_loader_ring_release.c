@@ -1,7 +1,8 @@
 /* test_loader_ring_release.c — the consumer may hold several batches of the batch ring
  * (loader/ring.h) and release them in any order: producers refill each slot as it comes back,
  * batches still arrive in ticket order, and releasing a slot that is not held (twice, or out of
- * range) changes nothing; a batch held for good leaves the ring working with the other slots. Built with ThreadSanitizer by scripts/test.sh --tsan. */
+ * range) changes nothing; a batch held for good leaves the ring working with the other slots. Built
+ * with ThreadSanitizer by scripts/test.sh --tsan. */
 #include <stdio.h>
 
 #include "ring_fake.h"
@@ -30,7 +31,7 @@ int main(void)
             int j = round & 1 ? n - 1 - i : (i + n / 2) % n;
             fl_ring_release(&f.R, held[j]);
             if (i == 0) {
-                fl_ring_release(&f.R, held[j]); /* twice: ignored */
+                fl_ring_release(&f.R, held[j]);    /* twice: ignored */
                 fl_ring_release(&f.R, NSLOTS + 7); /* out of range: ignored */
             }
         }

@@ -11,7 +11,8 @@
 
 #include "fastload.h"
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc < 5) {
         fprintf(stderr, "usage: pd_loader_dump DST OUT_H OUT_W OUTDIR [uring|pread|mmap]\n");
         return 2;
@@ -28,9 +29,12 @@ int main(int argc, char **argv) {
     o.pinned = 0;
     o.drop_last = 1;
     if (argc > 5) {
-        if (!strcmp(argv[5], "uring")) o.io = FL_IO_URING;
-        else if (!strcmp(argv[5], "pread")) o.io = FL_IO_PREAD;
-        else if (!strcmp(argv[5], "mmap")) o.io = FL_IO_MMAP;
+        if (!strcmp(argv[5], "uring"))
+            o.io = FL_IO_URING;
+        else if (!strcmp(argv[5], "pread"))
+            o.io = FL_IO_PREAD;
+        else if (!strcmp(argv[5], "mmap"))
+            o.io = FL_IO_MMAP;
     }
     fl_loader *L;
     fl_error err;
@@ -69,7 +73,8 @@ int main(int argc, char **argv) {
         }
         fl_loader_release(L, bt);
     }
-    if (fclose(names)) rc = 1;
+    if (fclose(names))
+        rc = 1;
     fl_loader_close(L);
     return rc;
 }

@@ -55,8 +55,10 @@ static int flip_byte(const char *dst, uint64_t rec)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s DST [--count N] [--height H] [--width W] [--classes K] [--zstd] "
-                        "[--lmdb] [--shard-bytes B] [--corrupt RECORD]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s DST [--count N] [--height H] [--width W] [--classes K] [--zstd] "
+                "[--lmdb] [--shard-bytes B] [--corrupt RECORD]\n",
+                argv[0]);
         return 2;
     }
     const char *dst = argv[1];
@@ -66,14 +68,22 @@ int main(int argc, char **argv)
     int zstd = 0, lmdb = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
-        if (!strcmp(a, "--count")) count = (unsigned)atoi(v), i++;
-        else if (!strcmp(a, "--height")) h = (unsigned)atoi(v), i++;
-        else if (!strcmp(a, "--width")) w = (unsigned)atoi(v), i++;
-        else if (!strcmp(a, "--classes")) k = (unsigned)atoi(v), i++;
-        else if (!strcmp(a, "--shard-bytes")) shard_bytes = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--corrupt")) corrupt = atol(v), i++;
-        else if (!strcmp(a, "--zstd")) zstd = 1;
-        else if (!strcmp(a, "--lmdb")) lmdb = 1;
+        if (!strcmp(a, "--count"))
+            count = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--height"))
+            h = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--width"))
+            w = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--classes"))
+            k = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--shard-bytes"))
+            shard_bytes = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--corrupt"))
+            corrupt = atol(v), i++;
+        else if (!strcmp(a, "--zstd"))
+            zstd = 1;
+        else if (!strcmp(a, "--lmdb"))
+            lmdb = 1;
         else {
             fprintf(stderr, "make_dataset: unknown option %s\n", a);
             return 2;
@@ -109,7 +119,8 @@ int main(int argc, char **argv)
         for (unsigned y = 0; y < h; y++)
             for (unsigned x = 0; x < w; x++)
                 for (unsigned c = 0; c < 3; c++)
-                    px[((size_t)y * w + x) * 3 + c] = (uint8_t)((i * 7 + y * 13 + x * 29 + c * 71) & 255);
+                    px[((size_t)y * w + x) * 3 + c] =
+                        (uint8_t)((i * 7 + y * 13 + x * 29 + c * 71) & 255);
         char name[64];
         snprintf(name, sizeof name, "rec%05u.raw", i);
         if (fl_writer_add(wr, px, n, (int32_t)(i % k), name, h, w, &err)) {

@@ -1,6 +1,7 @@
 /* fault_inject.c — an LD_PRELOAD shim that injects I/O faults without root: ENOSPC on writes
  * to matching files after a byte budget, and EIO on reads of a matching file at/after an offset.
- * Used by the reliability tests (the scripts in tests/reliability/); documented in docs/RELIABILITY.md.
+ * Used by the reliability tests (the scripts in tests/reliability/); documented in
+ * docs/RELIABILITY.md.
  *
  * Environment (read once, at load time):
  *   FL_FAULT_PATH=SUBSTR         files whose absolute path (the name given to open/openat/creat,
@@ -14,14 +15,13 @@
  *   FL_FAULT_EIO_OFFSET=BYTES    read/pread/readv/preadv of a read-faulted file whose byte range
  *                                reaches BYTES fail with EIO (default 0: every read)
  *   FL_FAULT_REPORT=FILE         one line is appended to FILE the first time a fault fires on an
- *                                fd (a short write counts): "ENOSPC <path>" / "EIO <path> <offset>",
- *                                so a test can tell the fault really happened; and at exit, when
- *                                FL_FAULT_ENOSPC_AFTER is set, "WRITTEN <bytes>": the bytes the
- *                                process wrote to write-faulted files (a run with a huge budget
- *                                measures where the budgets of real runs can fall)
- * Limits: only calls through libc's dynamic symbols are seen — io_uring, mmap and stdio's own
- * internal reads/writes bypass it; fds duplicated with dup/fcntl are not tracked, and a tracked
- * fd closed other than by close() (fclose after fdopen) keeps its mark until open reuses it. */
+ *                                fd (a short write counts): "ENOSPC <path>" / "EIO <path>
+ * <offset>", so a test can tell the fault really happened; and at exit, when FL_FAULT_ENOSPC_AFTER
+ * is set, "WRITTEN <bytes>": the bytes the process wrote to write-faulted files (a run with a huge
+ * budget measures where the budgets of real runs can fall) Limits: only calls through libc's
+ * dynamic symbols are seen — io_uring, mmap and stdio's own internal reads/writes bypass it; fds
+ * duplicated with dup/fcntl are not tracked, and a tracked fd closed other than by close() (fclose
+ * after fdopen) keeps its mark until open reuses it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -80,47 +80,79 @@ REAL(ssize_t, __read_chk, (int, void *, size_t, size_t));
 REAL(ssize_t, __pread_chk, (int, void *, size_t, off_t, size_t));
 REAL(ssize_t, __pread64_chk, (int, void *, size_t, off64_t, size_t));
 
-static void *sym(const char *name)
-{
-    return dlsym(RTLD_NEXT, name);
-}
+static void *sym(const char *name) { return dlsym(RTLD_NEXT, name); }
 
 __attribute__((constructor)) static void fault_init(void)
 {
 #define LOAD(name) real_##name = sym(#name)
-    LOAD(open); LOAD(open64); LOAD(openat); LOAD(openat64); LOAD(creat); LOAD(creat64);
-    LOAD(__open_2); LOAD(__open64_2); LOAD(__openat_2); LOAD(__openat64_2); LOAD(close);
-    LOAD(write); LOAD(pwrite); LOAD(pwrite64); LOAD(writev); LOAD(pwritev); LOAD(pwritev64);
-    LOAD(fsync); LOAD(fdatasync); LOAD(read); LOAD(pread); LOAD(pread64); LOAD(readv);
-    LOAD(preadv); LOAD(preadv64); LOAD(__read_chk); LOAD(__pread_chk); LOAD(__pread64_chk);
+    LOAD(open);
+    LOAD(open64);
+    LOAD(openat);
+    LOAD(openat64);
+    LOAD(creat);
+    LOAD(creat64);
+    LOAD(__open_2);
+    LOAD(__open64_2);
+    LOAD(__openat_2);
+    LOAD(__openat64_2);
+    LOAD(close);
+    LOAD(write);
+    LOAD(pwrite);
+    LOAD(pwrite64);
+    LOAD(writev);
+    LOAD(pwritev);
+    LOAD(pwritev64);
+    LOAD(fsync);
+    LOAD(fdatasync);
+    LOAD(read);
+    LOAD(pread);
+    LOAD(pread64);
+    LOAD(readv);
+    LOAD(preadv);
+    LOAD(preadv64);
+    LOAD(__read_chk);
+    LOAD(__pread_chk);
+    LOAD(__pread64_chk);
 #undef LOAD
     const char *s;
     w_path = getenv("FL_FAULT_PATH");
-    if (w_path && !*w_path) w_path = NULL;
-    if ((s = getenv("FL_FAULT_ENOSPC_AFTER")) && *s) enospc_after = strtoll(s, NULL, 0);
+    if (w_path && !*w_path)
+        w_path = NULL;
+    if ((s = getenv("FL_FAULT_ENOSPC_AFTER")) && *s)
+        enospc_after = strtoll(s, NULL, 0);
     r_path = getenv("FL_FAULT_EIO_PATH");
-    if (r_path && !*r_path) r_path = NULL;
-    if ((s = getenv("FL_FAULT_EIO_OFFSET")) && *s) eio_offset = strtoll(s, NULL, 0);
+    if (r_path && !*r_path)
+        r_path = NULL;
+    if ((s = getenv("FL_FAULT_EIO_OFFSET")) && *s)
+        eio_offset = strtoll(s, NULL, 0);
     report_path = getenv("FL_FAULT_REPORT");
-    if (report_path && !*report_path) report_path = NULL;
+    if (report_path && !*report_path)
+        report_path = NULL;
 }
 
 /* Lazily resolve when called before the constructor ran (another constructor doing I/O). */
-#define ENSURE(name) do { if (!real_##name) real_##name = sym(#name); } while (0)
+#define ENSURE(name)                                                                               \
+    do {                                                                                           \
+        if (!real_##name)                                                                          \
+            real_##name = sym(#name);                                                              \
+    } while (0)
 
 /* The path an open call names, made absolute (relative to the cwd or to dirfd), so a pattern
  * like "/data/out" matches however the program spelled the path; ".." is not folded. */
 static const char *full_path(int dirfd, const char *path, char *buf, size_t cap)
 {
-    if (!path || path[0] == '/') return path;
+    if (!path || path[0] == '/')
+        return path;
     char base[PATH_MAX];
     if (dirfd == AT_FDCWD) {
-        if (!getcwd(base, sizeof base)) return path;
+        if (!getcwd(base, sizeof base))
+            return path;
     } else {
         char link[64];
         snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
         ssize_t n = readlink(link, base, sizeof base - 1);
-        if (n <= 0) return path;
+        if (n <= 0)
+            return path;
         base[n] = 0;
     }
     snprintf(buf, cap, "%s/%s", base, path);
@@ -129,32 +161,34 @@ static const char *full_path(int dirfd, const char *path, char *buf, size_t cap)
 
 static void track_at(int fd, int dirfd, const char *path)
 {
-    if (fd < 0 || fd >= MAX_FD) return;
+    if (fd < 0 || fd >= MAX_FD)
+        return;
     char buf[2 * PATH_MAX];
-    if ((w_path && enospc_after >= 0) || r_path) path = full_path(dirfd, path, buf, sizeof buf);
+    if ((w_path && enospc_after >= 0) || r_path)
+        path = full_path(dirfd, path, buf, sizeof buf);
     unsigned char f = 0;
-    if (path && w_path && enospc_after >= 0 && strstr(path, w_path)) f |= F_WRITE;
-    if (path && r_path && strstr(path, r_path)) f |= F_READ;
+    if (path && w_path && enospc_after >= 0 && strstr(path, w_path))
+        f |= F_WRITE;
+    if (path && r_path && strstr(path, r_path))
+        f |= F_READ;
     atomic_store(&fd_flags[fd], f);
     atomic_store(&fd_reported[fd], 0);
 }
 
-static void track(int fd, const char *path)
-{
-    track_at(fd, AT_FDCWD, path);
-}
+static void track(int fd, const char *path) { track_at(fd, AT_FDCWD, path); }
 
-static int flags_of(int fd)
-{
-    return fd >= 0 && fd < MAX_FD ? atomic_load(&fd_flags[fd]) : 0;
-}
+static int flags_of(int fd) { return fd >= 0 && fd < MAX_FD ? atomic_load(&fd_flags[fd]) : 0; }
 
 /* Append one line to FL_FAULT_REPORT the first time fault `bit` fires on fd. */
 static void report(int fd, unsigned char bit, const char *what, long long off)
 {
-    if (!report_path || fd < 0 || fd >= MAX_FD) return;
-    if (atomic_fetch_or(&fd_reported[fd], bit) & bit) return;
-    ENSURE(open); ENSURE(write); ENSURE(close);
+    if (!report_path || fd < 0 || fd >= MAX_FD)
+        return;
+    if (atomic_fetch_or(&fd_reported[fd], bit) & bit)
+        return;
+    ENSURE(open);
+    ENSURE(write);
+    ENSURE(close);
     char link[64], path[512], line[700];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, path, sizeof path - 1);
@@ -162,20 +196,27 @@ static void report(int fd, unsigned char bit, const char *what, long long off)
     int len = off >= 0 ? snprintf(line, sizeof line, "%s %s %lld\n", what, path, off)
                        : snprintf(line, sizeof line, "%s %s\n", what, path);
     int rfd = real_open(report_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (rfd < 0) return;
-    if (real_write(rfd, line, (size_t)len) < 0) { /* nothing to do */ }
+    if (rfd < 0)
+        return;
+    if (real_write(rfd, line, (size_t)len) < 0) { /* nothing to do */
+    }
     real_close(rfd);
 }
 
 __attribute__((destructor)) static void fault_fini(void)
 {
-    if (!report_path || enospc_after < 0) return;
-    ENSURE(open); ENSURE(write); ENSURE(close);
+    if (!report_path || enospc_after < 0)
+        return;
+    ENSURE(open);
+    ENSURE(write);
+    ENSURE(close);
     char line[64];
     int len = snprintf(line, sizeof line, "WRITTEN %lld\n", (long long)atomic_load(&written));
     int rfd = real_open(report_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (rfd < 0) return;
-    if (real_write(rfd, line, (size_t)len) < 0) { /* nothing to do */ }
+    if (rfd < 0)
+        return;
+    if (real_write(rfd, line, (size_t)len) < 0) { /* nothing to do */
+    }
     real_close(rfd);
 }
 
@@ -183,7 +224,8 @@ __attribute__((destructor)) static void fault_fini(void)
  * this write) or -1 with errno = ENOSPC (budget spent). */
 static ssize_t write_allow(int fd, size_t n)
 {
-    if (!(flags_of(fd) & F_WRITE)) return (ssize_t)n;
+    if (!(flags_of(fd) & F_WRITE))
+        return (ssize_t)n;
     long long before = atomic_load(&written);
     for (;;) {
         long long left = enospc_after - before;
@@ -194,7 +236,8 @@ static ssize_t write_allow(int fd, size_t n)
         }
         long long take = (long long)n < left ? (long long)n : left;
         if (atomic_compare_exchange_weak(&written, &before, before + take)) {
-            if (take < (long long)n) report(fd, F_WRITE, "ENOSPC", -1); /* short write */
+            if (take < (long long)n)
+                report(fd, F_WRITE, "ENOSPC", -1); /* short write */
             return (ssize_t)take;
         }
     }
@@ -213,9 +256,12 @@ static int sync_allow(int fd)
 /* 1 when reading n bytes of fd at off must fail with EIO (off < 0: the file position). */
 static int read_fails(int fd, size_t n, long long off)
 {
-    if (!(flags_of(fd) & F_READ)) return 0;
-    if (off < 0) off = lseek(fd, 0, SEEK_CUR);
-    if (off < 0 || n == 0 || off + (long long)n <= eio_offset) return 0;
+    if (!(flags_of(fd) & F_READ))
+        return 0;
+    if (off < 0)
+        off = lseek(fd, 0, SEEK_CUR);
+    if (off < 0 || n == 0 || off + (long long)n <= eio_offset)
+        return 0;
     report(fd, F_READ, "EIO", off);
     errno = EIO;
     return 1;
@@ -224,18 +270,19 @@ static int read_fails(int fd, size_t n, long long off)
 static size_t iov_len(const struct iovec *iov, int cnt)
 {
     size_t n = 0;
-    for (int i = 0; i < cnt; i++) n += iov[i].iov_len;
+    for (int i = 0; i < cnt; i++)
+        n += iov[i].iov_len;
     return n;
 }
 
 /* ---- open family ---------------------------------------------------------------------------- */
-#define MODE_ARG(flags, mode)                                          \
-    mode_t mode = 0;                                                   \
-    if ((flags) & (O_CREAT | __O_TMPFILE)) {                           \
-        va_list ap;                                                    \
-        va_start(ap, flags);                                           \
-        mode = va_arg(ap, mode_t);                                     \
-        va_end(ap);                                                    \
+#define MODE_ARG(flags, mode)                                                                      \
+    mode_t mode = 0;                                                                               \
+    if ((flags) & (O_CREAT | __O_TMPFILE)) {                                                       \
+        va_list ap;                                                                                \
+        va_start(ap, flags);                                                                       \
+        mode = va_arg(ap, mode_t);                                                                 \
+        va_end(ap);                                                                                \
     }
 
 int open(const char *path, int flags, ...)
@@ -325,11 +372,13 @@ int __openat64_2(int dirfd, const char *path, int flags)
 int close(int fd)
 {
     ENSURE(close);
-    if (fd >= 0 && fd < MAX_FD) atomic_store(&fd_flags[fd], 0);
+    if (fd >= 0 && fd < MAX_FD)
+        atomic_store(&fd_flags[fd], 0);
     return real_close(fd);
 }
 
-/* ---- writes ------------------------------------------------------------------------------------ */
+/* ---- writes ------------------------------------------------------------------------------------
+ */
 ssize_t write(int fd, const void *buf, size_t n)
 {
     ENSURE(write);
@@ -356,37 +405,47 @@ static ssize_t vec_write(int fd, const struct iovec *iov, int cnt, long long off
 {
     size_t n = iov_len(iov, cnt);
     ssize_t k = write_allow(fd, n);
-    if (k < 0) return -1;
-    if ((size_t)k == n) return -2; /* caller does the real call */
+    if (k < 0)
+        return -1;
+    if ((size_t)k == n)
+        return -2; /* caller does the real call */
     size_t done = 0;
     for (int i = 0; i < cnt && done < (size_t)k; i++) {
         size_t m = iov[i].iov_len < (size_t)k - done ? iov[i].iov_len : (size_t)k - done;
         ssize_t r = positioned ? real_pwrite64(fd, iov[i].iov_base, m, off + (long long)done)
                                : real_write(fd, iov[i].iov_base, m);
-        if (r < 0) return done ? (ssize_t)done : -1;
+        if (r < 0)
+            return done ? (ssize_t)done : -1;
         done += (size_t)r;
-        if ((size_t)r < m) break;
+        if ((size_t)r < m)
+            break;
     }
     return (ssize_t)done;
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-    ENSURE(writev); ENSURE(write); ENSURE(pwrite64);
+    ENSURE(writev);
+    ENSURE(write);
+    ENSURE(pwrite64);
     ssize_t r = vec_write(fd, iov, cnt, 0, 0);
     return r == -2 ? real_writev(fd, iov, cnt) : r;
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-    ENSURE(pwritev); ENSURE(write); ENSURE(pwrite64);
+    ENSURE(pwritev);
+    ENSURE(write);
+    ENSURE(pwrite64);
     ssize_t r = vec_write(fd, iov, cnt, off, 1);
     return r == -2 ? real_pwritev(fd, iov, cnt, off) : r;
 }
 
 ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
-    ENSURE(pwritev64); ENSURE(write); ENSURE(pwrite64);
+    ENSURE(pwritev64);
+    ENSURE(write);
+    ENSURE(pwrite64);
     ssize_t r = vec_write(fd, iov, cnt, off, 1);
     return r == -2 ? real_pwritev64(fd, iov, cnt, off) : r;
 }
@@ -403,7 +462,8 @@ int fdatasync(int fd)
     return sync_allow(fd) ? -1 : real_fdatasync(fd);
 }
 
-/* ---- reads ------------------------------------------------------------------------------------- */
+/* ---- reads -------------------------------------------------------------------------------------
+ */
 ssize_t read(int fd, void *buf, size_t n)
 {
     ENSURE(read);

@@ -68,7 +68,8 @@ int main(int argc, char **argv)
                 img[(size_t)y * w + x] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
         unsigned char lb = (unsigned char)label;
-        if (fwrite(img, 1, (size_t)h * w, fi) != (size_t)h * w || fwrite(&lb, 1, 1, fl) != 1) bad = 1;
+        if (fwrite(img, 1, (size_t)h * w, fi) != (size_t)h * w || fwrite(&lb, 1, 1, fl) != 1)
+            bad = 1;
     }
     free(img);
     if (fclose(fi) | fclose(fl) || bad) {

@@ -20,8 +20,10 @@ static long rss_kib(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
     long size = 0, res = 0;
-    if (!f || fscanf(f, "%ld %ld", &size, &res) != 2) res = -1;
-    if (f) fclose(f);
+    if (!f || fscanf(f, "%ld %ld", &size, &res) != 2)
+        res = -1;
+    if (f)
+        fclose(f);
     return res < 0 ? -1 : res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
@@ -33,15 +35,18 @@ static int count_fds(int *rings)
     *rings = 0;
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.')
+            continue;
         char p[300], target[256];
         snprintf(p, sizeof p, "/proc/self/fd/%s", e->d_name);
         ssize_t k = readlink(p, target, sizeof target - 1);
         target[k > 0 ? k : 0] = 0;
-        if (strstr(target, "io_uring")) (*rings)++;
+        if (strstr(target, "io_uring"))
+            (*rings)++;
         n++;
     }
-    if (d) closedir(d);
+    if (d)
+        closedir(d);
     return n - 1; /* the DIR's own fd */
 }
 
@@ -51,10 +56,13 @@ static int count_lines(const char *path, const char *prefix)
     char line[512];
     int n = 0, v = -1;
     while (f && fgets(line, sizeof line, f)) {
-        if (!prefix) n++;
-        else if (!strncmp(line, prefix, strlen(prefix))) v = atoi(line + strlen(prefix));
+        if (!prefix)
+            n++;
+        else if (!strncmp(line, prefix, strlen(prefix)))
+            v = atoi(line + strlen(prefix));
     }
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     return prefix ? v : n;
 }
 
@@ -100,12 +108,15 @@ static int cycle(const char *path, unsigned v, int variable_size, unsigned *batc
     o.order = (v / 8) % 2 ? FL_ORDER_RANDOM : FL_ORDER_SEQUENTIAL;
     o.augment = (v / 2) % 2 || variable_size ? FL_AUG_RRC : FL_AUG_NONE;
     o.flip = o.augment == FL_AUG_RRC;
-    if (variable_size || o.augment == FL_AUG_RRC) o.out_height = o.out_width = 24;
-    o.direct = v % 16 == 5 && o.io != FL_IO_MMAP && o.io != FL_IO_MEMORY; /* O_DIRECT now and then */
+    if (variable_size || o.augment == FL_AUG_RRC)
+        o.out_height = o.out_width = 24;
+    o.direct =
+        v % 16 == 5 && o.io != FL_IO_MMAP && o.io != FL_IO_MEMORY; /* O_DIRECT now and then */
     fl_loader *L = NULL;
     fl_error err;
     int rc = fl_loader_create(path, &o, &L, &err);
-    if (rc == FL_E_UNSUPPORTED) return 77;
+    if (rc == FL_E_UNSUPPORTED)
+        return 77;
     if (rc) {
         fprintf(stderr, "cycle variant %u (io %s): create failed: %s\n", v, io_name(o.io), err.msg);
         return 1;
@@ -113,7 +124,8 @@ static int cycle(const char *path, unsigned v, int variable_size, unsigned *batc
     if (o.io == FL_IO_URING) {
         int rings;
         count_fds(&rings);
-        if (rings > rings_seen) rings_seen = rings;
+        if (rings > rings_seen)
+            rings_seen = rings;
     }
     /* take 1..3 batches; hold the last one through close every third variant */
     unsigned take_n = 1 + v % 3;
@@ -121,15 +133,18 @@ static int cycle(const char *path, unsigned v, int variable_size, unsigned *batc
     for (unsigned i = 0; i < take_n; i++) {
         fl_batch *b;
         if (fl_loader_next(L, &b, &err)) {
-            fprintf(stderr, "cycle variant %u (io %s): next failed: %s\n", v, io_name(o.io), err.msg);
+            fprintf(stderr, "cycle variant %u (io %s): next failed: %s\n", v, io_name(o.io),
+                    err.msg);
             fl_loader_close(L);
             return 1;
         }
         (*batches_out)++;
-        if (held) fl_loader_release(L, held);
+        if (held)
+            fl_loader_release(L, held);
         held = b;
     }
-    if (v % 3 != 2 && held) fl_loader_release(L, held);
+    if (v % 3 != 2 && held)
+        fl_loader_release(L, held);
     fl_loader_close(L);
     return 0;
 }
@@ -157,13 +172,15 @@ int main(int argc, char **argv)
     unsigned batches = 0, skipped_variants = 0;
     for (unsigned v = 0; v < 32; v++) {
         int rc = cycle(path, v, variable, &batches);
-        if (rc == 1) return 1;
+        if (rc == 1)
+            return 1;
         skipped_variants += rc == 77;
     }
     snapshot a = take();
     for (long i = 0; i < cycles; i++) {
         int rc = cycle(path, (unsigned)i % 32, variable, &batches);
-        if (rc == 1) return 1;
+        if (rc == 1)
+            return 1;
         if (i == cycles / 2) {
             snapshot m = take();
             if (m.fds != a.fds || m.threads != a.threads) {
@@ -182,7 +199,8 @@ int main(int argc, char **argv)
     }
     snapshot b = take();
     printf("%s: %ld loader cycles (%u batches, %u of 32 variants unavailable here) + %ld dataset "
-           "open/close: fds %d -> %d (io_uring %d -> %d; %d while open), threads %d -> %d, maps %d -> %d, "
+           "open/close: fds %d -> %d (io_uring %d -> %d; %d while open), threads %d -> %d, maps %d "
+           "-> %d, "
            "RSS %ld -> %ld KiB\n",
            path, cycles, batches, skipped_variants, cycles, a.fds, b.fds, a.rings, b.rings,
            rings_seen, a.threads, b.threads, a.maps, b.maps, a.rss, b.rss);

@@ -15,8 +15,8 @@ static int npy_header(FILE *f, const char *descr, const uint64_t *dims, int nd)
     char shape[128] = "";
     size_t o = 0;
     for (int i = 0; i < nd; i++)
-        o += (size_t)snprintf(shape + o, sizeof shape - o, "%llu,%s",
-                              (unsigned long long)dims[i], i + 1 < nd ? " " : "");
+        o += (size_t)snprintf(shape + o, sizeof shape - o, "%llu,%s", (unsigned long long)dims[i],
+                              i + 1 < nd ? " " : "");
     if (nd > 1)
         shape[o - 1] = 0; /* "(3, 4)" not "(3, 4,)"; a 1-d shape keeps its comma: "(3,)" */
     char dict[256];

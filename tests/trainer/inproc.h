@@ -1,7 +1,7 @@
 /* inproc.h — the in-process trainer tests' fixture (test_train_inprocess, test_checkpoint): a
  * separable synthetic task of 8x8 gray images in batches of 16, a CPU backend started from
- * tf_model_init's weights, training over a range of step numbers (each step's batch is a function of
- * its number), and snapshots of the backend's state compared bit for bit. */
+ * tf_model_init's weights, training over a range of step numbers (each step's batch is a function
+ * of its number), and snapshots of the backend's state compared bit for bit. */
 #ifndef TF_TEST_INPROC_H
 #define TF_TEST_INPROC_H
 
@@ -19,8 +19,8 @@
 #include "fl_dataset.h"
 #include "model.h"
 
-#define H 8
-#define W 8
+#define H  8
+#define W  8
 #define NB 16
 
 /* class 0: bright top half; class 1: bright bottom half; plus deterministic noise */
@@ -69,8 +69,14 @@ static void train(tf_backend *b, uint64_t from, uint64_t to, double *last_loss, 
     uint64_t idx[NB];
     for (uint64_t s = from; s < to; s++) {
         make_batch(s, img, lab, idx);
-        tf_batch x = {.images = img, .labels = lab, .indices = idx, .epoch = s / 10, .n = NB,
-                      .h = H, .w = W, .c = 1};
+        tf_batch x = {.images = img,
+                      .labels = lab,
+                      .indices = idx,
+                      .epoch = s / 10,
+                      .n = NB,
+                      .h = H,
+                      .w = W,
+                      .c = 1};
         tf_step_result r;
         fl_error err;
         if (ops->train_step(b, &x, 0.05f, &r, &err)) {

@@ -72,7 +72,11 @@ int main(void)
     tf_checkpoint plain, two, one;
     run(&spec, NULL, 6, &plain);
 
-    tf_comm c = {.rank = 0, .world = 2, .sync_bn = 0, .sum_f32 = sum_f32, .sum_f64 = sum_f64,
+    tf_comm c = {.rank = 0,
+                 .world = 2,
+                 .sync_bn = 0,
+                 .sum_f32 = sum_f32,
+                 .sum_f64 = sum_f64,
                  .bcast = bcast};
     run(&spec, &c, 6, &two);
     EXPECTF(calls_f32 == 3, "gradient sums: %d, expected 3 (6 micro-batches, --accum 2)",
@@ -96,10 +100,9 @@ int main(void)
     }
     EXPECTF(calls_f32 == 3 && calls_f64 > 0, "sums with --sync-bn: %d gradient, %d BN", calls_f32,
             calls_f64);
-    EXPECTF(sqrt(d2 / n2) < 1e-5, "--sync-bn: params differ by %.3g relative L2",
-            sqrt(d2 / n2));
-    printf("ok   --sync-bn: %d BN sums, params within %.2g relative L2 of one process\n",
-           calls_f64, sqrt(d2 / n2));
+    EXPECTF(sqrt(d2 / n2) < 1e-5, "--sync-bn: params differ by %.3g relative L2", sqrt(d2 / n2));
+    printf("ok   --sync-bn: %d BN sums, params within %.2g relative L2 of one process\n", calls_f64,
+           sqrt(d2 / n2));
 
     calls_f32 = calls_f64 = 0;
     c.world = 1;

@@ -1,9 +1,9 @@
 /* test_checkpoint.c — the trainer's checkpoint format (checkpoint.h) on a CPU backend's state: save
  * -> load is bit-exact with every config field; a flipped byte, truncation, a tiny file, another
  * version and a bad magic give clear errors naming the file; a version 1 checkpoint (config as JSON
- * text) loads into the typed fields and writes back byte for byte; a config whose strings do not fit
- * is refused; a torn newest checkpoint is skipped by load_latest (and stale .tmp files removed); an
- * empty directory has no valid checkpoint. */
+ * text) loads into the typed fields and writes back byte for byte; a config whose strings do not
+ * fit is refused; a torn newest checkpoint is skipped by load_latest (and stale .tmp files
+ * removed); an empty directory has no valid checkpoint. */
 #include "inproc.h"
 
 /* format version 1 (config as JSON text) still loads into the typed fields, and
@@ -28,16 +28,15 @@ static void v1_case(uint8_t *buf, size_t len, const tf_checkpoint *a)
     uint32_t crc = fl_crc32c(0, v1, l1 - 4);
     memcpy(v1 + l1 - 4, &crc, 4);
     EXPECTF(tf_checkpoint_parse(v1, l1, "v1.tfc", &c, &err) == 0, "v1: %s", err.msg);
-    EXPECTF(c.version == 1 && c.cfg.present == (TF_CFG_EPOCHS | TF_CFG_LR | TF_CFG_SCHEDULE |
-                                                TF_CFG_BATCH | TF_CFG_CLASSES) &&
-                c.cfg.epochs == 3 && c.cfg.lr == 0.25f && c.cfg.cosine == 1 &&
-                c.cfg.batch == 16 && c.cfg.class_count == 2 &&
-                !strcmp(c.cfg.classes[1], "b") && same_state(a, &c),
+    EXPECTF(c.version == 1 &&
+                c.cfg.present ==
+                    (TF_CFG_EPOCHS | TF_CFG_LR | TF_CFG_SCHEDULE | TF_CFG_BATCH | TF_CFG_CLASSES) &&
+                c.cfg.epochs == 3 && c.cfg.lr == 0.25f && c.cfg.cosine == 1 && c.cfg.batch == 16 &&
+                c.cfg.class_count == 2 && !strcmp(c.cfg.classes[1], "b") && same_state(a, &c),
             "v1 config read as %#x", c.cfg.present);
     uint8_t *again;
     size_t alen;
-    EXPECTF(tf_checkpoint_serialize(&c, &again, &alen) == 0 && alen == l1 &&
-                !memcmp(again, v1, l1),
+    EXPECTF(tf_checkpoint_serialize(&c, &again, &alen) == 0 && alen == l1 && !memcmp(again, v1, l1),
             "v1 does not write back byte for byte");
     free(again);
     tf_checkpoint_free(&c);
@@ -114,7 +113,8 @@ int main(void)
         EXPECTF(tf_checkpoint_parse(buf, len - 100, "ck.tfc", &c, &err) == FL_E_TRUNCATED &&
                     strstr(err.msg, "truncated"),
                 "truncated: %s", err.msg);
-        EXPECTF(tf_checkpoint_parse(buf, 10, "ck.tfc", &c, &err) == FL_E_FORMAT, "tiny: %s", err.msg);
+        EXPECTF(tf_checkpoint_parse(buf, 10, "ck.tfc", &c, &err) == FL_E_FORMAT, "tiny: %s",
+                err.msg);
         buf[8] = 9;
         EXPECTF(tf_checkpoint_parse(buf, len, "ck.tfc", &c, &err) == FL_E_VERSION &&
                     strstr(err.msg, "version 9"),
@@ -142,8 +142,9 @@ int main(void)
         EXPECTF(access(stale, F_OK) != 0, "stale .tmp of a killed write not removed");
         EXPECTF(truncate(path, 1000) == 0, "truncate");
         EXPECTF(tf_checkpoint_load_latest(d2, &c, path, sizeof path, skipped, sizeof skipped,
-                                          &err) == 0 && c.st.micro_step == 10 &&
-                    strstr(skipped, "ckpt-00000020.tfc") && strstr(skipped, "truncated"),
+                                          &err) == 0 &&
+                    c.st.micro_step == 10 && strstr(skipped, "ckpt-00000020.tfc") &&
+                    strstr(skipped, "truncated"),
                 "fallback: %s / %s", path, skipped);
         tf_checkpoint_free(&c);
         char d3[600];
@@ -155,8 +156,9 @@ int main(void)
         tf_checkpoint_free(&a);
         ops->destroy(b);
         if (!fl_check_failures)
-            printf("ok   checkpoint round trip exact; damaged/truncated/version/magic errors clear; "
-                   "torn newest skipped\n");
+            printf(
+                "ok   checkpoint round trip exact; damaged/truncated/version/magic errors clear; "
+                "torn newest skipped\n");
     }
     tf_model_free(&spec);
     char cmd[700];

@@ -1,8 +1,8 @@
 /* test_cpu_input.c — the options of the CPU input stage (cpu_input_run) that only the GPU input
  * kernel's tests use, checked here without a GPU: NHWC output is the NCHW output transposed; c_out
- * adds zero channels; hflip_all mirrors every sample; reflect padding mirrors the image (no repeated
- * edge) where zero padding puts the normalised 0 pixel, and is the same without padding; every
- * option off gives cpu_input_u8's output. */
+ * adds zero channels; hflip_all mirrors every sample; reflect padding mirrors the image (no
+ * repeated edge) where zero padding puts the normalised 0 pixel, and is the same without padding;
+ * every option off gives cpu_input_u8's output. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +35,17 @@ int main(void)
 {
     for (size_t i = 0; i < sizeof img; i++)
         img[i] = (uint8_t)(i * 37 + (i >> 3) * 11 + 1); /* never 0: a padded 0 pixel stands out */
-    cpu_input_params base = {.N = N, .H = H, .W = W, .C = C, .mean = mean, .std = sd, .pad = 2,
-                             .flip = 1, .seed = 5, .epoch = 7, .indices = idx};
+    cpu_input_params base = {.N = N,
+                             .H = H,
+                             .W = W,
+                             .C = C,
+                             .mean = mean,
+                             .std = sd,
+                             .pad = 2,
+                             .flip = 1,
+                             .seed = 5,
+                             .epoch = 7,
+                             .indices = idx};
     float *nchw = run(base);
 
     /* every option off: cpu_input_u8 */
@@ -58,9 +67,12 @@ int main(void)
                 for (int x = 0; x < W; x++) {
                     float want = c < C ? nchw[((n * C + c) * H + y) * W + x] : 0.0f;
                     if (c < C)
-                        EXPECTF(nhwc[((n * H + y) * W + x) * C + c] == want, "nhwc (%d,%d,%d,%d)", n, c, y, x);
-                    EXPECTF(nhwc5[((n * H + y) * W + x) * CO + c] == want, "nhwc c_out (%d,%d,%d,%d)", n, c, y, x);
-                    EXPECTF(nchw5[((n * CO + c) * H + y) * W + x] == want, "nchw c_out (%d,%d,%d,%d)", n, c, y, x);
+                        EXPECTF(nhwc[((n * H + y) * W + x) * C + c] == want, "nhwc (%d,%d,%d,%d)",
+                                n, c, y, x);
+                    EXPECTF(nhwc5[((n * H + y) * W + x) * CO + c] == want,
+                            "nhwc c_out (%d,%d,%d,%d)", n, c, y, x);
+                    EXPECTF(nchw5[((n * CO + c) * H + y) * W + x] == want,
+                            "nchw c_out (%d,%d,%d,%d)", n, c, y, x);
                 }
 
     /* no crop: hflip_all mirrors; reflect changes nothing without padding */
@@ -78,7 +90,8 @@ int main(void)
         for (int c = 0; c < C; c++)
             for (int y = 0; y < H; y++)
                 for (int x = 0; x < W; x++) {
-                    EXPECTF(plain[((n * C + c) * H + y) * W + x] == pix(n, y, x, c), "plain (%d,%d,%d,%d)", n, c, y, x);
+                    EXPECTF(plain[((n * C + c) * H + y) * W + x] == pix(n, y, x, c),
+                            "plain (%d,%d,%d,%d)", n, c, y, x);
                     EXPECTF(mirror[((n * C + c) * H + y) * W + x] == pix(n, y, W - 1 - x, c),
                             "mirror (%d,%d,%d,%d)", n, c, y, x);
                 }
@@ -103,11 +116,20 @@ int main(void)
                     size_t o = ((size_t)(n * C + c) * H + y) * W + x;
                     EXPECTF(refl[o] == pix(n, ry, rx, c), "reflect (%d,%d,%d,%d)", n, c, y, x);
                     float zero = (0.0f - mean[c]) / sd[c];
-                    EXPECTF(nchw[o] == (outside ? zero : pix(n, sy, sx, c)), "zero pad (%d,%d,%d,%d)", n, c, y, x);
+                    EXPECTF(nchw[o] == (outside ? zero : pix(n, sy, sx, c)),
+                            "zero pad (%d,%d,%d,%d)", n, c, y, x);
                 }
     }
     EXPECTF(padded > 0, "no sample's crop reached the padding: the reflect case is untested");
     printf("cpu_input_run options: %d padded positions checked\n", padded);
-    free(nchw); free(u8); free(nhwc); free(nhwc5); free(nchw5); free(plain); free(mirror); free(refl0); free(refl);
+    free(nchw);
+    free(u8);
+    free(nhwc);
+    free(nhwc5);
+    free(nchw5);
+    free(plain);
+    free(mirror);
+    free(refl0);
+    free(refl);
     return fl_check_status();
 }

@@ -12,10 +12,21 @@
 
 static void clear_env(void)
 {
-    const char *v[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                       "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-                       "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "RANK", "WORLD_SIZE",
-                       "LOCAL_RANK", "LOCAL_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
+    const char *v[] = {"OMPI_COMM_WORLD_RANK",
+                       "OMPI_COMM_WORLD_SIZE",
+                       "OMPI_COMM_WORLD_LOCAL_RANK",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE",
+                       "SLURM_PROCID",
+                       "SLURM_NTASKS",
+                       "SLURM_LOCALID",
+                       "SLURM_NTASKS_PER_NODE",
+                       "RANK",
+                       "WORLD_SIZE",
+                       "LOCAL_RANK",
+                       "LOCAL_WORLD_SIZE",
+                       "PMIX_RANK",
+                       "PMI_RANK",
+                       "PMI_SIZE"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         unsetenv(v[i]);
 }
@@ -44,8 +55,9 @@ int main(void)
             "slurm: %d/%d local %d %s", d.rank, d.world, d.local_rank, d.launcher);
     int rc = tf_dist_init(NULL, NULL, &d, &err);
     EXPECTF(rc == FL_E_UNSUPPORTED &&
-                (tf_dist_have_mpi() ? strstr(err.msg, "SLURM_NTASKS") && strstr(err.msg, "--mpi=pmix")
-                                    : strstr(err.msg, "built without MPI") != NULL),
+                (tf_dist_have_mpi()
+                     ? strstr(err.msg, "SLURM_NTASKS") && strstr(err.msg, "--mpi=pmix")
+                     : strstr(err.msg, "built without MPI") != NULL),
             "slurm world 8 without MPI: rc %d %s", rc, err.msg);
     EXPECTF(d.world == 1 && d.rank == 0, "after a refused init the process is single");
     clear_env();
@@ -86,20 +98,29 @@ int main(void)
 
     /* compute threads per rank: the node's cores shared by its local ranks */
     static const int th[][4] = {/* online, affinity, local ranks -> threads */
-                                {2, 2, 1, 2}, {2, 2, 2, 1}, {2, 2, 4, 1}, {8, 8, 2, 4},
-                                {8, 8, 3, 2}, {64, 64, 8, 8}, /* a launcher bound each rank: */
-                                {8, 2, 4, 2}, {8, 1, 8, 1},
+                                {2, 2, 1, 2},
+                                {2, 2, 2, 1},
+                                {2, 2, 4, 1},
+                                {8, 8, 2, 4},
+                                {8, 8, 3, 2},
+                                {64, 64, 8, 8}, /* a launcher bound each rank: */
+                                {8, 2, 4, 2},
+                                {8, 1, 8, 1},
                                 /* a narrow cpuset for the whole job reads as a binding too */
-                                {64, 16, 2, 16}, {64, 48, 2, 24}, {2, 0, 1, 2}, {0, 0, 1, 1}};
+                                {64, 16, 2, 16},
+                                {64, 48, 2, 24},
+                                {2, 0, 1, 2},
+                                {0, 0, 1, 1}};
     for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
         EXPECTF(tf_threads_per_rank(th[i][0], th[i][1], th[i][2]) == th[i][3],
-                "threads: online %d affinity %d local %d: %d, want %d", th[i][0], th[i][1], th[i][2],
-                tf_threads_per_rank(th[i][0], th[i][1], th[i][2]), th[i][3]);
+                "threads: online %d affinity %d local %d: %d, want %d", th[i][0], th[i][1],
+                th[i][2], tf_threads_per_rank(th[i][0], th[i][1], th[i][2]), th[i][3]);
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    EXPECTF(tf_dist_from_env(&d, &err) == 1 && tf_dist_default_threads(&d) <= (online > 1 ? online / 2 : 1),
+    EXPECTF(tf_dist_from_env(&d, &err) == 1 &&
+                tf_dist_default_threads(&d) <= (online > 1 ? online / 2 : 1),
             "mpirun, 2 local ranks: %d threads on %ld CPUs", tf_dist_default_threads(&d), online);
     clear_env();
     setenv("MPI_LOCALNRANKS", "4096", 1);

@@ -10,18 +10,21 @@
 
 static void check_epochs(void)
 {
-    const struct { uint64_t n; uint32_t want; } cases[] = {
+    const struct {
+        uint64_t n;
+        uint32_t want;
+    } cases[] = {
         {1, TF_MAX_EPOCHS < TF_AUTO_SAMPLES ? TF_MAX_EPOCHS : TF_AUTO_SAMPLES},
         {0, TF_MAX_EPOCHS},
         {1000, (TF_AUTO_SAMPLES + 999) / 1000},
         {6000, (TF_AUTO_SAMPLES + 5999) / 6000},
         {8000, (TF_AUTO_SAMPLES + 7999) / 8000},
-        {TF_AUTO_SAMPLES, TF_AUTO_MIN_EPOCHS},     /* one budget in one epoch: still 2 */
+        {TF_AUTO_SAMPLES, TF_AUTO_MIN_EPOCHS}, /* one budget in one epoch: still 2 */
         {TF_AUTO_SAMPLES / 2, 2},
-        {TF_AUTO_SAMPLES / 2 + 1, 2},              /* 1.99... epochs: rounds up to 2 */
-        {TF_AUTO_SAMPLES / 2 - 1, 3},              /* just under half: 3 */
-        {60000, 2},                                /* Fashion-MNIST: as before (2 epochs) */
-        {1281167, 2},                              /* ImageNet */
+        {TF_AUTO_SAMPLES / 2 + 1, 2}, /* 1.99... epochs: rounds up to 2 */
+        {TF_AUTO_SAMPLES / 2 - 1, 3}, /* just under half: 3 */
+        {60000, 2},                   /* Fashion-MNIST: as before (2 epochs) */
+        {1281167, 2},                 /* ImageNet */
         {UINT64_MAX, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -34,8 +37,10 @@ static void check_epochs(void)
         uint64_t e = tf_epochs_auto(n);
         EXPECTF(e >= TF_AUTO_MIN_EPOCHS, "n %llu: %llu epochs", (unsigned long long)n,
                 (unsigned long long)e);
-        EXPECTF(e == TF_MAX_EPOCHS || e * n >= TF_AUTO_SAMPLES, "n %llu: %llu epochs see %llu "
-                "samples", (unsigned long long)n, (unsigned long long)e, (unsigned long long)(e * n));
+        EXPECTF(e == TF_MAX_EPOCHS || e * n >= TF_AUTO_SAMPLES,
+                "n %llu: %llu epochs see %llu "
+                "samples",
+                (unsigned long long)n, (unsigned long long)e, (unsigned long long)(e * n));
         EXPECTF(e == TF_AUTO_MIN_EPOCHS || (e - 1) * n < TF_AUTO_SAMPLES,
                 "n %llu: %llu epochs, one fewer would do", (unsigned long long)n,
                 (unsigned long long)e);

@@ -54,8 +54,13 @@ static void check_fold_numerics(int through_pool)
 {
     const int N = 3, cin = 4, cout = 5, k = 3, H = 8;
     tf_shape in = {cin, H, H}, out = {cout, H, H}, po = {cout, H / 2, H / 2};
-    tf_layer bn = {.kind = TF_BN, .cin = cout, .cout = cout, .w_off = 0, .b_off = cout,
-                   .stat_off = 0, .bn_eps = 1e-5f};
+    tf_layer bn = {.kind = TF_BN,
+                   .cin = cout,
+                   .cout = cout,
+                   .w_off = 0,
+                   .b_off = cout,
+                   .stat_off = 0,
+                   .bn_eps = 1e-5f};
     float x[3 * 4 * 64], w[5 * 4 * 9], bias[5], bnp[10], st[10], a[5], b[5], wf[5 * 4 * 9], bf[5];
     float y[3 * 5 * 64], yp[3 * 5 * 16], ref[3 * 5 * 64], got[3 * 5 * 64];
     int32_t arg[3 * 5 * 16];
@@ -142,7 +147,8 @@ static void dims_text(const Onnx__ValueInfoProto *v, char *buf, size_t cap)
         if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
             o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? "," : "", d->dim_param);
         else
-            o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)d->dim_value);
+            o +=
+                (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)d->dim_value);
     }
 }
 
@@ -161,7 +167,10 @@ static Onnx__ModelProto *roundtrip(const built *m, const tf_onnx_options *o, tf_
     const Onnx__GraphProto *g = mp->graph;
     int opset = o->opset ? o->opset : 17;
     EXPECTF(mp->n_opset_import == 1 && mp->opset_import[0]->version == opset, "opset");
-    EXPECTF(mp->ir_version == (opset <= 14 ? 7 : opset <= 18 ? 8 : opset <= 20 ? 9 : 10),
+    EXPECTF(mp->ir_version == (opset <= 14   ? 7
+                               : opset <= 18 ? 8
+                               : opset <= 20 ? 9
+                                             : 10),
             "ir_version %lld for opset %d", (long long)mp->ir_version, opset);
     EXPECT_STR(mp->producer_name, "trainfast");
     CHECK(g->n_input == 1 && g->n_output == 1);
@@ -193,11 +202,11 @@ static void check_fastcnn(void)
     built m;
     tf_model_options o = {.width = 8, .residual = 1};
     build(&m, "fastcnn", 1, 28, 10, &o, 1);
-    const char *names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
-                             "Shirt", "Sneaker", "Bag", "Ankle \"boot\""};
+    const char *names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                             "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle \"boot\""};
     const tf_onnx_meta extra[1] = {{"checkpoint", "ck/ckpt-1.tfc"}};
-    tf_onnx_options opt = {.classes = names, .class_count = 10, .weights = "ema", .meta = extra,
-                           .n_meta = 1};
+    tf_onnx_options opt = {
+        .classes = names, .class_count = 10, .weights = "ema", .meta = extra, .n_meta = 1};
     tf_onnx_summary sum;
     Onnx__ModelProto *mp = roundtrip(&m, &opt, &sum, "N,1,28,28", "N,10");
     /* 3 block BNs through the max-pool, 6 residual BNs into their conv */
@@ -215,7 +224,8 @@ static void check_fastcnn(void)
     /* a negative scale in block 2's BN: that BN cannot pass the max-pool, it becomes Mul + Add */
     const tf_layer *bn2 = NULL;
     for (int l = 0, seen = 0; l < m.spec.n_layers; l++)
-        if (m.spec.layers[l].kind == TF_BN && m.spec.layers[l - 1].kind == TF_MAXPOOL && ++seen == 2)
+        if (m.spec.layers[l].kind == TF_BN && m.spec.layers[l - 1].kind == TF_MAXPOOL &&
+            ++seen == 2)
             bn2 = &m.spec.layers[l];
     CHECK(bn2);
     m.p[bn2->w_off + 3] = -0.7f;
@@ -273,7 +283,8 @@ static void check_resnet(const char *name, int n_bn, int n_conv)
             "%s: fold %d/%d/%d", name, sum.bn_folded_conv, sum.bn_folded_pool, sum.bn_affine);
     EXPECT(count_op(mp->graph, "Conv") == n_conv);
     EXPECT(count_op(mp->graph, "Mul") == 0);
-    /* folded: the BN parameters are gone, every conv has a bias: weights = params - 4 * BN ch + ... */
+    /* folded: the BN parameters are gone, every conv has a bias: weights = params - 4 * BN ch + ...
+     */
     int64_t bn_ch = 0, conv_out = 0;
     for (int l = 0; l < m.spec.n_layers; l++) {
         bn_ch += m.spec.layers[l].kind == TF_BN ? m.spec.layers[l].cin : 0;

@@ -46,7 +46,6 @@ static double objective(lt *t, const float *r, float *y)
     return s;
 }
 
-
 /* compare analytic gradient ga of array v (n elements) with finite differences */
 static void check(lt *t, const char *what, float *v, long n, const float *ga, const float *r,
                   float h)
@@ -116,7 +115,13 @@ static long sz(tf_shape s, int N) { return (long)N * s.c * s.h * s.w; }
 static void test_conv(cpu_pool *P, int N, int C, int H, int W, int Co, int k, int st, int pad,
                       int bias, const char *name)
 {
-    lt t = {.name = name, .fwd = f_conv, .N = N, .in = {C, H, W}, .k = k, .stride = st, .pad = pad,
+    lt t = {.name = name,
+            .fwd = f_conv,
+            .N = N,
+            .in = {C, H, W},
+            .k = k,
+            .stride = st,
+            .pad = pad,
             .P = P};
     t.out = (tf_shape){Co, (H + 2 * pad - k) / st + 1, (W + 2 * pad - k) / st + 1};
     t.ny = sz(t.out, N);
@@ -135,7 +140,13 @@ static void test_conv(cpu_pool *P, int N, int C, int H, int W, int Co, int k, in
     check(&t, "w", t.w, nw, dw, r, 1e-2f);
     if (bias)
         check(&t, "b", t.b, Co, db, r, 1e-2f);
-    free(t.x); free(t.w); free(t.b); free(r); free(dx); free(dw); free(db);
+    free(t.x);
+    free(t.w);
+    free(t.b);
+    free(r);
+    free(dx);
+    free(dw);
+    free(db);
 }
 
 /* the column-cached convolution must give the same bits as the plain one (big enough for
@@ -148,7 +159,10 @@ static void test_conv_cache(cpu_pool *P, int N, int C, int H, int Co, int k, int
     float *y1 = malloc(4 * ny), *y2 = malloc(4 * ny), *dx1 = calloc(nx, 4), *dx2 = calloc(nx, 4);
     float *dw1 = calloc(nw, 4), *dw2 = calloc(nw, 4), *db1 = calloc(Co, 4), *db2 = calloc(Co, 4);
     float *cache = malloc(4 * (size_t)N * C * k * k * out.h * out.w);
-    fill(x, nx, 1); fill(w, nw, 0.3f); fill(b, Co, 0.3f); fill(dy, ny, 1);
+    fill(x, nx, 1);
+    fill(w, nw, 0.3f);
+    fill(b, Co, 0.3f);
+    fill(dy, ny, 1);
     cpu_conv_forward(P, N, in, out, k, st, pad, x, w, b, y1);
     cpu_conv_forward_cached(P, N, in, out, k, st, pad, x, w, b, y2, cache);
     cpu_conv_backward(P, N, in, out, k, st, pad, x, w, dy, dx1, dw1, db1);
@@ -161,8 +175,19 @@ static void test_conv_cache(cpu_pool *P, int N, int C, int H, int Co, int k, int
         printf("ok   cached conv N=%d %dx%dx%d k%d s%d p%d: bit-identical to the plain one\n", N, C,
                H, H, k, st, pad);
     }
-    free(x); free(w); free(b); free(dy); free(y1); free(y2); free(dx1); free(dx2);
-    free(dw1); free(dw2); free(db1); free(db2); free(cache);
+    free(x);
+    free(w);
+    free(b);
+    free(dy);
+    free(y1);
+    free(y2);
+    free(dx1);
+    free(dx2);
+    free(dw1);
+    free(dw2);
+    free(db1);
+    free(db2);
+    free(cache);
 }
 
 int main(void)
@@ -179,35 +204,69 @@ int main(void)
 
     { /* linear */
         int N = 3, ci = 7, co = 4;
-        lt t = {.name = "linear", .fwd = f_linear, .N = N, .in = {ci, 1, 1}, .out = {co, 1, 1},
-                .P = P2, .ny = N * co};
-        t.x = malloc(4 * N * ci); t.w = malloc(4 * ci * co); t.b = malloc(4 * co);
+        lt t = {.name = "linear",
+                .fwd = f_linear,
+                .N = N,
+                .in = {ci, 1, 1},
+                .out = {co, 1, 1},
+                .P = P2,
+                .ny = N * co};
+        t.x = malloc(4 * N * ci);
+        t.w = malloc(4 * ci * co);
+        t.b = malloc(4 * co);
         float *r = malloc(4 * N * co), *dx = calloc(N * ci, 4), *dw = calloc(ci * co, 4),
               *db = calloc(co, 4);
-        fill(t.x, N * ci, 1); fill(t.w, ci * co, 0.5f); fill(t.b, co, 0.5f); fill(r, N * co, 1);
+        fill(t.x, N * ci, 1);
+        fill(t.w, ci * co, 0.5f);
+        fill(t.b, co, 0.5f);
+        fill(r, N * co, 1);
         cpu_linear_backward(P2, N, ci, co, t.x, t.w, r, dx, dw, db);
         check(&t, "x", t.x, N * ci, dx, r, 1e-2f);
         check(&t, "w", t.w, ci * co, dw, r, 1e-2f);
         check(&t, "b", t.b, co, db, r, 1e-2f);
-        free(t.x); free(t.w); free(t.b); free(r); free(dx); free(dw); free(db);
+        free(t.x);
+        free(t.w);
+        free(t.b);
+        free(r);
+        free(dx);
+        free(dw);
+        free(db);
     }
     { /* batch norm, train mode */
         int N = 4;
         tf_shape s = {3, 3, 2};
-        lt t = {.name = "batchnorm (train)", .fwd = f_bn, .N = N, .in = s, .out = s, .P = P2,
+        lt t = {.name = "batchnorm (train)",
+                .fwd = f_bn,
+                .N = N,
+                .in = s,
+                .out = s,
+                .P = P2,
                 .eps = 1e-5f};
         long n = sz(s, N);
         t.ny = n;
-        t.x = malloc(4 * n); t.gamma = malloc(12); t.beta = malloc(12); t.save = malloc(24);
+        t.x = malloc(4 * n);
+        t.gamma = malloc(12);
+        t.beta = malloc(12);
+        t.save = malloc(24);
         float *r = malloc(4 * n), *dx = calloc(n, 4), *dg = calloc(3, 4), *dbt = calloc(3, 4);
-        fill(t.x, n, 2); fill(t.gamma, 3, 1); fill(t.beta, 3, 1); fill(r, n, 1);
+        fill(t.x, n, 2);
+        fill(t.gamma, 3, 1);
+        fill(t.beta, 3, 1);
+        fill(r, n, 1);
         f_bn(&t, dx); /* fills save; dx is reset below */
         memset(dx, 0, 4 * n);
         cpu_bn_backward(P2, N, s, t.x, t.gamma, t.save, r, dx, dg, dbt);
         check(&t, "x", t.x, n, dx, r, 1e-2f);
         check(&t, "gamma", t.gamma, 3, dg, r, 1e-2f);
         check(&t, "beta", t.beta, 3, dbt, r, 1e-2f);
-        free(t.x); free(t.gamma); free(t.beta); free(t.save); free(r); free(dx); free(dg); free(dbt);
+        free(t.x);
+        free(t.gamma);
+        free(t.beta);
+        free(t.save);
+        free(r);
+        free(dx);
+        free(dg);
+        free(dbt);
     }
     { /* relu, gelu: inputs kept away from relu's kink */
         long n = 40;
@@ -219,14 +278,18 @@ int main(void)
             if (fabsf(t.x[i]) < 0.05f)
                 t.x[i] = 0.3f;
         fill(r, n, 1);
-        t.name = "relu"; t.fwd = f_relu;
+        t.name = "relu";
+        t.fwd = f_relu;
         cpu_relu_backward(n, t.x, r, dx);
         check(&t, "x", t.x, n, dx, r, 1e-2f);
         memset(dx, 0, 4 * n);
-        t.name = "gelu"; t.fwd = f_gelu;
+        t.name = "gelu";
+        t.fwd = f_gelu;
         cpu_gelu_backward(n, t.x, r, dx);
         check(&t, "x", t.x, n, dx, r, 1e-2f);
-        free(t.x); free(r); free(dx);
+        free(t.x);
+        free(r);
+        free(dx);
     }
     { /* pools and GAP; maxpool inputs are distinct so the argmax is stable under +-h */
         int N = 2;
@@ -239,32 +302,48 @@ int main(void)
         float *r = malloc(4 * n), *dx = calloc(n, 4);
         t.arg = malloc(4 * n);
         fill(r, n, 1);
-        t.name = "maxpool 3x3 s2 p1"; t.fwd = f_maxpool; t.k = 3; t.stride = 2; t.pad = 1;
+        t.name = "maxpool 3x3 s2 p1";
+        t.fwd = f_maxpool;
+        t.k = 3;
+        t.stride = 2;
+        t.pad = 1;
         t.out = (tf_shape){3, 3, 3};
         t.ny = sz(t.out, N);
-        f_maxpool(&t, dx); memset(dx, 0, 4 * n);
+        f_maxpool(&t, dx);
+        memset(dx, 0, 4 * n);
         cpu_maxpool_backward(P2, N, in, t.out, t.arg, r, dx);
         check(&t, "x", t.x, n, dx, r, 1e-2f);
         memset(dx, 0, 4 * n);
-        t.name = "maxpool 2x2 s2"; t.k = 2; t.pad = 0; t.out = (tf_shape){3, 3, 2};
+        t.name = "maxpool 2x2 s2";
+        t.k = 2;
+        t.pad = 0;
+        t.out = (tf_shape){3, 3, 2};
         t.ny = sz(t.out, N);
-        f_maxpool(&t, dx); memset(dx, 0, 4 * n);
+        f_maxpool(&t, dx);
+        memset(dx, 0, 4 * n);
         cpu_maxpool_backward(P2, N, in, t.out, t.arg, r, dx);
         check(&t, "x", t.x, n, dx, r, 1e-2f);
         memset(dx, 0, 4 * n);
-        t.name = "avgpool 3x3 s2 p1"; t.fwd = f_avgpool; t.k = 3; t.pad = 1;
+        t.name = "avgpool 3x3 s2 p1";
+        t.fwd = f_avgpool;
+        t.k = 3;
+        t.pad = 1;
         t.out = (tf_shape){3, 3, 3};
         t.ny = sz(t.out, N);
         cpu_avgpool_backward(P2, N, in, t.out, 3, 2, 1, r, dx);
         check(&t, "x", t.x, n, dx, r, 1e-2f);
         memset(dx, 0, 4 * n);
-        t.name = "global avg pool"; t.fwd = f_gap; t.out = (tf_shape){3, 1, 1};
+        t.name = "global avg pool";
+        t.fwd = f_gap;
+        t.out = (tf_shape){3, 1, 1};
         t.ny = sz(t.out, N);
         cpu_gap_backward(N, in, r, dx);
         check(&t, "x", t.x, n, dx, r, 1e-2f);
         /* residual add: gradient flows to both inputs */
         memset(dx, 0, 4 * n);
-        t.name = "residual add"; t.fwd = f_add; t.ny = n;
+        t.name = "residual add";
+        t.fwd = f_add;
+        t.ny = n;
         t.x2 = malloc(4 * n);
         fill(t.x2, n, 1);
         float *dx2 = calloc(n, 4);
@@ -274,13 +353,23 @@ int main(void)
         }
         check(&t, "a", t.x, n, dx, r, 1e-2f);
         check(&t, "b", t.x2, n, dx2, r, 1e-2f);
-        free(t.x); free(t.x2); free(dx2); free(r); free(dx); free(t.arg);
+        free(t.x);
+        free(t.x2);
+        free(dx2);
+        free(r);
+        free(dx);
+        free(t.arg);
     }
     { /* softmax cross-entropy with label smoothing */
         int N = 5, K = 7;
         int32_t labels[5] = {0, 3, 6, 2, 3};
-        lt t = {.name = "softmax CE, smoothing 0.1", .fwd = f_xent, .N = N, .in = {K, 1, 1},
-                .ny = 1, .labels = labels, .eps = 0.1f};
+        lt t = {.name = "softmax CE, smoothing 0.1",
+                .fwd = f_xent,
+                .N = N,
+                .in = {K, 1, 1},
+                .ny = 1,
+                .labels = labels,
+                .eps = 0.1f};
         t.x = malloc(4 * N * K);
         fill(t.x, N * K, 3);
         float r = 1.0f, *dz = malloc(4 * N * K);
@@ -293,7 +382,7 @@ int main(void)
             EXPECTF(0, "uniform logits loss %.9f != log K %.9f", l / N, log(K));
         }
         /* top-k counting */
-        float z[2 * 7] = {0, 5, 1, 2, 3, 4, 6, /* label 0 ranks last -> not in top 5 */
+        float z[2 * 7] = {0, 5, 1, 2, 3, 4, 6,  /* label 0 ranks last -> not in top 5 */
                           9, 1, 2, 3, 4, 5, 6}; /* label 0 ranks first */
         int32_t lab[2] = {0, 0};
         uint32_t c1, c5;
@@ -301,7 +390,8 @@ int main(void)
         if (c1 != 1 || c5 != 1) {
             EXPECTF(0, "top-k counts %u %u (want 1 1)", c1, c5);
         }
-        free(t.x); free(dz);
+        free(t.x);
+        free(dz);
     }
     cpu_pool_free(P1);
     cpu_pool_free(P2);

@@ -42,8 +42,10 @@ static void overfit(const char *name, int steps, int expect_drop)
         EXPECTF(isfinite(r.loss), "%s: loss not finite at step %d", name, i);
     }
     if (expect_drop)
-        EXPECTF(last < 0.5 * first, "%s did not fit one batch: loss %.3f -> %.3f", name, first, last);
-    printf("ok   %s at 32 px: %d steps on one batch, loss %.3f -> %.3f\n", name, steps, first, last);
+        EXPECTF(last < 0.5 * first, "%s did not fit one batch: loss %.3f -> %.3f", name, first,
+                last);
+    printf("ok   %s at 32 px: %d steps on one batch, loss %.3f -> %.3f\n", name, steps, first,
+           last);
     ops->destroy(b);
     free(p);
     free(st);
@@ -58,9 +60,21 @@ static void overfit(const char *name, int steps, int expect_drop)
 static tf_layer mk(tf_layer_kind k, int in, int in2, int out, int kk, int st, int pd, int ci,
                    int co, int64_t w, int64_t b, int64_t so)
 {
-    tf_layer L = {.kind = k, .in = in, .in2 = in2, .out = out, .k = kk, .stride = st, .pad = pd,
-                  .cin = ci, .cout = co, .w_off = w, .b_off = b, .stat_off = so, .bn_eps = 1e-5f,
-                  .bn_momentum = 0.1f, .scale = 0.5f};
+    tf_layer L = {.kind = k,
+                  .in = in,
+                  .in2 = in2,
+                  .out = out,
+                  .k = kk,
+                  .stride = st,
+                  .pad = pd,
+                  .cin = ci,
+                  .cout = co,
+                  .w_off = w,
+                  .b_off = b,
+                  .stat_off = so,
+                  .bn_eps = 1e-5f,
+                  .bn_momentum = 0.1f,
+                  .scale = 0.5f};
     return L;
 }
 
@@ -149,8 +163,10 @@ static void smooth_graph_gradcheck(void)
             printf("     param %d: analytic %.6g numeric %.6g\n", j, ana, num);
     }
     EXPECTF(worst <= 1e-2, "whole-graph gradient off by %.3g (relative)", worst);
-    printf("ok   whole graph (residual, BN, GELU, avgpool, strided 1x1, GAP, linear, scale): all 324 "
-           "param gradients vs finite differences, worst rel err %.2g\n", worst);
+    printf(
+        "ok   whole graph (residual, BN, GELU, avgpool, strided 1x1, GAP, linear, scale): all 324 "
+        "param gradients vs finite differences, worst rel err %.2g\n",
+        worst);
     ops->destroy(b);
 }
 
@@ -164,14 +180,14 @@ int main(void)
     EXPECTF(s.param_count == 11689512, "resnet18 has %lld params", (long long)s.param_count);
     EXPECTF(s.tensors[s.n_tensors - 1].c == 1000, "resnet18 output");
     EXPECTF(fabs(tf_model_flops(&s) / 1e9 - 1.81) < 0.05, "resnet18 GMACs %.3f",
-          tf_model_flops(&s) / 1e9);
+            tf_model_flops(&s) / 1e9);
     printf("ok   resnet18: %lld params, %.2f GMAC at 224 px\n", (long long)s.param_count,
            tf_model_flops(&s) / 1e9);
     tf_model_free(&s);
     EXPECTF(tf_model_build("resnet50", 3, 224, 224, 1000, NULL, &s, &err) == 0, "%s", err.msg);
     EXPECTF(s.param_count == 25557032, "resnet50 has %lld params", (long long)s.param_count);
     EXPECTF(fabs(tf_model_flops(&s) / 1e9 - 4.09) < 0.1, "resnet50 GMACs %.3f",
-          tf_model_flops(&s) / 1e9);
+            tf_model_flops(&s) / 1e9);
     printf("ok   resnet50: %lld params, %.2f GMAC at 224 px\n", (long long)s.param_count,
            tf_model_flops(&s) / 1e9);
     tf_model_free(&s);
@@ -197,8 +213,8 @@ int main(void)
     tf_model_build("resnet18", 3, 64, 64, 10, NULL, &s, &err);
     for (int i = 0; i < s.n_params; i++) {
         const tf_param *p = &s.params[i];
-        int want = strstr(p->name, ".bn.") || strstr(p->name, ".bias") ||
-                   s.layers[p->layer].kind == TF_BN;
+        int want =
+            strstr(p->name, ".bn.") || strstr(p->name, ".bias") || s.layers[p->layer].kind == TF_BN;
         EXPECTF(p->no_decay == want, "%s no_decay %d", p->name, p->no_decay);
     }
     tf_model_free(&s);

@@ -177,8 +177,8 @@ static void side_open(side *sd, const tf_model_spec *s, const tf_train_config *c
 static void side_state(side *sd)
 {
     fl_error err;
-    tf_state st = {.params = sd->params, .momentum = sd->mom, .grad_accum = sd->grad,
-                   .stats = sd->stats};
+    tf_state st = {
+        .params = sd->params, .momentum = sd->mom, .grad_accum = sd->grad, .stats = sd->stats};
     CHECK_OK(tf_backend_cpu()->get_state(sd->b, &st, &err), &err);
 }
 
@@ -192,8 +192,8 @@ static void side_close(side *sd)
 }
 
 /* every parameter tensor of the two sides' arrays (a: oneDNN, r: reference) */
-static void compare_params(const tf_model_spec *s, const char *what, const float *a,
-                           const float *r, double tol)
+static void compare_params(const tf_model_spec *s, const char *what, const float *a, const float *r,
+                           double tol)
 {
     for (int i = 0; i < s->n_params; i++) {
         char name[96];
@@ -274,8 +274,13 @@ static void compare_model(const tf_model_spec *s, int N, double tol)
     }
     for (int i = 0; i < N; i++)
         lab[i] = (i * 7) % s->num_classes;
-    tf_batch x = {.images = img, .labels = lab, .n = (uint32_t)N, .h = (uint32_t)s->in_h,
-                  .w = (uint32_t)s->in_w, .c = (uint32_t)s->in_c, .accum_group = 2};
+    tf_batch x = {.images = img,
+                  .labels = lab,
+                  .n = (uint32_t)N,
+                  .h = (uint32_t)s->in_h,
+                  .w = (uint32_t)s->in_w,
+                  .c = (uint32_t)s->in_c,
+                  .accum_group = 2};
     tf_step_result res[2];
     step_both(sd, &x, res);
     float loss[2] = {(float)res[0].loss, (float)res[1].loss};
@@ -306,7 +311,8 @@ static void compare_model(const tf_model_spec *s, int N, double tol)
         expect_close(s->name, "loss after 1 step", &l2[0], &l2[1], 1, tol);
     }
     printf("ok   %-10s batch %d: gradients, loss, BN stats, eval and 2 SGD steps agree "
-           "(loss %.5f vs %.5f)\n", s->name, N, loss[0], loss[1]);
+           "(loss %.5f vs %.5f)\n",
+           s->name, N, loss[0], loss[1]);
     side_close(&sd[0]);
     side_close(&sd[1]);
     free(p0);

@@ -76,7 +76,8 @@ int main(void)
     x.n = NB;
     EXPECT_RC(ops->predict_batch(b, &x, 1, logits, &err), FL_E_INVALID, &err);
     ops->destroy(b);
-    printf("ok   labels unread; bad shape, oversize batch and EMA-while-off refused; state unchanged\n");
+    printf("ok   labels unread; bad shape, oversize batch and EMA-while-off refused; state "
+           "unchanged\n");
     tf_checkpoint_free(&before);
     tf_checkpoint_free(&after);
     tf_model_free(&spec);

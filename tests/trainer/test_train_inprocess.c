@@ -48,10 +48,11 @@ static void resume_case(const tf_model_spec *spec, const char *dir, int accum, f
     snapshot(c, spec, ema > 0, &resumed);
     ops->destroy(c);
     EXPECTF(same_state(&full, &resumed),
-            "resume (accum %d, ema %g, threads %d): state differs from the uninterrupted run", accum,
-            ema, threads);
+            "resume (accum %d, ema %g, threads %d): state differs from the uninterrupted run",
+            accum, ema, threads);
     if (!fl_check_failures)
-        printf("ok   resume after %llu of %llu steps is bit-identical (accum %d, ema %g, %d threads)\n",
+        printf("ok   resume after %llu of %llu steps is bit-identical (accum %d, ema %g, %d "
+               "threads)\n",
                (unsigned long long)K, (unsigned long long)N, accum, ema, threads);
     tf_checkpoint_free(&full);
     tf_checkpoint_free(&back);

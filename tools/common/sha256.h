@@ -9,8 +9,8 @@
 
 typedef struct sha256_ctx {
     uint32_t h[8];
-    uint64_t total;    /* bytes hashed so far */
-    uint8_t buf[64];   /* pending partial block */
+    uint64_t total;  /* bytes hashed so far */
+    uint8_t buf[64]; /* pending partial block */
     size_t buf_len;
 } sha256_ctx;
 

@@ -21,7 +21,8 @@ static double cpu_s(void)
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru))
         return 0;
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 /* Resident and peak resident set size in MiB from /proc/self/status (0 when unreadable). */
@@ -153,8 +154,8 @@ static int bench_memcpy(const run_options *ro)
     (void)sink;
     double mbs = n / best / 1e6;
     if (ro->json)
-        printf("{\"memcpy_mb_per_sec\": %.1f, \"bytes\": %zu, \"passes\": %d, \"threads\": 1}\n", mbs,
-               n, passes);
+        printf("{\"memcpy_mb_per_sec\": %.1f, \"bytes\": %zu, \"passes\": %d, \"threads\": 1}\n",
+               mbs, n, passes);
     else
         printf("memcpy (1 thread, %zu MiB buffers, best of %d): %.1f MB/s\n", n >> 20, passes, mbs);
     free(a);
@@ -170,13 +171,13 @@ typedef struct {
 /* What one bench run measured: filled while consuming batches and when the clock stops, read by
  * the reports. */
 typedef struct {
-    double cached0, cg_cached0;       /* page cache (machine, cgroup) before create, MiB */
+    double cached0, cg_cached0; /* page cache (machine, cgroup) before create, MiB */
     double t_create, t_start, cpu_start;
     uint64_t per_epoch;
     bench_padding pad;
-    double *rss_epoch, *ips_epoch;    /* one entry per epoch */
+    double *rss_epoch, *ips_epoch; /* one entry per epoch */
     uint64_t images, out_bytes, batches, epochs_done;
-    uint64_t stored;                  /* stored bytes of the records delivered */
+    uint64_t stored; /* stored bytes of the records delivered */
     uint32_t h, w, c;
     fl_batch_field fields[FL_MAX_FIELDS]; /* as the first batch gave them (names, types, shapes) */
     uint32_t nfields;
@@ -184,7 +185,8 @@ typedef struct {
     int cg_ok;
     fl_loader_stats st;
     double rss, peak, ips, mbs, rmbs;
-    double amp; /* bytes read (aligned spans, extents, prefetched batches) per stored byte delivered */
+    double
+        amp; /* bytes read (aligned spans, extents, prefetched batches) per stored byte delivered */
     uint32_t workers;
     const char *backend;
 } bench_result;
@@ -208,7 +210,8 @@ static int bench_create_loader(const run_options *ro, fl_loader **L, bench_resul
     if (fl_loader_create(ro->path, &ro->opt, L, &err)) {
         /* The library names its option fields; tell a command-line user which flag sets them. */
         bench_print_error(&err, (!ro->opt.out_height && strstr(err.msg, "vary in size"))
-                                    ? " (pass --size S or WxH)" : "");
+                                    ? " (pass --size S or WxH)"
+                                    : "");
         return 1;
     }
     r->t_start = fl_now_s();
@@ -330,9 +333,12 @@ static void bench_json_fields(fl_json *j, const bench_result *r)
     for (uint32_t i = 0; i < r->nfields; i++) {
         const fl_batch_field *f = &r->fields[i];
         fl_json_begin_object(j);
-        fl_json_key(j, "name"); fl_json_string(j, f->name);
-        fl_json_key(j, "type"); fl_json_string(j, fl_field_type_name(f->type));
-        fl_json_key(j, "dtype"); fl_json_string(j, fl_dtype_name(f->dtype));
+        fl_json_key(j, "name");
+        fl_json_string(j, f->name);
+        fl_json_key(j, "type");
+        fl_json_string(j, fl_field_type_name(f->type));
+        fl_json_key(j, "dtype");
+        fl_json_string(j, fl_dtype_name(f->dtype));
         fl_json_key(j, "shape");
         fl_json_begin_array(j);
         for (uint32_t d = 0; d < f->ndim; d++)
@@ -340,7 +346,8 @@ static void bench_json_fields(fl_json *j, const bench_result *r)
         fl_json_end_array(j);
         fl_json_key(j, "bytes_per_batch");
         fl_json_uint(j, bench_field_bytes(f));
-        fl_json_key(j, "counts"); fl_json_bool(j, f->counts != NULL);
+        fl_json_key(j, "counts");
+        fl_json_bool(j, f->counts != NULL);
         fl_json_end_object(j);
     }
     fl_json_end_array(j);
@@ -353,67 +360,114 @@ static void bench_report_json(const run_options *ro, fl_loader *L, const fl_data
     fl_json j;
     fl_json_init(&j);
     fl_json_begin_object(&j);
-    fl_json_key(&j, "images_per_sec"); fl_json_double(&j, r->ips);
-    fl_json_key(&j, "mb_per_sec"); fl_json_double(&j, r->mbs);
-    fl_json_key(&j, "read_mb_per_sec"); fl_json_double(&j, r->rmbs);
-    fl_json_key(&j, "epochs"); fl_json_uint(&j, r->epochs_done);
-    fl_json_key(&j, "images"); fl_json_uint(&j, r->images);
-    fl_json_key(&j, "batches"); fl_json_uint(&j, r->batches);
-    fl_json_key(&j, "seconds"); fl_json_double(&j, r->wall);
-    fl_json_key(&j, "startup_seconds"); fl_json_double(&j, r->t_start - r->t_create);
+    fl_json_key(&j, "images_per_sec");
+    fl_json_double(&j, r->ips);
+    fl_json_key(&j, "mb_per_sec");
+    fl_json_double(&j, r->mbs);
+    fl_json_key(&j, "read_mb_per_sec");
+    fl_json_double(&j, r->rmbs);
+    fl_json_key(&j, "epochs");
+    fl_json_uint(&j, r->epochs_done);
+    fl_json_key(&j, "images");
+    fl_json_uint(&j, r->images);
+    fl_json_key(&j, "batches");
+    fl_json_uint(&j, r->batches);
+    fl_json_key(&j, "seconds");
+    fl_json_double(&j, r->wall);
+    fl_json_key(&j, "startup_seconds");
+    fl_json_double(&j, r->t_start - r->t_create);
     /* CPU time of all threads: images per CPU-second is a figure that holds on a busy machine */
-    fl_json_key(&j, "cpu_seconds"); fl_json_double(&j, r->cpu);
-    fl_json_key(&j, "images_per_cpu_sec"); fl_json_double(&j, r->cpu > 0 ? r->images / r->cpu : 0);
-    fl_json_key(&j, "workers"); fl_json_uint(&j, r->workers);
-    fl_json_key(&j, "batch_size"); fl_json_uint(&j, ro->opt.batch_size);
-    fl_json_key(&j, "height"); fl_json_uint(&j, r->h);
-    fl_json_key(&j, "width"); fl_json_uint(&j, r->w);
-    fl_json_key(&j, "channels"); fl_json_uint(&j, r->c);
-    fl_json_key(&j, "augment"); fl_json_string(&j, ro->augment_text);
-    fl_json_key(&j, "order"); fl_json_string(&j, run_order_name(ro->opt.order));
-    fl_json_key(&j, "seed"); fl_json_uint(&j, ro->opt.seed);
-    fl_json_key(&j, "rank"); fl_json_uint(&j, ro->opt.rank);
-    fl_json_key(&j, "world"); fl_json_uint(&j, ro->opt.world ? ro->opt.world : 1);
-    fl_json_key(&j, "io"); fl_json_string(&j, run_io_name(ro->opt.io));
-    fl_json_key(&j, "io_backend"); fl_json_string(&j, r->backend);
-    fl_json_key(&j, "direct"); fl_json_bool(&j, fl_loader_direct(L)); /* effective */
-    fl_json_key(&j, "direct_requested"); fl_json_bool(&j, ro->opt.direct);
-    fl_json_key(&j, "io_mode"); fl_json_string(&j, fl_loader_io_describe(L));
-    fl_json_key(&j, "decode"); fl_json_string(&j, ro->opt.decode_flags ? "fast" : "accurate");
-    fl_json_key(&j, "bytes_read"); fl_json_uint(&j, st->bytes_read);
-    fl_json_key(&j, "bytes_out"); fl_json_uint(&j, r->out_bytes);
-    fl_json_key(&j, "bytes_stored_delivered"); fl_json_uint(&j, r->stored);
-    fl_json_key(&j, "read_amplification"); fl_json_double(&j, r->amp);
-    fl_json_key(&j, "page_cache_growth_mib"); fl_json_double(&j, r->cache_growth);
+    fl_json_key(&j, "cpu_seconds");
+    fl_json_double(&j, r->cpu);
+    fl_json_key(&j, "images_per_cpu_sec");
+    fl_json_double(&j, r->cpu > 0 ? r->images / r->cpu : 0);
+    fl_json_key(&j, "workers");
+    fl_json_uint(&j, r->workers);
+    fl_json_key(&j, "batch_size");
+    fl_json_uint(&j, ro->opt.batch_size);
+    fl_json_key(&j, "height");
+    fl_json_uint(&j, r->h);
+    fl_json_key(&j, "width");
+    fl_json_uint(&j, r->w);
+    fl_json_key(&j, "channels");
+    fl_json_uint(&j, r->c);
+    fl_json_key(&j, "augment");
+    fl_json_string(&j, ro->augment_text);
+    fl_json_key(&j, "order");
+    fl_json_string(&j, run_order_name(ro->opt.order));
+    fl_json_key(&j, "seed");
+    fl_json_uint(&j, ro->opt.seed);
+    fl_json_key(&j, "rank");
+    fl_json_uint(&j, ro->opt.rank);
+    fl_json_key(&j, "world");
+    fl_json_uint(&j, ro->opt.world ? ro->opt.world : 1);
+    fl_json_key(&j, "io");
+    fl_json_string(&j, run_io_name(ro->opt.io));
+    fl_json_key(&j, "io_backend");
+    fl_json_string(&j, r->backend);
+    fl_json_key(&j, "direct");
+    fl_json_bool(&j, fl_loader_direct(L)); /* effective */
+    fl_json_key(&j, "direct_requested");
+    fl_json_bool(&j, ro->opt.direct);
+    fl_json_key(&j, "io_mode");
+    fl_json_string(&j, fl_loader_io_describe(L));
+    fl_json_key(&j, "decode");
+    fl_json_string(&j, ro->opt.decode_flags ? "fast" : "accurate");
+    fl_json_key(&j, "bytes_read");
+    fl_json_uint(&j, st->bytes_read);
+    fl_json_key(&j, "bytes_out");
+    fl_json_uint(&j, r->out_bytes);
+    fl_json_key(&j, "bytes_stored_delivered");
+    fl_json_uint(&j, r->stored);
+    fl_json_key(&j, "read_amplification");
+    fl_json_double(&j, r->amp);
+    fl_json_key(&j, "page_cache_growth_mib");
+    fl_json_double(&j, r->cache_growth);
     fl_json_key(&j, "cgroup_page_cache_growth_mib");
     if (r->cg_ok)
         fl_json_double(&j, r->cg_growth);
     else
         fl_json_null(&j);
-    fl_json_key(&j, "skipped"); fl_json_uint(&j, st->skipped);
+    fl_json_key(&j, "skipped");
+    fl_json_uint(&j, st->skipped);
     fl_json_key(&j, "stages");
     fl_json_begin_object(&j);
-    fl_json_key(&j, "io_wait_s"); fl_json_double(&j, st->io_wait_s);
-    fl_json_key(&j, "decode_s"); fl_json_double(&j, st->decode_s);
-    fl_json_key(&j, "augment_s"); fl_json_double(&j, st->augment_s);
-    fl_json_key(&j, "slot_wait_s"); fl_json_double(&j, st->slot_wait_s);
-    fl_json_key(&j, "consumer_wait_s"); fl_json_double(&j, st->consumer_wait_s);
+    fl_json_key(&j, "io_wait_s");
+    fl_json_double(&j, st->io_wait_s);
+    fl_json_key(&j, "decode_s");
+    fl_json_double(&j, st->decode_s);
+    fl_json_key(&j, "augment_s");
+    fl_json_double(&j, st->augment_s);
+    fl_json_key(&j, "slot_wait_s");
+    fl_json_double(&j, st->slot_wait_s);
+    fl_json_key(&j, "consumer_wait_s");
+    fl_json_double(&j, st->consumer_wait_s);
     fl_json_end_object(&j);
-    fl_json_key(&j, "rss_mib"); fl_json_double(&j, r->rss);
-    fl_json_key(&j, "peak_rss_mib"); fl_json_double(&j, r->peak);
-    fl_json_key(&j, "pinned_bytes"); fl_json_uint(&j, st->pinned_bytes);
+    fl_json_key(&j, "rss_mib");
+    fl_json_double(&j, r->rss);
+    fl_json_key(&j, "peak_rss_mib");
+    fl_json_double(&j, r->peak);
+    fl_json_key(&j, "pinned_bytes");
+    fl_json_uint(&j, st->pinned_bytes);
     bench_json_per_epoch(&j, "rss_mib_per_epoch", r->rss_epoch, r->epochs_done);
     bench_json_per_epoch(&j, "images_per_sec_per_epoch", r->ips_epoch, r->epochs_done);
     bench_json_fields(&j, r);
     fl_json_key(&j, "dataset");
     fl_json_begin_object(&j);
-    fl_json_key(&j, "path"); fl_json_string(&j, ro->path);
-    fl_json_key(&j, "records"); fl_json_uint(&j, ds ? fl_dataset_count(ds) : 0);
-    fl_json_key(&j, "encoding"); fl_json_string(&j, encoding_name(ds));
-    fl_json_key(&j, "batches_per_epoch"); fl_json_uint(&j, r->per_epoch);
-    fl_json_key(&j, "samples_per_epoch"); fl_json_uint(&j, r->pad.samples);
-    fl_json_key(&j, "padded_per_epoch"); fl_json_uint(&j, r->pad.padded);
-    fl_json_key(&j, "dropped_per_epoch"); fl_json_uint(&j, r->pad.dropped);
+    fl_json_key(&j, "path");
+    fl_json_string(&j, ro->path);
+    fl_json_key(&j, "records");
+    fl_json_uint(&j, ds ? fl_dataset_count(ds) : 0);
+    fl_json_key(&j, "encoding");
+    fl_json_string(&j, encoding_name(ds));
+    fl_json_key(&j, "batches_per_epoch");
+    fl_json_uint(&j, r->per_epoch);
+    fl_json_key(&j, "samples_per_epoch");
+    fl_json_uint(&j, r->pad.samples);
+    fl_json_key(&j, "padded_per_epoch");
+    fl_json_uint(&j, r->pad.padded);
+    fl_json_key(&j, "dropped_per_epoch");
+    fl_json_uint(&j, r->pad.dropped);
     fl_json_end_object(&j);
     fl_json_end_object(&j);
     puts(fl_json_text(&j));
@@ -466,7 +520,8 @@ static void bench_report_text(const run_options *ro, fl_loader *L, const fl_data
                (unsigned long long)pad->dropped);
     printf("  cpu: %.3f s over all threads, %s images per CPU-second\n", r->cpu, cpu_rate);
     printf("  io: %s; read amplification %.3f (bytes read / stored bytes delivered), page cache "
-           "%+.1f MiB (machine)", fl_loader_io_describe(L), r->amp, r->cache_growth);
+           "%+.1f MiB (machine)",
+           fl_loader_io_describe(L), r->amp, r->cache_growth);
     if (r->cg_ok)
         printf(", %+.1f MiB (cgroup)", r->cg_growth);
     printf("\n");
@@ -499,10 +554,11 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     r->per_epoch = fl_loader_batches_per_epoch(L);
     r->pad = bench_epoch_padding(&ro, L, ds);
     if (r->per_epoch == 0) {
-        fprintf(stderr, "fastload bench: error: %s: no batches per epoch for rank %u (%llu samples, "
-                        "batch %u%s)\n", ro.path, ro.opt.rank,
-                (unsigned long long)fl_loader_samples_per_epoch(L), ro.opt.batch_size,
-                ro.opt.drop_last ? ", --drop-last" : "");
+        fprintf(stderr,
+                "fastload bench: error: %s: no batches per epoch for rank %u (%llu samples, "
+                "batch %u%s)\n",
+                ro.path, ro.opt.rank, (unsigned long long)fl_loader_samples_per_epoch(L),
+                ro.opt.batch_size, ro.opt.drop_last ? ", --drop-last" : "");
         status = 1;
     }
     if (!status) {

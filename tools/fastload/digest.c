@@ -40,8 +40,11 @@ int cmd_digest(const fl_cli_tool *tool, int argc, char **argv)
     fl_loader *L = NULL;
     if (fl_loader_create(ro.path, &ro.opt, &L, &err)) {
         /* The library names its option fields; tell a command-line user which flag sets them. */
-        const char *hint = (!ro.opt.out_height && strstr(err.msg, "vary in size")) ? " (pass --size S or WxH)" : "";
-        fprintf(stderr, "fastload digest: error: %s%s\n", err.msg[0] ? err.msg : fl_strerror(err.code), hint);
+        const char *hint = (!ro.opt.out_height && strstr(err.msg, "vary in size"))
+                               ? " (pass --size S or WxH)"
+                               : "";
+        fprintf(stderr, "fastload digest: error: %s%s\n",
+                err.msg[0] ? err.msg : fl_strerror(err.code), hint);
         return 1;
     }
     if (fl_loader_batches_per_epoch(L) == 0) {
@@ -57,7 +60,8 @@ int cmd_digest(const fl_cli_tool *tool, int argc, char **argv)
     while (epochs_done < ro.epochs && (!ro.max_batches || batches < ro.max_batches)) {
         fl_batch *b;
         if (fl_loader_next(L, &b, &err)) {
-            fprintf(stderr, "fastload digest: error: %s\n", err.msg[0] ? err.msg : fl_strerror(err.code));
+            fprintf(stderr, "fastload digest: error: %s\n",
+                    err.msg[0] ? err.msg : fl_strerror(err.code));
             status = 1;
             break;
         }

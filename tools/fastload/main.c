@@ -23,7 +23,4 @@ static const fl_cli_tool tool = {
     .version = version,
 };
 
-int main(int argc, char **argv)
-{
-    return fl_cli_dispatch(&tool, argc, argv);
-}
+int main(int argc, char **argv) { return fl_cli_dispatch(&tool, argc, argv); }

@@ -10,15 +10,15 @@
 #include "fl_cli_table.h"
 
 typedef struct run_options {
-    const char *path;          /* dataset directory (DST of packdata) */
-    fl_loader_options opt;     /* what the loader is created with */
-    uint64_t epochs;           /* epochs to run (default 1) */
-    uint64_t max_batches;      /* stop after this many batches (0 = no limit) */
-    int json;                  /* --json: one JSON object on stdout */
-    int quiet;                 /* --quiet: no per-epoch lines, no library notes */
-    const char *augment_text;  /* as given, for reports ("rrc,flip") */
-    int memcpy_mode;           /* bench --memcpy: measure single-thread memcpy instead */
-    uint64_t memcpy_bytes;     /* buffer size for --memcpy (default 256 MiB) */
+    const char *path;         /* dataset directory (DST of packdata) */
+    fl_loader_options opt;    /* what the loader is created with */
+    uint64_t epochs;          /* epochs to run (default 1) */
+    uint64_t max_batches;     /* stop after this many batches (0 = no limit) */
+    int json;                 /* --json: one JSON object on stdout */
+    int quiet;                /* --quiet: no per-epoch lines, no library notes */
+    const char *augment_text; /* as given, for reports ("rrc,flip") */
+    int memcpy_mode;          /* bench --memcpy: measure single-thread memcpy instead */
+    uint64_t memcpy_bytes;    /* buffer size for --memcpy (default 256 MiB) */
 } run_options;
 
 /* Which subcommand is parsing: options valid for it differ slightly. */
@@ -29,7 +29,8 @@ extern const fl_cli_cmd fastload_bench_cmd, fastload_digest_cmd;
 
 /* Parse argv (argv[0] is the subcommand name) with that command's table. Returns 0 to run, 1
  * when --help/--version was printed (exit 0), 2 on a usage error (one line on stderr). */
-int run_options_parse(const fl_cli_tool *tool, run_kind kind, int argc, char **argv, run_options *ro);
+int run_options_parse(const fl_cli_tool *tool, run_kind kind, int argc, char **argv,
+                      run_options *ro);
 
 /* Text names used in reports. */
 const char *run_order_name(fl_order o);

@@ -13,26 +13,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int pd_is_tar_name(const char *path) {
-    static const char *const ext[] = {".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz",
-                                      ".txz", ".tar.zst", ".tzst", ".tar.lz4"};
+int pd_is_tar_name(const char *path)
+{
+    static const char *const ext[] = {".tar",    ".tar.gz", ".tgz",     ".tar.bz2", ".tbz2",
+                                      ".tar.xz", ".txz",    ".tar.zst", ".tzst",    ".tar.lz4"};
     size_t n = strlen(path);
     for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
         size_t k = strlen(ext[i]);
-        if (n > k && !strcasecmp(path + n - k, ext[i])) return 1;
+        if (n > k && !strcasecmp(path + n - k, ext[i]))
+            return 1;
     }
     return 0;
 }
 
-int pd_tar_path_safe(const char *p) {
-    if (!*p || *p == '/') return 0;
+int pd_tar_path_safe(const char *p)
+{
+    if (!*p || *p == '/')
+        return 0;
     for (const char *c = p; *c;) {
         const char *e = strchr(c, '/');
         size_t n = e ? (size_t)(e - c) : strlen(c);
-        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) return 0;
-        if (!e) break;
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return 0;
+        if (!e)
+            break;
         c = e + 1;
-        if (!*c) break; /* a trailing slash (a directory entry) */
+        if (!*c)
+            break; /* a trailing slash (a directory entry) */
     }
     return 1;
 }
@@ -45,39 +52,58 @@ struct pd_archive {
 
 int pd_archive_supported(void) { return 0; }
 
-int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *random, fl_error *err) {
+int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *random, fl_error *err)
+{
     (void)items;
     *out = NULL;
     *random = 0;
-    return fl_error_set(err, FL_E_UNSUPPORTED, "%s: this build of packdata cannot read tar files "
+    return fl_error_set(err, FL_E_UNSUPPORTED,
+                        "%s: this build of packdata cannot read tar files "
                         "(it was built without libarchive: install libarchive-dev and rebuild "
-                        "fastload, or extract the archive and pack the folder)", path);
+                        "fastload, or extract the archive and pack the folder)",
+                        path);
 }
-const char *pd_archive_path(const pd_archive *ar) { (void)ar; return ""; }
-const char *pd_archive_stamp(const pd_archive *ar) { (void)ar; return ""; }
+const char *pd_archive_path(const pd_archive *ar)
+{
+    (void)ar;
+    return "";
+}
+const char *pd_archive_stamp(const pd_archive *ar)
+{
+    (void)ar;
+    return "";
+}
 
-int pd_archive_list(pd_archive *ar, size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err) {
+int pd_archive_list(pd_archive *ar, size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err)
+{
     (void)ar, (void)head_bytes, (void)visit, (void)ctx;
     return fl_error_set(err, FL_E_UNSUPPORTED, "no libarchive in this build");
 }
 int pd_archive_list_inner(pd_archive *ar, uint64_t offset, uint64_t size, const char *name,
-                          size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err) {
+                          size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err)
+{
     (void)ar, (void)offset, (void)size, (void)name, (void)head_bytes, (void)visit, (void)ctx;
     return fl_error_set(err, FL_E_UNSUPPORTED, "no libarchive in this build");
 }
 int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, char *why,
-                   size_t why_cap) {
+                   size_t why_cap)
+{
     (void)m, (void)buf, (void)cap, (void)len;
     snprintf(why, why_cap, "no libarchive in this build");
     return FL_E_UNSUPPORTED;
 }
 void pd_archives_begin_ordered(pd_items *items, size_t start) { (void)items, (void)start; }
-int pd_tar_entry_read(const pd_tar_entry *e, uint8_t *dst, char *why, size_t why_cap) {
+int pd_tar_entry_read(const pd_tar_entry *e, uint8_t *dst, char *why, size_t why_cap)
+{
     (void)e, (void)dst;
     snprintf(why, why_cap, "no libarchive in this build");
     return FL_E_UNSUPPORTED;
 }
-const char *pd_archives_stream_only(const pd_archive *list) { (void)list; return NULL; }
+const char *pd_archives_stream_only(const pd_archive *list)
+{
+    (void)list;
+    return NULL;
+}
 void pd_archives_free(pd_archive *list) { (void)list; }
 
 #else
@@ -98,24 +124,26 @@ typedef struct pd_order {
 struct pd_archive {
     char *path;
     char stamp[48];
-    int fd;               /* random access: pread */
+    int fd; /* random access: pread */
     int random;
     uint64_t file_size;
     /* in-order reading: the stream and where it stands */
     pthread_mutex_t m;
     struct archive *a;
-    uint64_t pos;         /* ordinal of the next header to read */
-    int have_cur;         /* the header of entry pos - 1 was read, its data not yet */
-    pd_order *order;      /* the list head's */
-    pd_order own_order;   /* used when this is the list head */
+    uint64_t pos;       /* ordinal of the next header to read */
+    int have_cur;       /* the header of entry pos - 1 was read, its data not yet */
+    pd_order *order;    /* the list head's */
+    pd_order own_order; /* used when this is the list head */
     pd_archive *next;
 };
 
 int pd_archive_supported(void) { return 1; }
 
-static struct archive *new_reader(void) {
+static struct archive *new_reader(void)
+{
     struct archive *a = archive_read_new();
-    if (!a) return NULL;
+    if (!a)
+        return NULL;
     /* tar formats only (ustar, pax, GNU, v7): a zip or cpio is not a tar input */
     archive_read_support_format_tar(a);
     archive_read_support_filter_all(a);
@@ -123,13 +151,16 @@ static struct archive *new_reader(void) {
 }
 
 /* A reader over the whole file (seekable: skipping an uncompressed member is an lseek). */
-static int open_stream(const pd_archive *ar, struct archive **out, fl_error *err) {
+static int open_stream(const pd_archive *ar, struct archive **out, fl_error *err)
+{
     struct archive *a = new_reader();
-    if (!a) return fl_error_set(err, -ENOMEM, "%s: out of memory", ar->path);
+    if (!a)
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", ar->path);
     if (archive_read_open_filename(a, ar->path, READ_BLOCK) != ARCHIVE_OK) {
         int e = archive_errno(a);
-        int r = fl_error_set(err, e > 0 ? -e : FL_E_FORMAT, "%s: cannot open as a tar: %s", ar->path,
-                             archive_error_string(a) ? archive_error_string(a) : "unknown error");
+        int r =
+            fl_error_set(err, e > 0 ? -e : FL_E_FORMAT, "%s: cannot open as a tar: %s", ar->path,
+                         archive_error_string(a) ? archive_error_string(a) : "unknown error");
         archive_read_free(a);
         return r;
     }
@@ -137,7 +168,8 @@ static int open_stream(const pd_archive *ar, struct archive **out, fl_error *err
     return 0;
 }
 
-int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *random, fl_error *err) {
+int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *random, fl_error *err)
+{
     *out = NULL;
     *random = 0;
     pd_archive *ar = calloc(1, sizeof *ar);
@@ -149,7 +181,8 @@ int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *ra
     struct stat st;
     if (ar->fd < 0 || fstat(ar->fd, &st) < 0) {
         int e = errno;
-        if (ar->fd >= 0) close(ar->fd);
+        if (ar->fd >= 0)
+            close(ar->fd);
         free(ar->path);
         free(ar);
         return fl_error_set(err, -e, "%s: cannot open: %s", path, strerror(e));
@@ -188,7 +221,8 @@ int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *ra
         items->archives = ar;
     } else {
         pd_archive *t = items->archives;
-        while (t->next) t = t->next;
+        while (t->next)
+            t = t->next;
         t->next = ar;
         ar->order = items->archives->order;
     }
@@ -200,7 +234,8 @@ int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *ra
 const char *pd_archive_path(const pd_archive *ar) { return ar->path; }
 const char *pd_archive_stamp(const pd_archive *ar) { return ar->stamp; }
 
-static const char *entry_path(struct archive_entry *e) {
+static const char *entry_path(struct archive_entry *e)
+{
     /* pax headers carry UTF-8 names, which the "C" locale cannot convert: take them as they are */
     const char *p = archive_entry_pathname_utf8(e);
     return p ? p : archive_entry_pathname(e);
@@ -208,35 +243,46 @@ static const char *entry_path(struct archive_entry *e) {
 
 /* The listing loop over an opened reader. base: added to data offsets (an inner tar). */
 static int list_reader(struct archive *a, const char *what, uint64_t base, int offsets_valid,
-                       size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err) {
+                       size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err)
+{
     uint8_t head[64];
-    if (head_bytes > sizeof head) head_bytes = sizeof head;
+    if (head_bytes > sizeof head)
+        head_bytes = sizeof head;
     struct archive_entry *e;
     uint64_t ord = 0;
     for (;; ord++) {
         int r = archive_read_next_header(a, &e);
-        if (r == ARCHIVE_EOF) return 0;
+        if (r == ARCHIVE_EOF)
+            return 0;
         if (r < ARCHIVE_WARN) {
             const char *why = archive_error_string(a);
-            return fl_error_set(err, FL_E_FORMAT, "%s: corrupt or truncated tar after %llu "
-                                "entries: %s", what, (unsigned long long)ord, why ? why : "read error");
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: corrupt or truncated tar after %llu "
+                                "entries: %s",
+                                what, (unsigned long long)ord, why ? why : "read error");
         }
         pd_tar_entry te;
         memset(&te, 0, sizeof te);
         te.path = entry_path(e);
-        if (!te.path) te.path = "";
+        if (!te.path)
+            te.path = "";
         te.entry = ord;
         te.offset = offsets_valid ? base + (uint64_t)archive_filter_bytes(a, 0) : 0;
-        te.size = archive_entry_size_is_set(e) && archive_entry_size(e) > 0 ? (uint64_t)archive_entry_size(e) : 0;
+        te.size = archive_entry_size_is_set(e) && archive_entry_size(e) > 0
+                      ? (uint64_t)archive_entry_size(e)
+                      : 0;
         mode_t ft = archive_entry_filetype(e);
         te.type = archive_entry_hardlink(e) || ft == AE_IFLNK ? PD_TAR_LINK
-                  : ft == AE_IFDIR ? PD_TAR_DIR : ft == AE_IFREG ? PD_TAR_FILE : PD_TAR_OTHER;
+                  : ft == AE_IFDIR                            ? PD_TAR_DIR
+                  : ft == AE_IFREG                            ? PD_TAR_FILE
+                                                              : PD_TAR_OTHER;
         te.sparse = archive_entry_sparse_count(e) > 0;
         if (te.type == PD_TAR_FILE && head_bytes && te.size) {
             size_t want = te.size < head_bytes ? (size_t)te.size : head_bytes, got = 0;
             while (got < want) {
                 la_ssize_t n = archive_read_data(a, head + got, want - got);
-                if (n <= 0) break;
+                if (n <= 0)
+                    break;
                 got += (size_t)n;
             }
             te.head = head;
@@ -244,19 +290,23 @@ static int list_reader(struct archive *a, const char *what, uint64_t base, int o
         }
         te.reader = a;
         int v = visit(ctx, &te);
-        if (v) return v;
+        if (v)
+            return v;
     }
 }
 
-int pd_tar_entry_read(const pd_tar_entry *e, uint8_t *dst, char *why, size_t why_cap) {
-    if (e->head_len) memcpy(dst, e->head, e->head_len);
+int pd_tar_entry_read(const pd_tar_entry *e, uint8_t *dst, char *why, size_t why_cap)
+{
+    if (e->head_len)
+        memcpy(dst, e->head, e->head_len);
     uint64_t got = e->head_len;
     while (got < e->size) {
         la_ssize_t n = archive_read_data(e->reader, dst + got, (size_t)(e->size - got));
         if (n <= 0) {
-            snprintf(why, why_cap, "truncated member: %llu of %llu bytes (%s)", (unsigned long long)got,
-                     (unsigned long long)e->size,
-                     n < 0 && archive_error_string(e->reader) ? archive_error_string(e->reader) : "end of data");
+            snprintf(why, why_cap, "truncated member: %llu of %llu bytes (%s)",
+                     (unsigned long long)got, (unsigned long long)e->size,
+                     n < 0 && archive_error_string(e->reader) ? archive_error_string(e->reader)
+                                                              : "end of data");
             return FL_E_FORMAT;
         }
         got += (uint64_t)n;
@@ -264,11 +314,12 @@ int pd_tar_entry_read(const pd_tar_entry *e, uint8_t *dst, char *why, size_t why
     return 0;
 }
 
-int pd_archive_list(pd_archive *ar, size_t head_bytes, pd_tar_visit visit, void *ctx,
-                    fl_error *err) {
+int pd_archive_list(pd_archive *ar, size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err)
+{
     struct archive *a = NULL;
     int r = open_stream(ar, &a, err);
-    if (r) return r;
+    if (r)
+        return r;
     r = list_reader(a, ar->path, 0, ar->random, head_bytes, visit, ctx, err);
     archive_read_free(a);
     return r;
@@ -282,12 +333,14 @@ typedef struct inner_src {
     int eio;
 } inner_src;
 
-static la_ssize_t inner_read(struct archive *a, void *cd, const void **out) {
+static la_ssize_t inner_read(struct archive *a, void *cd, const void **out)
+{
     (void)a;
     inner_src *s = cd;
     uint64_t left = s->size - s->pos;
     size_t n = left < READ_BLOCK ? (size_t)left : READ_BLOCK;
-    if (!n) return 0;
+    if (!n)
+        return 0;
     ssize_t got = pread(s->fd, s->buf, n, (off_t)(s->begin + s->pos));
     if (got < 0) {
         s->eio = errno;
@@ -299,7 +352,8 @@ static la_ssize_t inner_read(struct archive *a, void *cd, const void **out) {
     return got;
 }
 
-static la_int64_t inner_skip(struct archive *a, void *cd, la_int64_t req) {
+static la_int64_t inner_skip(struct archive *a, void *cd, la_int64_t req)
+{
     (void)a;
     inner_src *s = cd;
     uint64_t left = s->size - s->pos;
@@ -308,30 +362,38 @@ static la_int64_t inner_skip(struct archive *a, void *cd, la_int64_t req) {
     return (la_int64_t)n;
 }
 
-static la_int64_t inner_seek(struct archive *a, void *cd, la_int64_t off, int whence) {
+static la_int64_t inner_seek(struct archive *a, void *cd, la_int64_t off, int whence)
+{
     (void)a;
     inner_src *s = cd;
     int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)s->pos : (int64_t)s->size;
     int64_t p = base + off;
-    if (p < 0 || (uint64_t)p > s->size) return ARCHIVE_FATAL;
+    if (p < 0 || (uint64_t)p > s->size)
+        return ARCHIVE_FATAL;
     s->pos = (uint64_t)p;
     return p;
 }
 
 int pd_archive_list_inner(pd_archive *ar, uint64_t offset, uint64_t size, const char *name,
-                          size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err) {
+                          size_t head_bytes, pd_tar_visit visit, void *ctx, fl_error *err)
+{
     if (!ar->random)
-        return fl_error_set(err, FL_E_UNSUPPORTED, "%s: %s is a tar inside a compressed tar, which "
+        return fl_error_set(err, FL_E_UNSUPPORTED,
+                            "%s: %s is a tar inside a compressed tar, which "
                             "can only be read from its start: decompress %s first (a plain .tar "
-                            "is read in place)", ar->path, name, ar->path);
+                            "is read in place)",
+                            ar->path, name, ar->path);
     if (offset + size > ar->file_size)
-        return fl_error_set(err, FL_E_FORMAT, "%s: %s: truncated (its %llu bytes run past the end "
-                            "of the file)", ar->path, name, (unsigned long long)size);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: %s: truncated (its %llu bytes run past the end "
+                            "of the file)",
+                            ar->path, name, (unsigned long long)size);
     inner_src s = {ar->fd, offset, size, 0, malloc(READ_BLOCK), 0};
     struct archive *a = new_reader();
     if (!s.buf || !a) {
         free(s.buf);
-        if (a) archive_read_free(a);
+        if (a)
+            archive_read_free(a);
         return fl_error_set(err, -ENOMEM, "%s: out of memory", ar->path);
     }
     char what[1024];
@@ -345,8 +407,10 @@ int pd_archive_list_inner(pd_archive *ar, uint64_t offset, uint64_t size, const 
         r = fl_error_set(err, FL_E_FORMAT, "%s: not a tar: %s", what,
                          archive_error_string(a) ? archive_error_string(a) : "unknown format");
     } else if (archive_filter_count(a) != 1 || archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) {
-        r = fl_error_set(err, FL_E_UNSUPPORTED, "%s: a compressed tar inside a tar: only plain "
-                         "inner tars are read in place", what);
+        r = fl_error_set(err, FL_E_UNSUPPORTED,
+                         "%s: a compressed tar inside a tar: only plain "
+                         "inner tars are read in place",
+                         what);
     } else {
         /* inner data offsets: what the reader consumed, i.e. s.pos minus what it still buffers,
          * which archive_filter_bytes(a, 0) reports directly */
@@ -357,19 +421,24 @@ int pd_archive_list_inner(pd_archive *ar, uint64_t offset, uint64_t size, const 
     return r;
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
+static int grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
     size_t n = *cap ? *cap : 4096;
-    while (n < need) n *= 2;
+    while (n < need)
+        n *= 2;
     uint8_t *b = realloc(*buf, n);
-    if (!b) return -ENOMEM;
+    if (!b)
+        return -ENOMEM;
     *buf = b;
     *cap = n;
     return 0;
 }
 
 /* In-order read of entry m->entry (ar->m held). */
-static int stream_read(pd_archive *ar, const pd_member *m, uint8_t *dst, char *why, size_t why_cap) {
+static int stream_read(pd_archive *ar, const pd_member *m, uint8_t *dst, char *why, size_t why_cap)
+{
     uint64_t e = m->entry;
     if (ar->a && ar->have_cur && e == ar->pos - 1) {
         /* the header is read: the data is next */
@@ -393,9 +462,10 @@ static int stream_read(pd_archive *ar, const pd_member *m, uint8_t *dst, char *w
         while (ar->pos <= e) {
             int r = archive_read_next_header(ar->a, &en);
             if (r == ARCHIVE_EOF || r < ARCHIVE_WARN) {
-                snprintf(why, why_cap, "cannot read: the tar %s", r == ARCHIVE_EOF
-                         ? "ends before it (did it change since it was listed?)"
-                         : archive_error_string(ar->a) ? archive_error_string(ar->a) : "is corrupt");
+                snprintf(why, why_cap, "cannot read: the tar %s",
+                         r == ARCHIVE_EOF ? "ends before it (did it change since it was listed?)"
+                         : archive_error_string(ar->a) ? archive_error_string(ar->a)
+                                                       : "is corrupt");
                 archive_read_free(ar->a);
                 ar->a = NULL;
                 return FL_E_FORMAT;
@@ -411,7 +481,8 @@ static int stream_read(pd_archive *ar, const pd_member *m, uint8_t *dst, char *w
         if (n <= 0) {
             snprintf(why, why_cap, "truncated member: %llu of %llu bytes (%s)",
                      (unsigned long long)got, (unsigned long long)m->size,
-                     n < 0 && archive_error_string(ar->a) ? archive_error_string(ar->a) : "end of data");
+                     n < 0 && archive_error_string(ar->a) ? archive_error_string(ar->a)
+                                                          : "end of data");
             archive_read_free(ar->a);
             ar->a = NULL;
             return FL_E_FORMAT;
@@ -422,7 +493,8 @@ static int stream_read(pd_archive *ar, const pd_member *m, uint8_t *dst, char *w
 }
 
 int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, char *why,
-                   size_t why_cap) {
+                   size_t why_cap)
+{
     pd_archive *ar = m->ar;
     *len = 0;
     if (m->size > (uint64_t)SIZE_MAX / 2 || grow(buf, cap, m->size ? (size_t)m->size : 1)) {
@@ -432,15 +504,18 @@ int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, 
     if (ar->random) {
         uint64_t got = 0;
         while (got < m->size) {
-            ssize_t n = pread(ar->fd, *buf + got, (size_t)(m->size - got), (off_t)(m->offset + got));
-            if (n < 0 && errno == EINTR) continue;
+            ssize_t n =
+                pread(ar->fd, *buf + got, (size_t)(m->size - got), (off_t)(m->offset + got));
+            if (n < 0 && errno == EINTR)
+                continue;
             if (n < 0) {
                 int e = errno;
                 snprintf(why, why_cap, "cannot read: %s", strerror(e));
                 return -e;
             }
             if (n == 0) {
-                snprintf(why, why_cap, "truncated member: the tar ends after %llu of its %llu bytes",
+                snprintf(why, why_cap,
+                         "truncated member: the tar ends after %llu of its %llu bytes",
                          (unsigned long long)got, (unsigned long long)m->size);
                 return FL_E_FORMAT;
             }
@@ -454,7 +529,8 @@ int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, 
     pthread_mutex_lock(&o->m);
     if (o->on && m->ticket != UINT64_MAX) {
         ordered = 1;
-        while (o->turn != m->ticket) pthread_cond_wait(&o->cv, &o->m);
+        while (o->turn != m->ticket)
+            pthread_cond_wait(&o->cv, &o->m);
     }
     pthread_mutex_unlock(&o->m);
     pthread_mutex_lock(&ar->m);
@@ -466,17 +542,21 @@ int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, 
         pthread_cond_broadcast(&o->cv);
         pthread_mutex_unlock(&o->m);
     }
-    if (!r) *len = (size_t)m->size;
+    if (!r)
+        *len = (size_t)m->size;
     return r;
 }
 
-void pd_archives_begin_ordered(pd_items *items, size_t start) {
+void pd_archives_begin_ordered(pd_items *items, size_t start)
+{
     pd_archive *head = items->archives;
-    if (!head) return;
+    if (!head)
+        return;
     uint64_t k = 0;
     for (size_t i = 0; i < items->n; i++) {
         pd_member *m = (pd_member *)items->v[i].member; /* the list's own arena */
-        if (!m || m->ar->random) continue;
+        if (!m || m->ar->random)
+            continue;
         m->ticket = i >= start ? k++ : UINT64_MAX;
     }
     pthread_mutex_lock(&head->order->m);
@@ -485,21 +565,27 @@ void pd_archives_begin_ordered(pd_items *items, size_t start) {
     pthread_mutex_unlock(&head->order->m);
 }
 
-const char *pd_archives_stream_only(const pd_archive *list) {
+const char *pd_archives_stream_only(const pd_archive *list)
+{
     for (; list; list = list->next)
-        if (!list->random) return list->path;
+        if (!list->random)
+            return list->path;
     return NULL;
 }
 
-void pd_archives_free(pd_archive *list) {
+void pd_archives_free(pd_archive *list)
+{
     pd_archive *head = list;
     while (list) {
         pd_archive *n = list->next;
-        if (list->a) archive_read_free(list->a);
-        if (list->fd >= 0) close(list->fd);
+        if (list->a)
+            archive_read_free(list->a);
+        if (list->fd >= 0)
+            close(list->fd);
         pthread_mutex_destroy(&list->m);
         free(list->path);
-        if (list != head) free(list);
+        if (list != head)
+            free(list);
         list = n;
     }
     if (head) {

@@ -18,26 +18,26 @@ typedef struct pd_archive pd_archive;
 
 /* A member: everything a worker needs to get its bytes. Lives in the item list's arena. */
 typedef struct pd_member {
-    pd_archive *ar;       /* the (outer) tar file */
-    uint64_t offset;      /* random access: the data's byte offset in ar's file */
-    uint64_t entry;       /* ordinal of the (outer) entry in ar's stream: in-order reading */
-    uint64_t size;        /* bytes */
-    const char *source;   /* "a.tar:dir/x.jpg" or "train.tar:n01440764.tar:x.JPEG", for messages */
-    uint64_t ticket;      /* in-order archives under pd_archives_begin_ordered: its turn */
-    uint8_t format;       /* fl_image_format of the first bytes, sniffed while listing */
+    pd_archive *ar;     /* the (outer) tar file */
+    uint64_t offset;    /* random access: the data's byte offset in ar's file */
+    uint64_t entry;     /* ordinal of the (outer) entry in ar's stream: in-order reading */
+    uint64_t size;      /* bytes */
+    const char *source; /* "a.tar:dir/x.jpg" or "train.tar:n01440764.tar:x.JPEG", for messages */
+    uint64_t ticket;    /* in-order archives under pd_archives_begin_ordered: its turn */
+    uint8_t format;     /* fl_image_format of the first bytes, sniffed while listing */
 } pd_member;
 
 /* What pd_archive_list reports for each entry. */
 typedef struct pd_tar_entry {
-    const char *path;     /* the member's path as stored (NUL-terminated, untrusted) */
-    int type;             /* PD_TAR_FILE, _DIR, _LINK (symbolic or hard), _OTHER */
+    const char *path; /* the member's path as stored (NUL-terminated, untrusted) */
+    int type;         /* PD_TAR_FILE, _DIR, _LINK (symbolic or hard), _OTHER */
     uint64_t size;
-    uint64_t offset;      /* data offset in the file (random access) */
-    uint64_t entry;       /* ordinal in the stream */
-    const uint8_t *head;  /* the first head_len bytes of the data (up to the listing's want) */
+    uint64_t offset;     /* data offset in the file (random access) */
+    uint64_t entry;      /* ordinal in the stream */
+    const uint8_t *head; /* the first head_len bytes of the data (up to the listing's want) */
     size_t head_len;
-    int sparse;           /* a GNU sparse member: its bytes are not one range of the file */
-    void *reader;         /* the listing's reader, for pd_tar_entry_read */
+    int sparse;   /* a GNU sparse member: its bytes are not one range of the file */
+    void *reader; /* the listing's reader, for pd_tar_entry_read */
 } pd_tar_entry;
 enum { PD_TAR_FILE = 0, PD_TAR_DIR, PD_TAR_LINK, PD_TAR_OTHER };
 
@@ -49,7 +49,8 @@ typedef int (*pd_tar_visit)(void *ctx, const pd_tar_entry *entry);
 /* Open the tar at `path` and add it to items->archives. *random is set to 1 when its members can
  * be read at random (an uncompressed tar on a regular file). Errors: FL_E_UNSUPPORTED (no
  * libarchive in this build), FL_E_FORMAT (not a tar), -errno, -ENOMEM; err names the file. */
-int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *random, fl_error *err);
+int pd_archive_open(pd_items *items, const char *path, pd_archive **out, int *random,
+                    fl_error *err);
 
 /* The archive's path and its stamp for --resume ("MTIME_NS:SIZE" of the file). */
 const char *pd_archive_path(const pd_archive *ar);

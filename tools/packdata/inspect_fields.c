@@ -16,26 +16,38 @@
 #include "fl_image.h"
 #include "fl_json.h"
 
-void pd_field_describe(const fl_field *fields, uint32_t n, uint32_t i, char *out, size_t cap) {
+void pd_field_describe(const fl_field *fields, uint32_t n, uint32_t i, char *out, size_t cap)
+{
     const fl_field *f = &fields[i];
     size_t o = 0;
-#define PUT(...) \
-    do { if (o < cap) o += (size_t)snprintf(out + o, cap - o, __VA_ARGS__); } while (0)
-    PUT("%-12s %-8s", fl_field_type_name(f->type), fl_dtype_name(f->dtype ? f->dtype : FL_DTYPE_U8));
-    if (f->type == FL_FIELD_BOXES) PUT("  [N,4]");
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        if (o < cap)                                                                               \
+            o += (size_t)snprintf(out + o, cap - o, __VA_ARGS__);                                  \
+    } while (0)
+    PUT("%-12s %-8s", fl_field_type_name(f->type),
+        fl_dtype_name(f->dtype ? f->dtype : FL_DTYPE_U8));
+    if (f->type == FL_FIELD_BOXES)
+        PUT("  [N,4]");
     if (f->ndim) {
         PUT("  [");
-        for (uint32_t k = 0; k < f->ndim; k++) PUT("%s%u", k ? "," : "", f->shape[k]);
+        for (uint32_t k = 0; k < f->ndim; k++)
+            PUT("%s%u", k ? "," : "", f->shape[k]);
         PUT("]");
     }
-    if (fl_field_is_variable(f->type)) PUT("  max_count %u", f->max_count);
-    if (f->of >= 0 && (uint32_t)f->of < n) PUT("  of %s", fields[f->of].name);
-    if (f->type == FL_FIELD_MASK) PUT("  codec %s", f->codec == FL_MASK_ZSTD ? "zstd" : "png");
-    if ((int)i == fl_fields_label_index(fields, n)) PUT("  (the label: index entry)");
+    if (fl_field_is_variable(f->type))
+        PUT("  max_count %u", f->max_count);
+    if (f->of >= 0 && (uint32_t)f->of < n)
+        PUT("  of %s", fields[f->of].name);
+    if (f->type == FL_FIELD_MASK)
+        PUT("  codec %s", f->codec == FL_MASK_ZSTD ? "zstd" : "png");
+    if ((int)i == fl_fields_label_index(fields, n))
+        PUT("  (the label: index entry)");
 #undef PUT
 }
 
-void pd_fields_json(fl_json *j, const fl_field *fields, uint32_t n) {
+void pd_fields_json(fl_json *j, const fl_field *fields, uint32_t n)
+{
     fl_json_begin_array(j);
     for (uint32_t i = 0; i < n; i++) {
         const fl_field *f = &fields[i];
@@ -49,7 +61,8 @@ void pd_fields_json(fl_json *j, const fl_field *fields, uint32_t n) {
         if (f->ndim) {
             fl_json_key(j, "shape");
             fl_json_begin_array(j);
-            for (uint32_t k = 0; k < f->ndim; k++) fl_json_uint(j, f->shape[k]);
+            for (uint32_t k = 0; k < f->ndim; k++)
+                fl_json_uint(j, f->shape[k]);
             fl_json_end_array(j);
         }
         if (fl_field_is_variable(f->type)) {
@@ -69,23 +82,28 @@ void pd_fields_json(fl_json *j, const fl_field *fields, uint32_t n) {
     fl_json_end_array(j);
 }
 
-void pd_fields_scratch_free(pd_fields_scratch *s) {
+void pd_fields_scratch_free(pd_fields_scratch *s)
+{
     free(s->buf);
     free(s->enc);
     memset(s, 0, sizeof *s);
 }
 
-static int grow(pd_fields_scratch *s, size_t need) {
-    if (need <= s->cap) return 0;
+static int grow(pd_fields_scratch *s, size_t need)
+{
+    if (need <= s->cap)
+        return 0;
     uint8_t *b = realloc(s->buf, need);
-    if (!b) return -ENOMEM;
+    if (!b)
+        return -ENOMEM;
     s->buf = b;
     s->cap = need;
     return 0;
 }
 
 /* "shard-00000.fls record 17 (source x.jpg)" */
-static void record_what(const fl_dataset *ds, uint64_t i, char *out, size_t cap) {
+static void record_what(const fl_dataset *ds, uint64_t i, char *out, size_t cap)
+{
     size_t nl = 0;
     const char *name = fl_dataset_record_name(ds, i, &nl);
     snprintf(out, cap, "record %" PRIu64 " (source %.*s)", i, (int)(nl > 300 ? 300 : nl),
@@ -94,10 +112,12 @@ static void record_what(const fl_dataset *ds, uint64_t i, char *out, size_t cap)
 
 /* Decode mask field k of a record into s->buf (height x width elements). */
 static int decode_mask(const fl_field *f, const fl_field_value *v, uint32_t h, uint32_t w,
-                       pd_fields_scratch *s, const char *what, fl_error *err) {
+                       pd_fields_scratch *s, const char *what, fl_error *err)
+{
     size_t elem = f->dtype == FL_DTYPE_U16 ? 2 : 1;
     size_t need = (size_t)h * w * elem;
-    if (grow(s, need ? need : 1)) return fl_error_set(err, -ENOMEM, "out of memory");
+    if (grow(s, need ? need : 1))
+        return fl_error_set(err, -ENOMEM, "out of memory");
     char m[400];
     snprintf(m, sizeof m, "%s: field %s", what, f->name);
     return fl_mask_decode(v->data, v->len, f->codec ? f->codec : FL_MASK_PNG, w, h, f->dtype,
@@ -105,41 +125,52 @@ static int decode_mask(const fl_field *f, const fl_field_value *v, uint32_t h, u
 }
 
 int pd_fields_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
-                    pd_fields_scratch *s, fl_error *err) {
+                    pd_fields_scratch *s, fl_error *err)
+{
     uint32_t n = fl_dataset_num_fields(ds);
     const fl_field *fs = fl_dataset_fields(ds);
     fl_field_value vals[FL_MAX_FIELDS];
     int r = fl_dataset_record_fields(ds, i, data, len, vals, err);
-    if (r) return r;
+    if (r)
+        return r;
     fl_record_info ri;
-    if ((r = fl_dataset_record_info(ds, i, &ri, err))) return r;
+    if ((r = fl_dataset_record_info(ds, i, &ri, err)))
+        return r;
     char what[400];
     record_what(ds, i, what, sizeof what);
     for (uint32_t k = 0; k < n; k++) {
         const fl_field *f = &fs[k];
-        if (!fl_field_in_block(fs, n, k)) continue;
+        if (!fl_field_in_block(fs, n, k))
+            continue;
         if (f->type == FL_FIELD_NDARRAY) {
             size_t nb = fl_field_ndarray_bytes(f);
-            if (grow(s, nb ? nb : 1)) return fl_error_set(err, -ENOMEM, "out of memory");
-            if ((r = fl_dataset_ndarray(ds, k, &vals[k], s->buf, s->cap, err))) return r;
+            if (grow(s, nb ? nb : 1))
+                return fl_error_set(err, -ENOMEM, "out of memory");
+            if ((r = fl_dataset_ndarray(ds, k, &vals[k], s->buf, s->cap, err)))
+                return r;
         } else if (f->type == FL_FIELD_MASK) {
-            if ((r = decode_mask(f, &vals[k], ri.height, ri.width, s, what, err))) return r;
+            if ((r = decode_mask(f, &vals[k], ri.height, ri.width, s, what, err)))
+                return r;
         }
     }
     return 0;
 }
 
 /* Write `n` bytes to `path` (created or truncated). Returns 0 or -errno. */
-static int write_file(const char *path, const void *d, size_t n) {
+static int write_file(const char *path, const void *d, size_t n)
+{
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) return -errno;
+    if (fd < 0)
+        return -errno;
     int e = fl_write_all(fd, d, n);
-    if (close(fd) && !e) e = -errno;
+    if (close(fd) && !e)
+        e = -errno;
     return e;
 }
 
 /* A float32 as JSON text that reads back to the same float (9 significant digits). */
-static void json_f32(fl_json *j, const uint8_t *p) {
+static void json_f32(fl_json *j, const uint8_t *p)
+{
     float x;
     memcpy(&x, p, 4);
     char b[40];
@@ -151,12 +182,14 @@ static void json_f32(fl_json *j, const uint8_t *p) {
     fl_json_raw(j, b);
 }
 
-static const char *base_name(const char *path) {
+static const char *base_name(const char *path)
+{
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
 }
 
-static int32_t rd_i32(const uint8_t *p) {
+static int32_t rd_i32(const uint8_t *p)
+{
     int32_t v;
     memcpy(&v, p, 4);
     return v;
@@ -164,14 +197,17 @@ static int32_t rd_i32(const uint8_t *p) {
 
 int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
                       const char *prefix, const char *image_file, pd_fields_scratch *s, FILE *log,
-                      fl_error *err) {
+                      fl_error *err)
+{
     uint32_t n = fl_dataset_num_fields(ds);
     const fl_field *fs = fl_dataset_fields(ds);
     fl_field_value vals[FL_MAX_FIELDS];
     int r = fl_dataset_record_fields(ds, i, data, len, vals, err);
-    if (r) return r;
+    if (r)
+        return r;
     fl_record_info ri;
-    if ((r = fl_dataset_record_info(ds, i, &ri, err))) return r;
+    if ((r = fl_dataset_record_info(ds, i, &ri, err)))
+        return r;
     char what[400];
     record_what(ds, i, what, sizeof what);
     size_t nl = 0;
@@ -195,33 +231,34 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
         const uint8_t *p = v->data;
         if (f->type == FL_FIELD_IMAGE) {
             fl_json_key(&j, f->name);
-            if (image_file) fl_json_string(&j, base_name(image_file));
-            else fl_json_null(&j);
+            if (image_file)
+                fl_json_string(&j, base_name(image_file));
+            else
+                fl_json_null(&j);
             continue;
         }
         fl_json_key(&j, f->name);
         switch (f->type) {
-        case FL_FIELD_INT:
-            fl_json_int(&j, rd_i32(p));
-            break;
-        case FL_FIELD_FLOAT:
-            json_f32(&j, p);
-            break;
+        case FL_FIELD_INT: fl_json_int(&j, rd_i32(p)); break;
+        case FL_FIELD_FLOAT: json_f32(&j, p); break;
         case FL_FIELD_INT_LIST:
             fl_json_begin_array(&j);
-            for (uint32_t e = 0; e < v->count; e++) fl_json_int(&j, rd_i32(p + 4 * (size_t)e));
+            for (uint32_t e = 0; e < v->count; e++)
+                fl_json_int(&j, rd_i32(p + 4 * (size_t)e));
             fl_json_end_array(&j);
             break;
         case FL_FIELD_FLOAT_VECTOR:
             fl_json_begin_array(&j);
-            for (uint32_t e = 0; e < v->count; e++) json_f32(&j, p + 4 * (size_t)e);
+            for (uint32_t e = 0; e < v->count; e++)
+                json_f32(&j, p + 4 * (size_t)e);
             fl_json_end_array(&j);
             break;
         case FL_FIELD_BOXES:
             fl_json_begin_array(&j);
             for (uint32_t b = 0; b < v->count; b++) {
                 fl_json_begin_array(&j);
-                for (int c = 0; c < 4; c++) json_f32(&j, p + 16 * (size_t)b + 4 * (size_t)c);
+                for (int c = 0; c < 4; c++)
+                    json_f32(&j, p + 16 * (size_t)b + 4 * (size_t)c);
                 fl_json_end_array(&j);
             }
             fl_json_end_array(&j);
@@ -230,7 +267,8 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
             /* a field of its own file */
             const char *ext = f->type == FL_FIELD_MASK      ? "png"
                               : f->type == FL_FIELD_NDARRAY ? "npy"
-                              : f->type == FL_FIELD_TEXT    ? "txt" : "bin";
+                              : f->type == FL_FIELD_TEXT    ? "txt"
+                                                            : "bin";
             free(path);
             if (asprintf(&path, "%s.%s.%s", prefix, f->name, ext) < 0) {
                 path = NULL;
@@ -242,7 +280,8 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
                 size_t out_len = v->len;
                 if (f->codec == FL_MASK_ZSTD) {
                     /* stored as zstd: decoded and written as the PNG a user can open */
-                    if ((r = decode_mask(f, v, ri.height, ri.width, s, what, err))) break;
+                    if ((r = decode_mask(f, v, ri.height, ri.width, s, what, err)))
+                        break;
                     if ((r = fl_mask_encode(s->buf, ri.width, ri.height, f->dtype, FL_MASK_PNG, 0,
                                             &s->enc, &s->enc_cap, &out_len, err)))
                         break;
@@ -253,11 +292,12 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
                 size_t nb = fl_field_ndarray_bytes(f);
                 char hdr[256];
                 uint64_t shape[FL_MAX_DIMS];
-                for (uint32_t d = 0; d < f->ndim; d++) shape[d] = f->shape[d];
+                for (uint32_t d = 0; d < f->ndim; d++)
+                    shape[d] = f->shape[d];
                 size_t hl = pd_npy_header(f->dtype, f->ndim, shape, hdr, sizeof hdr);
                 if (!hl) {
-                    r = fl_error_set(err, FL_E_UNSUPPORTED, "%s: field %s: no .npy header for %s", what,
-                                     f->name, fl_dtype_name(f->dtype));
+                    r = fl_error_set(err, FL_E_UNSUPPORTED, "%s: field %s: no .npy header for %s",
+                                     what, f->name, fl_dtype_name(f->dtype));
                     break;
                 }
                 if (grow(s, hl + nb)) {
@@ -265,7 +305,8 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
                     break;
                 }
                 memcpy(s->buf, hdr, hl);
-                if ((r = fl_dataset_ndarray(ds, k, v, s->buf + hl, s->cap - hl, err))) break;
+                if ((r = fl_dataset_ndarray(ds, k, v, s->buf + hl, s->cap - hl, err)))
+                    break;
                 r = write_file(path, s->buf, hl + nb);
             } else {
                 r = write_file(path, v->data, v->len);
@@ -275,13 +316,15 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
                 break;
             }
             fl_json_string(&j, base_name(path)); /* beside the JSON file */
-            if (log) fprintf(log, PD_TOOL ":   %s -> %s\n", f->name, path);
+            if (log)
+                fprintf(log, PD_TOOL ":   %s -> %s\n", f->name, path);
             break;
         }
         }
     }
     fl_json_end_object(&j);
-    if (!r && fl_json_failed(&j)) r = fl_error_set(err, -ENOMEM, "out of memory");
+    if (!r && fl_json_failed(&j))
+        r = fl_error_set(err, -ENOMEM, "out of memory");
     if (!r) {
         free(path);
         if (asprintf(&path, "%s.json", prefix) < 0) {
@@ -298,8 +341,10 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
                 tn[tl] = '\n';
                 r = write_file(path, tn, tl + 1);
                 free(tn);
-                if (r) fl_error_set(err, r, "%s: cannot write: %s", path, strerror(-r));
-                else if (log) fprintf(log, PD_TOOL ":   fields -> %s\n", path);
+                if (r)
+                    fl_error_set(err, r, "%s: cannot write: %s", path, strerror(-r));
+                else if (log)
+                    fprintf(log, PD_TOOL ":   fields -> %s\n", path);
             }
         }
     }

@@ -23,9 +23,9 @@ void pd_fields_json(struct fl_json *j, const fl_field *fields, uint32_t n);
 
 /* Grow-only buffers for checking/extracting records' fields. */
 typedef struct pd_fields_scratch {
-    uint8_t *buf;   /* decoded mask / decompressed ndarray */
+    uint8_t *buf; /* decoded mask / decompressed ndarray */
     size_t cap;
-    uint8_t *enc;   /* an encoded PNG */
+    uint8_t *enc; /* an encoded PNG */
     size_t enc_cap;
 } pd_fields_scratch;
 void pd_fields_scratch_free(pd_fields_scratch *s);

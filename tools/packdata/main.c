@@ -8,8 +8,8 @@
 
 static void version(FILE *out) { fl_cli_print_version(out, PD_TOOL); }
 
-static const fl_cli_cmd *const commands[] = {&pd_pack_cmd, &pd_info_cmd, &pd_verify_cmd, &pd_extract_cmd,
-                                             NULL};
+static const fl_cli_cmd *const commands[] = {&pd_pack_cmd, &pd_info_cmd, &pd_verify_cmd,
+                                             &pd_extract_cmd, NULL};
 
 const fl_cli_tool pd_tool = {
     .name = PD_TOOL,

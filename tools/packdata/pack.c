@@ -30,9 +30,9 @@ typedef struct pipeline {
     const pd_plan *plan;
     pd_slot *slots;
     size_t n_slots;
-    size_t end;            /* one past the last item */
-    size_t next;           /* next item to claim */
-    size_t consumed;       /* items handed to the writer so far (absolute index) */
+    size_t end;      /* one past the last item */
+    size_t next;     /* next item to claim */
+    size_t consumed; /* items handed to the writer so far (absolute index) */
     int stop;
     pthread_mutex_t m;
     pthread_cond_t cv_free, cv_ready;
@@ -47,7 +47,8 @@ typedef struct worker {
     int started;
 } worker;
 
-static void *worker_main(void *arg) {
+static void *worker_main(void *arg)
+{
     worker *wk = arg;
     pipeline *p = wk->p;
     for (;;) {
@@ -77,17 +78,22 @@ static void *worker_main(void *arg) {
 
 static uint64_t tree_total; /* nftw has no user pointer; pack runs once per process */
 
-static int tree_add(const char *fp, const struct stat *sb, int flag, struct FTW *ftw) {
+static int tree_add(const char *fp, const struct stat *sb, int flag, struct FTW *ftw)
+{
     (void)fp;
     (void)ftw;
-    if (flag == FTW_F) tree_total += (uint64_t)sb->st_size;
+    if (flag == FTW_F)
+        tree_total += (uint64_t)sb->st_size;
     return 0;
 }
 
-static uint64_t tree_bytes(const char *path) {
+static uint64_t tree_bytes(const char *path)
+{
     struct stat st;
-    if (stat(path, &st) < 0) return 0;
-    if (!S_ISDIR(st.st_mode)) return (uint64_t)st.st_size;
+    if (stat(path, &st) < 0)
+        return 0;
+    if (!S_ISDIR(st.st_mode))
+        return (uint64_t)st.st_size;
     tree_total = 0;
     nftw(path, tree_add, 16, FTW_PHYS);
     return tree_total;
@@ -103,21 +109,27 @@ typedef struct journal {
     char *path;
 } journal;
 
-static int journal_add(journal *j, size_t seq, const char *source, const char *reason) {
-    if (!j->f) return 0;
+static int journal_add(journal *j, size_t seq, const char *source, const char *reason)
+{
+    if (!j->f)
+        return 0;
     fprintf(j->f, "%zu\t", seq);
-    for (const char *c = source; *c; c++) fputc(*c == '\t' || *c == '\n' ? ' ' : *c, j->f);
+    for (const char *c = source; *c; c++)
+        fputc(*c == '\t' || *c == '\n' ? ' ' : *c, j->f);
     fputc('\t', j->f);
-    for (const char *c = reason; *c; c++) fputc(*c == '\t' || *c == '\n' ? ' ' : *c, j->f);
+    for (const char *c = reason; *c; c++)
+        fputc(*c == '\t' || *c == '\n' ? ' ' : *c, j->f);
     fputc('\n', j->f);
-    if (fflush(j->f) || fsync(fileno(j->f))) return -errno;
+    if (fflush(j->f) || fsync(fileno(j->f)))
+        return -errno;
     return 0;
 }
 
 /* Map `records` already written to the first item index still to do, re-reporting journaled
  * skips before that point; rewrites the journal with only those. */
 static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, size_t n_items,
-                          pd_reject_ctx *rc, size_t *start, fl_error *err) {
+                          pd_reject_ctx *rc, size_t *start, fl_error *err)
+{
     size_t cap = 0, n = 0;
     size_t *seqs = NULL;
     char **lines = NULL;
@@ -128,12 +140,14 @@ static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, 
         while (getline(&line, &lc, f) > 0) {
             char *end;
             unsigned long long s = strtoull(line, &end, 10);
-            if (*end != '\t') continue;
+            if (*end != '\t')
+                continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 64;
                 seqs = realloc(seqs, cap * sizeof *seqs);
                 lines = realloc(lines, cap * sizeof *lines);
-                if (!seqs || !lines) return fl_error_set(err, -ENOMEM, "out of memory");
+                if (!seqs || !lines)
+                    return fl_error_set(err, -ENOMEM, "out of memory");
             }
             seqs[n] = (size_t)s;
             lines[n] = strdup(line);
@@ -146,7 +160,8 @@ static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, 
     size_t seq = 0, k = 0;
     uint64_t good = 0;
     while (good < records && seq < n_items) {
-        while (k < n && seqs[k] < seq) k++;
+        while (k < n && seqs[k] < seq)
+            k++;
         if (k < n && seqs[k] == seq) {
             seq++;
             continue;
@@ -155,17 +170,21 @@ static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, 
         seq++;
     }
     if (good < records) {
-        for (size_t i = 0; i < n; i++) free(lines[i]);
+        for (size_t i = 0; i < n; i++)
+            free(lines[i]);
         free(lines);
         free(seqs);
-        return fl_error_set(err, FL_E_FORMAT, "%s.partial holds %llu records but the input has only "
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s.partial holds %llu records but the input has only "
                             "%llu usable items: the input changed since the killed run; remove "
-                            "%s.partial (or pass --force) and pack again", po->dst,
-                            (unsigned long long)records, (unsigned long long)good, po->dst);
+                            "%s.partial (or pass --force) and pack again",
+                            po->dst, (unsigned long long)records, (unsigned long long)good,
+                            po->dst);
     }
     *start = seq;
     j->f = fopen(j->path, "w");
-    if (!j->f) return fl_error_set(err, -errno, "%s: %s", j->path, strerror(errno));
+    if (!j->f)
+        return fl_error_set(err, -errno, "%s: %s", j->path, strerror(errno));
     for (size_t i = 0; i < n; i++) {
         if (seqs[i] < seq) {
             fputs(lines[i], j->f);
@@ -175,7 +194,8 @@ static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, 
             if (why) {
                 *why++ = 0;
                 why[strcspn(why, "\n")] = 0;
-                if (rc->report) fprintf(rc->report, "%s\t%s\n", src, why);
+                if (rc->report)
+                    fprintf(rc->report, "%s\t%s\n", src, why);
                 rc->skipped++;
             }
         }
@@ -183,23 +203,24 @@ static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, 
     }
     free(lines);
     free(seqs);
-    if (fflush(j->f) || fsync(fileno(j->f))) return fl_error_set(err, -errno, "%s: %s", j->path, strerror(errno));
+    if (fflush(j->f) || fsync(fileno(j->f)))
+        return fl_error_set(err, -errno, "%s: %s", j->path, strerror(errno));
     return 0;
 }
 
 /* ---- pack: the state of one run and its phases ------------------------------------------ */
 
 typedef struct pack_run {
-    const pd_pack_opts *po;   /* the options, DST normalised once pd_dst_begin has run (&pc) */
+    const pd_pack_opts *po; /* the options, DST normalised once pd_dst_begin has run (&pc) */
     pd_pack_opts pc;
     double t0;
     pd_reject_ctx rc;
     fl_error err;
-    int status;               /* the exit status when a phase ends the run */
+    int status; /* the exit status when a phase ends the run */
     pd_items items;
     pd_plan plan;
-    pd_dst dd;                /* the lock on DST and what was there */
-    pd_job job;               /* options + input list, kept in DST.partial for --resume */
+    pd_dst dd;  /* the lock on DST and what was there */
+    pd_job job; /* options + input list, kept in DST.partial for --resume */
     void *dict;
     size_t dict_len;
     char *options_json;
@@ -210,7 +231,7 @@ typedef struct pack_run {
     pipeline p;
     int pipeline_init;
     worker *workers;
-    size_t start;             /* first input to pack (after a resume) */
+    size_t start; /* first input to pack (after a resume) */
     uint64_t n_records, bytes_in, parse_skipped;
 } pack_run;
 
@@ -219,7 +240,8 @@ typedef struct pack_run {
 enum { GO_ON = 0, TO_OUT, TO_STOP, TO_OOM };
 
 /* Lock DST and learn what is there: cheap, and the user learns before any work. */
-static int pack_open_dst(pack_run *s) {
+static int pack_open_dst(pack_run *s)
+{
     int r = pd_dst_begin(s->po, &s->dd);
     if (r >= 0) {
         s->status = r;
@@ -228,36 +250,44 @@ static int pack_open_dst(pack_run *s) {
     s->pc = *s->po;
     s->pc.dst = s->dd.dst;
     s->po = &s->pc;
-    if (asprintf(&s->partial, "%s.partial", s->po->dst) < 0) s->partial = NULL;
-    if (asprintf(&s->jn.path, "%s.partial.skips", s->po->dst) < 0) s->jn.path = NULL;
+    if (asprintf(&s->partial, "%s.partial", s->po->dst) < 0)
+        s->partial = NULL;
+    if (asprintf(&s->jn.path, "%s.partial.skips", s->po->dst) < 0)
+        s->jn.path = NULL;
     if (!s->partial || !s->jn.path) {
         fl_cli_error(PD_TOOL, "out of memory");
         return TO_OUT;
     }
-    if (!s->po->resume) unlink(s->jn.path);
+    if (!s->po->resume)
+        unlink(s->jn.path);
     return GO_ON;
 }
 
 /* 1-2. The deterministic item list and the plan; then the job, which --resume must match. */
-static int pack_list_inputs(pack_run *s) {
+static int pack_list_inputs(pack_run *s)
+{
     const pd_pack_opts *po = s->po;
     int r = pd_source_load(po->src, &po->so, &s->rc, &s->items, &s->err);
     if (r) {
-        if (s->err.msg[0]) fl_cli_error(PD_TOOL, "%s", s->err.msg);
+        if (s->err.msg[0])
+            fl_cli_error(PD_TOOL, "%s", s->err.msg);
         s->status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
         return TO_OUT;
     }
     s->parse_skipped = s->rc.skipped;
     const char *stream = pd_archives_stream_only(s->items.archives);
     if (po->shuffle && stream) {
-        fl_cli_error(PD_TOOL, "--shuffle: %s is a compressed tar, whose members can only be read "
+        fl_cli_error(PD_TOOL,
+                     "--shuffle: %s is a compressed tar, whose members can only be read "
                      "in order (a shuffled pack would decompress it again for almost every "
                      "record): decompress it first (a plain .tar is read at random), or pack "
-                     "in order and let the loader shuffle", stream);
+                     "in order and let the loader shuffle",
+                     stream);
         s->status = FL_EXIT_USAGE;
         return TO_OUT;
     }
-    if (po->shuffle) pd_items_shuffle(&s->items, po->seed);
+    if (po->shuffle)
+        pd_items_shuffle(&s->items, po->seed);
     if (!s->items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images to pack", po->src);
         return TO_OUT;
@@ -266,7 +296,8 @@ static int pack_list_inputs(pack_run *s) {
      * the same one (keep: the formats of all inputs; raw: the first input's size) */
     r = pd_plan_make(po, &s->items, &s->rc, &s->plan, &s->err);
     if (r) {
-        if (s->err.msg[0]) fl_cli_error(PD_TOOL, "%s", s->err.msg);
+        if (s->err.msg[0])
+            fl_cli_error(PD_TOOL, "%s", s->err.msg);
         s->status = r == FL_E_INVALID ? FL_EXIT_USAGE : FL_EXIT_DATA;
         return TO_OUT;
     }
@@ -274,14 +305,15 @@ static int pack_list_inputs(pack_run *s) {
     /* every part needs an input: a part dataset of none could never join the others, and
      * N <= inputs gives each part at least one (pd_items_slice cuts at n*i/N) */
     if (s->items.n && po->part_count > s->items.n) {
-        fl_cli_error(PD_TOOL, "--part %u/%u: %s has %zu inputs, so a job can have at most %zu "
+        fl_cli_error(PD_TOOL,
+                     "--part %u/%u: %s has %zu inputs, so a job can have at most %zu "
                      "parts (each part needs an input): use --part I/%zu or fewer parts",
-                     po->part_index, po->part_count, po->src, s->items.n, s->items.n,
-                     s->items.n);
+                     po->part_index, po->part_count, po->src, s->items.n, s->items.n, s->items.n);
         s->status = FL_EXIT_USAGE;
         return TO_OUT;
     }
-    if (po->part_count) pd_items_slice(&s->items, po->part_index, po->part_count);
+    if (po->part_count)
+        pd_items_slice(&s->items, po->part_index, po->part_count);
     if (!s->items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images in part %u/%u", po->src, po->part_index,
                      po->part_count);
@@ -289,7 +321,8 @@ static int pack_list_inputs(pack_run *s) {
     }
     /* the job (options + input list): --resume continues only the same one, and is a no-op on
      * a finished dataset of the same job */
-    if (pd_job_make(po, &s->items, &s->plan, &s->job)) return TO_OOM;
+    if (pd_job_make(po, &s->items, &s->plan, &s->job))
+        return TO_OOM;
     r = pd_dst_decide(po, &s->dd, &s->job);
     if (r >= 0) {
         s->status = r;
@@ -301,7 +334,8 @@ static int pack_list_inputs(pack_run *s) {
 /* 3. The dictionary (raw + zstd by default): trained on up to ~2000 evenly spaced records. Every
  * shard carries it, so it is kept to 1/16 of the shard size (none below 16K shards): a 110 KiB
  * dictionary in 64 KiB shards made the dataset 145x larger than its records. */
-static int pack_dictionary(pack_run *s) {
+static int pack_dictionary(pack_run *s)
+{
     const pd_pack_opts *po = s->po;
     if (po->backend == FL_BACKEND_SHARDS && po->shard_size / 16 < 110 * 1024)
         s->plan.dict_cap = po->shard_size / 16 ? (size_t)(po->shard_size / 16) : 1;
@@ -317,14 +351,16 @@ static int pack_dictionary(pack_run *s) {
 
 /* After the writer reopened DST.partial: keep its dictionary, replay the skips journal and find
  * the first input to pack. */
-static int pack_resume(pack_run *s, uint64_t resumed) {
+static int pack_resume(pack_run *s, uint64_t resumed)
+{
     size_t dl = 0;
     const void *d = fl_writer_dictionary(s->w, &dl);
     if (d && dl && (dl != s->dict_len || memcmp(d, s->dict, dl))) {
         /* keep compressing with the dictionary the earlier run stored */
         free(s->dict);
         s->dict = malloc(dl);
-        if (!s->dict) return TO_OOM;
+        if (!s->dict)
+            return TO_OOM;
         memcpy(s->dict, d, dl);
         s->dict_len = dl;
     }
@@ -334,16 +370,18 @@ static int pack_resume(pack_run *s, uint64_t resumed) {
         return TO_OUT;
     }
     if (resumed && !s->po->quiet)
-        fprintf(stderr, PD_TOOL ": resuming: %llu records already packed, continuing at input %zu of %zu\n",
+        fprintf(stderr,
+                PD_TOOL ": resuming: %llu records already packed, continuing at input %zu of %zu\n",
                 (unsigned long long)resumed, s->start, s->items.n);
     return GO_ON;
 }
 
 /* 4. Open the writer (a new DST.partial, or the one --resume continues). */
-static int pack_open_writer(pack_run *s) {
+static int pack_open_writer(pack_run *s)
+{
     const pd_pack_opts *po = s->po;
-    s->options_json = pd_options_json(po, &s->plan, &s->items, s->dict_len, s->job.count,
-                                      s->job.sha256);
+    s->options_json =
+        pd_options_json(po, &s->plan, &s->items, s->dict_len, s->job.count, s->job.sha256);
     fl_writer_options wo;
     memset(&wo, 0, sizeof wo);
     wo.backend = po->backend;
@@ -374,7 +412,8 @@ static int pack_open_writer(pack_run *s) {
     uint64_t resumed = fl_writer_resume_count(s->w);
     if (po->resume) {
         r = pack_resume(s, resumed);
-        if (r) return r;
+        if (r)
+            return r;
     } else {
         s->jn.f = fopen(s->jn.path, "w");
         if (!s->jn.f) {
@@ -387,7 +426,8 @@ static int pack_open_writer(pack_run *s) {
 }
 
 /* 5a. The pipeline: the reorder ring and the worker threads. */
-static int pack_start_workers(pack_run *s) {
+static int pack_start_workers(pack_run *s)
+{
     pipeline *p = &s->p;
     uint32_t nw = s->po->workers;
     p->po = s->po;
@@ -401,7 +441,8 @@ static int pack_start_workers(pack_run *s) {
     p->dict_len = s->dict_len;
     p->slots = calloc(p->n_slots, sizeof *p->slots);
     s->workers = calloc(nw, sizeof *s->workers);
-    if (!p->slots || !s->workers) return TO_OOM;
+    if (!p->slots || !s->workers)
+        return TO_OOM;
     pthread_mutex_init(&p->m, NULL);
     pthread_cond_init(&p->cv_free, NULL);
     pthread_cond_init(&p->cv_ready, NULL);
@@ -427,20 +468,26 @@ static int pack_start_workers(pack_run *s) {
 
 /* After a system error (a full disk, an I/O error) what was written stays in DST.partial, and
  * the same command with --resume continues from it. LMDB reports a short write as EIO. */
-static void resume_hint(const pack_run *s, int r) {
+static void resume_hint(const pack_run *s, int r)
+{
     int lmdb = s->po->backend == FL_BACKEND_LMDB;
-    fprintf(stderr, PD_TOOL ": %s kept in %s: %sfix the problem and run the same command with "
-            "--resume to continue\n", lmdb ? "the records written are" : "complete shards are",
-            s->partial, lmdb && r == -EIO ? "LMDB reports a failed write (a full disk, say) as an "
-            "I/O error; " : "");
+    fprintf(stderr,
+            PD_TOOL ": %s kept in %s: %sfix the problem and run the same command with "
+                    "--resume to continue\n",
+            lmdb ? "the records written are" : "complete shards are", s->partial,
+            lmdb && r == -EIO ? "LMDB reports a failed write (a full disk, say) as an "
+                                "I/O error; "
+                              : "");
 }
 
 /* One finished slot, in input order: a rejected input is reported (and journaled), a record is
  * added. Returns 0, 1 (stop: a bad input in fail mode, a fatal error) or 2 (a write failed). */
-static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after) {
+static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
+{
     int r;
     if (sl->status == PD_SLOT_REJECT) {
-        if (pd_reject(&s->rc, sl->source, "%s", sl->msg)) return 1;
+        if (pd_reject(&s->rc, sl->source, "%s", sl->msg))
+            return 1;
         if ((r = journal_add(&s->jn, seq, sl->source, sl->msg))) {
             fl_cli_error(PD_TOOL, "%s: %s", s->jn.path, strerror(-r));
             return 2;
@@ -471,7 +518,8 @@ static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
         r = fl_writer_add_record(s->w, &rec, &s->err);
         if (r == FL_E_INVALID) {
             /* the writer refused this record's block (the writer stays usable): a bad input */
-            if (pd_reject(&s->rc, sl->source, "%s", s->err.msg)) return 1;
+            if (pd_reject(&s->rc, sl->source, "%s", s->err.msg))
+                return 1;
             if ((r = journal_add(&s->jn, seq, sl->source, s->err.msg))) {
                 fl_cli_error(PD_TOOL, "%s: %s", s->jn.path, strerror(-r));
                 return 2;
@@ -479,8 +527,8 @@ static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
             return 0;
         }
     } else if (s->plan.schema.compression == FL_COMP_ZSTD)
-        r = fl_writer_add_stored_as(s->w, sl->format, sl->buf, sl->len, sl->raw_len, it->label, it->name,
-                                    sl->height, sl->width, &s->err);
+        r = fl_writer_add_stored_as(s->w, sl->format, sl->buf, sl->len, sl->raw_len, it->label,
+                                    it->name, sl->height, sl->width, &s->err);
     else
         r = fl_writer_add_as(s->w, sl->format, sl->buf, sl->len, it->label, it->name, sl->height,
                              sl->width, &s->err);
@@ -494,22 +542,27 @@ static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
     }
     s->n_records++;
     s->bytes_in += sl->in_bytes;
-    if (kill_after >= 0 && s->n_records >= (uint64_t)kill_after) raise(SIGKILL);
+    if (kill_after >= 0 && s->n_records >= (uint64_t)kill_after)
+        raise(SIGKILL);
     return 0;
 }
 
 /* 5b. The writer side: take the slots in input order until the end or the first failure. */
-static int pack_consume(pack_run *s) {
+static int pack_consume(pack_run *s)
+{
     pipeline *p = &s->p;
     long kill_after = -1;
     const char *ka = getenv("PACKDATA_TEST_KILL_AFTER");
-    if (ka && *ka) kill_after = atol(ka);
-    fl_progress *prog = fl_progress_start("packing", s->items.n, "img", s->po->quiet || s->po->json);
+    if (ka && *ka)
+        kill_after = atol(ka);
+    fl_progress *prog =
+        fl_progress_start("packing", s->items.n, "img", s->po->quiet || s->po->json);
     int failed = 0;
     for (size_t seq = s->start; seq < s->items.n; seq++) {
         pd_slot *sl = &p->slots[seq % p->n_slots];
         pthread_mutex_lock(&p->m);
-        while (sl->state != SLOT_READY) pthread_cond_wait(&p->cv_ready, &p->m);
+        while (sl->state != SLOT_READY)
+            pthread_cond_wait(&p->cv_ready, &p->m);
         pthread_mutex_unlock(&p->m);
         failed = pack_take_slot(s, seq, sl, kill_after);
         pthread_mutex_lock(&p->m);
@@ -518,44 +571,52 @@ static int pack_consume(pack_run *s) {
         pthread_cond_broadcast(&p->cv_free);
         pthread_mutex_unlock(&p->m);
         fl_progress_update(prog, seq + 1);
-        if (failed) break;
+        if (failed)
+            break;
     }
     fl_progress_finish(prog);
     return failed ? TO_STOP : GO_ON;
 }
 
 /* 6. Finish: the dataset is renamed to DST; print the summary. */
-static int pack_finish(pack_run *s) {
+static int pack_finish(pack_run *s)
+{
     const pd_pack_opts *po = s->po;
     for (uint32_t i = 0; i < po->workers; i++)
-        if (s->workers[i].started) pthread_join(s->workers[i].tid, NULL), s->workers[i].started = 0;
+        if (s->workers[i].started)
+            pthread_join(s->workers[i].tid, NULL), s->workers[i].started = 0;
     if (s->n_records == 0) {
         fl_cli_error(PD_TOOL, "%s: every input was skipped: nothing to pack", po->src);
         return TO_STOP;
     }
-    int r = fl_writer_finish(s->w, (const char *const *)s->items.class_names, s->items.num_classes, &s->err);
+    int r = fl_writer_finish(s->w, (const char *const *)s->items.class_names, s->items.num_classes,
+                             &s->err);
     s->w = NULL;
     if (r) {
         fl_cli_error(PD_TOOL, "%s", s->err.msg[0] ? s->err.msg : fl_strerror(r));
-        if (r < 0 && r > -4096) resume_hint(s, r);
-        if (r == FL_E_INVALID) s->status = FL_EXIT_USAGE; /* DST changed into something not ours */
+        if (r < 0 && r > -4096)
+            resume_hint(s, r);
+        if (r == FL_E_INVALID)
+            s->status = FL_EXIT_USAGE; /* DST changed into something not ours */
         s->remove_partial_on_fail = 0;
         return TO_OUT;
     }
-    if (s->jn.f) fclose(s->jn.f);
+    if (s->jn.f)
+        fclose(s->jn.f);
     s->jn.f = NULL;
     unlink(s->jn.path);
     s->remove_partial_on_fail = 0;
     double el = fl_now_s() - s->t0;
     uint64_t bytes_out = tree_bytes(po->dst);
-    pd_print_summary(po, &s->plan, &s->items, s->n_records, s->rc.skipped, s->parse_skipped, s->bytes_in,
-                     bytes_out, el);
+    pd_print_summary(po, &s->plan, &s->items, s->n_records, s->rc.skipped, s->parse_skipped,
+                     s->bytes_in, bytes_out, el);
     s->status = FL_EXIT_OK;
     return TO_OUT;
 }
 
 /* A failed run: tell the workers to stop and wait for them. */
-static void pack_stop_workers(pack_run *s) {
+static void pack_stop_workers(pack_run *s)
+{
     pipeline *p = &s->p;
     if (s->pipeline_init) {
         pthread_mutex_lock(&p->m);
@@ -566,24 +627,30 @@ static void pack_stop_workers(pack_run *s) {
     }
     if (s->workers)
         for (uint32_t i = 0; i < s->po->workers; i++)
-            if (s->workers[i].started) pthread_join(s->workers[i].tid, NULL), s->workers[i].started = 0;
+            if (s->workers[i].started)
+                pthread_join(s->workers[i].tid, NULL), s->workers[i].started = 0;
 }
 
 /* Release everything; a failed new run removes its DST.partial (only files of ours, under our
  * lock). Returns the run's exit status. */
-static int pack_release(pack_run *s) {
+static int pack_release(pack_run *s)
+{
     pipeline *p = &s->p;
-    if (s->w) fl_writer_abort(s->w);
-    if (s->jn.f) fclose(s->jn.f);
+    if (s->w)
+        fl_writer_abort(s->w);
+    if (s->jn.f)
+        fclose(s->jn.f);
     if (s->remove_partial_on_fail && s->status != FL_EXIT_OK && s->partial) {
         fl_error e2;
         fl_writer_remove_partial(s->po->dst, &e2);
-        if (s->jn.path) unlink(s->jn.path);
+        if (s->jn.path)
+            unlink(s->jn.path);
     }
     pd_dst_end(&s->dd); /* after the writer: it used the lock */
     pd_job_free(&s->job);
     if (s->workers) {
-        for (uint32_t i = 0; i < s->po->workers; i++) pd_worker_free(&s->workers[i].ctx);
+        for (uint32_t i = 0; i < s->po->workers; i++)
+            pd_worker_free(&s->workers[i].ctx);
         free(s->workers);
     }
     if (p->slots) {
@@ -619,23 +686,28 @@ static int pack_release(pack_run *s) {
 static char interrupt_msg[4096 + 512];
 static size_t interrupt_len;
 
-static void on_interrupt(int sig) {
+static void on_interrupt(int sig)
+{
     ssize_t w = write(STDERR_FILENO, interrupt_msg, interrupt_len);
     (void)w;
     raise(sig); /* SA_RESETHAND: the default action, once this handler returns */
 }
 
-static void catch_interrupts(const pd_pack_opts *po) {
+static void catch_interrupts(const pd_pack_opts *po)
+{
     int n = snprintf(interrupt_msg, sizeof interrupt_msg,
                      "%s" PD_TOOL ": interrupted: run the same command with --resume to finish %s "
                      "(the work done so far is kept in %s.partial)\n",
                      isatty(STDERR_FILENO) ? "\n" : "", po->dst, po->dst);
-    interrupt_len = n < 0 ? 0 : (size_t)n < sizeof interrupt_msg ? (size_t)n : sizeof interrupt_msg - 1;
+    interrupt_len = n < 0                              ? 0
+                    : (size_t)n < sizeof interrupt_msg ? (size_t)n
+                                                       : sizeof interrupt_msg - 1;
     static const int sigs[] = {SIGINT, SIGTERM};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction old, sa;
         /* a signal the caller ignores (nohup, a background job of a script) stays ignored */
-        if (sigaction(sigs[i], NULL, &old) || old.sa_handler == SIG_IGN) continue;
+        if (sigaction(sigs[i], NULL, &old) || old.sa_handler == SIG_IGN)
+            continue;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_interrupt;
         sa.sa_flags = SA_RESETHAND;
@@ -645,7 +717,8 @@ static void catch_interrupts(const pd_pack_opts *po) {
 }
 
 /* One pack run: the phases in order; the first that ends the run decides how to clean up. */
-static int run_pack(const pd_pack_opts *po) {
+static int run_pack(const pd_pack_opts *po)
+{
     pack_run s;
     memset(&s, 0, sizeof s);
     s.po = po;
@@ -663,21 +736,31 @@ static int run_pack(const pd_pack_opts *po) {
     }
     catch_interrupts(po);
     int to = pack_open_dst(&s);
-    if (to == GO_ON) to = pack_list_inputs(&s);
-    if (to == GO_ON) to = pack_dictionary(&s);
-    if (to == GO_ON) to = pack_open_writer(&s);
-    if (to == GO_ON) to = pack_start_workers(&s);
-    if (to == GO_ON) to = pack_consume(&s);
-    if (to == GO_ON) to = pack_finish(&s);
-    if (to == TO_OOM) fl_cli_error(PD_TOOL, "out of memory");
-    if (to == TO_OOM || to == TO_STOP) pack_stop_workers(&s);
+    if (to == GO_ON)
+        to = pack_list_inputs(&s);
+    if (to == GO_ON)
+        to = pack_dictionary(&s);
+    if (to == GO_ON)
+        to = pack_open_writer(&s);
+    if (to == GO_ON)
+        to = pack_start_workers(&s);
+    if (to == GO_ON)
+        to = pack_consume(&s);
+    if (to == GO_ON)
+        to = pack_finish(&s);
+    if (to == TO_OOM)
+        fl_cli_error(PD_TOOL, "out of memory");
+    if (to == TO_OOM || to == TO_STOP)
+        pack_stop_workers(&s);
     return pack_release(&s);
 }
 
-int pd_cmd_pack(int argc, char **argv) {
+int pd_cmd_pack(int argc, char **argv)
+{
     pd_pack_opts po;
     int r = pd_pack_parse_args(argc, argv, &po);
-    if (r >= 0) return r; /* --help / --version / usage error */
+    if (r >= 0)
+        return r; /* --help / --version / usage error */
     r = run_pack(&po);
     pd_pack_opts_free(&po);
     return r;

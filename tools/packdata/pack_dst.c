@@ -24,9 +24,11 @@
 /* ---- paths ---------------------------------------------------------------------------------- */
 
 /* The absolute path DST names (it may not exist yet: its parent's real path + its name). */
-static char *real_dst(const char *dst) {
+static char *real_dst(const char *dst)
+{
     char *r = realpath(dst, NULL);
-    if (r) return r;
+    if (r)
+        return r;
     char parent[PATH_MAX];
     snprintf(parent, sizeof parent, "%s", dst);
     char *slash = strrchr(parent, '/');
@@ -35,27 +37,34 @@ static char *real_dst(const char *dst) {
         strcpy(parent, ".");
     } else {
         base = dst + (slash - parent) + 1;
-        if (slash == parent) parent[1] = '\0';
-        else *slash = '\0';
+        if (slash == parent)
+            parent[1] = '\0';
+        else
+            *slash = '\0';
     }
     char *rp = realpath(parent, NULL);
-    if (!rp) return NULL;
+    if (!rp)
+        return NULL;
     char *out = NULL;
-    if (asprintf(&out, "%s/%s", strcmp(rp, "/") ? rp : "", base) < 0) out = NULL;
+    if (asprintf(&out, "%s/%s", strcmp(rp, "/") ? rp : "", base) < 0)
+        out = NULL;
     free(rp);
     return out;
 }
 
 /* a equals b, or lies inside it */
-static int path_within(const char *a, const char *b) {
+static int path_within(const char *a, const char *b)
+{
     size_t n = strlen(b);
-    if (!strcmp(b, "/")) return 1;
+    if (!strcmp(b, "/"))
+        return 1;
     return !strncmp(a, b, n) && (a[n] == '\0' || a[n] == '/');
 }
 
 /* ---- begin / end ---------------------------------------------------------------------------- */
 
-int pd_dst_begin(const pd_pack_opts *po, pd_dst *d) {
+int pd_dst_begin(const pd_pack_opts *po, pd_dst *d)
+{
     memset(d, 0, sizeof *d);
     d->dst = strdup(po->dst);
     if (!d->dst) {
@@ -63,7 +72,8 @@ int pd_dst_begin(const pd_pack_opts *po, pd_dst *d) {
         return FL_EXIT_DATA;
     }
     size_t l = strlen(d->dst);
-    while (l > 1 && d->dst[l - 1] == '/') d->dst[--l] = '\0';
+    while (l > 1 && d->dst[l - 1] == '/')
+        d->dst[--l] = '\0';
 
     /* an output inside the input (or around it) would be read back as input on the next run, or
      * be deleted with it: refuse before anything else */
@@ -75,19 +85,29 @@ int pd_dst_begin(const pd_pack_opts *po, pd_dst *d) {
         int bad = 0;
         if (rs && rd) {
             if (!strcmp(rs, rd))
-                fl_cli_error(PD_TOOL, "%s: the destination is the source folder %s: choose a new "
-                             "folder outside it; nothing was changed", po->dst, po->src), bad = 1;
+                fl_cli_error(PD_TOOL,
+                             "%s: the destination is the source folder %s: choose a new "
+                             "folder outside it; nothing was changed",
+                             po->dst, po->src),
+                    bad = 1;
             else if (path_within(rd, rs))
-                fl_cli_error(PD_TOOL, "%s: the destination is inside the source folder %s (it would "
+                fl_cli_error(PD_TOOL,
+                             "%s: the destination is inside the source folder %s (it would "
                              "become part of the input): choose a folder outside it; nothing was "
-                             "changed", po->dst, po->src), bad = 1;
+                             "changed",
+                             po->dst, po->src),
+                    bad = 1;
             else if (path_within(rs, rd))
-                fl_cli_error(PD_TOOL, "%s: the source folder %s is inside the destination: choose "
-                             "another destination; nothing was changed", po->dst, po->src), bad = 1;
+                fl_cli_error(PD_TOOL,
+                             "%s: the source folder %s is inside the destination: choose "
+                             "another destination; nothing was changed",
+                             po->dst, po->src),
+                    bad = 1;
         }
         free(rs);
         free(rd);
-        if (bad) return FL_EXIT_USAGE;
+        if (bad)
+            return FL_EXIT_USAGE;
     }
 
     fl_error err;
@@ -96,7 +116,7 @@ int pd_dst_begin(const pd_pack_opts *po, pd_dst *d) {
     if (r) {
         fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
         return r == -EBUSY || r == FL_E_INVALID || r == -ENOENT || r == -ENOTDIR ? FL_EXIT_USAGE
-                                                                                : FL_EXIT_DATA;
+                                                                                 : FL_EXIT_DATA;
     }
     r = fl_writer_inspect(d->dst, &d->info, &err);
     if (r) {
@@ -105,33 +125,43 @@ int pd_dst_begin(const pd_pack_opts *po, pd_dst *d) {
     }
     if (d->info.dst == FL_DST_OTHER) {
         if (po->force)
-            fl_cli_error(PD_TOOL, "cannot replace %s: %s; --force replaces only a dataset packdata "
-                         "wrote, nothing was changed", d->dst, d->info.why);
+            fl_cli_error(PD_TOOL,
+                         "cannot replace %s: %s; --force replaces only a dataset packdata "
+                         "wrote, nothing was changed",
+                         d->dst, d->info.why);
         else
-            fl_cli_error(PD_TOOL, "%s already exists and is not a fastload dataset (%s): choose "
-                         "another destination; nothing was changed", d->dst, d->info.why);
+            fl_cli_error(PD_TOOL,
+                         "%s already exists and is not a fastload dataset (%s): choose "
+                         "another destination; nothing was changed",
+                         d->dst, d->info.why);
         return FL_EXIT_USAGE;
     }
     if (d->info.partial == FL_PARTIAL_OTHER) {
-        fl_cli_error(PD_TOOL, "%s: it is not a partial dataset of packdata: move it away; nothing "
-                     "was changed", d->info.partial_why);
+        fl_cli_error(PD_TOOL,
+                     "%s: it is not a partial dataset of packdata: move it away; nothing "
+                     "was changed",
+                     d->info.partial_why);
         return FL_EXIT_USAGE;
     }
     if (d->info.dst == FL_DST_DATASET && !po->force && !po->resume) {
-        fl_cli_error(PD_TOOL, "%s already exists: pass --force to replace it (it is replaced only "
+        fl_cli_error(PD_TOOL,
+                     "%s already exists: pass --force to replace it (it is replaced only "
                      "once the new dataset is complete), or --resume to check that it is complete",
                      d->dst);
         return FL_EXIT_DATA;
     }
     if (d->info.partial != FL_PARTIAL_NONE && !po->resume && !po->force) {
-        fl_cli_error(PD_TOOL, "%s.partial exists (left by an interrupted run): pass --resume to "
-                     "finish it, or --force to start over", d->dst);
+        fl_cli_error(PD_TOOL,
+                     "%s.partial exists (left by an interrupted run): pass --resume to "
+                     "finish it, or --force to start over",
+                     d->dst);
         return FL_EXIT_DATA;
     }
     return -1;
 }
 
-void pd_dst_end(pd_dst *d) {
+void pd_dst_end(pd_dst *d)
+{
     fl_writer_lock_release(d->lock);
     d->lock = NULL;
     fl_writer_dst_info_free(&d->info);
@@ -142,27 +172,35 @@ void pd_dst_end(pd_dst *d) {
 /* ---- the job record ------------------------------------------------------------------------- */
 
 /* Names may hold tabs, newlines, backslashes: escape them so that one input is one line. */
-static void put_escaped(FILE *f, const char *s) {
+static void put_escaped(FILE *f, const char *s)
+{
     for (; *s; s++) {
-        if (*s == '\\') fputs("\\\\", f);
-        else if (*s == '\t') fputs("\\t", f);
-        else if (*s == '\n') fputs("\\n", f);
-        else if (*s == '\r') fputs("\\r", f);
-        else fputc(*s, f);
+        if (*s == '\\')
+            fputs("\\\\", f);
+        else if (*s == '\t')
+            fputs("\\t", f);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else if (*s == '\r')
+            fputs("\\r", f);
+        else
+            fputc(*s, f);
     }
 }
 
 /* Write one line to the plan and into the digest. */
 static void digest_line(FILE *f, sha256_ctx *c, char **line, size_t *cap, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static void digest_line(FILE *f, sha256_ctx *c, char **line, size_t *cap, const char *fmt, ...) {
+static void digest_line(FILE *f, sha256_ctx *c, char **line, size_t *cap, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(*line, *cap, fmt, ap);
     va_end(ap);
     if (n >= 0 && (size_t)n >= *cap) {
         char *b = realloc(*line, (size_t)n + 1);
-        if (!b) return; /* the caller sees ferror-free but short output: checked by length */
+        if (!b)
+            return; /* the caller sees ferror-free but short output: checked by length */
         *line = b;
         *cap = (size_t)n + 1;
         va_start(ap, fmt);
@@ -175,11 +213,13 @@ static void digest_line(FILE *f, sha256_ctx *c, char **line, size_t *cap, const 
     }
 }
 
-static char *escaped(const char *s) {
+static char *escaped(const char *s)
+{
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     put_escaped(f, s);
     if (fclose(f)) {
         free(buf);
@@ -188,17 +228,25 @@ static char *escaped(const char *s) {
     return buf;
 }
 
-static void put_source(FILE *f, const pd_pack_opts *po) {
+static void put_source(FILE *f, const pd_pack_opts *po)
+{
     const char *srcs[2] = {po->src, NULL};
-    if (po->so.idx_images) srcs[0] = po->so.idx_images, srcs[1] = po->so.idx_labels;
-    else if (po->so.csv) srcs[0] = po->so.csv;
-    else if (po->so.coco) srcs[0] = po->so.coco, srcs[1] = po->so.root;
-    else if (po->so.jsonl) srcs[0] = po->so.jsonl;
-    else if (po->so.wds) srcs[0] = po->so.wds;
-    else if (po->so.mask_dir) srcs[1] = po->so.mask_dir;
+    if (po->so.idx_images)
+        srcs[0] = po->so.idx_images, srcs[1] = po->so.idx_labels;
+    else if (po->so.csv)
+        srcs[0] = po->so.csv;
+    else if (po->so.coco)
+        srcs[0] = po->so.coco, srcs[1] = po->so.root;
+    else if (po->so.jsonl)
+        srcs[0] = po->so.jsonl;
+    else if (po->so.wds)
+        srcs[0] = po->so.wds;
+    else if (po->so.mask_dir)
+        srcs[1] = po->so.mask_dir;
     fputs("source", f);
     for (int i = 0; i < 2; i++) {
-        if (!srcs[i]) continue;
+        if (!srcs[i])
+            continue;
         char *r = realpath(srcs[i], NULL);
         fputc('\t', f);
         put_escaped(f, r ? r : srcs[i]);
@@ -209,14 +257,16 @@ static void put_source(FILE *f, const pd_pack_opts *po) {
 
 /* Option members compared by --resume: all but where SRC was (compared as a real path) and what
  * is derived from the data (the trained dictionary's size) or from the inputs (their digest). */
-static int option_compared(const char *key) {
+static int option_compared(const char *key)
+{
     return strcmp(key, "source") && strcmp(key, "dictionary_bytes") && strcmp(key, "inputs");
 }
 
 /* The digest of an item's field values (boxes, class lists, masks ...) as 16 hex digits in
  * `out`: an annotation edited between a killed run and its --resume makes another job. A value
  * read from a file stands as its path, size and modification time, like an image. */
-static void values_stamp(const pd_items *items, const pd_item *it, char out[17]) {
+static void values_stamp(const pd_items *items, const pd_item *it, char out[17])
+{
     sha256_ctx c;
     sha256_init(&c);
     for (uint32_t k = 0; it->values && k < items->num_fields; k++) {
@@ -224,7 +274,8 @@ static void values_stamp(const pd_items *items, const pd_item *it, char out[17])
         uint64_t head[3] = {(uint64_t)v->kind, v->count, v->len};
         sha256_update(&c, head, sizeof head);
         if (v->kind == PD_VAL_DATA || v->kind == PD_VAL_SEGMENTS) {
-            if (v->len) sha256_update(&c, v->data, v->len);
+            if (v->len)
+                sha256_update(&c, v->data, v->len);
         } else if (v->kind == PD_VAL_FILE && v->path) {
             struct stat st;
             long long st_v[2] = {-1, -1};
@@ -244,10 +295,12 @@ static void values_stamp(const pd_items *items, const pd_item *it, char out[17])
     out[16] = 0;
 }
 
-int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan, pd_job *j) {
+int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan, pd_job *j)
+{
     memset(j, 0, sizeof *j);
     char *opts = pd_options_json(po, plan, items, 0, 0, NULL);
-    if (!opts) return -ENOMEM;
+    if (!opts)
+        return -ENOMEM;
     fl_jdoc *doc = NULL;
     fl_error err;
     if (fl_jparse(opts, strlen(opts), "options", &doc, &err)) {
@@ -263,7 +316,8 @@ int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *pl
     fputs(PLAN_HEADER, f);
     put_source(f, po);
     for (const fl_jnode *m = fl_jroot(doc)->child; m; m = m->next) {
-        if (!option_compared(m->key)) continue;
+        if (!option_compared(m->key))
+            continue;
         fprintf(f, "option\t%s\t%.*s\n", m->key, (int)(m->src_end - m->src_begin),
                 opts + m->src_begin);
     }
@@ -277,8 +331,10 @@ int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *pl
     int oom = !line;
     for (uint32_t i = 0; i < items->num_classes && !oom; i++) {
         char *e = escaped(items->class_names[i]);
-        if (!e) oom = 1;
-        else digest_line(f, &c, &line, &cap, "class\t%u\t%s\n", i, e);
+        if (!e)
+            oom = 1;
+        else
+            digest_line(f, &c, &line, &cap, "class\t%u\t%s\n", i, e);
         free(e);
     }
     for (size_t i = 0; i < items->n && !oom; i++) {
@@ -332,7 +388,8 @@ int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *pl
     return 0;
 }
 
-void pd_job_free(pd_job *j) {
+void pd_job_free(pd_job *j)
+{
     free(j->plan);
     j->plan = NULL;
 }
@@ -340,35 +397,41 @@ void pd_job_free(pd_job *j) {
 /* ---- comparing jobs ------------------------------------------------------------------------- */
 
 typedef struct plan_lines {
-    char *text;      /* a copy, split in place */
+    char *text; /* a copy, split in place */
     char **v;
     size_t n, cap;
 } plan_lines;
 
-static int lines_split(const char *text, size_t len, plan_lines *pl) {
+static int lines_split(const char *text, size_t len, plan_lines *pl)
+{
     memset(pl, 0, sizeof *pl);
     pl->text = malloc(len + 1);
-    if (!pl->text) return -ENOMEM;
+    if (!pl->text)
+        return -ENOMEM;
     memcpy(pl->text, text, len);
     pl->text[len] = '\0';
     for (char *s = pl->text; *s;) {
         char *e = strchr(s, '\n');
-        if (e) *e = '\0';
+        if (e)
+            *e = '\0';
         if (pl->n == pl->cap) {
             size_t cap = pl->cap ? pl->cap * 2 : 256;
             char **v = realloc(pl->v, cap * sizeof *v);
-            if (!v) return -ENOMEM;
+            if (!v)
+                return -ENOMEM;
             pl->v = v;
             pl->cap = cap;
         }
         pl->v[pl->n++] = s;
-        if (!e) break;
+        if (!e)
+            break;
         s = e + 1;
     }
     return 0;
 }
 
-static void lines_free(plan_lines *pl) {
+static void lines_free(plan_lines *pl)
+{
     free(pl->text);
     free(pl->v);
 }
@@ -376,10 +439,12 @@ static void lines_free(plan_lines *pl) {
 static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 
 /* field k (0-based) of a tab-separated line: pointer and length */
-static const char *field(const char *s, int k, size_t *len) {
+static const char *field(const char *s, int k, size_t *len)
+{
     for (int i = 0; i < k && s; i++) {
         s = strchr(s, '\t');
-        if (s) s++;
+        if (s)
+            s++;
     }
     if (!s) {
         *len = 0;
@@ -390,33 +455,42 @@ static const char *field(const char *s, int k, size_t *len) {
     return s;
 }
 
-static int field_eq(const char *a, const char *b, int k) {
+static int field_eq(const char *a, const char *b, int k)
+{
     size_t la, lb;
     const char *fa = field(a, k, &la), *fb = field(b, k, &lb);
     return la == lb && !memcmp(fa, fb, la);
 }
 
-static uint64_t fnv(const char *s, size_t n) {
+static uint64_t fnv(const char *s, size_t n)
+{
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
     return h;
 }
 
 /* The header line (packdata's version) and the source line of two plans. Sets *ia / *ib to the
  * first line after the source lines. Returns 0 when they are the same, 1 when they differ (why). */
 static int plan_source_diff(const plan_lines *A, const plan_lines *B, size_t *ia, size_t *ib,
-                            char *why, size_t cap) {
+                            char *why, size_t cap)
+{
     if (A->n == 0 || B->n == 0 || strcmp(A->v[0], B->v[0])) {
         snprintf(why, cap, "it was recorded by another version of packdata");
         return 1;
     }
-    for (*ia = 1; *ia < A->n && starts(A->v[*ia], "source\t"); (*ia)++) {}
-    for (*ib = 1; *ib < B->n && starts(B->v[*ib], "source\t"); (*ib)++) {}
+    for (*ia = 1; *ia < A->n && starts(A->v[*ia], "source\t"); (*ia)++) {
+    }
+    for (*ib = 1; *ib < B->n && starts(B->v[*ib], "source\t"); (*ib)++) {
+    }
     if (*ia != 2 || *ib != 2 || strcmp(A->v[1], B->v[1])) {
         size_t la, lb;
-        const char *sa = *ia > 1 ? field(A->v[1], 1, &la) : "", *sb = *ib > 1 ? field(B->v[1], 1, &lb) : "";
-        if (*ia <= 1) la = 0;
-        if (*ib <= 1) lb = 0;
+        const char *sa = *ia > 1 ? field(A->v[1], 1, &la) : "",
+                   *sb = *ib > 1 ? field(B->v[1], 1, &lb) : "";
+        if (*ia <= 1)
+            la = 0;
+        if (*ib <= 1)
+            lb = 0;
         snprintf(why, cap, "another source: the interrupted run packed %.*s, this run reads %.*s",
                  (int)(la > 400 ? 400 : la), sa, (int)(lb > 400 ? 400 : lb), sb);
         return 1;
@@ -427,14 +501,18 @@ static int plan_source_diff(const plan_lines *A, const plan_lines *B, size_t *ia
 /* The option lines from A->v[ia] / B->v[ib] on, compared by name in either order. Sets *oa / *ob
  * to the first line after them. Returns 0 when they are the same, 1 when they differ (why). */
 static int plan_options_diff(const plan_lines *A, const plan_lines *B, size_t ia, size_t ib,
-                             size_t *oa, size_t *ob, char *why, size_t cap) {
-    for (*oa = ia; *oa < A->n && starts(A->v[*oa], "option\t"); (*oa)++) {}
-    for (*ob = ib; *ob < B->n && starts(B->v[*ob], "option\t"); (*ob)++) {}
+                             size_t *oa, size_t *ob, char *why, size_t cap)
+{
+    for (*oa = ia; *oa < A->n && starts(A->v[*oa], "option\t"); (*oa)++) {
+    }
+    for (*ob = ib; *ob < B->n && starts(B->v[*ob], "option\t"); (*ob)++) {
+    }
     for (size_t i = ib; i < *ob; i++) {
         size_t kl, vl;
         const char *k = field(B->v[i], 1, &kl), *v = field(B->v[i], 2, &vl);
         size_t j = ia;
-        while (j < *oa && !field_eq(A->v[j], B->v[i], 1)) j++;
+        while (j < *oa && !field_eq(A->v[j], B->v[i], 1))
+            j++;
         if (j == *oa) {
             snprintf(why, cap, "option \"%.*s\" is new in this run (%.*s)", (int)kl, k,
                      (int)(vl > 200 ? 200 : vl), v);
@@ -450,11 +528,13 @@ static int plan_options_diff(const plan_lines *A, const plan_lines *B, size_t ia
     }
     for (size_t j = ia; j < *oa; j++) {
         size_t i = ib;
-        while (i < *ob && !field_eq(A->v[j], B->v[i], 1)) i++;
+        while (i < *ob && !field_eq(A->v[j], B->v[i], 1))
+            i++;
         if (i == *ob) {
             size_t kl;
             const char *k = field(A->v[j], 1, &kl);
-            snprintf(why, cap, "option \"%.*s\" of the interrupted run is not in this one", (int)kl, k);
+            snprintf(why, cap, "option \"%.*s\" of the interrupted run is not in this one", (int)kl,
+                     k);
             return 1;
         }
     }
@@ -464,9 +544,12 @@ static int plan_options_diff(const plan_lines *A, const plan_lines *B, size_t ia
 /* The class lines from A->v[oa] / B->v[ob] on, in order. Sets *ca / *cb to the first line after
  * them. Returns 0 when they are the same, 1 when they differ (why). */
 static int plan_classes_diff(const plan_lines *A, const plan_lines *B, size_t oa, size_t ob,
-                             size_t *ca, size_t *cb, char *why, size_t cap) {
-    for (*ca = oa; *ca < A->n && starts(A->v[*ca], "class\t"); (*ca)++) {}
-    for (*cb = ob; *cb < B->n && starts(B->v[*cb], "class\t"); (*cb)++) {}
+                             size_t *ca, size_t *cb, char *why, size_t cap)
+{
+    for (*ca = oa; *ca < A->n && starts(A->v[*ca], "class\t"); (*ca)++) {
+    }
+    for (*cb = ob; *cb < B->n && starts(B->v[*cb], "class\t"); (*cb)++) {
+    }
     if (*ca - oa != *cb - ob) {
         snprintf(why, cap, "%zu classes in the interrupted run, %zu now", *ca - oa, *cb - ob);
         return 1;
@@ -475,8 +558,8 @@ static int plan_classes_diff(const plan_lines *A, const plan_lines *B, size_t oa
         if (strcmp(A->v[oa + i], B->v[ob + i])) {
             size_t la, lb;
             const char *na = field(A->v[oa + i], 2, &la), *nb = field(B->v[ob + i], 2, &lb);
-            snprintf(why, cap, "class %zu was \"%.*s\", now \"%.*s\"", i, (int)(la > 200 ? 200 : la),
-                     na, (int)(lb > 200 ? 200 : lb), nb);
+            snprintf(why, cap, "class %zu was \"%.*s\", now \"%.*s\"", i,
+                     (int)(la > 200 ? 200 : la), na, (int)(lb > 200 ? 200 : lb), nb);
             return 1;
         }
     }
@@ -494,10 +577,12 @@ typedef struct input_changes {
 /* Matches the input lines A->v[ca..] and B->v[cb..] by name (a hash table over A's) and counts
  * the added, removed, changed and moved ones. Returns 0 or -ENOMEM. */
 static int inputs_compare(const plan_lines *A, const plan_lines *B, size_t ca, size_t cb,
-                          input_changes *ic) {
+                          input_changes *ic)
+{
     size_t na = A->n - ca, nb = B->n - cb;
     size_t hcap = 16;
-    while (hcap < na * 2) hcap *= 2;
+    while (hcap < na * 2)
+        hcap *= 2;
     size_t *ht = malloc(hcap * sizeof *ht); /* index + 1 into A, 0 = empty */
     uint8_t *seen = calloc(na ? na : 1, 1);
     if (!ht || !seen) {
@@ -510,7 +595,8 @@ static int inputs_compare(const plan_lines *A, const plan_lines *B, size_t ca, s
         size_t l;
         const char *n = field(A->v[ca + i], 1, &l);
         size_t h = (size_t)fnv(n, l) & (hcap - 1);
-        while (ht[h]) h = (h + 1) & (hcap - 1);
+        while (ht[h])
+            h = (h + 1) & (hcap - 1);
         ht[h] = i + 1;
     }
     memset(ic, 0, sizeof *ic);
@@ -528,34 +614,43 @@ static int inputs_compare(const plan_lines *A, const plan_lines *B, size_t ca, s
             h = (h + 1) & (hcap - 1);
         }
         if (!found) {
-            if (!ic->added++) ic->first_added = n, ic->fa_len = l;
+            if (!ic->added++)
+                ic->first_added = n, ic->fa_len = l;
             continue;
         }
         const char *old = A->v[ca + found - 1];
         seen[found - 1] = 1;
-        if (found - 1 != i) ic->moved++;
-        if (!strcmp(old, line)) continue;
+        if (found - 1 != i)
+            ic->moved++;
+        if (!strcmp(old, line))
+            continue;
         if (!ic->changed++) {
             ic->first_changed = n, ic->fc_len = l;
-            ic->what = !field_eq(old, line, 3)   ? "changed size"
-                       : !field_eq(old, line, 4) ? "was modified (another modification time or content)"
+            ic->what = !field_eq(old, line, 3) ? "changed size"
+                       : !field_eq(old, line, 4)
+                           ? "was modified (another modification time or content)"
                        : !field_eq(old, line, 2) ? "has another label"
                        : !field_eq(old, line, 5) ? "has other field values (boxes, masks, ...)"
                                                  : "changed";
         }
     }
     for (size_t i = 0; i < na; i++)
-        if (!seen[i] && !ic->removed++) ic->first_removed = field(A->v[ca + i], 1, &ic->fr_len);
+        if (!seen[i] && !ic->removed++)
+            ic->first_removed = field(A->v[ca + i], 1, &ic->fr_len);
     free(ht);
     free(seen);
     return 0;
 }
 
 /* Says (in why) how the inputs changed; something is always said. */
-static void inputs_describe(const input_changes *ic, char *why, size_t cap) {
+static void inputs_describe(const input_changes *ic, char *why, size_t cap)
+{
     size_t o = 0;
-#define APPEND(...) \
-    do { if (o < cap) o += (size_t)snprintf(why + o, cap - o, __VA_ARGS__); } while (0)
+#define APPEND(...)                                                                                \
+    do {                                                                                           \
+        if (o < cap)                                                                               \
+            o += (size_t)snprintf(why + o, cap - o, __VA_ARGS__);                                  \
+    } while (0)
     if (ic->added)
         APPEND("%zu input%s added, first: %.*s", ic->added, ic->added == 1 ? "" : "s",
                (int)(ic->fa_len > 300 ? 300 : ic->fa_len), ic->first_added);
@@ -566,19 +661,24 @@ static void inputs_describe(const input_changes *ic, char *why, size_t cap) {
     if (ic->changed) {
         APPEND("%s%.*s %s", o ? "; " : "", (int)(ic->fc_len > 300 ? 300 : ic->fc_len),
                ic->first_changed, ic->what);
-        if (ic->changed > 1) APPEND(" (and %zu more inputs changed)", ic->changed - 1);
+        if (ic->changed > 1)
+            APPEND(" (and %zu more inputs changed)", ic->changed - 1);
     }
-    if (!o && ic->moved) APPEND("the inputs are the same but in another order");
-    if (!o) APPEND("the recorded plan differs");
+    if (!o && ic->moved)
+        APPEND("the inputs are the same but in another order");
+    if (!o)
+        APPEND("the recorded plan differs");
 #undef APPEND
 }
 
 /* Say (in `why`) how plan `b` (this run) differs from plan `a` (the earlier run): the first of
  * version, source, options, classes and inputs that differs. Returns 0 when they are the same, 1
  * when they differ, -ENOMEM. */
-static int plan_diff(const char *a, size_t alen, const char *b, size_t blen, char *why, size_t cap) {
+static int plan_diff(const char *a, size_t alen, const char *b, size_t blen, char *why, size_t cap)
+{
     why[0] = '\0';
-    if (alen == blen && !memcmp(a, b, alen)) return 0;
+    if (alen == blen && !memcmp(a, b, alen))
+        return 0;
     plan_lines A = {0}, B = {0};
     if (lines_split(a, alen, &A) || lines_split(b, blen, &B)) {
         lines_free(&A);
@@ -603,7 +703,8 @@ static int plan_diff(const char *a, size_t alen, const char *b, size_t blen, cha
 }
 
 /* Compare this job with the finished dataset's manifest: 0 same, 1 different (why), <0 error. */
-static int manifest_diff(const char *dst, const pd_job *j, char *why, size_t cap) {
+static int manifest_diff(const char *dst, const pd_job *j, char *why, size_t cap)
+{
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/manifest.json", dst);
     FILE *f = fopen(path, "rb");
@@ -650,25 +751,29 @@ static int manifest_diff(const char *dst, const pd_job *j, char *why, size_t cap
         goto out_lines;
     }
     for (size_t i = 0; i < B.n; i++) {
-        if (!starts(B.v[i], "option\t")) continue;
+        if (!starts(B.v[i], "option\t"))
+            continue;
         size_t kl, vl;
         const char *kk = field(B.v[i], 1, &kl), *v = field(B.v[i], 2, &vl);
         char key[128];
         snprintf(key, sizeof key, "%.*s", (int)(kl < 127 ? kl : 127), kk);
         const fl_jnode *m = fl_jget(opts, key);
         if (!m) {
-            snprintf(why, cap, "option \"%s\" is not recorded in it (packed by another version)", key);
+            snprintf(why, cap, "option \"%s\" is not recorded in it (packed by another version)",
+                     key);
             goto out_lines;
         }
         size_t ml = m->src_end - m->src_begin;
         if (ml != vl || memcmp(text + m->src_begin, v, vl)) {
             snprintf(why, cap, "option \"%s\" differs: %.*s in %s, %.*s now", key,
-                     (int)(ml > 200 ? 200 : ml), text + m->src_begin, dst, (int)(vl > 200 ? 200 : vl), v);
+                     (int)(ml > 200 ? 200 : ml), text + m->src_begin, dst,
+                     (int)(vl > 200 ? 200 : vl), v);
             goto out_lines;
         }
     }
     for (const fl_jnode *m = opts->child; m; m = m->next) {
-        if (!option_compared(m->key)) continue;
+        if (!option_compared(m->key))
+            continue;
         int found = 0;
         for (size_t i = 0; i < B.n && !found; i++) {
             size_t kl;
@@ -683,7 +788,8 @@ static int manifest_diff(const char *dst, const pd_job *j, char *why, size_t cap
     const fl_jnode *in = fl_jget(opts, "inputs");
     const fl_jnode *cnt = fl_jget(in, "count"), *sha = fl_jget(in, "sha256");
     if (!in || !cnt || !sha || !cnt->is_int || sha->type != FL_J_STRING) {
-        snprintf(why, cap, "it records no digest of its inputs (packed by an older packdata), so "
+        snprintf(why, cap,
+                 "it records no digest of its inputs (packed by an older packdata), so "
                  "it cannot be checked against SRC");
         goto out_lines;
     }
@@ -693,8 +799,10 @@ static int manifest_diff(const char *dst, const pd_job *j, char *why, size_t cap
         goto out_lines;
     }
     if (strcmp(sha->str, j->sha256)) {
-        snprintf(why, cap, "SRC's inputs changed since it was packed (same number, %llu, but other "
-                 "names, labels, sizes, modification times or classes)", (unsigned long long)j->count);
+        snprintf(why, cap,
+                 "SRC's inputs changed since it was packed (same number, %llu, but other "
+                 "names, labels, sizes, modification times or classes)",
+                 (unsigned long long)j->count);
         goto out_lines;
     }
     rc = 0;
@@ -706,7 +814,8 @@ out:
     return rc;
 }
 
-static void print_complete(const pd_pack_opts *po, const char *dst, uint64_t records) {
+static void print_complete(const pd_pack_opts *po, const char *dst, uint64_t records)
+{
     if (po->json) {
         fl_json j;
         fl_json_init(&j);
@@ -718,22 +827,27 @@ static void print_complete(const pd_pack_opts *po, const char *dst, uint64_t rec
         fl_json_key(&j, "records");
         fl_json_uint(&j, records);
         fl_json_end_object(&j);
-        if (!fl_json_failed(&j)) puts(fl_json_text(&j));
+        if (!fl_json_failed(&j))
+            puts(fl_json_text(&j));
         fl_json_free(&j);
     } else if (!po->quiet) {
-        printf("%s is already complete (%llu records, same options and inputs): nothing to do\n", dst,
-               (unsigned long long)records);
+        printf("%s is already complete (%llu records, same options and inputs): nothing to do\n",
+               dst, (unsigned long long)records);
     }
 }
 
-int pd_dst_decide(const pd_pack_opts *po, pd_dst *d, const pd_job *j) {
-    if (!po->resume) return -1;
+int pd_dst_decide(const pd_pack_opts *po, pd_dst *d, const pd_job *j)
+{
+    if (!po->resume)
+        return -1;
     char why[1200];
     if (d->info.partial == FL_PARTIAL_RESUMABLE) {
         if (!d->info.plan) {
-            fl_cli_error(PD_TOOL, "cannot resume %s.partial: it was started by an older packdata "
+            fl_cli_error(PD_TOOL,
+                         "cannot resume %s.partial: it was started by an older packdata "
                          "that did not record its inputs, so they cannot be checked; run without "
-                         "--resume and with --force to start over", d->dst);
+                         "--resume and with --force to start over",
+                         d->dst);
             return FL_EXIT_USAGE;
         }
         int r = plan_diff(d->info.plan, d->info.plan_len, j->plan, j->plan_len, why, sizeof why);
@@ -742,25 +856,30 @@ int pd_dst_decide(const pd_pack_opts *po, pd_dst *d, const pd_job *j) {
             return FL_EXIT_DATA;
         }
         if (r) {
-            fl_cli_error(PD_TOOL, "cannot resume %s.partial: this is not the job it was started "
+            fl_cli_error(PD_TOOL,
+                         "cannot resume %s.partial: this is not the job it was started "
                          "for: %s; run without --resume (with --force) to start over with these "
-                         "inputs and options", d->dst, why);
+                         "inputs and options",
+                         d->dst, why);
             return FL_EXIT_USAGE;
         }
         if (d->info.dst == FL_DST_DATASET && !po->force) {
-            fl_cli_error(PD_TOOL, "%s exists and %s.partial is an interrupted run that replaces "
-                         "it: run the same command with --force --resume to finish it", d->dst,
-                         d->dst);
+            fl_cli_error(PD_TOOL,
+                         "%s exists and %s.partial is an interrupted run that replaces "
+                         "it: run the same command with --force --resume to finish it",
+                         d->dst, d->dst);
             return FL_EXIT_DATA;
         }
         return -1;
     }
-    if (d->info.dst != FL_DST_DATASET) return -1; /* nothing to resume: pack from the start */
+    if (d->info.dst != FL_DST_DATASET)
+        return -1; /* nothing to resume: pack from the start */
     fl_dataset *ds = NULL;
     fl_error err;
     int r = fl_dataset_open(d->dst, &ds, &err);
     if (r) {
-        if (po->force) return -1;
+        if (po->force)
+            return -1;
         fl_cli_error(PD_TOOL, "%s exists but does not open (%s): pass --force to replace it",
                      d->dst, err.msg);
         return FL_EXIT_DATA;
@@ -781,7 +900,8 @@ int pd_dst_decide(const pd_pack_opts *po, pd_dst *d, const pd_job *j) {
         print_complete(po, d->dst, records);
         return FL_EXIT_OK;
     }
-    if (po->force) return -1;
+    if (po->force)
+        return -1;
     fl_cli_error(PD_TOOL, "%s is complete but is not this job: %s; pass --force to replace it",
                  d->dst, why);
     return FL_EXIT_USAGE;

@@ -9,17 +9,17 @@
 #include "fl_writer.h"
 
 typedef struct pd_dst {
-    char *dst;                /* DST without trailing slashes */
-    fl_writer_lock *lock;     /* held from pd_dst_begin to pd_dst_end */
-    fl_writer_dst_info info;  /* what DST and DST.partial held when locked */
+    char *dst;               /* DST without trailing slashes */
+    fl_writer_lock *lock;    /* held from pd_dst_begin to pd_dst_end */
+    fl_writer_dst_info info; /* what DST and DST.partial held when locked */
 } pd_dst;
 
 /* What this run is: the plan text saved in DST.partial and the inputs' digest. */
 typedef struct pd_job {
-    char *plan;               /* "fastload-pack-plan 1" text: source, options, classes, inputs */
+    char *plan; /* "fastload-pack-plan 1" text: source, options, classes, inputs */
     size_t plan_len;
-    uint64_t count;           /* inputs */
-    char sha256[65];          /* over the class and input lines of the plan */
+    uint64_t count;  /* inputs */
+    char sha256[65]; /* over the class and input lines of the plan */
 } pd_job;
 
 /* Normalise DST, refuse DST equal to, inside or around SRC, take the lock, look at DST and

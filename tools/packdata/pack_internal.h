@@ -15,14 +15,14 @@ typedef struct pd_pack_opts {
     pd_source_opts so;
     pd_encode encode;
     int quality;
-    int jpeg_restart;      /* -2 default, -1 off, 0 one restart interval per MCU row, N: <= N MCUs */
-    int mask_codec;        /* 0 default, else the fl_mask_codec of every MASK field */
+    int jpeg_restart; /* -2 default, -1 off, 0 one restart interval per MCU row, N: <= N MCUs */
+    int mask_codec;   /* 0 default, else the fl_mask_codec of every MASK field */
     uint32_t max_side;
     uint32_t resize_w, resize_h;
     int gray;
-    int compress;          /* -1 default (zstd for raw, none otherwise), 0 none, 1 zstd */
+    int compress; /* -1 default (zstd for raw, none otherwise), 0 none, 1 zstd */
     int level;
-    int dict;              /* train a dictionary for zstd (default on) */
+    int dict; /* train a dictionary for zstd (default on) */
     fl_backend backend;
     uint64_t shard_size;
     int shuffle;
@@ -32,7 +32,7 @@ typedef struct pd_pack_opts {
     int on_error_skip;
     const char *report;
     int resume, force, quiet, json;
-    char *class_list_buf;  /* storage behind so.class_names */
+    char *class_list_buf; /* storage behind so.class_names */
     /* given on the command line (for the warnings about options that do not apply) */
     int quality_given, seed_given, shard_size_given, cifar100_given;
 } pd_pack_opts;
@@ -45,13 +45,13 @@ void pd_pack_opts_free(pd_pack_opts *po);
 /* What every record becomes. */
 typedef struct pd_plan {
     fl_schema schema;
-    pd_encode encode;         /* KEEP, JPEG or RAW (resolved) */
+    pd_encode encode; /* KEEP, JPEG or RAW (resolved) */
     uint32_t channels;
     uint32_t resize_w, resize_h; /* exact output size, or 0 */
-    uint32_t max_side;        /* longer side limit, or 0 */
-    uint32_t fixed_w, fixed_h;/* raw: every record must have this size */
+    uint32_t max_side;           /* longer side limit, or 0 */
+    uint32_t fixed_w, fixed_h;   /* raw: every record must have this size */
     int quality;
-    int jpeg_restart;         /* -1: store JPEGs as produced; else fl_jpeg_add_restarts max_mcus */
+    int jpeg_restart; /* -1: store JPEGs as produced; else fl_jpeg_add_restarts max_mcus */
     int level;
     uint64_t max_pixels;
     /* KEEP: each input is stored in its own format. keep_format is the one format of a dataset
@@ -60,7 +60,7 @@ typedef struct pd_plan {
      * the plan sniffed them (by fl_image_format). */
     fl_image_format keep_format;
     uint64_t keep_count[4];
-    size_t dict_cap;          /* most bytes of zstd dictionary to train (0: 110 KiB) */
+    size_t dict_cap; /* most bytes of zstd dictionary to train (0: 110 KiB) */
     /* the schema when the source has fields beyond image + label (pd_items.fields), else 0 */
     const fl_field *fields;
     uint32_t num_fields;
@@ -82,15 +82,16 @@ enum { PD_SLOT_OK = 0, PD_SLOT_REJECT, PD_SLOT_FATAL };
 
 /* One entry of the reorder ring: written by one worker, then read by the writer thread. */
 typedef struct pd_slot {
-    int state;          /* guarded by the pipeline mutex */
-    int status;         /* PD_SLOT_* */
-    uint8_t *buf;       /* stored bytes (grow-only, reused) */
+    int state;    /* guarded by the pipeline mutex */
+    int status;   /* PD_SLOT_* */
+    uint8_t *buf; /* stored bytes (grow-only, reused) */
     size_t len, cap;
-    size_t raw_len;     /* payload size before compression */
+    size_t raw_len; /* payload size before compression */
     uint32_t height, width;
     fl_encoding format; /* the record's encoding (its own format under --encode keep) */
     uint64_t in_bytes;  /* input bytes (file size or raw pixels) */
-    uint32_t src_height, src_width; /* the image before any resize (boxes and masks scale from it) */
+    uint32_t src_height,
+        src_width;       /* the image before any resize (boxes and masks scale from it) */
     uint8_t *fields_buf; /* the record's fields block (plan->num_fields > 0; grow-only, reused) */
     size_t fields_len, fields_cap;
     const char *source; /* item name or path, for messages */
@@ -101,13 +102,13 @@ typedef struct pd_slot {
 typedef struct pd_worker_ctx {
     fl_decoder *dec;
     fl_encoder *enc;
-    fl_encoder *renc;   /* restart-marker rewrite (its output must not alias enc's) */
+    fl_encoder *renc; /* restart-marker rewrite (its output must not alias enc's) */
     fl_compressor *comp;
-    uint8_t *file;      /* file bytes */
+    uint8_t *file; /* file bytes */
     size_t file_cap;
-    uint8_t *pix;       /* converted / resized pixels */
+    uint8_t *pix; /* converted / resized pixels */
     size_t pix_cap;
-    uint8_t *scratch;   /* resize scratch */
+    uint8_t *scratch; /* resize scratch */
     size_t scratch_cap;
     /* fields: a mask's file, boxes scaled to the stored image, masks at source and stored
      * size; fval[i]: field i's bytes when they are not the item's own (a file's content, an
@@ -138,7 +139,7 @@ char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_item
                       size_t dict_len, uint64_t input_count, const char *inputs_sha256);
 
 void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
-                      uint64_t records, uint64_t skipped, uint64_t parse_skipped,
-                      uint64_t bytes_in, uint64_t bytes_out, double seconds);
+                      uint64_t records, uint64_t skipped, uint64_t parse_skipped, uint64_t bytes_in,
+                      uint64_t bytes_out, double seconds);
 
 #endif

@@ -17,25 +17,25 @@
 
 /* How an item holds the value of one schema field (pd_value.kind). */
 typedef enum pd_value_kind {
-    PD_VAL_NONE = 0,  /* no value: the image and label fields (they are pd_item's own), or an
-                         empty variable field (0 boxes, 0 ints, 0 bytes) */
-    PD_VAL_DATA,      /* data/len/count: the value's bytes exactly as fl_field_value wants them
-                         for fl_fields_encode (INT/FLOAT 4 bytes, INT_LIST count x int32, BOXES
-                         count x 4 float32 xyxy in pixels of the source image, NDARRAY the raw
-                         row-major elements, BYTES/TEXT the bytes). The worker scales BOXES when
-                         the image is resized */
-    PD_VAL_FILE,      /* path: a file read by the worker. MASK: a PNG (gray values or palette
-                         indices, fl_mask_decode) the size of the source image; NDARRAY: a .npy
-                         file of the field's dtype and shape; BYTES: the file's bytes */
-    PD_VAL_SEGMENTS   /* MASK rasterised by the worker from data/len (a pd_segments blob,
-                         pd_coco.h) at the source image's size */
+    PD_VAL_NONE = 0, /* no value: the image and label fields (they are pd_item's own), or an
+                        empty variable field (0 boxes, 0 ints, 0 bytes) */
+    PD_VAL_DATA,     /* data/len/count: the value's bytes exactly as fl_field_value wants them
+                        for fl_fields_encode (INT/FLOAT 4 bytes, INT_LIST count x int32, BOXES
+                        count x 4 float32 xyxy in pixels of the source image, NDARRAY the raw
+                        row-major elements, BYTES/TEXT the bytes). The worker scales BOXES when
+                        the image is resized */
+    PD_VAL_FILE,     /* path: a file read by the worker. MASK: a PNG (gray values or palette
+                        indices, fl_mask_decode) the size of the source image; NDARRAY: a .npy
+                        file of the field's dtype and shape; BYTES: the file's bytes */
+    PD_VAL_SEGMENTS  /* MASK rasterised by the worker from data/len (a pd_segments blob,
+                        pd_coco.h) at the source image's size */
 } pd_value_kind;
 
 /* One field value of one item. data and path live in the item list's arena. */
 typedef struct pd_value {
     pd_value_kind kind;
-    uint32_t count;   /* PD_VAL_DATA: as fl_field_value.count (ints, boxes, bytes; 1 for
-                         INT/FLOAT, shape[0] for FLOAT_VECTOR) */
+    uint32_t count; /* PD_VAL_DATA: as fl_field_value.count (ints, boxes, bytes; 1 for
+                       INT/FLOAT, shape[0] for FLOAT_VECTOR) */
     const void *data;
     size_t len;
     const char *path;
@@ -61,12 +61,12 @@ typedef struct pd_item {
 
 /* How bad inputs are handled; shared by the parsers and the pack pipeline. */
 typedef struct pd_reject_ctx {
-    int skip;           /* --on-error skip: report and continue; otherwise fail */
-    FILE *report;       /* --report FILE (TSV: source, reason), or NULL */
-    uint64_t skipped;   /* inputs skipped so far */
-    int quiet_limit;    /* after this many messages, stop printing each one (still reported) */
+    int skip;         /* --on-error skip: report and continue; otherwise fail */
+    FILE *report;     /* --report FILE (TSV: source, reason), or NULL */
+    uint64_t skipped; /* inputs skipped so far */
+    int quiet_limit;  /* after this many messages, stop printing each one (still reported) */
     uint64_t printed;
-    int silent;         /* print nothing (fuzzing) */
+    int silent; /* print nothing (fuzzing) */
 } pd_reject_ctx;
 
 /* Report one bad input: prints "packdata: error|skipping: SOURCE: REASON" on stderr (both
@@ -83,18 +83,18 @@ int pd_fail_reported(fl_error *err, int code);
 typedef struct pd_items {
     pd_item *v;
     size_t n, cap;
-    char **class_names;   /* label order; owned */
+    char **class_names; /* label order; owned */
     uint32_t num_classes;
-    int in_memory;        /* items carry pixels (IDX/CIFAR) rather than paths */
-    const char *form;     /* "imagefolder", "list", "csv", "idx", "cifar10", "cifar100",
-                             "coco", "maskpairs", "jsonl" */
+    int in_memory;    /* items carry pixels (IDX/CIFAR) rather than paths */
+    const char *form; /* "imagefolder", "list", "csv", "idx", "cifar10", "cifar100",
+                         "coco", "maskpairs", "jsonl" */
     /* The schema when the source has more than an image and a label (COCO, mask pairs,
      * --field): fields[0..num_fields) in record order, max_count 0 (the writer fills it in).
      * num_fields 0: the classic image + label. */
     fl_field fields[FL_MAX_FIELDS];
     uint32_t num_fields;
     /* storage */
-    char **arena;         /* string arena blocks */
+    char **arena; /* string arena blocks */
     size_t n_arena, arena_used, arena_cap;
     uint8_t **pixel_blocks;
     size_t n_blocks;
@@ -129,27 +129,27 @@ void pd_items_slice(pd_items *it, uint32_t index, uint32_t count);
 
 /* Source options shared by the parsers. */
 typedef struct pd_source_opts {
-    const char *root;          /* --root: base directory of list/CSV paths (default: list's dir) */
-    const char *csv;           /* --csv FILE */
-    const char *path_column;   /* --path-column (default "path") */
-    const char *label_column;  /* --label-column (default "label") */
-    const char *idx_images;    /* --idx IMAGES LABELS */
+    const char *root;         /* --root: base directory of list/CSV paths (default: list's dir) */
+    const char *csv;          /* --csv FILE */
+    const char *path_column;  /* --path-column (default "path") */
+    const char *label_column; /* --label-column (default "label") */
+    const char *idx_images;   /* --idx IMAGES LABELS */
     const char *idx_labels;
-    const char *split;         /* --split PREFIX: which IDX pair / CIFAR batches of a directory */
-    int cifar100_coarse;       /* --cifar100-labels coarse */
-    long num_classes;          /* --num-classes, or -1 */
-    char **class_names;        /* --classes FILE / --class-names a,b,c; NULL when not given */
+    const char *split;   /* --split PREFIX: which IDX pair / CIFAR batches of a directory */
+    int cifar100_coarse; /* --cifar100-labels coarse */
+    long num_classes;    /* --num-classes, or -1 */
+    char **class_names;  /* --classes FILE / --class-names a,b,c; NULL when not given */
     uint32_t n_class_names;
-    uint64_t max_pixels;       /* --max-pixels */
-    const char *wds;           /* --wds SHARDS: WebDataset tar shards (src_tar_wds.c) */
-    const char *coco;          /* --coco INSTANCES.json (images under --root) */
-    int masks;                 /* --masks: COCO segmentations into a "mask" field */
-    int allow_outside_root;    /* --allow-outside-root: list/CSV/JSONL/COCO paths and ImageFolder
-                                  links may lead out of --root / SRC (refused by default) */
-    const char *mask_dir;      /* --mask-dir: image/mask folder pairs */
-    const char *mask_suffix;   /* --mask-suffix (default ".png") */
-    const char *image_suffix;  /* --image-suffix (default: any image extension) */
-    const char *jsonl;         /* --jsonl FILE */
+    uint64_t max_pixels;      /* --max-pixels */
+    const char *wds;          /* --wds SHARDS: WebDataset tar shards (src_tar_wds.c) */
+    const char *coco;         /* --coco INSTANCES.json (images under --root) */
+    int masks;                /* --masks: COCO segmentations into a "mask" field */
+    int allow_outside_root;   /* --allow-outside-root: list/CSV/JSONL/COCO paths and ImageFolder
+                                 links may lead out of --root / SRC (refused by default) */
+    const char *mask_dir;     /* --mask-dir: image/mask folder pairs */
+    const char *mask_suffix;  /* --mask-suffix (default ".png") */
+    const char *image_suffix; /* --image-suffix (default: any image extension) */
+    const char *jsonl;        /* --jsonl FILE */
     const char *field_specs[FL_MAX_FIELDS]; /* --field NAME:TYPE[:SHAPE], in order */
     uint32_t n_field_specs;
 } pd_source_opts;
@@ -159,8 +159,8 @@ typedef struct pd_source_opts {
 int pd_source_load(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                    fl_error *err);
 
-int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx *rc,
-                       pd_items *out, fl_error *err);
+int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                       fl_error *err);
 int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                 fl_error *err);
 int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
@@ -186,21 +186,21 @@ int pd_field_spec_add(pd_items *it, const char *spec, char *why, size_t cap);
 int pd_fields_begin(pd_items *it, const pd_source_opts *so, int with_label, char *why, size_t cap);
 int pd_field_value_text(pd_items *it, const fl_field *f, const char *s, const char *root,
                         pd_value *v, char *why, size_t cap);
-int pd_field_value_json(pd_items *it, const fl_field *f, const struct fl_jnode *n,
-                        const char *root, pd_value *v, char *why, size_t cap);
+int pd_field_value_json(pd_items *it, const fl_field *f, const struct fl_jnode *n, const char *root,
+                        pd_value *v, char *why, size_t cap);
 
 /* IDX from memory (for the fuzzer): parse an idx3 image file and idx1 label file. */
 int pd_idx_parse(const uint8_t *img, size_t img_len, const uint8_t *lab, size_t lab_len,
-                 const char *img_name, const char *lab_name, uint64_t max_pixels,
-                 pd_items *out, fl_error *err);
-int pd_src_idx(const char *images, const char *labels, const pd_source_opts *so,
-               pd_reject_ctx *rc, pd_items *out, fl_error *err);
+                 const char *img_name, const char *lab_name, uint64_t max_pixels, pd_items *out,
+                 fl_error *err);
+int pd_src_idx(const char *images, const char *labels, const pd_source_opts *so, pd_reject_ctx *rc,
+               pd_items *out, fl_error *err);
 /* Find the IDX pair in a directory; 1 when found (paths malloc'ed), 0 when none, <0 error. */
 int pd_idx_find(const char *dir, const char *split, char **images, char **labels, fl_error *err);
 /* CIFAR: parse one batch in memory (the fuzzer uses this). `cifar100` selects 3074-byte records
  * (coarse, fine, pixels) over 3073-byte ones (label, pixels). */
-int pd_cifar_parse(const uint8_t *data, size_t len, const char *file_name, int cifar100,
-                   int coarse, pd_items *out, fl_error *err);
+int pd_cifar_parse(const uint8_t *data, size_t len, const char *file_name, int cifar100, int coarse,
+                   pd_items *out, fl_error *err);
 int pd_src_cifar(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                  fl_error *err);
 /* 1 when `dir` holds CIFAR batch files. */
@@ -278,8 +278,8 @@ enum { PD_LISTING_DONE = 0, PD_LISTING_OOM = 1, PD_LISTING_STOPPED = 2 };
 /* DONE: set out->form and the class names, return 0; OOM: "out of memory reading FILE";
  * STOPPED (pd_reject said stop; already reported): FL_E_LABEL; any other value is an error the
  * caller already set in err, returned as is. Frees the listing. */
-int pd_listing_end(pd_listing *l, int how, pd_items *out, const pd_source_opts *so, const char *form,
-                   fl_error *err);
+int pd_listing_end(pd_listing *l, int how, pd_items *out, const pd_source_opts *so,
+                   const char *form, fl_error *err);
 
 /* The tool and its sub-commands (option tables and run functions, fl_cli_table.h), dispatched
  * by main.c. */

@@ -14,12 +14,17 @@
 #include "archive_source.h"
 #include "fl_cli.h"
 
-static const char *enc_name(pd_encode e) {
-    return e == PD_ENC_KEEP ? "keep" : e == PD_ENC_JPEG ? "jpeg" : e == PD_ENC_RAW ? "raw" : "default";
+static const char *enc_name(pd_encode e)
+{
+    return e == PD_ENC_KEEP   ? "keep"
+           : e == PD_ENC_JPEG ? "jpeg"
+           : e == PD_ENC_RAW  ? "raw"
+                              : "default";
 }
 
 /* First file input that reads and probes: its info. Returns 0 when found. */
-static int probe_first(const pd_items *items, uint64_t max_pixels, fl_image_info *info) {
+static int probe_first(const pd_items *items, uint64_t max_pixels, fl_image_info *info)
+{
     for (size_t i = 0; i < items->n && i < 1000; i++) {
         uint8_t *d = NULL;
         size_t n, dcap = 0;
@@ -39,23 +44,29 @@ static int probe_first(const pd_items *items, uint64_t max_pixels, fl_image_info
     return -1;
 }
 
-fl_encoding pd_encoding_of(fl_image_format f) {
+fl_encoding pd_encoding_of(fl_image_format f)
+{
     return f == FL_IMG_PNG ? FL_ENC_PNG : f == FL_IMG_WEBP ? FL_ENC_WEBP : FL_ENC_JPEG;
 }
 
 /* The format of a file from its first bytes (FL_IMG_UNKNOWN when it cannot be read or is not a
  * JPEG/PNG/WebP; such inputs are reported when they are processed). */
-static fl_image_format sniff_file(const char *path) {
+static fl_image_format sniff_file(const char *path)
+{
     /* O_NONBLOCK: a FIFO among the inputs must not block the listing (it is rejected later) */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return FL_IMG_UNKNOWN;
+    if (fd < 0)
+        return FL_IMG_UNKNOWN;
     struct stat st;
     uint8_t b[16];
     ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, sizeof b, 0) : -1;
     close(fd);
-    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return FL_IMG_JPEG;
-    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return FL_IMG_PNG;
-    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return FL_IMG_WEBP;
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF)
+        return FL_IMG_JPEG;
+    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
+        return FL_IMG_PNG;
+    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4))
+        return FL_IMG_WEBP;
     return FL_IMG_UNKNOWN;
 }
 
@@ -65,22 +76,28 @@ typedef struct sniff_job {
     uint64_t count[4];
 } sniff_job;
 
-static void *sniff_range(void *arg) {
+static void *sniff_range(void *arg)
+{
     sniff_job *j = arg;
     for (size_t i = j->lo; i < j->hi; i++)
-        if (j->items->v[i].member) j->count[j->items->v[i].member->format]++; /* sniffed when listed */
-        else if (j->items->v[i].path) j->count[sniff_file(j->items->v[i].path)]++;
+        if (j->items->v[i].member)
+            j->count[j->items->v[i].member->format]++; /* sniffed when listed */
+        else if (j->items->v[i].path)
+            j->count[sniff_file(j->items->v[i].path)]++;
     return NULL;
 }
 
 /* Count the inputs of each format, reading the first bytes of every file: under --encode keep
  * the schema depends on whether they all share one format, which a sample cannot tell. Threads
  * because the cost is one open + read per file (measured: see the commit adding it). */
-static void sniff_all(const pd_items *items, uint32_t workers, uint64_t count[4]) {
+static void sniff_all(const pd_items *items, uint32_t workers, uint64_t count[4])
+{
     memset(count, 0, 4 * sizeof *count);
     uint32_t nt = workers ? workers : 1;
-    if (nt > 16) nt = 16;
-    if (items->n < 256 * (size_t)nt) nt = items->n >= 512 ? (uint32_t)(items->n / 256) : 1;
+    if (nt > 16)
+        nt = 16;
+    if (items->n < 256 * (size_t)nt)
+        nt = items->n >= 512 ? (uint32_t)(items->n / 256) : 1;
     sniff_job jobs[16];
     pthread_t th[16];
     uint32_t started = 0;
@@ -91,28 +108,37 @@ static void sniff_all(const pd_items *items, uint32_t workers, uint64_t count[4]
         jobs[t].hi = items->n * (t + 1) / nt;
     }
     for (uint32_t t = 1; t < nt; t++) {
-        if (pthread_create(&th[t], NULL, sniff_range, &jobs[t])) break;
+        if (pthread_create(&th[t], NULL, sniff_range, &jobs[t]))
+            break;
         started = t;
     }
     sniff_range(&jobs[0]);
-    for (uint32_t t = 1; t <= started; t++) pthread_join(th[t], NULL);
-    for (uint32_t t = started + 1; t < nt; t++) sniff_range(&jobs[t]); /* threads refused */
+    for (uint32_t t = 1; t <= started; t++)
+        pthread_join(th[t], NULL);
+    for (uint32_t t = started + 1; t < nt; t++)
+        sniff_range(&jobs[t]); /* threads refused */
     for (uint32_t t = 0; t < nt; t++)
-        for (int f = 0; f < 4; f++) count[f] += jobs[t].count[f];
+        for (int f = 0; f < 4; f++)
+            count[f] += jobs[t].count[f];
 }
 
 int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_plan *plan,
-                 fl_error *err) {
+                 fl_error *err)
+{
     (void)rc;
     memset(plan, 0, sizeof *plan);
     pd_encode e = po->encode;
-    if (e == PD_ENC_DEFAULT) e = items->in_memory ? PD_ENC_RAW : PD_ENC_KEEP;
+    if (e == PD_ENC_DEFAULT)
+        e = items->in_memory ? PD_ENC_RAW : PD_ENC_KEEP;
     if (e == PD_ENC_KEEP && items->in_memory)
-        return fl_error_set(err, FL_E_INVALID, "--encode keep needs JPEG/PNG/WebP files, but %s (%s) "
-                            "holds raw pixels: use --encode raw (the default here) or --encode jpeg",
-                            po->src ? po->src : "the input", items->form);
+        return fl_error_set(
+            err, FL_E_INVALID,
+            "--encode keep needs JPEG/PNG/WebP files, but %s (%s) "
+            "holds raw pixels: use --encode raw (the default here) or --encode jpeg",
+            po->src ? po->src : "the input", items->form);
     if (e == PD_ENC_KEEP && (po->resize_w || po->max_side || po->gray))
-        return fl_error_set(err, FL_E_INVALID, "--encode keep stores the files unchanged: "
+        return fl_error_set(err, FL_E_INVALID,
+                            "--encode keep stores the files unchanged: "
                             "--resize, --max-side and --gray need --encode jpeg or raw");
     plan->encode = e;
     /* masks: zstd unless --mask-codec png. On VOC-like and COCO-derived masks a zstd frame of the
@@ -128,14 +154,16 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
     /* default: restart markers for re-encoded JPEGs (cheaper crops in the loader), none for keep
      * (the bytes stay exact); raw records have no JPEG to rewrite */
     plan->jpeg_restart = po->jpeg_restart == -2 ? (e == PD_ENC_JPEG ? 4 : -1) : po->jpeg_restart;
-    if (e == PD_ENC_RAW) plan->jpeg_restart = -1;
+    if (e == PD_ENC_RAW)
+        plan->jpeg_restart = -1;
     plan->max_side = po->max_side;
     plan->resize_w = po->resize_w;
     plan->resize_h = po->resize_h;
     plan->max_pixels = po->so.max_pixels;
     plan->channels = po->gray ? 1 : items->in_memory ? items->v[0].channels : 3;
     int comp = po->compress;
-    if (comp < 0) comp = e == PD_ENC_RAW ? 1 : 0;
+    if (comp < 0)
+        comp = e == PD_ENC_RAW ? 1 : 0;
     plan->level = po->level ? po->level : (e == PD_ENC_RAW ? 19 : 3);
     plan->schema.compression = comp ? FL_COMP_ZSTD : FL_COMP_NONE;
     plan->schema.channels = plan->channels;
@@ -205,34 +233,41 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
 void pd_plan_free(pd_plan *plan) { (void)plan; }
 
 int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict, size_t *len,
-                        fl_error *err) {
+                        fl_error *err)
+{
     *dict = NULL;
     *len = 0;
     /* 2000 samples: measured on Fashion-MNIST, 10000 samples or COVER-optimised training gain
      * under 0.3% while costing seconds to a minute */
     size_t k = items->n < 2000 ? items->n : 2000;
-    if (k < 16) return 0; /* too little data for a useful dictionary */
+    if (k < 16)
+        return 0; /* too little data for a useful dictionary */
     pd_plan p = *plan;
     p.schema.compression = FL_COMP_NONE;
     pd_worker_ctx c;
     int r = pd_worker_init(&c, &p, NULL, 0, err);
-    if (r) return r;
+    if (r)
+        return r;
     pd_slot s;
     memset(&s, 0, sizeof s);
     uint8_t *samples = NULL;
     size_t used = 0, cap = 0;
     size_t *sizes = calloc(k, sizeof *sizes);
     unsigned ns = 0;
-    if (!sizes) goto oom;
+    if (!sizes)
+        goto oom;
     for (size_t i = 0; i < k; i++) {
         const pd_item *it = &items->v[i * items->n / k];
         pd_process_item(&c, &p, it, &s);
-        if (s.status != PD_SLOT_OK) continue; /* bad inputs are reported by the real pass */
+        if (s.status != PD_SLOT_OK)
+            continue; /* bad inputs are reported by the real pass */
         if (used + s.len > cap) {
             size_t nc = cap ? cap * 2 : 1 << 20;
-            while (nc < used + s.len) nc *= 2;
+            while (nc < used + s.len)
+                nc *= 2;
             uint8_t *b = realloc(samples, nc);
-            if (!b) goto oom;
+            if (!b)
+                goto oom;
             samples = b;
             cap = nc;
         }
@@ -241,10 +276,12 @@ int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict,
         sizes[ns++] = s.len;
     }
     size_t dcap = plan->dict_cap ? plan->dict_cap : 110 * 1024;
-    if (used / 10 < dcap) dcap = used / 10; /* keep the dictionary well under the sample size */
+    if (used / 10 < dcap)
+        dcap = used / 10; /* keep the dictionary well under the sample size */
     if (ns >= 16 && dcap >= 1024) {
         void *d = malloc(dcap);
-        if (!d) goto oom;
+        if (!d)
+            goto oom;
         fl_error e2;
         if (fl_zstd_train_dictionary(samples, sizes, ns, d, dcap, len, &e2) == 0 && *len) {
             *dict = d;
@@ -267,17 +304,19 @@ oom:
 }
 
 char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
-                      size_t dict_len, uint64_t input_count, const char *inputs_sha256) {
+                      size_t dict_len, uint64_t input_count, const char *inputs_sha256)
+{
     fl_json j;
     fl_json_init(&j);
     char b[64];
     fl_json_begin_object(&j);
     fl_json_key(&j, "source");
-    fl_json_string(&j, po->src ? po->src
-                        : po->so.csv ? po->so.csv
-                        : po->so.coco ? po->so.coco
-                        : po->so.jsonl ? po->so.jsonl
-                        : po->so.wds ? po->so.wds : po->so.idx_images);
+    fl_json_string(&j, po->src        ? po->src
+                       : po->so.csv   ? po->so.csv
+                       : po->so.coco  ? po->so.coco
+                       : po->so.jsonl ? po->so.jsonl
+                       : po->so.wds   ? po->so.wds
+                                      : po->so.idx_images);
     fl_json_key(&j, "source_form");
     fl_json_string(&j, items->form);
     if (items->num_fields) {
@@ -313,8 +352,10 @@ char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_item
         fl_json_int(&j, plan->quality);
     }
     fl_json_key(&j, "jpeg_restart");
-    if (plan->jpeg_restart < 0) fl_json_null(&j);
-    else fl_json_int(&j, plan->jpeg_restart);
+    if (plan->jpeg_restart < 0)
+        fl_json_null(&j);
+    else
+        fl_json_int(&j, plan->jpeg_restart);
     fl_json_key(&j, "max_side");
     fl_json_uint(&j, plan->max_side);
     fl_json_key(&j, "resize");
@@ -370,13 +411,17 @@ char *pd_options_json(const pd_pack_opts *po, const pd_plan *plan, const pd_item
 }
 
 void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_items *items,
-                      uint64_t records, uint64_t skipped, uint64_t parse_skipped,
-                      uint64_t bytes_in, uint64_t bytes_out, double seconds) {
+                      uint64_t records, uint64_t skipped, uint64_t parse_skipped, uint64_t bytes_in,
+                      uint64_t bytes_out, double seconds)
+{
     double ratio = bytes_in ? (double)bytes_out / (double)bytes_in : 0;
     double rate = seconds > 0 ? (double)records / seconds : 0;
     const fl_encoding se = plan->schema.encoding;
-    const char *enc = se == FL_ENC_RAW ? "raw" : se == FL_ENC_PNG ? "png" : se == FL_ENC_WEBP ? "webp"
-                      : se == FL_ENC_MIXED ? "mixed" : "jpeg";
+    const char *enc = se == FL_ENC_RAW     ? "raw"
+                      : se == FL_ENC_PNG   ? "png"
+                      : se == FL_ENC_WEBP  ? "webp"
+                      : se == FL_ENC_MIXED ? "mixed"
+                                           : "jpeg";
     if (po->json) {
         fl_json j;
         fl_json_init(&j);
@@ -387,7 +432,8 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
         fl_json_uint(&j, records);
         fl_json_key(&j, "classes");
         fl_json_begin_array(&j);
-        for (uint32_t i = 0; i < items->num_classes; i++) fl_json_string(&j, items->class_names[i]);
+        for (uint32_t i = 0; i < items->num_classes; i++)
+            fl_json_string(&j, items->class_names[i]);
         fl_json_end_array(&j);
         fl_json_key(&j, "encoding");
         fl_json_string(&j, enc);
@@ -427,26 +473,33 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
         fl_json_free(&j);
         return;
     }
-    if (po->quiet) return; /* --quiet: errors only (skipped inputs still go to --report) */
+    if (po->quiet)
+        return; /* --quiet: errors only (skipped inputs still go to --report) */
     char bi[32], bo[32], t[32], r[48];
     fl_cli_human_bytes(bytes_in, bi, sizeof bi);
     fl_cli_human_bytes(bytes_out, bo, sizeof bo);
     fl_cli_human_duration(seconds, t, sizeof t);
     fl_cli_human_rate(rate, "img/s", r, sizeof r);
-    fprintf(stderr, PD_TOOL ": packed %llu record%s, %u class%s into %s (%s", (unsigned long long)records,
-            records == 1 ? "" : "s", items->num_classes, items->num_classes == 1 ? "" : "es", po->dst, enc);
-    if (plan->schema.width) fprintf(stderr, " %ux%ux%u", plan->schema.width, plan->schema.height, plan->channels);
+    fprintf(stderr, PD_TOOL ": packed %llu record%s, %u class%s into %s (%s",
+            (unsigned long long)records, records == 1 ? "" : "s", items->num_classes,
+            items->num_classes == 1 ? "" : "es", po->dst, enc);
+    if (plan->schema.width)
+        fprintf(stderr, " %ux%ux%u", plan->schema.width, plan->schema.height, plan->channels);
     if (se == FL_ENC_MIXED) {
         const char *sep = ": ";
         for (int f = FL_IMG_JPEG; f <= FL_IMG_WEBP; f++) {
-            if (!plan->keep_count[f] || !fl_image_can_decode((fl_image_format)f)) continue;
+            if (!plan->keep_count[f] || !fl_image_can_decode((fl_image_format)f))
+                continue;
             fprintf(stderr, "%s%llu %s", sep, (unsigned long long)plan->keep_count[f],
                     fl_image_format_name((fl_image_format)f));
             sep = ", ";
         }
         fprintf(stderr, " inputs, each kept in its format");
     }
-    if (plan->schema.compression == FL_COMP_ZSTD) fprintf(stderr, ", zstd:%d", plan->level);
-    fprintf(stderr, ")\n" PD_TOOL ": bytes in %s, out %s (ratio %.3f); %s, %s, %u worker%s; skipped %llu\n",
-            bi, bo, ratio, t, r, po->workers, po->workers == 1 ? "" : "s", (unsigned long long)skipped);
+    if (plan->schema.compression == FL_COMP_ZSTD)
+        fprintf(stderr, ", zstd:%d", plan->level);
+    fprintf(stderr,
+            ")\n" PD_TOOL ": bytes in %s, out %s (ratio %.3f); %s, %s, %u worker%s; skipped %llu\n",
+            bi, bo, ratio, t, r, po->workers, po->workers == 1 ? "" : "s",
+            (unsigned long long)skipped);
 }

@@ -1,7 +1,8 @@
 /* src_cifar.c — CIFAR-10/100 binary batches. CIFAR-10 records are 1 label byte + 3072 pixel bytes
  * (1024 R, 1024 G, 1024 B: planar 32×32); CIFAR-100 records have a coarse and a fine label byte
- * first. Pixels are converted to HWC once at load; names are "<batch file without .bin>#<index>". Class names
- * come from batches.meta.txt / fine_label_names.txt / coarse_label_names.txt next to the batches. */
+ * first. Pixels are converted to HWC once at load; names are "<batch file without .bin>#<index>".
+ * Class names come from batches.meta.txt / fine_label_names.txt / coarse_label_names.txt next to
+ * the batches. */
 #include "packdata.h"
 
 #include <dirent.h>
@@ -12,28 +13,36 @@
 
 #define CIFAR_PIX 3072u
 
-static const char *base_name(const char *p) {
+static const char *base_name(const char *p)
+{
     const char *s = strrchr(p, '/');
     return s ? s + 1 : p;
 }
 
-int pd_cifar_parse(const uint8_t *data, size_t len, const char *file_name, int cifar100,
-                   int coarse, pd_items *out, fl_error *err) {
+int pd_cifar_parse(const uint8_t *data, size_t len, const char *file_name, int cifar100, int coarse,
+                   pd_items *out, fl_error *err)
+{
     size_t rec = cifar100 ? CIFAR_PIX + 2 : CIFAR_PIX + 1;
-    if (len == 0) return fl_error_set(err, FL_E_FORMAT, "%s: empty CIFAR batch file", file_name);
+    if (len == 0)
+        return fl_error_set(err, FL_E_FORMAT, "%s: empty CIFAR batch file", file_name);
     if (len % rec)
-        return fl_error_set(err, FL_E_FORMAT, "%s: %zu bytes is not a whole number of %zu-byte "
-                            "CIFAR-%s records (truncated or not a CIFAR batch)", file_name, len, rec,
-                            cifar100 ? "100" : "10");
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: %zu bytes is not a whole number of %zu-byte "
+                            "CIFAR-%s records (truncated or not a CIFAR batch)",
+                            file_name, len, rec, cifar100 ? "100" : "10");
     size_t n = len / rec;
     uint8_t *hwc = malloc(n * CIFAR_PIX);
-    if (!hwc) return fl_error_set(err, -ENOMEM, "out of memory");
+    if (!hwc)
+        return fl_error_set(err, -ENOMEM, "out of memory");
     int r = pd_items_own_block(out, hwc);
-    if (r) return fl_error_set(err, r, "out of memory");
+    if (r)
+        return fl_error_set(err, r, "out of memory");
     const char *bn = base_name(file_name);
     size_t bl = strlen(bn);
-    if (bl > 4 && !strcmp(bn + bl - 4, ".bin")) bl -= 4; /* "data_batch_1#17" */
-    if (bl > 200) bl = 200;
+    if (bl > 4 && !strcmp(bn + bl - 4, ".bin"))
+        bl -= 4; /* "data_batch_1#17" */
+    if (bl > 200)
+        bl = 200;
     char name[512];
     for (size_t i = 0; i < n; i++) {
         const uint8_t *rp = data + i * rec;
@@ -46,17 +55,20 @@ int pd_cifar_parse(const uint8_t *data, size_t len, const char *file_name, int c
         }
         pd_item it = {0};
         snprintf(name, sizeof name, "%.*s#%zu", (int)bl, bn, i);
-        if (!(it.name = pd_items_strdup(out, name))) return fl_error_set(err, -ENOMEM, "out of memory");
+        if (!(it.name = pd_items_strdup(out, name)))
+            return fl_error_set(err, -ENOMEM, "out of memory");
         it.pixels = o;
         it.height = it.width = 32;
         it.channels = 3;
         it.label = cifar100 ? rp[coarse ? 0 : 1] : rp[0];
-        if (pd_items_push(out, &it)) return fl_error_set(err, -ENOMEM, "out of memory");
+        if (pd_items_push(out, &it))
+            return fl_error_set(err, -ENOMEM, "out of memory");
     }
     return 0;
 }
 
-static int is_file(const char *dir, const char *name) {
+static int is_file(const char *dir, const char *name)
+{
     char *p = pd_path_join(dir, name);
     struct stat st;
     int ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
@@ -65,15 +77,18 @@ static int is_file(const char *dir, const char *name) {
 }
 
 /* A CIFAR-100 batch: a non-empty whole number of 3074-byte records (coarse, fine, 3072 pixels). */
-static int is_cifar100_batch(const char *dir, const char *name) {
+static int is_cifar100_batch(const char *dir, const char *name)
+{
     char *p = pd_path_join(dir, name);
     struct stat st;
-    int ok = p && stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size % 3074 == 0;
+    int ok =
+        p && stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size % 3074 == 0;
     free(p);
     return ok;
 }
 
-int pd_cifar_detect(const char *dir) {
+int pd_cifar_detect(const char *dir)
+{
     /* train.bin/test.bin are generic names: take them for CIFAR-100 when the label-name files are
      * beside them, or when their size is a whole number of CIFAR-100 records (the names files
      * are often dropped when the batches are copied). */
@@ -84,14 +99,16 @@ int pd_cifar_detect(const char *dir) {
 }
 
 /* Read a names file (one per line, blank lines dropped) into out's classes. 0 when read. */
-static int load_names(const char *dir, const char *file, pd_items *out, uint32_t expect) {
+static int load_names(const char *dir, const char *file, pd_items *out, uint32_t expect)
+{
     char *p = pd_path_join(dir, file);
     uint8_t *d;
     size_t n;
     fl_error e;
     int r = p ? pd_read_file(p, 0, 1 << 20, &d, &n, &e) : -ENOMEM;
     free(p);
-    if (r) return -1;
+    if (r)
+        return -1;
     char *names[256];
     uint32_t k = 0;
     size_t s = 0;
@@ -99,7 +116,8 @@ static int load_names(const char *dir, const char *file, pd_items *out, uint32_t
     for (size_t i = 0; i <= n && k < 256; i++) {
         if (i == n || txt[i] == '\n') {
             size_t e2 = i;
-            while (e2 > s && (txt[e2 - 1] == '\r' || txt[e2 - 1] == ' ')) e2--;
+            while (e2 > s && (txt[e2 - 1] == '\r' || txt[e2 - 1] == ' '))
+                e2--;
             if (e2 > s) {
                 names[k++] = strndup(txt + s, e2 - s);
             }
@@ -108,12 +126,15 @@ static int load_names(const char *dir, const char *file, pd_items *out, uint32_t
     }
     free(d);
     r = -1;
-    if (k == expect) r = pd_items_set_classes(out, names, k);
-    for (uint32_t i = 0; i < k; i++) free(names[i]);
+    if (k == expect)
+        r = pd_items_set_classes(out, names, k);
+    for (uint32_t i = 0; i < k; i++)
+        free(names[i]);
     return r;
 }
 
-static int cmp_batch(const void *a, const void *b) {
+static int cmp_batch(const void *a, const void *b)
+{
     /* data_batch_2 before data_batch_10 */
     const char *x = *(char *const *)a, *y = *(char *const *)b;
     long nx = atol(x + strcspn(x, "0123456789")), ny = atol(y + strcspn(y, "0123456789"));
@@ -121,15 +142,18 @@ static int cmp_batch(const void *a, const void *b) {
 }
 
 int pd_src_cifar(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
-                 fl_error *err) {
+                 fl_error *err)
+{
     struct stat st;
-    if (stat(src, &st) < 0) return fl_error_set(err, -errno, "%s: %s", src, strerror(errno));
+    if (stat(src, &st) < 0)
+        return fl_error_set(err, -errno, "%s: %s", src, strerror(errno));
     char *files[64];
     int nf = 0, cifar100 = 0, r = 0;
     char *dir;
     if (S_ISDIR(st.st_mode)) {
         dir = strdup(src);
-        int has_train10 = is_file(src, "data_batch_1.bin"), has_test10 = is_file(src, "test_batch.bin");
+        int has_train10 = is_file(src, "data_batch_1.bin"),
+            has_test10 = is_file(src, "test_batch.bin");
         int has_train100 = is_file(src, "train.bin"), has_test100 = is_file(src, "test.bin");
         cifar100 = !(has_train10 || has_test10);
         int has_train = cifar100 ? has_train100 : has_train10;
@@ -138,14 +162,17 @@ int pd_src_cifar(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, p
         if (!split) {
             if (has_train && has_test) {
                 free(dir);
-                return fl_error_set(err, FL_E_INVALID, "%s holds both CIFAR training and test "
-                                    "batches: choose with --split train or --split test", src);
+                return fl_error_set(err, FL_E_INVALID,
+                                    "%s holds both CIFAR training and test "
+                                    "batches: choose with --split train or --split test",
+                                    src);
             }
             split = has_train ? "train" : "test";
         }
         if (strcmp(split, "train") && strcmp(split, "test")) {
             free(dir);
-            return fl_error_set(err, FL_E_INVALID, "--split for CIFAR must be train or test (got '%s')", split);
+            return fl_error_set(err, FL_E_INVALID,
+                                "--split for CIFAR must be train or test (got '%s')", split);
         }
         if (!strcmp(split, "test")) {
             files[nf++] = pd_path_join(src, cifar100 ? "test.bin" : "test_batch.bin");
@@ -159,7 +186,8 @@ int pd_src_cifar(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, p
             while (d && (de = readdir(d)) && nn < 64)
                 if (!strncmp(de->d_name, "data_batch_", 11) && strstr(de->d_name, ".bin"))
                     names[nn++] = strdup(de->d_name);
-            if (d) closedir(d);
+            if (d)
+                closedir(d);
             qsort(names, (size_t)nn, sizeof *names, cmp_batch);
             for (int i = 0; i < nn; i++) {
                 files[nf++] = pd_path_join(src, names[i]);
@@ -185,23 +213,28 @@ int pd_src_cifar(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, p
             break;
         }
         r = pd_read_file(files[i], 0, 1ull << 32, &d, &n, err);
-        if (r) break;
+        if (r)
+            break;
         r = pd_cifar_parse(d, n, files[i], cifar100, so->cifar100_coarse, out, err);
         free(d);
     }
-    for (int i = 0; i < nf; i++) free(files[i]);
+    for (int i = 0; i < nf; i++)
+        free(files[i]);
     if (r) {
         free(dir);
         return r;
     }
     uint32_t ncls = cifar100 ? (so->cifar100_coarse ? 20 : 100) : 10;
-    if (so->num_classes > 0) ncls = (uint32_t)so->num_classes;
-    if (so->n_class_names) ncls = so->n_class_names;
+    if (so->num_classes > 0)
+        ncls = (uint32_t)so->num_classes;
+    if (so->n_class_names)
+        ncls = so->n_class_names;
     /* labels out of range: report each */
     size_t w = 0;
     for (size_t i = 0; i < out->n; i++) {
         if ((uint32_t)out->v[i].label >= ncls) {
-            if (pd_reject(rc, out->v[i].name, "label %d is out of range (%u classes)", out->v[i].label, ncls)) {
+            if (pd_reject(rc, out->v[i].name, "label %d is out of range (%u classes)",
+                          out->v[i].label, ncls)) {
                 free(dir);
                 return pd_fail_reported(err, FL_E_LABEL);
             }
@@ -214,8 +247,11 @@ int pd_src_cifar(const char *src, const pd_source_opts *so, pd_reject_ctx *rc, p
     out->form = cifar100 ? "cifar100" : "cifar10";
     if (so->n_class_names) {
         r = pd_items_set_classes(out, so->class_names, so->n_class_names);
-    } else if (load_names(dir, cifar100 ? (so->cifar100_coarse ? "coarse_label_names.txt" : "fine_label_names.txt")
-                                        : "batches.meta.txt", out, ncls) != 0) {
+    } else if (load_names(dir,
+                          cifar100 ? (so->cifar100_coarse ? "coarse_label_names.txt"
+                                                          : "fine_label_names.txt")
+                                   : "batches.meta.txt",
+                          out, ncls) != 0) {
         r = pd_items_numeric_classes(out, ncls);
     }
     free(dir);

@@ -37,21 +37,26 @@ typedef struct img {
     size_t index; /* position in "images" */
 } img;
 
-static int cmp_cat(const void *a, const void *b) {
+static int cmp_cat(const void *a, const void *b)
+{
     int64_t x = ((const cat *)a)->id, y = ((const cat *)b)->id;
     return x < y ? -1 : x > y;
 }
 
-static int cmp_img(const void *a, const void *b) {
+static int cmp_img(const void *a, const void *b)
+{
     int64_t x = ((const img *)a)->id, y = ((const img *)b)->id;
-    if (x != y) return x < y ? -1 : 1;
+    if (x != y)
+        return x < y ? -1 : 1;
     size_t i = ((const img *)a)->index, j = ((const img *)b)->index;
     return i < j ? -1 : i > j;
 }
 
-static int get_int(const fl_jnode *o, const char *key, int64_t *v) {
+static int get_int(const fl_jnode *o, const char *key, int64_t *v)
+{
     const fl_jnode *n = fl_jget(o, key);
-    if (!n || n->type != FL_J_NUMBER || !n->is_int) return -1;
+    if (!n || n->type != FL_J_NUMBER || !n->is_int)
+        return -1;
     *v = n->ival;
     return 0;
 }
@@ -72,25 +77,33 @@ typedef struct jscan {
     size_t len, p;
 } jscan;
 
-static void scan_ws(jscan *s) {
-    while (s->p < s->len && (s->t[s->p] == ' ' || s->t[s->p] == '\t' || s->t[s->p] == '\n' || s->t[s->p] == '\r'))
+static void scan_ws(jscan *s)
+{
+    while (s->p < s->len &&
+           (s->t[s->p] == ' ' || s->t[s->p] == '\t' || s->t[s->p] == '\n' || s->t[s->p] == '\r'))
         s->p++;
 }
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static int scan_string(jscan *s) {
+static int scan_string(jscan *s)
+{
     s->p++; /* the opening quote */
     while (s->p < s->len) {
         unsigned char c = (unsigned char)s->t[s->p++];
-        if (c == '"') return 0;
-        if (c < 0x20) return -1;
-        if (c != '\\') continue;
-        if (s->p >= s->len) return -1;
+        if (c == '"')
+            return 0;
+        if (c < 0x20)
+            return -1;
+        if (c != '\\')
+            continue;
+        if (s->p >= s->len)
+            return -1;
         char e = s->t[s->p++];
         if (e == 'u') {
             for (int k = 0; k < 4; k++, s->p++)
-                if (s->p >= s->len || !strchr("0123456789abcdefABCDEF", s->t[s->p]) || !s->t[s->p]) return -1;
+                if (s->p >= s->len || !strchr("0123456789abcdefABCDEF", s->t[s->p]) || !s->t[s->p])
+                    return -1;
         } else if (!e || !strchr("\"\\/bfnrt", e)) {
             return -1;
         }
@@ -98,32 +111,44 @@ static int scan_string(jscan *s) {
     return -1;
 }
 
-static int scan_digits(jscan *s) {
-    if (s->p >= s->len || !is_digit(s->t[s->p])) return -1;
-    while (s->p < s->len && is_digit(s->t[s->p])) s->p++;
+static int scan_digits(jscan *s)
+{
+    if (s->p >= s->len || !is_digit(s->t[s->p]))
+        return -1;
+    while (s->p < s->len && is_digit(s->t[s->p]))
+        s->p++;
     return 0;
 }
 
-static int scan_number(jscan *s) {
-    if (s->t[s->p] == '-') s->p++;
-    if (s->p < s->len && s->t[s->p] == '0') s->p++;
-    else if (scan_digits(s)) return -1;
+static int scan_number(jscan *s)
+{
+    if (s->t[s->p] == '-')
+        s->p++;
+    if (s->p < s->len && s->t[s->p] == '0')
+        s->p++;
+    else if (scan_digits(s))
+        return -1;
     if (s->p < s->len && s->t[s->p] == '.') {
         s->p++;
-        if (scan_digits(s)) return -1;
+        if (scan_digits(s))
+            return -1;
     }
     if (s->p < s->len && (s->t[s->p] == 'e' || s->t[s->p] == 'E')) {
         s->p++;
-        if (s->p < s->len && (s->t[s->p] == '+' || s->t[s->p] == '-')) s->p++;
-        if (scan_digits(s)) return -1;
+        if (s->p < s->len && (s->t[s->p] == '+' || s->t[s->p] == '-'))
+            s->p++;
+        if (scan_digits(s))
+            return -1;
     }
     return 0;
 }
 
 /* Skip one JSON value (after white space), checking its syntax. 0, or -1 at a syntax error. */
-static int scan_value(jscan *s, int depth) {
+static int scan_value(jscan *s, int depth)
+{
     scan_ws(s);
-    if (s->p >= s->len || depth > 64) return -1;
+    if (s->p >= s->len || depth > 64)
+        return -1;
     char c = s->t[s->p];
     if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
@@ -136,25 +161,32 @@ static int scan_value(jscan *s, int depth) {
         for (;;) {
             if (c == '{') {
                 scan_ws(s);
-                if (s->p >= s->len || s->t[s->p] != '"' || scan_string(s)) return -1;
+                if (s->p >= s->len || s->t[s->p] != '"' || scan_string(s))
+                    return -1;
                 scan_ws(s);
-                if (s->p >= s->len || s->t[s->p] != ':') return -1;
+                if (s->p >= s->len || s->t[s->p] != ':')
+                    return -1;
                 s->p++;
             }
-            if (scan_value(s, depth + 1)) return -1;
+            if (scan_value(s, depth + 1))
+                return -1;
             scan_ws(s);
-            if (s->p >= s->len) return -1;
+            if (s->p >= s->len)
+                return -1;
             if (s->t[s->p] == ',') {
                 s->p++;
                 continue;
             }
-            if (s->t[s->p] != close) return -1;
+            if (s->t[s->p] != close)
+                return -1;
             s->p++;
             return 0;
         }
     }
-    if (c == '"') return scan_string(s);
-    if (c == '-' || is_digit(c)) return scan_number(s);
+    if (c == '"')
+        return scan_string(s);
+    if (c == '-' || is_digit(c))
+        return scan_number(s);
     static const char *const lit[3] = {"true", "false", "null"};
     for (int k = 0; k < 3; k++) {
         size_t n = strlen(lit[k]);
@@ -169,22 +201,27 @@ static int scan_value(jscan *s, int depth) {
 /* The whole text checked and the spans of the members "images", "annotations", "categories"
  * of the top-level object found (the first of each name, as fl_jget finds). Returns 0, or -1
  * when the text is not valid JSON or not an object. */
-static int coco_outline(const char *t, size_t len, span *images, span *anns, span *cats) {
+static int coco_outline(const char *t, size_t len, span *images, span *anns, span *cats)
+{
     jscan s = {t, len, 0};
     memset(images, 0, sizeof *images);
     memset(anns, 0, sizeof *anns);
     memset(cats, 0, sizeof *cats);
     scan_ws(&s);
-    if (s.p >= len || t[s.p] != '{') return -1;
+    if (s.p >= len || t[s.p] != '{')
+        return -1;
     size_t obj = s.p;
-    if (scan_value(&s, 1)) return -1;
+    if (scan_value(&s, 1))
+        return -1;
     scan_ws(&s);
-    if (s.p != len) return -1;
+    if (s.p != len)
+        return -1;
     /* valid: walk the members again, without checks */
     s.p = obj + 1;
     for (;;) {
         scan_ws(&s);
-        if (t[s.p] == '}') return 0;
+        if (t[s.p] == '}')
+            return 0;
         size_t kb = s.p;
         scan_string(&s);
         size_t ke = s.p;
@@ -196,26 +233,32 @@ static int coco_outline(const char *t, size_t len, span *images, span *anns, spa
         v.e = s.p;
         const char *k = t + kb + 1;
         size_t kl = ke - kb - 2;
-        span *dst = kl == 6 && !memcmp(k, "images", 6)         ? images
+        span *dst = kl == 6 && !memcmp(k, "images", 6)          ? images
                     : kl == 11 && !memcmp(k, "annotations", 11) ? anns
-                    : kl == 10 && !memcmp(k, "categories", 10)  ? cats : NULL;
-        if (dst && dst->b == dst->e) *dst = v;
+                    : kl == 10 && !memcmp(k, "categories", 10)  ? cats
+                                                                : NULL;
+        if (dst && dst->b == dst->e)
+            *dst = v;
         scan_ws(&s);
-        if (t[s.p] == ',') s.p++;
+        if (t[s.p] == ',')
+            s.p++;
     }
 }
 
 /* The next element of the list at `arr` (a checked span starting with '['): its span in *el,
  * *p the scan position (arr.b + 1 before the first call). Returns 1, or 0 after the last. */
-static int next_element(const char *t, span arr, size_t *p, span *el) {
+static int next_element(const char *t, span arr, size_t *p, span *el)
+{
     jscan s = {t, arr.e, *p};
     scan_ws(&s);
-    if (s.p >= arr.e || t[s.p] == ']') return 0;
+    if (s.p >= arr.e || t[s.p] == ']')
+        return 0;
     el->b = s.p;
     scan_value(&s, 1);
     el->e = s.p;
     scan_ws(&s);
-    if (s.p < arr.e && t[s.p] == ',') s.p++;
+    if (s.p < arr.e && t[s.p] == ',')
+        s.p++;
     *p = s.p;
     return 1;
 }
@@ -224,7 +267,8 @@ static int is_list(const char *t, span v) { return v.e > v.b && t[v.b] == '['; }
 
 /* The segmentation of one annotation into the blob. Returns 0, -1 (why filled), -ENOMEM. */
 static int add_segmentation(pd_segbuf *sb, const fl_jnode *seg, uint32_t value, uint32_t w,
-                            uint32_t h, char *why, size_t cap) {
+                            uint32_t h, char *why, size_t cap)
+{
     int r;
     if (seg->type == FL_J_ARRAY) {
         if ((r = pd_segbuf_push(sb, value)) || (r = pd_segbuf_push(sb, PD_SEG_POLYGONS)) ||
@@ -233,20 +277,24 @@ static int add_segmentation(pd_segbuf *sb, const fl_jnode *seg, uint32_t value, 
         size_t q = 0;
         for (const fl_jnode *poly = seg->child; poly; poly = poly->next, q++) {
             if (poly->type != FL_J_ARRAY || poly->count % 2 || poly->count < 2) {
-                snprintf(why, cap, "segmentation polygon %zu is not an even-length list of numbers", q);
+                snprintf(why, cap, "segmentation polygon %zu is not an even-length list of numbers",
+                         q);
                 return -1;
             }
-            if ((r = pd_segbuf_push(sb, (double)poly->count))) return r;
+            if ((r = pd_segbuf_push(sb, (double)poly->count)))
+                return r;
             size_t i = 0;
             for (const fl_jnode *n = poly->child; n; n = n->next, i++) {
                 double lim = i % 2 ? h : w;
                 if (n->type != FL_J_NUMBER || !isfinite(n->dval) || n->dval < -POLY_FAR * lim ||
                     n->dval > (1 + POLY_FAR) * lim) {
                     snprintf(why, cap, "segmentation polygon %zu: point %zu is %s the %ux%u image",
-                             q, i / 2, n->type == FL_J_NUMBER ? "far outside" : "not a number in", w, h);
+                             q, i / 2, n->type == FL_J_NUMBER ? "far outside" : "not a number in",
+                             w, h);
                     return -1;
                 }
-                if ((r = pd_segbuf_push(sb, n->dval))) return r;
+                if ((r = pd_segbuf_push(sb, n->dval)))
+                    return r;
             }
         }
         return 0;
@@ -257,7 +305,8 @@ static int add_segmentation(pd_segbuf *sb, const fl_jnode *seg, uint32_t value, 
     }
     const fl_jnode *size = fl_jget(seg, "size"), *counts = fl_jget(seg, "counts");
     const fl_jnode *sh = fl_jat(size, 0), *sw = fl_jat(size, 1);
-    if (!size || size->type != FL_J_ARRAY || size->count != 2 || !sh->is_int || !sw->is_int || !counts) {
+    if (!size || size->type != FL_J_ARRAY || size->count != 2 || !sh->is_int || !sw->is_int ||
+        !counts) {
         snprintf(why, cap, "RLE segmentation needs \"size\": [height, width] and \"counts\"");
         return -1;
     }
@@ -272,14 +321,16 @@ static int add_segmentation(pd_segbuf *sb, const fl_jnode *seg, uint32_t value, 
     if (counts->type == FL_J_STRING) {
         char w2[200];
         r = pd_coco_rle_string(sb, counts->str, counts->str_len, h, w, w2, sizeof w2);
-        if (r == -1) snprintf(why, cap, "%s", w2);
+        if (r == -1)
+            snprintf(why, cap, "%s", w2);
         return r;
     }
     if (counts->type != FL_J_ARRAY) {
         snprintf(why, cap, "RLE \"counts\" is neither a list nor a string");
         return -1;
     }
-    if ((r = pd_segbuf_push(sb, (double)counts->count))) return r;
+    if ((r = pd_segbuf_push(sb, (double)counts->count)))
+        return r;
     uint64_t sum = 0;
     for (const fl_jnode *n = counts->child; n; n = n->next) {
         if (n->type != FL_J_NUMBER || !n->is_int || n->ival < 0 || n->ival > (int64_t)h * w) {
@@ -287,7 +338,8 @@ static int add_segmentation(pd_segbuf *sb, const fl_jnode *seg, uint32_t value, 
             return -1;
         }
         sum += (uint64_t)n->ival;
-        if ((r = pd_segbuf_push(sb, (double)n->ival))) return r;
+        if ((r = pd_segbuf_push(sb, (double)n->ival)))
+            return r;
     }
     if (sum != (uint64_t)h * w) {
         snprintf(why, cap, "RLE counts add up to %llu pixels, the %ux%u image has %llu",
@@ -296,7 +348,6 @@ static int add_segmentation(pd_segbuf *sb, const fl_jnode *seg, uint32_t value, 
     }
     return 0;
 }
-
 
 /* ---- images, annotations, records ---------------------------------------------------------- */
 
@@ -310,11 +361,11 @@ typedef struct coco_img {
 
 /* One annotation that passed its checks, reduced to its record values. */
 typedef struct coco_ann {
-    uint32_t img;          /* index into images */
+    uint32_t img; /* index into images */
     int32_t label, crowd;
-    float box[4];          /* xyxy, clipped to the image */
-    size_t seg_off;        /* its object in the segments buffer (with --masks) */
-    size_t seg_len;        /* doubles; 0: no segmentation */
+    float box[4];   /* xyxy, clipped to the image */
+    size_t seg_off; /* its object in the segments buffer (with --masks) */
+    size_t seg_len; /* doubles; 0: no segmentation */
 } coco_ann;
 
 typedef struct coco {
@@ -325,129 +376,156 @@ typedef struct coco {
     int masks;
     cat *cats;
     size_t ncat;
-    coco_img *images;      /* in file order */
+    coco_img *images; /* in file order */
     size_t nimg;
-    img *ids;              /* sorted by id */
-    coco_ann *anns;        /* in file order */
+    img *ids;       /* sorted by id */
+    coco_ann *anns; /* in file order */
     size_t nann, ann_cap;
-    pd_segbuf seg;         /* every kept annotation's object, one after the other */
+    pd_segbuf seg; /* every kept annotation's object, one after the other */
 } coco;
 
-static long find_cat(const coco *c, int64_t id) {
+static long find_cat(const coco *c, int64_t id)
+{
     size_t lo = 0, hi = c->ncat;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c->cats[mid].id < id) lo = mid + 1;
-        else hi = mid;
+        if (c->cats[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < c->ncat && c->cats[lo].id == id ? (long)lo : -1;
 }
 
-static long find_img(const coco *c, int64_t id) {
+static long find_img(const coco *c, int64_t id)
+{
     size_t lo = 0, hi = c->nimg;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (c->ids[mid].id < id) lo = mid + 1;
-        else hi = mid;
+        if (c->ids[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < c->nimg && c->ids[lo].id == id ? (long)c->ids[lo].index : -1;
 }
 
 /* Parse element `el` of the text alone. Returns 0 or the error of fl_jparse (-ENOMEM: the text
  * was checked already). */
-static int parse_element(const coco *c, span el, fl_jdoc **doc, fl_error *err) {
+static int parse_element(const coco *c, span el, fl_jdoc **doc, fl_error *err)
+{
     return fl_jparse(c->text + el.b, el.e - el.b, c->file, doc, err);
 }
 
 /* The categories (sorted by id: their order is the class order). names are strdup'ed. */
-static int read_categories(coco *c, span list, fl_error *err) {
+static int read_categories(coco *c, span list, fl_error *err)
+{
     size_t p = list.b + 1, cap = 0;
     span el;
     while (next_element(c->text, list, &p, &el)) {
         if (c->ncat == cap) {
             cap = cap ? cap * 2 : 64;
             cat *v = realloc(c->cats, cap * sizeof *v);
-            if (!v) return -ENOMEM;
+            if (!v)
+                return -ENOMEM;
             c->cats = v;
         }
         fl_jdoc *doc;
         int r = parse_element(c, el, &doc, err);
-        if (r) return r;
+        if (r)
+            return r;
         const fl_jnode *n = fl_jroot(doc), *nm = fl_jget(n, "name");
         cat *k = &c->cats[c->ncat];
         k->name = NULL;
         if (get_int(n, "id", &k->id) || !nm || nm->type != FL_J_STRING) {
             fl_jfree(doc);
-            return fl_error_set(err, FL_E_FORMAT, "%s: categories[%zu] needs an integer \"id\" and a "
-                                "\"name\"", c->file, c->ncat);
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: categories[%zu] needs an integer \"id\" and a "
+                                "\"name\"",
+                                c->file, c->ncat);
         }
         k->name = strdup(nm->str);
         fl_jfree(doc);
-        if (!k->name) return -ENOMEM;
+        if (!k->name)
+            return -ENOMEM;
         c->ncat++;
     }
-    if (!c->ncat) return fl_error_set(err, FL_E_FORMAT, "%s: \"categories\" is empty", c->file);
+    if (!c->ncat)
+        return fl_error_set(err, FL_E_FORMAT, "%s: \"categories\" is empty", c->file);
     qsort(c->cats, c->ncat, sizeof *c->cats, cmp_cat);
     for (size_t i = 1; i < c->ncat; i++)
         if (c->cats[i].id == c->cats[i - 1].id)
-            return fl_error_set(err, FL_E_FORMAT, "%s: category id %lld appears twice in \"categories\"",
-                                c->file, (long long)c->cats[i].id);
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: category id %lld appears twice in \"categories\"", c->file,
+                                (long long)c->cats[i].id);
     return 0;
 }
 
 /* The images: id, file_name, size; sorted by id for the annotations; a duplicate id rejected
  * (the later entry). Returns 0, 1 (pd_reject said stop), or an error. */
-static int read_images(coco *c, span list, fl_error *err) {
+static int read_images(coco *c, span list, fl_error *err)
+{
     size_t p = list.b + 1, cap = 0;
     span el;
     while (next_element(c->text, list, &p, &el)) {
         if (c->nimg == cap) {
             cap = cap ? cap * 2 : 1024;
             coco_img *v = realloc(c->images, cap * sizeof *v);
-            if (!v) return -ENOMEM;
+            if (!v)
+                return -ENOMEM;
             c->images = v;
         }
         fl_jdoc *doc;
         int r = parse_element(c, el, &doc, err);
-        if (r) return r;
+        if (r)
+            return r;
         const fl_jnode *n = fl_jroot(doc), *fn = fl_jget(n, "file_name");
         coco_img *im = &c->images[c->nimg];
         memset(im, 0, sizeof *im);
         if (get_int(n, "id", &im->id)) {
             fl_jfree(doc);
-            return fl_error_set(err, FL_E_FORMAT, "%s: images[%zu] has no integer \"id\"", c->file, c->nimg);
+            return fl_error_set(err, FL_E_FORMAT, "%s: images[%zu] has no integer \"id\"", c->file,
+                                c->nimg);
         }
-        if (fn && fn->type == FL_J_STRING && fn->str_len && !(im->file = pd_items_strdup(c->out, fn->str))) {
+        if (fn && fn->type == FL_J_STRING && fn->str_len &&
+            !(im->file = pd_items_strdup(c->out, fn->str))) {
             fl_jfree(doc);
             return -ENOMEM;
         }
-        if (get_int(n, "width", &im->w)) im->w = -1;
-        if (get_int(n, "height", &im->h)) im->h = -1;
+        if (get_int(n, "width", &im->w))
+            im->w = -1;
+        if (get_int(n, "height", &im->h))
+            im->h = -1;
         fl_jfree(doc);
         c->nimg++;
     }
     c->ids = calloc(c->nimg ? c->nimg : 1, sizeof *c->ids);
-    if (!c->ids) return -ENOMEM;
-    for (size_t i = 0; i < c->nimg; i++) c->ids[i].id = c->images[i].id, c->ids[i].index = i;
+    if (!c->ids)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->nimg; i++)
+        c->ids[i].id = c->images[i].id, c->ids[i].index = i;
     qsort(c->ids, c->nimg, sizeof *c->ids, cmp_img);
     for (size_t i = 1; i < c->nimg; i++)
         if (c->ids[i].id == c->ids[i - 1].id) {
             char src[600];
             snprintf(src, sizeof src, "%s: images[%zu]", c->file, c->ids[i].index);
-            if (pd_reject(c->rc, src, "image id %lld appears twice in \"images\"", (long long)c->ids[i].id))
+            if (pd_reject(c->rc, src, "image id %lld appears twice in \"images\"",
+                          (long long)c->ids[i].id))
                 return 1;
             c->images[c->ids[i].index].bad = 1;
         }
     return 0;
 }
 
-static int image_usable(const coco_img *im) {
+static int image_usable(const coco_img *im)
+{
     return im->file && im->w > 0 && im->h > 0 && im->w <= 65535 && im->h <= 65535;
 }
 
 /* One annotation checked and reduced (a). Returns 0 (kept, or rejected with its image left out
  * and reported), 1 (pd_reject said stop), -ENOMEM. */
-static int read_annotation(coco *c, const fl_jnode *a) {
+static int read_annotation(coco *c, const fl_jnode *a)
+{
     int64_t aid = -1, iid, cid = 0;
     get_int(a, "id", &aid);
     long ii;
@@ -458,28 +536,38 @@ static int read_annotation(coco *c, const fl_jnode *a) {
     }
     coco_img *im = &c->images[ii];
     /* an image already left out, or one its own checks will reject when the records are made */
-    if (im->bad || !image_usable(im)) return 0;
+    if (im->bad || !image_usable(im))
+        return 0;
     char asrc[700];
     snprintf(asrc, sizeof asrc, "%s: annotation id %lld (image id %lld, %.400s)", c->file,
              (long long)aid, (long long)im->id, im->file);
-#define BAD(...) do { im->bad = 1; return pd_reject(c->rc, asrc, __VA_ARGS__) ? 1 : 0; } while (0)
-    if (get_int(a, "category_id", &cid)) BAD("has no integer \"category_id\"");
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        im->bad = 1;                                                                               \
+        return pd_reject(c->rc, asrc, __VA_ARGS__) ? 1 : 0;                                        \
+    } while (0)
+    if (get_int(a, "category_id", &cid))
+        BAD("has no integer \"category_id\"");
     long ci = find_cat(c, cid);
-    if (ci < 0) BAD("category_id %lld is not in \"categories\"", (long long)cid);
+    if (ci < 0)
+        BAD("category_id %lld is not in \"categories\"", (long long)cid);
     const fl_jnode *ic = fl_jget(a, "iscrowd");
     if (ic && (ic->type != FL_J_NUMBER || !ic->is_int || (ic->ival != 0 && ic->ival != 1)))
         BAD("\"iscrowd\" is not 0 or 1");
     const fl_jnode *bb = fl_jget(a, "bbox");
     double v[4];
-    if (!bb || bb->type != FL_J_ARRAY || bb->count != 4) BAD("\"bbox\" is not [x, y, width, height]");
+    if (!bb || bb->type != FL_J_ARRAY || bb->count != 4)
+        BAD("\"bbox\" is not [x, y, width, height]");
     int i = 0;
     for (const fl_jnode *x = bb->child; x; x = x->next, i++) {
-        if (x->type != FL_J_NUMBER || !isfinite(x->dval)) BAD("\"bbox\" holds a value that is not a number");
+        if (x->type != FL_J_NUMBER || !isfinite(x->dval))
+            BAD("\"bbox\" holds a value that is not a number");
         v[i] = x->dval;
     }
     if (v[2] < 0 || v[3] < 0)
         BAD("\"bbox\" [%g, %g, %g, %g] has a negative width or height", v[0], v[1], v[2], v[3]);
-    double x0 = v[0], y0 = v[1], x1 = v[0] + v[2], y1 = v[1] + v[3], w = (double)im->w, h = (double)im->h;
+    double x0 = v[0], y0 = v[1], x1 = v[0] + v[2], y1 = v[1] + v[3], w = (double)im->w,
+           h = (double)im->h;
     if (x0 < -BOX_SLACK || y0 < -BOX_SLACK || x1 > w + BOX_SLACK || y1 > h + BOX_SLACK)
         BAD("\"bbox\" [%g, %g, %g, %g] lies outside the %lldx%lld image", v[0], v[1], v[2], v[3],
             (long long)im->w, (long long)im->h);
@@ -488,9 +576,10 @@ static int read_annotation(coco *c, const fl_jnode *a) {
         const fl_jnode *seg = fl_jget(a, "segmentation");
         if (seg) { /* a box without a mask paints nothing */
             char why[300];
-            int r = add_segmentation(&c->seg, seg, (uint32_t)ci + 1, (uint32_t)im->w, (uint32_t)im->h,
-                                     why, sizeof why);
-            if (r == -ENOMEM) return r;
+            int r = add_segmentation(&c->seg, seg, (uint32_t)ci + 1, (uint32_t)im->w,
+                                     (uint32_t)im->h, why, sizeof why);
+            if (r == -ENOMEM)
+                return r;
             if (r) {
                 c->seg.n = seg_off;
                 BAD("%s", why);
@@ -502,7 +591,8 @@ static int read_annotation(coco *c, const fl_jnode *a) {
     if (c->nann == c->ann_cap) {
         size_t cap = c->ann_cap ? c->ann_cap * 2 : 1024;
         coco_ann *n = realloc(c->anns, cap * sizeof *n);
-        if (!n) return -ENOMEM;
+        if (!n)
+            return -ENOMEM;
         c->anns = n;
         c->ann_cap = cap;
     }
@@ -519,16 +609,19 @@ static int read_annotation(coco *c, const fl_jnode *a) {
     return 0;
 }
 
-static int read_annotations(coco *c, span list, fl_error *err) {
+static int read_annotations(coco *c, span list, fl_error *err)
+{
     size_t p = list.b + 1;
     span el;
     while (next_element(c->text, list, &p, &el)) {
         fl_jdoc *doc;
         int r = parse_element(c, el, &doc, err);
-        if (r) return r;
+        if (r)
+            return r;
         r = read_annotation(c, fl_jroot(doc));
         fl_jfree(doc);
-        if (r) return r;
+        if (r)
+            return r;
     }
     return 0;
 }
@@ -536,27 +629,36 @@ static int read_annotations(coco *c, span list, fl_error *err) {
 /* Image i and its kept annotations (anns[order[0..n)], file order) into an item. Returns 0
  * (added, or rejected and skipped), 1 (stop), -ENOMEM. */
 static int add_image(coco *c, const pd_source_opts *so, size_t i, const size_t *order, size_t n,
-                     float *boxes, int32_t *labels, int32_t *crowd) {
+                     float *boxes, int32_t *labels, int32_t *crowd)
+{
     pd_items *out = c->out;
     const coco_img *im = &c->images[i];
     char src[600];
     snprintf(src, sizeof src, "%s: image id %lld", c->file, (long long)im->id);
-    if (!im->file) return pd_reject(c->rc, src, "has no \"file_name\"") ? 1 : 0;
+    if (!im->file)
+        return pd_reject(c->rc, src, "has no \"file_name\"") ? 1 : 0;
     snprintf(src, sizeof src, "%s: image id %lld (%.400s)", c->file, (long long)im->id, im->file);
-    if (!image_usable(im)) return pd_reject(c->rc, src, "needs \"width\" and \"height\" (1..65535)") ? 1 : 0;
+    if (!image_usable(im))
+        return pd_reject(c->rc, src, "needs \"width\" and \"height\" (1..65535)") ? 1 : 0;
     if (!so->allow_outside_root && pd_path_leaves(so->root, im->file))
-        return pd_reject(c->rc, src, "file_name is outside --root %s (an absolute path, or one "
-                         "climbing with ..): refused (--allow-outside-root packs it)", so->root) ? 1 : 0;
+        return pd_reject(c->rc, src,
+                         "file_name is outside --root %s (an absolute path, or one "
+                         "climbing with ..): refused (--allow-outside-root packs it)",
+                         so->root)
+                   ? 1
+                   : 0;
     size_t nseg = 0, seg_total = 1;
     for (size_t k = 0; k < n; k++) {
         const coco_ann *a = &c->anns[order[k]];
         memcpy(boxes + 4 * k, a->box, 16);
         labels[k] = a->label;
         crowd[k] = a->crowd;
-        if (a->seg_len) nseg++, seg_total += a->seg_len;
+        if (a->seg_len)
+            nseg++, seg_total += a->seg_len;
     }
     char *path = pd_path_join(so->root, im->file);
-    if (!path) return -ENOMEM;
+    if (!path)
+        return -ENOMEM;
     pd_item it = {0};
     it.name = im->file;
     it.path = pd_items_strdup(out, path);
@@ -564,7 +666,8 @@ static int add_image(coco *c, const pd_source_opts *so, size_t i, const size_t *
     it.values = pd_items_new_values(out);
     it.src_width = (uint32_t)im->w;
     it.src_height = (uint32_t)im->h;
-    if (!it.path || !it.values) return -ENOMEM;
+    if (!it.path || !it.values)
+        return -ENOMEM;
     pd_value *vb = &it.values[1], *vl = &it.values[2], *vc = &it.values[3];
     if (n) {
         vb->kind = vl->kind = vc->kind = PD_VAL_DATA;
@@ -580,12 +683,14 @@ static int add_image(coco *c, const pd_source_opts *so, size_t i, const size_t *
         /* the segments blob: [number of objects] then each object as read */
         pd_value *vm = &it.values[4];
         double *blob = pd_items_memdup(out, NULL, seg_total * sizeof(double));
-        if (!blob) return -ENOMEM;
+        if (!blob)
+            return -ENOMEM;
         blob[0] = (double)nseg;
         size_t o = 1;
         for (size_t k = 0; k < n; k++) {
             const coco_ann *a = &c->anns[order[k]];
-            if (!a->seg_len) continue;
+            if (!a->seg_len)
+                continue;
             memcpy(blob + o, c->seg.v + a->seg_off, a->seg_len * sizeof(double));
             o += a->seg_len;
         }
@@ -597,14 +702,17 @@ static int add_image(coco *c, const pd_source_opts *so, size_t i, const size_t *
 }
 
 int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
-                fl_error *err) {
+                fl_error *err)
+{
     if (!so->root)
-        return fl_error_set(err, FL_E_INVALID, "--coco needs --root IMAGE_DIR (the folder the "
+        return fl_error_set(err, FL_E_INVALID,
+                            "--coco needs --root IMAGE_DIR (the folder the "
                             "images' file_name values are relative to)");
     uint8_t *data = NULL;
     size_t len = 0;
     int r = pd_read_file(file, 0, (size_t)8 << 30, &data, &len, err);
-    if (r) return r;
+    if (r)
+        return r;
     coco c = {.file = file, .text = (const char *)data, .out = out, .rc = rc, .masks = so->masks};
     size_t *order = NULL, *start = NULL;
     float *boxes = NULL;
@@ -616,20 +724,27 @@ int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
         fl_jdoc *doc = NULL;
         r = fl_jparse(c.text, len, file, &doc, err);
         fl_jfree(doc);
-        if (!r) r = fl_error_set(err, FL_E_FORMAT, "%s: not a COCO instances file: the top level "
-                                 "is not an object", file);
+        if (!r)
+            r = fl_error_set(err, FL_E_FORMAT,
+                             "%s: not a COCO instances file: the top level "
+                             "is not an object",
+                             file);
         goto done;
     }
     if (!is_list(c.text, jimages) || !is_list(c.text, jcats) ||
         (janns.e > janns.b && !is_list(c.text, janns))) {
-        r = fl_error_set(err, FL_E_FORMAT, "%s: not a COCO instances file: needs \"images\" and "
-                         "\"categories\" lists (and \"annotations\")", file);
+        r = fl_error_set(err, FL_E_FORMAT,
+                         "%s: not a COCO instances file: needs \"images\" and "
+                         "\"categories\" lists (and \"annotations\")",
+                         file);
         goto done;
     }
     if ((r = read_categories(&c, jcats, err)) || (r = read_images(&c, jimages, err)) ||
         (janns.e > janns.b && (r = read_annotations(&c, janns, err)))) {
-        if (r == 1) r = pd_fail_reported(err, FL_E_FORMAT);
-        else if (r == -ENOMEM) goto oom;
+        if (r == 1)
+            r = pd_fail_reported(err, FL_E_FORMAT);
+        else if (r == -ENOMEM)
+            goto oom;
         goto done;
     }
     free(data); /* everything needed was copied out */
@@ -638,15 +753,20 @@ int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
     /* annotations grouped by image, file order kept within an image (counting sort) */
     start = calloc(c.nimg + 1, sizeof *start);
     order = calloc(c.nann ? c.nann : 1, sizeof *order);
-    if (!start || !order) goto oom;
-    for (size_t i = 0; i < c.nann; i++) start[c.anns[i].img + 1]++;
+    if (!start || !order)
+        goto oom;
+    for (size_t i = 0; i < c.nann; i++)
+        start[c.anns[i].img + 1]++;
     size_t maxn = 0;
     for (size_t i = 0; i < c.nimg; i++) {
-        if (start[i + 1] > maxn) maxn = start[i + 1];
+        if (start[i + 1] > maxn)
+            maxn = start[i + 1];
         start[i + 1] += start[i];
     }
-    for (size_t i = 0; i < c.nann; i++) order[start[c.anns[i].img]++] = i;
-    for (size_t i = c.nimg; i > 0; i--) start[i] = start[i - 1]; /* back to each group's first */
+    for (size_t i = 0; i < c.nann; i++)
+        order[start[c.anns[i].img]++] = i;
+    for (size_t i = c.nimg; i > 0; i--)
+        start[i] = start[i - 1]; /* back to each group's first */
     start[0] = 0;
     /* the schema */
     out->num_fields = 0;
@@ -662,20 +782,27 @@ int pd_src_coco(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
     boxes = malloc((maxn ? maxn : 1) * 16);
     labels = malloc((maxn ? maxn : 1) * 4);
     crowd = malloc((maxn ? maxn : 1) * 4);
-    if (!boxes || !labels || !crowd) goto oom;
+    if (!boxes || !labels || !crowd)
+        goto oom;
     for (size_t i = 0; i < c.nimg; i++) {
-        if (c.images[i].bad) continue;
-        int k = add_image(&c, so, i, order + start[i], start[i + 1] - start[i], boxes, labels, crowd);
-        if (k < 0) goto oom;
+        if (c.images[i].bad)
+            continue;
+        int k =
+            add_image(&c, so, i, order + start[i], start[i + 1] - start[i], boxes, labels, crowd);
+        if (k < 0)
+            goto oom;
         if (k) {
             r = pd_fail_reported(err, FL_E_FORMAT);
             goto done;
         }
     }
     names = calloc(c.ncat, sizeof *names);
-    if (!names) goto oom;
-    for (size_t i = 0; i < c.ncat; i++) names[i] = (char *)c.cats[i].name;
-    if (pd_items_set_classes(out, names, (uint32_t)c.ncat)) goto oom;
+    if (!names)
+        goto oom;
+    for (size_t i = 0; i < c.ncat; i++)
+        names[i] = (char *)c.cats[i].name;
+    if (pd_items_set_classes(out, names, (uint32_t)c.ncat))
+        goto oom;
     out->form = "coco";
     r = 0;
     goto done;
@@ -689,7 +816,8 @@ done:
     free(crowd);
     free(order);
     free(start);
-    for (size_t i = 0; i < c.ncat; i++) free((char *)c.cats[i].name);
+    for (size_t i = 0; i < c.ncat; i++)
+        free((char *)c.cats[i].name);
     free(c.cats);
     free(c.images);
     free(c.ids);

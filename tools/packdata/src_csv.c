@@ -14,11 +14,13 @@ typedef struct csv_row {
     size_t blen, bcap;
 } csv_row;
 
-static int push_char(csv_row *r, char c) {
+static int push_char(csv_row *r, char c)
+{
     if (r->blen + 1 >= r->bcap) {
         size_t nc = r->bcap ? r->bcap * 2 : 256;
         char *b = realloc(r->buf, nc);
-        if (!b) return -1;
+        if (!b)
+            return -1;
         r->buf = b;
         r->bcap = nc;
     }
@@ -29,9 +31,11 @@ static int push_char(csv_row *r, char c) {
 /* Parse one record starting at *pos. Fields are NUL-separated in r->buf; r->f holds offsets
  * (as pointers after the record is complete). Returns 1 when a record was read, 0 at the end,
  * -1 on a malformed record (unterminated quote), -2 out of memory. *lines counts newlines. */
-static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *lines) {
+static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *lines)
+{
     size_t p = *pos;
-    if (p >= len) return 0;
+    if (p >= len)
+        return 0;
     r->n = 0;
     r->blen = 0;
     size_t starts[4096];
@@ -40,14 +44,16 @@ static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *
     int quoted = 0, at_start = 1;
     for (;;) {
         if (p >= len) {
-            if (quoted) return -1;
+            if (quoted)
+                return -1;
             break;
         }
         char c = d[p];
         if (quoted) {
             if (c == '"') {
                 if (p + 1 < len && d[p + 1] == '"') {
-                    if (push_char(r, '"')) return -2;
+                    if (push_char(r, '"'))
+                        return -2;
                     p += 2;
                     continue;
                 }
@@ -55,8 +61,10 @@ static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *
                 p++;
                 continue;
             }
-            if (c == '\n') (*lines)++;
-            if (push_char(r, c)) return -2;
+            if (c == '\n')
+                (*lines)++;
+            if (push_char(r, c))
+                return -2;
             p++;
             continue;
         }
@@ -67,8 +75,10 @@ static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *
             continue;
         }
         if (c == ',') {
-            if (push_char(r, 0)) return -2;
-            if (ns == 4096) return -1;
+            if (push_char(r, 0))
+                return -2;
+            if (ns == 4096)
+                return -1;
             starts[ns++] = r->blen;
             at_start = 1;
             p++;
@@ -83,28 +93,34 @@ static int csv_next(const char *d, size_t len, size_t *pos, csv_row *r, size_t *
             p++;
             break;
         }
-        if (push_char(r, c)) return -2;
+        if (push_char(r, c))
+            return -2;
         at_start = 0;
         p++;
     }
-    if (push_char(r, 0)) return -2;
+    if (push_char(r, 0))
+        return -2;
     if (ns > r->cap) {
         char **f = realloc(r->f, ns * sizeof *f);
-        if (!f) return -2;
+        if (!f)
+            return -2;
         r->f = f;
         r->cap = ns;
     }
-    for (size_t i = 0; i < ns; i++) r->f[i] = r->buf + starts[i];
+    for (size_t i = 0; i < ns; i++)
+        r->f[i] = r->buf + starts[i];
     r->n = ns;
     *pos = p;
     return 1;
 }
 
 int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
-               fl_error *err) {
+               fl_error *err)
+{
     pd_listing lst;
     int r = pd_listing_open(&lst, file, so, err);
-    if (r) return r;
+    if (r)
+        return r;
     const char *d = (const char *)lst.data;
     size_t len = lst.len, pos = lst.start, lines = 0; /* past a UTF-8 byte order mark */
     const char *pc = so->path_column ? so->path_column : "path";
@@ -119,17 +135,22 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
         goto done;
     }
     if (k <= 0) {
-        how = fl_error_set(err, FL_E_FORMAT, "%s: %s", file, k == 0 ? "empty CSV: expected a header row" : "malformed header row");
+        how = fl_error_set(err, FL_E_FORMAT, "%s: %s", file,
+                           k == 0 ? "empty CSV: expected a header row" : "malformed header row");
         goto done;
     }
     ncols = row.n;
     for (size_t i = 0; i < row.n; i++) {
         char *f = row.f[i];
         size_t l = strlen(f);
-        while (l && (f[l - 1] == ' ' || f[l - 1] == '\r')) f[--l] = 0;
-        while (*f == ' ') f++;
-        if (!strcmp(f, pc) && ip < 0) ip = (long)i;
-        if (!strcmp(f, lc) && il < 0) il = (long)i;
+        while (l && (f[l - 1] == ' ' || f[l - 1] == '\r'))
+            f[--l] = 0;
+        while (*f == ' ')
+            f++;
+        if (!strcmp(f, pc) && ip < 0)
+            ip = (long)i;
+        if (!strcmp(f, lc) && il < 0)
+            il = (long)i;
     }
     long fcol[FL_MAX_FIELDS];
     int with_fields = so->n_field_specs > 0;
@@ -143,25 +164,31 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
         for (uint32_t f = 0; f < out->num_fields; f++) {
             fcol[f] = -1;
             for (size_t i = 0; i < row.n; i++)
-                if (!strcmp(row.f[i], out->fields[f].name) && fcol[f] < 0) fcol[f] = (long)i;
+                if (!strcmp(row.f[i], out->fields[f].name) && fcol[f] < 0)
+                    fcol[f] = (long)i;
             if (fcol[f] < 0 && fl_field_in_block(out->fields, out->num_fields, f)) {
-                how = fl_error_set(err, FL_E_INVALID, "%s:1: header has no column named '%s' "
-                                   "(--field %s)", file, out->fields[f].name, out->fields[f].name);
+                how = fl_error_set(err, FL_E_INVALID,
+                                   "%s:1: header has no column named '%s' "
+                                   "(--field %s)",
+                                   file, out->fields[f].name, out->fields[f].name);
                 goto done;
             }
         }
     }
     if (ip < 0 || (il < 0 && !with_fields)) {
-        how = fl_error_set(err, FL_E_INVALID, "%s:1: header has no column named '%s' (choose with "
-                         "%s): columns are %s%s%s%s", file, ip < 0 ? pc : lc,
-                         ip < 0 ? "--path-column" : "--label-column", row.n > 0 ? row.f[0] : "",
-                         row.n > 1 ? ", " : "", row.n > 1 ? row.f[1] : "", row.n > 2 ? ", ..." : "");
+        how = fl_error_set(err, FL_E_INVALID,
+                           "%s:1: header has no column named '%s' (choose with "
+                           "%s): columns are %s%s%s%s",
+                           file, ip < 0 ? pc : lc, ip < 0 ? "--path-column" : "--label-column",
+                           row.n > 0 ? row.f[0] : "", row.n > 1 ? ", " : "",
+                           row.n > 1 ? row.f[1] : "", row.n > 2 ? ", ..." : "");
         goto done;
     }
     for (;;) {
         size_t line_no = lines + 1;
         k = csv_next(d, len, &pos, &row, &lines);
-        if (k == 0) break;
+        if (k == 0)
+            break;
         if (k == -2) {
             how = PD_LISTING_OOM;
             break;
@@ -173,7 +200,8 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
                 how = PD_LISTING_STOPPED;
             break; /* the rest of the file cannot be framed */
         }
-        if (row.n == 1 && row.f[0][0] == 0) continue; /* blank line */
+        if (row.n == 1 && row.f[0][0] == 0)
+            continue; /* blank line */
         if (row.n != ncols) {
             if (pd_reject(rc, src, "has %zu fields but the header has %zu", row.n, ncols)) {
                 how = PD_LISTING_STOPPED;
@@ -205,28 +233,34 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
             for (uint32_t f = 0; f < out->num_fields && !bad; f++) {
                 /* the image, and the label column: pd_listing_add took them */
                 int lab_f = f == (uint32_t)fl_fields_label_index(out->fields, out->num_fields);
-                if (out->fields[f].type == FL_FIELD_IMAGE || (lab_f && il >= 0)) continue;
+                if (out->fields[f].type == FL_FIELD_IMAGE || (lab_f && il >= 0))
+                    continue;
                 char why[300];
                 int vr = pd_field_value_text(out, &out->fields[f], row.f[fcol[f]], lst.root,
                                              &it->values[f], why, sizeof why);
                 if (!vr && it->values[f].kind == PD_VAL_FILE && !so->allow_outside_root &&
                     pd_path_leaves(lst.root, row.f[fcol[f]]))
-                    vr = -1, snprintf(why, sizeof why, "%.150s is outside %.60s: refused "
-                                      "(--allow-outside-root packs it)", row.f[fcol[f]], lst.root);
+                    vr = -1, snprintf(why, sizeof why,
+                                      "%.150s is outside %.60s: refused "
+                                      "(--allow-outside-root packs it)",
+                                      row.f[fcol[f]], lst.root);
                 if (vr == -ENOMEM) {
                     how = PD_LISTING_OOM;
                     bad = 2;
                 } else if (vr) {
                     out->n--; /* not added after all */
                     bad = pd_reject(rc, src, "field %s: %s", out->fields[f].name, why) ? 2 : 1;
-                    if (bad == 2) how = PD_LISTING_STOPPED;
+                    if (bad == 2)
+                        how = PD_LISTING_STOPPED;
                 } else if (lab_f) {
                     memcpy(&it->label, it->values[f].data, 4);
-                    if (it->label > lst.max_label) lst.max_label = it->label;
+                    if (it->label > lst.max_label)
+                        lst.max_label = it->label;
                     it->values[f].kind = PD_VAL_NONE;
                 }
             }
-            if (bad == 2) break;
+            if (bad == 2)
+                break;
         }
     }
 done:

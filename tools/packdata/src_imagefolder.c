@@ -20,8 +20,10 @@ typedef struct strvec {
     size_t n, cap;
 } strvec;
 
-static int sv_push(strvec *s, char *str) {
-    if (!str) return -ENOMEM;
+static int sv_push(strvec *s, char *str)
+{
+    if (!str)
+        return -ENOMEM;
     if (s->n == s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 64;
         char **v = realloc(s->v, nc * sizeof *v);
@@ -36,23 +38,29 @@ static int sv_push(strvec *s, char *str) {
     return 0;
 }
 
-static void sv_free(strvec *s) {
-    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+static void sv_free(strvec *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
     free(s->v);
     memset(s, 0, sizeof *s);
 }
 
-static int cmp_str(const void *a, const void *b) {
+static int cmp_str(const void *a, const void *b)
+{
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int has_image_ext(const char *n) {
+static int has_image_ext(const char *n)
+{
     const char *dot = strrchr(n, '.');
-    if (!dot) return 0;
+    if (!dot)
+        return 0;
     static const char *const ext[] = {".jpg", ".jpeg", ".jpe", ".png", ".webp",
-                                      ".gif", ".bmp", ".tif", ".tiff"};
+                                      ".gif", ".bmp",  ".tif", ".tiff"};
     for (size_t i = 0; i < sizeof ext / sizeof *ext; i++)
-        if (!strcasecmp(dot, ext[i])) return 1;
+        if (!strcasecmp(dot, ext[i]))
+            return 1;
     return 0;
 }
 
@@ -66,30 +74,39 @@ typedef struct dir_chain {
 
 /* Is `path` a symbolic link that resolves outside `real_root` (SRC's real path; NULL: links may
  * lead anywhere, --allow-outside-root)? One lstat per entry. */
-static int leaves(const char *real_root, const char *path) {
+static int leaves(const char *real_root, const char *path)
+{
     struct stat l;
-    return real_root && lstat(path, &l) == 0 && S_ISLNK(l.st_mode) && pd_link_leaves(real_root, path);
+    return real_root && lstat(path, &l) == 0 && S_ISLNK(l.st_mode) &&
+           pd_link_leaves(real_root, path);
 }
 
 /* Collect image files below base/rel (rel relative to SRC), recursively. Bad entries go to
  * pd_reject: 1 when it said fail (already printed), else 0 or an error code. */
 static int walk(const char *base, const char *rel, strvec *files, uint64_t *ignored,
                 const dir_chain *up, int depth, const char *real_root, pd_reject_ctx *rc,
-                fl_error *err) {
+                fl_error *err)
+{
     char *dir = pd_path_join(base, rel);
-    if (!dir) return -ENOMEM;
+    if (!dir)
+        return -ENOMEM;
     struct stat ds;
     if (stat(dir, &ds) < 0) {
         int e = errno;
         int r = pd_reject(rc, dir, "cannot read folder: %s%s", strerror(e),
-                          e == ELOOP ? " (a symbolic link loop)" : "") ? 1 : 0;
+                          e == ELOOP ? " (a symbolic link loop)" : "")
+                    ? 1
+                    : 0;
         free(dir);
         return r;
     }
     for (const dir_chain *c = up; c; c = c->up) {
         if (c->dev == ds.st_dev && c->ino == ds.st_ino) {
-            int r = pd_reject(rc, dir, "symbolic link loop: it leads back to one of its own "
-                              "parent folders (not followed)") ? 1 : 0;
+            int r = pd_reject(rc, dir,
+                              "symbolic link loop: it leads back to one of its own "
+                              "parent folders (not followed)")
+                        ? 1
+                        : 0;
             free(dir);
             return r;
         }
@@ -111,23 +128,31 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
     struct dirent *de;
     int r = 0;
     while ((de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
-        if ((r = sv_push(&names, strdup(de->d_name)))) break;
+        if (de->d_name[0] == '.')
+            continue;
+        if ((r = sv_push(&names, strdup(de->d_name))))
+            break;
     }
     closedir(d);
-    if (!r && names.n) qsort(names.v, names.n, sizeof *names.v, cmp_str); /* NULL when empty */
+    if (!r && names.n)
+        qsort(names.v, names.n, sizeof *names.v, cmp_str); /* NULL when empty */
     for (size_t i = 0; i < names.n && !r; i++) {
         char *rp = pd_path_join(rel, names.v[i]);
         char *fp = pd_path_join(dir, names.v[i]);
         struct stat st;
         int st_err = 0;
-        if (rp && fp && stat(fp, &st) < 0) st_err = errno;
+        if (rp && fp && stat(fp, &st) < 0)
+            st_err = errno;
         if (!rp || !fp) {
             r = -ENOMEM;
         } else if (leaves(real_root, fp)) {
-            r = pd_reject(rc, fp, "a symbolic link leading out of %s: not packed (a folder from "
+            r = pd_reject(rc, fp,
+                          "a symbolic link leading out of %s: not packed (a folder from "
                           "elsewhere could pack any file of this machine; --allow-outside-root "
-                          "packs it)", base) ? 1 : 0;
+                          "packs it)",
+                          base)
+                    ? 1
+                    : 0;
         } else if (!st_err && S_ISDIR(st.st_mode)) {
             r = walk(base, rp, files, ignored, &here, depth + 1, real_root, rc, err);
         } else if (has_image_ext(names.v[i])) {
@@ -138,7 +163,9 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
             /* a link that loops (or cannot be followed) might be a folder of images: say so
              * (a dangling link to nothing is left out like any other non-image entry) */
             r = pd_reject(rc, fp, "cannot follow: %s%s", strerror(st_err),
-                          st_err == ELOOP ? " (a symbolic link loop)" : "") ? 1 : 0;
+                          st_err == ELOOP ? " (a symbolic link loop)" : "")
+                    ? 1
+                    : 0;
         } else {
             (*ignored)++;
         }
@@ -147,34 +174,42 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
     }
     sv_free(&names);
     free(dir);
-    if (r == -ENOMEM) return fl_error_set(err, r, "out of memory listing %s", base);
+    if (r == -ENOMEM)
+        return fl_error_set(err, r, "out of memory listing %s", base);
     return r;
 }
 
-static long find_name(char *const *names, size_t n, const char *s) {
+static long find_name(char *const *names, size_t n, const char *s)
+{
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(names[i], s)) return (long)i;
+        if (!strcmp(names[i], s))
+            return (long)i;
     return -1;
 }
 
-int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx *rc,
-                       pd_items *out, fl_error *err) {
+int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
+                       fl_error *err)
+{
     DIR *d = opendir(dir);
-    if (!d) return fl_error_set(err, -errno, "%s: cannot open directory: %s", dir, strerror(errno));
+    if (!d)
+        return fl_error_set(err, -errno, "%s: cannot open directory: %s", dir, strerror(errno));
     char *real_root = so->allow_outside_root ? NULL : realpath(dir, NULL);
     strvec classes = {0};
     struct dirent *de;
     int r = 0, failed = 0;
     while ((de = readdir(d)) && !r) {
-        if (de->d_name[0] == '.') continue;
+        if (de->d_name[0] == '.')
+            continue;
         char *p = pd_path_join(dir, de->d_name);
         struct stat st;
         if (!p) {
             r = -ENOMEM;
         } else if (stat(p, &st) == 0) {
             if (S_ISDIR(st.st_mode) && leaves(real_root, p)) {
-                if (!failed && pd_reject(rc, p, "a symbolic link leading out of %s: not packed "
-                                         "(--allow-outside-root packs it)", dir))
+                if (!failed && pd_reject(rc, p,
+                                         "a symbolic link leading out of %s: not packed "
+                                         "(--allow-outside-root packs it)",
+                                         dir))
                     failed = 1;
             } else if (S_ISDIR(st.st_mode)) {
                 r = sv_push(&classes, strdup(de->d_name));
@@ -189,20 +224,25 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
         free(p);
     }
     closedir(d);
-    if (r) goto oom;
+    if (r)
+        goto oom;
     if (failed) {
         r = pd_fail_reported(err, FL_E_FORMAT);
         goto done;
     }
     if (!classes.n) {
-        r = fl_error_set(err, FL_E_INVALID, "%s: no class sub-folders (an ImageFolder needs "
-                         "SRC/<class>/<image> files; for other layouts see packdata pack --help)", dir);
+        r = fl_error_set(err, FL_E_INVALID,
+                         "%s: no class sub-folders (an ImageFolder needs "
+                         "SRC/<class>/<image> files; for other layouts see packdata pack --help)",
+                         dir);
         goto done;
     }
     qsort(classes.v, classes.n, sizeof *classes.v, cmp_str);
     if (so->num_classes > 0 && !so->n_class_names) {
-        r = fl_error_set(err, FL_E_INVALID, "%s: an ImageFolder takes its classes from its "
-                         "sub-folders (or from --classes FILE): drop --num-classes", dir);
+        r = fl_error_set(err, FL_E_INVALID,
+                         "%s: an ImageFolder takes its classes from its "
+                         "sub-folders (or from --classes FILE): drop --num-classes",
+                         dir);
         goto done;
     }
     /* --classes: the class list and label order are the user's; every folder must be in it,
@@ -211,7 +251,8 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
     if (listed) {
         for (size_t c = 0; c < classes.n; c++) {
             if (find_name(so->class_names, so->n_class_names, classes.v[c]) < 0) {
-                r = fl_error_set(err, FL_E_INVALID, "%s/%s: folder is not a class of --classes "
+                r = fl_error_set(err, FL_E_INVALID,
+                                 "%s/%s: folder is not a class of --classes "
                                  "(%u names): add it to the list, or move the folder out of %s",
                                  dir, classes.v[c], so->n_class_names, dir);
                 goto done;
@@ -234,13 +275,18 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
             failed = 1;
             r = 0;
         }
-        int32_t label = listed ? (int32_t)find_name(so->class_names, so->n_class_names, classes.v[c])
-                               : (int32_t)kept.n;
-        if (!r && !listed && files.n) r = sv_push(&kept, strdup(classes.v[c]));
+        int32_t label = listed
+                            ? (int32_t)find_name(so->class_names, so->n_class_names, classes.v[c])
+                            : (int32_t)kept.n;
+        if (!r && !listed && files.n)
+            r = sv_push(&kept, strdup(classes.v[c]));
         if (!r && !files.n && !listed && !failed)
-            fprintf(stderr, PD_TOOL ": warning: %s/%s: class folder without images (.jpg .jpeg "
+            fprintf(stderr,
+                    PD_TOOL
+                    ": warning: %s/%s: class folder without images (.jpg .jpeg "
                     ".png .webp ...): skipped, as it would be a class with no examples (to keep it "
-                    "as a class, give the class list with --classes FILE)\n", dir, classes.v[c]);
+                    "as a class, give the class list with --classes FILE)\n",
+                    dir, classes.v[c]);
         for (size_t i = 0; i < files.n && !r; i++) {
             pd_item it = {0};
             it.name = pd_items_strdup(out, files.v[i]);
@@ -248,7 +294,8 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
             it.path = full ? pd_items_strdup(out, full) : NULL;
             free(full);
             it.label = label;
-            if (!it.name || !it.path || pd_items_push(out, &it)) r = -ENOMEM;
+            if (!it.name || !it.path || pd_items_push(out, &it))
+                r = -ENOMEM;
         }
         sv_free(&files);
         if (r == -ENOMEM) {
@@ -259,7 +306,8 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
             sv_free(&kept);
             goto done;
         }
-        if (failed) break; /* the first bad entry is the error (already printed) */
+        if (failed)
+            break; /* the first bad entry is the error (already printed) */
     }
     if (failed) {
         sv_free(&kept);
@@ -268,17 +316,22 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
     }
     if (!listed && !kept.n) {
         sv_free(&kept);
-        r = fl_error_set(err, FL_E_INVALID, "%s: no images in any class sub-folder (.jpg .jpeg .png "
-                         ".webp, at any depth)", dir);
+        r = fl_error_set(err, FL_E_INVALID,
+                         "%s: no images in any class sub-folder (.jpg .jpeg .png "
+                         ".webp, at any depth)",
+                         dir);
         goto done;
     }
     if (ignored)
-        fprintf(stderr, PD_TOOL ": note: ignored %llu file(s) without an image extension (.jpg .jpeg "
-                ".png .webp ...) in %s\n", (unsigned long long)ignored, dir);
+        fprintf(stderr,
+                PD_TOOL ": note: ignored %llu file(s) without an image extension (.jpg .jpeg "
+                        ".png .webp ...) in %s\n",
+                (unsigned long long)ignored, dir);
     r = listed ? pd_items_set_classes(out, so->class_names, so->n_class_names)
                : pd_items_set_classes(out, kept.v, (uint32_t)kept.n);
     sv_free(&kept);
-    if (r) goto oom;
+    if (r)
+        goto oom;
     out->form = "imagefolder";
     goto done;
 oom:

@@ -12,10 +12,12 @@
 #include "fl_json.h"
 
 int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
-                 fl_error *err) {
+                 fl_error *err)
+{
     pd_listing lst;
     int r = pd_listing_open(&lst, file, so, err);
-    if (r) return r;
+    if (r)
+        return r;
     const char *pc = so->path_column ? so->path_column : "path";
     const char *lc = so->label_column ? so->label_column : "label";
     int how = PD_LISTING_DONE;
@@ -29,9 +31,12 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
         size_t b = pos, e = end;
         pos = end + 1;
         line++;
-        while (b < e && (d[b] == ' ' || d[b] == '\t' || d[b] == '\r')) b++;
-        while (e > b && (d[e - 1] == ' ' || d[e - 1] == '\t' || d[e - 1] == '\r')) e--;
-        if (b == e) continue;
+        while (b < e && (d[b] == ' ' || d[b] == '\t' || d[b] == '\r'))
+            b++;
+        while (e > b && (d[e - 1] == ' ' || d[e - 1] == '\t' || d[e - 1] == '\r'))
+            e--;
+        if (b == e)
+            continue;
         char src[4200];
         snprintf(src, sizeof src, "%s:%zu", file, line);
         fl_jdoc *doc = NULL;
@@ -62,13 +67,16 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
         }
         const char *why0 = NULL;
         char lab[64] = "0";
-        if (!jp || jp->type != FL_J_STRING || !jp->str_len) why0 = "has no image path (key \"%s\")";
-        else if (with_label && !jl) why0 = "has no label (key \"%s\")";
+        if (!jp || jp->type != FL_J_STRING || !jp->str_len)
+            why0 = "has no image path (key \"%s\")";
+        else if (with_label && !jl)
+            why0 = "has no label (key \"%s\")";
         else if (with_label && jl->type == FL_J_NUMBER && jl->is_int)
             snprintf(lab, sizeof lab, "%lld", (long long)jl->ival);
         else if (with_label && jl->type == FL_J_STRING)
             snprintf(lab, sizeof lab, "%.60s", jl->str);
-        else if (with_label) why0 = "has a label (key \"%s\") that is neither an integer nor a class name";
+        else if (with_label)
+            why0 = "has a label (key \"%s\") that is neither an integer nor a class name";
         if (why0) {
             /* the key named is decided before the line's document (jp's memory) is freed */
             const char *key = !jp || jp->type != FL_J_STRING || !jp->str_len ? pc : lc;
@@ -97,16 +105,20 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
             for (uint32_t f = 0; f < out->num_fields; f++) {
                 /* the image, and the label column: pd_listing_add took them */
                 int lab_f = f == (uint32_t)fl_fields_label_index(out->fields, out->num_fields);
-                if (out->fields[f].type == FL_FIELD_IMAGE || (lab_f && with_label)) continue;
+                if (out->fields[f].type == FL_FIELD_IMAGE || (lab_f && with_label))
+                    continue;
                 const fl_field *fd = &out->fields[f];
                 const fl_jnode *n = fl_jget(o, fd->name);
                 char why[300];
-                int vr = n ? pd_field_value_json(out, fd, n, lst.root, &it->values[f], why, sizeof why)
-                           : (snprintf(why, sizeof why, "the key is missing"), -1);
+                int vr =
+                    n ? pd_field_value_json(out, fd, n, lst.root, &it->values[f], why, sizeof why)
+                      : (snprintf(why, sizeof why, "the key is missing"), -1);
                 if (!vr && it->values[f].kind == PD_VAL_FILE && !so->allow_outside_root &&
                     n->type == FL_J_STRING && pd_path_leaves(lst.root, n->str))
-                    vr = -1, snprintf(why, sizeof why, "%.150s is outside %.60s: refused "
-                                      "(--allow-outside-root packs it)", n->str, lst.root);
+                    vr = -1, snprintf(why, sizeof why,
+                                      "%.150s is outside %.60s: refused "
+                                      "(--allow-outside-root packs it)",
+                                      n->str, lst.root);
                 if (vr == -ENOMEM) {
                     how = PD_LISTING_OOM;
                     stop = 1;
@@ -122,13 +134,15 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
                 }
                 if (lab_f) {
                     memcpy(&it->label, it->values[f].data, 4);
-                    if (it->label > lst.max_label) lst.max_label = it->label;
+                    if (it->label > lst.max_label)
+                        lst.max_label = it->label;
                     it->values[f].kind = PD_VAL_NONE;
                 }
             }
         }
         fl_jfree(doc);
-        if (stop) break;
+        if (stop)
+            break;
     }
     return pd_listing_end(&lst, how, out, so, "jsonl", err);
 }

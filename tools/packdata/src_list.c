@@ -9,10 +9,12 @@
 #include <string.h>
 
 int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
-                fl_error *err) {
+                fl_error *err)
+{
     pd_listing lst;
     int r = pd_listing_open(&lst, file, so, err);
-    if (r) return r;
+    if (r)
+        return r;
     const uint8_t *data = lst.data;
     size_t len = lst.len, line_no = 0, pos = lst.start; /* past a UTF-8 byte order mark */
     char *line = NULL;
@@ -20,7 +22,8 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
     int how = PD_LISTING_DONE;
     while (pos < len) {
         size_t e = pos;
-        while (e < len && data[e] != '\n') e++;
+        while (e < len && data[e] != '\n')
+            e++;
         size_t n = e - pos;
         line_no++;
         if (n + 1 > line_cap) {
@@ -35,10 +38,13 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
         memcpy(line, data + pos, n);
         line[n] = 0;
         pos = e + 1;
-        while (n && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t')) line[--n] = 0;
+        while (n && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t'))
+            line[--n] = 0;
         char *p = line;
-        while (*p == ' ' || *p == '\t') p++;
-        if (!*p || *p == '#') continue;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p || *p == '#')
+            continue;
         char where[64];
         char src[4200];
         snprintf(where, sizeof where, ":%zu", line_no);
@@ -51,7 +57,8 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
             continue;
         }
         char *sp = p + strlen(p);
-        while (sp > p && sp[-1] != ' ' && sp[-1] != '\t') sp--;
+        while (sp > p && sp[-1] != ' ' && sp[-1] != '\t')
+            sp--;
         if (sp == p) {
             if (pd_reject(rc, src, "expected \"path label\", found one field '%.200s'", p)) {
                 how = PD_LISTING_STOPPED;
@@ -61,7 +68,8 @@ int pd_src_list(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, p
         }
         char *lab = sp;
         char *pe = sp;
-        while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t')) pe--;
+        while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t'))
+            pe--;
         *pe = 0;
         int added = pd_listing_add(&lst, out, rc, so, src, p, lab);
         if (added) {

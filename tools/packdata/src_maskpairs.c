@@ -26,35 +26,43 @@ static struct {
     int oom;
 } walk; /* nftw has no user pointer; one listing runs at a time */
 
-static int ends_with(const char *s, const char *suf) {
+static int ends_with(const char *s, const char *suf)
+{
     size_t a = strlen(s), b = strlen(suf);
     return a > b && !strcmp(s + a - b, suf);
 }
 
-static int on_file(const char *fp, const struct stat *sb, int flag, struct FTW *ftw) {
+static int on_file(const char *fp, const struct stat *sb, int flag, struct FTW *ftw)
+{
     (void)sb;
     (void)ftw;
-    if (flag != FTW_F || !ends_with(fp, walk.suffix)) return 0;
+    if (flag != FTW_F || !ends_with(fp, walk.suffix))
+        return 0;
     if (walk.n == walk.cap) {
         size_t cap = walk.cap ? walk.cap * 2 : 1024;
         char **v = realloc(walk.v, cap * sizeof *v);
-        if (!v) return walk.oom = 1;
+        if (!v)
+            return walk.oom = 1;
         walk.v = v;
         walk.cap = cap;
     }
     const char *rel = fp + walk.root_len;
-    while (*rel == '/') rel++;
-    if (!(walk.v[walk.n] = strdup(rel))) return walk.oom = 1;
+    while (*rel == '/')
+        rel++;
+    if (!(walk.v[walk.n] = strdup(rel)))
+        return walk.oom = 1;
     walk.n++;
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) {
+static int cmp_str(const void *a, const void *b)
+{
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 int pd_src_maskpairs(const char *dir, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
-                     fl_error *err) {
+                     fl_error *err)
+{
     const char *msuf = so->mask_suffix ? so->mask_suffix : ".png";
     struct stat st;
     if (stat(so->mask_dir, &st) || !S_ISDIR(st.st_mode))
@@ -70,8 +78,10 @@ int pd_src_maskpairs(const char *dir, const pd_source_opts *so, pd_reject_ctx *r
         goto done;
     }
     if (!walk.n) {
-        r = fl_error_set(err, FL_E_INVALID, "--mask-dir %s holds no files ending in '%s' (choose "
-                         "with --mask-suffix)", so->mask_dir, msuf);
+        r = fl_error_set(err, FL_E_INVALID,
+                         "--mask-dir %s holds no files ending in '%s' (choose "
+                         "with --mask-suffix)",
+                         so->mask_dir, msuf);
         goto done;
     }
     qsort(walk.v, walk.n, sizeof *walk.v, cmp_str);
@@ -84,7 +94,8 @@ int pd_src_maskpairs(const char *dir, const pd_source_opts *so, pd_reject_ctx *r
         size_t stem = strlen(rel) - strlen(msuf);
         char *mpath = pd_path_join(so->mask_dir, rel);
         char *ipath = NULL, *iname = NULL;
-        if (!mpath) goto oom;
+        if (!mpath)
+            goto oom;
         for (size_t k = 0; k < (so->image_suffix ? 1 : sizeof exts / sizeof *exts); k++) {
             const char *suf = so->image_suffix ? so->image_suffix : exts[k];
             free(iname);
@@ -99,14 +110,16 @@ int pd_src_maskpairs(const char *dir, const pd_source_opts *so, pd_reject_ctx *r
                 free(mpath);
                 goto oom;
             }
-            if (stat(ipath, &st) == 0) break;
+            if (stat(ipath, &st) == 0)
+                break;
         }
         if (stat(ipath, &st) != 0) {
             char src[4200];
             snprintf(src, sizeof src, "%s", mpath);
             int stop = so->image_suffix
                            ? pd_reject(rc, src, "no image for this mask: %s does not exist", ipath)
-                           : pd_reject(rc, src, "no image for this mask: %s/%.*s with .jpg, .jpeg, "
+                           : pd_reject(rc, src,
+                                       "no image for this mask: %s/%.*s with .jpg, .jpeg, "
                                        ".png or .webp does not exist (choose with --image-suffix)",
                                        dir, (int)stem, rel);
             free(ipath);
@@ -131,16 +144,20 @@ int pd_src_maskpairs(const char *dir, const pd_source_opts *so, pd_reject_ctx *r
         it.values[1].kind = PD_VAL_FILE;
         it.values[1].path = pd_items_strdup(out, mpath);
         free(mpath);
-        if (!it.values[1].path || pd_items_push(out, &it)) goto oom;
+        if (!it.values[1].path || pd_items_push(out, &it))
+            goto oom;
     }
-    if (so->n_class_names) r = pd_items_set_classes(out, so->class_names, so->n_class_names);
-    if (r) goto oom;
+    if (so->n_class_names)
+        r = pd_items_set_classes(out, so->class_names, so->n_class_names);
+    if (r)
+        goto oom;
     out->form = "maskpairs";
     goto done;
 oom:
     r = fl_error_set(err, -ENOMEM, "out of memory listing %s", so->mask_dir);
 done:
-    for (size_t i = 0; i < walk.n; i++) free(walk.v[i]);
+    for (size_t i = 0; i < walk.n; i++)
+        free(walk.v[i]);
     free(walk.v);
     memset(&walk, 0, sizeof walk);
     return r;

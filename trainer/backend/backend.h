@@ -34,10 +34,10 @@ typedef enum tf_precision {
  * GPU kernels' oracle) or oneDNN primitives (cpu_onednn.h, builds with FL_HAVE_ONEDNN). The
  * training state means the same in both, so checkpoints move freely between them. */
 typedef enum tf_cpu_impl {
-    TF_CPU_DEFAULT = 0,   /* $FASTLOAD_CPU_BACKEND (reference|onednn) if set, else oneDNN when
-                             built with it, else the reference */
+    TF_CPU_DEFAULT = 0, /* $FASTLOAD_CPU_BACKEND (reference|onednn) if set, else oneDNN when
+                           built with it, else the reference */
     TF_CPU_REFERENCE = 1,
-    TF_CPU_ONEDNN = 2     /* create fails with FL_E_UNSUPPORTED in a build without oneDNN */
+    TF_CPU_ONEDNN = 2 /* create fails with FL_E_UNSUPPORTED in a build without oneDNN */
 } tf_cpu_impl;
 
 /* 1 when this build has the oneDNN path. */
@@ -45,23 +45,23 @@ int tf_cpu_have_onednn(void);
 
 typedef struct tf_train_config {
     tf_precision precision;
-    float label_smoothing;  /* eps: target = (1 - eps) one-hot + eps / num_classes */
-    float momentum;         /* SGD momentum mu (0.9) */
-    int nesterov;           /* 1: Nesterov momentum */
-    float weight_decay;     /* L2 decay added to the gradient of params without no_decay */
-    int accum;              /* micro-batches per optimizer step (>= 1) */
-    float ema_decay;        /* 0: no EMA; else after each optimizer step ema = d ema + (1-d) p
-                               (params and BN stats) */
-    int crop_pad;           /* random crop with this zero padding (0: none), see fl_aug_crop_flip */
-    int flip;               /* random horizontal flip in the backend (fl_aug_crop_flip), 0: none */
-    uint64_t aug_seed;      /* seed of the augmentation hash */
-    int threads;            /* CPU backend: worker threads (0 = online CPUs) */
-    int cpu_impl;           /* CPU backend: tf_cpu_impl (0 = default: oneDNN when built with it,
-                               unless $FASTLOAD_CPU_BACKEND says reference) */
-    int device;             /* GPU backend: CUDA device ordinal */
-    uint32_t max_batch;     /* largest batch that train_step/eval_batch will be given */
-    float loss_scale_init;  /* fp16: initial dynamic loss scale (0 = 65536) */
-    int loss_scale_window;  /* fp16: good steps before the scale doubles (0 = 1000) */
+    float label_smoothing; /* eps: target = (1 - eps) one-hot + eps / num_classes */
+    float momentum;        /* SGD momentum mu (0.9) */
+    int nesterov;          /* 1: Nesterov momentum */
+    float weight_decay;    /* L2 decay added to the gradient of params without no_decay */
+    int accum;             /* micro-batches per optimizer step (>= 1) */
+    float ema_decay;       /* 0: no EMA; else after each optimizer step ema = d ema + (1-d) p
+                              (params and BN stats) */
+    int crop_pad;          /* random crop with this zero padding (0: none), see fl_aug_crop_flip */
+    int flip;              /* random horizontal flip in the backend (fl_aug_crop_flip), 0: none */
+    uint64_t aug_seed;     /* seed of the augmentation hash */
+    int threads;           /* CPU backend: worker threads (0 = online CPUs) */
+    int cpu_impl;          /* CPU backend: tf_cpu_impl (0 = default: oneDNN when built with it,
+                              unless $FASTLOAD_CPU_BACKEND says reference) */
+    int device;            /* GPU backend: CUDA device ordinal */
+    uint32_t max_batch;    /* largest batch that train_step/eval_batch will be given */
+    float loss_scale_init; /* fp16: initial dynamic loss scale (0 = 65536) */
+    int loss_scale_window; /* fp16: good steps before the scale doubles (0 = 1000) */
     /* Data parallel over `world` processes (1 or 0: single process). Before each optimizer step
      * the backend sums its accumulated gradients over the ranks with grad_allreduce (in place,
      * param_count floats; user = grad_allreduce_user) and multiplies them by 1/world, so every rank
@@ -92,53 +92,53 @@ void tf_train_config_init(tf_train_config *cfg);
  * before returning, e.g. by recording its own event after its last read and waiting on it before
  * the slot can be overwritten. */
 typedef struct tf_batch {
-    const uint8_t *images;       /* host: n * h * w * c bytes, NHWC (always set) */
-    const int32_t *labels;       /* host: n labels in [0, num_classes) (always set) */
-    const uint64_t *indices;     /* n dataset record indices (augmentation key); NULL: use 0..n-1 */
-    uint64_t epoch;              /* augmentation key */
+    const uint8_t *images;   /* host: n * h * w * c bytes, NHWC (always set) */
+    const int32_t *labels;   /* host: n labels in [0, num_classes) (always set) */
+    const uint64_t *indices; /* n dataset record indices (augmentation key); NULL: use 0..n-1 */
+    uint64_t epoch;          /* augmentation key */
     uint32_t n, h, w, c;
-    const void *device_images;   /* optional (loader device mode): same bytes on the GPU */
-    const void *device_labels;   /* optional: same labels on the GPU */
-    void *event;                 /* optional cudaEvent_t: device copies ready when it completes */
-    void *stream;                /* optional cudaStream_t the copies were issued on */
-    uint32_t accum_group;        /* micro-batches in this batch's accumulation group: its gradient
-                                    is divided by it and the optimizer steps when accum_count
-                                    reaches it. 0 = cfg.accum. The core passes fewer than cfg.accum
-                                    for an epoch's last, partial group, so that group still steps
-                                    with the mean of the gradients it had. */
+    const void *device_images; /* optional (loader device mode): same bytes on the GPU */
+    const void *device_labels; /* optional: same labels on the GPU */
+    void *event;               /* optional cudaEvent_t: device copies ready when it completes */
+    void *stream;              /* optional cudaStream_t the copies were issued on */
+    uint32_t accum_group;      /* micro-batches in this batch's accumulation group: its gradient
+                                  is divided by it and the optimizer steps when accum_count
+                                  reaches it. 0 = cfg.accum. The core passes fewer than cfg.accum
+                                  for an epoch's last, partial group, so that group still steps
+                                  with the mean of the gradients it had. */
 } tf_batch;
 
 typedef struct tf_step_result {
-    double loss;        /* mean loss over the micro-batch (with label smoothing) */
-    uint32_t correct;   /* top-1 correct predictions in the micro-batch */
-    uint32_t n;         /* samples */
-    int stepped;        /* 1 when this call ended an accumulation group and ran the optimizer */
-    int skipped;        /* fp16: 1 when the step was skipped for inf/nan gradients */
-    double h2d_s;       /* seconds spent copying input to the device (0 on CPU / device mode) */
+    double loss;      /* mean loss over the micro-batch (with label smoothing) */
+    uint32_t correct; /* top-1 correct predictions in the micro-batch */
+    uint32_t n;       /* samples */
+    int stepped;      /* 1 when this call ended an accumulation group and ran the optimizer */
+    int skipped;      /* fp16: 1 when the step was skipped for inf/nan gradients */
+    double h2d_s;     /* seconds spent copying input to the device (0 on CPU / device mode) */
 } tf_step_result;
 
 typedef struct tf_eval_result {
-    double loss_sum;    /* summed (not mean) cross-entropy, no label smoothing */
-    uint32_t correct1;  /* top-1 correct */
-    uint32_t correct5;  /* top-5 correct (== n when num_classes <= 5) */
+    double loss_sum;   /* summed (not mean) cross-entropy, no label smoothing */
+    uint32_t correct1; /* top-1 correct */
+    uint32_t correct5; /* top-5 correct (== n when num_classes <= 5) */
     uint32_t n;
 } tf_eval_result;
 
 /* Everything a checkpoint needs, as host fp32 arrays. For get_state the caller provides arrays of
  * the sizes noted (it owns them); for set_state the backend copies from them. */
 typedef struct tf_state {
-    float *params;      /* spec->param_count: fp32 master weights */
-    float *momentum;    /* spec->param_count: SGD momentum buffer */
-    float *grad_accum;  /* spec->param_count: gradients summed so far in the current accumulation
-                           group (all zero when accum_count == 0) */
-    float *stats;       /* spec->stat_count: BN running mean/var */
-    float *ema_params;  /* spec->param_count, or NULL when cfg.ema_decay == 0 */
-    float *ema_stats;   /* spec->stat_count, or NULL when cfg.ema_decay == 0 */
-    uint64_t step;          /* optimizer steps done */
-    uint64_t micro_step;    /* train_step calls done */
-    uint32_t accum_count;   /* micro-batches in grad_accum */
-    float loss_scale;       /* fp16 dynamic loss scale (1 otherwise) */
-    uint32_t good_steps;    /* fp16: consecutive finite steps since the last scale change */
+    float *params;        /* spec->param_count: fp32 master weights */
+    float *momentum;      /* spec->param_count: SGD momentum buffer */
+    float *grad_accum;    /* spec->param_count: gradients summed so far in the current accumulation
+                             group (all zero when accum_count == 0) */
+    float *stats;         /* spec->stat_count: BN running mean/var */
+    float *ema_params;    /* spec->param_count, or NULL when cfg.ema_decay == 0 */
+    float *ema_stats;     /* spec->stat_count, or NULL when cfg.ema_decay == 0 */
+    uint64_t step;        /* optimizer steps done */
+    uint64_t micro_step;  /* train_step calls done */
+    uint32_t accum_count; /* micro-batches in grad_accum */
+    float loss_scale;     /* fp16 dynamic loss scale (1 otherwise) */
+    uint32_t good_steps;  /* fp16: consecutive finite steps since the last scale change */
     uint64_t skipped_steps; /* fp16: steps skipped for inf/nan */
 } tf_state;
 
@@ -150,7 +150,7 @@ typedef struct tf_backend tf_backend; /* opaque, defined by each backend */
  * error with a message. */
 typedef struct tf_comm {
     int rank, world;
-    int sync_bn;   /* --sync-bn: synchronise BatchNorm statistics over the ranks */
+    int sync_bn; /* --sync-bn: synchronise BatchNorm statistics over the ranks */
     void *user;
     int (*sum_f32)(void *user, float *buf, int64_t n, fl_error *err);
     int (*sum_f64)(void *user, double *buf, int64_t n, fl_error *err);
@@ -183,8 +183,9 @@ typedef struct tf_backend_ops {
                       fl_error *err);
 
     /* Inference (BN in eval mode) on one batch without augmentation; flip_tta: the logits are the
-     * mean of the logits of the image and of its horizontal mirror (loss/top-k use that mean); use_ema: evaluate the EMA
-     * weights (error FL_E_INVALID when EMA is off). Does not change the training state. */
+     * mean of the logits of the image and of its horizontal mirror (loss/top-k use that mean);
+     * use_ema: evaluate the EMA weights (error FL_E_INVALID when EMA is off). Does not change the
+     * training state. */
     int (*eval_batch)(tf_backend *b, const tf_batch *batch, int flip_tta, int use_ema,
                       tf_eval_result *res, fl_error *err);
 

@@ -8,15 +8,15 @@
 #include "fl_cli_table.h"
 #include "train.h"
 
-const fl_cli_choice tf_cpu_backend_choices[] = {{"reference", TF_CPU_REFERENCE, 0},
-                                                {"onednn", TF_CPU_ONEDNN, 0}, {NULL, 0, 0}};
+const fl_cli_choice tf_cpu_backend_choices[] = {
+    {"reference", TF_CPU_REFERENCE, 0}, {"onednn", TF_CPU_ONEDNN, 0}, {NULL, 0, 0}};
 
 int tf_cpu_impl_refused(int cpu_impl)
 {
     if (cpu_impl != TF_CPU_ONEDNN || tf_cpu_have_onednn())
         return 0;
     fl_cli_error("trainfast", "--cpu-backend onednn: this trainfast was built without oneDNN "
-                 "(install libdnnl-dev and reconfigure)");
+                              "(install libdnnl-dev and reconfigure)");
     return FL_EXIT_USAGE;
 }
 
@@ -42,8 +42,9 @@ int tf_pick_backend(const char *device, const tf_backend_ops **ops, char *notice
     if (!strcmp(device, "cuda"))
         return fl_error_set(err, FL_E_UNSUPPORTED, "--device cuda: %s", why);
     if (notice)
-        snprintf(notice, cap, strncmp(why, "no GPU", 6) ? "no GPU (%s): running on the CPU in fp32"
-                                                        : "%s: running on the CPU in fp32",
+        snprintf(notice, cap,
+                 strncmp(why, "no GPU", 6) ? "no GPU (%s): running on the CPU in fp32"
+                                           : "%s: running on the CPU in fp32",
                  why);
     *ops = tf_backend_cpu();
     return 0;

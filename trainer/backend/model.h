@@ -16,14 +16,14 @@ extern "C" {
 
 /* Layer kinds. Shapes are per sample, (C, H, W); the batch dimension is implicit. */
 typedef enum tf_layer_kind {
-    TF_CONV = 1,    /* in (cin,H,W) -> out (cout,Ho,Wo); weight OIHW [cout][cin][k][k], optional bias
-                       [cout]; Ho = (H + 2*pad - k)/stride + 1; zero padding */
-    TF_BN = 2,      /* batch norm over N,H,W per channel; params gamma[c] then beta[c] (at w_off,
-                       w_off + c); stats running mean[c] then running var[c] (at stat_off). Train:
-                       batch statistics (biased var for normalizing, unbiased for the running var),
-                       running = (1 - momentum) * running + momentum * batch. Eval: running stats. */
-    TF_RELU = 3,    /* out = max(in, 0) */
-    TF_GELU = 4,    /* out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (the tanh form) */
+    TF_CONV = 1, /* in (cin,H,W) -> out (cout,Ho,Wo); weight OIHW [cout][cin][k][k], optional bias
+                    [cout]; Ho = (H + 2*pad - k)/stride + 1; zero padding */
+    TF_BN = 2,   /* batch norm over N,H,W per channel; params gamma[c] then beta[c] (at w_off,
+                    w_off + c); stats running mean[c] then running var[c] (at stat_off). Train:
+                    batch statistics (biased var for normalizing, unbiased for the running var),
+                    running = (1 - momentum) * running + momentum * batch. Eval: running stats. */
+    TF_RELU = 3, /* out = max(in, 0) */
+    TF_GELU = 4, /* out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (the tanh form) */
     TF_MAXPOOL = 5, /* k x k window, stride, pad (padding never wins the max) */
     TF_AVGPOOL = 6, /* k x k window, stride, pad; divides by k*k (count_include_pad) */
     TF_GAP = 7,     /* global average pool: (C,H,W) -> (C,1,1) */
@@ -39,27 +39,27 @@ typedef struct tf_shape {
 
 typedef struct tf_layer {
     tf_layer_kind kind;
-    int in;          /* input activation tensor id */
-    int in2;         /* second input (TF_ADD only), else -1 */
-    int out;         /* output activation tensor id (written by this layer only) */
-    int k, stride, pad;  /* TF_CONV / pools */
-    int cin, cout;   /* TF_CONV / TF_LINEAR (cin of linear = flattened size); TF_BN: cin = cout = C */
-    int64_t w_off;   /* offset of the weight (conv/linear) or gamma (BN) in params, -1 none */
-    int64_t b_off;   /* offset of the bias (conv/linear) or beta (BN) in params, -1 none */
-    int64_t stat_off;/* TF_BN: offset of running mean in stats (running var follows), else -1 */
-    float bn_eps;    /* TF_BN (default 1e-5) */
+    int in;             /* input activation tensor id */
+    int in2;            /* second input (TF_ADD only), else -1 */
+    int out;            /* output activation tensor id (written by this layer only) */
+    int k, stride, pad; /* TF_CONV / pools */
+    int cin, cout; /* TF_CONV / TF_LINEAR (cin of linear = flattened size); TF_BN: cin = cout = C */
+    int64_t w_off; /* offset of the weight (conv/linear) or gamma (BN) in params, -1 none */
+    int64_t b_off; /* offset of the bias (conv/linear) or beta (BN) in params, -1 none */
+    int64_t stat_off;  /* TF_BN: offset of running mean in stats (running var follows), else -1 */
+    float bn_eps;      /* TF_BN (default 1e-5) */
     float bn_momentum; /* TF_BN running-stat update factor (PyTorch convention, default 0.1) */
-    float scale;     /* TF_SCALE factor */
+    float scale;       /* TF_SCALE factor */
 } tf_layer;
 
 /* One named parameter tensor inside the flat array. */
 typedef struct tf_param {
-    char name[48];   /* "conv3.weight", "bn3.bias", ... */
-    int64_t offset;  /* first element in the flat params array */
-    int64_t count;   /* elements */
-    int no_decay;    /* 1 for BN gamma/beta and all biases: no weight decay */
-    int layer;       /* index of the owning layer */
-    int fan_in;      /* for initialisation */
+    char name[48];  /* "conv3.weight", "bn3.bias", ... */
+    int64_t offset; /* first element in the flat params array */
+    int64_t count;  /* elements */
+    int no_decay;   /* 1 for BN gamma/beta and all biases: no weight decay */
+    int layer;      /* index of the owning layer */
+    int fan_in;     /* for initialisation */
 } tf_param;
 
 /* A whole model. Tensor 0 is the network input, normalised from uint8 as
@@ -75,20 +75,20 @@ typedef struct tf_model_spec {
     int num_classes;
     float mean[3], std[3];
     int n_layers;
-    tf_layer *layers;     /* owned by the spec */
+    tf_layer *layers; /* owned by the spec */
     int n_tensors;
-    tf_shape *tensors;    /* owned */
+    tf_shape *tensors; /* owned */
     int n_params;
-    tf_param *params;     /* owned */
-    int64_t param_count;  /* total elements in the flat params array */
-    int64_t stat_count;   /* total elements in the flat BN stats array */
+    tf_param *params;    /* owned */
+    int64_t param_count; /* total elements in the flat params array */
+    int64_t stat_count;  /* total elements in the flat BN stats array */
 } tf_model_spec;
 
 /* Options of the model builders. Zero fields take the defaults noted. */
 typedef struct tf_model_options {
-    int width;        /* fastcnn: channels of the first block (default 24); doubles per block */
-    int residual;     /* fastcnn: add a residual conv pair per block (default 0) */
-    int gelu;         /* use GELU instead of ReLU (default 0) */
+    int width;    /* fastcnn: channels of the first block (default 24); doubles per block */
+    int residual; /* fastcnn: add a residual conv pair per block (default 0) */
+    int gelu;     /* use GELU instead of ReLU (default 0) */
 } tf_model_options;
 
 /* Build model `name` ("fastcnn", "resnet18", "resnet50") for images of in_c x in_h x in_w and
@@ -106,7 +106,8 @@ void tf_model_finalize(tf_model_spec *spec);
 void tf_model_free(tf_model_spec *spec);
 
 /* Deterministic initialisation from `seed` (PyTorch's defaults): conv/linear weights and biases
- * U(-1/sqrt(fan_in), +1/sqrt(fan_in)), BN gamma 1 and beta 0; stats: mean 0, var 1. `params` has spec->param_count floats, `stats` spec->stat_count (either may be NULL). */
+ * U(-1/sqrt(fan_in), +1/sqrt(fan_in)), BN gamma 1 and beta 0; stats: mean 0, var 1. `params` has
+ * spec->param_count floats, `stats` spec->stat_count (either may be NULL). */
 void tf_model_init(const tf_model_spec *spec, uint64_t seed, float *params, float *stats);
 
 /* Multiply-accumulates of one forward pass for one sample (for reporting). */

@@ -198,8 +198,8 @@ int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_check
         return fl_error_set(err, FL_E_FORMAT, "%s: header size %u, expected %zu", name, hbytes,
                             sizeof(tf_ckpt_header));
     if (len < sizeof(tf_ckpt_header) + 4)
-        return fl_error_set(err, FL_E_TRUNCATED, "%s: truncated: %zu bytes, header needs %zu",
-                            name, len, sizeof(tf_ckpt_header) + 4);
+        return fl_error_set(err, FL_E_TRUNCATED, "%s: truncated: %zu bytes, header needs %zu", name,
+                            len, sizeof(tf_ckpt_header) + 4);
     tf_ckpt_header h;
     memcpy(&h, buf, sizeof h);
     /* bound the declared sizes before any multiplication can overflow */
@@ -219,8 +219,8 @@ int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_check
                             " (unfinished write?)",
                             name, len, need);
     if (len > need)
-        return fl_error_set(err, FL_E_FORMAT, "%s: %zu bytes, header declares %" PRIu64, name,
-                            len, need);
+        return fl_error_set(err, FL_E_FORMAT, "%s: %zu bytes, header declares %" PRIu64, name, len,
+                            need);
     uint32_t want, got = fl_crc32c(0, buf, len - 4);
     memcpy(&want, buf + len - 4, 4);
     if (got != want)
@@ -233,9 +233,10 @@ int tf_checkpoint_parse(const void *data, size_t len, const char *name, tf_check
     /* the loader delivers at most 1 GiB a sample image (a record's limit): a model whose input
      * is larger could never be fed, so the file is damaged or crafted */
     if ((uint64_t)h.in_c * (uint64_t)h.in_h * (uint64_t)h.in_w > (1ull << 30))
-        return fl_error_set(err, FL_E_FORMAT, "%s: model input %dx%dx%d is larger than any image "
-                            "the loader can deliver (1 GiB a sample): damaged or crafted", name,
-                            h.in_c, h.in_h, h.in_w);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: model input %dx%dx%d is larger than any image "
+                            "the loader can deliver (1 GiB a sample): damaged or crafted",
+                            name, h.in_c, h.in_h, h.in_w);
     if (tf_checkpoint_alloc(ck, h.param_count, h.stat_count, ema))
         return fl_error_set(err, -ENOMEM, "%s: out of memory", name);
     const uint8_t *cbuf = buf + sizeof h + arr;
@@ -354,8 +355,8 @@ int tf_checkpoint_dir_check(const char *dir, fl_error *err)
     snprintf(probe, sizeof probe, "%s/.ckpt-probe-%ld.tmp", dir, (long)getpid());
     int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
-        return fl_error_set(err, -errno, "--checkpoint %s: cannot write checkpoints there: %s",
-                            dir, strerror(errno));
+        return fl_error_set(err, -errno, "--checkpoint %s: cannot write checkpoints there: %s", dir,
+                            strerror(errno));
     close(fd);
     unlink(probe);
     return 0;
@@ -377,8 +378,9 @@ int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out,
     int rc = fl_file_replace(path, buf, len, 0666, &step);
     free(buf);
     if (rc && step == FL_WRITE_SYNC_DIR)
-        return fl_error_set(err, rc, "%s: cannot sync the checkpoint directory after writing %s: %s",
-                            dir, path, strerror(-rc));
+        return fl_error_set(err, rc,
+                            "%s: cannot sync the checkpoint directory after writing %s: %s", dir,
+                            path, strerror(-rc));
     if (rc)
         return fl_error_set(err, rc, "%s: writing checkpoint failed (%s): %s", path,
                             fl_write_step_name(step), strerror(-rc));
@@ -422,8 +424,8 @@ int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err)
     /* a file that shrank since fstat is kept short: parse reports it as truncated; a FIFO or
      * device in a checkpoint's place is refused without blocking in open */
     int rc = fl_read_file_at(AT_FDCWD, path, SIZE_MAX,
-                             FL_READ_SHORT_OK | FL_READ_REGULAR | FL_READ_NONBLOCK, &buf, NULL, &got,
-                             &step);
+                             FL_READ_SHORT_OK | FL_READ_REGULAR | FL_READ_NONBLOCK, &buf, NULL,
+                             &got, &step);
     if (rc) {
         free(buf);
         if (step == FL_READ_NOT_REGULAR)
@@ -431,7 +433,8 @@ int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err)
         if (step == FL_READ_ALLOC)
             return fl_error_set(err, -ENOMEM, "%s: out of memory (%zu bytes)", path, got);
         if (step == FL_READ_READ) /* an I/O error is not a damaged file: say which it was */
-            return fl_error_set(err, rc, "%s: read error at byte %zu: %s", path, got, strerror(-rc));
+            return fl_error_set(err, rc, "%s: read error at byte %zu: %s", path, got,
+                                strerror(-rc));
         return fl_error_set(err, rc, "%s: %s", path, strerror(-rc));
     }
     rc = tf_checkpoint_parse(buf, got, path, ck, err);

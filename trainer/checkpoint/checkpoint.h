@@ -40,33 +40,47 @@
 extern "C" {
 #endif
 
-#define TF_CKPT_VERSION 2u     /* written */
+#define TF_CKPT_VERSION     2u /* written */
 #define TF_CKPT_VERSION_MIN 1u /* oldest read */
 
 /* tf_run_config.present: which fields a checkpoint holds (version 2: all; version 1: the keys
  * its JSON config had; none when it had no config) */
 enum {
-    TF_CFG_WORLD = 1u << 0, TF_CFG_BATCH = 1u << 1, TF_CFG_PAD_TAIL = 1u << 2,
-    TF_CFG_EPOCHS = 1u << 3, TF_CFG_ACCUM = 1u << 4, TF_CFG_LR = 1u << 5, TF_CFG_WD = 1u << 6,
-    TF_CFG_MOMENTUM = 1u << 7, TF_CFG_LABEL_SMOOTHING = 1u << 8, TF_CFG_WARMUP = 1u << 9,
-    TF_CFG_EMA = 1u << 10, TF_CFG_NESTEROV = 1u << 11, TF_CFG_SCHEDULE = 1u << 12,
-    TF_CFG_CROP_PAD = 1u << 13, TF_CFG_FLIP = 1u << 14, TF_CFG_SIZE = 1u << 15,
-    TF_CFG_MODEL = 1u << 16, TF_CFG_DEVICE = 1u << 17, TF_CFG_DATA = 1u << 18,
-    TF_CFG_DATA_ID = 1u << 19, TF_CFG_CLASSES = 1u << 20,
+    TF_CFG_WORLD = 1u << 0,
+    TF_CFG_BATCH = 1u << 1,
+    TF_CFG_PAD_TAIL = 1u << 2,
+    TF_CFG_EPOCHS = 1u << 3,
+    TF_CFG_ACCUM = 1u << 4,
+    TF_CFG_LR = 1u << 5,
+    TF_CFG_WD = 1u << 6,
+    TF_CFG_MOMENTUM = 1u << 7,
+    TF_CFG_LABEL_SMOOTHING = 1u << 8,
+    TF_CFG_WARMUP = 1u << 9,
+    TF_CFG_EMA = 1u << 10,
+    TF_CFG_NESTEROV = 1u << 11,
+    TF_CFG_SCHEDULE = 1u << 12,
+    TF_CFG_CROP_PAD = 1u << 13,
+    TF_CFG_FLIP = 1u << 14,
+    TF_CFG_SIZE = 1u << 15,
+    TF_CFG_MODEL = 1u << 16,
+    TF_CFG_DEVICE = 1u << 17,
+    TF_CFG_DATA = 1u << 18,
+    TF_CFG_DATA_ID = 1u << 19,
+    TF_CFG_CLASSES = 1u << 20,
     TF_CFG_ALL = (1u << 21) - 1
 };
 
 /* The options that define a run, as the run that wrote a checkpoint had them. */
 typedef struct tf_run_config {
-    uint32_t present;                 /* TF_CFG_* bits */
-    uint32_t world, batch, pad_tail;  /* processes, per-rank batch, tail padded by wrap-around */
+    uint32_t present;                /* TF_CFG_* bits */
+    uint32_t world, batch, pad_tail; /* processes, per-rank batch, tail padded by wrap-around */
     uint32_t epochs, accum;
     float lr, wd, momentum, label_smoothing, warmup_epochs, ema;
     uint32_t nesterov, cosine, crop_pad, flip, size; /* cosine: 1 cosine, 0 linear schedule */
-    char model[32], device[16];       /* --model as given; backend name */
-    char *data, *data_id;             /* owned: --data path; dataset identity (train_config.c) */
+    char model[32], device[16];                      /* --model as given; backend name */
+    char *data, *data_id; /* owned: --data path; dataset identity (train_config.c) */
     uint32_t class_count;
-    char **classes;                   /* owned: class_count names in label order */
+    char **classes; /* owned: class_count names in label order */
 } tf_run_config;
 
 /* Set cfg's strings (copies; NULL = ""); 0 or -ENOMEM. */
@@ -93,13 +107,13 @@ typedef struct tf_checkpoint {
     /* running figures of the interrupted epoch, so a resumed run reports the same epoch totals */
     double epoch_loss_sum;
     uint64_t epoch_correct, epoch_seen;
-    double wall_s;       /* training wall time before this checkpoint */
-    tf_run_config cfg;   /* owned strings */
-    uint32_t version;    /* format version read; 0 or TF_CKPT_VERSION for a new checkpoint.
-                            serialize writes this version */
-    char *v1_config;     /* version 1: its JSON config text as read (owned; serialize writes it
-                            back), else NULL */
-    float *storage;      /* owned */
+    double wall_s;     /* training wall time before this checkpoint */
+    tf_run_config cfg; /* owned strings */
+    uint32_t version;  /* format version read; 0 or TF_CKPT_VERSION for a new checkpoint.
+                          serialize writes this version */
+    char *v1_config;   /* version 1: its JSON config text as read (owned; serialize writes it
+                          back), else NULL */
+    float *storage;    /* owned */
 } tf_checkpoint;
 
 /* Size the arrays for a model (zeroed). Returns 0 or -ENOMEM. */
@@ -121,8 +135,8 @@ int tf_checkpoint_serialize(const tf_checkpoint *ck, uint8_t **out, size_t *len)
 
 /* Parse and verify a checkpoint image of `len` bytes (copied; buf may be freed afterwards).
  * `name` is used in messages. Errors: FL_E_FORMAT (bad magic, inconsistent sizes),
- * FL_E_VERSION (other version: message says which it found and which it reads), FL_E_TRUNCATED (shorter than declared),
- * FL_E_CHECKSUM (CRC mismatch), -ENOMEM. On error ck is left empty. */
+ * FL_E_VERSION (other version: message says which it found and which it reads), FL_E_TRUNCATED
+ * (shorter than declared), FL_E_CHECKSUM (CRC mismatch), -ENOMEM. On error ck is left empty. */
 int tf_checkpoint_parse(const void *buf, size_t len, const char *name, tf_checkpoint *ck,
                         fl_error *err);
 

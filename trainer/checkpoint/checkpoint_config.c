@@ -157,8 +157,10 @@ int tf_ckpt_config_decode(const uint8_t *b, size_t len, const char *name, tf_run
     }
     if (bad || p != end) {
         tf_run_config_free(c);
-        return fl_error_set(err, FL_E_FORMAT, "%s: bad config section (strings do not fit its "
-                            "%zu bytes)", name, len);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: bad config section (strings do not fit its "
+                            "%zu bytes)",
+                            name, len);
     }
     c->present = TF_CFG_ALL;
     return 0;
@@ -194,23 +196,29 @@ static int j_str(const fl_jnode *o, const char *key, char *out, size_t cap)
 
 static void v1_numbers(const fl_jnode *o, tf_run_config *c)
 {
-    static const struct { const char *key; uint32_t bit; size_t off; } U[] = {
-        {"world", TF_CFG_WORLD, offsetof(tf_run_config, world)},
-        {"batch", TF_CFG_BATCH, offsetof(tf_run_config, batch)},
-        {"pad_tail", TF_CFG_PAD_TAIL, offsetof(tf_run_config, pad_tail)},
-        {"epochs", TF_CFG_EPOCHS, offsetof(tf_run_config, epochs)},
-        {"accum", TF_CFG_ACCUM, offsetof(tf_run_config, accum)},
-        {"nesterov", TF_CFG_NESTEROV, offsetof(tf_run_config, nesterov)},
-        {"crop_pad", TF_CFG_CROP_PAD, offsetof(tf_run_config, crop_pad)},
-        {"flip", TF_CFG_FLIP, offsetof(tf_run_config, flip)},
-        {"size", TF_CFG_SIZE, offsetof(tf_run_config, size)}};
-    static const struct { const char *key; uint32_t bit; size_t off; } F[] = {
-        {"lr", TF_CFG_LR, offsetof(tf_run_config, lr)},
-        {"wd", TF_CFG_WD, offsetof(tf_run_config, wd)},
-        {"momentum", TF_CFG_MOMENTUM, offsetof(tf_run_config, momentum)},
-        {"label_smoothing", TF_CFG_LABEL_SMOOTHING, offsetof(tf_run_config, label_smoothing)},
-        {"warmup_epochs", TF_CFG_WARMUP, offsetof(tf_run_config, warmup_epochs)},
-        {"ema", TF_CFG_EMA, offsetof(tf_run_config, ema)}};
+    static const struct {
+        const char *key;
+        uint32_t bit;
+        size_t off;
+    } U[] = {{"world", TF_CFG_WORLD, offsetof(tf_run_config, world)},
+             {"batch", TF_CFG_BATCH, offsetof(tf_run_config, batch)},
+             {"pad_tail", TF_CFG_PAD_TAIL, offsetof(tf_run_config, pad_tail)},
+             {"epochs", TF_CFG_EPOCHS, offsetof(tf_run_config, epochs)},
+             {"accum", TF_CFG_ACCUM, offsetof(tf_run_config, accum)},
+             {"nesterov", TF_CFG_NESTEROV, offsetof(tf_run_config, nesterov)},
+             {"crop_pad", TF_CFG_CROP_PAD, offsetof(tf_run_config, crop_pad)},
+             {"flip", TF_CFG_FLIP, offsetof(tf_run_config, flip)},
+             {"size", TF_CFG_SIZE, offsetof(tf_run_config, size)}};
+    static const struct {
+        const char *key;
+        uint32_t bit;
+        size_t off;
+    } F[] = {{"lr", TF_CFG_LR, offsetof(tf_run_config, lr)},
+             {"wd", TF_CFG_WD, offsetof(tf_run_config, wd)},
+             {"momentum", TF_CFG_MOMENTUM, offsetof(tf_run_config, momentum)},
+             {"label_smoothing", TF_CFG_LABEL_SMOOTHING, offsetof(tf_run_config, label_smoothing)},
+             {"warmup_epochs", TF_CFG_WARMUP, offsetof(tf_run_config, warmup_epochs)},
+             {"ema", TF_CFG_EMA, offsetof(tf_run_config, ema)}};
     for (size_t i = 0; i < sizeof U / sizeof U[0]; i++)
         if (j_u32(o, U[i].key, (uint32_t *)((char *)c + U[i].off)))
             c->present |= U[i].bit;
@@ -231,8 +239,8 @@ int tf_ckpt_config_decode_v1(const char *text, size_t len, const char *name, tf_
     const fl_jnode *o = fl_jroot(doc);
     v1_numbers(o, c);
     char sched[16];
-    if (j_str(o, "schedule", sched, sizeof sched) && (!strcmp(sched, "cosine") ||
-                                                      !strcmp(sched, "linear"))) {
+    if (j_str(o, "schedule", sched, sizeof sched) &&
+        (!strcmp(sched, "cosine") || !strcmp(sched, "linear"))) {
         c->cosine = !strcmp(sched, "cosine");
         c->present |= TF_CFG_SCHEDULE;
     }
@@ -248,8 +256,8 @@ int tf_ckpt_config_decode_v1(const char *text, size_t len, const char *name, tf_
     for (const fl_jnode *e = n ? cl->child : NULL; names && e; e = e->next)
         names[k++] = e->type == FL_J_STRING ? e->str : "";
     int rc = names ? tf_run_config_set_strings(c, d && d->type == FL_J_STRING ? d->str : "",
-                                               id && id->type == FL_J_STRING ? id->str : "",
-                                               names, (uint32_t)n)
+                                               id && id->type == FL_J_STRING ? id->str : "", names,
+                                               (uint32_t)n)
                    : -ENOMEM;
     free(names);
     c->present |= (d && d->type == FL_J_STRING ? TF_CFG_DATA : 0) |

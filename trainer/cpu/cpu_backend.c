@@ -25,18 +25,18 @@ struct tf_backend {
     tf_train_config cfg;
     cpu_pool *pool;
     float *params, *momentum, *grad, *stats, *ema_params, *ema_stats;
-    float **act, **dact;   /* per tensor, max_batch samples */
-    float **save;          /* per layer: BN mean/invstd */
-    int32_t **arg;         /* per layer: maxpool argmax */
-    float **col;           /* per conv layer: im2col cache shared by forward and backward, or NULL */
-    float *logits_sum;     /* eval TTA: max_batch * classes */
+    float **act, **dact; /* per tensor, max_batch samples */
+    float **save;        /* per layer: BN mean/invstd */
+    int32_t **arg;       /* per layer: maxpool argmax */
+    float **col;         /* per conv layer: im2col cache shared by forward and backward, or NULL */
+    float *logits_sum;   /* eval TTA: max_batch * classes */
     uint64_t step, micro_step;
     uint32_t accum_count;
-    double *bn_scratch;    /* --sync-bn: 2 x the widest BN layer, else NULL */
-    int sync_rc;           /* first error of a sync-BN reduction in this step (0: none) */
+    double *bn_scratch; /* --sync-bn: 2 x the widest BN layer, else NULL */
+    int sync_rc;        /* first error of a sync-BN reduction in this step (0: none) */
     fl_error *sync_err;
 #ifdef FL_HAVE_ONEDNN
-    cpu_dnn *dnn;          /* the oneDNN path; NULL: the reference layers (act, dact, ... set) */
+    cpu_dnn *dnn; /* the oneDNN path; NULL: the reference layers (act, dact, ... set) */
 #endif
 };
 
@@ -108,10 +108,7 @@ static void cpu_destroy(tf_backend *b)
     free(b);
 }
 
-static float *falloc(size_t n)
-{
-    return calloc(n ? n : 1, sizeof(float));
-}
+static float *falloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
 /* The reference layers' buffers: activations and their gradients per tensor, BN saves, max-pool
  * argmax, im2col caches. Returns 0 or -ENOMEM (with *bytes the activation size asked for). */
@@ -148,8 +145,8 @@ static int ref_alloc(tf_backend *b, double *bytes)
     for (int l = 0; l < s->n_layers; l++) {
         const tf_layer *L = &s->layers[l];
         if (L->kind == TF_CONV)
-            col_floats += (double)N * L->cin * L->k * L->k * tf_shape_size(s->tensors[L->out]) /
-                          L->cout;
+            col_floats +=
+                (double)N * L->cin * L->k * L->k * tf_shape_size(s->tensors[L->out]) / L->cout;
     }
     if (!bad && col_floats * 4 <= 512.0 * 1048576)
         for (int l = 0; l < s->n_layers; l++) {
@@ -217,8 +214,8 @@ static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_bac
     b->logits_sum = falloc(N * (size_t)s->num_classes);
     if (cfg->bn_allreduce && cfg->world > 1)
         b->bn_scratch = bn_scratch_alloc(s);
-    int bad = !b->pool || !b->params || !b->momentum || !b->grad || !b->stats ||
-              !b->logits_sum || (cfg->ema_decay > 0 && (!b->ema_params || !b->ema_stats)) ||
+    int bad = !b->pool || !b->params || !b->momentum || !b->grad || !b->stats || !b->logits_sum ||
+              (cfg->ema_decay > 0 && (!b->ema_params || !b->ema_stats)) ||
               (cfg->bn_allreduce && cfg->world > 1 && !b->bn_scratch);
     double bytes = 0;
 #ifdef FL_HAVE_ONEDNN
@@ -297,44 +294,31 @@ static void forward(tf_backend *b, int N, int train, const float *params, float 
             if (train && b->bn_scratch) {
                 cpu_bn_sync sy = {b->cfg.bn_allreduce, b->cfg.grad_allreduce_user, b->cfg.world,
                                   b->bn_scratch, b->sync_err};
-                int rc = b->sync_rc ? b->sync_rc
-                                    : cpu_bn_forward_sync(b->pool, N, is, L->bn_eps,
-                                                          L->bn_momentum, x, params + L->w_off,
-                                                          params + L->b_off,
-                                                          stats ? stats + L->stat_off : NULL,
-                                                          stats ? stats + L->stat_off + L->cin
-                                                                : NULL,
-                                                          b->save[l], y, &sy);
+                int rc = b->sync_rc
+                             ? b->sync_rc
+                             : cpu_bn_forward_sync(
+                                   b->pool, N, is, L->bn_eps, L->bn_momentum, x, params + L->w_off,
+                                   params + L->b_off, stats ? stats + L->stat_off : NULL,
+                                   stats ? stats + L->stat_off + L->cin : NULL, b->save[l], y, &sy);
                 if (rc)
                     b->sync_rc = rc;
                 break;
             }
-            cpu_bn_forward(b->pool, N, is, train, L->bn_eps, L->bn_momentum, x,
-                           params + L->w_off, params + L->b_off,
-                           stats ? stats + L->stat_off : NULL,
+            cpu_bn_forward(b->pool, N, is, train, L->bn_eps, L->bn_momentum, x, params + L->w_off,
+                           params + L->b_off, stats ? stats + L->stat_off : NULL,
                            stats ? stats + L->stat_off + L->cin : NULL, b->save[l], y);
             break;
-        case TF_RELU:
-            cpu_relu_forward(n, x, y);
-            break;
-        case TF_GELU:
-            cpu_gelu_forward(n, x, y);
-            break;
+        case TF_RELU: cpu_relu_forward(n, x, y); break;
+        case TF_GELU: cpu_gelu_forward(n, x, y); break;
         case TF_MAXPOOL:
             cpu_maxpool_forward(b->pool, N, is, os, L->k, L->stride, L->pad, x, y, b->arg[l]);
             break;
         case TF_AVGPOOL:
             cpu_avgpool_forward(b->pool, N, is, os, L->k, L->stride, L->pad, x, y);
             break;
-        case TF_GAP:
-            cpu_gap_forward(N, is, x, y);
-            break;
-        case TF_ADD:
-            cpu_add_forward(n, x, b->act[L->in2], y);
-            break;
-        case TF_SCALE:
-            cpu_scale_forward(n, L->scale, x, y);
-            break;
+        case TF_GAP: cpu_gap_forward(N, is, x, y); break;
+        case TF_ADD: cpu_add_forward(n, x, b->act[L->in2], y); break;
+        case TF_SCALE: cpu_scale_forward(n, L->scale, x, y); break;
         }
     }
 }
@@ -358,17 +342,17 @@ static void backward(tf_backend *b, int N)
                                      b->col[l]);
             break;
         case TF_LINEAR:
-            cpu_linear_backward(b->pool, N, L->cin, L->cout, x, p + L->w_off, dy, dx,
-                                g + L->w_off, L->b_off >= 0 ? g + L->b_off : NULL);
+            cpu_linear_backward(b->pool, N, L->cin, L->cout, x, p + L->w_off, dy, dx, g + L->w_off,
+                                L->b_off >= 0 ? g + L->b_off : NULL);
             break;
         case TF_BN:
             if (b->bn_scratch) {
                 cpu_bn_sync sy = {b->cfg.bn_allreduce, b->cfg.grad_allreduce_user, b->cfg.world,
                                   b->bn_scratch, b->sync_err};
-                int rc = b->sync_rc ? b->sync_rc
-                                    : cpu_bn_backward_sync(b->pool, N, is, x, p + L->w_off,
-                                                           b->save[l], dy, dx, g + L->w_off,
-                                                           g + L->b_off, &sy);
+                int rc = b->sync_rc
+                             ? b->sync_rc
+                             : cpu_bn_backward_sync(b->pool, N, is, x, p + L->w_off, b->save[l], dy,
+                                                    dx, g + L->w_off, g + L->b_off, &sy);
                 if (rc)
                     b->sync_rc = rc;
                 break;
@@ -473,9 +457,9 @@ static int cpu_train_step(tf_backend *b, const tf_batch *x, float lr, tf_step_re
         rc = cpu_dnn_forward(b->dnn, N, 1, b->params, b->stats, &logits, err);
         if (rc)
             return rc;
-        loss = cpu_softmax_xent(N, K, logits, x->labels, b->cfg.label_smoothing,
-                                1.0f / ((float)N * (float)group), cpu_dnn_dlogits(b->dnn), &c1,
-                                NULL);
+        loss =
+            cpu_softmax_xent(N, K, logits, x->labels, b->cfg.label_smoothing,
+                             1.0f / ((float)N * (float)group), cpu_dnn_dlogits(b->dnn), &c1, NULL);
         rc = cpu_dnn_backward(b->dnn, b->params, b->grad, err);
         if (rc)
             return rc;
@@ -535,16 +519,16 @@ static int cpu_eval_batch(tf_backend *b, const tf_batch *x, int flip_tta, int us
     for (int pass = 0; pass < (flip_tta ? 2 : 1); pass++) {
 #ifdef FL_HAVE_ONEDNN
         if (b->dnn) {
-            cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0,
-                         0, 0, NULL, pass, cpu_dnn_input(b->dnn));
+            cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0,
+                         0, NULL, pass, cpu_dnn_input(b->dnn));
             rc = cpu_dnn_forward(b->dnn, N, 0, params, stats, &out, err);
             if (rc)
                 return rc;
         } else
 #endif
         {
-            cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0,
-                         0, 0, NULL, pass, b->act[0]);
+            cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0,
+                         0, NULL, pass, b->act[0]);
             forward(b, N, 0, params, stats);
             out = b->act[lt];
         }
@@ -555,8 +539,8 @@ static int cpu_eval_batch(tf_backend *b, const tf_batch *x, int flip_tta, int us
             logits = b->logits_sum;
         }
     }
-    res->loss_sum = cpu_softmax_xent(N, K, logits, x->labels, 0.0f, 0.0f, NULL, &res->correct1,
-                                     &res->correct5);
+    res->loss_sum =
+        cpu_softmax_xent(N, K, logits, x->labels, 0.0f, 0.0f, NULL, &res->correct1, &res->correct5);
     res->n = x->n;
     return 0;
 }
@@ -578,16 +562,16 @@ static int cpu_predict_batch(tf_backend *b, const tf_batch *x, int use_ema, floa
     const float *out;
 #ifdef FL_HAVE_ONEDNN
     if (b->dnn) {
-        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0,
-                     0, NULL, 0, cpu_dnn_input(b->dnn));
+        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0, 0,
+                     NULL, 0, cpu_dnn_input(b->dnn));
         rc = cpu_dnn_forward(b->dnn, N, 0, params, stats, &out, err);
         if (rc)
             return rc;
     } else
 #endif
     {
-        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0,
-                     0, NULL, 0, b->act[0]);
+        cpu_input_u8(b->pool, N, s->in_h, s->in_w, s->in_c, x->images, s->mean, s->std, 0, 0, 0, 0,
+                     NULL, 0, b->act[0]);
         forward(b, N, 0, params, stats);
         out = b->act[s->n_tensors - 1];
     }
@@ -664,8 +648,7 @@ static void cpu_describe(tf_backend *b, char *buf, size_t cap)
 
 /* Data parallel: gradients (and with --sync-bn the BN statistics) summed over the ranks through
  * the trainer's communicator; the CPU backend has no collective of its own. */
-static int cpu_attach_comm(tf_backend *b, const tf_comm *c, char *note, size_t cap,
-                           fl_error *err)
+static int cpu_attach_comm(tf_backend *b, const tf_comm *c, char *note, size_t cap, fl_error *err)
 {
     if (note && cap)
         note[0] = 0;

@@ -131,8 +131,8 @@ static void conv_fwd_thread(void *arg, int tid, int nt)
         if (J->k == 1 && J->stride == 1 && J->pad == 0 && nb == 1 && !J->cache) {
             /* a single sample's [cin][P] already is its column matrix: write straight to y */
             float *y = J->y + s * osz;
-            cpu_sgemm(0, 0, Co, (int)P, (int)R, 1.0f, J->w, (int)R, J->x + s * isz, (int)P, 0.0f,
-                      y, (int)P);
+            cpu_sgemm(0, 0, Co, (int)P, (int)R, 1.0f, J->w, (int)R, J->x + s * isz, (int)P, 0.0f, y,
+                      (int)P);
             if (J->b)
                 for (int co = 0; co < Co; co++)
                     for (long p = 0; p < P; p++)
@@ -157,8 +157,18 @@ void cpu_conv_forward_cached(cpu_pool *P, int N, tf_shape in, tf_shape out, int 
                              int pad, const float *x, const float *w, const float *b, float *y,
                              float *col_cache)
 {
-    conv_job J = {.N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad,
-                  .x = x, .w = w, .b = b, .y = y, .P = P, .cache = col_cache};
+    conv_job J = {.N = N,
+                  .in = in,
+                  .out = out,
+                  .k = k,
+                  .stride = stride,
+                  .pad = pad,
+                  .x = x,
+                  .w = w,
+                  .b = b,
+                  .y = y,
+                  .P = P,
+                  .cache = col_cache};
     cpu_pool_run(P, conv_fwd_thread, &J);
 }
 
@@ -217,9 +227,9 @@ static void conv_bwd_thread(void *arg, int tid, int nt)
 
 typedef struct reduce_job {
     cpu_pool *P;
-    long n;       /* elements of each partial */
+    long n; /* elements of each partial */
     int slot;
-    float *dst;   /* first n - nb go to dst, the rest to dst2 */
+    float *dst; /* first n - nb go to dst, the rest to dst2 */
     long split;
     float *dst2;
 } reduce_job;
@@ -252,13 +262,24 @@ void cpu_conv_backward_cached(cpu_pool *P, int N, tf_shape in, tf_shape out, int
                               int pad, const float *x, const float *w, const float *dy, float *dx,
                               float *dw, float *db, float *col_cache)
 {
-    conv_job J = {.N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad,
-                  .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = db, .P = P,
+    conv_job J = {.N = N,
+                  .in = in,
+                  .out = out,
+                  .k = k,
+                  .stride = stride,
+                  .pad = pad,
+                  .x = x,
+                  .w = w,
+                  .dy = dy,
+                  .dx = dx,
+                  .dw = dw,
+                  .db = db,
+                  .P = P,
                   .cache = col_cache};
     cpu_pool_run(P, conv_bwd_thread, &J);
     long R = (long)in.c * k * k;
-    reduce_job RJ = {.P = P, .n = out.c * R + out.c, .slot = 2, .dst = dw, .split = out.c * R,
-                     .dst2 = db};
+    reduce_job RJ = {
+        .P = P, .n = out.c * R + out.c, .slot = 2, .dst = dw, .split = out.c * R, .dst2 = db};
     cpu_pool_run(P, reduce_thread, &RJ);
 }
 

@@ -1,7 +1,8 @@
 /* cpu_gemm.c — the one GEMM the CPU backend uses: OpenBLAS cblas_sgemm when built with it,
  * otherwise a cache-blocked C loop (slower, same semantics). The loop stays although setup.sh
- * installs OpenBLAS: tests/gpu/check.sh builds without it on a GPU machine whose glibc is older than
- * the carried Debian OpenBLAS needs, and the GPU tests' CPU reference runs on this loop there. */
+ * installs OpenBLAS: tests/gpu/check.sh builds without it on a GPU machine whose glibc is older
+ * than the carried Debian OpenBLAS needs, and the GPU tests' CPU reference runs on this loop there.
+ */
 #include "cpu_layers.h"
 
 #include <string.h>

@@ -21,7 +21,8 @@ uint16_t cpu_f32_to_bf16(float f);
 /* The fp32 value of bf16 bits h (exact). */
 float cpu_bf16_to_f32(uint16_t h);
 
-/* x[0..n) rounded to fp16 / bf16 and back to fp32, in place: what storing them in that type does. */
+/* x[0..n) rounded to fp16 / bf16 and back to fp32, in place: what storing them in that type does.
+ */
 void cpu_round_f16(float *x, size_t n);
 void cpu_round_bf16(float *x, size_t n);
 

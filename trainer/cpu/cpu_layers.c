@@ -72,9 +72,18 @@ void cpu_bn_forward(cpu_pool *P, int N, tf_shape s, int train, float eps, float 
                     const float *x, const float *gamma, const float *beta, float *run_mean,
                     float *run_var, float *save, float *y)
 {
-    bn_job J = {.N = N, .s = s, .train = train, .eps = eps, .momentum = momentum, .x = x,
-                .gamma = gamma, .beta = beta, .run_mean = run_mean, .run_var = run_var,
-                .save = save, .y = y};
+    bn_job J = {.N = N,
+                .s = s,
+                .train = train,
+                .eps = eps,
+                .momentum = momentum,
+                .x = x,
+                .gamma = gamma,
+                .beta = beta,
+                .run_mean = run_mean,
+                .run_var = run_var,
+                .save = save,
+                .y = y};
     cpu_pool_run(P, bn_fwd_thread, &J);
 }
 
@@ -135,8 +144,15 @@ static void bn_bwd_thread(void *arg, int tid, int nt)
 void cpu_bn_backward(cpu_pool *P, int N, tf_shape s, const float *x, const float *gamma,
                      const float *save, const float *dy, float *dx, float *dgamma, float *dbeta)
 {
-    bn_job J = {.N = N, .s = s, .x = x, .gamma = gamma, .save = (float *)save, .dy = dy, .dx = dx,
-                .dgamma = dgamma, .dbeta = dbeta};
+    bn_job J = {.N = N,
+                .s = s,
+                .x = x,
+                .gamma = gamma,
+                .save = (float *)save,
+                .dy = dy,
+                .dx = dx,
+                .dgamma = dgamma,
+                .dbeta = dbeta};
     cpu_pool_run(P, bn_bwd_thread, &J);
 }
 
@@ -144,11 +160,11 @@ void cpu_bn_backward(cpu_pool *P, int N, tf_shape s, const float *x, const float
 typedef struct bn_sync_job {
     int N, phase;
     tf_shape s;
-    double Mg;              /* samples x pixels over all ranks */
+    double Mg; /* samples x pixels over all ranks */
     float eps, momentum;
     const float *x, *gamma, *beta, *dy, *save;
     float *run_mean, *run_var, *save_out, *y, *dx, *dgamma, *dbeta;
-    double *acc;            /* [2C] */
+    double *acc; /* [2C] */
 } bn_sync_job;
 
 static void bn_sync_thread(void *arg, int tid, int nt)
@@ -225,9 +241,18 @@ int cpu_bn_forward_sync(cpu_pool *P, int N, tf_shape s, float eps, float momentu
                         float *save, float *y, const cpu_bn_sync *sync)
 {
     const int C = s.c;
-    bn_sync_job J = {.N = N, .s = s, .Mg = (double)N * s.h * s.w * sync->world, .eps = eps,
-                     .momentum = momentum, .x = x, .gamma = gamma, .beta = beta,
-                     .run_mean = run_mean, .run_var = run_var, .save_out = save, .y = y,
+    bn_sync_job J = {.N = N,
+                     .s = s,
+                     .Mg = (double)N * s.h * s.w * sync->world,
+                     .eps = eps,
+                     .momentum = momentum,
+                     .x = x,
+                     .gamma = gamma,
+                     .beta = beta,
+                     .run_mean = run_mean,
+                     .run_var = run_var,
+                     .save_out = save,
+                     .y = y,
                      .acc = sync->scratch};
     J.phase = 0;
     cpu_pool_run(P, bn_sync_thread, &J);
@@ -245,12 +270,20 @@ int cpu_bn_forward_sync(cpu_pool *P, int N, tf_shape s, float eps, float momentu
 }
 
 int cpu_bn_backward_sync(cpu_pool *P, int N, tf_shape s, const float *x, const float *gamma,
-                         const float *save, const float *dy, float *dx, float *dgamma,
-                         float *dbeta, const cpu_bn_sync *sync)
+                         const float *save, const float *dy, float *dx, float *dgamma, float *dbeta,
+                         const cpu_bn_sync *sync)
 {
-    bn_sync_job J = {.N = N, .s = s, .Mg = (double)N * s.h * s.w * sync->world, .x = x,
-                     .gamma = gamma, .save = save, .dy = dy, .dx = dx, .dgamma = dgamma,
-                     .dbeta = dbeta, .acc = sync->scratch};
+    bn_sync_job J = {.N = N,
+                     .s = s,
+                     .Mg = (double)N * s.h * s.w * sync->world,
+                     .x = x,
+                     .gamma = gamma,
+                     .save = save,
+                     .dy = dy,
+                     .dx = dx,
+                     .dgamma = dgamma,
+                     .dbeta = dbeta,
+                     .acc = sync->scratch};
     J.phase = 3;
     cpu_pool_run(P, bn_sync_thread, &J);
     int rc = sync->reduce(sync->user, J.acc, 2 * (int64_t)s.c, sync->err);
@@ -339,9 +372,18 @@ static void maxpool_fwd_thread(void *a, int tid, int nt)
                     int i0 = 2 * oy * W + 2 * ox;
                     int bi = i0;
                     float best = xp[i0];
-                    if (xp[i0 + 1] > best) { best = xp[i0 + 1]; bi = i0 + 1; }
-                    if (xp[i0 + W] > best) { best = xp[i0 + W]; bi = i0 + W; }
-                    if (xp[i0 + W + 1] > best) { best = xp[i0 + W + 1]; bi = i0 + W + 1; }
+                    if (xp[i0 + 1] > best) {
+                        best = xp[i0 + 1];
+                        bi = i0 + 1;
+                    }
+                    if (xp[i0 + W] > best) {
+                        best = xp[i0 + W];
+                        bi = i0 + W;
+                    }
+                    if (xp[i0 + W + 1] > best) {
+                        best = xp[i0 + W + 1];
+                        bi = i0 + W + 1;
+                    }
                     yp[oy * Wo + ox] = best;
                     ap[oy * Wo + ox] = bi;
                 }
@@ -375,8 +417,15 @@ static void maxpool_fwd_thread(void *a, int tid, int nt)
 void cpu_maxpool_forward(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int stride, int pad,
                          const float *x, float *y, int32_t *arg)
 {
-    pool_job J = {.N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad, .x = x,
-                  .y = y, .arg = arg};
+    pool_job J = {.N = N,
+                  .in = in,
+                  .out = out,
+                  .k = k,
+                  .stride = stride,
+                  .pad = pad,
+                  .x = x,
+                  .y = y,
+                  .arg = arg};
     cpu_pool_run(P, maxpool_fwd_thread, &J);
 }
 
@@ -438,16 +487,16 @@ static void avgpool_bwd_thread(void *a, int tid, int nt) { avgpool_thread(a, tid
 void cpu_avgpool_forward(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int stride, int pad,
                          const float *x, float *y)
 {
-    pool_job J = {.N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad, .x = x,
-                  .y = y};
+    pool_job J = {
+        .N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad, .x = x, .y = y};
     cpu_pool_run(P, avgpool_fwd_thread, &J);
 }
 
 void cpu_avgpool_backward(cpu_pool *P, int N, tf_shape in, tf_shape out, int k, int stride, int pad,
                           const float *dy, float *dx)
 {
-    pool_job J = {.N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad, .dy = dy,
-                  .dx = dx};
+    pool_job J = {
+        .N = N, .in = in, .out = out, .k = k, .stride = stride, .pad = pad, .dy = dy, .dx = dx};
     cpu_pool_run(P, avgpool_bwd_thread, &J);
 }
 
@@ -515,7 +564,8 @@ double cpu_softmax_xent(int N, int K, const float *logits, const int32_t *labels
     return total;
 }
 
-/* ---- input stage ------------------------------------------------------------------------------ */
+/* ---- input stage ------------------------------------------------------------------------------
+ */
 typedef struct input_job {
     cpu_input_params p;
     const uint8_t *img;
@@ -586,15 +636,24 @@ void cpu_input_u8(cpu_pool *P, int N, int H, int W, int C, const uint8_t *img, c
                   const float *std, int pad, int flip, uint64_t seed, uint64_t epoch,
                   const uint64_t *indices, int hflip_all, float *x)
 {
-    cpu_input_params p = {.N = N, .H = H, .W = W, .C = C, .mean = mean, .std = std, .pad = pad,
-                          .flip = flip, .hflip_all = hflip_all, .seed = seed, .epoch = epoch,
+    cpu_input_params p = {.N = N,
+                          .H = H,
+                          .W = W,
+                          .C = C,
+                          .mean = mean,
+                          .std = std,
+                          .pad = pad,
+                          .flip = flip,
+                          .hflip_all = hflip_all,
+                          .seed = seed,
+                          .epoch = epoch,
                           .indices = indices};
     cpu_input_run(P, &p, img, x);
 }
 
 /* ---- optimizer ------------------------------------------------------------------------------- */
-void cpu_sgd_step(long n, float *w, const float *grad, float *v, float lr, float momentum,
-                  float wd, int nesterov)
+void cpu_sgd_step(long n, float *w, const float *grad, float *v, float lr, float momentum, float wd,
+                  int nesterov)
 {
     for (long j = 0; j < n; j++) {
         float g = grad[j] + wd * w[j];

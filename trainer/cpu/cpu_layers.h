@@ -84,8 +84,8 @@ int cpu_bn_forward_sync(cpu_pool *P, int N, tf_shape s, float eps, float momentu
                         const float *gamma, const float *beta, float *run_mean, float *run_var,
                         float *save, float *y, const cpu_bn_sync *sync);
 int cpu_bn_backward_sync(cpu_pool *P, int N, tf_shape s, const float *x, const float *gamma,
-                         const float *save, const float *dy, float *dx, float *dgamma,
-                         float *dbeta, const cpu_bn_sync *sync);
+                         const float *save, const float *dy, float *dx, float *dgamma, float *dbeta,
+                         const cpu_bn_sync *sync);
 
 /* Element-wise over n values. */
 void cpu_relu_forward(long n, const float *x, float *y);
@@ -118,8 +118,8 @@ double cpu_softmax_xent(int N, int K, const float *logits, const int32_t *labels
                         float grad_scale, float *dlogits, uint32_t *correct1, uint32_t *correct5);
 
 /* uint8 NHWC batch -> normalised fp32 NCHW with optional per-sample crop-with-padding and flip
- * (fl_aug_crop_flip(seed, epoch, indices[i] or i, pad, flip, ...)); `hflip_all` mirrors every sample
- * (flip TTA). cpu_input_run with the options below at 0. */
+ * (fl_aug_crop_flip(seed, epoch, indices[i] or i, pad, flip, ...)); `hflip_all` mirrors every
+ * sample (flip TTA). cpu_input_run with the options below at 0. */
 void cpu_input_u8(cpu_pool *P, int N, int H, int W, int C, const uint8_t *img, const float *mean,
                   const float *std, int pad, int flip, uint64_t seed, uint64_t epoch,
                   const uint64_t *indices, int hflip_all, float *x);
@@ -144,8 +144,8 @@ void cpu_input_run(cpu_pool *P, const cpu_input_params *p, const uint8_t *img, f
 
 /* SGD step over n weights: g = grad + wd w; v = momentum v + g; w -= lr (nesterov ? g + momentum v
  * : v). grad is left as it is (the caller clears it). */
-void cpu_sgd_step(long n, float *w, const float *grad, float *v, float lr, float momentum,
-                  float wd, int nesterov);
+void cpu_sgd_step(long n, float *w, const float *grad, float *v, float lr, float momentum, float wd,
+                  int nesterov);
 
 /* Exponential moving average: ema = decay ema + (1 - decay) w over n values. */
 void cpu_ema_update(long n, float *ema, const float *w, float decay);

@@ -17,9 +17,10 @@ int dnn_fail(dnn_plan *p, dnnl_status_t st, const char *what, int line)
     char where[64] = "";
     if (l >= 0 && l < s->n_layers)
         snprintf(where, sizeof where, " (layer %d, kind %d)", l, (int)s->layers[l].kind);
-    return fl_error_set(p->err, FL_E_UNSUPPORTED, "oneDNN: %.200s failed with status %d at "
-                        "cpu_onednn_plan.c:%d%s, model %s batch %d", what, (int)st, line, where,
-                        s->name, p->N);
+    return fl_error_set(p->err, FL_E_UNSUPPORTED,
+                        "oneDNN: %.200s failed with status %d at "
+                        "cpu_onednn_plan.c:%d%s, model %s batch %d",
+                        what, (int)st, line, where, s->name, p->N);
 }
 
 /* ---- hooks ---- */
@@ -244,8 +245,10 @@ static int run_ops(cpu_dnn *d, dnn_plan *p, const dnn_op *ops, int n, fl_error *
         }
         dnnl_status_t st = dnnl_primitive_execute(o->prim, d->stream, o->nargs, o->args);
         if (st != dnnl_success)
-            return fl_error_set(err, FL_E_UNSUPPORTED, "oneDNN: execution failed (status %d) in "
-                                "layer %d of %s", (int)st, o->layer, d->spec->name);
+            return fl_error_set(err, FL_E_UNSUPPORTED,
+                                "oneDNN: execution failed (status %d) in "
+                                "layer %d of %s",
+                                (int)st, o->layer, d->spec->name);
         if (i + 1 < n && !ops[i + 1].prim)
             dnnl_stream_wait(d->stream);
     }

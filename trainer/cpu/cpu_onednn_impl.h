@@ -15,7 +15,7 @@
 #include "cpu_onednn.h"
 
 #define DNN_MAX_ARGS 12
-#define DNN_PLANS 6
+#define DNN_PLANS    6
 
 typedef struct dnn_plan dnn_plan;
 typedef void (*dnn_hook)(dnn_plan *p, int layer);
@@ -31,14 +31,14 @@ typedef struct dnn_op {
 /* Per layer of a plan. Memories named *_user are views of the flat model.h arrays whose handles
  * are set before every run (params may be the EMA copy, stats the EMA stats). */
 typedef struct dnn_layer {
-    int skip;        /* a ReLU fused into the BN before it */
-    int fuse_relu;   /* BN whose output is the next layer's (ReLU) output */
-    int out;         /* tensor written (after fusion) */
-    dnnl_primitive_desc_t fwd_pd; /* hint for the backward primitives */
+    int skip;                              /* a ReLU fused into the BN before it */
+    int fuse_relu;                         /* BN whose output is the next layer's (ReLU) output */
+    int out;                               /* tensor written (after fusion) */
+    dnnl_primitive_desc_t fwd_pd;          /* hint for the backward primitives */
     dnnl_memory_t w_user, b_user, gw_user; /* weights/gamma, bias/beta, weight gradient */
-    dnnl_memory_t w_fwd;           /* weights in the forward primitive's layout */
-    dnnl_memory_t mean, var;       /* BN: batch statistics (train) or views of stats (eval) */
-    dnnl_memory_t ws;              /* max pool / fused ReLU workspace */
+    dnnl_memory_t w_fwd;                   /* weights in the forward primitive's layout */
+    dnnl_memory_t mean, var;             /* BN: batch statistics (train) or views of stats (eval) */
+    dnnl_memory_t ws;                    /* max pool / fused ReLU workspace */
     dnnl_memory_t dscale, dshift, dbias; /* private gradients a hook adds to grad */
 } dnn_layer;
 
@@ -47,34 +47,34 @@ struct dnn_plan {
     int N, train;
     dnn_op *fwd, *bwd;
     int nfwd, nbwd, capf, capb;
-    dnnl_memory_desc_t *md;      /* per tensor: the layout chosen */
-    dnnl_memory_t *act, *dact;   /* per tensor (NULL: fused away or no gradient) */
-    int *dact_set;               /* build time: a backward op already writes dact[t] */
-    dnnl_memory_t scratch_mem;   /* build time */
+    dnnl_memory_desc_t *md;    /* per tensor: the layout chosen */
+    dnnl_memory_t *act, *dact; /* per tensor (NULL: fused away or no gradient) */
+    int *dact_set;             /* build time: a backward op already writes dact[t] */
+    dnnl_memory_t scratch_mem; /* build time */
     dnn_layer *L;
-    dnnl_memory_t *own_m;        /* memories and primitives this plan destroys */
+    dnnl_memory_t *own_m; /* memories and primitives this plan destroys */
     int n_own_m, cap_own_m;
     dnnl_primitive_t *own_p;
     int n_own_p, cap_own_p;
-    const float *params;         /* bound for the current run */
+    const float *params; /* bound for the current run */
     float *stats, *grad;
     uint64_t last_use;
-    int cur_layer;               /* build time, for error messages */
+    int cur_layer; /* build time, for error messages */
     fl_error *err;
 };
 
 struct cpu_dnn {
     const tf_model_spec *spec;
     int max_batch;
-    int threads;         /* OpenMP threads oneDNN runs on */
+    int threads; /* OpenMP threads oneDNN runs on */
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     float *input, *logits, *dlogits;
-    float **arena;       /* [2 * n_tensors]: activation then gradient buffer of each tensor */
+    float **arena; /* [2 * n_tensors]: activation then gradient buffer of each tensor */
     size_t *arena_bytes;
-    float *gscratch;     /* a gradient that must be added to one already written */
+    float *gscratch; /* a gradient that must be added to one already written */
     size_t gscratch_bytes;
-    int *readers;        /* per tensor: layers reading it */
+    int *readers; /* per tensor: layers reading it */
     dnn_plan *plans[DNN_PLANS];
     dnn_plan *last_train;
     uint64_t clock;
@@ -91,11 +91,11 @@ void dnn_hook_bias_grad(dnn_plan *p, int layer);
 
 /* "what failed (status) in layer L" into err; returns FL_E_UNSUPPORTED. */
 int dnn_fail(dnn_plan *p, dnnl_status_t st, const char *what, int line);
-#define DNN_TRY(p, call)                                                                          \
-    do {                                                                                          \
-        dnnl_status_t st_ = (call);                                                               \
-        if (st_ != dnnl_success)                                                                  \
-            return dnn_fail((p), st_, #call, __LINE__);                                           \
+#define DNN_TRY(p, call)                                                                           \
+    do {                                                                                           \
+        dnnl_status_t st_ = (call);                                                                \
+        if (st_ != dnnl_success)                                                                   \
+            return dnn_fail((p), st_, #call, __LINE__);                                            \
     } while (0)
 
 #endif

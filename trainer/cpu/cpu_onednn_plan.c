@@ -104,8 +104,8 @@ static int tensor_mem(dnn_plan *p, int t, int diff, dnnl_memory_t *out)
     }
     size_t need = dnnl_memory_desc_get_size(&p->md[t]);
     int slot = 2 * t + (diff ? 1 : 0);
-    return own_mem(p, &p->md[t], need <= d->arena_bytes[slot] ? d->arena[slot]
-                                                              : DNNL_MEMORY_ALLOCATE, out);
+    return own_mem(p, &p->md[t],
+                   need <= d->arena_bytes[slot] ? d->arena[slot] : DNNL_MEMORY_ALLOCATE, out);
 }
 
 /* reorder src -> dst (accumulate: dst += src, through a sum post-op) appended to a list */
@@ -121,8 +121,8 @@ static int add_reorder(dnn_plan *p, int bwd, dnnl_memory_t src, dnnl_memory_t ds
         dnnl_post_ops_destroy(po);
     }
     dnnl_primitive_desc_t pd;
-    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, md_of(src), p->d->eng, md_of(dst),
-                                                          p->d->eng, attr);
+    dnnl_status_t st =
+        dnnl_reorder_primitive_desc_create(&pd, md_of(src), p->d->eng, md_of(dst), p->d->eng, attr);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     DNN_TRY(p, st);
@@ -173,11 +173,11 @@ static int grad_finish(dnn_plan *p, int t, dnnl_memory_t m, int then_sum)
     return then_sum ? add_sum(p, t, m) : 0;
 }
 
-#define TRYRC(x)                                                                                  \
-    do {                                                                                          \
-        int rc_ = (x);                                                                            \
-        if (rc_)                                                                                  \
-            return rc_;                                                                           \
+#define TRYRC(x)                                                                                   \
+    do {                                                                                           \
+        int rc_ = (x);                                                                             \
+        if (rc_)                                                                                   \
+            return rc_;                                                                            \
     } while (0)
 
 static void dims4(dnnl_dims_t d, int N, tf_shape s)
@@ -189,8 +189,8 @@ static void dims4(dnnl_dims_t d, int N, tf_shape s)
 }
 
 /* right padding that gives exactly the output size the model computed (floor division) */
-static void pads(const tf_layer *T, tf_shape is, tf_shape os, int k, dnnl_dims_t st,
-                 dnnl_dims_t pl, dnnl_dims_t pr)
+static void pads(const tf_layer *T, tf_shape is, tf_shape os, int k, dnnl_dims_t st, dnnl_dims_t pl,
+                 dnnl_dims_t pr)
 {
     st[0] = st[1] = T->stride;
     pl[0] = pl[1] = T->pad;
@@ -254,8 +254,7 @@ static int conv_fwd_pd(dnn_plan *p, const tf_layer *T, const dnnl_memory_desc_t 
         dnnl_primitive_desc_t pd;
         DNN_TRY(p, dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, tags[i]));
         DNN_TRY(p, dnnl_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct,
-                                                      &p->md[T->in], wany, bias, &dmd, st, pl,
-                                                      pr));
+                                                      &p->md[T->in], wany, bias, &dmd, st, pl, pr));
         if (dnnl_primitive_desc_create(&pd, &cd, NULL, p->d->eng, NULL) != dnnl_success)
             continue;
         if (!*out) {
@@ -289,8 +288,8 @@ static int weighted_fwd(dnn_plan *p, int l)
         dnnl_dims_t dd = {p->N, T->cout};
         DNN_TRY(p, dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_nc));
         dnnl_inner_product_desc_t ipd;
-        DNN_TRY(p, dnnl_inner_product_forward_desc_init(&ipd, prop, &p->md[T->in], &wany, bias,
-                                                        &dmd));
+        DNN_TRY(p,
+                dnnl_inner_product_forward_desc_init(&ipd, prop, &p->md[T->in], &wany, bias, &dmd));
         DNN_TRY(p, dnnl_primitive_desc_create(&L->fwd_pd, &ipd, NULL, d->eng, NULL));
     }
     p->md[L->out] = *dnnl_primitive_desc_query_md(L->fwd_pd, dnnl_query_dst_md, 0);
@@ -330,9 +329,9 @@ static int weighted_bwd_weights(dnn_plan *p, int l)
         dnnl_dims_t st, pl, pr;
         pads(T, is, os, T->k, st, pl, pr);
         dnnl_convolution_desc_t cd;
-        DNN_TRY(p, dnnl_convolution_backward_weights_desc_init(
-                       &cd, dnnl_convolution_direct, &p->md[T->in], &wany, bias, &p->md[L->out],
-                       st, pl, pr));
+        DNN_TRY(p, dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct,
+                                                               &p->md[T->in], &wany, bias,
+                                                               &p->md[L->out], st, pl, pr));
         DNN_TRY(p, dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, L->fwd_pd));
     } else {
         dnnl_inner_product_desc_t ipd;
@@ -429,8 +428,8 @@ static int bn_fwd(dnn_plan *p, int l)
     dnn_layer *L = &p->L[l];
     dnnl_batch_normalization_desc_t bd;
     DNN_TRY(p, dnnl_batch_normalization_forward_desc_init(
-                   &bd, p->train ? dnnl_forward_training : dnnl_forward_inference,
-                   &p->md[T->in], T->bn_eps, bn_flags(p, l, 1)));
+                   &bd, p->train ? dnnl_forward_training : dnnl_forward_inference, &p->md[T->in],
+                   T->bn_eps, bn_flags(p, l, 1)));
     DNN_TRY(p, dnnl_primitive_desc_create(&L->fwd_pd, &bd, NULL, d->eng, NULL));
     p->md[L->out] = *dnnl_primitive_desc_query_md(L->fwd_pd, dnnl_query_dst_md, 0);
     TRYRC(tensor_mem(p, L->out, 0, &p->act[L->out]));
@@ -472,9 +471,9 @@ static int bn_bwd(dnn_plan *p, int l)
     const tf_layer *T = &d->spec->layers[l];
     dnn_layer *L = &p->L[l];
     dnnl_batch_normalization_desc_t bd;
-    DNN_TRY(p, dnnl_batch_normalization_backward_desc_init(
-                   &bd, dnnl_backward, &p->md[L->out], &p->md[T->in], T->bn_eps,
-                   bn_flags(p, l, 0)));
+    DNN_TRY(p, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &p->md[L->out],
+                                                           &p->md[T->in], T->bn_eps,
+                                                           bn_flags(p, l, 0)));
     dnnl_primitive_desc_t pd;
     DNN_TRY(p, dnnl_primitive_desc_create(&pd, &bd, NULL, d->eng, L->fwd_pd));
     dnnl_memory_t target = NULL;
@@ -510,8 +509,9 @@ static int bn_bwd(dnn_plan *p, int l)
 static dnnl_alg_kind_t elt_alg(const tf_layer *T, float *alpha)
 {
     *alpha = T->kind == TF_SCALE ? T->scale : 0.0f;
-    return T->kind == TF_RELU ? dnnl_eltwise_relu
-                              : T->kind == TF_GELU ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_linear;
+    return T->kind == TF_RELU   ? dnnl_eltwise_relu
+           : T->kind == TF_GELU ? dnnl_eltwise_gelu_tanh
+                                : dnnl_eltwise_linear;
 }
 
 static int elt_fwd(dnn_plan *p, int l)
@@ -548,8 +548,8 @@ static int elt_bwd(dnn_plan *p, int l)
     float alpha;
     dnnl_alg_kind_t alg = elt_alg(T, &alpha);
     dnnl_eltwise_desc_t ed;
-    DNN_TRY(p, dnnl_eltwise_backward_desc_init(&ed, alg, &p->md[L->out], &p->md[T->in], alpha,
-                                               0.0f));
+    DNN_TRY(p,
+            dnnl_eltwise_backward_desc_init(&ed, alg, &p->md[L->out], &p->md[T->in], alpha, 0.0f));
     dnnl_primitive_desc_t pd;
     DNN_TRY(p, dnnl_primitive_desc_create(&pd, &ed, NULL, d->eng, L->fwd_pd));
     dnnl_memory_t target = NULL;
@@ -626,8 +626,8 @@ static int pool_bwd(dnn_plan *p, int l)
     dnnl_dims_t k, st, pl, pr;
     dnnl_alg_kind_t alg = pool_geom(d->spec, T, k, st, pl, pr);
     dnnl_pooling_desc_t pdsc;
-    DNN_TRY(p, dnnl_pooling_backward_desc_init(&pdsc, alg, &p->md[T->in], &p->md[L->out], st, k,
-                                               pl, pr));
+    DNN_TRY(p, dnnl_pooling_backward_desc_init(&pdsc, alg, &p->md[T->in], &p->md[L->out], st, k, pl,
+                                               pr));
     dnnl_primitive_desc_t pd;
     DNN_TRY(p, dnnl_primitive_desc_create(&pd, &pdsc, NULL, d->eng, L->fwd_pd));
     dnnl_memory_t target = NULL;
@@ -706,20 +706,15 @@ static int layer_fwd(dnn_plan *p, int l)
 {
     switch (p->d->spec->layers[l].kind) {
     case TF_CONV:
-    case TF_LINEAR:
-        return weighted_fwd(p, l);
-    case TF_BN:
-        return bn_fwd(p, l);
+    case TF_LINEAR: return weighted_fwd(p, l);
+    case TF_BN: return bn_fwd(p, l);
     case TF_RELU:
     case TF_GELU:
-    case TF_SCALE:
-        return elt_fwd(p, l);
+    case TF_SCALE: return elt_fwd(p, l);
     case TF_MAXPOOL:
     case TF_AVGPOOL:
-    case TF_GAP:
-        return pool_fwd(p, l);
-    case TF_ADD:
-        return add_fwd(p, l);
+    case TF_GAP: return pool_fwd(p, l);
+    case TF_ADD: return add_fwd(p, l);
     }
     return fl_error_set(p->err, FL_E_UNSUPPORTED, "oneDNN plan: layer %d: unknown kind", l);
 }
@@ -735,18 +730,14 @@ static int layer_bwd(dnn_plan *p, int l)
     case TF_LINEAR:
         TRYRC(weighted_bwd_weights(p, l));
         return T->in == 0 ? 0 : weighted_bwd_data(p, l);
-    case TF_BN:
-        return bn_bwd(p, l);
+    case TF_BN: return bn_bwd(p, l);
     case TF_RELU:
     case TF_GELU:
-    case TF_SCALE:
-        return elt_bwd(p, l);
+    case TF_SCALE: return elt_bwd(p, l);
     case TF_MAXPOOL:
     case TF_AVGPOOL:
-    case TF_GAP:
-        return pool_bwd(p, l);
-    case TF_ADD:
-        return add_bwd(p, l);
+    case TF_GAP: return pool_bwd(p, l);
+    case TF_ADD: return add_bwd(p, l);
     }
     return 0;
 }

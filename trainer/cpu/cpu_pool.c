@@ -80,7 +80,8 @@ cpu_pool *cpu_pool_create(int nthreads)
     pthread_cond_init(&p->done_cv, NULL);
     for (int t = 1; t < nthreads; t++) {
         worker_arg *wa = malloc(sizeof *wa);
-        if (!wa || (wa->p = p, wa->tid = t, pthread_create(&p->threads[t], NULL, worker_main, wa))) {
+        if (!wa ||
+            (wa->p = p, wa->tid = t, pthread_create(&p->threads[t], NULL, worker_main, wa))) {
             free(wa);
             p->n = t; /* run with the threads we got */
             break;

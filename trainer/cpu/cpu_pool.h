@@ -1,5 +1,5 @@
-/* cpu_pool.h — a tiny fixed-size thread pool for the CPU backend: run fn(arg, tid, nthreads) on every
- * thread (the caller is thread 0) and wait. Work is always split by a static partition of the
+/* cpu_pool.h — a tiny fixed-size thread pool for the CPU backend: run fn(arg, tid, nthreads) on
+ * every thread (the caller is thread 0) and wait. Work is always split by a static partition of the
  * thread id, so results are bit-identical from run to run for a given thread count. The pool also
  * owns per-thread scratch buffers that grow on demand and are reused (no allocation per step). */
 #ifndef TF_CPU_POOL_H

@@ -30,12 +30,12 @@ extern "C" {
 #endif
 
 typedef struct tf_dist {
-    int rank;             /* 0 .. world-1 */
-    int world;            /* processes in the job (1: single process) */
-    int local_rank;       /* rank among the processes of this node (GPU choice) */
-    int local_world;      /* processes on this node */
-    int mpi;              /* 1 when MPI was initialised by tf_dist_init (collectives go over it) */
-    char launcher[32];    /* "single", "mpirun", "srun", "torchrun-env" (world 1) */
+    int rank;          /* 0 .. world-1 */
+    int world;         /* processes in the job (1: single process) */
+    int local_rank;    /* rank among the processes of this node (GPU choice) */
+    int local_world;   /* processes on this node */
+    int mpi;           /* 1 when MPI was initialised by tf_dist_init (collectives go over it) */
+    char launcher[32]; /* "single", "mpirun", "srun", "torchrun-env" (world 1) */
 } tf_dist;
 
 /* 1 when this build has MPI (dist_mpi.c), 0 for dist_none.c. */

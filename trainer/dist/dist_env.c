@@ -20,8 +20,8 @@ static long env_int(const char *name, fl_error *err)
     char *end;
     long x = strtol(v, &end, 10);
     if (*end || x < 0 || x > (1L << 30)) {
-        fl_error_set(err, FL_E_INVALID, "environment variable %s='%s' is not a non-negative integer",
-                     name, v);
+        fl_error_set(err, FL_E_INVALID,
+                     "environment variable %s='%s' is not a non-negative integer", name, v);
         return -2;
     }
     return x;
@@ -49,8 +49,8 @@ int tf_dist_from_env(tf_dist *d, fl_error *err)
         if (r < 0)
             r = 0;
         if (w == 0 || r >= w)
-            return fl_error_set(err, FL_E_INVALID, "%s=%ld is out of range for %s=%ld",
-                                src[i].rank, r, src[i].world, w);
+            return fl_error_set(err, FL_E_INVALID, "%s=%ld is out of range for %s=%ld", src[i].rank,
+                                r, src[i].world, w);
         long lr = env_int(src[i].local, err), lw = env_int(src[i].local_world, err);
         if (lr == -2 || lw == -2)
             return FL_E_INVALID;

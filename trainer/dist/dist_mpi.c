@@ -19,15 +19,12 @@
  * deadlocked library) would keep every other rank waiting forever. Each collective records when
  * it started; a thread checks once a second and, past the timeout, prints which collective
  * waited how long and _exit()s this rank with status 1, which makes mpirun/srun end the job. */
-static atomic_llong g_wait_since_ms;     /* 0: not in a collective */
+static atomic_llong g_wait_since_ms; /* 0: not in a collective */
 static _Atomic(const char *) g_wait_what;
 static double g_timeout_s;
 static int g_rank = -1, g_world = 1;
 
-static long long now_ms(void)
-{
-    return (long long)(fl_now_s() * 1000.0);
-}
+static long long now_ms(void) { return (long long)(fl_now_s() * 1000.0); }
 
 static void *watchdog(void *arg)
 {
@@ -118,7 +115,8 @@ int tf_dist_init(int *argc, char ***argv, tf_dist *d, fl_error *err)
         d->world = world;
         return fl_error_set(err, FL_E_INVALID,
                             "the %s variables say rank %d of %d but MPI says rank %d of %d: "
-                            "mixed launchers?", d->launcher, er, ew, rank, world);
+                            "mixed launchers?",
+                            d->launcher, er, ew, rank, world);
     }
     d->rank = rank;
     d->world = world;
@@ -156,8 +154,8 @@ int tf_dist_allreduce_f32(const tf_dist *d, float *buf, size_t n, size_t bucket,
     for (size_t off = 0; off < n; off += bucket) {
         size_t len = n - off < bucket ? n - off : bucket;
         wait_begin("MPI_Allreduce (gradients)");
-        int rc = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD);
+        int rc =
+            MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         wait_end();
         if (rc != MPI_SUCCESS)
             return mpi_fail(err, rc, "MPI_Allreduce (gradients)");

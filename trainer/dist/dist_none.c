@@ -22,7 +22,8 @@ int tf_dist_init(int *argc, char ***argv, tf_dist *d, fl_error *err)
         return fl_error_set(err, FL_E_UNSUPPORTED,
                             "launched as one of %d processes (%s), but this trainfast was built "
                             "without MPI: install libopenmpi-dev and rebuild for data-parallel "
-                            "training", w, d->launcher);
+                            "training",
+                            w, d->launcher);
     }
     return 0;
 }

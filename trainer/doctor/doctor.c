@@ -23,7 +23,7 @@ typedef struct gpu_info {
 } gpu_info;
 
 typedef struct doctor {
-    int cudart;                 /* libcudart loaded */
+    int cudart; /* libcudart loaded */
     char cudart_lib[64];
     int driver_ver, runtime_ver; /* 12040 = 12.4; 0 unknown */
     int ngpu;
@@ -31,7 +31,7 @@ typedef struct doctor {
     int nvml;
     char nvml_driver[80];
     gpu_info gpu[8];
-    int cudnn_ver;              /* 90100 or 0 */
+    int cudnn_ver; /* 90100 or 0 */
     int cublas_major, cublas_minor, cublas_patch;
     int uring_ok;
     char uring_err[120];
@@ -133,7 +133,7 @@ static void probe_libs(doctor *d)
     static const char *const dnn[] = {"libcudnn.so.9", "libcudnn.so", "libcudnn.so.8", NULL};
     void *h = open_first(dnn, NULL, 0);
     if (h) {
-        size_t (*ver)(void) = (size_t (*)(void))dlsym(h, "cudnnGetVersion");
+        size_t (*ver)(void) = (size_t(*)(void))dlsym(h, "cudnnGetVersion");
         if (ver)
             d->cudnn_ver = (int)ver();
     }
@@ -206,13 +206,22 @@ int tf_doctor_main(int json)
         fl_json_key(&j, "cuda_runtime_loaded");
         fl_json_bool(&j, d.cudart);
         fl_json_key(&j, "cuda_driver_version");
-        if (d.driver_ver > 0) fl_json_string(&j, dv); else fl_json_null(&j);
+        if (d.driver_ver > 0)
+            fl_json_string(&j, dv);
+        else
+            fl_json_null(&j);
         fl_json_key(&j, "cuda_runtime_version");
-        if (d.runtime_ver > 0) fl_json_string(&j, rv); else fl_json_null(&j);
+        if (d.runtime_ver > 0)
+            fl_json_string(&j, rv);
+        else
+            fl_json_null(&j);
         fl_json_key(&j, "driver_runtime_mismatch");
         fl_json_bool(&j, mismatch);
         fl_json_key(&j, "cuda_error");
-        if (d.cuda_error[0]) fl_json_string(&j, d.cuda_error); else fl_json_null(&j);
+        if (d.cuda_error[0])
+            fl_json_string(&j, d.cuda_error);
+        else
+            fl_json_null(&j);
         fl_json_key(&j, "nvml");
         fl_json_bool(&j, d.nvml);
         fl_json_key(&j, "gpus");
@@ -237,11 +246,17 @@ int tf_doctor_main(int json)
         fl_json_key(&j, "cublas_version");
         char cb[32];
         snprintf(cb, sizeof cb, "%d.%d.%d", d.cublas_major, d.cublas_minor, d.cublas_patch);
-        if (d.cublas_major) fl_json_string(&j, cb); else fl_json_null(&j);
+        if (d.cublas_major)
+            fl_json_string(&j, cb);
+        else
+            fl_json_null(&j);
         fl_json_key(&j, "io_uring");
         fl_json_bool(&j, d.uring_ok);
         fl_json_key(&j, "memlock_bytes");
-        if (d.memlock == ~0ull) fl_json_string(&j, "unlimited"); else fl_json_uint(&j, d.memlock);
+        if (d.memlock == ~0ull)
+            fl_json_string(&j, "unlimited");
+        else
+            fl_json_uint(&j, d.memlock);
         fl_json_key(&j, "cores");
         fl_json_int(&j, d.cores);
         fl_json_key(&j, "suggested_workers");
@@ -263,7 +278,8 @@ int tf_doctor_main(int json)
                d.driver_ver > 0 ? dv : "");
     if (mismatch)
         printf("  MISMATCH   : the driver (CUDA %s) is older than the runtime (CUDA %s): upgrade "
-               "the NVIDIA driver, or use a CUDA toolkit <= %s\n", dv, rv, dv);
+               "the NVIDIA driver, or use a CUDA toolkit <= %s\n",
+               dv, rv, dv);
     if (d.ngpu == 0)
         printf("GPU          : no GPU%s%s%s -> trainfast trains on the CPU\n",
                d.cuda_error[0] ? " (" : "", d.cuda_error, d.cuda_error[0] ? ")" : "");
@@ -288,8 +304,8 @@ int tf_doctor_main(int json)
         printf("cuBLAS       : %d.%d.%d\n", d.cublas_major, d.cublas_minor, d.cublas_patch);
     else
         printf("cuBLAS       : not found\n");
-    printf("io_uring     : %s%s\n", d.uring_ok ? "available" : "NOT available: ",
-           d.uring_ok ? "" : d.uring_err);
+    printf("io_uring     : %s%s\n",
+           d.uring_ok ? "available" : "NOT available: ", d.uring_ok ? "" : d.uring_err);
     if (d.memlock == ~0ull)
         printf("pinned memory: ulimit -l unlimited\n");
     else {
@@ -300,7 +316,7 @@ int tf_doctor_main(int json)
                                            "may fail; raise it with ulimit -l unlimited)"
                                          : "");
     }
-    printf("CPU          : %ld cores, GEMM %s; suggested --workers %d\n", d.cores,
-           cpu_gemm_name(), d.workers);
+    printf("CPU          : %ld cores, GEMM %s; suggested --workers %d\n", d.cores, cpu_gemm_name(),
+           d.workers);
     return 0;
 }

@@ -48,7 +48,8 @@ tf_nvml *tf_nvml_open(void)
     n->name = (int (*)(void *, char *, unsigned))dlsym(h, "nvmlDeviceGetName");
     n->mem = (int (*)(void *, nvml_mem *))dlsym(h, "nvmlDeviceGetMemoryInfo");
     n->util = (int (*)(void *, nvml_util *))dlsym(h, "nvmlDeviceGetUtilizationRates");
-    int (*drv)(char *, unsigned) = (int (*)(char *, unsigned))dlsym(h, "nvmlSystemGetDriverVersion");
+    int (*drv)(char *, unsigned) =
+        (int (*)(char *, unsigned))dlsym(h, "nvmlSystemGetDriverVersion");
     if (!drv || drv(n->driver, sizeof n->driver) != 0)
         n->driver[0] = 0;
     return n;

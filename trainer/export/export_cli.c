@@ -36,7 +36,8 @@ static int opt_batch(void *opts, const char *name, const char *v, const char *to
         return 0;
     }
     if (fl_cli_parse_u64(v, 1, 1u << 20, &n)) {
-        fl_cli_opt_error(tool, name, v, "expected 'dynamic' or a batch size from 1 to %u", 1u << 20);
+        fl_cli_opt_error(tool, name, v, "expected 'dynamic' or a batch size from 1 to %u",
+                         1u << 20);
         return -1;
     }
     o->batch = (int64_t)n;
@@ -60,21 +61,25 @@ static const fl_cli_opt export_table[] = {
 static int export_run(const fl_cli_tool *tool, int argc, char **argv);
 
 const fl_cli_cmd tf_export_cmd = {
-    .name = "export", .args = "CKPT -o FILE.onnx [options]",
+    .name = "export",
+    .args = "CKPT -o FILE.onnx [options]",
     .summary = "write a checkpoint's inference graph as ONNX (for ONNX Runtime, TensorRT)",
-    .synopsis = "usage: trainfast export CKPT|CHECKPOINT_DIR -o FILE.onnx [--batch N|dynamic] [--opset N]\n"
-                "\n"
-                "Writes the trained network of a checkpoint (a file, or a checkpoint directory: its\n"
-                "newest valid one) as an ONNX model for inference: batch norm folded into the convolutions,\n"
-                "the input normalisation inside the graph. Input `images`: float32 [N, C, H, W],\n"
-                "raw pixel values 0..255 (RGB or grey, as the loader gives them); output `logits`:\n"
-                "float32 [N, classes]. The weights are those `trainfast eval` uses (the EMA when the\n"
-                "run kept one). Class names and the input contract are in the model's metadata_props.\n",
+    .synopsis =
+        "usage: trainfast export CKPT|CHECKPOINT_DIR -o FILE.onnx [--batch N|dynamic] [--opset N]\n"
+        "\n"
+        "Writes the trained network of a checkpoint (a file, or a checkpoint directory: its\n"
+        "newest valid one) as an ONNX model for inference: batch norm folded into the "
+        "convolutions,\n"
+        "the input normalisation inside the graph. Input `images`: float32 [N, C, H, W],\n"
+        "raw pixel values 0..255 (RGB or grey, as the loader gives them); output `logits`:\n"
+        "float32 [N, classes]. The weights are those `trainfast eval` uses (the EMA when the\n"
+        "run kept one). Class names and the input contract are in the model's metadata_props.\n",
     .opts = export_table,
     .epilog = "Building a TensorRT engine from it (trtexec), the input contract: docs/DEPLOY.md.\n"
               "Exit status: 0 written, 1 data or runtime error, 2 usage (also: a trainfast built\n"
               "without protobuf-c).\n",
-    .max_pos = 1, .run = export_run,
+    .max_pos = 1,
+    .run = export_run,
 };
 
 #ifdef TF_HAVE_ONNX
@@ -85,11 +90,16 @@ static void print_result(const char *ckpt, const char *out, const tf_checkpoint 
         fl_json j;
         fl_json_init(&j);
         fl_json_begin_object(&j);
-        fl_json_key(&j, "checkpoint"); fl_json_string(&j, ckpt);
-        fl_json_key(&j, "onnx"); fl_json_string(&j, out);
-        fl_json_key(&j, "model"); fl_json_string(&j, ck->model);
-        fl_json_key(&j, "weights"); fl_json_string(&j, o->weights);
-        fl_json_key(&j, "opset"); fl_json_int(&j, o->opset ? o->opset : TF_ONNX_OPSET_DEFAULT);
+        fl_json_key(&j, "checkpoint");
+        fl_json_string(&j, ckpt);
+        fl_json_key(&j, "onnx");
+        fl_json_string(&j, out);
+        fl_json_key(&j, "model");
+        fl_json_string(&j, ck->model);
+        fl_json_key(&j, "weights");
+        fl_json_string(&j, o->weights);
+        fl_json_key(&j, "opset");
+        fl_json_int(&j, o->opset ? o->opset : TF_ONNX_OPSET_DEFAULT);
         fl_json_key(&j, "batch");
         if (o->batch)
             fl_json_int(&j, o->batch);
@@ -97,16 +107,26 @@ static void print_result(const char *ckpt, const char *out, const tf_checkpoint 
             fl_json_string(&j, "dynamic");
         fl_json_key(&j, "input");
         fl_json_begin_array(&j);
-        fl_json_int(&j, ck->in_c); fl_json_int(&j, ck->in_h); fl_json_int(&j, ck->in_w);
+        fl_json_int(&j, ck->in_c);
+        fl_json_int(&j, ck->in_h);
+        fl_json_int(&j, ck->in_w);
         fl_json_end_array(&j);
-        fl_json_key(&j, "classes"); fl_json_int(&j, ck->num_classes);
-        fl_json_key(&j, "nodes"); fl_json_int(&j, s->nodes);
-        fl_json_key(&j, "initializers"); fl_json_int(&j, s->initializers);
-        fl_json_key(&j, "weights_count"); fl_json_int(&j, s->weights);
-        fl_json_key(&j, "bn_folded_conv"); fl_json_int(&j, s->bn_folded_conv);
-        fl_json_key(&j, "bn_folded_pool"); fl_json_int(&j, s->bn_folded_pool);
-        fl_json_key(&j, "bn_affine"); fl_json_int(&j, s->bn_affine);
-        fl_json_key(&j, "bytes"); fl_json_uint(&j, s->bytes);
+        fl_json_key(&j, "classes");
+        fl_json_int(&j, ck->num_classes);
+        fl_json_key(&j, "nodes");
+        fl_json_int(&j, s->nodes);
+        fl_json_key(&j, "initializers");
+        fl_json_int(&j, s->initializers);
+        fl_json_key(&j, "weights_count");
+        fl_json_int(&j, s->weights);
+        fl_json_key(&j, "bn_folded_conv");
+        fl_json_int(&j, s->bn_folded_conv);
+        fl_json_key(&j, "bn_folded_pool");
+        fl_json_int(&j, s->bn_folded_pool);
+        fl_json_key(&j, "bn_affine");
+        fl_json_int(&j, s->bn_affine);
+        fl_json_key(&j, "bytes");
+        fl_json_uint(&j, s->bytes);
         fl_json_end_object(&j);
         puts(fl_json_failed(&j) ? "{}" : fl_json_text(&j));
         fl_json_free(&j);
@@ -133,18 +153,24 @@ static int do_export(const char *ckpt, const export_opts *e)
     snprintf(epoch, sizeof epoch, "%llu", (unsigned long long)ck.epoch);
     snprintf(step, sizeof step, "%llu", (unsigned long long)ck.st.step);
     const tf_onnx_meta meta[] = {{"checkpoint", ckpt}, {"epoch", epoch}, {"optimizer_steps", step}};
-    const int named = (ck.cfg.present & TF_CFG_CLASSES) &&
-                      ck.cfg.class_count == (uint32_t)ck.num_classes;
+    const int named =
+        (ck.cfg.present & TF_CFG_CLASSES) && ck.cfg.class_count == (uint32_t)ck.num_classes;
     char doc[4800];
-    snprintf(doc, sizeof doc, "%s trained by trainfast (fastload %s), exported from %s. Input "
+    snprintf(doc, sizeof doc,
+             "%s trained by trainfast (fastload %s), exported from %s. Input "
              "'images': float32 [N,%d,%d,%d], pixel values 0..255 (%s); output 'logits': float32 "
-             "[N,%d]. Class names: metadata_props 'classes'.", ck.model, fl_cli_version(), ckpt,
-             ck.in_c, ck.in_h, ck.in_w, ck.in_c == 1 ? "grey" : "RGB", ck.num_classes);
+             "[N,%d]. Class names: metadata_props 'classes'.",
+             ck.model, fl_cli_version(), ckpt, ck.in_c, ck.in_h, ck.in_w,
+             ck.in_c == 1 ? "grey" : "RGB", ck.num_classes);
     tf_onnx_options o = {
-        .opset = e->opset, .batch = e->batch, .weights = ema ? "ema" : "raw",
+        .opset = e->opset,
+        .batch = e->batch,
+        .weights = ema ? "ema" : "raw",
         .classes = named ? (const char *const *)ck.cfg.classes : NULL,
         .class_count = named ? ck.cfg.class_count : 0,
-        .meta = meta, .n_meta = 3, .doc = doc,
+        .meta = meta,
+        .n_meta = 3,
+        .doc = doc,
     };
     if (!named)
         fl_cli_warn(TOOL, "%s records no class names: metadata 'classes' lists the label numbers",
@@ -176,7 +202,8 @@ static int export_run(const fl_cli_tool *tool, int argc, char **argv)
     if (r != FL_CLI_RUN)
         return r == FL_CLI_DONE ? FL_EXIT_OK : FL_EXIT_USAGE;
     if (cl.npos != 1 || !e.out) {
-        fl_cli_error(TOOL, "export needs CKPT and -o FILE.onnx (trainfast export CKPT -o FILE.onnx)");
+        fl_cli_error(TOOL,
+                     "export needs CKPT and -o FILE.onnx (trainfast export CKPT -o FILE.onnx)");
         return FL_EXIT_USAGE;
     }
     struct stat st;
@@ -188,7 +215,8 @@ static int export_run(const fl_cli_tool *tool, int argc, char **argv)
 #ifdef TF_HAVE_ONNX
     return do_export(cl.pos[0], &e);
 #else
-    fl_cli_error(TOOL, "export: this trainfast was built without ONNX export (it needs "
+    fl_cli_error(TOOL,
+                 "export: this trainfast was built without ONNX export (it needs "
                  "protobuf-c-compiler, libprotobuf-c-dev and python3-onnx when cmake runs, and "
                  "FL_ONNX_EXPORT=ON)");
     return FL_EXIT_USAGE;

@@ -127,8 +127,8 @@ void tf_onnx_attr_int(tf_onnx_builder *g, Onnx__NodeProto *n, const char *name, 
     a->i = v;
 }
 
-void tf_onnx_attr_ints(tf_onnx_builder *g, Onnx__NodeProto *n, const char *name,
-                       const int64_t *v, int count)
+void tf_onnx_attr_ints(tf_onnx_builder *g, Onnx__NodeProto *n, const char *name, const int64_t *v,
+                       int count)
 {
     Onnx__AttributeProto *a = attr(g, n, name);
     int64_t *c = a ? tf_onnx_alloc(g, (size_t)count * sizeof *c) : NULL;
@@ -271,20 +271,29 @@ static void meta_contract(tf_onnx_builder *g, const tf_onnx_options *o, char **c
     fl_json_free(&j);
     fl_json_init(&j);
     fl_json_begin_object(&j);
-    fl_json_key(&j, "name"); fl_json_string(&j, "images");
-    fl_json_key(&j, "dtype"); fl_json_string(&j, "float32");
-    fl_json_key(&j, "layout"); fl_json_string(&j, "NCHW");
+    fl_json_key(&j, "name");
+    fl_json_string(&j, "images");
+    fl_json_key(&j, "dtype");
+    fl_json_string(&j, "float32");
+    fl_json_key(&j, "layout");
+    fl_json_string(&j, "NCHW");
     fl_json_key(&j, "shape");
     fl_json_begin_array(&j);
     if (o->batch > 0)
         fl_json_int(&j, o->batch);
     else
         fl_json_string(&j, "N");
-    fl_json_int(&j, s->in_c); fl_json_int(&j, s->in_h); fl_json_int(&j, s->in_w);
+    fl_json_int(&j, s->in_c);
+    fl_json_int(&j, s->in_h);
+    fl_json_int(&j, s->in_w);
     fl_json_end_array(&j);
-    fl_json_key(&j, "channels"); fl_json_string(&j, s->in_c == 1 ? "grey" : "RGB");
+    fl_json_key(&j, "channels");
+    fl_json_string(&j, s->in_c == 1 ? "grey" : "RGB");
     fl_json_key(&j, "range");
-    fl_json_begin_array(&j); fl_json_int(&j, 0); fl_json_int(&j, 255); fl_json_end_array(&j);
+    fl_json_begin_array(&j);
+    fl_json_int(&j, 0);
+    fl_json_int(&j, 255);
+    fl_json_end_array(&j);
     fl_json_key(&j, "normalisation");
     fl_json_string(&j, "in the graph: (images / 255 - mean) / std per channel");
     fl_json_key(&j, "mean");
@@ -349,7 +358,8 @@ static int build_model(tf_onnx_builder *g, const tf_onnx_options *o, Onnx__Model
         tf_onnx_graph_layers(g);
     }
     int64_t in_dims[3] = {s->in_c, s->in_h, s->in_w}, out_dims[1] = {s->num_classes};
-    Onnx__ValueInfoProto **ins = tf_onnx_alloc(g, sizeof *ins), **outs = tf_onnx_alloc(g, sizeof *outs);
+    Onnx__ValueInfoProto **ins = tf_onnx_alloc(g, sizeof *ins),
+                         **outs = tf_onnx_alloc(g, sizeof *outs);
     Onnx__OperatorSetIdProto *ops = tf_onnx_alloc(g, sizeof *ops);
     Onnx__OperatorSetIdProto **opv = tf_onnx_alloc(g, sizeof *opv);
     if (ins && outs && ops && opv) {
@@ -403,8 +413,10 @@ static int check_options(const tf_model_spec *s, const tf_onnx_options *in, tf_o
     if (o->batch < 0)
         return fl_error_set(err, FL_E_INVALID, "ONNX export: batch %lld", (long long)o->batch);
     if (o->classes && o->class_count != (uint32_t)s->num_classes)
-        return fl_error_set(err, FL_E_INVALID, "ONNX export: %u class names for a model of %d "
-                            "classes", o->class_count, s->num_classes);
+        return fl_error_set(err, FL_E_INVALID,
+                            "ONNX export: %u class names for a model of %d "
+                            "classes",
+                            o->class_count, s->num_classes);
     if (o->n_meta < 0 || (o->n_meta && !o->meta))
         return fl_error_set(err, FL_E_INVALID, "ONNX export: bad metadata list");
     return 0;
@@ -413,8 +425,8 @@ static int check_options(const tf_model_spec *s, const tf_onnx_options *in, tf_o
 /* Build the model and hand it to `emit` (which serialises it). */
 static int with_model(const tf_model_spec *s, const float *params, const float *stats,
                       const tf_onnx_options *opt, tf_onnx_summary *sum,
-                      int (*emit)(const Onnx__ModelProto *m, void *user, fl_error *err),
-                      void *user, fl_error *err)
+                      int (*emit)(const Onnx__ModelProto *m, void *user, fl_error *err), void *user,
+                      fl_error *err)
 {
     tf_onnx_options o;
     int rc = check_options(s, opt, &o, err);
@@ -445,7 +457,8 @@ static int with_model(const tf_model_spec *s, const float *params, const float *
     return rc;
 }
 
-/* ---- to memory -------------------------------------------------------------------------------- */
+/* ---- to memory --------------------------------------------------------------------------------
+ */
 
 typedef struct mem_out {
     uint8_t *buf;
@@ -464,8 +477,8 @@ static int emit_mem(const Onnx__ModelProto *m, void *user, fl_error *err)
 }
 
 int tf_onnx_serialize(const tf_model_spec *spec, const float *params, const float *stats,
-                      const tf_onnx_options *opt, uint8_t **out, size_t *len,
-                      tf_onnx_summary *sum, fl_error *err)
+                      const tf_onnx_options *opt, uint8_t **out, size_t *len, tf_onnx_summary *sum,
+                      fl_error *err)
 {
     mem_out mo = {0};
     int rc = with_model(spec, params, stats, opt, sum, emit_mem, &mo, err);

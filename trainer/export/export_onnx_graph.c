@@ -43,8 +43,7 @@ static int unsupported(tf_onnx_builder *g, int l, const char *what)
 }
 
 /* a [1, C, 1, 1] initializer (per-channel constant broadcast over N, H, W) */
-static const char *chan_const(tf_onnx_builder *g, const char *name, const float *v, int c,
-                              int rank)
+static const char *chan_const(tf_onnx_builder *g, const char *name, const float *v, int c, int rank)
 {
     int64_t d4[4] = {1, c, 1, 1}, d2[2] = {1, c};
     return rank == 4 ? tf_onnx_init(g, name, d4, 4, v, c) : tf_onnx_init(g, name, d2, 2, v, c);
@@ -61,7 +60,8 @@ static void emit_conv(tf_onnx_builder *g, int l)
     int fb = g->plan->folded_bn[l];
     if (fb >= 0) {
         const tf_layer *B = &g->spec->layers[fb];
-        float *wf = malloc((size_t)nw * sizeof(float)), *bf = malloc((size_t)L->cout * sizeof(float));
+        float *wf = malloc((size_t)nw * sizeof(float)),
+              *bf = malloc((size_t)L->cout * sizeof(float));
         if (wf && bf) {
             tf_onnx_fold_conv(L->cout, per_out, w, bias, g->plan->scale + B->stat_off / 2,
                               g->plan->shift + B->stat_off / 2, wf, bf);
@@ -95,10 +95,10 @@ static void emit_bn(tf_onnx_builder *g, int l)
         g->name[L->out] = g->name[L->in];
         return;
     }
-    const char *a = chan_const(g, tf_onnx_str(g, "bn%d.scale", l),
-                               g->plan->scale + L->stat_off / 2, L->cin, g->rank[L->in]);
-    const char *b = chan_const(g, tf_onnx_str(g, "bn%d.shift", l),
-                               g->plan->shift + L->stat_off / 2, L->cin, g->rank[L->in]);
+    const char *a = chan_const(g, tf_onnx_str(g, "bn%d.scale", l), g->plan->scale + L->stat_off / 2,
+                               L->cin, g->rank[L->in]);
+    const char *b = chan_const(g, tf_onnx_str(g, "bn%d.shift", l), g->plan->shift + L->stat_off / 2,
+                               L->cin, g->rank[L->in]);
     const char *t = tf_onnx_str(g, "t%d_scaled", L->out);
     const char *in1[2] = {g->name[L->in], a}, *in2[2] = {t, b};
     tf_onnx_node(g, "Mul", in1, 2, t);
@@ -134,8 +134,7 @@ static void emit_gelu(tf_onnx_builder *g, int l)
     };
     for (int i = 0; i < 9; i++) {
         const char *in[2] = {steps[i][1], steps[i][2]};
-        tf_onnx_node(g, steps[i][0], in, steps[i][2] ? 2 : 1,
-                     i == 8 ? out_name(g, L->out) : v[i]);
+        tf_onnx_node(g, steps[i][0], in, steps[i][2] ? 2 : 1, i == 8 ? out_name(g, L->out) : v[i]);
     }
 }
 
@@ -143,8 +142,9 @@ static void emit_pool(tf_onnx_builder *g, int l)
 {
     const tf_layer *L = &g->spec->layers[l];
     const char *in[1] = {g->name[L->in]};
-    const char *op = L->kind == TF_MAXPOOL ? "MaxPool" : L->kind == TF_AVGPOOL ? "AveragePool"
-                                                                                : "GlobalAveragePool";
+    const char *op = L->kind == TF_MAXPOOL   ? "MaxPool"
+                     : L->kind == TF_AVGPOOL ? "AveragePool"
+                                             : "GlobalAveragePool";
     Onnx__NodeProto *n = tf_onnx_node(g, op, in, 1, out_name(g, L->out));
     if (L->kind == TF_GAP)
         return;
@@ -169,12 +169,11 @@ static void emit_linear(tf_onnx_builder *g, int l)
     }
     const char *base = param_base(g, L->w_off, l);
     int64_t wd[2] = {L->cout, L->cin}, bd[1] = {L->cout};
-    const char *wn = tf_onnx_init(g, tf_onnx_str(g, "%s.weight", base), wd, 2,
-                                  g->params + L->w_off, (int64_t)L->cout * L->cin);
+    const char *wn = tf_onnx_init(g, tf_onnx_str(g, "%s.weight", base), wd, 2, g->params + L->w_off,
+                                  (int64_t)L->cout * L->cin);
     const char *bn = NULL;
     if (L->b_off >= 0)
-        bn = tf_onnx_init(g, tf_onnx_str(g, "%s.bias", base), bd, 1, g->params + L->b_off,
-                          L->cout);
+        bn = tf_onnx_init(g, tf_onnx_str(g, "%s.bias", base), bd, 1, g->params + L->b_off, L->cout);
     const char *in[3] = {x, wn, bn};
     Onnx__NodeProto *n = tf_onnx_node(g, "Gemm", in, bn ? 3 : 2, out_name(g, L->out));
     tf_onnx_attr_int(g, n, "transB", 1);

@@ -12,21 +12,21 @@
 #include "onnx.pb-c.h"
 
 typedef struct tf_onnx_builder {
-    void **allocs;                /* every allocation of this export (freed by tf_onnx_builder_free) */
+    void **allocs; /* every allocation of this export (freed by tf_onnx_builder_free) */
     size_t n_allocs, cap_allocs;
-    Onnx__NodeProto **nodes;      /* in topological order */
+    Onnx__NodeProto **nodes; /* in topological order */
     size_t n_nodes, cap_nodes;
-    Onnx__TensorProto **inits;    /* initializers */
+    Onnx__TensorProto **inits; /* initializers */
     size_t n_inits, cap_inits;
-    int fail;                     /* sticky: -ENOMEM or FL_E_UNSUPPORTED */
-    char why[200];                /* FL_E_UNSUPPORTED: what */
+    int fail;      /* sticky: -ENOMEM or FL_E_UNSUPPORTED */
+    char why[200]; /* FL_E_UNSUPPORTED: what */
     const tf_model_spec *spec;
     const tf_onnx_plan *plan;
     const float *params, *stats;
-    const char **name;            /* per tensor id: its ONNX value name (NULL: not yet written) */
-    int *rank;                    /* per tensor id: 4 (N,C,H,W) or 2 (N,features) */
-    int64_t weights;              /* float32 initializer elements */
-    int gelu_consts;              /* the GELU scalars are in the initializers */
+    const char **name; /* per tensor id: its ONNX value name (NULL: not yet written) */
+    int *rank;         /* per tensor id: 4 (N,C,H,W) or 2 (N,features) */
+    int64_t weights;   /* float32 initializer elements */
+    int gelu_consts;   /* the GELU scalars are in the initializers */
 } tf_onnx_builder;
 
 /* Zeroed, tracked allocation; NULL (and fail = -ENOMEM) when out of memory. */
@@ -37,8 +37,8 @@ char *tf_onnx_str(tf_onnx_builder *g, const char *fmt, ...) __attribute__((forma
 Onnx__NodeProto *tf_onnx_node(tf_onnx_builder *g, const char *op, const char *const *in, int nin,
                               const char *out);
 void tf_onnx_attr_int(tf_onnx_builder *g, Onnx__NodeProto *n, const char *name, int64_t v);
-void tf_onnx_attr_ints(tf_onnx_builder *g, Onnx__NodeProto *n, const char *name,
-                       const int64_t *v, int count);
+void tf_onnx_attr_ints(tf_onnx_builder *g, Onnx__NodeProto *n, const char *name, const int64_t *v,
+                       int count);
 /* A float32 initializer `name` of shape dims[ndims] (ndims 0: a scalar) holding a copy of data
  * (count elements); returns the name (tracked) or NULL. */
 const char *tf_onnx_init(tf_onnx_builder *g, const char *name, const int64_t *dims, int ndims,

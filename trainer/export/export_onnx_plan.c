@@ -20,8 +20,8 @@ void tf_onnx_bn_affine(const tf_layer *L, const float *params, const float *stat
     }
 }
 
-void tf_onnx_fold_conv(int cout, int64_t per_out, const float *w, const float *bias,
-                       const float *a, const float *b, float *w_out, float *b_out)
+void tf_onnx_fold_conv(int cout, int64_t per_out, const float *w, const float *bias, const float *a,
+                       const float *b, float *w_out, float *b_out)
 {
     for (int o = 0; o < cout; o++) {
         for (int64_t j = 0; j < per_out; j++)

@@ -1,7 +1,7 @@
-/* gpu_check.h — check macros for CUDA runtime, cuDNN and cuBLAS calls in the GPU backend: on failure
- * they fill the caller's `fl_error *err` with FL_E_CUDA, "file:line: call: error name (text)" and a
- * hint saying what to do, then return the code from the enclosing function (llm.c's cudaCheck,
- * without printing or exiting: the backend is library code). */
+/* gpu_check.h — check macros for CUDA runtime, cuDNN and cuBLAS calls in the GPU backend: on
+ * failure they fill the caller's `fl_error *err` with FL_E_CUDA, "file:line: call: error name
+ * (text)" and a hint saying what to do, then return the code from the enclosing function (llm.c's
+ * cudaCheck, without printing or exiting: the backend is library code). */
 #ifndef TF_GPU_CHECK_H
 #define TF_GPU_CHECK_H
 
@@ -22,13 +22,15 @@ int gpu_fail_cublas(fl_error *err, cublasStatus_t s, const char *call, const cha
 #define GPU_CUDA(call)                                                                             \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) return gpu_fail_cuda(err, e_, #call, __FILE__, __LINE__);          \
+        if (e_ != cudaSuccess)                                                                     \
+            return gpu_fail_cuda(err, e_, #call, __FILE__, __LINE__);                              \
     } while (0)
 
 #define GPU_CUDNN(call)                                                                            \
     do {                                                                                           \
         cudnnStatus_t s_ = (call);                                                                 \
-        if (s_ != CUDNN_STATUS_SUCCESS) return gpu_fail_cudnn(err, s_, #call, __FILE__, __LINE__); \
+        if (s_ != CUDNN_STATUS_SUCCESS)                                                            \
+            return gpu_fail_cudnn(err, s_, #call, __FILE__, __LINE__);                             \
     } while (0)
 
 #define GPU_CUBLAS(call)                                                                           \
@@ -45,7 +47,8 @@ int gpu_fail_cublas(fl_error *err, cublasStatus_t s, const char *call, const cha
 #define GPU_TRY(call)                                                                              \
     do {                                                                                           \
         int r_ = (call);                                                                           \
-        if (r_) return r_;                                                                         \
+        if (r_)                                                                                    \
+            return r_;                                                                             \
     } while (0)
 
 #ifdef __cplusplus

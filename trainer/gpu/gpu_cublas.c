@@ -10,8 +10,8 @@
 
 gpu_cublas_api gpu_cublas;
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
+#define STR_(x)       #x
+#define STR(x)        STR_(x)
 #define CUBLAS_SONAME "libcublas.so." STR(CUBLAS_VER_MAJOR)
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -52,7 +52,10 @@ static void load_once(void)
                  CUBLAS_SONAME, CUBLAS_VER_MAJOR, why);
         return;
     }
-    static const struct { const char *name; void *slot; } syms[] = {
+    static const struct {
+        const char *name;
+        void *slot;
+    } syms[] = {
         {"cublasCreate_v2", &gpu_cublas.create},
         {"cublasDestroy_v2", &gpu_cublas.destroy},
         {"cublasSetStream_v2", &gpu_cublas.set_stream},
@@ -66,8 +69,9 @@ static void load_once(void)
         if (!f) {
             memset(&gpu_cublas, 0, sizeof gpu_cublas);
             load_rc = FL_E_CUDA;
-            snprintf(load_msg, sizeof load_msg, "%s has no %s: not the cuBLAS %d this was built with",
-                     CUBLAS_SONAME, syms[i].name, CUBLAS_VER_MAJOR);
+            snprintf(load_msg, sizeof load_msg,
+                     "%s has no %s: not the cuBLAS %d this was built with", CUBLAS_SONAME,
+                     syms[i].name, CUBLAS_VER_MAJOR);
             return;
         }
         memcpy(syms[i].slot, &f, sizeof f); /* a function pointer, stored as dlsym gives it */

@@ -1,7 +1,7 @@
 /* gpu_dist.h — data-parallel hooks of the CUDA backend (the trainer reaches them only through
- * tf_backend_ops.attach_comm; tests/gpu call them directly): with an NCCL communicator attached, every
- * optimizer step first averages the accumulated fp32 gradients across ranks (ncclAllReduce with
- * ncclAvg on the backend's stream), so all ranks apply the same update to identical weights.
+ * tf_backend_ops.attach_comm; tests/gpu call them directly): with an NCCL communicator attached,
+ * every optimizer step first averages the accumulated fp32 gradients across ranks (ncclAllReduce
+ * with ncclAvg on the backend's stream), so all ranks apply the same update to identical weights.
  * BatchNorm statistics stay per process (each rank normalizes with its own batch statistics and
  * keeps its own running averages, as PyTorch DDP without SyncBatchNorm). Builds without NCCL keep
  * these functions and return FL_E_UNSUPPORTED. */

@@ -17,18 +17,18 @@
 
 typedef struct pctx {
     const tf_predict_opts *o;
-    const char *ckpt;              /* the checkpoint file used */
+    const char *ckpt; /* the checkpoint file used */
     tf_checkpoint ck;
     tf_model_spec spec;
-    fl_dataset *ds;                /* packed data, else NULL (image files) */
-    uint32_t size;                 /* packed data of varying sizes: the loader's output size */
+    fl_dataset *ds; /* packed data, else NULL (image files) */
+    uint32_t size;  /* packed data of varying sizes: the loader's output size */
     const tf_backend_ops *ops;
     tf_backend *b;
-    const char **names;            /* class names (spec.num_classes) */
-    char *numbers;                 /* storage of names made up as "0", "1", ... */
+    const char **names; /* class names (spec.num_classes) */
+    char *numbers;      /* storage of names made up as "0", "1", ... */
     tf_pred_out out;
-    float *logits;                 /* batch x classes */
-    uint64_t n;                    /* records predicted */
+    float *logits; /* batch x classes */
+    uint64_t n;    /* records predicted */
     double seconds, compute_s;
     fl_progress *bar;
 } pctx;
@@ -63,14 +63,13 @@ static int check_packed(pctx *c, const char *data)
 {
     const fl_schema *s = fl_dataset_schema(c->ds);
     const tf_checkpoint *ck = &c->ck;
-    if (s->channels != (uint32_t)ck->in_c || (s->height && (s->height != (uint32_t)ck->in_h ||
-                                                             s->width != (uint32_t)ck->in_w))) {
+    if (s->channels != (uint32_t)ck->in_c ||
+        (s->height && (s->height != (uint32_t)ck->in_h || s->width != (uint32_t)ck->in_w))) {
         char shape[48] = "images of varying size";
         if (s->height)
             snprintf(shape, sizeof shape, "%ux%u images", s->height, s->width);
         fl_cli_error(TOOL, "%s holds %s with %u channel(s) but %s (%s) takes %dx%dx%d (HxWxC)",
-                     data, shape, s->channels, c->ckpt, c->spec.name, ck->in_h, ck->in_w,
-                     ck->in_c);
+                     data, shape, s->channels, c->ckpt, c->spec.name, ck->in_h, ck->in_w, ck->in_c);
         return FL_EXIT_USAGE;
     }
     char why[9000] = "";
@@ -194,10 +193,17 @@ static int run_packed(pctx *c, fl_error *err)
                 rc = fl_error_set(err, FL_E_INVALID, "loader gave record %llu at position %llu",
                                   (unsigned long long)fb->indices[k],
                                   (unsigned long long)(c->n + k));
-        tf_batch x = {.images = fb->images, .labels = fb->labels, .indices = fb->indices,
-                      .epoch = fb->epoch, .n = n, .h = fb->height, .w = fb->width,
-                      .c = fb->channels, .device_images = fb->device_images,
-                      .device_labels = fb->device_labels, .event = fb->event,
+        tf_batch x = {.images = fb->images,
+                      .labels = fb->labels,
+                      .indices = fb->indices,
+                      .epoch = fb->epoch,
+                      .n = n,
+                      .h = fb->height,
+                      .w = fb->width,
+                      .c = fb->channels,
+                      .device_images = fb->device_images,
+                      .device_labels = fb->device_labels,
+                      .event = fb->event,
                       .stream = fb->stream};
         if (!rc)
             rc = predict_rows(c, &x, fb->labels, NULL, err);
@@ -227,8 +233,12 @@ static int run_images(pctx *c, fl_error *err)
         uint32_t n;
         if ((rc = tf_images_next(im, pix, o->batch, &n, err)) || n == 0)
             break;
-        tf_batch x = {.images = pix, .labels = labels, .n = n, .h = (uint32_t)ck->in_h,
-                      .w = (uint32_t)ck->in_w, .c = (uint32_t)ck->in_c};
+        tf_batch x = {.images = pix,
+                      .labels = labels,
+                      .n = n,
+                      .h = (uint32_t)ck->in_h,
+                      .w = (uint32_t)ck->in_w,
+                      .c = (uint32_t)ck->in_c};
         rc = predict_rows(c, &x, NULL, o->data + c->n, err);
     }
     free(pix);
@@ -270,9 +280,10 @@ static int print_summary(pctx *c)
                    100.0 * (double)p->correct5 / n);
         /* the per-image lines first: with 2>&1 the summary must come after them, not amid */
         fflush(stdout);
-        fprintf(stderr, "%s: predicted %llu images in %.2f s: %.1f images/s (%s, batch %u; "
-                "the model alone %.1f images/s)\n", TOOL, (unsigned long long)c->n, c->seconds,
-                ips, c->ops->name, o->batch, cps);
+        fprintf(stderr,
+                "%s: predicted %llu images in %.2f s: %.1f images/s (%s, batch %u; "
+                "the model alone %.1f images/s)\n",
+                TOOL, (unsigned long long)c->n, c->seconds, ips, c->ops->name, o->batch, cps);
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fl_cli_error(TOOL, "cannot write the predictions to stdout: %s", strerror(errno));
@@ -321,8 +332,8 @@ int tf_predict_main(const tf_predict_opts *o)
     c.ckpt = o->ckpt;
     c.out.npy_w.fd = c.out.csv_w.fd = -1;
     char latest[4096];
-    int status = tf_eval_load(&c.ckpt, latest, sizeof latest, "predicting with", o->json, &c.ck,
-                              &c.spec);
+    int status =
+        tf_eval_load(&c.ckpt, latest, sizeof latest, "predicting with", o->json, &c.ck, &c.spec);
     if (status)
         return status;
     status = open_source(&c);

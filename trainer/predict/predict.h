@@ -16,17 +16,17 @@ extern "C" {
 #endif
 
 typedef struct tf_predict_opts {
-    const char *ckpt;          /* checkpoint file, or a --checkpoint DIR (its newest valid one) */
-    char *const *data;         /* one packed dataset, or image files */
+    const char *ckpt;  /* checkpoint file, or a --checkpoint DIR (its newest valid one) */
+    char *const *data; /* one packed dataset, or image files */
     int ndata;
-    uint32_t batch;            /* samples per batch (backend max_batch) */
-    uint32_t top;              /* classes listed per record (clamped to the model's classes) */
-    int json;                  /* stdout: JSON lines (one object per record, then a summary) */
-    int threads, workers;      /* CPU compute threads (0: all), loader workers (0: 1) */
-    int cpu_impl;              /* --cpu-backend: tf_cpu_impl (0: the default) */
-    const char *device;        /* cpu, cuda, auto */
-    const char *logits_path;   /* .npy of float32 [N, classes] logits, or NULL */
-    const char *csv_path;      /* CSV of the per-record predictions, or NULL */
+    uint32_t batch;          /* samples per batch (backend max_batch) */
+    uint32_t top;            /* classes listed per record (clamped to the model's classes) */
+    int json;                /* stdout: JSON lines (one object per record, then a summary) */
+    int threads, workers;    /* CPU compute threads (0: all), loader workers (0: 1) */
+    int cpu_impl;            /* --cpu-backend: tf_cpu_impl (0: the default) */
+    const char *device;      /* cpu, cuda, auto */
+    const char *logits_path; /* .npy of float32 [N, classes] logits, or NULL */
+    const char *csv_path;    /* CSV of the per-record predictions, or NULL */
 } tf_predict_opts;
 
 /* Run `trainfast predict`; returns the exit status (0, FL_EXIT_DATA, FL_EXIT_USAGE). */
@@ -60,16 +60,16 @@ void tf_images_close(tf_images *s);
  * is written in place; tf_pred_out_close removes a temporary that was not committed. */
 typedef struct tf_pred_out {
     uint32_t classes, top;
-    const char *const *names;  /* class names in label order (classes of them) */
-    int json;                  /* per-record JSON lines instead of text */
-    int labelled;              /* records carry labels: top-1/top-5 counted */
-    FILE *csv;                 /* on a dup of csv_w.fd; NULL without --csv */
+    const char *const *names;    /* class names in label order (classes of them) */
+    int json;                    /* per-record JSON lines instead of text */
+    int labelled;                /* records carry labels: top-1/top-5 counted */
+    FILE *csv;                   /* on a dup of csv_w.fd; NULL without --csv */
     fl_file_writer csv_w, npy_w; /* fd -1: not open */
     const char *csv_path, *npy_path;
     uint64_t rows_expected, rows;
     uint64_t correct1, correct5;
-    uint32_t *order;           /* scratch: class indices by logit */
-    double *prob;              /* scratch: softmax of one record */
+    uint32_t *order; /* scratch: class indices by logit */
+    double *prob;    /* scratch: softmax of one record */
 } tf_pred_out;
 
 /* Open the outputs for `rows` records of `classes` logits each: the .npy (header written) and

@@ -10,7 +10,8 @@
 
 #define TOOL "trainfast"
 
-static const fl_cli_choice devices[] = {{"cpu", 0, 0}, {"cuda", 0, 0}, {"auto", 0, 0}, {NULL, 0, 0}};
+static const fl_cli_choice devices[] = {
+    {"cpu", 0, 0}, {"cuda", 0, 0}, {"auto", 0, 0}, {NULL, 0, 0}};
 
 #define P(field) FL_CLI_FIELD(tf_predict_opts, field)
 static const fl_cli_opt predict_table[] = {
@@ -33,8 +34,8 @@ static const fl_cli_opt predict_table[] = {
      .help = "CPU compute threads", .def = "all cores"},
     {FL_CLI_INT, "workers", .off = P(workers), .umin = 1, .umax = 1024, .metavar = "N",
      .help = "loader decode threads (packed data)", .def = "1"},
-    {FL_CLI_ENUM, "cpu-backend", .off = P(cpu_impl), .choices = tf_cpu_backend_choices, .metavar = "B",
-     .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
+    {FL_CLI_ENUM, "cpu-backend", .off = P(cpu_impl), .choices = tf_cpu_backend_choices,
+     .metavar = "B", .help = TF_CPU_BACKEND_HELP, .def = TF_CPU_BACKEND_DEF},
     {FL_CLI_END},
 };
 #undef P
@@ -42,26 +43,31 @@ static const fl_cli_opt predict_table[] = {
 static int predict_run(const fl_cli_tool *tool, int argc, char **argv);
 
 const fl_cli_cmd tf_predict_cmd = {
-    .name = "predict", .args = "CKPT DATA|IMAGE... [options]",
+    .name = "predict",
+    .args = "CKPT DATA|IMAGE... [options]",
     .summary = "predict with a checkpoint: per-record classes, .npy logits, CSV, JSON",
-    .synopsis = "usage: trainfast predict CKPT DATA [--batch B] [--device D] [--top K] [--json]\n"
-                "                         [--logits FILE.npy] [--csv FILE] [--cpu-backend B]\n"
-                "       trainfast predict CKPT IMAGE... [options]\n"
-                "\n"
-                "Runs a checkpoint (file, or a checkpoint directory: its newest valid one) over a dataset\n"
-                "packed by packdata, read as `trainfast eval` reads it, or over image files (JPEG, PNG,\n"
-                "WebP) decoded and resized as the loader decodes a record: for a model trained at --size\n"
-                "on images of varying size, the loader's evaluation crop (shorter side to size/0.875,\n"
-                "centre crop); for a model trained on fixed-size data, the whole image resized to the\n"
-                "model's input (an image of that size is taken as it is). Inference is eval's forward\n"
-                "without TTA (BN in eval mode; the EMA weights when the run kept them; bf16 on the GPU).\n"
-                "Prints one line per record (the most probable classes and their probabilities) and,\n"
-                "for a packed (labelled) dataset, top-1/top-5; images/s on stderr (or in the JSON\n"
-                "summary).\n",
+    .synopsis =
+        "usage: trainfast predict CKPT DATA [--batch B] [--device D] [--top K] [--json]\n"
+        "                         [--logits FILE.npy] [--csv FILE] [--cpu-backend B]\n"
+        "       trainfast predict CKPT IMAGE... [options]\n"
+        "\n"
+        "Runs a checkpoint (file, or a checkpoint directory: its newest valid one) over a dataset\n"
+        "packed by packdata, read as `trainfast eval` reads it, or over image files (JPEG, PNG,\n"
+        "WebP) decoded and resized as the loader decodes a record: for a model trained at --size\n"
+        "on images of varying size, the loader's evaluation crop (shorter side to size/0.875,\n"
+        "centre crop); for a model trained on fixed-size data, the whole image resized to the\n"
+        "model's input (an image of that size is taken as it is). Inference is eval's forward\n"
+        "without TTA (BN in eval mode; the EMA weights when the run kept them; bf16 on the GPU).\n"
+        "Prints one line per record (the most probable classes and their probabilities) and,\n"
+        "for a packed (labelled) dataset, top-1/top-5; images/s on stderr (or in the JSON\n"
+        "summary).\n",
     .opts = predict_table,
-    .epilog = "Exit status: 0 done, 1 data or runtime error (unreadable checkpoint or image, an output\n"
-              "that cannot be written), 2 usage or refusal (data of another image shape or other classes).\n",
-    .max_pos = FL_CLI_POS_ANY, .run = predict_run,
+    .epilog =
+        "Exit status: 0 done, 1 data or runtime error (unreadable checkpoint or image, an output\n"
+        "that cannot be written), 2 usage or refusal (data of another image shape or other "
+        "classes).\n",
+    .max_pos = FL_CLI_POS_ANY,
+    .run = predict_run,
 };
 
 static int predict_run(const fl_cli_tool *tool, int argc, char **argv)

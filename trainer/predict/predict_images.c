@@ -19,7 +19,7 @@ struct tf_images {
     uint32_t h, w, c;
     fl_loader_options lo; /* the loader's defaults; augment, out_width, out_height set */
     fl_decoder *dec;
-    uint8_t *buf;    /* the file's bytes (grow-only) */
+    uint8_t *buf; /* the file's bytes (grow-only) */
     size_t cap;
 };
 
@@ -53,13 +53,13 @@ static int decode_one(tf_images *s, const char *path, uint8_t *dst, fl_error *er
 {
     size_t len = 0;
     fl_read_step step;
-    int rc = fl_read_file_at(AT_FDCWD, path, SIZE_MAX, FL_READ_REGULAR | FL_READ_NONBLOCK,
-                             &s->buf, &s->cap, &len, &step);
+    int rc = fl_read_file_at(AT_FDCWD, path, SIZE_MAX, FL_READ_REGULAR | FL_READ_NONBLOCK, &s->buf,
+                             &s->cap, &len, &step);
     if (rc)
         return fl_error_set(err, rc, "%s: cannot read it: %s", path,
                             step == FL_READ_NOT_REGULAR ? "not a regular file"
-                            : rc == FL_E_TRUNCATED     ? "it shrank while read"
-                                                       : strerror(-rc));
+                            : rc == FL_E_TRUNCATED      ? "it shrank while read"
+                                                        : strerror(-rc));
     fl_image_info ii;
     if ((rc = fl_image_probe(s->buf, len, &ii, err)))
         return fl_error_prefix(err, "%s", path);

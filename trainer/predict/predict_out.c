@@ -34,7 +34,8 @@ static int begin_output(const char *opt, const char *path, fl_file_writer *w, fl
 static int npy_header(int fd, uint64_t rows, uint32_t cols)
 {
     char dict[160];
-    int dl = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%llu, %u), }",
+    int dl = snprintf(dict, sizeof dict,
+                      "{'descr': '<f4', 'fortran_order': False, 'shape': (%llu, %u), }",
                       (unsigned long long)rows, cols);
     size_t total = (10 + (size_t)dl + 1 + 63) / 64 * 64;
     uint8_t h[256];
@@ -59,10 +60,7 @@ static int open_npy(tf_pred_out *o, const char *path, fl_error *err)
 
 /* a CSV field: quoted (RFC 4180) when it holds a comma, quote or line break; a leading
  * = + - @ neutralised (fl_csv_cell) */
-static void csv_field(FILE *f, const char *s)
-{
-    fl_csv_cell(f, s);
-}
+static void csv_field(FILE *f, const char *s) { fl_csv_cell(f, s); }
 
 static int open_csv(tf_pred_out *o, const char *path, int files, fl_error *err)
 {
@@ -174,7 +172,8 @@ static void print_text(const tf_pred_out *o, uint64_t index, const char *file, c
     else
         printf("%llu:", (unsigned long long)index);
     for (uint32_t i = 0; i < o->top; i++)
-        printf("%s %s %.2f%%", i ? "," : "", fl_text_escape(o->names[o->order[i]], 0, shown, sizeof shown),
+        printf("%s %s %.2f%%", i ? "," : "",
+               fl_text_escape(o->names[o->order[i]], 0, shown, sizeof shown),
                100 * o->prob[o->order[i]]);
     if (y)
         printf("  (label %s)", fl_text_escape(o->names[*y], 0, shown, sizeof shown));

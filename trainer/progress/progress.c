@@ -20,8 +20,8 @@ void tf_live_start(tf_live *lv, int quiet)
     lv->t_start = fl_now_s();
 }
 
-void tf_live_update(tf_live *lv, int epoch, int epochs, uint64_t done, uint64_t total,
-                    double loss, double acc, double img_per_s)
+void tf_live_update(tf_live *lv, int epoch, int epochs, uint64_t done, uint64_t total, double loss,
+                    double acc, double img_per_s)
 {
     if (!lv->active)
         return;
@@ -128,8 +128,8 @@ int tf_report_epoch(const tf_epoch_report *r, int quiet, FILE *log, fl_tbuf *lin
         errno = 0;
         if (fl_json_failed(&j))
             e = ENOMEM;
-        else if (log && (fprintf(log, "%s\n", fl_json_text(&j)) < 0 || fflush(log) != 0 ||
-                         ferror(log)))
+        else if (log &&
+                 (fprintf(log, "%s\n", fl_json_text(&j)) < 0 || fflush(log) != 0 || ferror(log)))
             e = errno ? errno : EIO;
         if (lines && !fl_json_failed(&j))
             fl_tbuf_printf(lines, "%s\n", fl_json_text(&j));
@@ -169,8 +169,8 @@ void tf_report_banner(const tf_run *r)
             "%s: %s (%.2f M params, %.1f MFLOP/img) on %s | %s: %llu train images, %u "
             "classes, %dx%dx%d | batch %u x %d accum, %d epoch%s, lr %g %s, %s\n",
             TOOL, spec->name, spec->param_count / 1e6, 2 * tf_model_flops(spec) / 1e6,
-            r->desc[0] ? r->desc : r->ops->name, o->data, (unsigned long long)count,
-            r->num_classes, r->in_h, r->in_w, r->in_c, r->batch, o->accum, (int)r->epochs,
+            r->desc[0] ? r->desc : r->ops->name, o->data, (unsigned long long)count, r->num_classes,
+            r->in_h, r->in_w, r->in_c, r->batch, o->accum, (int)r->epochs,
             r->epochs == 1 ? "" : "s", o->lr, o->cosine ? "cosine" : "linear",
             tf_precision_name(r->prec));
     if (D->world > 1)
@@ -180,7 +180,8 @@ void tf_report_banner(const tf_run *r)
                 TOOL, D->world, D->launcher, r->batch, (unsigned long long)r->batch * D->world,
                 (unsigned long long)r->bpe,
                 r->pad_tail && r->bpe * r->batch * (uint64_t)D->world > count
-                    ? " (tail padded by wrap-around)" : "",
+                    ? " (tail padded by wrap-around)"
+                    : "",
                 o->sync_bn ? "synchronized (--sync-bn)" : "per process");
     if (r->resumed)
         fprintf(stderr, "%s: resumed from %s at epoch %llu batch %llu (step %llu)\n", TOOL,
@@ -214,8 +215,10 @@ static void summary_text(const tf_run *r, double wall, double busy, double ips, 
         char m1[32], m2[32];
         fl_cli_human_bytes(t->nv_mem_max, m1, sizeof m1);
         fl_cli_human_bytes(t->nv_mem_total, m2, sizeof m2);
-        fprintf(stderr, "%s: GPU utilisation %.0f%% on average (%d samples), memory used up to "
-                "%s of %s (NVML)\n", TOOL, t->nv_util_sum / t->nv_samples, t->nv_samples, m1, m2);
+        fprintf(stderr,
+                "%s: GPU utilisation %.0f%% on average (%d samples), memory used up to "
+                "%s of %s (NVML)\n",
+                TOOL, t->nv_util_sum / t->nv_samples, t->nv_samples, m1, m2);
     } else if (!r->on_cpu) {
         fprintf(stderr, "%s: GPU utilisation: not available (no NVML or run too short)\n", TOOL);
     }

@@ -19,8 +19,12 @@ void tf_html_escape(fl_tbuf *out, const char *s)
 {
     const char *run = s;
     for (; *s; s++) {
-        const char *e = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;"
-                      : *s == '"' ? "&quot;" : *s == '\'' ? "&#39;" : NULL;
+        const char *e = *s == '&'    ? "&amp;"
+                        : *s == '<'  ? "&lt;"
+                        : *s == '>'  ? "&gt;"
+                        : *s == '"'  ? "&quot;"
+                        : *s == '\'' ? "&#39;"
+                                     : NULL;
         if (!e)
             continue;
         fl_tbuf_append(out, run, (size_t)(s - run));
@@ -71,8 +75,10 @@ static double sum_of(const tf_log *g, int k)
 
 static void run_name_cell(fl_tbuf *b, const tf_log *g, int color)
 {
-    fl_tbuf_printf(b, "<tr><td><span class=\"key\"><span class=\"swatch\" style=\"background:%s\">"
-                   "</span>", tf_svg_color(color));
+    fl_tbuf_printf(b,
+                   "<tr><td><span class=\"key\"><span class=\"swatch\" style=\"background:%s\">"
+                   "</span>",
+                   tf_svg_color(color));
     tf_html_escape(b, g->name);
     fl_tbuf_puts(b, "</span></td>");
 }
@@ -81,9 +87,9 @@ static void run_name_cell(fl_tbuf *b, const tf_log *g, int color)
 static void summary_table(fl_tbuf *b, const tf_log *logs, size_t n)
 {
     fl_tbuf_puts(b, "<div class=\"card\"><h2>Final figures</h2><div class=\"wrap\"><table><tr>"
-                 "<th>run</th><th>epochs</th><th>val top-1</th><th>best val top-1</th>"
-                 "<th>val top-5</th><th>val loss</th><th>train loss</th><th>images/s</th>"
-                 "<th>data wait</th><th>wall time</th></tr>");
+                    "<th>run</th><th>epochs</th><th>val top-1</th><th>best val top-1</th>"
+                    "<th>val top-5</th><th>val loss</th><th>train loss</th><th>images/s</th>"
+                    "<th>data wait</th><th>wall time</th></tr>");
     for (size_t r = 0; r < n; r++) {
         const tf_log *g = &logs[r];
         const double *last = g->n_ep ? g->ep[g->n_ep - 1] : NULL;
@@ -115,9 +121,9 @@ static void summary_table(fl_tbuf *b, const tf_log *logs, size_t n)
         fl_tbuf_puts(b, "</tr>");
     }
     fl_tbuf_puts(b, "</table></div><p class=\"note\">images/s: the mean of the epochs' figures "
-                 "(training steps only, all processes); data wait: the share of the step time "
-                 "spent waiting for the loader; wall time: since the run started, evaluation "
-                 "and checkpoints included.</p></div>");
+                    "(training steps only, all processes); data wait: the share of the step time "
+                    "spent waiting for the loader; wall time: since the run started, evaluation "
+                    "and checkpoints included.</p></div>");
 }
 
 /* what one chart plots: up to three per-epoch figures and one per-N-steps figure */
@@ -125,30 +131,97 @@ typedef struct chart_spec {
     const char *id, *title, *ylabel, *unit;
     int from_zero;
     double cap, scale;
-    int ek[3];              /* TF_E_* or -1 */
+    int ek[3]; /* TF_E_* or -1 */
     const char *elabel[3];
-    int pk;                 /* TF_P_* or -1 */
+    int pk;                    /* TF_P_* or -1 */
     const char *plabel, *pkey; /* pkey: data-series of the points ("points.lr") */
 } chart_spec;
 
 static const chart_spec CHARTS[] = {
-    {"loss", "Loss", "loss (cross-entropy, label smoothing included)", "", 0, NAN, 1,
-     {TF_E_TRAIN_LOSS, TF_E_VAL_LOSS, -1}, {"train", "val", NULL}, TF_P_LOSS,
-     "train, every N steps", "points.loss"},
-    {"top1", "Accuracy", "top-1 accuracy (%)", "%", 0, 100, 100,
-     {TF_E_TRAIN_ACC, TF_E_VAL_TOP1, TF_E_VAL_TOP5}, {"train", "val top-1", "val top-5"}, TF_P_ACC,
-     "train, every N steps", "points.acc"},
-    {"lr", "Learning rate", "learning rate", "", 1, NAN, 1, {TF_E_LR, -1, -1},
-     {"at epoch end", NULL, NULL}, TF_P_LR, "every N steps", "points.lr"},
-    {"ips", "Throughput", "images/s (training steps)", "img/s", 1, NAN, 1, {TF_E_IPS, -1, -1},
-     {"epoch", NULL, NULL}, TF_P_IPS, "every N steps", "points.images_per_sec"},
-    {"wait", "Waiting for data", "data wait (% of step time)", "%", 1, 100, 100,
-     {TF_E_WAIT_FRAC, -1, -1}, {"epoch", NULL, NULL}, TF_P_WAIT_FRAC, "every N steps",
+    {"loss",
+     "Loss",
+     "loss (cross-entropy, label smoothing included)",
+     "",
+     0,
+     NAN,
+     1,
+     {TF_E_TRAIN_LOSS, TF_E_VAL_LOSS, -1},
+     {"train", "val", NULL},
+     TF_P_LOSS,
+     "train, every N steps",
+     "points.loss"},
+    {"top1",
+     "Accuracy",
+     "top-1 accuracy (%)",
+     "%",
+     0,
+     100,
+     100,
+     {TF_E_TRAIN_ACC, TF_E_VAL_TOP1, TF_E_VAL_TOP5},
+     {"train", "val top-1", "val top-5"},
+     TF_P_ACC,
+     "train, every N steps",
+     "points.acc"},
+    {"lr",
+     "Learning rate",
+     "learning rate",
+     "",
+     1,
+     NAN,
+     1,
+     {TF_E_LR, -1, -1},
+     {"at epoch end", NULL, NULL},
+     TF_P_LR,
+     "every N steps",
+     "points.lr"},
+    {"ips",
+     "Throughput",
+     "images/s (training steps)",
+     "img/s",
+     1,
+     NAN,
+     1,
+     {TF_E_IPS, -1, -1},
+     {"epoch", NULL, NULL},
+     TF_P_IPS,
+     "every N steps",
+     "points.images_per_sec"},
+    {"wait",
+     "Waiting for data",
+     "data wait (% of step time)",
+     "%",
+     1,
+     100,
+     100,
+     {TF_E_WAIT_FRAC, -1, -1},
+     {"epoch", NULL, NULL},
+     TF_P_WAIT_FRAC,
+     "every N steps",
      "points.data_wait_fraction"},
-    {"gpu_util", "GPU utilisation", "GPU utilisation (%, NVML)", "%", 1, 100, 100,
-     {TF_E_GPU_UTIL, -1, -1}, {"epoch mean", NULL, NULL}, -1, NULL, NULL},
-    {"gpu_mem", "GPU memory", "GPU memory used (GiB, NVML)", "GiB", 1, NAN, 1.0 / 1073741824.0,
-     {TF_E_GPU_MEM, -1, -1}, {"epoch max", NULL, NULL}, -1, NULL, NULL},
+    {"gpu_util",
+     "GPU utilisation",
+     "GPU utilisation (%, NVML)",
+     "%",
+     1,
+     100,
+     100,
+     {TF_E_GPU_UTIL, -1, -1},
+     {"epoch mean", NULL, NULL},
+     -1,
+     NULL,
+     NULL},
+    {"gpu_mem",
+     "GPU memory",
+     "GPU memory used (GiB, NVML)",
+     "GiB",
+     1,
+     NAN,
+     1.0 / 1073741824.0,
+     {TF_E_GPU_MEM, -1, -1},
+     {"epoch max", NULL, NULL},
+     -1,
+     NULL,
+     NULL},
 };
 
 static int logged(const tf_log *logs, size_t n, int ek)
@@ -161,8 +234,7 @@ static int logged(const tf_log *logs, size_t n, int ek)
 }
 
 /* one chart card: its series over all runs, the legend, the SVG */
-static void chart_card(fl_tbuf *b, const chart_spec *cs, const tf_log *logs, size_t n,
-                       tf_series *s)
+static void chart_card(fl_tbuf *b, const chart_spec *cs, const tf_log *logs, size_t n, tf_series *s)
 {
     size_t ns = 0;
     const int styles[3] = {TF_LINE_SOLID, TF_LINE_DASHED, TF_LINE_DOTTED};
@@ -171,24 +243,42 @@ static void chart_card(fl_tbuf *b, const chart_spec *cs, const tf_log *logs, siz
         /* one run: a colour per figure (the points share the first figure's, thinner);
          * several: a colour per run, the figures told apart by their dashes */
         if (cs->pk >= 0 && g->n_pt)
-            s[ns++] = (tf_series){.key = cs->pkey, .label = cs->plabel,
-                                  .run = g->name, .run_index = (int)r,
-                                  .color = n > 1 ? (int)r : 0, .style = TF_LINE_THIN,
-                                  .x = &g->pt[0][TF_P_X], .y = &g->pt[0][cs->pk], .n = g->n_pt,
-                                  .stride = TF_P_COUNT, .scale = cs->scale};
+            s[ns++] = (tf_series){.key = cs->pkey,
+                                  .label = cs->plabel,
+                                  .run = g->name,
+                                  .run_index = (int)r,
+                                  .color = n > 1 ? (int)r : 0,
+                                  .style = TF_LINE_THIN,
+                                  .x = &g->pt[0][TF_P_X],
+                                  .y = &g->pt[0][cs->pk],
+                                  .n = g->n_pt,
+                                  .stride = TF_P_COUNT,
+                                  .scale = cs->scale};
         for (int k = 0; k < 3; k++) {
             if (cs->ek[k] < 0 || !g->n_ep || !logged(g, 1, cs->ek[k]))
                 continue;
-            s[ns++] = (tf_series){.key = tf_log_epoch_key(cs->ek[k]), .label = cs->elabel[k],
-                                  .run = g->name, .run_index = (int)r,
-                                  .color = n > 1 ? (int)r : k, .style = styles[k],
-                                  .markers = 1, .x = &g->ep[0][TF_E_EPOCH],
-                                  .y = &g->ep[0][cs->ek[k]], .n = g->n_ep, .stride = TF_E_COUNT,
+            s[ns++] = (tf_series){.key = tf_log_epoch_key(cs->ek[k]),
+                                  .label = cs->elabel[k],
+                                  .run = g->name,
+                                  .run_index = (int)r,
+                                  .color = n > 1 ? (int)r : k,
+                                  .style = styles[k],
+                                  .markers = 1,
+                                  .x = &g->ep[0][TF_E_EPOCH],
+                                  .y = &g->ep[0][cs->ek[k]],
+                                  .n = g->n_ep,
+                                  .stride = TF_E_COUNT,
                                   .scale = cs->scale};
         }
     }
-    tf_chart c = {.id = cs->id, .ylabel = cs->ylabel, .xlabel = "epoch", .unit = cs->unit,
-                  .y_from_zero = cs->from_zero, .y_cap = cs->cap, .s = s, .ns = ns};
+    tf_chart c = {.id = cs->id,
+                  .ylabel = cs->ylabel,
+                  .xlabel = "epoch",
+                  .unit = cs->unit,
+                  .y_from_zero = cs->from_zero,
+                  .y_cap = cs->cap,
+                  .s = s,
+                  .ns = ns};
     fl_tbuf_printf(b, "<div class=\"card\"><h2>%s</h2>", cs->title);
     tf_svg_legend(b, s, ns, n > 1);
     tf_svg_chart(b, &c);
@@ -198,8 +288,8 @@ static void chart_card(fl_tbuf *b, const chart_spec *cs, const tf_log *logs, siz
 /* where the time went: the per-epoch step-time split summed over each run */
 static void split_card(fl_tbuf *b, const tf_log *logs, size_t n)
 {
-    static const char *const names[] = {"compute", "host-to-device", "data wait", "evaluation",
-                                        "checkpoints", "other"};
+    static const char *const names[] = {"compute",    "host-to-device", "data wait",
+                                        "evaluation", "checkpoints",    "other"};
     static const int keys[] = {TF_E_COMPUTE_S, TF_E_H2D_S, TF_E_WAIT_S, TF_E_EVAL_S, TF_E_CKPT_S};
     double *part = calloc(n * 6, sizeof *part);
     const char **runs = calloc(n, sizeof *runs);
@@ -220,8 +310,8 @@ static void split_card(fl_tbuf *b, const tf_log *logs, size_t n)
     fl_tbuf_puts(b, "<div class=\"card\"><h2>Where the time went</h2>");
     tf_svg_split(b, runs, n, names, part, 6);
     fl_tbuf_puts(b, "<p class=\"note\">Seconds summed over the logged epochs: the training "
-                 "steps' compute, host-to-device copies and waiting for data, then evaluation, "
-                 "checkpoints and the rest of each epoch's wall time.</p></div>");
+                    "steps' compute, host-to-device copies and waiting for data, then evaluation, "
+                    "checkpoints and the rest of each epoch's wall time.</p></div>");
 out:
     free(part);
     free(runs);
@@ -231,7 +321,7 @@ out:
 static void config_table(fl_tbuf *b, const tf_log *logs, size_t n)
 {
     fl_tbuf_puts(b, "<div class=\"card\"><h2>Configuration</h2><div class=\"wrap\"><table><tr>"
-                 "<th>option</th>");
+                    "<th>option</th>");
     for (size_t r = 0; r < n; r++) {
         fl_tbuf_puts(b, "<th>");
         tf_html_escape(b, logs[r].name);
@@ -271,7 +361,8 @@ void tf_report_html(const tf_log *logs, size_t n, const char *title, fl_tbuf *b)
         b->failed = 1;
         return;
     }
-    fl_tbuf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    fl_tbuf_puts(b,
+                 "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>");
     tf_html_escape(b, title);
     fl_tbuf_printf(b, "</title><style>%s</style></head>\n<body><h1>", CSS);
@@ -295,14 +386,11 @@ void tf_report_html(const tf_log *logs, size_t n, const char *title, fl_tbuf *b)
     fl_tbuf_puts(b, "</div>\n");
     config_table(b, logs, n);
     fl_tbuf_puts(b, "\n<p class=\"note\">Drawn by trainfast report from the JSONL log of "
-                 "trainfast train --log (docs/REPORT.md).</p></body></html>\n");
+                    "trainfast train --log (docs/REPORT.md).</p></body></html>\n");
     free(s);
 }
 
-static int write_fd(int fd, const fl_tbuf *b)
-{
-    return fl_write_all(fd, b->data, b->len);
-}
+static int write_fd(int fd, const fl_tbuf *b) { return fl_write_all(fd, b->data, b->len); }
 
 int tf_report_write(const tf_log *logs, size_t n, const char *title, const char *path,
                     fl_error *err)

@@ -12,11 +12,26 @@
 #include "fl_file.h"
 #include "report_log.h"
 
-static const char *const EPOCH_KEYS[TF_E_COUNT] = {
-    "epoch", "steps", "lr", "train_loss", "train_acc", "val_loss", "val_top1", "val_top5",
-    "images_per_sec", "data_wait_fraction", "epoch_seconds", "wall_seconds", "compute_seconds",
-    "data_wait_seconds", "h2d_seconds", "eval_seconds", "checkpoint_seconds", "gpu_utilization",
-    "gpu_memory_used_bytes", "gpu_memory_total_bytes"};
+static const char *const EPOCH_KEYS[TF_E_COUNT] = {"epoch",
+                                                   "steps",
+                                                   "lr",
+                                                   "train_loss",
+                                                   "train_acc",
+                                                   "val_loss",
+                                                   "val_top1",
+                                                   "val_top5",
+                                                   "images_per_sec",
+                                                   "data_wait_fraction",
+                                                   "epoch_seconds",
+                                                   "wall_seconds",
+                                                   "compute_seconds",
+                                                   "data_wait_seconds",
+                                                   "h2d_seconds",
+                                                   "eval_seconds",
+                                                   "checkpoint_seconds",
+                                                   "gpu_utilization",
+                                                   "gpu_memory_used_bytes",
+                                                   "gpu_memory_total_bytes"};
 static const char *const POINT_KEYS[TF_P_COUNT] = {
     "x", "step", "lr", "loss", "acc", "images_per_sec", "data_wait_fraction"};
 
@@ -168,8 +183,8 @@ static int read_line(reader *rd, const char *line, size_t len)
     char where[600];
     snprintf(where, sizeof where, "%s:%zu", rd->what, rd->lineno);
     if (len > TF_LOG_MAX_LINE)
-        return fl_error_set(rd->err, FL_E_FORMAT, "%s: line of %zu bytes (at most %u)", where,
-                            len, TF_LOG_MAX_LINE);
+        return fl_error_set(rd->err, FL_E_FORMAT, "%s: line of %zu bytes (at most %u)", where, len,
+                            TF_LOG_MAX_LINE);
     fl_jdoc *doc;
     int rc = fl_jparse(line, len, where, &doc, rd->err);
     if (rc)

@@ -20,19 +20,19 @@ extern "C" {
 /* The per-epoch figures a report uses, in the order of TF_LOG_EPOCH_KEYS (report_log.c). A
  * figure a line does not carry (or carries as null) is NaN. */
 enum {
-    TF_E_EPOCH = 0,     /* 1-based epoch number (the x of the per-epoch points) */
-    TF_E_STEPS,         /* optimizer steps so far */
+    TF_E_EPOCH = 0, /* 1-based epoch number (the x of the per-epoch points) */
+    TF_E_STEPS,     /* optimizer steps so far */
     TF_E_LR,
     TF_E_TRAIN_LOSS,
-    TF_E_TRAIN_ACC,     /* fraction */
+    TF_E_TRAIN_ACC, /* fraction */
     TF_E_VAL_LOSS,
-    TF_E_VAL_TOP1,      /* fraction */
+    TF_E_VAL_TOP1, /* fraction */
     TF_E_VAL_TOP5,
-    TF_E_IPS,           /* images/s (all processes) */
-    TF_E_WAIT_FRAC,     /* data-wait fraction of the step time */
-    TF_E_EPOCH_S,       /* the epoch's wall time (its steps and evaluation, checkpoints during it) */
-    TF_E_WALL_S,        /* since the run started (with the time before a resume) */
-    TF_E_COMPUTE_S,     /* the step-time split of the epoch, seconds */
+    TF_E_IPS,       /* images/s (all processes) */
+    TF_E_WAIT_FRAC, /* data-wait fraction of the step time */
+    TF_E_EPOCH_S,   /* the epoch's wall time (its steps and evaluation, checkpoints during it) */
+    TF_E_WALL_S,    /* since the run started (with the time before a resume) */
+    TF_E_COMPUTE_S, /* the step-time split of the epoch, seconds */
     TF_E_WAIT_S,
     TF_E_H2D_S,
     TF_E_EVAL_S,
@@ -45,10 +45,10 @@ enum {
 
 /* One per-N-steps point (the "points" array of an epoch line). */
 enum {
-    TF_P_X = 0,         /* epochs done at this point (fractional: 2.5 = half of epoch 3) */
-    TF_P_STEP,          /* optimizer steps so far */
+    TF_P_X = 0, /* epochs done at this point (fractional: 2.5 = half of epoch 3) */
+    TF_P_STEP,  /* optimizer steps so far */
     TF_P_LR,
-    TF_P_LOSS,          /* mean training loss of the steps since the previous point */
+    TF_P_LOSS, /* mean training loss of the steps since the previous point */
     TF_P_ACC,
     TF_P_IPS,
     TF_P_WAIT_FRAC,
@@ -65,21 +65,21 @@ typedef struct tf_log_kv {
 
 /* One log, read. Arrays are malloc'ed; tf_log_free releases them. */
 typedef struct tf_log {
-    char *name;                  /* the run's name in legends (the file name without .jsonl) */
-    double (*ep)[TF_E_COUNT];    /* epochs in order (a resumed run's repeated epochs: the last) */
+    char *name;               /* the run's name in legends (the file name without .jsonl) */
+    double (*ep)[TF_E_COUNT]; /* epochs in order (a resumed run's repeated epochs: the last) */
     size_t n_ep;
-    double (*pt)[TF_P_COUNT];    /* points in order */
+    double (*pt)[TF_P_COUNT]; /* points in order */
     size_t n_pt;
-    tf_log_kv *cfg;              /* the first "run" object of the log */
+    tf_log_kv *cfg; /* the first "run" object of the log */
     size_t n_cfg;
-    size_t skipped_lines;        /* a truncated last line (see tf_log_parse) */
+    size_t skipped_lines; /* a truncated last line (see tf_log_parse) */
 } tf_log;
 
 /* Limits of the reader (a log is untrusted bytes: fuzzed in tests/fuzz/fuzz_trainlog.c). */
-#define TF_LOG_MAX_LINE (4u << 20)      /* bytes per line */
-#define TF_LOG_MAX_BYTES (1u << 30)     /* per file */
-#define TF_LOG_MAX_POINTS 100000u       /* per line */
-#define TF_LOG_MAX_CFG 128u             /* "run" members */
+#define TF_LOG_MAX_LINE   (4u << 20) /* bytes per line */
+#define TF_LOG_MAX_BYTES  (1u << 30) /* per file */
+#define TF_LOG_MAX_POINTS 100000u    /* per line */
+#define TF_LOG_MAX_CFG    128u       /* "run" members */
 
 /* Parse a log's text (`len` bytes, need not be NUL-terminated). `what` names it in messages
  * ("runs/a.jsonl"); `name` is the run's name (copied). Empty lines are skipped. A line that is

@@ -64,10 +64,7 @@ static double nice_step(double span, int want)
 }
 
 /* a value a chart draws: finite and not absurd (a log is untrusted; 1e300 would break the axes) */
-static int drawable(double v)
-{
-    return isfinite(v) && fabs(v) < 1e15;
-}
+static int drawable(double v) { return isfinite(v) && fabs(v) < 1e15; }
 
 /* the axis range [*lo, *hi] widened to whole steps; returns the step, *nt the intervals */
 static double axis_range(double *lo, double *hi, int want, int *nt)
@@ -109,9 +106,9 @@ static void data_range(const tf_chart *c, double *xlo, double *xhi, double *ylo,
 
 static const char *dash(int style)
 {
-    return style == TF_LINE_DASHED ? " stroke-dasharray=\"7 4\""
-         : style == TF_LINE_DOTTED ? " stroke-dasharray=\"2 3\""
-         : "";
+    return style == TF_LINE_DASHED   ? " stroke-dasharray=\"7 4\""
+           : style == TF_LINE_DOTTED ? " stroke-dasharray=\"2 3\""
+                                     : "";
 }
 
 /* the grid, ticks and axis labels */
@@ -128,9 +125,11 @@ static void axes(fl_tbuf *b, const tf_chart *c, double xlo, double xhi, double x
         double v = xlo + i * xs, px = L + (v - xlo) / (xhi - xlo) * (R - L);
         fl_tbuf_printf(b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>", px, T, px, B);
     }
-    fl_tbuf_printf(b, "</g><g stroke=\"#777\" stroke-width=\"1\"><line x1=\"%.1f\" y1=\"%.1f\" "
+    fl_tbuf_printf(b,
+                   "</g><g stroke=\"#777\" stroke-width=\"1\"><line x1=\"%.1f\" y1=\"%.1f\" "
                    "x2=\"%.1f\" y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-                   "y2=\"%.1f\"/></g>", L, B, R, B, L, T, L, B);
+                   "y2=\"%.1f\"/></g>",
+                   L, B, R, B, L, T, L, B);
     fl_tbuf_puts(b, "<g class=\"ticks\" font-size=\"12\" fill=\"#444\">");
     for (int i = 0; i <= yn; i++) {
         double v = ylo + i * ys;
@@ -144,11 +143,15 @@ static void axes(fl_tbuf *b, const tf_chart *c, double xlo, double xhi, double x
         fl_tbuf_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>",
                        L + (v - xlo) / (xhi - xlo) * (R - L), B + 17, lab);
     }
-    fl_tbuf_printf(b, "</g><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" "
-                   "fill=\"#222\">", (L + R) / 2, H - 10);
+    fl_tbuf_printf(b,
+                   "</g><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\" "
+                   "fill=\"#222\">",
+                   (L + R) / 2, H - 10);
     tf_html_escape(b, c->xlabel);
-    fl_tbuf_printf(b, "</text><text transform=\"translate(16 %.1f) rotate(-90)\" "
-                   "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\">", (T + B) / 2);
+    fl_tbuf_printf(b,
+                   "</text><text transform=\"translate(16 %.1f) rotate(-90)\" "
+                   "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\">",
+                   (T + B) / 2);
     tf_html_escape(b, c->ylabel);
     fl_tbuf_puts(b, "</text>");
 }
@@ -160,9 +163,10 @@ static void series(fl_tbuf *b, const tf_chart *c, const tf_series *s, double xlo
     const char *col = tf_svg_color(s->color);
     fl_tbuf_printf(b, "<polyline class=\"series\" data-run=\"%d\" data-series=\"", s->run_index);
     tf_html_escape(b, s->key);
-    fl_tbuf_printf(b, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s%s "
-                   "stroke-linejoin=\"round\" points=\"", col,
-                   s->style == TF_LINE_THIN ? "1.2" : "2.2", dash(s->style),
+    fl_tbuf_printf(b,
+                   "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s%s "
+                   "stroke-linejoin=\"round\" points=\"",
+                   col, s->style == TF_LINE_THIN ? "1.2" : "2.2", dash(s->style),
                    s->style == TF_LINE_THIN ? " stroke-opacity=\"0.55\"" : "");
     for (size_t i = 0, first = 1; i < s->n; i++) {
         double x = s->x[i * s->stride], y = s->y[i * s->stride] * s->scale;
@@ -211,15 +215,18 @@ void tf_svg_chart(fl_tbuf *b, const tf_chart *c)
         xn = (int)(xhi - xlo);
     }
     double ys = axis_range(&ylo, &yhi, 5, &yn);
-    fl_tbuf_printf(b, "<svg class=\"chart\" data-chart=\"%s\" viewBox=\"0 0 %.0f %.0f\" "
+    fl_tbuf_printf(b,
+                   "<svg class=\"chart\" data-chart=\"%s\" viewBox=\"0 0 %.0f %.0f\" "
                    "role=\"img\" data-xmin=\"%.17g\" data-xmax=\"%.17g\" data-ymin=\"%.17g\" "
                    "data-ymax=\"%.17g\" data-left=\"%.1f\" data-right=\"%.1f\" data-top=\"%.1f\" "
                    "data-bottom=\"%.1f\">",
                    c->id, W, H, xlo, xhi, ylo, yhi, L, R, T, B);
     axes(b, c, xlo, xhi, xs, xn, ylo, yhi, ys, yn);
     if (empty)
-        fl_tbuf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#888\">"
-                       "not in the log</text>", (L + R) / 2, (T + B) / 2);
+        fl_tbuf_printf(b,
+                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#888\">"
+                       "not in the log</text>",
+                       (L + R) / 2, (T + B) / 2);
     for (size_t k = 0; k < c->ns; k++)
         series(b, c, &c->s[k], xlo, xhi, ylo, yhi);
     fl_tbuf_puts(b, "</svg>");
@@ -229,11 +236,13 @@ void tf_svg_legend(fl_tbuf *b, const tf_series *s, size_t ns, int with_run)
 {
     fl_tbuf_puts(b, "<div class=\"legend\">");
     for (size_t k = 0; k < ns; k++) {
-        fl_tbuf_printf(b, "<span class=\"key\"><svg width=\"30\" height=\"10\" "
+        fl_tbuf_printf(b,
+                       "<span class=\"key\"><svg width=\"30\" height=\"10\" "
                        "aria-hidden=\"true\">"
                        "<line x1=\"1\" y1=\"5\" x2=\"29\" y2=\"5\" stroke=\"%s\" "
-                       "stroke-width=\"%s\"%s/></svg>", tf_svg_color(s[k].color),
-                       s[k].style == TF_LINE_THIN ? "1.5" : "2.5", dash(s[k].style));
+                       "stroke-width=\"%s\"%s/></svg>",
+                       tf_svg_color(s[k].color), s[k].style == TF_LINE_THIN ? "1.5" : "2.5",
+                       dash(s[k].style));
         if (with_run) {
             tf_html_escape(b, s[k].run);
             fl_tbuf_puts(b, " ");
@@ -260,14 +269,17 @@ static void split_bar(fl_tbuf *b, const char *run, const char *const *names, con
         if (!(part[k] > 0) || !(max_total > 0))
             continue;
         double w = part[k] / max_total * (x1 - x0), share = 100 * part[k] / total;
-        fl_tbuf_printf(b, "<rect class=\"part\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" "
-                       "width=\"%.2f\" height=\"22\" fill=\"%s\"><title>", names[k], x, y, w,
-                       tf_svg_color((int)k));
+        fl_tbuf_printf(b,
+                       "<rect class=\"part\" data-part=\"%s\" x=\"%.2f\" y=\"%.1f\" "
+                       "width=\"%.2f\" height=\"22\" fill=\"%s\"><title>",
+                       names[k], x, y, w, tf_svg_color((int)k));
         tf_html_escape(b, run);
         fl_tbuf_printf(b, ": %s %.3g s (%.1f%%)</title></rect>", names[k], part[k], share);
         if (w > 38)
-            fl_tbuf_printf(b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
-                           "fill=\"#fff\">%.0f%%</text>", x + w / 2, y + 15, share);
+            fl_tbuf_printf(b,
+                           "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
+                           "fill=\"#fff\">%.0f%%</text>",
+                           x + w / 2, y + 15, share);
         x += w;
     }
     fl_tbuf_printf(b, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"12\" fill=\"#444\">%.3g s</text>",
@@ -285,13 +297,17 @@ void tf_svg_split(fl_tbuf *b, const char *const *runs, size_t nruns, const char 
         max_total = fmax(max_total, t);
     }
     const double h = 12 + 32.0 * (double)nruns;
-    fl_tbuf_printf(b, "<svg class=\"chart split\" data-chart=\"split\" viewBox=\"0 0 %.0f %.0f\" "
-                   "role=\"img\">", W, h);
+    fl_tbuf_printf(b,
+                   "<svg class=\"chart split\" data-chart=\"split\" viewBox=\"0 0 %.0f %.0f\" "
+                   "role=\"img\">",
+                   W, h);
     for (size_t r = 0; r < nruns; r++)
         split_bar(b, runs[r], names, part + r * nparts, nparts, 8 + 32.0 * (double)r, max_total);
     fl_tbuf_puts(b, "</svg><div class=\"legend\">");
     for (size_t k = 0; k < nparts; k++)
-        fl_tbuf_printf(b, "<span class=\"key\"><span class=\"swatch\" style=\"background:%s\">"
-                       "</span>%s</span>", tf_svg_color((int)k), names[k]);
+        fl_tbuf_printf(b,
+                       "<span class=\"key\"><span class=\"swatch\" style=\"background:%s\">"
+                       "</span>%s</span>",
+                       tf_svg_color((int)k), names[k]);
     fl_tbuf_puts(b, "</div>");
 }

@@ -15,25 +15,25 @@ enum { TF_LINE_SOLID = 0, TF_LINE_DASHED, TF_LINE_DOTTED, TF_LINE_THIN };
 
 /* One series: n values y[i * stride] at x[i * stride] (non-finite values are left out). */
 typedef struct tf_series {
-    const char *key;      /* data-series ("val_top1") */
-    const char *label;    /* legend and tooltip text ("val top-1"); escaped when written */
-    const char *run;      /* the run's name (tooltips); escaped */
-    int run_index;        /* data-run */
-    int color;            /* palette index */
-    int style;            /* TF_LINE_* */
-    int markers;          /* a circle with a tooltip per point */
+    const char *key;   /* data-series ("val_top1") */
+    const char *label; /* legend and tooltip text ("val top-1"); escaped when written */
+    const char *run;   /* the run's name (tooltips); escaped */
+    int run_index;     /* data-run */
+    int color;         /* palette index */
+    int style;         /* TF_LINE_* */
+    int markers;       /* a circle with a tooltip per point */
     const double *x, *y;
     size_t n, stride;
-    double scale;         /* y drawn as y * scale (100: fractions as percent) */
+    double scale; /* y drawn as y * scale (100: fractions as percent) */
 } tf_series;
 
 typedef struct tf_chart {
-    const char *id;       /* data-chart */
-    const char *ylabel;   /* the y axis, with its unit */
+    const char *id;     /* data-chart */
+    const char *ylabel; /* the y axis, with its unit */
     const char *xlabel;
-    const char *unit;     /* after values in tooltips ("%", "img/s"); may be "" */
-    int y_from_zero;      /* the y axis starts at 0 (rates, fractions) */
-    double y_cap;         /* the y axis ends at most here (100 for percent); NaN: none */
+    const char *unit; /* after values in tooltips ("%", "img/s"); may be "" */
+    int y_from_zero;  /* the y axis starts at 0 (rates, fractions) */
+    double y_cap;     /* the y axis ends at most here (100 for percent); NaN: none */
     const tf_series *s;
     size_t ns;
 } tf_chart;

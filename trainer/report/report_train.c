@@ -35,10 +35,7 @@ void tf_points_init(tf_points *p, uint64_t every)
     points_reset(p);
 }
 
-void tf_points_free(tf_points *p)
-{
-    fl_json_free(&p->j);
-}
+void tf_points_free(tf_points *p) { fl_json_free(&p->j); }
 
 static void jd(fl_json *j, const char *k, double v)
 {
@@ -206,8 +203,10 @@ int tf_report_main(const char *const *paths, int n, const char *out, const char 
             break;
         }
         if (logs[got].skipped_lines)
-            fl_cli_warn(TOOL, "report: %s: its last line is cut short (a run stopped while "
-                        "writing it?): skipped", paths[got]);
+            fl_cli_warn(TOOL,
+                        "report: %s: its last line is cut short (a run stopped while "
+                        "writing it?): skipped",
+                        paths[got]);
         if (!logs[got].n_ep)
             fl_cli_warn(TOOL, "report: %s: no epoch in the log", paths[got]);
         for (int k = 0; k < got; k++) /* two runs of the same name: tell them apart */

@@ -12,11 +12,11 @@
 /* The points of the epoch being trained: one every `every` micro-batches and one at the epoch's
  * end, each the mean of the micro-batches since the point before (this process's figures). */
 typedef struct tf_points {
-    uint64_t every;          /* micro-batches per point; 0: no points */
-    uint64_t n;              /* micro-batches since the last point */
+    uint64_t every; /* micro-batches per point; 0: no points */
+    uint64_t n;     /* micro-batches since the last point */
     double loss, correct, seen, wait, compute;
-    fl_json j;               /* the epoch's "points" array so far */
-    uint64_t count;          /* points in j */
+    fl_json j;      /* the epoch's "points" array so far */
+    uint64_t count; /* points in j */
 } tf_points;
 
 /* Micro-batches per point for an epoch of bpe batches: --log-every N, or (auto, N = 0) about 50

@@ -19,7 +19,8 @@ uint64_t tf_warmup_steps(float warmup_epochs, uint64_t steps_per_epoch, uint64_t
 {
     if (!(warmup_epochs > 0))
         return 0;
-    /* the same truncation as before the floor existed: large datasets warm up exactly as they did */
+    /* the same truncation as before the floor existed: large datasets warm up exactly as they did
+     */
     uint64_t w = (uint64_t)(warmup_epochs * (double)steps_per_epoch);
     uint64_t floor = total_steps / 4 < TF_MIN_WARMUP_STEPS ? total_steps / 4 : TF_MIN_WARMUP_STEPS;
     if (w < floor)

@@ -12,10 +12,10 @@
 extern "C" {
 #endif
 
-#define TF_AUTO_SAMPLES 120000u   /* --epochs auto: at least this many samples seen ... */
-#define TF_AUTO_MIN_EPOCHS 2u     /* ... and never fewer epochs than this */
-#define TF_MAX_EPOCHS 100000u     /* the largest --epochs (main.c's bound) */
-#define TF_MIN_WARMUP_STEPS 50u   /* warm-up floor in optimizer steps (see tf_warmup_steps) */
+#define TF_AUTO_SAMPLES     120000u /* --epochs auto: at least this many samples seen ... */
+#define TF_AUTO_MIN_EPOCHS  2u      /* ... and never fewer epochs than this */
+#define TF_MAX_EPOCHS       100000u /* the largest --epochs (main.c's bound) */
+#define TF_MIN_WARMUP_STEPS 50u     /* warm-up floor in optimizer steps (see tf_warmup_steps) */
 
 /* --epochs auto for a dataset of n samples (its record count, the same on every rank): the
  * fewest epochs that show at least TF_AUTO_SAMPLES samples, ceil(TF_AUTO_SAMPLES / n), but at

@@ -108,7 +108,7 @@ static const struct run_key {
     uint32_t bit;
     const char *opt; /* the option that sets it, as the user writes it */
     int kind;
-    size_t off;      /* of the field in tf_run_config */
+    size_t off; /* of the field in tf_run_config */
 } KEYS[] = {
     {TF_CFG_EPOCHS, "--epochs", K_U32, offsetof(tf_run_config, epochs)},
     {TF_CFG_ACCUM, "--accum", K_U32, offsetof(tf_run_config, accum)},
@@ -116,8 +116,7 @@ static const struct run_key {
     {TF_CFG_WD, "--wd", K_F32, offsetof(tf_run_config, wd)},
     {TF_CFG_MOMENTUM, "--momentum", K_F32, offsetof(tf_run_config, momentum)},
     {TF_CFG_NESTEROV, "--no-nesterov", K_U32, offsetof(tf_run_config, nesterov)},
-    {TF_CFG_LABEL_SMOOTHING, "--label-smoothing", K_F32,
-     offsetof(tf_run_config, label_smoothing)},
+    {TF_CFG_LABEL_SMOOTHING, "--label-smoothing", K_F32, offsetof(tf_run_config, label_smoothing)},
     {TF_CFG_SCHEDULE, "--schedule", K_SCHEDULE, offsetof(tf_run_config, cosine)},
     {TF_CFG_WARMUP, "--warmup", K_F32, offsetof(tf_run_config, warmup_epochs)},
     {TF_CFG_EMA, "--ema", K_F32, offsetof(tf_run_config, ema)},
@@ -220,13 +219,17 @@ int tf_run_config_differs(const tf_run *r, const tf_run_config *ck, char *msg, s
             data_id_text(was, t_was, sizeof t_was);
             if (same_data(r->data_id, was, &repacked)) {
                 if (repacked && r->D->rank == 0)
-                    fprintf(stderr, "%s: note: --data %s was re-packed since the checkpoint (its "
+                    fprintf(stderr,
+                            "%s: note: --data %s was re-packed since the checkpoint (its "
                             "%s, now %s) from the same inputs with the same options: the same "
-                            "records; resuming\n", TOOL, o->data, t_was, t_now);
+                            "records; resuming\n",
+                            TOOL, o->data, t_was, t_now);
                 continue;
             }
-            snprintf(msg, cap, "--data is not the dataset the checkpoint was trained on: this "
-                     "run's %s, the checkpoint's %s%s", t_now, t_was,
+            snprintf(msg, cap,
+                     "--data is not the dataset the checkpoint was trained on: this "
+                     "run's %s, the checkpoint's %s%s",
+                     t_now, t_was,
                      strstr(was, TF_CONTENT_SEP) && strstr(r->data_id, TF_CONTENT_SEP)
                          ? " (a re-pack of other inputs or with other options: other records)"
                          : "");

@@ -52,10 +52,17 @@ int tf_evaluate(const tf_backend_ops *ops, tf_backend *b, const char *path, uint
         uint32_t n = fb->size;
         if (seen + n > count) /* a wrapped-around tail would count samples twice */
             n = (uint32_t)(count - seen);
-        tf_batch x = {.images = fb->images, .labels = fb->labels, .indices = fb->indices,
-                      .epoch = fb->epoch, .n = n, .h = fb->height, .w = fb->width,
-                      .c = fb->channels, .device_images = fb->device_images,
-                      .device_labels = fb->device_labels, .event = fb->event,
+        tf_batch x = {.images = fb->images,
+                      .labels = fb->labels,
+                      .indices = fb->indices,
+                      .epoch = fb->epoch,
+                      .n = n,
+                      .h = fb->height,
+                      .w = fb->width,
+                      .c = fb->channels,
+                      .device_images = fb->device_images,
+                      .device_labels = fb->device_labels,
+                      .event = fb->event,
                       .stream = fb->stream};
         tf_eval_result r;
         rc = ops->eval_batch(b, &x, tta, use_ema, &r, err);
@@ -88,8 +95,8 @@ const char **tf_class_names(const fl_dataset *ds, uint32_t n)
     return v;
 }
 
-uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref,
-                                   const char *const *got, uint32_t ngot)
+uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref, const char *const *got,
+                                   uint32_t ngot)
 {
     for (uint32_t k = 0; k < ngot; k++)
         if (k >= nref || strcmp(ref[k], got[k]))
@@ -101,7 +108,8 @@ uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref,
 
 /* Scored against the wrong labels, a dataset packed with another class list gives a number that
  * means nothing: compare with the classes the checkpoint was trained on (version 2
- * checkpoints record them; older ones only know their count). The reason goes to why ("" when the data fits). */
+ * checkpoints record them; older ones only know their count). The reason goes to why ("" when the
+ * data fits). */
 void tf_check_classes(const tf_checkpoint *ck, const char *ckpt_path, const fl_dataset *ds,
                       const char *data, char *why, size_t cap)
 {
@@ -114,9 +122,11 @@ void tf_check_classes(const tf_checkpoint *ck, const char *ckpt_path, const fl_d
         if (!got)
             snprintf(why, cap, "out of memory");
         else if (k != UINT32_MAX)
-            snprintf(why, cap, "%s labels its classes differently from the data %s was trained "
-                     "on: label %u is '%s' in %s, '%s' in training", data, ckpt_path, k, got[k],
-                     data, k < c->class_count ? ref[k] : "(none: more classes)");
+            snprintf(why, cap,
+                     "%s labels its classes differently from the data %s was trained "
+                     "on: label %u is '%s' in %s, '%s' in training",
+                     data, ckpt_path, k, got[k], data,
+                     k < c->class_count ? ref[k] : "(none: more classes)");
         free((void *)got);
     } else if (dn > (uint32_t)ck->num_classes) {
         snprintf(why, cap, "%s has %u classes but %s was trained on %d", data, dn, ckpt_path,

@@ -1,8 +1,9 @@
 /* train_internal.h — what the phases of `trainfast train` share (private to trainfast). train.c
  * drives them in order: prepare (train_prepare.c: options -> datasets -> model -> backend ->
  * loader), restore (train_restore.c: the checkpoint of --resume), the epochs (train_loop.c),
- * evaluation (train_eval.c) and the console output (progress/progress.c). train_config.c says what defines a run.
- * Each phase returns a process exit status (0 = go on) after printing its one-line error. */
+ * evaluation (train_eval.c) and the console output (progress/progress.c). train_config.c says what
+ * defines a run. Each phase returns a process exit status (0 = go on) after printing its one-line
+ * error. */
 #ifndef TF_TRAIN_INTERNAL_H
 #define TF_TRAIN_INTERNAL_H
 
@@ -26,14 +27,14 @@ typedef struct tf_eval_out {
 /* what the epochs measured, for the summary (progress/progress.c) */
 typedef struct tf_run_totals {
     double data_wait, compute, h2d, eval_s, ckpt_s; /* seconds */
-    uint64_t images;                  /* samples this process trained on in this run */
-    uint64_t micro, opt_steps;        /* train_step calls / optimizer steps so far (whole run) */
-    tf_eval_out ev;                   /* the last evaluation */
+    uint64_t images;           /* samples this process trained on in this run */
+    uint64_t micro, opt_steps; /* train_step calls / optimizer steps so far (whole run) */
+    tf_eval_out ev;            /* the last evaluation */
     int have_eval;
-    double nv_util_sum;               /* NVML: GPU utilisation samples (percent) */
+    double nv_util_sum; /* NVML: GPU utilisation samples (percent) */
     int nv_samples;
     unsigned long long nv_mem_max, nv_mem_total;
-    uint64_t skipped_steps;           /* fp16 steps skipped for inf/nan */
+    uint64_t skipped_steps;                   /* fp16 steps skipped for inf/nan */
     double steps_min, steps_max, samples_run; /* over all ranks */
     fl_loader_stats ls;
 } tf_run_totals;
@@ -42,28 +43,28 @@ typedef struct tf_run {
     const tf_options *o;
     const tf_dist *D;
     double t_start;
-    int quiet;                        /* o->quiet, or not rank 0: only rank 0 reports */
+    int quiet; /* o->quiet, or not rank 0: only rank 0 reports */
     /* prepare_options */
     const tf_backend_ops *ops;
     int on_cpu;
     tf_precision prec;
-    uint32_t batch;                   /* per rank */
+    uint32_t batch; /* per rank */
     int workers;
     /* restore: the checkpoint of --resume */
     int resumed;
     tf_checkpoint rck;
     char rpath[4096];
     uint64_t start_epoch, start_batch;
-    int pad_tail;                     /* wrap the epoch's tail: every rank runs the same steps */
+    int pad_tail; /* wrap the epoch's tail: every rank runs the same steps */
     /* prepare_data */
     fl_schema schema;
     uint32_t num_classes;
-    char data_id[200];                /* train_config.c: tf_dataset_identity */
-    uint32_t size;                    /* output size of a variable-size dataset, else 0 */
+    char data_id[200]; /* train_config.c: tf_dataset_identity */
+    uint32_t size;     /* output size of a variable-size dataset, else 0 */
     int in_h, in_w, in_c;
     tf_model_options mopt;
-    uint32_t epochs;                  /* --epochs, or auto's (epoch_budget.h) / the checkpoint's */
-    int epochs_auto;                  /* --epochs auto (the default) */
+    uint32_t epochs; /* --epochs, or auto's (epoch_budget.h) / the checkpoint's */
+    int epochs_auto; /* --epochs auto (the default) */
     /* prepare_model */
     fl_loader_options lo;
     tf_model_spec spec;
@@ -73,13 +74,13 @@ typedef struct tf_run {
     tf_backend *b;
     tf_comm comm;
     char desc[256];
-    tf_checkpoint ck;                 /* the checkpoint this run writes (allocated once) */
+    tf_checkpoint ck; /* the checkpoint this run writes (allocated once) */
     char last_ckpt[4096];
     /* prepare_loader */
     fl_loader *L;
-    uint64_t bpe, spe;                /* batches / samples per epoch (this rank) */
+    uint64_t bpe, spe; /* batches / samples per epoch (this rank) */
     FILE *log;
-    fl_tbuf log_lines;                /* the log's lines of this run, for --report (rank 0) */
+    fl_tbuf log_lines; /* the log's lines of this run, for --report (rank 0) */
     /* the interrupted epoch's running figures (restored) and the time before this run */
     double epoch_loss, wall_before;
     uint64_t epoch_correct, epoch_seen;
@@ -87,27 +88,27 @@ typedef struct tf_run {
 } tf_run;
 
 /* ---- train_prepare.c ---- */
-int tf_prepare_options(tf_run *r);  /* required options, backend, precision, batch, workers */
-int tf_prepare_data(tf_run *r);     /* --data/--val: shapes, classes, identity; input size */
-int tf_prepare_model(tf_run *r);    /* model spec, backend config, train loader options */
-int tf_prepare_backend(tf_run *r);  /* --batch auto, create, communicator, checkpoint buffer */
-int tf_prepare_loader(tf_run *r);   /* the train loader and the run's config for checkpoints */
-int tf_prepare_output(tf_run *r);   /* the banner, --log opened */
+int tf_prepare_options(tf_run *r); /* required options, backend, precision, batch, workers */
+int tf_prepare_data(tf_run *r);    /* --data/--val: shapes, classes, identity; input size */
+int tf_prepare_model(tf_run *r);   /* model spec, backend config, train loader options */
+int tf_prepare_backend(tf_run *r); /* --batch auto, create, communicator, checkpoint buffer */
+int tf_prepare_loader(tf_run *r);  /* the train loader and the run's config for checkpoints */
+int tf_prepare_output(tf_run *r);  /* the banner, --log opened */
 
 /* ---- train_restore.c ---- */
-int tf_restore_load(tf_run *r);         /* --resume: read the newest valid checkpoint */
-int tf_restore_check(tf_run *r);        /* refuse a run that differs from it; its global batch */
-int tf_restore_check_model(tf_run *r);  /* its model and EMA against this run's */
-int tf_restore_state(tf_run *r);        /* weights into the backend: the checkpoint's or new */
-int tf_restore_check_accum(tf_run *r);  /* its accumulation group against this trainfast's */
+int tf_restore_load(tf_run *r);        /* --resume: read the newest valid checkpoint */
+int tf_restore_check(tf_run *r);       /* refuse a run that differs from it; its global batch */
+int tf_restore_check_model(tf_run *r); /* its model and EMA against this run's */
+int tf_restore_state(tf_run *r);       /* weights into the backend: the checkpoint's or new */
+int tf_restore_check_accum(tf_run *r); /* its accumulation group against this trainfast's */
 
 /* ---- train_loop.c ---- */
 /* Train until the last epoch or a stop (signal, error). Returns the exit status. */
 int tf_run_epochs(tf_run *r);
 
 /* Every rank calls this at the same step (it holds collectives); rank 0 writes the file. */
-int tf_save_checkpoint(tf_run *r, uint64_t epoch, uint64_t batch, double loss_sum,
-                       uint64_t correct, uint64_t seen, fl_error *err);
+int tf_save_checkpoint(tf_run *r, uint64_t epoch, uint64_t batch, double loss_sum, uint64_t correct,
+                       uint64_t seen, fl_error *err);
 
 /* ---- train_eval.c ---- */
 /* Evaluate the backend's model (EMA weights when use_ema) on the dataset at path, in order. */
@@ -123,8 +124,8 @@ const char **tf_class_names(const fl_dataset *ds, uint32_t n);
  * of a dataset it is scored on (got), or UINT32_MAX when every label of got names the same class
  * in ref. A dataset holding only the first classes of ref, under the same names, labels them
  * alike: no difference. One with more classes than ref differs at label nref. */
-uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref,
-                                   const char *const *got, uint32_t ngot);
+uint32_t tf_first_class_difference(const char *const *ref, uint32_t nref, const char *const *got,
+                                   uint32_t ngot);
 
 /* the loader's messages on stderr (warnings always, notes unless *(int *)user) */
 void tf_loader_log(void *user, int level, const char *msg);
@@ -159,7 +160,7 @@ int tf_run_config_differs(const tf_run *r, const tf_run_config *ck, char *msg, s
 
 /* ---- progress/progress.c ---- */
 const char *tf_precision_name(tf_precision p);
-void tf_report_banner(const tf_run *r);   /* the run's one-line description (and resume) */
+void tf_report_banner(const tf_run *r); /* the run's one-line description (and resume) */
 /* Close --log (flush, fsync); 0 or the errno of the first failure. */
 int tf_close_output(FILE *f);
 /* The end-of-run summary: text on stderr, the JSON object on stdout with --json. Returns status,

@@ -86,12 +86,15 @@ static void report_divergence(const loop *lp, const tf_step_result *s, uint64_t 
     char mb[48] = "";
     if (lp->accum > 1)
         snprintf(mb, sizeof mb, ", micro-batch %llu", (unsigned long long)r->t.micro);
-    fl_cli_error(TOOL, "loss became %s at step %llu (epoch %llu%s): training diverged; lower --lr "
-                 "(now %g) and start again%s%s", what,
-                 (unsigned long long)(s->stepped ? r->t.opt_steps : r->t.opt_steps + 1),
+    fl_cli_error(TOOL,
+                 "loss became %s at step %llu (epoch %llu%s): training diverged; lower --lr "
+                 "(now %g) and start again%s%s",
+                 what, (unsigned long long)(s->stepped ? r->t.opt_steps : r->t.opt_steps + 1),
                  (unsigned long long)b_epoch + 1, mb, r->o->lr,
                  r->last_ckpt[0] || r->resumed ? "; last checkpoint kept: " : "",
-                 r->last_ckpt[0] ? r->last_ckpt : r->resumed ? r->rpath : "");
+                 r->last_ckpt[0] ? r->last_ckpt
+                 : r->resumed    ? r->rpath
+                                 : "");
 }
 
 static void sample_nvml(loop *lp, double now)
@@ -126,10 +129,18 @@ static int train_one(loop *lp, int *last)
         return FL_EXIT_DATA;
     }
     double t1 = fl_now_s();
-    tf_batch x = {.images = fb->images, .labels = fb->labels, .indices = fb->indices,
-                  .epoch = fb->epoch, .n = fb->size, .h = fb->height, .w = fb->width,
-                  .c = fb->channels, .device_images = fb->device_images,
-                  .device_labels = fb->device_labels, .event = fb->event, .stream = fb->stream};
+    tf_batch x = {.images = fb->images,
+                  .labels = fb->labels,
+                  .indices = fb->indices,
+                  .epoch = fb->epoch,
+                  .n = fb->size,
+                  .h = fb->height,
+                  .w = fb->width,
+                  .c = fb->channels,
+                  .device_images = fb->device_images,
+                  .device_labels = fb->device_labels,
+                  .event = fb->event,
+                  .stream = fb->stream};
     const uint64_t group = fb->batch / lp->accum, b_epoch = fb->epoch;
     const uint64_t left = r->bpe > group * lp->accum ? r->bpe - group * lp->accum : lp->accum;
     x.accum_group = (uint32_t)(left < lp->accum ? left : lp->accum);
@@ -166,9 +177,9 @@ static int train_one(loop *lp, int *last)
     r->epoch_correct += s.correct;
     r->epoch_seen += s.n;
     lp->ep_h2d += s.h2d_s;
-    tf_points_add(&lp->pts, (double)b_epoch + (double)(lp->bpos + 1) / (double)(r->bpe ? r->bpe : 1),
-                  r->t.opt_steps, lp->lr, s.loss * s.n, s.correct, s.n, t1 - t0, t2 - t1,
-                  r->D->world, *last);
+    tf_points_add(
+        &lp->pts, (double)b_epoch + (double)(lp->bpos + 1) / (double)(r->bpe ? r->bpe : 1),
+        r->t.opt_steps, lp->lr, s.loss * s.n, s.correct, s.n, t1 - t0, t2 - t1, r->D->world, *last);
     return 0;
 }
 
@@ -191,8 +202,7 @@ static int end_epoch(loop *lp)
     int rc = D->rank != 0 ? 0
                           : tf_evaluate(r->ops, r->b, o->val, r->batch, r->size,
                                         o->tta && lp->epoch == (uint64_t)r->epochs, o->ema > 0,
-                                        o->workers > 0 ? o->workers : 1, &r->quiet, &r->t.ev,
-                                        &err);
+                                        o->workers > 0 ? o->workers : 1, &r->quiet, &r->t.ev, &err);
     if (rc) {
         fl_cli_error(TOOL, "evaluation: %s", err.msg);
         return FL_EXIT_DATA;
@@ -200,18 +210,27 @@ static int end_epoch(loop *lp)
     r->t.have_eval = 1;
     r->t.eval_s += r->t.ev.seconds;
     const double busy = lp->ep_wait + lp->ep_compute + 1e-9, chance = logf((float)r->num_classes);
-    tf_epoch_report er = {
-        .epoch = (int)lp->epoch, .epochs = (int)r->epochs,
-        .train_loss = em[2] > 0 ? em[0] / em[2] : 0, .train_acc = em[2] > 0 ? em[1] / em[2] : 0,
-        .val_loss = r->t.ev.loss, .val_top1 = r->t.ev.top1,
-        .val_top5 = r->num_classes > 5 ? r->t.ev.top5 : -1, .lr = lp->lr, /* as eval shows */
-        .images_per_sec = lp->ep_images * (double)D->world / busy,
-        .data_wait_fraction = lp->ep_wait / busy, .epoch_seconds = fl_now_s() - lp->ep_t0,
-        .wall_seconds = r->wall_before + fl_now_s() - r->t_start, .steps = r->t.opt_steps,
-        .compute_s = lp->ep_compute - lp->ep_h2d, .h2d_s = lp->ep_h2d,
-        .data_wait_s = lp->ep_wait, .eval_s = r->t.ev.seconds, .ckpt_s = lp->ep_ckpt,
-        .gpu_util = lp->ep_nv_n ? lp->ep_nv_util / lp->ep_nv_n / 100.0 : -1,
-        .gpu_mem = lp->ep_nv_mem, .gpu_mem_total = r->t.nv_mem_total};
+    tf_epoch_report er = {.epoch = (int)lp->epoch,
+                          .epochs = (int)r->epochs,
+                          .train_loss = em[2] > 0 ? em[0] / em[2] : 0,
+                          .train_acc = em[2] > 0 ? em[1] / em[2] : 0,
+                          .val_loss = r->t.ev.loss,
+                          .val_top1 = r->t.ev.top1,
+                          .val_top5 = r->num_classes > 5 ? r->t.ev.top5 : -1,
+                          .lr = lp->lr, /* as eval shows */
+                          .images_per_sec = lp->ep_images * (double)D->world / busy,
+                          .data_wait_fraction = lp->ep_wait / busy,
+                          .epoch_seconds = fl_now_s() - lp->ep_t0,
+                          .wall_seconds = r->wall_before + fl_now_s() - r->t_start,
+                          .steps = r->t.opt_steps,
+                          .compute_s = lp->ep_compute - lp->ep_h2d,
+                          .h2d_s = lp->ep_h2d,
+                          .data_wait_s = lp->ep_wait,
+                          .eval_s = r->t.ev.seconds,
+                          .ckpt_s = lp->ep_ckpt,
+                          .gpu_util = lp->ep_nv_n ? lp->ep_nv_util / lp->ep_nv_n / 100.0 : -1,
+                          .gpu_mem = lp->ep_nv_mem,
+                          .gpu_mem_total = r->t.nv_mem_total};
     fl_json run;
     fl_json_init(&run);
     if (lp->pts.every) {
@@ -231,8 +250,10 @@ static int end_epoch(loop *lp)
      * training on silently */
     if (!lp->warned_diverged && D->rank == 0 &&
         (!isfinite(er.train_loss) || er.train_loss > 10.0 * chance + 10.0)) {
-        fl_cli_warn(TOOL, "training diverged at epoch %d (train loss %g, chance level %.2f): "
-                    "lower --lr (now %g)", er.epoch, er.train_loss, chance, o->lr);
+        fl_cli_warn(TOOL,
+                    "training diverged at epoch %d (train loss %g, chance level %.2f): "
+                    "lower --lr (now %g)",
+                    er.epoch, er.train_loss, chance, o->lr);
         lp->warned_diverged = 1;
     }
     r->epoch_loss = 0;
@@ -287,8 +308,8 @@ static int after_step(loop *lp, int last)
     }
     if (lp->log_failed) {
         tf_live_clear(&lp->live);
-        fl_cli_error(TOOL, "--log %s: cannot write: %s%s%s", o->log_path,
-                     strerror(lp->log_failed), o->ckpt_dir ? "; stopped after checkpoint " : "",
+        fl_cli_error(TOOL, "--log %s: cannot write: %s%s%s", o->log_path, strerror(lp->log_failed),
+                     o->ckpt_dir ? "; stopped after checkpoint " : "",
                      o->ckpt_dir ? r->last_ckpt : "");
         return FL_EXIT_DATA;
     }
@@ -297,7 +318,9 @@ static int after_step(loop *lp, int last)
     tf_live_clear(&lp->live);
     if (r->D->rank == 0)
         fprintf(stderr, "%s: stopped by %s at epoch %llu batch %llu (step %llu)%s%s%s\n", TOOL,
-                stop == SIGTERM ? "SIGTERM" : stop == SIGINT ? "SIGINT" : "a signal",
+                stop == SIGTERM  ? "SIGTERM"
+                : stop == SIGINT ? "SIGINT"
+                                 : "a signal",
                 (unsigned long long)lp->epoch + 1, (unsigned long long)lp->bpos,
                 (unsigned long long)r->t.micro,
                 o->ckpt_dir ? "; checkpoint " : "; no --checkpoint DIR, progress lost",
@@ -319,7 +342,8 @@ int tf_run_epochs(tf_run *r)
     lp.nv = r->on_cpu ? NULL : tf_nvml_open();
     /* the log's points (and the report's) only where a log or report is written: rank 0 */
     tf_points_init(&lp.pts, (r->log || o->report_path) && r->D->rank == 0
-                                ? tf_points_every(o->log_every, r->bpe) : 0);
+                                ? tf_points_every(o->log_every, r->bpe)
+                                : 0);
     tf_live_start(&lp.live, r->quiet);
     lp.ep_t0 = fl_now_s();
     int status = FL_EXIT_OK;
@@ -348,8 +372,8 @@ int tf_run_epochs(tf_run *r)
     return status;
 }
 
-int tf_save_checkpoint(tf_run *r, uint64_t epoch, uint64_t batch, double loss_sum,
-                       uint64_t correct, uint64_t seen, fl_error *err)
+int tf_save_checkpoint(tf_run *r, uint64_t epoch, uint64_t batch, double loss_sum, uint64_t correct,
+                       uint64_t seen, fl_error *err)
 {
     tf_checkpoint *ck = &r->ck;
     const tf_dist *D = r->D;
@@ -363,7 +387,8 @@ int tf_save_checkpoint(tf_run *r, uint64_t epoch, uint64_t batch, double loss_su
             return fl_error_set(err, FL_E_INVALID,
                                 "the weights are not finite (inf/nan) after step %llu: training "
                                 "diverged; no checkpoint written (lower --lr, now %g, and start "
-                                "again)%s%s", (unsigned long long)ck->st.step, r->o->lr,
+                                "again)%s%s",
+                                (unsigned long long)ck->st.step, r->o->lr,
                                 r->last_ckpt[0] ? "; last checkpoint kept: " : "", r->last_ckpt);
     if (D->world > 1) {
         /* the epoch's running figures of all ranks, so a resumed run (on any world size)

@@ -32,7 +32,7 @@ int tf_prepare_options(tf_run *r)
         fprintf(stderr, "%s: %s\n", TOOL, notice);
     if (o->sync_bn && !r->on_cpu) {
         fl_cli_error(TOOL, "--sync-bn is supported by the CPU backend only so far (the CUDA "
-                     "backend keeps BatchNorm statistics per process); leave --sync-bn out");
+                           "backend keeps BatchNorm statistics per process); leave --sync-bn out");
         return FL_EXIT_USAGE;
     }
     r->prec = o->precision_given ? o->precision : (r->on_cpu ? TF_FP32 : TF_BF16);
@@ -58,14 +58,18 @@ static int check_val(const tf_run *r, const fl_dataset *train, const fl_dataset 
     const int train_fixed = ts->height != 0 && ts->width != 0;
     if (vs->channels != ts->channels ||
         (train_fixed && (vs->height != ts->height || vs->width != ts->width))) {
-        fl_cli_error(TOOL, "--val %s holds %ux%ux%u images but --data %s holds %ux%ux%u (HxWxC; "
-                     "0x0 = variable size)", o->val, vs->height, vs->width, vs->channels, o->data,
-                     ts->height, ts->width, ts->channels);
+        fl_cli_error(TOOL,
+                     "--val %s holds %ux%ux%u images but --data %s holds %ux%ux%u (HxWxC; "
+                     "0x0 = variable size)",
+                     o->val, vs->height, vs->width, vs->channels, o->data, ts->height, ts->width,
+                     ts->channels);
         return FL_EXIT_DATA;
     }
     if (nv > nt) {
-        fl_cli_error(TOOL, "--val %s has %u classes but --data %s has %u: pack both with the same "
-                     "class list (--classes/--class-names)", o->val, nv, o->data, nt);
+        fl_cli_error(TOOL,
+                     "--val %s has %u classes but --data %s has %u: pack both with the same "
+                     "class list (--classes/--class-names)",
+                     o->val, nv, o->data, nt);
         return FL_EXIT_USAGE;
     }
     /* label k must name the same class in both: a val set packed with another class list would
@@ -79,18 +83,21 @@ static int check_val(const tf_run *r, const fl_dataset *train, const fl_dataset 
         fl_cli_error(TOOL, "out of memory");
         bad = FL_EXIT_DATA;
     } else if (k != UINT32_MAX) {
-        fl_cli_error(TOOL, "--val %s labels its classes differently from --data %s: label %u is "
+        fl_cli_error(TOOL,
+                     "--val %s labels its classes differently from --data %s: label %u is "
                      "'%s' in --val, '%s' in --data; pack both with the same class list "
-                     "(--classes/--class-names)", o->val, o->data, k, vn[k], tn[k]);
+                     "(--classes/--class-names)",
+                     o->val, o->data, k, vn[k], tn[k]);
         bad = FL_EXIT_USAGE;
     }
     free((void *)tn);
     free((void *)vn);
     if (!bad && nv < nt && !r->quiet) {
         const char *first = fl_dataset_class_name(train, nv);
-        fprintf(stderr, "%s: note: --val %s has %u of the %u classes of --data %s (the first %u, "
-                "same labels; from '%s' on none): accuracy is over those classes\n", TOOL, o->val,
-                nv, nt, o->data, nv, first ? first : "?");
+        fprintf(stderr,
+                "%s: note: --val %s has %u of the %u classes of --data %s (the first %u, "
+                "same labels; from '%s' on none): accuracy is over those classes\n",
+                TOOL, o->val, nv, nt, o->data, nv, first ? first : "?");
     }
     return bad;
 }
@@ -123,9 +130,11 @@ int tf_prepare_data(tf_run *r)
     r->num_classes = fl_dataset_num_classes(probe);
     if (r->num_classes < 2) {
         const char *c0 = fl_dataset_class_name(probe, 0);
-        fl_cli_error(TOOL, "--data %s has %u class%s%s%s%s: a classifier needs at least 2 (one "
-                     "folder per class)", o->data, r->num_classes, r->num_classes == 1 ? "" : "es",
-                     c0 ? " ('" : "", c0 ? c0 : "", c0 ? "')" : "");
+        fl_cli_error(TOOL,
+                     "--data %s has %u class%s%s%s%s: a classifier needs at least 2 (one "
+                     "folder per class)",
+                     o->data, r->num_classes, r->num_classes == 1 ? "" : "es", c0 ? " ('" : "",
+                     c0 ? c0 : "", c0 ? "')" : "");
         fl_dataset_close(probe);
         return FL_EXIT_USAGE;
     }
@@ -178,8 +187,8 @@ int tf_prepare_model(tf_run *r)
         lo->out_height = lo->out_width = r->size;
         lo->augment = FL_AUG_RRC;
     }
-    if (tf_model_build(o->model, r->in_c, r->in_h, r->in_w, (int)r->num_classes, &r->mopt,
-                       &r->spec, &err)) {
+    if (tf_model_build(o->model, r->in_c, r->in_h, r->in_w, (int)r->num_classes, &r->mopt, &r->spec,
+                       &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
         return FL_EXIT_DATA;
     }
@@ -255,9 +264,13 @@ static int attach_comm(tf_run *r)
         fl_cli_error(TOOL, "the %s backend cannot train data-parallel", r->ops->name);
         return FL_EXIT_DATA;
     }
-    r->comm = (tf_comm){.rank = D->rank, .world = D->world, .sync_bn = r->o->sync_bn,
-                        .user = (void *)D, .sum_f32 = tf_dist_grad_allreduce,
-                        .sum_f64 = tf_dist_bn_allreduce, .bcast = comm_bcast};
+    r->comm = (tf_comm){.rank = D->rank,
+                        .world = D->world,
+                        .sync_bn = r->o->sync_bn,
+                        .user = (void *)D,
+                        .sum_f32 = tf_dist_grad_allreduce,
+                        .sum_f64 = tf_dist_bn_allreduce,
+                        .bcast = comm_bcast};
     char note[256];
     if (r->ops->attach_comm(r->b, &r->comm, note, sizeof note, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
@@ -315,12 +328,13 @@ static void say_epochs_auto(const tf_run *r)
     const uint64_t n = fl_dataset_count(fl_loader_dataset(r->L)), accum = (uint64_t)r->o->accum;
     const uint64_t steps = (r->bpe + accum - 1) / accum * r->epochs;
     char a[32], b[32], c[32];
-    fprintf(stderr, "%s: %s images: %u epoch%s, %s steps (--epochs auto: %s samples at least, "
-            "%u epochs at least%s; --epochs N to choose)\n", TOOL, grouped(n, a, sizeof a),
-            r->epochs, r->epochs == 1 ? "" : "s", grouped(steps, b, sizeof b),
-            grouped(TF_AUTO_SAMPLES, c, sizeof c), TF_AUTO_MIN_EPOCHS,
+    fprintf(stderr,
+            "%s: %s images: %u epoch%s, %s steps (--epochs auto: %s samples at least, "
+            "%u epochs at least%s; --epochs N to choose)\n",
+            TOOL, grouped(n, a, sizeof a), r->epochs, r->epochs == 1 ? "" : "s",
+            grouped(steps, b, sizeof b), grouped(TF_AUTO_SAMPLES, c, sizeof c), TF_AUTO_MIN_EPOCHS,
             r->resumed && (r->rck.cfg.present & TF_CFG_EPOCHS) ? "; resumed: the checkpoint's"
-                                                                 : "");
+                                                               : "");
 }
 
 /* The loader's refusal in the trainer's words: a set smaller than one batch is a usage error
@@ -341,8 +355,10 @@ static int loader_refused(const tf_run *r, const fl_error *err)
         if (r->D->world > 1)
             snprintf(per, sizeof per, " (%llu per process over %d)", (unsigned long long)share,
                      r->D->world);
-        fl_cli_error(TOOL, "--data %s has %llu records%s, fewer than one batch: --batch %u%s; use "
-                     "--batch %llu or less", o->data, (unsigned long long)n, per, r->batch,
+        fl_cli_error(TOOL,
+                     "--data %s has %llu records%s, fewer than one batch: --batch %u%s; use "
+                     "--batch %llu or less",
+                     o->data, (unsigned long long)n, per, r->batch,
                      o->batch ? "" : " (the default)", (unsigned long long)(share ? share : 1));
         return FL_EXIT_USAGE;
     }

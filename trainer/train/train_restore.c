@@ -67,13 +67,15 @@ static void global_batch_differs(const tf_run *r, uint32_t stored, uint64_t w0, 
     const tf_options *o = r->o;
     const uint64_t world = (uint64_t)r->D->world, global = (uint64_t)stored * w0;
     if (o->batch && (uint64_t)o->batch * world != global)
-        snprintf(why, cap, "--batch %u on %d process(es) (global batch %llu) differs from the "
+        snprintf(why, cap,
+                 "--batch %u on %d process(es) (global batch %llu) differs from the "
                  "checkpoint's --batch %u on %llu process(es) (global batch %llu); leave --batch "
-                 "out to continue with the same global batch", o->batch, r->D->world,
-                 (unsigned long long)o->batch * world, stored, (unsigned long long)w0,
-                 (unsigned long long)global);
+                 "out to continue with the same global batch",
+                 o->batch, r->D->world, (unsigned long long)o->batch * world, stored,
+                 (unsigned long long)w0, (unsigned long long)global);
     else if (global % world)
-        snprintf(why, cap, "the checkpoint's global batch %llu (%llu x %u) cannot be split over "
+        snprintf(why, cap,
+                 "the checkpoint's global batch %llu (%llu x %u) cannot be split over "
                  "%d process(es); resume on a number of processes that divides it",
                  (unsigned long long)global, (unsigned long long)w0, stored, r->D->world);
 }
@@ -86,10 +88,12 @@ static void take_global_batch(tf_run *r, uint32_t stored, uint64_t w0)
     const uint64_t global = (uint64_t)stored * w0;
     r->batch = (uint32_t)(global / (uint64_t)D->world);
     if ((uint64_t)D->world != w0 && D->rank == 0)
-        fprintf(stderr, "%s: resume on %d process(es) x batch %u from a run of %llu x %u: same "
-                "global batch %llu, continuing at global sample %llu of epoch %llu\n", TOOL,
-                D->world, r->batch, (unsigned long long)w0, stored, (unsigned long long)global,
-                (unsigned long long)(ck->batch * global), (unsigned long long)ck->epoch + 1);
+        fprintf(stderr,
+                "%s: resume on %d process(es) x batch %u from a run of %llu x %u: same "
+                "global batch %llu, continuing at global sample %llu of epoch %llu\n",
+                TOOL, D->world, r->batch, (unsigned long long)w0, stored,
+                (unsigned long long)global, (unsigned long long)(ck->batch * global),
+                (unsigned long long)ck->epoch + 1);
     if ((uint64_t)D->world != w0 && ck->st.accum_count) {
         /* the stored partial gradient is the mean over the old ranks: hand each new rank
          * sum/new_world so the next reduction sees the same total */
@@ -122,8 +126,10 @@ int tf_restore_check(tf_run *r)
     if (!why[0] && stored)
         global_batch_differs(r, stored, w0, why, sizeof why);
     if (why[0]) {
-        fl_cli_error(TOOL, "--resume: %s (%s); options that define the run must stay the same "
-                     "(see trainfast --help)", why, r->rpath);
+        fl_cli_error(TOOL,
+                     "--resume: %s (%s); options that define the run must stay the same "
+                     "(see trainfast --help)",
+                     why, r->rpath);
         return FL_EXIT_USAGE;
     }
     if (unchecked[0] && r->D->rank == 0)
@@ -147,10 +153,11 @@ int tf_restore_check_model(tf_run *r)
         return 0;
     if (ck->spec_id != spec->spec_id || ck->param_count != spec->param_count ||
         ck->stat_count != spec->stat_count) {
-        fl_cli_error(TOOL, "%s was written for a different model (%s, spec %08x) than this run "
-                     "builds (%s %dx%dx%d, %u classes, spec %08x)", r->rpath, ck->model,
-                     ck->spec_id, spec->name, r->in_c, r->in_h, r->in_w, r->num_classes,
-                     spec->spec_id);
+        fl_cli_error(TOOL,
+                     "%s was written for a different model (%s, spec %08x) than this run "
+                     "builds (%s %dx%dx%d, %u classes, spec %08x)",
+                     r->rpath, ck->model, ck->spec_id, spec->name, r->in_c, r->in_h, r->in_w,
+                     r->num_classes, spec->spec_id);
         return FL_EXIT_USAGE;
     }
     if (ck->has_ema != (r->o->ema > 0)) {
@@ -211,10 +218,11 @@ int tf_restore_check_accum(tf_run *r)
     if (!r->resumed || r->rck.st.accum_count == r->start_batch % accum)
         return 0;
     /* groups crossed epoch boundaries before they were kept within an epoch */
-    fl_cli_error(TOOL, "--resume: %s holds %u summed micro-batch(es) at batch %llu of an epoch, "
+    fl_cli_error(TOOL,
+                 "--resume: %s holds %u summed micro-batch(es) at batch %llu of an epoch, "
                  "where this trainfast's groups of --accum %llu hold %llu: it was written by an "
-                 "older trainfast; finish it with that version or start again", r->rpath,
-                 r->rck.st.accum_count, (unsigned long long)r->start_batch,
+                 "older trainfast; finish it with that version or start again",
+                 r->rpath, r->rck.st.accum_count, (unsigned long long)r->start_batch,
                  (unsigned long long)accum, (unsigned long long)(r->start_batch % accum));
     return FL_EXIT_USAGE;
 }
