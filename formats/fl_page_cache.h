@@ -1,4 +1,4 @@
-/* fl_page_cache.h — keeping a writer's output out of the page cache (issue 14, item 3).
+/* fl_page_cache.h — keeping a writer's output out of the page cache.
  * A writer streaming a data set bigger than RAM would otherwise fill the page cache with pages it
  * never reads again (and, inside a memory cgroup, make the kernel reclaim them under pressure,
  * stalling the writer). These are hints only: durability still comes from fsync, so a file's

@@ -1,5 +1,5 @@
-/* test_open_fds.c — a dataset reads the files it opened, from open to close (issue 10, finding
- * 7): after fl_dataset_open, the dataset directory is renamed away, a different dataset is
+/* test_open_fds.c — a dataset reads the files it opened, from open to close:
+ * after fl_dataset_open, the dataset directory is renamed away, a different dataset is
  * written at the same path and the old directory is deleted; the open dataset still returns
  * every one of its own records (through its mapping and through fl_dataset_file_fd), and a new
  * open sees the new dataset. Also: fl_dataset_file_fd range, and an LMDB dataset likewise. */

@@ -2,8 +2,8 @@
  * non-atomic publish does (rename DST away, rename a fresh copy in, delete the old files one by
  * one): every open returns one whole dataset (A or B, checked record by record) or fails with
  * -EAGAIN "replaced while being opened", or -ENOENT naming the dataset itself when the open
- * falls between the replacer's two renames; never a corruption error, never a mix (issue 10,
- * finding 7). Prints how many opens saw A, B, and how many were retried into -EAGAIN. */
+ * falls between the replacer's two renames; never a corruption error, never a mix.
+ * Prints how many opens saw A, B, and how many were retried into -EAGAIN. */
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>

@@ -1,5 +1,5 @@
-/* test_writer_lock.c — the writer's destination rules, at the library level (issue 10, findings
- * 1 and 2): a second writer of the same DST gets -EBUSY naming the first one's pid (also when
+/* test_writer_lock.c — the writer's destination rules, at the library level:
+ * a second writer of the same DST gets -EBUSY naming the first one's pid (also when
  * the first is another process), the lock dies with a SIGKILLed holder and its stale file never
  * blocks; a caller-held lock is honoured; overwrite refuses a folder that is not a dataset of
  * ours and a dataset holding a foreign file (FL_E_INVALID, nothing touched); a partial folder

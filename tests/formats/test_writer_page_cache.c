@@ -1,4 +1,4 @@
-/* test_writer_page_cache.c — the writer keeps its output out of the page cache (issue 14, item 3):
+/* test_writer_page_cache.c — the writer keeps its output out of the page cache:
  * while a shard is written at most a few writeback chunks of it stay cached, a finished (fsync'ed)
  * shard has no page cached, the LMDB backend's data.mdb keeps only the pages LMDB mapped, and every
  * record reads back byte-exact from the disk. FL_WRITER_KEEP_CACHE=1 turns it off (the control:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# onnx_check.sh — tests/gpu/check.sh's ONNX step (issue 15 item 3) for a model trained on the GPU:
+# onnx_check.sh — tests/gpu/check.sh's ONNX step for a model trained on the GPU:
 # export CKPT with `trainfast export`, check the file with onnx.checker, run it with the Python
 # onnxruntime (CPU provider, fp32) over DATA's images, and compare on the same pixels with
 #   - `trainfast predict --device cpu --logits` (fp32, the reference): max |diff| <= 1e-4 x the

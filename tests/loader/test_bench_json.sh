@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_bench_json.sh — `fastload bench --json` reports how records were read (issue 14, item 4):
+# test_bench_json.sh — `fastload bench --json` reports how records were read:
 # io_mode (backend, O_DIRECT or buffered, and why), the effective direct flag, read_amplification
 # (bytes read / stored bytes delivered, prefetched batches included: ~1 for buffered raw records; <= 1.5
 # for the quasi order's coalesced extents), page_cache_growth_mib; --io auto under a fake 1 MiB

@@ -227,7 +227,7 @@ static void test_augment(void)
 
 /* fl_aug_crop_flip, the crop-with-padding and flip draw of the CPU and GPU input stages: ranges,
  * and 20,000 draws pinned to the value the trainer's golden losses were made with (the CPU
- * backend's own copy of this function before issue 11 gives the same 0x89afe896e4bff67b). */
+ * backend's former copy of this function gave the same 0x89afe896e4bff67b). */
 static void test_crop_flip_draws(void)
 {
     uint64_t h = 0;

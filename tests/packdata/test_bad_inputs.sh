@@ -78,7 +78,7 @@ expect_status 2 "cifar needs split" -- "$P" pack "$FX/cifar10" "$O/cif" --quiet
 expect_err "--split train or --split test" "cifar split hint"
 pass "IDX/CIFAR errors"
 
-# keep with mixed JPEG + PNG: each kept in its format (issue 10 finding 8: this used to fail;
+# keep with mixed JPEG + PNG: each kept in its format (this used to fail;
 # test_mixed_formats.sh covers it fully)
 mkdir -p "$T/mix/0a"
 cp "$FX/jpg/0cat/img_0.jpg" "$T/mix/0a/a.jpg"

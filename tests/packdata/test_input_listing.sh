@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_input_listing.sh — issue 10, input side of findings 8 and 11: problems with one input never
+# test_input_listing.sh — problems with one input never
 # abort a --on-error skip run, and the listing says what it leaves out.
 #  - a symbolic link loop in an ImageFolder (a folder linking to its parent, a link to itself):
 #    with --on-error skip reported and skipped (exit 0, the rest packed); without it exit 1 with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_mixed_formats.sh — issue 10 finding 8: `--encode keep` on a folder mixing JPEG, PNG and
+# test_mixed_formats.sh — `--encode keep` on a folder mixing JPEG, PNG and
 # WebP keeps each input in its own format (schema "mixed", a format per record), where it used
 # to abort the whole run ("this dataset keeps JPEG"). Checks: without --on-error skip a GIF (and
 # an animated WebP) fails the run naming the file, with it they are skipped and reported and the

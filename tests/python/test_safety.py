@@ -1,4 +1,4 @@
-"""test_safety.py — safe batches by construction and the error classes (issue 12, items 2-3).
+"""test_safety.py — safe batches by construction and the error classes.
 
 Arrays keep their ring slot while they (or views) live; close() never frees memory an array still
 uses; list(L.epoch()) is correct; a second consumer thread gets RuntimeError; positions and states

@@ -1,4 +1,4 @@
-"""test_torch.py — fastload.torch.Loader (issue 12, item 3) on the CPU: tensors equal the numpy
+"""test_torch.py — fastload.torch.Loader on the CPU: tensors equal the numpy
 batches (uint8 zero-copy, float32/bf16/fp16 NCHW and channels_last against a reference computed
 from the uint8 batch), len, set_epoch, exact mid-epoch resume, rank/world from the environment and
 from torch.distributed (gloo, world 1), tensors valid after the loader moves on and after close,

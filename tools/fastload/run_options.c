@@ -409,7 +409,7 @@ const fl_cli_cmd fastload_digest_cmd = {
     .run = digest_run,
 };
 
-/* Options that do not apply to this run: say so (issue 10, finding 11). */
+/* Options that do not apply to this run: say so. */
 static void warn_not_applying(const run_options *ro, const fl_cli_parsed *cl)
 {
     const fl_loader_options *o = &ro->opt;
