@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <png.h>
+
 #include "fl_image.h"
 
 #define FL_DEFAULT_MAX_PIXELS (100ull * 1000 * 1000)
@@ -55,6 +57,21 @@ void fl_jpeg_state_free(struct fl_jpeg_state *s);
 /* PNG (png_decode.c). Full decode to `channels`. */
 int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, fl_image *out,
                   fl_error *err);
+
+/* libpng reading from memory (png_decode.c), for the image and the mask decoders: pass a
+ * fl_png_src as both the io and the error pointer, with fl_png_on_error / fl_png_on_warning as
+ * the error and warning functions and fl_png_read_mem as the read function. */
+typedef struct fl_png_src {
+    const uint8_t *data;
+    size_t len, pos;
+    char msg[256]; /* libpng's last error message (libpng's own limit is 196 bytes) */
+} fl_png_src;
+/* Copy the next n bytes; a short input is a libpng error ("file truncated"). */
+void fl_png_read_mem(png_structp png, png_bytep out, png_size_t n);
+/* Keep libpng's message in the fl_png_src and longjmp back to the caller's setjmp. */
+void fl_png_on_error(png_structp png, png_const_charp msg);
+/* Warnings (bad ancillary chunks, which libpng skips) are ignored. */
+void fl_png_on_warning(png_structp png, png_const_charp msg);
 
 /* WebP (webp_decode.c). Full decode to `channels`; FL_E_UNSUPPORTED without libwebp. */
 int fl_webp_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, fl_image *out,

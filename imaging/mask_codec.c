@@ -11,22 +11,9 @@
 #include <png.h>
 #include <zstd.h>
 
+#include "fl_grow.h"
 #include "fl_image.h"
-
-static int grow(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 4096;
-    while (n < need)
-        n *= 2;
-    uint8_t *b = realloc(*buf, n);
-    if (!b)
-        return -ENOMEM;
-    *buf = b;
-    *cap = n;
-    return 0;
-}
+#include "image_internal.h"
 
 /* ---- encode ------------------------------------------------------------------------------ */
 
@@ -41,7 +28,7 @@ struct mask_out {
 static void mw_write(png_structp png, png_bytep data, png_size_t n)
 {
     struct mask_out *o = png_get_io_ptr(png);
-    if (grow(o->buf, o->cap, o->len + n)) {
+    if (fl_grow(o->buf, o->cap, o->len + n)) {
         o->oom = 1;
         png_error(png, "out of memory");
     }
@@ -58,13 +45,12 @@ static void m_error(png_structp png, png_const_charp msg)
     png_longjmp(png, 1);
 }
 
-static void m_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
-
 static int encode_png(const void *pixels, uint32_t w, uint32_t h, int bits, uint8_t **out,
                       size_t *cap, size_t *out_len, fl_error *err)
 {
     struct mask_out o = {out, cap, 0, 0, "unknown error"};
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &o, m_error, m_warning);
+    png_structp png =
+        png_create_write_struct(PNG_LIBPNG_VER_STRING, &o, m_error, fl_png_on_warning);
     if (!png)
         return fl_error_set(err, -ENOMEM, "encode mask PNG: out of memory");
     png_infop info = png_create_info_struct(png);
@@ -124,7 +110,7 @@ int fl_mask_encode(const void *pixels, uint32_t width, uint32_t height, fl_dtype
         return fl_error_set(err, FL_E_INVALID, "encode mask: unknown codec %d", (int)codec);
     size_t raw = (size_t)width * height * elem;
     size_t bound = ZSTD_compressBound(raw);
-    if (grow(out, cap, bound))
+    if (fl_grow(out, cap, bound))
         return fl_error_set(err, -ENOMEM, "encode mask: out of memory");
     /* the elements are written little-endian: on a big-endian host they would need a swap */
     size_t n = ZSTD_compress(*out, *cap, pixels, raw, level ? level : 3);
@@ -216,28 +202,6 @@ static void arena_free(png_structp png, png_voidp p)
         free(p);
 }
 
-struct mask_in {
-    const uint8_t *data;
-    size_t len, pos;
-    char msg[200];
-};
-
-static void mr_read(png_structp png, png_bytep out, png_size_t n)
-{
-    struct mask_in *s = png_get_io_ptr(png);
-    if (n > s->len - s->pos)
-        png_error(png, "unexpected end of data (file truncated)");
-    memcpy(out, s->data + s->pos, n);
-    s->pos += n;
-}
-
-static void mr_error(png_structp png, png_const_charp msg)
-{
-    struct mask_in *s = png_get_error_ptr(png);
-    snprintf(s->msg, sizeof s->msg, "%s", msg);
-    png_longjmp(png, 1);
-}
-
 /* Convert n elements of in_elem bytes at s into dst (elements of elem bytes); x0/y name the
  * first element in messages. */
 static int convert_row(const uint8_t *s, size_t in_elem, uint8_t *dst, size_t elem, size_t n,
@@ -267,10 +231,10 @@ static int decode_png(fl_mask_decoder *d, const uint8_t *data, size_t len, uint3
                       uint32_t height, size_t elem, uint8_t *dst, uint32_t nrows, int flags,
                       const char *what, fl_error *err)
 {
-    struct mask_in src = {data, len, 0, "unknown error"};
+    fl_png_src src = {data, len, 0, "unknown error"};
     d->arena_used = d->arena_want = 0;
-    png_structp png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, &src, mr_error, m_warning, d,
-                                               arena_malloc, arena_free);
+    png_structp png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, &src, fl_png_on_error,
+                                               fl_png_on_warning, d, arena_malloc, arena_free);
     if (!png)
         return fl_error_set(err, -ENOMEM, "%s: cannot create PNG decoder", what);
     png_infop info = png_create_info_struct(png);
@@ -283,7 +247,7 @@ static int decode_png(fl_mask_decoder *d, const uint8_t *data, size_t len, uint3
         png_destroy_read_struct(&png, &info, NULL);
         return fl_error_set(err, FL_E_DECODE, "%s: PNG: %s", what, src.msg);
     }
-    png_set_read_fn(png, &src, mr_read);
+    png_set_read_fn(png, &src, fl_png_read_mem);
     png_set_user_limits(png, 65535, 65535);
     png_set_chunk_malloc_max(png, 8u << 20);
     if (flags & FL_MASK_CHECKED) {
@@ -326,8 +290,8 @@ static int decode_png(fl_mask_decoder *d, const uint8_t *data, size_t len, uint3
     }
     if (passes > 1) {
         /* interlaced: rows come in several passes, so the whole image goes through scratch */
-        if (grow(&d->scratch, &d->scratch_cap, rowbytes * h) ||
-            grow((uint8_t **)&d->rows, &d->rows_cap, sizeof(png_bytep) * h)) {
+        if (fl_grow(&d->scratch, &d->scratch_cap, rowbytes * h) ||
+            fl_grow((uint8_t **)&d->rows, &d->rows_cap, sizeof(png_bytep) * h)) {
             rc = fl_error_set(err, -ENOMEM, "%s: out of memory", what);
             goto done;
         }
@@ -338,7 +302,7 @@ static int decode_png(fl_mask_decoder *d, const uint8_t *data, size_t len, uint3
             rc =
                 convert_row(d->rows[y], in_elem, dst + (size_t)y * w * elem, elem, w, y, what, err);
     } else if (in_elem != elem) {
-        if (grow(&d->scratch, &d->scratch_cap, rowbytes)) {
+        if (fl_grow(&d->scratch, &d->scratch_cap, rowbytes)) {
             rc = fl_error_set(err, -ENOMEM, "%s: out of memory", what);
             goto done;
         }

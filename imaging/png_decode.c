@@ -10,36 +10,30 @@
 
 #include "image_internal.h"
 
-struct png_src {
-    const uint8_t *data;
-    size_t len, pos;
-    char msg[256];
-};
-
-static void png_read_mem(png_structp png, png_bytep out, png_size_t n)
+void fl_png_read_mem(png_structp png, png_bytep out, png_size_t n)
 {
-    struct png_src *s = png_get_io_ptr(png);
+    fl_png_src *s = png_get_io_ptr(png);
     if (n > s->len - s->pos)
         png_error(png, "unexpected end of data (file truncated)");
     memcpy(out, s->data + s->pos, n);
     s->pos += n;
 }
 
-static void png_on_error(png_structp png, png_const_charp msg)
+void fl_png_on_error(png_structp png, png_const_charp msg)
 {
-    struct png_src *s = png_get_error_ptr(png);
+    fl_png_src *s = png_get_error_ptr(png);
     snprintf(s->msg, sizeof s->msg, "%s", msg);
     png_longjmp(png, 1);
 }
 
-static void png_on_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+void fl_png_on_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
 
 int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, fl_image *out,
                   fl_error *err)
 {
-    struct png_src src = {data, len, 0, "unknown error"};
+    fl_png_src src = {data, len, 0, "unknown error"};
     png_structp png =
-        png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_on_error, png_on_warning);
+        png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, fl_png_on_error, fl_png_on_warning);
     if (!png)
         return fl_error_set(err, -ENOMEM, "PNG: cannot create decoder");
     png_infop info = png_create_info_struct(png);
@@ -52,7 +46,7 @@ int fl_png_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chann
         png_destroy_read_struct(&png, &info, NULL);
         return fl_error_set(err, FL_E_DECODE, "PNG: %s", src.msg);
     }
-    png_set_read_fn(png, &src, png_read_mem);
+    png_set_read_fn(png, &src, fl_png_read_mem);
     /* Second guard behind the probe's pixel check; ancillary chunks capped too. */
     uint64_t lim = d->max_pixels < 0x7fffffffu ? d->max_pixels : 0x7fffffffu;
     png_set_user_limits(png, (png_uint_32)lim, (png_uint_32)lim);

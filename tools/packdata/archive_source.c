@@ -4,6 +4,8 @@
  * the pack pipeline runs. */
 #include "archive_source.h"
 
+#include "fl_grow.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -421,21 +423,6 @@ int pd_archive_list_inner(pd_archive *ar, uint64_t offset, uint64_t size, const 
     return r;
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 4096;
-    while (n < need)
-        n *= 2;
-    uint8_t *b = realloc(*buf, n);
-    if (!b)
-        return -ENOMEM;
-    *buf = b;
-    *cap = n;
-    return 0;
-}
-
 /* In-order read of entry m->entry (ar->m held). */
 static int stream_read(pd_archive *ar, const pd_member *m, uint8_t *dst, char *why, size_t why_cap)
 {
@@ -497,7 +484,7 @@ int pd_member_read(const pd_member *m, uint8_t **buf, size_t *cap, size_t *len, 
 {
     pd_archive *ar = m->ar;
     *len = 0;
-    if (m->size > (uint64_t)SIZE_MAX / 2 || grow(buf, cap, m->size ? (size_t)m->size : 1)) {
+    if (m->size > (uint64_t)SIZE_MAX / 2 || fl_grow(buf, cap, m->size ? (size_t)m->size : 1)) {
         snprintf(why, why_cap, "out of memory for a %llu-byte member", (unsigned long long)m->size);
         return -ENOMEM;
     }

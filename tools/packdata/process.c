@@ -6,6 +6,7 @@
 
 #include "archive_source.h"
 #include "fl_file.h"
+#include "fl_grow.h"
 #include "pd_coco.h"
 
 #include <errno.h>
@@ -49,21 +50,6 @@ void pd_worker_free(pd_worker_ctx *c)
     for (int i = 0; i < FL_MAX_FIELDS; i++)
         free(c->fval[i]);
     memset(c, 0, sizeof *c);
-}
-
-static int grow(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 4096;
-    while (n < need)
-        n *= 2;
-    uint8_t *b = realloc(*buf, n);
-    if (!b)
-        return -ENOMEM;
-    *buf = b;
-    *cap = n;
-    return 0;
 }
 
 /* Read a whole file into a grow-only buffer. Returns 0 or -errno (EISDIR for non-files). The
@@ -126,7 +112,7 @@ static void store(pd_worker_ctx *c, const pd_plan *plan, const uint8_t *payload,
     s->raw_len = len;
     if (plan->schema.compression == FL_COMP_ZSTD) {
         size_t bound = fl_compress_bound(len);
-        if (grow(&s->buf, &s->cap, bound))
+        if (fl_grow(&s->buf, &s->cap, bound))
             FATAL("out of memory");
         fl_error err;
         fl_error_clear(&err);
@@ -135,7 +121,7 @@ static void store(pd_worker_ctx *c, const pd_plan *plan, const uint8_t *payload,
         return;
     }
     if (payload != s->buf) {
-        if (grow(&s->buf, &s->cap, len ? len : 1))
+        if (fl_grow(&s->buf, &s->cap, len ? len : 1))
             FATAL("out of memory");
         memcpy(s->buf, payload, len);
     }
@@ -280,7 +266,7 @@ static void memory_pixels(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
     if (it->channels == ch)
         return;
     const uint8_t *pix = it->pixels;
-    if (grow(&c->file, &c->file_cap, (size_t)w * h * ch))
+    if (fl_grow(&c->file, &c->file_cap, (size_t)w * h * ch))
         FATAL("out of memory");
     uint8_t *o = c->file;
     size_t np = (size_t)w * h;
@@ -308,8 +294,8 @@ static void resize_pixels(pd_worker_ctx *c, const pd_plan *plan, pd_slot *s, pd_
     if (tw == w && th == h)
         return;
     size_t need = fl_resize_scratch_size(w, h, tw, th, ch);
-    if (grow(&c->scratch, &c->scratch_cap, need ? need : 1) ||
-        grow(&c->pix, &c->pix_cap, (size_t)tw * th * ch))
+    if (fl_grow(&c->scratch, &c->scratch_cap, need ? need : 1) ||
+        fl_grow(&c->pix, &c->pix_cap, (size_t)tw * th * ch))
         FATAL("out of memory");
     fl_error err;
     fl_error_clear(&err);
@@ -333,7 +319,7 @@ static void store_raw(pd_worker_ctx *c, const pd_plan *plan, pd_slot *s, const p
                w, h, plan->fixed_w, plan->fixed_h);
     size_t row = (size_t)w * plan->channels;
     if (px->stride != row) {
-        if (grow(&c->pix, &c->pix_cap, row * h))
+        if (fl_grow(&c->pix, &c->pix_cap, row * h))
             FATAL("out of memory");
         for (uint32_t y = 0; y < h; y++)
             memmove(c->pix + y * row, pix + y * px->stride, row);
@@ -417,7 +403,7 @@ static int field_mask(pd_worker_ctx *c, const pd_plan *plan, const fl_field *f, 
     uint32_t sw = s->src_width, sh = s->src_height, w = s->width, h = s->height;
     uint32_t elem = f->dtype == FL_DTYPE_U16 ? 2 : 1;
     size_t need = (size_t)sw * sh * elem;
-    if (grow(&c->mask, &c->mask_cap, need ? need : 1)) {
+    if (fl_grow(&c->mask, &c->mask_cap, need ? need : 1)) {
         s->status = PD_SLOT_FATAL;
         snprintf(s->msg, sizeof s->msg, "out of memory");
         return -1;
@@ -454,7 +440,7 @@ static int field_mask(pd_worker_ctx *c, const pd_plan *plan, const fl_field *f, 
     }
     const uint8_t *m = c->mask;
     if (w != sw || h != sh) {
-        if (grow(&c->mask2, &c->mask2_cap, (size_t)w * h * elem)) {
+        if (fl_grow(&c->mask2, &c->mask2_cap, (size_t)w * h * elem)) {
             s->status = PD_SLOT_FATAL;
             snprintf(s->msg, sizeof s->msg, "out of memory");
             return -1;
@@ -482,7 +468,7 @@ static void encode_fields(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
     for (uint32_t i = 0; i < plan->num_fields; i++)
         if (plan->fields[i].type == FL_FIELD_BOXES && it->values[i].kind == PD_VAL_DATA)
             box_bytes += it->values[i].len;
-    if (grow(&c->fboxes, &c->fboxes_cap, box_bytes ? box_bytes : 1))
+    if (fl_grow(&c->fboxes, &c->fboxes_cap, box_bytes ? box_bytes : 1))
         FATAL("out of memory");
     size_t box_off = 0;
     for (uint32_t i = 0; i < plan->num_fields; i++) {
