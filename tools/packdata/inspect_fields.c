@@ -110,6 +110,21 @@ static void record_what(const fl_dataset *ds, uint64_t i, char *out, size_t cap)
              name ? name : "?");
 }
 
+/* Parse record i's field block into vals and read its size (ri) and its name for messages
+ * (what). Returns 0 or the error of fl_dataset_record_fields / fl_dataset_record_info. */
+static int record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
+                         fl_field_value vals[FL_MAX_FIELDS], fl_record_info *ri, char *what,
+                         size_t what_cap, fl_error *err)
+{
+    int r = fl_dataset_record_fields(ds, i, data, len, vals, err);
+    if (r)
+        return r;
+    if ((r = fl_dataset_record_info(ds, i, ri, err)))
+        return r;
+    record_what(ds, i, what, what_cap);
+    return 0;
+}
+
 /* Decode mask field k of a record into s->buf (height x width elements). */
 static int decode_mask(const fl_field *f, const fl_field_value *v, uint32_t h, uint32_t w,
                        pd_fields_scratch *s, const char *what, fl_error *err)
@@ -130,14 +145,11 @@ int pd_fields_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_
     uint32_t n = fl_dataset_num_fields(ds);
     const fl_field *fs = fl_dataset_fields(ds);
     fl_field_value vals[FL_MAX_FIELDS];
-    int r = fl_dataset_record_fields(ds, i, data, len, vals, err);
+    fl_record_info ri;
+    char what[400];
+    int r = record_fields(ds, i, data, len, vals, &ri, what, sizeof what, err);
     if (r)
         return r;
-    fl_record_info ri;
-    if ((r = fl_dataset_record_info(ds, i, &ri, err)))
-        return r;
-    char what[400];
-    record_what(ds, i, what, sizeof what);
     for (uint32_t k = 0; k < n; k++) {
         const fl_field *f = &fs[k];
         if (!fl_field_in_block(fs, n, k))
@@ -202,14 +214,11 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
     uint32_t n = fl_dataset_num_fields(ds);
     const fl_field *fs = fl_dataset_fields(ds);
     fl_field_value vals[FL_MAX_FIELDS];
-    int r = fl_dataset_record_fields(ds, i, data, len, vals, err);
+    fl_record_info ri;
+    char what[400];
+    int r = record_fields(ds, i, data, len, vals, &ri, what, sizeof what, err);
     if (r)
         return r;
-    fl_record_info ri;
-    if ((r = fl_dataset_record_info(ds, i, &ri, err)))
-        return r;
-    char what[400];
-    record_what(ds, i, what, sizeof what);
     size_t nl = 0;
     const char *name = fl_dataset_record_name(ds, i, &nl);
 

@@ -193,18 +193,7 @@ static int run_packed(pctx *c, fl_error *err)
                 rc = fl_error_set(err, FL_E_INVALID, "loader gave record %llu at position %llu",
                                   (unsigned long long)fb->indices[k],
                                   (unsigned long long)(c->n + k));
-        tf_batch x = {.images = fb->images,
-                      .labels = fb->labels,
-                      .indices = fb->indices,
-                      .epoch = fb->epoch,
-                      .n = n,
-                      .h = fb->height,
-                      .w = fb->width,
-                      .c = fb->channels,
-                      .device_images = fb->device_images,
-                      .device_labels = fb->device_labels,
-                      .event = fb->event,
-                      .stream = fb->stream};
+        tf_batch x = tf_batch_of(fb, n);
         if (!rc)
             rc = predict_rows(c, &x, fb->labels, NULL, err);
         fl_loader_release(L, fb);

@@ -18,6 +18,22 @@ void tf_loader_log(void *user, int level, const char *msg)
         fprintf(stderr, "%s: %s%s\n", TOOL, level > 0 ? "warning: " : "", msg);
 }
 
+tf_batch tf_batch_of(const fl_batch *fb, uint32_t n)
+{
+    return (tf_batch){.images = fb->images,
+                      .labels = fb->labels,
+                      .indices = fb->indices,
+                      .epoch = fb->epoch,
+                      .n = n,
+                      .h = fb->height,
+                      .w = fb->width,
+                      .c = fb->channels,
+                      .device_images = fb->device_images,
+                      .device_labels = fb->device_labels,
+                      .event = fb->event,
+                      .stream = fb->stream};
+}
+
 int tf_evaluate(const tf_backend_ops *ops, tf_backend *b, const char *path, uint32_t batch,
                 uint32_t size, int tta, int use_ema, int workers, int *quiet, tf_eval_out *out,
                 fl_error *err)
@@ -52,18 +68,7 @@ int tf_evaluate(const tf_backend_ops *ops, tf_backend *b, const char *path, uint
         uint32_t n = fb->size;
         if (seen + n > count) /* a wrapped-around tail would count samples twice */
             n = (uint32_t)(count - seen);
-        tf_batch x = {.images = fb->images,
-                      .labels = fb->labels,
-                      .indices = fb->indices,
-                      .epoch = fb->epoch,
-                      .n = n,
-                      .h = fb->height,
-                      .w = fb->width,
-                      .c = fb->channels,
-                      .device_images = fb->device_images,
-                      .device_labels = fb->device_labels,
-                      .event = fb->event,
-                      .stream = fb->stream};
+        tf_batch x = tf_batch_of(fb, n);
         tf_eval_result r;
         rc = ops->eval_batch(b, &x, tta, use_ema, &r, err);
         fl_loader_release(L, fb);

@@ -111,6 +111,11 @@ int tf_save_checkpoint(tf_run *r, uint64_t epoch, uint64_t batch, double loss_su
                        uint64_t seen, fl_error *err);
 
 /* ---- train_eval.c ---- */
+/* The loader's batch fb as a backend sees it: its first n samples (n <= fb->size; fewer for the
+ * wrapped-around tail of an epoch), host and device pointers and the augmentation key;
+ * accum_group 0 (the caller sets it). */
+tf_batch tf_batch_of(const fl_batch *fb, uint32_t n);
+
 /* Evaluate the backend's model (EMA weights when use_ema) on the dataset at path, in order. */
 int tf_evaluate(const tf_backend_ops *ops, tf_backend *b, const char *path, uint32_t batch,
                 uint32_t size, int tta, int use_ema, int workers, int *quiet, tf_eval_out *out,

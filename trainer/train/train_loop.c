@@ -129,18 +129,7 @@ static int train_one(loop *lp, int *last)
         return FL_EXIT_DATA;
     }
     double t1 = fl_now_s();
-    tf_batch x = {.images = fb->images,
-                  .labels = fb->labels,
-                  .indices = fb->indices,
-                  .epoch = fb->epoch,
-                  .n = fb->size,
-                  .h = fb->height,
-                  .w = fb->width,
-                  .c = fb->channels,
-                  .device_images = fb->device_images,
-                  .device_labels = fb->device_labels,
-                  .event = fb->event,
-                  .stream = fb->stream};
+    tf_batch x = tf_batch_of(fb, fb->size);
     const uint64_t group = fb->batch / lp->accum, b_epoch = fb->epoch;
     const uint64_t left = r->bpe > group * lp->accum ? r->bpe - group * lp->accum : lp->accum;
     x.accum_group = (uint32_t)(left < lp->accum ? left : lp->accum);
