@@ -187,9 +187,10 @@ static void lmdb_cases(void)
 /* ---- shards ---------------------------------------------------------------------------------- */
 
 /* Rewrite shard 0 of `dir` (a one-shard set with a plain index) with `count` copies of its
- * entry 0 followed by `names` random name bytes, the index block a zstd frame; header, footer
+ * entry 0 followed by `names` random name bytes and `zero_names` zero bytes, the index block a
+ * zstd frame; header, footer
  * and manifest made consistent, so only the sizes are a lie. */
-static void index_bomb(const char *dir, uint64_t count, size_t names)
+static void index_bomb(const char *dir, uint64_t count, size_t names, size_t zero_names)
 {
     char path[PATH_MAX + 300];
     snprintf(path, sizeof path, "%s/shard-00000.fls", dir);
@@ -203,7 +204,7 @@ static void index_bomb(const char *dir, uint64_t count, size_t names)
     uint8_t *z = malloc(cap);
     ZSTD_CCtx *cc = ZSTD_createCCtx();
     ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 1);
-    ZSTD_CCtx_setPledgedSrcSize(cc, count * 48 + names);
+    ZSTD_CCtx_setPledgedSrcSize(cc, count * 48 + names + zero_names);
     enum { CHUNK = 1024 };
     uint8_t *chunk = malloc(CHUNK * 48 + names);
     for (int i = 0; i < CHUNK; i++)
@@ -220,6 +221,17 @@ static void index_bomb(const char *dir, uint64_t count, size_t names)
     for (size_t i = 0; i < names; i++)
         chunk[i] = (uint8_t)(tt_rng(&s) >> 24);
     ZSTD_inBuffer in = {chunk, names, 0};
+    while (in.pos < in.size)
+        CHECK(!ZSTD_isError(ZSTD_compressStream2(cc, &out, &in, ZSTD_e_continue)));
+    memset(chunk, 0, CHUNK * 48); /* a names blob that compresses away */
+    for (size_t done = 0; done < zero_names;) {
+        size_t k = zero_names - done < CHUNK * 48 ? zero_names - done : CHUNK * 48;
+        ZSTD_inBuffer zin = {chunk, k, 0};
+        while (zin.pos < zin.size)
+            CHECK(!ZSTD_isError(ZSTD_compressStream2(cc, &out, &zin, ZSTD_e_continue)));
+        done += k;
+    }
+    in.size = in.pos = 0;
     size_t left;
     do
         left = ZSTD_compressStream2(cc, &out, &in, ZSTD_e_end);
@@ -239,7 +251,7 @@ static void index_bomb(const char *dir, uint64_t count, size_t names)
     memcpy(ft, m + n - FL_SHARD_FOOTER_SIZE, FL_SHARD_FOOTER_SIZE);
     set_u64(ft + FLF_INDEX_STORED, out.pos);
     set_u64(ft + FLF_INDEX_SIZE, count * 48);
-    set_u64(ft + FLF_NAMES_SIZE, names);
+    set_u64(ft + FLF_NAMES_SIZE, names + zero_names);
     set_u64(ft + FLF_RECORD_COUNT, count);
     fl_wr32(ft + FLF_INDEX_CRC, fl_crc32c(0, z, out.pos));
     fl_wr32(ft + FLF_FLAGS, 1);
@@ -279,8 +291,12 @@ static void shard_cases(void)
 
     /* 6 M copies of one entry in a 100 KB zstd index block (288 MB of index) */
     copy_dir(good, b.dir);
-    index_bomb(b.dir, 6000000, 100000);
+    index_bomb(b.dir, 6000000, 100000, 0);
     expect_refused("zstd index of 6 M copies of one entry", b.dir, "cannot fit in a", NULL);
+    /* 60 valid entries and a names blob of 100 KB random + 250 MB of zeros in a ~110 KB block */
+    copy_dir(good, b.dir);
+    index_bomb(b.dir, 60, 100000, 250u << 20);
+    expect_refused("zstd index whose names claim 250 MB", b.dir, "corrupt footer", NULL);
 
     /* a shard symlinked to a file outside the folder, a FIFO shard, a FIFO manifest */
     char secret[PATH_MAX + 300];
