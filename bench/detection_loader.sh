@@ -21,20 +21,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 count=600 runs=3 epochs=2 size=320 batch=32 build="$root/build" out="$root/bench/out/detection" codec=""
-while (($#)); do
-    case "$1" in
-        --count) count=$2; shift 2 ;;
-        --runs) runs=$2; shift 2 ;;
-        --epochs) epochs=$2; shift 2 ;;
-        --size) size=$2; shift 2 ;;
-        --batch) batch=$2; shift 2 ;;
-        --mask-codec) codec=$2; shift 2 ;;
-        --build) build=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "detection_loader.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-    esac
-done
+me=detection_loader.sh
+. "$root/bench/lib_bench.sh"
+bench_options "count runs epochs size batch mask-codec=codec build out" "$@"
 py=/usr/bin/python3
 fastload="$build/tools/fastload/fastload"
 packdata="$build/tools/packdata/packdata"
@@ -48,7 +37,6 @@ mkdir -p "$out"
 [[ -d "$set" ]] || "$packdata" pack --coco "$src/instances.json" --root "$src/images" "$set" --masks \
     --encode keep --quiet ${codec:+--mask-codec "$codec"}
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # timed CMD...: prints "images_per_sec images_per_cpu_sec" from the command's JSON and its CPU time
 timed() {
     local t="$out/time.txt" j

@@ -12,28 +12,18 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs=3 count=3000 epochs=2 size=64 build="$root/build" out="/tmp/fastload-bench/end_to_end"
-while (($#)); do
-    case "$1" in
-        --runs) runs=$2; shift 2 ;;
-        --count) count=$2; shift 2 ;;
-        --epochs) epochs=$2; shift 2 ;;
-        --size) size=$2; shift 2 ;;
-        --build) build=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "end_to_end.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-    esac
-done
+me=end_to_end.sh
+. "$root/bench/lib_bench.sh"
+bench_options "runs count epochs size build out" "$@"
 py=/usr/bin/python3
 tf="$build/trainer/trainfast" pd="$build/tools/packdata/packdata" fl="$build/tools/fastload/fastload"
-for t in "$tf" "$pd" "$fl"; do [[ -x "$t" ]] || { echo "end_to_end.sh: $t not built" >&2; exit 1; }; done
+bench_need_built "$tf" "$pd" "$fl"
 mkdir -p "$out"
 photos="$out/photos-$count" jpg="$out/jpg-$count" raw="$out/raw$size-$count" val="$out/val$size-$count"
 [[ -d "$photos" ]] || $py "$root/bench/make_photos.py" "$photos" --count "$count" >/dev/null
 [[ -d "$jpg" ]] || "$pd" pack "$photos" "$jpg" --encode keep --jpeg-restart 4 --quiet
 [[ -d "$raw" ]] || "$pd" pack "$photos" "$raw" --encode raw --resize "${size}x$size" --compress none --quiet
 [[ -d "$val" ]] || "$pd" pack "$photos" "$val" --encode raw --resize "${size}x$size" --compress none --part 0/16 --quiet
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 ips() { $py -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['images_per_sec'])"; }
 train() { "$tf" train --val "$val" --model fastcnn --batch 128 --epochs "$epochs" --size "$size" --device cpu \
     --json --quiet "$@" 2>"$out/train.err" | ips; }

@@ -13,23 +13,13 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 count=2000 runs=3 secs=3 build="$root/build" out="/tmp/fastload-bench/jpeg_restart"
-while (($#)); do
-    case "$1" in
-        --count) count=$2; shift 2 ;;
-        --runs) runs=$2; shift 2 ;;
-        --seconds) secs=$2; shift 2 ;;
-        --build) build=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "jpeg_restart_pack.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-    esac
-done
+me=jpeg_restart_pack.sh
+. "$root/bench/lib_bench.sh"
+bench_options "count runs seconds=secs build out" "$@"
 py=/usr/bin/python3
 packdata="$build/tools/packdata/packdata" fastload="$build/tools/fastload/fastload"
 decbench="$build/imaging/fl_decode_bench"
-for t in "$packdata" "$fastload" "$decbench"; do
-    [[ -x "$t" ]] || { echo "jpeg_restart_pack.sh: $t not built" >&2; exit 1; }
-done
+bench_need_built "$packdata" "$fastload" "$decbench"
 photos="$out/photos-$count"
 mkdir -p "$out"
 [[ -d "$photos" ]] || $py "$root/bench/make_photos.py" "$photos" --count "$count" >/dev/null
@@ -37,7 +27,6 @@ mapfile -t files < <(find "$photos" -name '*.jpg' | sort)
 n=${#files[@]}
 cat "${files[@]}" >/dev/null # page cache
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # pack NAME ARGS...: "images/s images/CPU-s" of one pack with 2 workers
 pack() {
     local name=$1; shift

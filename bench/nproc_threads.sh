@@ -12,20 +12,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs=3 epochs=3 build="$root/build" out="/tmp/fastload-bench/nproc" backend=""
-while (($#)); do
-    case "$1" in
-        --runs) runs=$2; shift 2 ;;
-        --epochs) epochs=$2; shift 2 ;;
-        --backend) backend=$2; shift 2 ;;
-        --build) build=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "nproc_threads.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-    esac
-done
+me=nproc_threads.sh
+. "$root/bench/lib_bench.sh"
+bench_options "runs epochs backend build out" "$@"
 py=/usr/bin/python3
 tf="$build/trainer/trainfast" pd="$build/tools/packdata/packdata"
-for t in "$tf" "$pd"; do [[ -x "$t" ]] || { echo "nproc_threads.sh: $t not built" >&2; exit 1; }; done
+bench_need_built "$tf" "$pd"
 command -v mpirun >/dev/null || { echo "nproc_threads.sh: needs mpirun (openmpi-bin)" >&2; exit 1; }
 mkdir -p "$out"
 photos="$out/photos" data="$out/p32" val="$out/p32val"
@@ -33,7 +25,6 @@ photos="$out/photos" data="$out/p32" val="$out/p32val"
 [[ -d "$data" ]] || "$pd" pack "$photos" "$data" --encode raw --resize 32x32 --compress none --quiet
 [[ -d "$val" ]] || "$pd" pack "$photos" "$val" --encode raw --resize 32x32 --compress none --part 0/16 --quiet
 cores=$(nproc)
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # run NAME ARGS...: "images/s images/CPU-s"
 run() {
     local name=$1; shift

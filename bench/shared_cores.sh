@@ -19,19 +19,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs=3 epochs=1 build="$root/build" out="/tmp/fastload-bench/shared_cores"
-while (($#)); do
-    case "$1" in
-        --runs) runs=$2; shift 2 ;;
-        --epochs) epochs=$2; shift 2 ;;
-        --build) build=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "shared_cores.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-    esac
-done
+me=shared_cores.sh
+. "$root/bench/lib_bench.sh"
+bench_options "runs epochs build out" "$@"
 py=/usr/bin/python3
 tf="$build/trainer/trainfast" pd="$build/tools/packdata/packdata" cmp="$build/tests/trainer/tf_ckpt_compare"
-for t in "$tf" "$pd" "$cmp"; do [[ -x "$t" ]] || { echo "shared_cores.sh: $t not built" >&2; exit 1; }; done
+bench_need_built "$tf" "$pd" "$cmp"
 $py -c "import torch" 2>/dev/null || { echo "shared_cores.sh: needs python3-torch" >&2; exit 1; }
 export FASTLOAD_LIBRARY="${FASTLOAD_LIBRARY:-$build/libfastload.so}"
 mkdir -p "$out"
