@@ -312,6 +312,17 @@ FL_API int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err);
  * ignored. Device mode: waits for the batch's host-to-device copy. */
 FL_API void fl_loader_release(fl_loader *L, fl_batch *b);
 
+/* Decode worker threads started at create (the `workers` option; 0 there: the online CPUs). */
+FL_API uint32_t fl_loader_workers(const fl_loader *L);
+
+/* Let only n (1 <= n <= fl_loader_workers(L)) decode workers work from now on: the others finish
+ * the samples they hold and wait, holding none, until a later call lets them work again (all of
+ * them work from create). For a caller whose own threads share the cores with decoding (a
+ * trainer) and that sizes decoding to what its steps need. Batches stay byte-identical: order and
+ * augmentation do not depend on which worker decodes. Any thread, any time. Returns 0, or
+ * FL_E_INVALID (n out of range; nothing changed). */
+FL_API int fl_loader_set_workers(fl_loader *L, uint32_t n, fl_error *err);
+
 /* Batches each epoch yields for this rank, and samples they hold. */
 FL_API uint64_t fl_loader_batches_per_epoch(const fl_loader *L);
 FL_API uint64_t fl_loader_samples_per_epoch(const fl_loader *L);

@@ -706,6 +706,17 @@ void fl_loader_release(fl_loader *L, fl_batch *b)
     fl_ring_release(&L->ring, (uint32_t)(s - L->slots));
 }
 
+uint32_t fl_loader_workers(const fl_loader *L) { return L->nstarted; }
+
+int fl_loader_set_workers(fl_loader *L, uint32_t n, fl_error *err)
+{
+    if (n < 1 || n > L->nstarted)
+        return fl_error_set(err, FL_E_INVALID, "%u decode workers asked for: the loader has %u", n,
+                            L->nstarted);
+    fl_ring_set_active(&L->ring, L->nstarted, n);
+    return 0;
+}
+
 uint64_t fl_loader_batches_per_epoch(const fl_loader *L) { return L->plan.batches; }
 
 uint64_t fl_loader_samples_per_epoch(const fl_loader *L) { return L->plan.per_rank; }

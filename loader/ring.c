@@ -1,5 +1,6 @@
-/* ring.c — the batch slot ring (ring.h): slot states and sample counts under one mutex, two
- * condition variables (producers wait for a free slot, the consumer for the next ready one). */
+/* ring.c — the batch slot ring (ring.h): slot states and sample counts under one mutex, three
+ * condition variables (producers wait for a free slot, the consumer for the next ready one,
+ * parked producers for a higher limit on those at work). */
 #include "ring.h"
 
 #include <stdlib.h>
@@ -28,6 +29,7 @@ int fl_ring_init(fl_ring *R, uint32_t nslots, uint32_t batch, uint32_t run, uint
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->free_cv, NULL);
     pthread_cond_init(&R->ready_cv, NULL);
+    pthread_cond_init(&R->park_cv, NULL);
     return 0;
 }
 
@@ -38,14 +40,32 @@ void fl_ring_destroy(fl_ring *R)
     pthread_mutex_destroy(&R->mu);
     pthread_cond_destroy(&R->free_cv);
     pthread_cond_destroy(&R->ready_cv);
+    pthread_cond_destroy(&R->park_cv);
     free(R->slots);
     R->slots = NULL;
+}
+
+/* Wait, parked, until one more producer may work (or stop). Lock held. */
+static void park_locked(fl_ring *R)
+{
+    R->parked++;
+    while (!R->stop && R->producers - R->parked >= R->active)
+        pthread_cond_wait(&R->park_cv, &R->mu);
+    R->parked--;
 }
 
 /* fl_ring_claim with the lock held. */
 static int claim_locked(fl_ring *R, int block, fl_ring_run *out, double *wait_s)
 {
     while (!R->stop) {
+        if (R->producers && R->producers - R->parked > R->active) {
+            /* one producer too many at work: without block the caller holds a run, which it
+             * finishes first; with block it holds none and parks */
+            if (!block)
+                return 0;
+            park_locked(R);
+            continue;
+        }
         fl_ring_slot *s = R->fill_slot == NO_SLOT ? NULL : &R->slots[R->fill_slot];
         if (!s || s->claimed == R->batch) {
             uint32_t i = (uint32_t)(R->fill_next % R->nslots);
@@ -120,6 +140,7 @@ static void stop_locked(fl_ring *R, const fl_error *err)
     R->stop = 1;
     pthread_cond_broadcast(&R->free_cv);
     pthread_cond_broadcast(&R->ready_cv);
+    pthread_cond_broadcast(&R->park_cv);
 }
 
 int fl_ring_take(fl_ring *R, uint32_t *slot, uint32_t *skipped, fl_error *err)
@@ -196,6 +217,15 @@ void fl_ring_release(fl_ring *R, uint32_t slot)
         R->slots[slot].state = FL_SLOT_FREE;
         pthread_cond_broadcast(&R->free_cv);
     }
+    pthread_mutex_unlock(&R->mu);
+}
+
+void fl_ring_set_active(fl_ring *R, uint32_t producers, uint32_t active)
+{
+    pthread_mutex_lock(&R->mu);
+    R->producers = producers;
+    R->active = active < 1 ? 1 : active > producers ? producers : active;
+    pthread_cond_broadcast(&R->park_cv);
     pthread_mutex_unlock(&R->mu);
 }
 

@@ -43,6 +43,7 @@ typedef struct fl_ring {
     pthread_mutex_t mu;
     pthread_cond_t free_cv;  /* producers: a slot became free, or stop */
     pthread_cond_t ready_cv; /* consumer: a slot became ready, or stop */
+    pthread_cond_t park_cv;  /* parked producers: more may work now, or stop */
     fl_ring_slot *slots;
     uint32_t nslots;
     uint32_t batch; /* samples per batch */
@@ -55,6 +56,9 @@ typedef struct fl_ring {
     uint32_t fill_slot;   /* slot whose samples are being claimed (UINT32_MAX: none) */
     uint64_t fill_next;   /* next ticket to give a slot */
     uint64_t next_ticket; /* next ticket the consumer takes */
+    uint32_t producers;   /* producer threads (fl_ring_set_active; 0: no limit) */
+    uint32_t active;      /* at most this many of them claim runs; the others park */
+    uint32_t parked;      /* producers parked now */
     uint64_t taken;       /* batches taken, their replaced samples, time the consumer waited */
     uint64_t taken_skipped;
     double take_wait_s;
@@ -78,7 +82,11 @@ void fl_ring_destroy(fl_ring *R);
 /* Claim: the next run of samples to fill, in ticket order; opens the next slot (FREE ->
  * FILLING, calling assign) when the current one is fully claimed. With `block`, waits for that
  * slot to be free (the time waited is added to *wait_s when wait_s is not NULL). Returns 1 with
- * *out set, or 0 when stopped or (without block) when the next slot is not free. */
+ * *out set, or 0 when stopped or (without block) when the next slot is not free.
+ * With a limit on active producers (fl_ring_set_active): a producer claims with `block` only
+ * when it holds no run; while more producers are at work than allowed, a claim without block
+ * returns 0 (the caller finishes what it holds) and one with block parks the caller until the
+ * limit rises (parked time is not added to *wait_s). */
 int fl_ring_claim(fl_ring *R, int block, fl_ring_run *out, double *wait_s);
 
 /* Fill done: the samples of `done` are written; err_k is the lowest failed sample of the run
@@ -99,6 +107,11 @@ int fl_ring_take(fl_ring *R, uint32_t *slot, uint32_t *skipped, fl_error *err);
 /* Release: slot goes back to the producers (HELD -> FREE). Slots may be released in any order;
  * a slot that is not held is ignored. */
 void fl_ring_release(fl_ring *R, uint32_t slot);
+
+/* At most `active` (1..producers) of the `producers` threads that claim from this ring work
+ * from their next claim on; the others park there (see fl_ring_claim). Any thread, any time;
+ * which producer fills a run never changes what a batch holds. */
+void fl_ring_set_active(fl_ring *R, uint32_t producers, uint32_t active);
 
 /* Stop: every waiting producer and consumer wakes up; claims return 0 from now on. */
 void fl_ring_stop(fl_ring *R);
