@@ -162,8 +162,12 @@ void fl_dataset_close(fl_dataset *ds)
         fl_lmdb_reader_close(ds);
     if (ds->lmdb_fd >= 0)
         close(ds->lmdb_fd);
-    free(ds->lrec);
     ZSTD_freeDDict(ds->lmdb_ddict);
+    fl_rindex_free(&ds->ix);
+    free(ds->label_values);
+    for (uint32_t i = 0; ds->shard_index && i < ds->num_open; i++)
+        free(ds->shard_index[i]);
+    free(ds->shard_index);
     for (uint32_t i = 0; ds->shards && i < ds->num_open; i++)
         fl_shard_close(&ds->shards[i]);
     free(ds->shards);
@@ -282,6 +286,50 @@ static int check_max_counts(fl_dataset *ds, const fl_manifest *m, uint32_t n, fl
     return 0;
 }
 
+/* Row i of a validated shard's index for the packed index (fl_record_index.h). */
+static void shard_row(const void *src, uint64_t i, int64_t v[FL_IX_COLS])
+{
+    fl_record_info r;
+    fl_shard_entry(src, i, &r, NULL, NULL);
+    v[FL_IX_OFFSET] = (int64_t)r.offset;
+    v[FL_IX_STORED] = r.stored_len;
+    v[FL_IX_RAW] = (int64_t)r.raw_len - (int64_t)(r.stored_len - r.fields_len);
+    v[FL_IX_LABEL] = r.label;
+    v[FL_IX_CRC] = r.crc32c;
+    v[FL_IX_HEIGHT] = r.height;
+    v[FL_IX_WIDTH] = r.width;
+    v[FL_IX_FORMAT] = r.format;
+    v[FL_IX_FIELDS] = r.fields_len;
+    v[FL_IX_NAME] = 0;
+}
+
+/* The labels' 4-byte values for fl_dataset_record_fields (the index entries they were read from
+ * are not kept): a table of 0..L-1, L above every label of the set (the number of classes, or
+ * the labels' packed range). No table past 2^20 labels (4 MiB): the shard's index is read again
+ * for a label then. */
+static int make_label_values(fl_dataset *ds, fl_error *err)
+{
+    if (ds->label_field < 0)
+        return 0;
+    uint64_t top = ds->num_classes;
+    for (uint32_t s = 0; !ds->num_classes && s < ds->ix.nsegs; s++) {
+        const fl_ix_seg *g = &ds->ix.segs[s];
+        uint64_t t =
+            g->count ? (uint64_t)g->base[FL_IX_LABEL] + (1ull << g->width[FL_IX_LABEL]) : 0;
+        if (t > top)
+            top = t;
+    }
+    if (top == 0 || top > (1u << 20))
+        return 0;
+    ds->label_values = malloc(top * sizeof *ds->label_values);
+    if (!ds->label_values)
+        return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
+    for (uint64_t l = 0; l < top; l++)
+        ds->label_values[l] = (int32_t)l;
+    ds->num_label_values = (uint32_t)top;
+    return 0;
+}
+
 /* part_start[i]: non-zero when shard i is the first of a --part dataset (numbering restarts);
  * NULL for a plain dataset. owner[i]/owner_k[i]: the part manifest listing shard i and its
  * position there; dirfd[i]: that part's directory (NULL: m itself, position i, dir_fd). Shard i
@@ -297,7 +345,9 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
     ds->shard_first = calloc(n ? n : 1, sizeof *ds->shard_first);
     ds->shard_ddict = calloc(n ? n : 1, sizeof *ds->shard_ddict);
     ds->ddicts_owned = calloc(n ? n : 1, sizeof *ds->ddicts_owned);
-    if (!ds->shards || !ds->shard_first || !ds->shard_ddict || !ds->ddicts_owned)
+    ds->shard_index = calloc(n ? n : 1, sizeof *ds->shard_index);
+    if (!ds->shards || !ds->shard_first || !ds->shard_ddict || !ds->ddicts_owned ||
+        !ds->shard_index)
         return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
     uint64_t first = 0;
     size_t min_fields = m->version >= 3 ? fl_fields_min_block(m->fields, m->num_fields) : 0;
@@ -344,6 +394,9 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
         rc = check_labels(ds, v, first, err);
         if (rc)
             return rc;
+        if (!ds->summary && fl_rindex_add(&ds->ix, v->count, shard_row, v))
+            return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
+        fl_shard_drop_index(v); /* names and labels are read from it again when asked for */
         ds->shard_first[i] = first;
         first += v->count;
         ds->total_bytes += v->size;
@@ -365,7 +418,12 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
             }
         }
     }
-    return check_max_counts(ds, m, n, err);
+    int rc = check_max_counts(ds, m, n, err);
+    if (rc == 0 && !ds->summary) {
+        fl_rindex_trim(&ds->ix);
+        rc = make_label_values(ds, err);
+    }
+    return rc;
 }
 
 /* ---- datasets packed in parts (packdata --part I/N) ------------------------------------------
@@ -625,7 +683,8 @@ static int open_parts(fl_dataset *ds, fl_open_ctx *c, int root_fd, fl_error *err
 /* One attempt at opening `path`. *replaced is set when it failed because the directory was
  * swapped (or is being swapped) under us; *absent when the error is about `path` itself (not
  * there, or no manifest in it) rather than a file inside it. */
-static int open_once(const char *path, fl_dataset **out, fl_error *err, int *replaced, int *absent)
+static int open_once(const char *path, int summary, fl_dataset **out, fl_error *err, int *replaced,
+                     int *absent)
 {
     *out = NULL;
     *replaced = 0;
@@ -634,6 +693,7 @@ static int open_once(const char *path, fl_dataset **out, fl_error *err, int *rep
     if (!ds)
         return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     ds->lmdb_fd = -1;
+    ds->summary = summary;
     fl_dctx_pool_init(&ds->pool);
     fl_open_ctx c;
     memset(&c, 0, sizeof c);
@@ -749,14 +809,14 @@ fail:
 /* Attempts at opening a dataset that is being replaced (pack --force) before giving up. */
 #define FL_OPEN_ATTEMPTS 8
 
-int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err)
+static int open_retrying(const char *path, int summary, fl_dataset **out, fl_error *err)
 {
     *out = NULL;
     if (!path || !*path)
         return fl_error_set(err, FL_E_INVALID, "dataset path is empty");
     for (int attempt = 1;; attempt++) {
         int replaced = 0, absent = 0;
-        int rc = open_once(path, out, err, &replaced, &absent);
+        int rc = open_once(path, summary, out, err, &replaced, &absent);
         if (rc == 0 || !replaced)
             return rc;
         if (attempt == FL_OPEN_ATTEMPTS) {
@@ -770,6 +830,16 @@ int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err)
         }
         usleep(2000u << (attempt < 6 ? attempt : 6)); /* 4 ms, 8 ms, ... 128 ms */
     }
+}
+
+int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err)
+{
+    return open_retrying(path, 0, out, err);
+}
+
+int fl_dataset_open_summary(const char *path, fl_dataset **out, fl_error *err)
+{
+    return open_retrying(path, 1, out, err);
 }
 
 uint64_t fl_dataset_count(const fl_dataset *ds) { return ds->count; }
@@ -822,50 +892,104 @@ static uint32_t find_shard(const fl_dataset *ds, uint64_t i)
     return lo;
 }
 
-/* Resolve record i: info, name and stored-bytes pointer. i must be < count. */
-static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const char **name,
-                   size_t *name_len, const uint8_t **stored, uint32_t *shard_out)
+/* The index segment of record i (< count) and its row there. */
+static const fl_ix_seg *record_row(const fl_dataset *ds, uint64_t i, uint64_t *row, uint32_t *shard)
 {
     if (ds->backend == FL_BACKEND_LMDB) {
-        const fl_lmdb_rec *r = &ds->lrec[i];
-        if (info) {
-            info->shard = 0;
-            info->offset = r->file_offset;
-            info->stored_len = r->stored_len;
-            info->raw_len = r->raw_len;
-            info->label = r->label;
-            info->crc32c = r->crc32c;
-            info->height = r->height;
-            info->width = r->width;
-            info->format = (fl_encoding)r->format;
-            info->fields_len = r->fields_len;
-        }
-        if (name)
-            *name = r->name;
-        if (name_len)
-            *name_len = r->name_len;
-        if (stored)
-            *stored = r->stored;
-        if (shard_out)
-            *shard_out = 0;
-        return;
+        *row = i & (FL_LMDB_SEG - 1);
+        *shard = 0;
+        return &ds->ix.segs[i >> FL_LMDB_SEG_BITS];
     }
     uint32_t s = find_shard(ds, i);
-    const fl_shard_view *v = &ds->shards[s];
-    fl_record_info r;
-    uint32_t noff, nlen;
-    fl_shard_entry(v, i - ds->shard_first[s], &r, &noff, &nlen);
-    r.shard = s; /* the dataset's shard index (a part's header numbers its shards from 0) */
-    if (info)
-        *info = r;
-    if (name)
-        *name = (const char *)v->names + noff;
-    if (name_len)
-        *name_len = nlen;
+    *row = i - ds->shard_first[s];
+    *shard = s;
+    return &ds->ix.segs[s];
+}
+
+/* Where an LMDB record's value (header, name, stored bytes) starts. */
+static const uint8_t *lmdb_value(const fl_dataset *ds, const int64_t v[FL_IX_COLS])
+{
+    return ds->lmdb_anchor + v[FL_IX_OFFSET];
+}
+
+/* Resolve record i (< count, the dataset indexed): info and stored-bytes pointer. */
+static void locate(const fl_dataset *ds, uint64_t i, fl_record_info *info, const uint8_t **stored,
+                   uint32_t *shard_out)
+{
+    uint64_t k;
+    uint32_t s;
+    const fl_ix_seg *g = record_row(ds, i, &k, &s);
+    int64_t v[FL_IX_COLS];
+    fl_rindex_row(&ds->ix, g, k, v);
+    uint32_t stored_len = (uint32_t)v[FL_IX_STORED], fields_len = (uint32_t)v[FL_IX_FIELDS];
+    int lmdb = ds->backend == FL_BACKEND_LMDB;
+    if (info) {
+        info->shard = s; /* the dataset's shard index (a part's header numbers its shards from 0) */
+        info->offset = lmdb ? 0 : (uint64_t)v[FL_IX_OFFSET];
+        info->stored_len = stored_len;
+        info->raw_len = (uint32_t)(v[FL_IX_RAW] + (int64_t)(stored_len - fields_len));
+        info->label = (int32_t)v[FL_IX_LABEL];
+        info->crc32c = (uint32_t)v[FL_IX_CRC];
+        info->height = (uint32_t)v[FL_IX_HEIGHT];
+        info->width = (uint32_t)v[FL_IX_WIDTH];
+        info->format = (fl_encoding)v[FL_IX_FORMAT];
+        info->fields_len = fields_len;
+    }
     if (stored)
-        *stored = v->map + r.offset;
+        *stored = lmdb ? lmdb_value(ds, v) + fl_lmdb_value_header(ds->version) + v[FL_IX_NAME]
+                       : ds->shards[s].map + v[FL_IX_OFFSET];
     if (shard_out)
         *shard_out = s;
+}
+
+/* Shard s's index block: entries (entry_size bytes each) then names. In the mapping when stored
+ * as is; else decompressed on first use and kept until close (published with one atomic
+ * exchange: two threads asking at once may both decompress it, one copy is kept). NULL when it
+ * cannot be read again (out of memory, or the file changed since the open). */
+static const uint8_t *shard_index_block(const fl_dataset *ds, uint32_t s)
+{
+    const fl_shard_view *v = &ds->shards[s];
+    if (v->index)
+        return v->index;
+    uint8_t *p = __atomic_load_n(&ds->shard_index[s], __ATOMIC_ACQUIRE);
+    if (p)
+        return p;
+    fl_error e;
+    if (fl_shard_index_load(v, &p, &e))
+        return NULL;
+    uint8_t *expected = NULL;
+    if (!__atomic_compare_exchange_n(&ds->shard_index[s], &expected, p, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        free(p);
+        p = expected;
+    }
+    return p;
+}
+
+/* Record i's (< count) name from its shard's index block or its LMDB value; NULL when that
+ * cannot be read. */
+static const char *locate_name(const fl_dataset *ds, uint64_t i, size_t *len)
+{
+    uint64_t k;
+    uint32_t s;
+    const fl_ix_seg *g = record_row(ds, i, &k, &s);
+    *len = 0;
+    if (ds->backend == FL_BACKEND_LMDB) {
+        int64_t v[FL_IX_COLS];
+        fl_rindex_row(&ds->ix, g, k, v);
+        *len = (size_t)v[FL_IX_NAME];
+        return (const char *)lmdb_value(ds, v) + fl_lmdb_value_header(ds->version);
+    }
+    const fl_shard_view *sv = &ds->shards[s];
+    const uint8_t *block = shard_index_block(ds, s);
+    if (!block)
+        return NULL;
+    const uint8_t *e = block + k * sv->entry_size;
+    uint32_t noff = fl_rd32(e + FLI_NAME_OFFSET), nlen = fl_rd32(e + FLI_NAME_LEN);
+    if (noff > sv->names_size || nlen > sv->names_size - noff)
+        return NULL; /* checked at open: only a file changed since can get here */
+    *len = nlen;
+    return (const char *)block + sv->count * sv->entry_size + noff;
 }
 
 static const char *record_file(const fl_dataset *ds, uint64_t i)
@@ -873,52 +997,57 @@ static const char *record_file(const fl_dataset *ds, uint64_t i)
     return ds->file_paths[ds->backend == FL_BACKEND_LMDB ? 0 : find_shard(ds, i)];
 }
 
+/* Is record i there to read (in range, and the dataset opened with its index)? */
+static int readable(const fl_dataset *ds, uint64_t i) { return i < ds->count && !ds->summary; }
+
+/* The error for a record that is not readable. */
+static int not_readable(const fl_dataset *ds, uint64_t i, fl_error *err)
+{
+    if (ds->summary && i < ds->count)
+        return fl_error_set(err, FL_E_UNSUPPORTED,
+                            "%s: record %llu: the dataset was opened for a summary, "
+                            "without its index",
+                            ds->dir, (unsigned long long)i);
+    return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
+                        (unsigned long long)i, (unsigned long long)ds->count);
+}
+
 void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i)
 {
-    if (i >= ds->count)
+    if (!readable(ds, i))
         return;
-    if (ds->backend == FL_BACKEND_LMDB) {
-        __builtin_prefetch(&ds->lrec[i]);
-        return;
-    }
-    uint32_t s = find_shard(ds, i);
-    const uint8_t *e = ds->shards[s].index + (i - ds->shard_first[s]) * ds->shards[s].entry_size;
-    __builtin_prefetch(e);
-    __builtin_prefetch(e + ds->shards[s].entry_size - 1); /* an entry may straddle two lines */
+    uint64_t k;
+    uint32_t s;
+    const fl_ix_seg *g = record_row(ds, i, &k, &s);
+    const uint8_t *a = fl_rindex_addr(&ds->ix, g, k);
+    __builtin_prefetch(a);
+    __builtin_prefetch(a + (g->row_bits + 7) / 8 + 7); /* a row may straddle two lines */
 }
 
 int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_info *out, fl_error *err)
 {
-    if (i >= ds->count)
-        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
-                            (unsigned long long)i, (unsigned long long)ds->count);
-    locate(ds, i, out, NULL, NULL, NULL, NULL);
+    if (!readable(ds, i))
+        return not_readable(ds, i, err);
+    locate(ds, i, out, NULL, NULL);
     return 0;
 }
 
 const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len)
 {
-    if (i >= ds->count) {
-        if (len)
-            *len = 0;
-        return NULL;
-    }
-    const char *name;
-    size_t n;
-    locate(ds, i, NULL, &name, &n, NULL, NULL);
+    size_t n = 0;
+    const char *name = readable(ds, i) ? locate_name(ds, i, &n) : NULL;
     if (len)
-        *len = n;
+        *len = name ? n : 0;
     return name;
 }
 
 int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
                      fl_error *err)
 {
-    if (i >= ds->count)
-        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
-                            (unsigned long long)i, (unsigned long long)ds->count);
+    if (!readable(ds, i))
+        return not_readable(ds, i, err);
     fl_record_info r;
-    locate(ds, i, &r, NULL, NULL, NULL, NULL);
+    locate(ds, i, &r, NULL, NULL);
     if (len != r.stored_len)
         return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %zu bytes, index says %u",
                             record_file(ds, i), (unsigned long long)i, len, r.stored_len);
@@ -933,12 +1062,11 @@ int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size
 int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len, int check,
                    fl_error *err)
 {
-    if (i >= ds->count)
-        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
-                            (unsigned long long)i, (unsigned long long)ds->count);
+    if (!readable(ds, i))
+        return not_readable(ds, i, err);
     fl_record_info r;
     const uint8_t *p;
-    locate(ds, i, &r, NULL, NULL, &p, NULL);
+    locate(ds, i, &r, &p, NULL);
     if (check) {
         int rc = fl_dataset_check(ds, i, p, r.stored_len, err);
         if (rc)
@@ -953,12 +1081,11 @@ int fl_dataset_payload(const fl_dataset *ds, uint64_t i, const uint8_t *src, siz
                        uint8_t *dst, size_t dst_cap, const uint8_t **payload, size_t *payload_len,
                        fl_error *err)
 {
-    if (i >= ds->count)
-        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
-                            (unsigned long long)i, (unsigned long long)ds->count);
+    if (!readable(ds, i))
+        return not_readable(ds, i, err);
     fl_record_info r;
     uint32_t s;
-    locate(ds, i, &r, NULL, NULL, NULL, &s);
+    locate(ds, i, &r, NULL, &s);
     if (r.fields_len > src_len)
         return fl_error_set(err, FL_E_FORMAT,
                             "%s: record %llu: %zu stored bytes, its fields block "
@@ -990,24 +1117,31 @@ uint32_t fl_dataset_format_version(const fl_dataset *ds) { return ds->version; }
 uint32_t fl_dataset_num_fields(const fl_dataset *ds) { return ds->num_fields; }
 const fl_field *fl_dataset_fields(const fl_dataset *ds) { return ds->fields; }
 
-/* Where record i's 4 little-endian label bytes are: its index entry, or its LMDB value header. */
-static const uint8_t *label_bytes(const fl_dataset *ds, uint64_t i)
+/* Where record i's 4 little-endian label bytes are (`label` is its value): its LMDB value
+ * header, the label table, or its entry in the shard's index block. NULL when none can be read. */
+static const uint8_t *label_bytes(const fl_dataset *ds, uint64_t i, int32_t label)
 {
-    if (ds->backend == FL_BACKEND_LMDB)
-        return ds->lrec[i].stored - ds->lrec[i].name_len - fl_lmdb_value_header(ds->version);
-    uint32_t s = find_shard(ds, i);
-    const fl_shard_view *v = &ds->shards[s];
-    return v->index + (i - ds->shard_first[s]) * v->entry_size + FLI_LABEL;
+    uint64_t k;
+    uint32_t s;
+    const fl_ix_seg *g = record_row(ds, i, &k, &s);
+    if (ds->backend == FL_BACKEND_LMDB) {
+        int64_t v[FL_IX_COLS];
+        fl_rindex_row(&ds->ix, g, k, v);
+        return lmdb_value(ds, v);
+    }
+    if (label >= 0 && (uint32_t)label < ds->num_label_values)
+        return (const uint8_t *)&ds->label_values[label];
+    const uint8_t *block = shard_index_block(ds, s);
+    return block ? block + k * ds->shards[s].entry_size + FLI_LABEL : NULL;
 }
 
 int fl_dataset_record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *stored,
                              size_t stored_len, fl_field_value *values, fl_error *err)
 {
-    if (i >= ds->count)
-        return fl_error_set(err, FL_E_RANGE, "%s: record %llu out of range (%llu records)", ds->dir,
-                            (unsigned long long)i, (unsigned long long)ds->count);
+    if (!readable(ds, i))
+        return not_readable(ds, i, err);
     fl_record_info r;
-    locate(ds, i, &r, NULL, NULL, NULL, NULL);
+    locate(ds, i, &r, NULL, NULL);
     if (stored_len != r.stored_len || (stored_len && !stored))
         return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %zu bytes, index says %u",
                             record_file(ds, i), (unsigned long long)i, stored_len, r.stored_len);
@@ -1042,7 +1176,10 @@ int fl_dataset_record_fields(const fl_dataset *ds, uint64_t i, const uint8_t *st
     if (ds->label_field >= 0) {
         fl_field_value *v = &values[ds->label_field];
         memset(v, 0, sizeof *v);
-        v->data = label_bytes(ds, i);
+        v->data = label_bytes(ds, i, r.label);
+        if (!v->data)
+            return fl_error_set(err, -ENOMEM, "%s: record %llu: cannot read its label back",
+                                record_file(ds, i), (unsigned long long)i);
         v->len = 4;
         v->count = 1;
     }
@@ -1091,6 +1228,8 @@ int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_
     uint64_t bad = 0;
     if (n_bad)
         *n_bad = 0;
+    if (ds->summary)
+        return not_readable(ds, 0, err);
     uint8_t *buf = NULL, *nd = NULL;
     size_t nd_cap = 0;
     for (uint32_t f = 0; f < ds->num_fields; f++)

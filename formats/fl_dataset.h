@@ -97,6 +97,14 @@ typedef struct fl_dataset fl_dataset;
  * file. */
 FL_API int fl_dataset_open(const char *path, fl_dataset **out, fl_error *err);
 
+/* fl_dataset_open for what describes a dataset, not its records: the same checks (every shard's
+ * index read and validated, or every LMDB record walked), but the index is not kept, so memory
+ * does not grow with the record count (one shard's index at a time). Every accessor of this
+ * header but those of records works; fl_dataset_record_info, _get, _check, _payload,
+ * _record_fields and _verify fail with FL_E_UNSUPPORTED, fl_dataset_record_name returns NULL,
+ * fl_dataset_prefetch_info does nothing. Errors: as fl_dataset_open. */
+FL_API int fl_dataset_open_summary(const char *path, fl_dataset **out, fl_error *err);
+
 /* Close and unmap. NULL is allowed. */
 FL_API void fl_dataset_close(fl_dataset *ds);
 
@@ -141,7 +149,10 @@ FL_API int fl_dataset_record_info(const fl_dataset *ds, uint64_t i, fl_record_in
 FL_API void fl_dataset_prefetch_info(const fl_dataset *ds, uint64_t i);
 
 /* Source name of record `i` (relative path, or "file#index" for IDX/CIFAR), not NUL-terminated:
- * *len receives its length. Returns NULL on FL_E_RANGE. */
+ * *len receives its length. Names are not held in memory with the index: a shard's names are
+ * read from its index block on the first call for one of its records (decompressed when the
+ * block is, then kept until close). Returns NULL on FL_E_RANGE, or when the names cannot be read
+ * (out of memory; the shard changed on disk since the open). */
 FL_API const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size_t *len);
 
 /* Zero-copy access to record `i`'s stored bytes (points into the shard mapping or LMDB's map;

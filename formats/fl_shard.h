@@ -147,6 +147,16 @@ int fl_shard_open_fd_min(int fd, const char *path, size_t min_fields, fl_shard_v
                          fl_error *err);
 void fl_shard_close(fl_shard_view *v);
 
+/* After the open: let go of the index block. A decompressed one is freed (v->index and v->names
+ * become NULL); one stored as is stays readable in the mapping. Either way its pages leave this
+ * process's resident set (the page cache keeps them). fl_shard_index_load reads it again. */
+void fl_shard_drop_index(fl_shard_view *v);
+/* The index block of a validated shard whose decompressed block was dropped, read again from the
+ * mapping: footer and block CRC checked again, decompressed into a new buffer (count *
+ * entry_size bytes of entries, then names_size bytes of names; the caller frees it). Errors:
+ * -ENOMEM, FL_E_CHECKSUM / FL_E_FORMAT (the file changed since it was opened). */
+int fl_shard_index_load(const fl_shard_view *v, uint8_t **out, fl_error *err);
+
 /* Read index entry `i` (< v->count) of a validated shard. */
 void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uint32_t *name_off,
                     uint32_t *name_len);

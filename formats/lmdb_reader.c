@@ -485,7 +485,33 @@ static const char *record_value(const fl_dataset *ds, const fl_manifest *m, uint
     return NULL;
 }
 
-/* Walk every record once: keys 0..n-1, each value checked (record_value), pointers kept. */
+/* The records of one index segment as the walk read them, and where values are measured from. */
+typedef struct lmdb_seg {
+    const fl_lmdb_rec *rec;
+    const uint8_t *anchor;
+    size_t hsz;
+} lmdb_seg;
+
+/* Row i of a segment for the packed index (fl_record_index.h): the value's place relative to
+ * the anchor (a record's value is its header, its name, then its stored bytes). */
+static void lmdb_row(const void *src, uint64_t i, int64_t v[FL_IX_COLS])
+{
+    const lmdb_seg *g = src;
+    const fl_lmdb_rec *e = &g->rec[i];
+    v[FL_IX_OFFSET] = (int64_t)((uintptr_t)e->name - g->hsz - (uintptr_t)g->anchor);
+    v[FL_IX_STORED] = e->stored_len;
+    v[FL_IX_RAW] = (int64_t)e->raw_len - (int64_t)(e->stored_len - e->fields_len);
+    v[FL_IX_LABEL] = e->label;
+    v[FL_IX_CRC] = e->crc32c;
+    v[FL_IX_HEIGHT] = e->height;
+    v[FL_IX_WIDTH] = e->width;
+    v[FL_IX_FORMAT] = e->format;
+    v[FL_IX_FIELDS] = e->fields_len;
+    v[FL_IX_NAME] = e->name_len;
+}
+
+/* Walk every record once: keys 0..n-1, each value checked (record_value), packed into ds->ix a
+ * segment (FL_LMDB_SEG records) at a time. */
 static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint32_t ver,
                         fl_error *err)
 {
@@ -507,18 +533,23 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
                             "%s: %llu records cannot fit in %llu bytes of pages: "
                             "damaged or crafted",
                             path, (unsigned long long)m->records, (unsigned long long)r->used);
-    ds->lrec = calloc(m->records ? m->records : 1, sizeof *ds->lrec);
-    if (!ds->lrec)
+    /* a summary keeps nothing: one record at a time */
+    size_t seg_cap = ds->summary ? 1 : m->records < FL_LMDB_SEG ? (size_t)m->records : FL_LMDB_SEG;
+    fl_lmdb_rec *buf = calloc(seg_cap ? seg_cap : 1, sizeof *buf);
+    if (!buf)
         return fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    lmdb_seg seg = {buf, NULL, fl_lmdb_value_header(ver)};
     MDB_cursor *cur;
     rc = mdb_cursor_open(r->txn, rec, &cur);
-    if (rc)
+    if (rc) {
+        free(buf);
         return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
+    }
     uint64_t i = 0;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && i < m->records;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++) {
         const char *why = NULL;
-        fl_lmdb_rec *e = &ds->lrec[i];
+        fl_lmdb_rec *e = &buf[ds->summary ? 0 : i % FL_LMDB_SEG];
         if (!in_map(r, k.mv_data, k.mv_size) || !in_map(r, v.mv_data, v.mv_size)) {
             why = "key or value outside the file's used pages: damaged or crafted";
         } else if (k.mv_size != 8 || key_value(k.mv_data) != i) {
@@ -528,6 +559,7 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
         }
         if (why) {
             mdb_cursor_close(cur);
+            free(buf);
             return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %s", path,
                                 (unsigned long long)i, why);
         }
@@ -535,8 +567,19 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
             ds->max_raw_len = e->raw_len;
         if (e->stored_len > ds->max_stored_len)
             ds->max_stored_len = e->stored_len;
+        if (i == 0)
+            seg.anchor = v.mv_data; /* every value is measured from record 0's */
+        if (!ds->summary && (i % FL_LMDB_SEG == FL_LMDB_SEG - 1 || i + 1 == m->records) &&
+            fl_rindex_add(&ds->ix, i % FL_LMDB_SEG + 1, lmdb_row, &seg)) {
+            mdb_cursor_close(cur);
+            free(buf);
+            return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
+        }
     }
     mdb_cursor_close(cur);
+    free(buf);
+    ds->lmdb_anchor = seg.anchor;
+    fl_rindex_trim(&ds->ix);
     if (rc != 0 && rc != MDB_NOTFOUND && i < m->records)
         return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %s: damaged or crafted", path,
                             (unsigned long long)i, mdb_strerror(rc));

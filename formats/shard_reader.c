@@ -306,9 +306,9 @@ static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields
     uint64_t raw_cap =
         zindex ? (idx_stored < (1ull << 40) ? idx_stored * 256 + (1u << 20) : 0) : idx_stored;
     if ((flags & ~FL_FOOTER_INDEX_ZSTD) != 0 || v->count > (1ull << 40) ||
-        names_size > v->count * FL_MAX_NAME_BYTES ||
-        idx_size != v->count * v->entry_size || idx_off != v->data_end || idx_off > tail ||
-        idx_stored != tail - idx_off || names_size > raw_cap || idx_size > raw_cap - names_size ||
+        names_size > v->count * FL_MAX_NAME_BYTES || idx_size != v->count * v->entry_size ||
+        idx_off != v->data_end || idx_off > tail || idx_stored != tail - idx_off ||
+        names_size > raw_cap || idx_size > raw_cap - names_size ||
         (!zindex && idx_size + names_size != idx_stored))
         return fl_error_set(err, FL_E_FORMAT,
                             "%s: corrupt footer (index block %llu+%llu, index %llu, names %llu, "
@@ -393,6 +393,52 @@ static int validate_entries(fl_shard_view *v, const char *path, size_t min_field
         if (r.stored_len > v->max_stored_len)
             v->max_stored_len = r.stored_len;
     }
+    return 0;
+}
+
+void fl_shard_drop_index(fl_shard_view *v)
+{
+    if (!v->map || v->size < FL_SHARD_FOOTER_SIZE)
+        return;
+    /* [the page holding the index block's start, the end of the file) */
+    long ps = sysconf(_SC_PAGESIZE);
+    uint64_t page = (uint64_t)(ps > 0 ? ps : 4096);
+    uint64_t a = v->data_end / page * page;
+    if (a < v->size)
+        madvise((void *)(v->map + a), (size_t)(v->size - a), MADV_DONTNEED);
+    if (v->index_heap) {
+        free(v->index_heap);
+        v->index_heap = NULL;
+        v->index = NULL;
+        v->names = NULL;
+    }
+}
+
+int fl_shard_index_load(const fl_shard_view *v, uint8_t **out, fl_error *err)
+{
+    *out = NULL;
+    const uint8_t *f = v->map + v->size - FL_SHARD_FOOTER_SIZE;
+    uint64_t idx_off = fl_rd64(f + FLF_INDEX_OFFSET), idx_stored = fl_rd64(f + FLF_INDEX_STORED);
+    uint64_t idx_size = v->count * v->entry_size;
+    if (fl_crc32c(0, f, FLF_FOOTER_CRC) != fl_rd32(f + FLF_FOOTER_CRC) || idx_off != v->data_end ||
+        idx_stored != v->size - FL_SHARD_FOOTER_SIZE - idx_off ||
+        fl_rd64(f + FLF_INDEX_SIZE) != idx_size || fl_rd64(f + FLF_NAMES_SIZE) != v->names_size)
+        return fl_error_set(err, FL_E_FORMAT, "%s: footer changed since the shard was opened",
+                            v->path);
+    if (fl_crc32c(0, v->map + idx_off, idx_stored) != fl_rd32(f + FLF_INDEX_CRC))
+        return fl_error_set(err, FL_E_CHECKSUM, "%s: index changed since the shard was opened",
+                            v->path);
+    size_t raw = (size_t)(idx_size + v->names_size);
+    uint8_t *p = malloc(raw ? raw : 1);
+    if (!p)
+        return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", v->path);
+    size_t r = ZSTD_decompress(p, raw, v->map + idx_off, idx_stored);
+    if (ZSTD_isError(r) || r != raw) {
+        free(p);
+        return fl_error_set(err, FL_E_FORMAT, "%s: corrupt compressed index (%s)", v->path,
+                            ZSTD_isError(r) ? ZSTD_getErrorName(r) : "wrong size");
+    }
+    *out = p;
     return 0;
 }
 

@@ -42,7 +42,7 @@ struct fl_block_reader {
     ext_state *st[2]; /* by epoch parity */
     uint64_t busy[2]; /* extents of that parity still referenced */
     uint32_t *cnt;    /* the I/O thread's refs count scratch */
-    uint64_t *perm;
+    fl_perm perm;
     void **pool; /* free buffers */
     size_t npool;
     void **slabs; /* huge-page slabs the buffers are cut from (fl_huge_alloc) */
@@ -264,11 +264,11 @@ static int start_epoch(fl_block_reader *br, uint64_t epoch, uint64_t b0)
     pthread_mutex_unlock(&br->mu);
     if (stop)
         return -1;
-    fl_order_epoch(P, epoch, br->perm);
+    fl_order_epoch_perm(P, epoch, &br->perm);
     memset(br->cnt, 0, br->next * sizeof *br->cnt);
     for (uint64_t b = b0; b < P->batches; b++)
         for (uint32_t k = 0; k < P->batch; k++)
-            br->cnt[ext_of(br, br->perm[fl_order_pos(P, b, k) % br->n])]++;
+            br->cnt[ext_of(br, fl_perm_at(&br->perm, fl_order_pos(P, b, k) % br->n))]++;
     pthread_mutex_lock(&br->mu);
     for (uint64_t e = 0; e < br->next; e++) {
         if (!br->cnt[e])
@@ -349,7 +349,7 @@ static void *io_main(void *arg)
         for (uint64_t b = b0; b < P->batches && !stop; b++)
             for (uint32_t k = 0; k < P->batch && !stop; k++) {
                 uint64_t seq = (epoch * P->batches + b) * P->batch + k;
-                uint64_t idx = br->perm[fl_order_pos(P, b, k) % br->n];
+                uint64_t idx = fl_perm_at(&br->perm, fl_order_pos(P, b, k) % br->n);
                 stop = issue(br, p, ext_of(br, idx), epoch, seq) < 0;
                 reap(br, 0);
             }
@@ -429,7 +429,7 @@ int fl_block_reader_create(const fl_block_config *cfg, fl_block_reader **out, fl
     br->st[0] = calloc(br->next, sizeof *br->st[0]);
     br->st[1] = calloc(br->next, sizeof *br->st[1]);
     br->cnt = calloc(br->next, sizeof *br->cnt);
-    br->perm = malloc(br->n * sizeof *br->perm);
+    int perm_rc = fl_perm_alloc(&br->perm, br->n, 0);
     /* buffers in use are bounded by the extents referenced in two epochs, reads ahead included;
      * slabs of ~8 MiB (whole huge pages), so at most slab_bufs - 1 buffers more are ever made */
     size_t stride = (br->cap + FL_DIRECT_ALIGN - 1) / FL_DIRECT_ALIGN * FL_DIRECT_ALIGN;
@@ -439,7 +439,7 @@ int fl_block_reader_create(const fl_block_config *cfg, fl_block_reader **out, fl
     size_t most = 2 * br->next + br->slab_bufs;
     br->pool = malloc(most * sizeof *br->pool);
     br->slabs = malloc((most / br->slab_bufs + 1) * sizeof *br->slabs);
-    if (!br->st[0] || !br->st[1] || !br->cnt || !br->perm || !br->pool || !br->slabs)
+    if (!br->st[0] || !br->st[1] || !br->cnt || perm_rc || !br->pool || !br->slabs)
         return fl_error_set(err, -ENOMEM, "out of memory for the state of %llu extents",
                             (unsigned long long)br->next);
     rc = io_uring_queue_init(cfg->depth, &br->ring, 0);
@@ -479,7 +479,7 @@ void fl_block_reader_destroy(fl_block_reader *br)
     free(br->st[0]);
     free(br->st[1]);
     free(br->cnt);
-    free(br->perm);
+    fl_perm_free(&br->perm);
     free(br->first);
     free(br->off);
     free(br->len);

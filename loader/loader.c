@@ -345,7 +345,7 @@ static void assign_batch(void *user, uint32_t i, uint64_t ticket)
     fl_batch *b = &L->slots[i].b;
     uint64_t epoch = ticket / L->plan.batches, batch = ticket % L->plan.batches;
     if (L->perm_epoch != epoch) {
-        fl_order_epoch(&L->plan, epoch, L->perm);
+        fl_order_epoch_perm(&L->plan, epoch, &L->perm);
         L->perm_epoch = epoch;
     }
     b->epoch = epoch;
@@ -353,7 +353,7 @@ static void assign_batch(void *user, uint32_t i, uint64_t ticket)
     b->last_in_epoch = batch + 1 == L->plan.batches;
     b->skipped = 0;
     for (uint32_t k = 0; k < L->opt.batch_size; k++)
-        b->indices[k] = L->perm[fl_order_pos(&L->plan, batch, k) % L->plan.n];
+        b->indices[k] = fl_perm_at(&L->perm, fl_order_pos(&L->plan, batch, k) % L->plan.n);
 }
 
 /* What the workers see (worker.h), once the readers' descriptors and the in-memory copy are
@@ -486,8 +486,7 @@ static int open_dataset(fl_loader *L, const char *path, fl_error *err)
                              .out_width = L->out_w,
                              .out_height = L->out_h,
                              .seed = opt->seed};
-    L->perm = malloc(L->plan.n * sizeof *L->perm);
-    if (!L->perm)
+    if (fl_perm_alloc(&L->perm, L->plan.n, 0))
         return fl_error_set(err, -ENOMEM, "out of memory for the order of %llu records",
                             (unsigned long long)L->plan.n);
     return 0;
@@ -791,7 +790,7 @@ void fl_loader_close(fl_loader *L)
             close(L->fds[i]);
     free(L->fds);
     fl_memory_free(L);
-    free(L->perm);
+    fl_perm_free(&L->perm);
     free(L->fout);
     fl_dataset_close(L->ds);
     if (L->ring_init)

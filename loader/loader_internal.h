@@ -55,7 +55,7 @@ struct fl_loader {
 
     /* assign_batch's cache (loader.c): the sequence of epoch perm_epoch (n entries); only
      * touched from the ring's assign callback, which the ring's lock serialises */
-    uint64_t *perm;
+    fl_perm perm;
     uint64_t perm_epoch;
 
     uint32_t nslots;

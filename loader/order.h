@@ -34,6 +34,24 @@ int fl_order_plan_init(fl_order_plan *p, uint64_t n, fl_order order, uint32_t bl
 /* Fill perm[0..n) with the epoch's sequence of record indices (a permutation of 0..n-1). */
 void fl_order_epoch(const fl_order_plan *p, uint64_t epoch, uint64_t *perm);
 
+/* An epoch's sequence held in 4 bytes a record when every index fits (under 2^32 records), else
+ * in 8: the same sequence either way. */
+typedef struct fl_perm {
+    uint32_t *p32; /* one of the two is set */
+    uint64_t *p64;
+    uint64_t n;
+} fl_perm;
+
+/* Room for n indices, 32-bit ones when n <= 2^32 unless `wide`. Returns 0 or -ENOMEM. */
+int fl_perm_alloc(fl_perm *perm, uint64_t n, int wide);
+void fl_perm_free(fl_perm *perm);
+/* fl_order_epoch into an fl_perm of p->n indices. */
+void fl_order_epoch_perm(const fl_order_plan *p, uint64_t epoch, fl_perm *perm);
+static inline uint64_t fl_perm_at(const fl_perm *perm, uint64_t i)
+{
+    return perm->p32 ? perm->p32[i] : perm->p64[i];
+}
+
 /* Position in the epoch sequence (before wrapping) of sample k of this rank's batch `batch`;
  * the record is perm[pos % n]. Sequential and random orders deal the sequence round-robin
  * (sample j of rank r at j*world + r, as PyTorch's DistributedSampler). The quasi-random order
