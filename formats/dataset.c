@@ -166,7 +166,7 @@ void fl_dataset_close(fl_dataset *ds)
     fl_rindex_free(&ds->ix);
     free(ds->label_values);
     for (uint32_t i = 0; ds->shard_index && i < ds->num_open; i++)
-        free(ds->shard_index[i]);
+        fl_shard_index_free(&ds->shards[i], ds->shard_index[i]);
     free(ds->shard_index);
     for (uint32_t i = 0; ds->shards && i < ds->num_open; i++)
         fl_shard_close(&ds->shards[i]);
@@ -960,7 +960,7 @@ static const uint8_t *shard_index_block(const fl_dataset *ds, uint32_t s)
     uint8_t *expected = NULL;
     if (!__atomic_compare_exchange_n(&ds->shard_index[s], &expected, p, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
-        free(p);
+        fl_shard_index_free(v, p);
         p = expected;
     }
     return p;

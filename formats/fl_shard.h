@@ -154,8 +154,11 @@ void fl_shard_drop_index(fl_shard_view *v);
 /* The index block of a validated shard whose decompressed block was dropped, read again from the
  * mapping: footer and block CRC checked again, decompressed into a new buffer (count *
  * entry_size bytes of entries, then names_size bytes of names; the caller frees it). Errors:
- * -ENOMEM, FL_E_CHECKSUM / FL_E_FORMAT (the file changed since it was opened). */
+ * -ENOMEM, FL_E_CHECKSUM / FL_E_FORMAT (the file changed since it was opened). Release it with
+ * fl_shard_index_free. */
 int fl_shard_index_load(const fl_shard_view *v, uint8_t **out, fl_error *err);
+/* Release a block of fl_shard_index_load (NULL is allowed). */
+void fl_shard_index_free(const fl_shard_view *v, uint8_t *block);
 
 /* Read index entry `i` (< v->count) of a validated shard. */
 void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uint32_t *name_off,

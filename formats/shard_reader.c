@@ -158,6 +158,27 @@ void fl_shard_entry(const fl_shard_view *v, uint64_t i, fl_record_info *out, uin
         *name_len = fl_rd32(e + FLI_NAME_LEN);
 }
 
+/* A decompressed index block's memory: its own mapping, so that freeing it gives the memory back
+ * to the system at once (a freed malloc block of a few MiB may stay in the heap: opening shard
+ * after shard then kept one block's worth more per shard opened). */
+static uint8_t *index_alloc(size_t bytes)
+{
+    void *p =
+        mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static size_t index_bytes(const fl_shard_view *v)
+{
+    return (size_t)(v->count * v->entry_size + v->names_size);
+}
+
+void fl_shard_index_free(const fl_shard_view *v, uint8_t *block)
+{
+    if (block)
+        munmap(block, index_bytes(v) ? index_bytes(v) : 1);
+}
+
 void fl_shard_close(fl_shard_view *v)
 {
     if (!v)
@@ -166,7 +187,7 @@ void fl_shard_close(fl_shard_view *v)
         munmap((void *)v->map, v->size);
     if (v->fd >= 0)
         close(v->fd);
-    free(v->index_heap);
+    fl_shard_index_free(v, v->index_heap);
     free(v->path);
     memset(v, 0, sizeof *v);
     v->fd = -1;
@@ -324,7 +345,8 @@ static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields
                             fl_rd32(f + FLF_INDEX_CRC), icrc);
     if (zindex) {
         size_t raw = (size_t)(idx_size + names_size);
-        v->index_heap = malloc(raw ? raw : 1);
+        v->names_size = names_size; /* index_bytes() of the block */
+        v->index_heap = index_alloc(raw);
         if (!v->index_heap)
             return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
         size_t r = ZSTD_decompress(v->index_heap, raw, m + idx_off, idx_stored);
@@ -407,7 +429,7 @@ void fl_shard_drop_index(fl_shard_view *v)
     if (a < v->size)
         madvise((void *)(v->map + a), (size_t)(v->size - a), MADV_DONTNEED);
     if (v->index_heap) {
-        free(v->index_heap);
+        fl_shard_index_free(v, v->index_heap);
         v->index_heap = NULL;
         v->index = NULL;
         v->names = NULL;
@@ -428,13 +450,13 @@ int fl_shard_index_load(const fl_shard_view *v, uint8_t **out, fl_error *err)
     if (fl_crc32c(0, v->map + idx_off, idx_stored) != fl_rd32(f + FLF_INDEX_CRC))
         return fl_error_set(err, FL_E_CHECKSUM, "%s: index changed since the shard was opened",
                             v->path);
-    size_t raw = (size_t)(idx_size + v->names_size);
-    uint8_t *p = malloc(raw ? raw : 1);
+    size_t raw = index_bytes(v);
+    uint8_t *p = index_alloc(raw);
     if (!p)
         return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", v->path);
     size_t r = ZSTD_decompress(p, raw, v->map + idx_off, idx_stored);
     if (ZSTD_isError(r) || r != raw) {
-        free(p);
+        fl_shard_index_free(v, p);
         return fl_error_set(err, FL_E_FORMAT, "%s: corrupt compressed index (%s)", v->path,
                             ZSTD_isError(r) ? ZSTD_getErrorName(r) : "wrong size");
     }

@@ -81,11 +81,13 @@ static int manifest_part(const fl_jdoc *doc, unsigned *index, unsigned *count)
     return 0;
 }
 
-static int open_ds(const char *path, fl_dataset **ds)
+/* Open the dataset at `path`; `summary`: without its index (fl_dataset_open_summary: the same
+ * checks, memory that does not grow with the record count), for what reads no record. */
+static int open_ds(const char *path, int summary, fl_dataset **ds)
 {
     fl_error err;
     fl_error_clear(&err);
-    int r = fl_dataset_open(path, ds, &err);
+    int r = summary ? fl_dataset_open_summary(path, ds, &err) : fl_dataset_open(path, ds, &err);
     if (r) {
         fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
         return FL_EXIT_DATA;
@@ -144,7 +146,7 @@ static int info_run(const fl_cli_tool *tool, int argc, char **argv)
         return FL_EXIT_USAGE;
     }
     fl_dataset *ds;
-    int r = open_ds(dst, &ds);
+    int r = open_ds(dst, 1, &ds);
     if (r)
         return r;
     const fl_schema *sc = fl_dataset_schema(ds);
@@ -360,7 +362,7 @@ static int verify_run(const fl_cli_tool *tool, int argc, char **argv)
         return FL_EXIT_USAGE;
     }
     fl_dataset *ds;
-    int r = open_ds(dst, &ds);
+    int r = open_ds(dst, 0, &ds);
     if (r) {
         if (json)
             printf("{\"path\":\"%s\",\"ok\":false,\"error\":\"cannot open\"}\n", "");
@@ -735,7 +737,7 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv)
         return FL_EXIT_USAGE;
     }
     fl_dataset *ds;
-    int r = open_ds(dst, &ds);
+    int r = open_ds(dst, 0, &ds);
     if (r)
         return r;
     int status = FL_EXIT_DATA;
