@@ -579,7 +579,8 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
     mdb_cursor_close(cur);
     free(buf);
     ds->lmdb_anchor = seg.anchor;
-    fl_rindex_trim(&ds->ix);
+    if (!ds->summary)
+        fl_rindex_trim(&ds->ix);
     if (rc != 0 && rc != MDB_NOTFOUND && i < m->records)
         return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %s: damaged or crafted", path,
                             (unsigned long long)i, mdb_strerror(rc));
