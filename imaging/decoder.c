@@ -115,3 +115,93 @@ int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len, const 
                             out_width, out_height, (size_t)out_width * channels, flip, d->resize.p,
                             d->resize.cap, err);
 }
+
+/* The first scan of a JPEG: 1 when it holds every component of the frame (a sequential file
+ * libjpeg decodes a row of blocks at a time), 0 when it does not or cannot be found (libjpeg
+ * then buffers the whole image's coefficients, as for a progressive file). */
+static int jpeg_single_scan(const uint8_t *p, size_t len, uint32_t components)
+{
+    size_t pos = 2;
+    while (pos + 4 <= len && p[pos] == 0xFF) {
+        while (pos < len && p[pos] == 0xFF)
+            pos++;
+        if (pos + 3 > len)
+            return 0;
+        uint8_t m = p[pos++];
+        if (m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7))
+            continue;
+        size_t seg = (size_t)p[pos] << 8 | p[pos + 1];
+        if (m == 0xDA)
+            return seg >= 3 && p[pos + 2] == components;
+        if (seg < 2)
+            return 0;
+        pos += seg;
+    }
+    return 0;
+}
+
+uint64_t fl_decode_crop_resize_bytes(const uint8_t *data, size_t len, const fl_rect *crop,
+                                     uint32_t out_width, uint32_t out_height, uint32_t channels)
+{
+    fl_image_info ii;
+    fl_error e;
+    if (!data || !crop || !crop->width || !crop->height || fl_image_probe(data, len, &ii, &e))
+        return 0;
+    uint64_t W = ii.width, H = ii.height, nc = ii.components ? ii.components : 4;
+    uint64_t dw = W, dh = H; /* the pixels decoded before resampling */
+    uint64_t codec;          /* the codec's own allocations */
+    uint64_t dec_ch = channels == 1 && nc < 3 ? 1 : 3;
+    if (ii.format == FL_IMG_JPEG) {
+        uint64_t num = 8; /* the DCT scale fl_jpeg_decode_crop picks (n/8) */
+        for (uint64_t n = 1; n < 8; n *= 2)
+            if (crop->width * n >= (uint64_t)out_width * 8 &&
+                crop->height * n >= (uint64_t)out_height * 8) {
+                num = n;
+                break;
+            }
+        /* the crop at that scale, widened to whole iMCUs (16 columns) and one column a side */
+        dw = (crop->width * num + 7) / 8 + 2 * 16 + 2;
+        dh = (crop->height * num + 7) / 8 + 2;
+        dec_ch = channels;
+        /* coefficients: the whole image (2 bytes a sample, blocks padded to iMCUs) when the
+         * file is progressive or its first scan lacks components, else an iMCU row; plus the
+         * sample rows around it; the stream rebuilt from a restart marker; CMYK rows */
+        uint64_t bw = (W + 31) / 8, bh = (H + 31) / 8;
+        codec = ii.progressive || !jpeg_single_scan(data, len, ii.components) ? bw * bh * 128 * nc
+                                                                              : bw * 4 * 128 * nc;
+        codec += (W + 32) * 48 * nc + len + 4 * (W + 32);
+    } else if (ii.format == FL_IMG_PNG) {
+        /* libpng's row and previous row (up to 8 bytes a pixel) and zlib's window */
+        codec = 2 * (W * 8 + 1) + 64 * 1024;
+    } else {
+        /* libwebp into our RGB buffer: a lossless image (or a lossy one's alpha) decodes to
+         * 4-byte ARGB pixels (+ cache rows), the alpha plane takes a byte a pixel; a simple lossy
+         * file ("VP8 ") needs macroblock-row caches only */
+        int simple_lossy = len >= 16 && !memcmp(data + 12, "VP8 ", 4);
+        dec_ch = 3;
+        codec = (simple_lossy ? 0 : W * H * 5) + (W + 64) * 1024;
+    }
+    if (dw > W + 34)
+        dw = W + 34;
+    if (dh > H + 2)
+        dh = H + 2;
+    uint64_t pixels = dw * dh * dec_ch + dh * sizeof(void *);
+    uint64_t rs = fl_resize_scratch_size((uint32_t)dw, (uint32_t)dh, out_width ? out_width : 1,
+                                         out_height ? out_height : 1, channels);
+    return pixels + codec + rs + 64 * 1024;
+}
+
+size_t fl_decoder_trim(fl_decoder *d, size_t max_held)
+{
+    if (!d)
+        return 0;
+    fl_buf *bufs[] = {&d->image, &d->rows, &d->resize, &d->stream};
+    size_t held = 0;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        held += bufs[i]->cap;
+    if (held <= max_held)
+        return held;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        fl_buf_free(bufs[i]);
+    return 0;
+}

@@ -134,6 +134,23 @@ FL_API int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len,
                                  const fl_rect *crop, uint32_t out_width, uint32_t out_height,
                                  uint32_t channels, int flip, uint8_t *dst, fl_error *err);
 
+/* The most memory fl_decode_crop_resize can use for this image, crop and output, read from the
+ * header alone (nothing is decoded): the decoder's scratch (pixels decoded before resampling,
+ * row pointers, a JPEG rebuilt from a restart marker, the resampler's buffer) plus the codecs'
+ * own allocations (libjpeg's coefficient buffers: the whole image's for a progressive or
+ * multi-scan file; libpng's rows; libwebp's 4-byte ARGB pixels and alpha plane for lossless or
+ * alpha images). An upper bound, for callers sharing a memory budget between decoders; libpng's
+ * ancillary chunks (at most 8 MiB, freed at once) are not counted. 0 when the header cannot be
+ * probed (the decode fails at once). */
+FL_API uint64_t fl_decode_crop_resize_bytes(const uint8_t *data, size_t len, const fl_rect *crop,
+                                            uint32_t out_width, uint32_t out_height,
+                                            uint32_t channels);
+
+/* When the decoder's scratch buffers hold more than max_held bytes in all, free them (the next
+ * decode allocates what it needs again): a caller bounding memory does this after an unusually
+ * large image. Returns the bytes the scratch holds after the call. */
+FL_API size_t fl_decoder_trim(fl_decoder *d, size_t max_held);
+
 /* Resample src (sw × sh, `channels` 1..4, row stride sstride) into dst (dw × dh, row stride
  * dstride) with a separable triangle filter widened by the shrink factor (antialiased, PIL's
  * BILINEAR: within one level of PIL's Image.resize), optionally mirrored left-right. Fixed point

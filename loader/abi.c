@@ -2,6 +2,19 @@
  * (fl_abi_info_get of fastload.h), for bindings that declare those structs themselves. */
 #include "fastload.h"
 
+#include <stddef.h>
+
+/* Fields are only ever appended (a binding built for an older layout reads the fields it knows
+ * at their old offsets): the last one of each ABI version stays last. */
+_Static_assert(offsetof(fl_loader_options, decode_memory) >
+                       offsetof(fl_loader_options, box_min_visible) &&
+                   sizeof(fl_loader_options) == offsetof(fl_loader_options, decode_memory) + 8,
+               "fl_loader_options.decode_memory (ABI 3) must follow box_min_visible, last");
+_Static_assert(sizeof(fl_loader_stats) == offsetof(fl_loader_stats, decode_memory_wait_s) + 8 &&
+                   offsetof(fl_loader_stats, decode_memory_peak) ==
+                       offsetof(fl_loader_stats, pinned_bytes) + 8,
+               "fl_loader_stats.decode_memory_peak/_wait_s (ABI 3) must follow pinned_bytes, last");
+
 const fl_abi_info *fl_abi_info_get(void)
 {
     static const fl_abi_info info = {

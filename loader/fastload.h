@@ -50,10 +50,15 @@
  *             window is read record by record)
  *   per worker  2 × queue_depth × (largest stored record [+ 8 KiB with O_DIRECT]) read buffers
  *             (the next chunk's reads are in flight while the current chunk decodes)
- *             + largest decompressed record + decoder/resize scratch (grow-only, bounded by
- *             the largest image) + one replacement-read buffer
- *             + with fields: the largest decoded mask (source size) and the output maps
- *             (grow-only), the fields' parsed values and the kept-box rows (max_count)
+ *             + largest decompressed record + one replacement-read buffer
+ *             + with fields: the output maps, the fields' parsed values and the kept-box rows
+ *             (max_count)
+ *   decoding  the decode_memory budget, shared by all workers: what decoding an image (and
+ *             its masks) can use, estimated from its header, is reserved before and given back
+ *             after; a decode that needs at most FL_DECODE_SMALL bytes reserves nothing, and a
+ *             worker keeps at most FL_DECODE_KEEP bytes of grow-only scratch between samples
+ *             (more is freed), so decoding holds at most decode_memory + workers ×
+ *             (FL_DECODE_SMALL + FL_DECODE_KEEP + 8 MiB of a PNG's ancillary chunks)
  *   plus the dataset's index (fl_dataset); for FL_IO_MEMORY (which FL_IO_AUTO picks for
  *   raw-pixel datasets of at most `memory_max` bytes) the shard files' bytes; and, for
  *   LMDB and FL_IO_MMAP, the page-cache pages of the dataset that the mapping touches
@@ -97,8 +102,9 @@ typedef struct fl_abi_info {
 
 /* Incremented whenever a shared struct changes layout or a function changes signature.
  * 2: fl_batch.num_fields/fields (fl_batch_field), fl_loader_options.box_min_visible,
- *    fl_abi_info.sizeof_batch_field, FL_AUG_OBJECT_CROP. */
-#define FL_ABI_VERSION 2
+ *    fl_abi_info.sizeof_batch_field, FL_AUG_OBJECT_CROP.
+ * 3: fl_loader_options.decode_memory, fl_loader_stats.decode_memory_peak/_wait_s. */
+#define FL_ABI_VERSION 3
 
 /* The library's fl_abi_info (static storage, never NULL). */
 FL_API const fl_abi_info *fl_abi_info_get(void);
@@ -207,7 +213,23 @@ typedef struct fl_loader_options {
                               and holds at least this fraction (0..1) of the box's transformed
                               area; dropped boxes take their rows of the INT_LIST fields
                               aligned to them (`of`) along. Default 0.0 */
+    /* ABI 3 */
+    int64_t decode_memory; /* bytes of decode memory the workers share (see "Memory bound"
+                              above): before decoding an image a worker reserves what the
+                              decode can use (fl_decode_crop_resize_bytes, plus its masks) and
+                              waits while the others' reservations leave too little; an image
+                              needing more than the whole budget fails with FL_E_TOO_LARGE
+                              naming the record, its size and the budget (the same whatever the
+                              worker count). 0 (default): FL_DECODE_MEMORY_DEFAULT, 1 GiB, which
+                              every image under the decoders' 100-megapixel limit fits except a
+                              progressive CMYK one near it; negative: unlimited (each worker
+                              alone bounded by the pixel limit) */
 } fl_loader_options;
+
+/* decode_memory's default, and the bytes per worker it does not count (see "Memory bound"). */
+#define FL_DECODE_MEMORY_DEFAULT (1ll << 30)
+#define FL_DECODE_SMALL (1u << 20)
+#define FL_DECODE_KEEP (8u << 20)
 
 /* Fill `o` with the defaults documented above. */
 FL_API void fl_loader_options_init(fl_loader_options *o);
@@ -347,6 +369,9 @@ typedef struct fl_loader_stats {
     const char *io_backend; /* "io_uring", "pread", "memory" (FL_IO_MEMORY), or "mmap"
                                (FL_IO_MMAP, LMDB) */
     uint64_t pinned_bytes;  /* ring memory */
+    /* ABI 3 */
+    uint64_t decode_memory_peak; /* the most decode memory reserved at once (decode_memory) */
+    double decode_memory_wait_s; /* summed over workers: waiting for decode memory */
 } fl_loader_stats;
 
 FL_API void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *out);

@@ -389,7 +389,8 @@ static void make_work_ctx(fl_loader *L)
                            .has_image = L->image_field >= 0,
                            .label_field = L->label_field,
                            .object_boxes = L->object_boxes,
-                           .box_min_visible = L->opt.box_min_visible};
+                           .box_min_visible = L->opt.box_min_visible,
+                           .budget = &L->budget};
 }
 
 /* The schema's fields: which are the image and the label, where each goes in a batch, and
@@ -566,11 +567,15 @@ static int start_workers(fl_loader *L, fl_error *err)
     if (fl_ring_init(&L->ring, L->nslots, opt->batch_size, L->chunk, first, assign_batch, L) < 0)
         return fl_error_set(err, -ENOMEM, "out of memory for %u ring slots", L->nslots);
     L->ring_init = 1;
+    int64_t dm = opt->decode_memory;
+    int rc = fl_budget_init(&L->budget, dm < 0 ? 0 : dm ? (uint64_t)dm : FL_DECODE_MEMORY_DEFAULT);
+    if (rc < 0)
+        return fl_error_set(err, rc, "cannot set up the decode memory budget: %s", strerror(-rc));
+    L->budget_init = 1;
     make_work_ctx(L);
     L->workers = calloc(L->nworkers, sizeof *L->workers);
     if (!L->workers)
         return fl_error_set(err, -ENOMEM, "out of memory for %u workers", L->nworkers);
-    int rc;
     for (uint32_t i = 0; i < L->nworkers; i++)
         if ((rc = fl_worker_init(&L->workers[i], &L->ctx, i, err)) < 0)
             return rc;
@@ -746,6 +751,8 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *o)
     o->wall_s = fl_now_s() - L->t_create;
     o->io_backend = L->io_backend;
     o->pinned_bytes = L->slots ? (uint64_t)L->nslots * L->slots[0].host_bytes : 0;
+    if (L->budget_init)
+        fl_budget_stats(&M->budget, &o->decode_memory_peak, &o->decode_memory_wait_s);
 }
 
 const fl_dataset *fl_loader_dataset(const fl_loader *L) { return L->ds; }
@@ -756,6 +763,8 @@ void fl_loader_close(fl_loader *L)
         return;
     if (L->ring_init)
         fl_ring_stop(&L->ring);
+    if (L->budget_init)
+        fl_budget_stop(&L->budget); /* wakes workers waiting for decode memory */
     fl_block_reader_stop(L->blocks); /* wakes workers waiting for an extent */
     for (uint32_t i = 0; i < L->nstarted; i++)
         pthread_join(L->workers[i].thread, NULL);
@@ -795,6 +804,8 @@ void fl_loader_close(fl_loader *L)
     fl_dataset_close(L->ds);
     if (L->ring_init)
         fl_ring_destroy(&L->ring);
+    if (L->budget_init)
+        fl_budget_destroy(&L->budget);
     free(L->batches);
     free(L);
 }

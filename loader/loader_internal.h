@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "augment.h"
+#include "budget.h"
 #include "fastload.h"
 #include "fl_clock.h"
 #include "fl_image.h"
@@ -63,6 +64,8 @@ struct fl_loader {
     fl_batch **batches; /* &slots[i].b, the workers' view */
     fl_ring ring;       /* slot states; its own lock */
     int ring_init;
+    fl_budget budget; /* decode memory shared by the workers (budget.h); its own lock */
+    int budget_init;
     fl_work_ctx ctx; /* what the workers see */
 
     uint32_t nworkers;

@@ -58,9 +58,6 @@ int fl_worker_init(fl_worker *w, const fl_work_ctx *X, uint32_t id, fl_error *er
     if (!w->vals || !w->keep || !w->nkept || !w->xmap || !w->ymap)
         return fl_error_set(err, -ENOMEM, "worker %u: out of memory for field scratch", id);
     for (uint32_t i = 0; i < n; i++) {
-        if (X->fields[i].type == FL_FIELD_MASK && !w->maskdec &&
-            (rc = fl_mask_decoder_create(&w->maskdec, err)) < 0)
-            return rc;
         if (X->fields[i].type != FL_FIELD_BOXES)
             continue;
         uint32_t m = X->fout[i].rows;
@@ -247,6 +244,84 @@ static int image_size(const fl_work_ctx *X, uint64_t idx, const fl_record_info *
     return 0;
 }
 
+/* Decode memory (budget.h). What decoding the sample can use: the image through its crop (the
+ * decoders' estimate; a raw crop's channel conversion and resize scratch as grow() sizes them)
+ * and, with MASK fields, one mask at source size with its decoder's scratch (they decode one
+ * after the other into the same buffers). */
+static uint64_t decode_need(const fl_work_ctx *X, const fl_record_info *info,
+                            const uint8_t *payload, size_t plen, uint32_t W, uint32_t H,
+                            const fl_aug_params *ap)
+{
+    const fl_rect *r = &ap->crop;
+    uint64_t n, es = 0;
+    if (info->format != FL_ENC_RAW)
+        n = fl_decode_crop_resize_bytes(payload, plen, r, X->out_w, X->out_h, X->out_c);
+    else
+        n = ((uint64_t)r->width * r->height * X->out_c +
+             fl_resize_scratch_size(r->width, r->height, X->out_w, X->out_h, X->out_c)) *
+            5 / 4;
+    for (uint32_t i = 0; X->fields_on && i < X->nfields; i++)
+        if (X->fields[i].type == FL_FIELD_MASK && fl_dtype_size(X->fields[i].dtype) > es)
+            es = fl_dtype_size(X->fields[i].dtype);
+    if (es) /* the mask (grown by a quarter), its decoder's rows to convert (up to 2 bytes a
+               sample) and row pointers, libpng's allocations */
+        n += (uint64_t)W * H * (es * 5 / 4 + 2 * es) + (uint64_t)H * 8 + (uint64_t)W * 16 + 65536;
+    return n;
+}
+
+/* Reserve the memory decoding record idx can use (*held: what was taken, 0 for a decode of at
+ * most FL_DECODE_SMALL bytes, which takes nothing; *t0 moves on by the time waited). A worker holds
+ * one reservation at a time, only while it decodes, never while it waits for a read or a ring slot.
+ * An image needing more than the whole budget fails (the same whatever the worker count). */
+static int budget_take(fl_worker *w, uint64_t idx, const fl_record_info *info,
+                       const uint8_t *payload, size_t plen, uint32_t W, uint32_t H,
+                       const fl_aug_params *ap, uint64_t *held, double *t0, fl_error *err)
+{
+    const fl_work_ctx *X = w->ctx;
+    fl_budget *B = X->budget;
+    *held = 0;
+    if (!B->limit)
+        return 0;
+    uint64_t need = decode_need(X, info, payload, plen, W, H, ap);
+    if (need <= FL_DECODE_SMALL)
+        return 0;
+    if (need > B->limit)
+        return fl_error_set(err, FL_E_TOO_LARGE,
+                            "%s: record %llu: decoding its %ux%u %s image needs %.1f MiB, more "
+                            "than the loader's decode memory budget (%.1f MiB: decode_memory)",
+                            where(X, info), (unsigned long long)idx, W, H,
+                            info->format == FL_ENC_RAW ? "raw" : enc_name(info->format),
+                            need / 1048576.0, B->limit / 1048576.0);
+    double waited;
+    int rc = fl_budget_take(B, need, &waited);
+    *t0 += waited; /* the wait is not decoding (fl_loader_stats.decode_memory_wait_s has it) */
+    if (rc < 0)
+        return fl_error_set(err, FL_BUDGET_STOPPED, "%s: record %llu: the loader is closing",
+                            where(X, info), (unsigned long long)idx);
+    *held = need;
+    return 0;
+}
+
+/* Give a reservation back; then a worker whose grow-only scratch holds more than
+ * FL_DECODE_KEEP (after an unusually large image) frees it, so that between decodes a worker
+ * keeps at most that much outside the budget. */
+static void budget_give(fl_worker *w, uint64_t held)
+{
+    if (held)
+        fl_budget_give(w->ctx->budget, held);
+    size_t own = w->conv_cap + w->rs_cap + 3 * w->mask_cap; /* the mask decoder's rows too */
+    if (fl_decoder_trim(w->dec, own < FL_DECODE_KEEP ? FL_DECODE_KEEP - own : 0) + own <=
+        FL_DECODE_KEEP)
+        return;
+    free(w->conv);
+    free(w->rs);
+    free(w->mask);
+    w->conv = w->rs = w->mask = NULL;
+    w->conv_cap = w->rs_cap = w->mask_cap = 0;
+    fl_mask_decoder_free(w->maskdec);
+    w->maskdec = NULL;
+}
+
 /* The W × H image `payload` through the sample's geometry ap into dst. t0: when the record's
  * work began (raw records count their crop/resize as augmentation, encoded ones all as
  * decoding). */
@@ -311,7 +386,12 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
         return rc;
     fl_aug_params ap;
     fl_augment_params(X->aug, epoch, pos, W, H, &ap);
-    return render(w, idx, info, payload, plen, W, &ap, dst, t0, err);
+    uint64_t held;
+    if ((rc = budget_take(w, idx, info, payload, plen, W, H, &ap, &held, &t0, err)) < 0)
+        return rc;
+    rc = render(w, idx, info, payload, plen, W, &ap, dst, t0, err);
+    budget_give(w, held);
+    return rc;
 }
 
 /* The block fields of record idx (values parsed into w->vals) into sample k of batch b,
@@ -380,6 +460,8 @@ static int write_fields(fl_worker *w, uint64_t idx, const fl_record_info *info, 
             size_t es = fl_dtype_size(f->dtype), need = (size_t)W * H * es;
             if (grow(&w->mask, &w->mask_cap, need) < 0)
                 return fl_error_set(err, -ENOMEM, "out of memory for a %ux%u mask", W, H);
+            if (!w->maskdec && (rc = fl_mask_decoder_create(&w->maskdec, err)) < 0)
+                return rc;
             char what[128];
             snprintf(what, sizeof what, "record %llu: field \"%s\"", (unsigned long long)idx,
                      f->name);
@@ -427,6 +509,7 @@ static int load_sample_fields(fl_worker *w, uint64_t idx, const fl_record_info *
         return rc; /* the reader's message names the file and record */
     fl_aug_params ap = {{0, 0, 0, 0}, 0};
     uint32_t W = 0, H = 0;
+    uint64_t held = 0;
     if (X->has_image) {
         const uint8_t *payload;
         size_t plen;
@@ -445,13 +528,17 @@ static int load_sample_fields(fl_worker *w, uint64_t idx, const fl_record_info *
         } else {
             fl_augment_params(X->aug, epoch, pos, W, H, &ap);
         }
-        uint8_t *dst = b->images + (size_t)k * X->sample_bytes;
-        if ((rc = render(w, idx, info, payload, plen, W, &ap, dst, t0, err)) < 0)
+        if ((rc = budget_take(w, idx, info, payload, plen, W, H, &ap, &held, &t0, err)) < 0)
             return rc;
+        uint8_t *dst = b->images + (size_t)k * X->sample_bytes;
+        rc = render(w, idx, info, payload, plen, W, &ap, dst, t0, err);
     } else {
         w->st.decode_s += fl_now_s() - t0;
     }
-    return write_fields(w, idx, info, b, k, &ap, W, H, err);
+    if (rc == 0)
+        rc = write_fields(w, idx, info, b, k, &ap, W, H, err);
+    budget_give(w, held);
+    return rc;
 }
 
 /* Stored bytes of record idx when records are in memory: the loader's copy (FL_IO_MEMORY) or
@@ -529,7 +616,7 @@ static void sample_failed(fl_chunk *c, uint32_t k, uint64_t idx, uint64_t pos, f
                 c->skipped++;
                 return;
             }
-            if (e2.code == -ENOMEM)
+            if (e2.code == -ENOMEM || e2.code == FL_BUDGET_STOPPED)
                 break;
         }
         fl_error_prefix(err, "no good record left to replace it");

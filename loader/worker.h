@@ -9,6 +9,7 @@
 
 #include "augment.h"
 #include "block_reader.h"
+#include "budget.h"
 #include "fastload.h"
 #include "fl_clock.h"
 #include "fl_image.h"
@@ -74,6 +75,7 @@ typedef struct fl_work_ctx {
     int label_field;          /* index of the label field (its values are fl_batch.labels), -1 */
     int object_boxes;         /* FL_AUG_OBJECT_CROP: the BOXES field whose centres it keeps */
     float box_min_visible;
+    fl_budget *budget; /* decode memory shared by the workers */
 } fl_work_ctx;
 
 typedef struct fl_worker {
@@ -99,7 +101,7 @@ typedef struct fl_worker {
     uint32_t *xmap, *ymap; /* output column / row → source (out_w, out_h) */
     uint8_t *mask;         /* a decoded mask at source size (grow-only) */
     size_t mask_cap;
-    fl_mask_decoder *maskdec; /* reused for every mask (schema with a MASK field) */
+    fl_mask_decoder *maskdec; /* reused for every mask (made on first use) */
     fl_stage_stats st;        /* running totals (this thread only) */
     fl_stage_stats pub;       /* their last published copy (relaxed atomic stores and loads) */
 } fl_worker;

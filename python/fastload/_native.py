@@ -60,6 +60,7 @@ class fl_loader_options(ctypes.Structure):
         ("decode_flags", ctypes.c_uint32),
         ("memory_max", ctypes.c_int64),
         ("box_min_visible", ctypes.c_float),
+        ("decode_memory", ctypes.c_int64),
     ]
 
 
@@ -117,6 +118,8 @@ class fl_loader_stats(ctypes.Structure):
         ("wall_s", ctypes.c_double),
         ("io_backend", ctypes.c_char_p),
         ("pinned_bytes", ctypes.c_uint64),
+        ("decode_memory_peak", ctypes.c_uint64),
+        ("decode_memory_wait_s", ctypes.c_double),
     ]
 
 
@@ -158,7 +161,7 @@ class fl_abi_info(ctypes.Structure):
     ]
 
 
-ABI_VERSION = 2  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
+ABI_VERSION = 3  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
 

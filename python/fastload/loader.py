@@ -351,6 +351,9 @@ class Loader:
     memory_max  io="auto" reads raw-pixel datasets up to this many bytes into memory
                 (0: 256 MiB and 1/16 of RAM; negative: never)
     decode      "accurate" (libjpeg's defaults) or "fast" (fast IDCT, box chroma upsampling)
+    decode_memory  bytes of decode memory the workers share: each reserves what an image's
+                decode can use and waits while the others leave too little; an image needing
+                more than all of it is an error naming the record (0: 1 GiB; negative: unlimited)
     prefetch    batches in the ring (0: workers + 2);  on_corrupt: "error" or "skip"
     channels    1 or 3 (0: the dataset's)
     device      -1: host only; >= 0 the library also copies each batch to that CUDA device
@@ -382,7 +385,7 @@ class Loader:
                  device: int = -1, queue_depth: int = 0, quasi_block: int = 0,
                  quasi_window: int = 0, start_epoch: int = 0, start_batch: int = 0,
                  log: Optional[Callable[[int, str], None]] = None, decode: str = "accurate",
-                 memory_max: int = 0, _exact_shares: bool = False):
+                 memory_max: int = 0, decode_memory: int = 0, _exact_shares: bool = False):
         self._handle = None
         self._ring: Optional[_Ring] = None
         self._lib = _native.lib()
@@ -433,6 +436,7 @@ class Loader:
         o.device = int(device)
         o.decode_flags = _choice("decode", decode, _native.DECODE)
         o.memory_max = int(memory_max)
+        o.decode_memory = int(decode_memory)
         # the callback object must outlive the loader: keep it on self
         self._log_cb = _native.LOG_FN(
             (lambda u, lv, m: log(lv, m.decode("utf-8", "replace"))) if log else _default_log)
@@ -800,7 +804,8 @@ class Loader:
 
     def stats(self) -> Dict[str, Any]:
         """Loader counters: images, batches, bytes_read, skipped, time per stage (seconds summed
-        over workers), wall_s, io_backend, io (how records are read, as `io`), pinned_bytes."""
+        over workers), wall_s, io_backend, io (how records are read, as `io`), pinned_bytes,
+        decode_memory_peak (bytes reserved at once, at most), decode_memory_wait_s."""
         self._check_open()
         ps = _native.PaddedStats()
         self._lib.fl_loader_stats_get(self._handle, ctypes.byref(ps))

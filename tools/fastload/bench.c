@@ -442,7 +442,17 @@ static void bench_report_json(const run_options *ro, fl_loader *L, const fl_data
     fl_json_double(&j, st->slot_wait_s);
     fl_json_key(&j, "consumer_wait_s");
     fl_json_double(&j, st->consumer_wait_s);
+    fl_json_key(&j, "decode_memory_wait_s");
+    fl_json_double(&j, st->decode_memory_wait_s);
     fl_json_end_object(&j);
+    fl_json_key(&j, "decode_memory_budget");
+    if (ro->opt.decode_memory < 0)
+        fl_json_null(&j);
+    else
+        fl_json_uint(&j, ro->opt.decode_memory ? (uint64_t)ro->opt.decode_memory
+                                               : (uint64_t)FL_DECODE_MEMORY_DEFAULT);
+    fl_json_key(&j, "decode_memory_peak");
+    fl_json_uint(&j, st->decode_memory_peak);
     fl_json_key(&j, "rss_mib");
     fl_json_double(&j, r->rss);
     fl_json_key(&j, "peak_rss_mib");
@@ -529,8 +539,16 @@ static void bench_report_text(const run_options *ro, fl_loader *L, const fl_data
            "slot wait %.3f; consumer waited %.3f\n",
            st->io_wait_s, st->decode_s, st->augment_s, st->slot_wait_s, st->consumer_wait_s);
     bench_text_fields(r);
-    printf("  memory: RSS %.1f MiB (peak %.1f MiB), ring %.1f MiB%s\n", r->rss, r->peak,
-           st->pinned_bytes / 1048576.0, st->skipped ? "" : "");
+    printf("  memory: RSS %.1f MiB (peak %.1f MiB), ring %.1f MiB, decode memory reserved at "
+           "most %.1f MiB",
+           r->rss, r->peak, st->pinned_bytes / 1048576.0, st->decode_memory_peak / 1048576.0);
+    if (ro->opt.decode_memory < 0)
+        printf(" (no budget)\n");
+    else
+        printf(" of %.1f MiB (waited %.3f s)\n",
+               (ro->opt.decode_memory ? ro->opt.decode_memory : FL_DECODE_MEMORY_DEFAULT) /
+                   1048576.0,
+               st->decode_memory_wait_s);
     if (st->skipped)
         printf("  skipped corrupt records: %llu\n", (unsigned long long)st->skipped);
 }

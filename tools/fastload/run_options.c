@@ -125,6 +125,23 @@ static int opt_augment(void *opts, const char *name, const char *s, const char *
     return 0;
 }
 
+/* --decode-memory: a size (0: the default) or "unlimited" */
+static int opt_decode_memory(void *opts, const char *name, const char *s, const char *tool)
+{
+    (void)name;
+    (void)tool;
+    fl_loader_options *o = &((run_options *)opts)->opt;
+    uint64_t v;
+    if (!strcmp(s, "unlimited")) {
+        o->decode_memory = -1;
+        return 0;
+    }
+    if (fl_cli_parse_size(s, &v) || v > (1ull << 50))
+        return bad("--decode-memory", s, "expected a size such as 512M or 2G, or 'unlimited'");
+    o->decode_memory = (int64_t)v;
+    return 0;
+}
+
 static int opt_size(void *opts, const char *name, const char *s, const char *tool)
 {
     (void)name;
@@ -323,6 +340,14 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
          .help = "accurate | fast: JPEG IDCT and chroma upsampling (accurate: libjpeg's\n"         \
                  "defaults; fast is ~7% quicker, a few levels off at edges)",                      \
          .def = "accurate"},                                                                       \
+        {FL_CLI_CUSTOM,                                                                            \
+         "decode-memory",                                                                          \
+         .parse = opt_decode_memory,                                                               \
+         .metavar = "SIZE",                                                                        \
+         .help = "decode memory all workers share (e.g. 512M; 'unlimited'): a worker\n"            \
+                 "reserves what an image needs before decoding it and waits for room;\n"           \
+                 "an image needing more than all of it fails naming the record",                   \
+         .def = "1G"},                                                                             \
         {FL_CLI_INT,                                                                               \
          "device",                                                                                 \
          .off = F(opt.device),                                                                     \
