@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (mode >= 3 && mode != 5) /* nothing outside --root got through */
         for (size_t i = 0; i < items.n; i++)
-            if (items.v[i].name && pd_path_leaves(so.root, items.v[i].name))
+            if (pd_items_name(&items, i) && pd_path_leaves(so.root, pd_items_name(&items, i)))
                 abort();
     pd_items_free(&items);
     return 0;

@@ -4,6 +4,7 @@
 
 #include "archive_source.h"
 #include "fl_file.h"
+#include "fl_image.h"
 #include "fl_splitmix64.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -22,6 +24,8 @@ void pd_items_init(pd_items *it) { memset(it, 0, sizeof *it); }
 void pd_items_free(pd_items *it)
 {
     free(it->v);
+    free(it->names);
+    free(it->labels);
     for (uint32_t i = 0; i < it->num_classes; i++)
         free(it->class_names[i]);
     free(it->class_names);
@@ -108,6 +112,8 @@ int pd_items_add_field(pd_items *it, const char *name, fl_field_type type, fl_dt
 
 int pd_items_push(pd_items *it, const pd_item *item)
 {
+    if (it->names)
+        return -EINVAL;
     if (it->n == it->cap) {
         size_t cap = it->cap ? it->cap * 2 : 1024;
         pd_item *v = realloc(it->v, cap * sizeof *v);
@@ -118,6 +124,104 @@ int pd_items_push(pd_items *it, const pd_item *item)
     }
     it->v[it->n++] = *item;
     return 0;
+}
+
+int pd_items_push_file(pd_items *it, const char *base, const char *name, int32_t label)
+{
+    if (it->v)
+        return -EINVAL;
+    if (!it->base && !(it->base = pd_items_strdup(it, base ? base : "")))
+        return -ENOMEM;
+    if (it->n == it->cap) {
+        /* large arrays are mmap'ed by malloc: realloc moves pages, and the capacity not yet
+         * written is not resident */
+        size_t cap = it->cap ? it->cap * 2 : 1024;
+        const char **nv = realloc(it->names, cap * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        it->names = nv;
+        int32_t *lv = realloc(it->labels, cap * sizeof *lv);
+        if (!lv)
+            return -ENOMEM;
+        it->labels = lv;
+        it->cap = cap;
+    }
+    const char *n = pd_items_strdup(it, name);
+    if (!n)
+        return -ENOMEM;
+    it->names[it->n] = n;
+    it->labels[it->n] = label;
+    it->n++;
+    return 0;
+}
+
+const pd_item *pd_items_get(const pd_items *it, size_t i, pd_item *tmp, char **path, size_t *cap)
+{
+    if (!it->names)
+        return &it->v[i];
+    memset(tmp, 0, sizeof *tmp);
+    tmp->name = it->names[i];
+    tmp->label = it->labels[i];
+    if (!path)
+        return tmp;
+    /* as pd_path_join(base, name) */
+    const char *b = it->base, *n = tmp->name;
+    size_t bl = n[0] == '/' ? 0 : strlen(b), nl = strlen(n);
+    int slash = bl && b[bl - 1] != '/';
+    size_t need = bl + (size_t)slash + nl + 1;
+    if (need > *cap) {
+        size_t c = need < 256 ? 256 : need * 2;
+        char *p = realloc(*path, c);
+        if (!p)
+            return NULL;
+        *path = p;
+        *cap = c;
+    }
+    memcpy(*path, b, bl);
+    if (slash)
+        (*path)[bl] = '/';
+    memcpy(*path + bl + slash, n, nl + 1);
+    tmp->path = *path;
+    return tmp;
+}
+
+const char *pd_items_name(const pd_items *it, size_t i)
+{
+    return it->names ? it->names[i] : it->v[i].name;
+}
+
+int pd_name_format(const char *name)
+{
+    const char *dot = name ? strrchr(name, '.') : NULL;
+    if (!dot || strchr(dot, '/'))
+        return FL_IMG_UNKNOWN;
+    if (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".jpe"))
+        return FL_IMG_JPEG;
+    if (!strcasecmp(dot, ".png"))
+        return FL_IMG_PNG;
+    if (!strcasecmp(dot, ".webp"))
+        return FL_IMG_WEBP;
+    if (!strcasecmp(dot, ".gif") || !strcasecmp(dot, ".bmp") || !strcasecmp(dot, ".tif") ||
+        !strcasecmp(dot, ".tiff"))
+        return 4;
+    return FL_IMG_UNKNOWN;
+}
+
+void pd_items_count_formats(pd_items *it)
+{
+    memset(it->name_formats, 0, sizeof it->name_formats);
+    for (size_t i = 0; i < it->n; i++) {
+        const pd_item *v = it->v ? &it->v[i] : NULL;
+        int f;
+        if (v && v->member) /* tar members were sniffed when listed */
+            f = v->member->format == FL_IMG_UNKNOWN ? 4 : (int)v->member->format;
+        else if (v && v->pixels)
+            f = FL_IMG_UNKNOWN;
+        else
+            f = pd_name_format(pd_items_name(it, i));
+        it->name_formats[f]++;
+    }
+    it->name_formats_set = 1;
 }
 
 int pd_items_own_block(pd_items *it, uint8_t *block)
@@ -179,6 +283,15 @@ void pd_items_shuffle(pd_items *it, uint64_t seed)
             r = fl_splitmix64_next(&s);
         while (r >= lim);
         size_t j = (size_t)(r % bound);
+        if (it->names) {
+            const char *tn = it->names[i - 1];
+            it->names[i - 1] = it->names[j];
+            it->names[j] = tn;
+            int32_t tl = it->labels[i - 1];
+            it->labels[i - 1] = it->labels[j];
+            it->labels[j] = tl;
+            continue;
+        }
         pd_item t = it->v[i - 1];
         it->v[i - 1] = it->v[j];
         it->v[j] = t;
@@ -193,7 +306,7 @@ static void compact_strings(pd_items *it)
 {
     if (it->in_memory || it->num_fields || it->archives || it->n_blocks)
         return;
-    for (size_t i = 0; i < it->n; i++)
+    for (size_t i = 0; it->v && i < it->n; i++)
         if (it->v[i].values || it->v[i].member || it->v[i].pixels)
             return;
     char **old = it->arena;
@@ -201,7 +314,21 @@ static void compact_strings(pd_items *it)
     it->arena = NULL;
     it->n_arena = it->arena_used = it->arena_cap = 0;
     int oom = 0;
-    for (size_t i = 0; i < it->n && !oom; i++) {
+    if (it->names) {
+        const char *base = pd_items_strdup(it, it->base);
+        if (!base)
+            oom = 1;
+        else
+            it->base = base;
+    }
+    for (size_t i = 0; it->names && i < it->n && !oom; i++) {
+        const char *name = pd_items_strdup(it, it->names[i]);
+        if (!name)
+            oom = 1;
+        else
+            it->names[i] = name;
+    }
+    for (size_t i = 0; it->v && i < it->n && !oom; i++) {
         const char *name = it->v[i].name ? pd_items_strdup(it, it->v[i].name) : NULL;
         const char *path = it->v[i].path ? pd_items_strdup(it, it->v[i].path) : NULL;
         if ((it->v[i].name && !name) || (it->v[i].path && !path))
@@ -240,6 +367,23 @@ void pd_items_slice(pd_items *it, uint32_t index, uint32_t count)
         return;
     size_t lo = (size_t)((unsigned __int128)it->n * index / count);
     size_t hi = (size_t)((unsigned __int128)it->n * (index + 1) / count);
+    if (it->names) {
+        memmove(it->names, it->names + lo, (hi - lo) * sizeof *it->names);
+        memmove(it->labels, it->labels + lo, (hi - lo) * sizeof *it->labels);
+        it->n = hi - lo;
+        if (it->n && it->n < it->cap) {
+            const char **nv = realloc(it->names, it->n * sizeof *nv);
+            if (nv)
+                it->names = nv;
+            int32_t *lv = realloc(it->labels, it->n * sizeof *lv);
+            if (lv)
+                it->labels = lv;
+            if (nv && lv)
+                it->cap = it->n;
+        }
+        compact_strings(it);
+        return;
+    }
     memmove(it->v, it->v + lo, (hi - lo) * sizeof *it->v);
     it->n = hi - lo;
     if (it->n && it->n < it->cap) {
@@ -575,6 +719,22 @@ int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_so
                    : 0;
     if (pd_parse_label(label_text, so, &label, why, sizeof why))
         return pd_reject(rc, src, "%s (path %.200s)", why, path) ? 1 : 0;
+    if (!out->num_fields && !out->v) {
+        /* a plain file input: its name, the file is root + name (pd_items_get) */
+        int pr = pd_items_push_file(out, root, path, label);
+        if (pr)
+            return pr;
+        int ins = pd_strset_add(seen, out->names[out->n - 1]);
+        if (ins < 0)
+            return -ENOMEM;
+        if (!ins) {
+            out->n--; /* its name stays in the arena, unused */
+            return pd_reject(rc, src, "duplicate entry: %.400s is listed twice", path) ? 1 : 0;
+        }
+        if (label > *max_label)
+            *max_label = label;
+        return 0;
+    }
     pd_item it = {0};
     it.name = pd_items_strdup(out, path);
     char *full = pd_path_join(root, path);

@@ -64,7 +64,14 @@ static void *worker_main(void *arg)
         s->state = SLOT_BUSY;
         pthread_mutex_unlock(&p->m);
 
-        pd_process_item(&wk->ctx, p->plan, &p->items->v[seq], s);
+        pd_item tmp;
+        const pd_item *it = pd_items_get(p->items, seq, &tmp, &s->path, &s->path_cap);
+        if (it) {
+            pd_process_item(&wk->ctx, p->plan, it, s);
+        } else {
+            s->status = PD_SLOT_FATAL;
+            snprintf(s->msg, sizeof s->msg, "out of memory");
+        }
 
         pthread_mutex_lock(&p->m);
         s->state = SLOT_READY;
@@ -221,6 +228,7 @@ typedef struct pack_run {
     pd_plan plan;
     pd_dst dd;  /* the lock on DST and what was there */
     pd_job job; /* options + input list, kept in DST.partial for --resume */
+    int fresh;  /* a new DST.partial (not continuing one) */
     void *dict;
     size_t dict_len;
     char *options_json;
@@ -267,7 +275,13 @@ static int pack_open_dst(pack_run *s)
 static int pack_list_inputs(pack_run *s)
 {
     const pd_pack_opts *po = s->po;
-    int r = pd_source_load(po->src, &po->so, &s->rc, &s->items, &s->err);
+    /* an ImageFolder lists only this part's inputs (in order: a shuffled job needs them all) */
+    pd_source_opts so = po->so;
+    if (po->part_count && !po->shuffle && (po->encode != PD_ENC_RAW || po->resize_w)) {
+        so.part_index = po->part_index;
+        so.part_count = po->part_count;
+    }
+    int r = pd_source_load(po->src, &so, &s->rc, &s->items, &s->err);
     if (r) {
         if (s->err.msg[0])
             fl_cli_error(PD_TOOL, "%s", s->err.msg);
@@ -288,12 +302,13 @@ static int pack_list_inputs(pack_run *s)
     }
     if (po->shuffle)
         pd_items_shuffle(&s->items, po->seed);
-    if (!s->items.n) {
+    const uint64_t job_n = s->items.presliced ? s->items.job_n : s->items.n;
+    if (!job_n) {
         fl_cli_error(PD_TOOL, "%s: no input images to pack", po->src);
         return TO_OUT;
     }
-    /* the schema, planned over the whole input list so that the N datasets of a --part job get
-     * the same one (keep: the formats of all inputs; raw: the first input's size) */
+    /* the plan's options (before the slice: raw takes its size from the job's first input, so
+     * that the N datasets of a --part job get the same schema) */
     r = pd_plan_make(po, &s->items, &s->rc, &s->plan, &s->err);
     if (r) {
         if (s->err.msg[0])
@@ -304,30 +319,33 @@ static int pack_list_inputs(pack_run *s)
     pd_pack_warn_unused(po, &s->items, &s->plan);
     /* every part needs an input: a part dataset of none could never join the others, and
      * N <= inputs gives each part at least one (pd_items_slice cuts at n*i/N) */
-    if (s->items.n && po->part_count > s->items.n) {
+    if (po->part_count > job_n) {
         fl_cli_error(PD_TOOL,
-                     "--part %u/%u: %s has %zu inputs, so a job can have at most %zu "
-                     "parts (each part needs an input): use --part I/%zu or fewer parts",
-                     po->part_index, po->part_count, po->src, s->items.n, s->items.n, s->items.n);
+                     "--part %u/%u: %s has %llu inputs, so a job can have at most %llu "
+                     "parts (each part needs an input): use --part I/%llu or fewer parts",
+                     po->part_index, po->part_count, po->src, (unsigned long long)job_n,
+                     (unsigned long long)job_n, (unsigned long long)job_n);
         s->status = FL_EXIT_USAGE;
         return TO_OUT;
     }
-    if (po->part_count)
+    if (po->part_count && !s->items.presliced) {
+        pd_items_count_formats(&s->items); /* the whole job's, for the keep format */
         pd_items_slice(&s->items, po->part_index, po->part_count);
+    }
     if (!s->items.n) {
         fl_cli_error(PD_TOOL, "%s: no input images in part %u/%u", po->src, po->part_index,
                      po->part_count);
         return TO_OUT;
     }
     /* the job (options + input list): --resume continues only the same one, and is a no-op on
-     * a finished dataset of the same job */
-    if (pd_job_make(po, &s->items, &s->plan, &s->job))
-        return TO_OOM;
-    r = pd_dst_decide(po, &s->dd, &s->job);
+     * a finished dataset of the same job (decided before any input is opened) */
+    r = pd_dst_job(po, &s->dd, &s->items, &s->plan, &s->job, &s->fresh);
     if (r >= 0) {
         s->status = r;
         return TO_OUT;
     }
+    /* what is stored under --encode keep (reads the inputs' first bytes in one process) */
+    pd_plan_formats(po, &s->items, &s->plan);
     return GO_ON;
 }
 
@@ -394,11 +412,13 @@ static int pack_open_writer(pack_run *s)
     wo.tool_version = fl_cli_version();
     wo.part_index = po->part_count ? po->part_index : 0;
     wo.part_count = po->part_count;
-    wo.resume = po->resume;
+    /* a fresh run clears whatever DST.partial holds; the plan (pd_dst_job) was written beside it
+     * and moves in once the writer made it */
+    wo.resume = s->fresh ? 0 : po->resume;
     wo.overwrite = po->force;
     wo.lock = s->dd.lock;
-    wo.plan = s->job.plan;
-    wo.plan_len = s->job.plan_len;
+    wo.plan = s->fresh ? s->job.summary : NULL;
+    wo.plan_len = s->fresh ? s->job.summary_len : 0;
     wo.fields = s->plan.fields;
     wo.num_fields = s->plan.num_fields;
     int r = fl_writer_open(po->dst, &wo, &s->w, &s->err);
@@ -409,6 +429,8 @@ static int pack_open_writer(pack_run *s)
         return TO_OUT;
     }
     s->remove_partial_on_fail = !po->resume;
+    if (s->fresh && pd_job_install(&s->dd, &s->job))
+        return TO_OUT;
     uint64_t resumed = fl_writer_resume_count(s->w);
     if (po->resume) {
         r = pack_resume(s, resumed);
@@ -498,7 +520,8 @@ static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
         fl_cli_error(PD_TOOL, "%s", sl->msg);
         return 1;
     }
-    const pd_item *it = &s->items.v[seq];
+    pd_item tmp;
+    const pd_item *it = pd_items_get(&s->items, seq, &tmp, NULL, NULL);
     /* sl->format: the record's own format (keep on a mixed folder), else the schema's */
     if (s->plan.num_fields) {
         /* a schema with fields: the payload and its fields block, one record */
@@ -657,6 +680,7 @@ static int pack_release(pack_run *s)
         for (size_t i = 0; i < p->n_slots; i++) {
             free(p->slots[i].buf);
             free(p->slots[i].fields_buf);
+            free(p->slots[i].path);
         }
         free(p->slots);
     }

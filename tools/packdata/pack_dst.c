@@ -1,11 +1,14 @@
 /* pack_dst.c — `packdata pack`'s destination (pack_dst.h): the lock on DST, the checks of what
  * is at DST and DST.partial, and the job record that --resume compares: the plan text saved in
- * DST.partial/plan.txt and the inputs digest kept in the manifest's options. */
+ * DST.partial/plan.txt and the inputs digest kept in the manifest's options. The plan is written
+ * to a file and compared line by line as it is made: its text (64 bytes an input) is never held
+ * in memory, but for saying what changed when a --resume is refused. */
 #include "pack_dst.h"
 
 #include "archive_source.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -188,44 +191,84 @@ static void put_escaped(FILE *f, const char *s)
     }
 }
 
-/* Write one line to the plan and into the digest. */
-static void digest_line(FILE *f, sha256_ctx *c, char **line, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void digest_line(FILE *f, sha256_ctx *c, char **line, size_t *cap, const char *fmt, ...)
+/* Where the plan's text goes as it is made, line by line: a file (or none), the inputs' digest,
+ * and a comparison with an earlier run's plan (so neither plan is held twice in memory). */
+typedef struct plan_sink {
+    FILE *f;         /* the plan file, or NULL */
+    const char *old; /* the earlier run's plan, or NULL */
+    size_t old_len, off;
+    int differs;
+    sha256_ctx c;
+    char *line; /* formatting buffer (grow-only) */
+    size_t cap;
+    int oom;
+} plan_sink;
+
+static void sink_write(plan_sink *s, const char *b, size_t n, int digest)
+{
+    if (s->f && fwrite(b, 1, n, s->f) != n)
+        s->oom = s->oom ? s->oom : -EIO;
+    if (digest)
+        sha256_update(&s->c, b, n);
+    if (s->old && !s->differs && (s->off + n > s->old_len || memcmp(s->old + s->off, b, n)))
+        s->differs = 1;
+    s->off += n;
+}
+
+/* One line into the sink, digested when `digest` (the class and input lines). */
+static void sink_printf(plan_sink *s, int digest, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void sink_printf(plan_sink *s, int digest, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(*line, *cap, fmt, ap);
+    int n = vsnprintf(s->line, s->cap, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n >= *cap) {
-        char *b = realloc(*line, (size_t)n + 1);
-        if (!b)
-            return; /* the caller sees ferror-free but short output: checked by length */
-        *line = b;
-        *cap = (size_t)n + 1;
+    if (n < 0) {
+        s->oom = -EINVAL;
+        return;
+    }
+    if ((size_t)n >= s->cap) {
+        char *b = realloc(s->line, (size_t)n + 256);
+        if (!b) {
+            s->oom = -ENOMEM;
+            return;
+        }
+        s->line = b;
+        s->cap = (size_t)n + 256;
         va_start(ap, fmt);
-        vsnprintf(*line, *cap, fmt, ap);
+        vsnprintf(s->line, s->cap, fmt, ap);
         va_end(ap);
     }
-    if (n > 0) {
-        fputs(*line, f);
-        sha256_update(c, *line, (size_t)n);
-    }
+    sink_write(s, s->line, (size_t)n, digest);
 }
 
-static char *escaped(const char *s)
+/* s escaped as put_escaped writes it: s itself when nothing needs escaping, else *buf. NULL
+ * when out of memory. */
+static const char *escape_into(const char *s, char **buf, size_t *cap)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    put_escaped(f, s);
-    if (fclose(f)) {
-        free(buf);
-        return NULL;
+    if (!strpbrk(s, "\\\t\n\r"))
+        return s;
+    size_t need = strlen(s) * 2 + 1;
+    if (need > *cap) {
+        char *b = realloc(*buf, need);
+        if (!b)
+            return NULL;
+        *buf = b;
+        *cap = need;
     }
-    return buf;
+    char *o = *buf;
+    for (; *s; s++) {
+        char e = *s == '\\' ? '\\' : *s == '\t' ? 't' : *s == '\n' ? 'n' : *s == '\r' ? 'r' : 0;
+        if (e) {
+            *o++ = '\\';
+            *o++ = e;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = 0;
+    return *buf;
 }
 
 static void put_source(FILE *f, const pd_pack_opts *po)
@@ -295,53 +338,74 @@ static void values_stamp(const pd_items *items, const pd_item *it, char out[17])
     out[16] = 0;
 }
 
-int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan, pd_job *j)
+/* The plan's first lines: its version, the source and the options compared by --resume. A
+ * malloc'ed text, NULL when out of memory. */
+static char *job_head(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan,
+                      size_t *len)
 {
-    memset(j, 0, sizeof *j);
     char *opts = pd_options_json(po, plan, items, 0, 0, NULL);
     if (!opts)
-        return -ENOMEM;
+        return NULL;
     fl_jdoc *doc = NULL;
     fl_error err;
     if (fl_jparse(opts, strlen(opts), "options", &doc, &err)) {
         free(opts);
-        return -ENOMEM;
+        return NULL;
     }
-    FILE *f = open_memstream(&j->plan, &j->plan_len);
-    if (!f) {
-        fl_jfree(doc);
-        free(opts);
-        return -ENOMEM;
-    }
-    fputs(PLAN_HEADER, f);
-    put_source(f, po);
-    for (const fl_jnode *m = fl_jroot(doc)->child; m; m = m->next) {
-        if (!option_compared(m->key))
-            continue;
-        fprintf(f, "option\t%s\t%.*s\n", m->key, (int)(m->src_end - m->src_begin),
-                opts + m->src_begin);
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    if (f) {
+        fputs(PLAN_HEADER, f);
+        put_source(f, po);
+        for (const fl_jnode *m = fl_jroot(doc)->child; m; m = m->next) {
+            if (!option_compared(m->key))
+                continue;
+            fprintf(f, "option\t%s\t%.*s\n", m->key, (int)(m->src_end - m->src_begin),
+                    opts + m->src_begin);
+        }
+        if (fclose(f)) {
+            free(text);
+            text = NULL;
+        }
     }
     fl_jfree(doc);
     free(opts);
+    return text;
+}
 
-    sha256_ctx c;
-    sha256_init(&c);
-    char *line = malloc(256);
-    size_t cap = line ? 256 : 0;
-    int oom = !line;
-    for (uint32_t i = 0; i < items->num_classes && !oom; i++) {
-        char *e = escaped(items->class_names[i]);
+/* Make the job: its head, the count and digest of its inputs, one stat per file input (its size
+ * and modification time). The plan's text goes to `f` when not NULL, and is compared with `old`
+ * (*differs) when that is not NULL; it is never held in memory. Returns 0, -ENOMEM, or -EIO
+ * (writing f failed). */
+static int job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *plan, FILE *f,
+                    const char *old, size_t old_len, pd_job *j, int *differs)
+{
+    memset(j, 0, sizeof *j);
+    j->head = job_head(po, items, plan, &j->head_len);
+    if (!j->head)
+        return -ENOMEM;
+    plan_sink sk;
+    memset(&sk, 0, sizeof sk);
+    sk.f = f;
+    sk.old = old;
+    sk.old_len = old_len;
+    sha256_init(&sk.c);
+    sink_write(&sk, j->head, j->head_len, 0);
+    char *ebuf = NULL, *path = NULL;
+    size_t ecap = 0, pcap = 0;
+    for (uint32_t i = 0; i < items->num_classes && !sk.oom; i++) {
+        const char *e = escape_into(items->class_names[i], &ebuf, &ecap);
         if (!e)
-            oom = 1;
+            sk.oom = -ENOMEM;
         else
-            digest_line(f, &c, &line, &cap, "class\t%u\t%s\n", i, e);
-        free(e);
+            sink_printf(&sk, 1, "class\t%u\t%s\n", i, e);
     }
-    for (size_t i = 0; i < items->n && !oom; i++) {
-        const pd_item *it = &items->v[i];
-        char *e = escaped(it->name);
+    for (size_t i = 0; i < items->n && !sk.oom; i++) {
+        pd_item tmp;
+        const pd_item *it = pd_items_get(items, i, &tmp, &path, &pcap);
+        const char *e = it ? escape_into(it->name, &ebuf, &ecap) : NULL;
         if (!e) {
-            oom = 1;
+            sk.oom = -ENOMEM;
             break;
         }
         char stamp[96];
@@ -368,30 +432,65 @@ int pd_job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan *pl
         if (items->num_fields) {
             char vs[17];
             values_stamp(items, it, vs);
-            digest_line(f, &c, &line, &cap, "input\t%s\t%d\t%llu\t%s\tfields:%s\n", e, it->label,
-                        size, stamp, vs);
+            sink_printf(&sk, 1, "input\t%s\t%d\t%llu\t%s\tfields:%s\n", e, it->label, size, stamp,
+                        vs);
         } else {
-            digest_line(f, &c, &line, &cap, "input\t%s\t%d\t%llu\t%s\n", e, it->label, size, stamp);
+            sink_printf(&sk, 1, "input\t%s\t%d\t%llu\t%s\n", e, it->label, size, stamp);
         }
-        free(e);
     }
-    free(line);
-    if (fclose(f) || oom) {
-        free(j->plan);
-        j->plan = NULL;
-        return -ENOMEM;
-    }
+    free(ebuf);
+    free(path);
+    free(sk.line);
+    if (sk.oom)
+        return sk.oom == -EIO ? -EIO : -ENOMEM;
+    if (differs)
+        *differs = sk.differs || sk.off != old_len;
     uint8_t dg[32];
-    sha256_final(&c, dg);
+    sha256_final(&sk.c, dg);
     sha256_hex(dg, j->sha256);
     j->count = items->n;
+    int n = asprintf(&j->summary, "%.*sinputs\t%llu\t%s\n", (int)j->head_len, j->head,
+                     (unsigned long long)j->count, j->sha256);
+    if (n < 0) {
+        j->summary = NULL;
+        return -ENOMEM;
+    }
+    j->summary_len = (size_t)n;
     return 0;
 }
 
 void pd_job_free(pd_job *j)
 {
-    free(j->plan);
-    j->plan = NULL;
+    free(j->head);
+    j->head = NULL;
+    free(j->summary);
+    j->summary = NULL;
+    if (j->plan_file)
+        unlink(j->plan_file);
+    free(j->plan_file);
+    j->plan_file = NULL;
+}
+
+int pd_job_install(const pd_dst *d, pd_job *j)
+{
+    if (!j->plan_file)
+        return 0;
+    char part[PATH_MAX + 16], to[PATH_MAX + 32];
+    snprintf(part, sizeof part, "%s.partial", d->dst);
+    snprintf(to, sizeof to, "%s.partial/plan.txt", d->dst);
+    if (rename(j->plan_file, to)) {
+        int e = errno;
+        fl_cli_error(PD_TOOL, "cannot move %s to %s: %s", j->plan_file, to, strerror(e));
+        return -e;
+    }
+    free(j->plan_file);
+    j->plan_file = NULL;
+    int fd = open(part, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    return 0;
 }
 
 /* ---- comparing jobs ------------------------------------------------------------------------- */
@@ -742,7 +841,7 @@ static int manifest_diff(const char *dst, const pd_job *j, char *why, size_t cap
     const fl_jnode *opts = fl_jget(fl_jroot(doc), "options");
     /* the options this run would record, compared member by member */
     plan_lines B;
-    if (lines_split(j->plan, j->plan_len, &B)) {
+    if (lines_split(j->head, j->head_len, &B)) {
         rc = -ENOMEM;
         goto out;
     }
@@ -836,33 +935,103 @@ static void print_complete(const pd_pack_opts *po, const char *dst, uint64_t rec
     }
 }
 
-int pd_dst_decide(const pd_pack_opts *po, pd_dst *d, const pd_job *j)
+/* The plan of a fresh run into DST.partial.plan (moved into DST.partial by pd_job_install once the
+ * writer made it). Returns -1 to go on, else the exit status (printed). */
+static int job_write(const pd_pack_opts *po, const pd_dst *d, const pd_items *items,
+                     const pd_plan *plan, pd_job *j)
 {
-    if (!po->resume)
-        return -1;
+    char *file = NULL;
+    if (asprintf(&file, "%s.partial.plan", d->dst) < 0) {
+        fl_cli_error(PD_TOOL, "out of memory");
+        return FL_EXIT_DATA;
+    }
+    FILE *f = fopen(file, "w");
+    if (!f) {
+        fl_cli_error(PD_TOOL, "cannot write %s: %s", file, strerror(errno));
+        free(file);
+        return FL_EXIT_DATA;
+    }
+    int r = job_make(po, items, plan, f, NULL, 0, j, NULL);
+    j->plan_file = file; /* removed by pd_job_free unless installed */
+    if (!r && (fflush(f) || fsync(fileno(f))))
+        r = -errno;
+    if (fclose(f) && !r)
+        r = -EIO;
+    if (r == -ENOMEM) {
+        fl_cli_error(PD_TOOL, "out of memory");
+        return FL_EXIT_DATA;
+    }
+    if (r) {
+        fl_cli_error(PD_TOOL, "cannot write %s: %s", file, strerror(-r));
+        return FL_EXIT_DATA;
+    }
+    return -1;
+}
+
+int pd_dst_job(const pd_pack_opts *po, pd_dst *d, const pd_items *items, const pd_plan *plan,
+               pd_job *j, int *fresh)
+{
+    memset(j, 0, sizeof *j);
+    *fresh = 1;
     char why[1200];
-    if (d->info.partial == FL_PARTIAL_RESUMABLE) {
+    if (po->resume && d->info.partial == FL_PARTIAL_RESUMABLE) {
         if (!d->info.plan) {
             fl_cli_error(PD_TOOL,
-                         "cannot resume %s.partial: it was started by an older packdata "
-                         "that did not record its inputs, so they cannot be checked; run without "
-                         "--resume and with --force to start over",
+                         "cannot resume %s.partial: it records no plan of its inputs (it was "
+                         "started by an older packdata, or killed as it started), so they cannot "
+                         "be checked; run without --resume and with --force to start over",
                          d->dst);
             return FL_EXIT_USAGE;
         }
-        int r = plan_diff(d->info.plan, d->info.plan_len, j->plan, j->plan_len, why, sizeof why);
-        if (r < 0) {
+        int differs = 0;
+        int r = job_make(po, items, plan, NULL, d->info.plan, d->info.plan_len, j, &differs);
+        if (r) {
             fl_cli_error(PD_TOOL, "out of memory");
             return FL_EXIT_DATA;
         }
-        if (r) {
+        /* a plan of the short form (a run killed before its whole plan was moved in) records
+         * the inputs' count and digest only */
+        const int short_form = !strstr(d->info.plan, "\ninput\t");
+        if (differs && short_form &&
+            (d->info.plan_len != j->summary_len ||
+             memcmp(d->info.plan, j->summary, j->summary_len))) {
+            fl_cli_error(PD_TOOL,
+                         "cannot resume %s.partial: this is not the job it was started for: "
+                         "its inputs or options changed (it was killed as it started and "
+                         "recorded only their digest); run without --resume (with --force) to "
+                         "start over with these inputs and options",
+                         d->dst);
+            return FL_EXIT_USAGE;
+        }
+        if (differs && !short_form) {
+            /* say what differs: this run's plan in memory, once, beside the earlier one */
+            char *text = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&text, &len);
+            pd_job j2;
+            r = f ? job_make(po, items, plan, f, NULL, 0, &j2, NULL) : -ENOMEM;
+            if (f && fclose(f) && !r)
+                r = -ENOMEM;
+            if (f)
+                pd_job_free(&j2);
+            if (!r)
+                r = plan_diff(d->info.plan, d->info.plan_len, text, len, why, sizeof why);
+            free(text);
+            if (r < 0) {
+                fl_cli_error(PD_TOOL, "out of memory");
+                return FL_EXIT_DATA;
+            }
             fl_cli_error(PD_TOOL,
                          "cannot resume %s.partial: this is not the job it was started "
                          "for: %s; run without --resume (with --force) to start over with these "
                          "inputs and options",
-                         d->dst, why);
+                         d->dst, r ? why : "the inputs changed while they were compared");
             return FL_EXIT_USAGE;
         }
+        /* the same job: the earlier plan is not needed any more */
+        free(d->info.plan);
+        d->info.plan = NULL;
+        d->info.plan_len = 0;
         if (d->info.dst == FL_DST_DATASET && !po->force) {
             fl_cli_error(PD_TOOL,
                          "%s exists and %s.partial is an interrupted run that replaces "
@@ -870,39 +1039,46 @@ int pd_dst_decide(const pd_pack_opts *po, pd_dst *d, const pd_job *j)
                          d->dst, d->dst);
             return FL_EXIT_DATA;
         }
+        *fresh = 0;
         return -1;
     }
-    if (d->info.dst != FL_DST_DATASET)
-        return -1; /* nothing to resume: pack from the start */
-    fl_dataset *ds = NULL;
-    fl_error err;
-    int r = fl_dataset_open(d->dst, &ds, &err);
-    if (r) {
-        if (po->force)
-            return -1;
-        fl_cli_error(PD_TOOL, "%s exists but does not open (%s): pass --force to replace it",
-                     d->dst, err.msg);
-        return FL_EXIT_DATA;
-    }
-    uint64_t records = fl_dataset_count(ds);
-    fl_dataset_close(ds);
-    r = manifest_diff(d->dst, j, why, sizeof why);
-    if (r < 0) {
-        fl_cli_error(PD_TOOL, "out of memory");
-        return FL_EXIT_DATA;
-    }
-    if (r == 0) {
-        if (d->info.partial == FL_PARTIAL_STALE) {
-            /* left by a run killed while publishing or clearing: ours, and of no use */
-            fl_error e2;
-            fl_writer_remove_partial(d->dst, &e2);
+    if (po->resume && d->info.dst == FL_DST_DATASET) {
+        fl_dataset *ds = NULL;
+        fl_error err;
+        int r = fl_dataset_open(d->dst, &ds, &err);
+        if (r && !po->force) {
+            fl_cli_error(PD_TOOL, "%s exists but does not open (%s): pass --force to replace it",
+                         d->dst, err.msg);
+            return FL_EXIT_DATA;
         }
-        print_complete(po, d->dst, records);
-        return FL_EXIT_OK;
+        if (!r) {
+            uint64_t records = fl_dataset_count(ds);
+            fl_dataset_close(ds);
+            /* the inputs' digest only: no plan is written or kept */
+            r = job_make(po, items, plan, NULL, NULL, 0, j, NULL);
+            if (!r)
+                r = manifest_diff(d->dst, j, why, sizeof why);
+            if (r < 0) {
+                fl_cli_error(PD_TOOL, "out of memory");
+                return FL_EXIT_DATA;
+            }
+            if (r == 0) {
+                if (d->info.partial == FL_PARTIAL_STALE) {
+                    /* left by a run killed while publishing or clearing: ours, and of no use */
+                    fl_error e2;
+                    fl_writer_remove_partial(d->dst, &e2);
+                }
+                print_complete(po, d->dst, records);
+                return FL_EXIT_OK;
+            }
+            if (!po->force) {
+                fl_cli_error(PD_TOOL,
+                             "%s is complete but is not this job: %s; pass --force to replace it",
+                             d->dst, why);
+                return FL_EXIT_USAGE;
+            }
+            pd_job_free(j);
+        }
     }
-    if (po->force)
-        return -1;
-    fl_cli_error(PD_TOOL, "%s is complete but is not this job: %s; pass --force to replace it",
-                 d->dst, why);
-    return FL_EXIT_USAGE;
+    return job_write(po, d, items, plan, j);
 }

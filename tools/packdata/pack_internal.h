@@ -60,6 +60,9 @@ typedef struct pd_plan {
      * the plan sniffed them (by fl_image_format). */
     fl_image_format keep_format;
     uint64_t keep_count[4];
+    /* KEEP under --part: keep_format and keep_count come from the job's file names
+     * (pd_items.name_formats), not from the files' bytes (pd_plan_formats) */
+    int keep_by_name;
     size_t dict_cap; /* most bytes of zstd dictionary to train (0: 110 KiB) */
     /* the schema when the source has fields beyond image + label (pd_items.fields), else 0 */
     const fl_field *fields;
@@ -69,8 +72,18 @@ typedef struct pd_plan {
 /* The record encoding of an image format (FL_IMG_JPEG -> FL_ENC_JPEG, ...). */
 fl_encoding pd_encoding_of(fl_image_format f);
 
+/* The plan from the options and the source kind; raw without --resize takes its size from the
+ * first input that probes. The stored image format under --encode keep is left to
+ * pd_plan_formats. */
 int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_plan *plan,
                  fl_error *err);
+/* --encode keep: the schema's image format. One process: the first bytes of every input (one
+ * format: that format, several: FL_ENC_MIXED). Under --part the job's file names decide
+ * (items->name_formats, counted over the whole job before the slice), so that every part
+ * reaches the same schema without reading the other parts' files: one image extension
+ * (.jpg/.jpeg/.jpe, .png or .webp) throughout: that format, and a file of this part whose bytes
+ * are another format is a bad input; several, or a name that does not tell: FL_ENC_MIXED. */
+void pd_plan_formats(const pd_pack_opts *po, const pd_items *items, pd_plan *plan);
 void pd_plan_free(pd_plan *plan);
 
 /* Warn ("packdata: warning: --root does not apply ...") about each option given that has no
@@ -95,6 +108,8 @@ typedef struct pd_slot {
     uint8_t *fields_buf; /* the record's fields block (plan->num_fields > 0; grow-only, reused) */
     size_t fields_len, fields_cap;
     const char *source; /* item name or path, for messages */
+    char *path;         /* the input's path when the list builds it (pd_items_get; grow-only) */
+    size_t path_cap;
     char msg[800];
 } pd_slot;
 

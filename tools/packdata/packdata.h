@@ -93,6 +93,21 @@ typedef struct pd_items {
      * num_fields 0: the classic image + label. */
     fl_field fields[FL_MAX_FIELDS];
     uint32_t num_fields;
+    /* Plain file inputs, held compactly (pd_items_push_file) instead of in v, which is then NULL:
+     * input i is the file pd_path_join(base, names[i]) with label labels[i]. 12 bytes an input
+     * plus its name; read them with pd_items_get / pd_items_name. */
+    const char **names;
+    int32_t *labels;
+    const char *base;
+    /* A source that applied --part itself (pd_source_opts.part_count) holds only its slice:
+     * presliced is set and job_n is the whole job's input count. */
+    int presliced;
+    uint64_t job_n;
+    /* Inputs of the whole job per image format their names (or tar members' bytes) say:
+     * [FL_IMG_UNKNOWN] a name that does not tell, [FL_IMG_JPEG..FL_IMG_WEBP], [4] a format
+     * that cannot be kept (.gif .bmp .tif). Set by pd_items_count_formats or the source. */
+    uint64_t name_formats[5];
+    int name_formats_set;
     /* storage */
     char **arena; /* string arena blocks */
     size_t n_arena, arena_used, arena_cap;
@@ -114,8 +129,24 @@ pd_value *pd_items_new_values(pd_items *it);
  * Returns the field's index, or -1 when the schema is full. */
 int pd_items_add_field(pd_items *it, const char *name, fl_field_type type, fl_dtype dtype,
                        uint32_t ndim, const uint32_t *shape, int32_t of);
-/* Append an item (its strings must already live in the arena). Returns 0 or -ENOMEM. */
+/* Append an item (its strings must already live in the arena). Returns 0 or -ENOMEM. A list
+ * holds either such items or compact file inputs (pd_items_push_file), never both (-EINVAL). */
 int pd_items_push(pd_items *it, const pd_item *item);
+/* Append a plain file input: `name` (copied into the arena) is the input's name, the file is
+ * pd_path_join(base, name). base is copied at the first call; every call of one list passes the
+ * same base. Returns 0, -ENOMEM, or -EINVAL when the list already holds pd_items_push items. */
+int pd_items_push_file(pd_items *it, const char *base, const char *name, int32_t label);
+/* Input i as a pd_item: &it->v[i], or, for compact file inputs, *tmp filled in. Its path is
+ * built in *path (malloc'ed, grow-only, *cap its size; the caller frees it) when path is not
+ * NULL, else left NULL. Returns NULL only when building the path ran out of memory. */
+const pd_item *pd_items_get(const pd_items *it, size_t i, pd_item *tmp, char **path, size_t *cap);
+/* The name of input i. */
+const char *pd_items_name(const pd_items *it, size_t i);
+/* Fill name_formats from the inputs now in the list (before --part slices it). */
+void pd_items_count_formats(pd_items *it);
+/* The image format a file name's extension says (FL_IMG_UNKNOWN when it does not tell), or 4
+ * for an image extension whose format cannot be kept (.gif .bmp .tif .tiff). */
+int pd_name_format(const char *name);
 /* Keep ownership of a malloc'ed pixel block. Returns 0 or -ENOMEM (block freed). */
 int pd_items_own_block(pd_items *it, uint8_t *block);
 /* Set class names (copied). */
@@ -152,6 +183,10 @@ typedef struct pd_source_opts {
     const char *jsonl;        /* --jsonl FILE */
     const char *field_specs[FL_MAX_FIELDS]; /* --field NAME:TYPE[:SHAPE], in order */
     uint32_t n_field_specs;
+    /* --part I/N for a source that can list only its slice (ImageFolder): it keeps inputs
+     * [n*I/N, n*(I+1)/N) of the n it lists, exactly those pd_items_slice would keep, and sets
+     * presliced/job_n. part_count 0: list everything. */
+    uint32_t part_index, part_count;
 } pd_source_opts;
 
 /* Build the item list from SRC (autodetected or forced by the options). Rejected entries go

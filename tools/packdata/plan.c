@@ -25,12 +25,18 @@ static const char *enc_name(pd_encode e)
 /* First file input that reads and probes: its info. Returns 0 when found. */
 static int probe_first(const pd_items *items, uint64_t max_pixels, fl_image_info *info)
 {
-    for (size_t i = 0; i < items->n && i < 1000; i++) {
+    char *path = NULL;
+    size_t pcap = 0;
+    int found = -1;
+    for (size_t i = 0; i < items->n && i < 1000 && found; i++) {
         uint8_t *d = NULL;
         size_t n, dcap = 0;
         fl_error e;
         char why[256];
-        const pd_item *it = &items->v[i];
+        pd_item tmp;
+        const pd_item *it = pd_items_get(items, i, &tmp, &path, &pcap);
+        if (!it)
+            break;
         if (it->member ? pd_member_read(it->member, &d, &dcap, &n, why, sizeof why) != 0
                        : !it->path || pd_read_file(it->path, 0, 1ull << 31, &d, &n, &e) != 0) {
             free(d);
@@ -39,9 +45,10 @@ static int probe_first(const pd_items *items, uint64_t max_pixels, fl_image_info
         int r = fl_image_probe(d, n, info, &e);
         free(d);
         if (!r && info->width && info->height && (uint64_t)info->width * info->height <= max_pixels)
-            return 0;
+            found = 0;
     }
-    return -1;
+    free(path);
+    return found;
 }
 
 fl_encoding pd_encoding_of(fl_image_format f)
@@ -79,11 +86,19 @@ typedef struct sniff_job {
 static void *sniff_range(void *arg)
 {
     sniff_job *j = arg;
-    for (size_t i = j->lo; i < j->hi; i++)
-        if (j->items->v[i].member)
-            j->count[j->items->v[i].member->format]++; /* sniffed when listed */
-        else if (j->items->v[i].path)
-            j->count[sniff_file(j->items->v[i].path)]++;
+    char *path = NULL;
+    size_t pcap = 0;
+    for (size_t i = j->lo; i < j->hi; i++) {
+        pd_item tmp;
+        const pd_item *it = pd_items_get(j->items, i, &tmp, &path, &pcap);
+        if (!it)
+            j->count[FL_IMG_UNKNOWN]++; /* out of memory: reported when processed */
+        else if (it->member)
+            j->count[it->member->format]++; /* sniffed when listed */
+        else if (it->path)
+            j->count[sniff_file(it->path)]++;
+    }
+    free(path);
     return NULL;
 }
 
@@ -169,20 +184,9 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
     plan->schema.channels = plan->channels;
 
     if (e == PD_ENC_KEEP) {
-        /* one format among the inputs this build can keep: the schema is that format (as
-         * datasets always were); several: FL_ENC_MIXED, each record in its own format. Inputs
-         * of other formats are rejected one by one when processed (--on-error skip skips them). */
-        sniff_all(items, po->workers, plan->keep_count);
-        int kinds = 0;
-        fl_image_format one = FL_IMG_JPEG;
-        for (int f = FL_IMG_JPEG; f <= FL_IMG_WEBP; f++) {
-            if (plan->keep_count[f] && fl_image_can_decode((fl_image_format)f)) {
-                kinds++;
-                one = (fl_image_format)f;
-            }
-        }
-        plan->keep_format = kinds > 1 ? FL_IMG_UNKNOWN : one;
-        plan->schema.encoding = kinds > 1 ? FL_ENC_MIXED : pd_encoding_of(one);
+        /* the image format: pd_plan_formats, once the job is known to need packing */
+        plan->keep_format = FL_IMG_JPEG;
+        plan->schema.encoding = FL_ENC_JPEG;
         return 0;
     }
     plan->schema.encoding = e == PD_ENC_RAW ? FL_ENC_RAW : FL_ENC_JPEG;
@@ -230,6 +234,37 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
     return 0;
 }
 
+void pd_plan_formats(const pd_pack_opts *po, const pd_items *items, pd_plan *plan)
+{
+    if (plan->encode != PD_ENC_KEEP)
+        return;
+    /* one format among the inputs this build can keep: the schema is that format (as datasets
+     * always were); several: FL_ENC_MIXED, each record in its own format. Inputs of other
+     * formats are rejected one by one when processed (--on-error skip skips them). */
+    int unsure = 0;
+    if (po->part_count && items->name_formats_set) {
+        /* every part must reach the same schema: decided from the whole job's names, which
+         * every part lists, rather than from the bytes of files the other parts read */
+        for (int f = 0; f < 4; f++)
+            plan->keep_count[f] = items->name_formats[f];
+        plan->keep_by_name = 1;
+        unsure = items->name_formats[FL_IMG_UNKNOWN] > 0;
+    } else {
+        sniff_all(items, po->workers, plan->keep_count);
+    }
+    int kinds = 0;
+    fl_image_format one = FL_IMG_JPEG;
+    for (int f = FL_IMG_JPEG; f <= FL_IMG_WEBP; f++) {
+        if (plan->keep_count[f] && fl_image_can_decode((fl_image_format)f)) {
+            kinds++;
+            one = (fl_image_format)f;
+        }
+    }
+    const int mixed = kinds > 1 || unsure;
+    plan->keep_format = mixed ? FL_IMG_UNKNOWN : one;
+    plan->schema.encoding = mixed ? FL_ENC_MIXED : pd_encoding_of(one);
+}
+
 void pd_plan_free(pd_plan *plan) { (void)plan; }
 
 int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict, size_t *len,
@@ -257,7 +292,10 @@ int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict,
     if (!sizes)
         goto oom;
     for (size_t i = 0; i < k; i++) {
-        const pd_item *it = &items->v[i * items->n / k];
+        pd_item tmp;
+        const pd_item *it = pd_items_get(items, i * items->n / k, &tmp, &s.path, &s.path_cap);
+        if (!it)
+            goto oom;
         pd_process_item(&c, &p, it, &s);
         if (s.status != PD_SLOT_OK)
             continue; /* bad inputs are reported by the real pass */
@@ -293,12 +331,14 @@ int pd_train_dictionary(const pd_plan *plan, const pd_items *items, void **dict,
     free(samples);
     free(sizes);
     free(s.buf);
+    free(s.path);
     pd_worker_free(&c);
     return 0;
 oom:
     free(samples);
     free(sizes);
     free(s.buf);
+    free(s.path);
     pd_worker_free(&c);
     return fl_error_set(err, -ENOMEM, "out of memory while training the zstd dictionary");
 }

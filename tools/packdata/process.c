@@ -210,6 +210,13 @@ static void keep_input(pd_worker_ctx *c, const pd_plan *plan, pd_slot *s, const 
 {
     /* each input keeps its own format; a single-format schema means every input had
      * that format when the plan sniffed them, so another one here changed since */
+    if (plan->keep_format != FL_IMG_UNKNOWN && info->format != plan->keep_format &&
+        plan->keep_by_name)
+        REJECT("is a %s image, but under --part the stored format is decided from the names of "
+               "the whole job's inputs, and every one is named as %s: rename it to its format "
+               "(the job then stores each input in its own format), or pack it with "
+               "--encode jpeg",
+               fmt_name(info->format), fmt_name(plan->keep_format));
     if (plan->keep_format != FL_IMG_UNKNOWN && info->format != plan->keep_format)
         REJECT("is a %s image, but when the inputs were listed every one was %s (did the "
                "file change during the pack?)",

@@ -5,7 +5,13 @@
  * sorted by relative path. Hidden entries are ignored. The format is sniffed from the bytes
  * later, so a lying extension is fine. A class folder without images is skipped with a warning
  * (it would be a class with no examples); a symbolic link loop is a bad input (reported, skipped
- * under --on-error skip), never a reason to abort the listing. */
+ * under --on-error skip), never a reason to abort the listing.
+ *
+ * Memory: each input is kept as its relative name and label (pd_items_push_file; the path is SRC
+ * + name), and an entry of the file type readdir reports (DT_REG, DT_DIR) is not stat'ed. Under
+ * --part I/N (without --shuffle) a first pass only counts the inputs of each class folder, and a
+ * second one lists again the folders that hold inputs of this part, keeping only those: a task
+ * holds its own slice, never the whole listing. */
 #include "packdata.h"
 
 #include <dirent.h>
@@ -49,6 +55,12 @@ static void sv_free(strvec *s)
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* names after their type byte */
+static int cmp_typed(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a + 1, *(char *const *)b + 1);
 }
 
 static int has_image_ext(const char *n)
@@ -124,21 +136,41 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
         free(dir);
         return r;
     }
+    /* each name after one byte holding its d_type */
     strvec names = {0};
     struct dirent *de;
     int r = 0;
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.')
             continue;
-        if ((r = sv_push(&names, strdup(de->d_name))))
+        size_t l = strlen(de->d_name);
+        char *e = malloc(l + 2);
+        if (e) {
+            e[0] = (char)de->d_type;
+            memcpy(e + 1, de->d_name, l + 1);
+        }
+        if ((r = sv_push(&names, e)))
             break;
     }
     closedir(d);
     if (!r && names.n)
-        qsort(names.v, names.n, sizeof *names.v, cmp_str); /* NULL when empty */
+        qsort(names.v, names.n, sizeof *names.v, cmp_typed); /* NULL when empty */
     for (size_t i = 0; i < names.n && !r; i++) {
-        char *rp = pd_path_join(rel, names.v[i]);
-        char *fp = pd_path_join(dir, names.v[i]);
+        const unsigned char type = (unsigned char)names.v[i][0];
+        const char *name = names.v[i] + 1;
+        if (type == DT_REG) {
+            /* a regular file (not a link): no stat needed to know what it is */
+            if (!has_image_ext(name)) {
+                (*ignored)++;
+                continue;
+            }
+            char *rp = pd_path_join(rel, name);
+            if (!rp || (r = sv_push(files, rp)))
+                r = -ENOMEM;
+            continue;
+        }
+        char *rp = pd_path_join(rel, name);
+        char *fp = pd_path_join(dir, name);
         struct stat st;
         int st_err = 0;
         if (rp && fp && stat(fp, &st) < 0)
@@ -155,7 +187,7 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
                     : 0;
         } else if (!st_err && S_ISDIR(st.st_mode)) {
             r = walk(base, rp, files, ignored, &here, depth + 1, real_root, rc, err);
-        } else if (has_image_ext(names.v[i])) {
+        } else if (has_image_ext(name)) {
             /* missing/broken entries are kept: the pack reports them with the file name */
             r = sv_push(files, rp);
             rp = NULL;
@@ -177,6 +209,57 @@ static int walk(const char *base, const char *rel, strvec *files, uint64_t *igno
     if (r == -ENOMEM)
         return fl_error_set(err, r, "out of memory listing %s", base);
     return r;
+}
+
+/* --part: the second pass. ccount[c] inputs were counted in class folder c: list again only the
+ * folders that hold inputs of slice [n*I/N, n*(I+1)/N) and keep those inputs. Bad entries were
+ * reported by the first pass: they are not reported twice. A folder that lists another number of
+ * inputs now changed between the passes: an error, as the parts would not agree. */
+static int take_part(const char *dir, const strvec *classes, const size_t *ccount,
+                     const int32_t *clabel, const dir_chain *root, const char *real_root,
+                     const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out, fl_error *err)
+{
+    uint64_t n = 0;
+    for (size_t c = 0; c < classes->n; c++)
+        n += ccount[c];
+    out->presliced = 1;
+    out->job_n = n;
+    if (!n || so->part_count > n)
+        return 0; /* the caller says why there is nothing to pack */
+    uint64_t lo = (uint64_t)((unsigned __int128)n * so->part_index / so->part_count);
+    uint64_t hi = (uint64_t)((unsigned __int128)n * (so->part_index + 1) / so->part_count);
+    pd_reject_ctx quiet = {.skip = 1, .silent = 1};
+    (void)rc;
+    uint64_t first = 0, ignored = 0;
+    for (size_t c = 0; c < classes->n && first < hi; c++) {
+        uint64_t end = first + ccount[c];
+        if (end <= lo || !ccount[c]) {
+            first = end;
+            continue;
+        }
+        strvec files = {0};
+        int r = walk(dir, classes->v[c], &files, &ignored, root, 0, real_root, &quiet, err);
+        if (r < 0) {
+            sv_free(&files);
+            return r == -ENOMEM ? fl_error_set(err, r, "out of memory listing %s", dir) : r;
+        }
+        if (files.n != ccount[c]) {
+            sv_free(&files);
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s/%s: %zu inputs when first listed, %zu now: the folder changed "
+                                "while it was listed (the parts of a --part job must list the "
+                                "same inputs): pack again once SRC no longer changes",
+                                dir, classes->v[c], ccount[c], files.n);
+        }
+        for (uint64_t k = first < lo ? lo - first : 0; k < ccount[c] && first + k < hi; k++)
+            if (pd_items_push_file(out, dir, files.v[k], clabel[c])) {
+                sv_free(&files);
+                return fl_error_set(err, -ENOMEM, "out of memory listing %s", dir);
+            }
+        sv_free(&files);
+        first = end;
+    }
+    return 0;
 }
 
 static long find_name(char *const *names, size_t n, const char *s)
@@ -268,6 +351,16 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
     const dir_chain root = {rs.st_dev, rs.st_ino, NULL};
     uint64_t ignored = 0;
     strvec kept = {0}; /* class names, label order (without --classes: non-empty folders) */
+    /* --part: the inputs each class folder holds and its label, for the second pass */
+    const uint32_t parts = so->part_count;
+    size_t *ccount = parts ? calloc(classes.n, sizeof *ccount) : NULL;
+    int32_t *clabel = parts ? calloc(classes.n, sizeof *clabel) : NULL;
+    if (parts && (!ccount || !clabel)) {
+        free(ccount);
+        free(clabel);
+        goto oom;
+    }
+    memset(out->name_formats, 0, sizeof out->name_formats);
     for (size_t c = 0; c < classes.n; c++) {
         strvec files = {0};
         r = walk(dir, classes.v[c], &files, &ignored, &root, 0, real_root, rc, err);
@@ -287,28 +380,43 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
                     ".png .webp ...): skipped, as it would be a class with no examples (to keep it "
                     "as a class, give the class list with --classes FILE)\n",
                     dir, classes.v[c]);
-        for (size_t i = 0; i < files.n && !r; i++) {
-            pd_item it = {0};
-            it.name = pd_items_strdup(out, files.v[i]);
-            char *full = pd_path_join(dir, files.v[i]);
-            it.path = full ? pd_items_strdup(out, full) : NULL;
-            free(full);
-            it.label = label;
-            if (!it.name || !it.path || pd_items_push(out, &it))
-                r = -ENOMEM;
+        for (size_t i = 0; i < files.n && !r; i++)
+            out->name_formats[pd_name_format(files.v[i])]++;
+        if (parts) {
+            ccount[c] = files.n;
+            clabel[c] = label;
         }
+        for (size_t i = 0; i < files.n && !r && !parts; i++)
+            if (pd_items_push_file(out, dir, files.v[i], label))
+                r = -ENOMEM;
         sv_free(&files);
         if (r == -ENOMEM) {
             sv_free(&kept);
+            free(ccount);
+            free(clabel);
             goto oom;
         }
         if (r) {
             sv_free(&kept);
+            free(ccount);
+            free(clabel);
             goto done;
         }
         if (failed)
             break; /* the first bad entry is the error (already printed) */
     }
+    out->name_formats_set = 1;
+    if (parts && !failed) {
+        r = take_part(dir, &classes, ccount, clabel, &root, real_root, so, rc, out, err);
+        if (r) {
+            sv_free(&kept);
+            free(ccount);
+            free(clabel);
+            goto done;
+        }
+    }
+    free(ccount);
+    free(clabel);
     if (failed) {
         sv_free(&kept);
         r = pd_fail_reported(err, FL_E_FORMAT);
