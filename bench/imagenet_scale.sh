@@ -10,6 +10,8 @@
 #   loader: `fastload bench --batches 1 --json` open time (startup_seconds), first batch after open,
 #     peak RSS, for rank 0 of 1 and rank 1 of 2; the Python binding's open time, first batch and
 #     peak RSS
+#   one array task without a scheduler: `pack --part 0/4 --workers 1` (wall, peak RSS) and the
+#     `--resume` of that finished part (what a requeued task that had finished costs)
 #   pack as a 4-task Slurm array on the private one-node cluster of tests/slurm/cluster.sh (2 CPUs,
 #     1 per task, so two tasks at a time), submit to verify done: wall and each task's peak RSS;
 #     the parts' random-order `fastload digest` of the first 20 batches == the one-process pack's
@@ -156,6 +158,13 @@ EOF
 fi
 
 fi # the folder source only
+
+# ---- one part of 4, as an array task runs it, and its --resume once finished -----------------------
+rm -rf "$run/part0" "$run/part0.partial"
+timed part0 "$P" pack "$src" "$run/part0" "${opts[@]}" --workers 1 --part 0/4 || cat "$run/part0.err"
+timed part0_resume_complete "$P" pack "$src" "$run/part0" "${opts[@]}" --workers 1 --part 0/4 --resume ||
+    cat "$run/part0_resume_complete.err"
+say part0_resume_complete.line "$(head -n 1 "$run/part0_resume_complete.out")"
 
 # ---- Slurm array of 4 tasks ----------------------------------------------------------------------
 if ((slurm)) && why=$(bash "$root/tests/slurm/cluster.sh" check); then

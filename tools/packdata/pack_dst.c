@@ -1043,19 +1043,13 @@ int pd_dst_job(const pd_pack_opts *po, pd_dst *d, const pd_items *items, const p
         return -1;
     }
     if (po->resume && d->info.dst == FL_DST_DATASET) {
-        fl_dataset *ds = NULL;
-        fl_error err;
-        int r = fl_dataset_open(d->dst, &ds, &err);
-        if (r && !po->force) {
-            fl_cli_error(PD_TOOL, "%s exists but does not open (%s): pass --force to replace it",
-                         d->dst, err.msg);
-            return FL_EXIT_DATA;
-        }
-        if (!r) {
-            uint64_t records = fl_dataset_count(ds);
-            fl_dataset_close(ds);
+        /* DST is a dataset packdata published (its manifest, the files it lists and nothing
+         * else: fl_writer_inspect), which happens only once complete. It is not opened here:
+         * that would load the index of every record; `packdata verify` checks its contents */
+        const uint64_t records = d->info.records;
+        {
             /* the inputs' digest only: no plan is written or kept */
-            r = job_make(po, items, plan, NULL, NULL, 0, j, NULL);
+            int r = job_make(po, items, plan, NULL, NULL, 0, j, NULL);
             if (!r)
                 r = manifest_diff(d->dst, j, why, sizeof why);
             if (r < 0) {
