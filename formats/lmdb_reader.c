@@ -152,7 +152,7 @@ static int check_pages(int fd, const char *path, uint32_t psize, uint64_t npages
     void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED)
         return fl_error_set(err, -errno, "%s: cannot map: %s", path, strerror(errno));
-    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1};
+    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1, 0};
     const char *why = w.seen ? walk_page(&w, root, 0, 1) : NULL;
     int rc = w.seen ? 0 : fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     if (why && w.record >= 0)
@@ -337,6 +337,43 @@ static int in_map(const fl_lmdb_reader *r, const void *v, size_t n)
            n <= r->used - (uint64_t)(p - r->base);
 }
 
+/* Version 3: the manifest's max_count of each variable field is the largest count the writer
+ * kept in meta "field_max" (a u32 per field, always written with the fields). A loader sizes
+ * every batch slot from it, so a missing field_max, or a max_count above (a crafted 2^28 boxes)
+ * or below (records would overflow their slots) it, is refused here. */
+static int check_field_max(fl_lmdb_reader *r, MDB_dbi meta, const fl_manifest *m, const char *path,
+                           fl_error *err)
+{
+    int var = -1;
+    for (uint32_t f = 0; f < m->num_fields && var < 0; f++)
+        if (fl_field_is_variable(m->fields[f].type))
+            var = (int)f;
+    if (var < 0)
+        return 0;
+    MDB_val k = {strlen(FL_LMDB_META_FIELD_MAX), (void *)FL_LMDB_META_FIELD_MAX}, v;
+    int rc = mdb_get(r->txn, meta, &k, &v);
+    if (rc != 0 || v.mv_size != 4u * m->num_fields || !in_map(r, v.mv_data, v.mv_size))
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: field \"%s\": no meta \"%s\" (%u counts) to check the "
+                            "manifest's max_count against: damaged or crafted",
+                            path, m->fields[var].name, FL_LMDB_META_FIELD_MAX, m->num_fields);
+    for (uint32_t f = 0; f < m->num_fields; f++) {
+        uint32_t most = fl_rd32((const uint8_t *)v.mv_data + 4 * f);
+        if (!fl_field_is_variable(m->fields[f].type) || m->fields[f].max_count == most)
+            continue;
+        if (m->fields[f].max_count > most)
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: field \"%s\": the manifest's max_count is %u, the data "
+                                "file's largest count %u: damaged or crafted",
+                                path, m->fields[f].name, m->fields[f].max_count, most);
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: field \"%s\": up to %u per record, the manifest's max_count "
+                            "is %u",
+                            path, m->fields[f].name, most, m->fields[f].max_count);
+    }
+    return 0;
+}
+
 /* The read transaction kept until close, the two databases, and meta: format version (the
  * manifest's), dataset id, dictionary. */
 static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_t *ver_out,
@@ -397,22 +434,8 @@ static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_
                                 path, got, mid);
         }
     }
-    if (ver >= 3) { /* the manifest's max_count is the largest count the writer kept in meta */
-        k.mv_data = FL_LMDB_META_FIELD_MAX;
-        k.mv_size = strlen(FL_LMDB_META_FIELD_MAX);
-        rc = mdb_get(r->txn, meta, &k, &v);
-        if (rc == 0 && v.mv_size == 4u * m->num_fields && in_map(r, v.mv_data, v.mv_size)) {
-            for (uint32_t f = 0; f < m->num_fields; f++)
-                if (fl_field_is_variable(m->fields[f].type) &&
-                    m->fields[f].max_count > fl_rd32((const uint8_t *)v.mv_data + 4 * f))
-                    return fl_error_set(err, FL_E_FORMAT,
-                                        "%s: field \"%s\": the manifest's "
-                                        "max_count is %u, the data file's largest count %u: "
-                                        "damaged or crafted",
-                                        path, m->fields[f].name, m->fields[f].max_count,
-                                        fl_rd32((const uint8_t *)v.mv_data + 4 * f));
-        }
-    }
+    if (ver >= 3 && (rc = check_field_max(r, meta, m, path, err)) < 0)
+        return rc;
     if (m->schema.compression == FL_COMP_ZSTD) {
         k.mv_data = FL_LMDB_META_DICT;
         k.mv_size = strlen(FL_LMDB_META_DICT);
@@ -546,6 +569,7 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
         return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
     }
     uint64_t i = 0;
+    uint32_t max_fields = 0; /* the largest fields block */
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && i < m->records;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++) {
         const char *why = NULL;
@@ -567,6 +591,8 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
             ds->max_raw_len = e->raw_len;
         if (e->stored_len > ds->max_stored_len)
             ds->max_stored_len = e->stored_len;
+        if (e->fields_len > max_fields)
+            max_fields = e->fields_len;
         if (i == 0)
             seg.anchor = v.mv_data; /* every value is measured from record 0's */
         if (!ds->summary && (i % FL_LMDB_SEG == FL_LMDB_SEG - 1 || i + 1 == m->records) &&
@@ -587,6 +613,18 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
     if (i != m->records)
         return fl_error_set(err, FL_E_FORMAT, "%s: found %llu records, manifest says %llu", path,
                             (unsigned long long)i, (unsigned long long)m->records);
+    /* max_count rows of a variable field lie in some record's fields block: a count (meta and
+     * manifest crafted together) that no block holds is refused before a loader sizes from it */
+    for (uint32_t f = 0; ver >= 3 && f < m->num_fields; f++) {
+        const fl_field *fd = &m->fields[f];
+        uint64_t need = (uint64_t)fd->max_count * fl_field_row_bytes(fd);
+        if (fl_field_is_variable(fd->type) && need > max_fields)
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: field \"%s\": max_count %u takes %llu bytes, more than the "
+                                "largest record's fields block (%u bytes): damaged or crafted",
+                                path, fd->name, fd->max_count, (unsigned long long)need,
+                                max_fields);
+    }
     return 0;
 }
 
