@@ -152,7 +152,7 @@ static int check_pages(int fd, const char *path, uint32_t psize, uint64_t npages
     void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED)
         return fl_error_set(err, -errno, "%s: cannot map: %s", path, strerror(errno));
-    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1, 0};
+    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1};
     const char *why = w.seen ? walk_page(&w, root, 0, 1) : NULL;
     int rc = w.seen ? 0 : fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     if (why && w.record >= 0)
