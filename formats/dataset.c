@@ -334,9 +334,9 @@ static int make_label_values(fl_dataset *ds, fl_error *err)
  * NULL for a plain dataset. owner[i]/owner_k[i]: the part manifest listing shard i and its
  * position there; dirfd[i]: that part's directory (NULL: m itself, position i, dir_fd). Shard i
  * is the file owner's shards[k].file in that directory. */
-static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part_start,
-                       const fl_manifest *const *owner, const uint32_t *owner_k, const int *dirfd,
-                       int dir_fd, fl_error *err)
+static int open_shards_in(fl_dataset *ds, const fl_manifest *m, const uint8_t *part_start,
+                          const fl_manifest *const *owner, const uint32_t *owner_k,
+                          const int *dirfd, int dir_fd, fl_index_scratch *scratch, fl_error *err)
 {
     uint32_t n = m->num_shards;
     uint32_t local = 0; /* shard number inside its part */
@@ -364,7 +364,7 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
                                     NULL);
         if (fd < 0)
             return fl_dataset_open_refused(path, "a shard", fd, err);
-        int rc = fl_shard_open_fd_min(fd, path, min_fields, v, err);
+        int rc = fl_shard_open_fd_scratch(fd, path, min_fields, scratch, v, err);
         ds->num_open = i + 1; /* so close() releases what is open */
         if (rc)
             return rc;
@@ -423,6 +423,23 @@ static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part
         fl_rindex_trim(&ds->ix);
         rc = make_label_values(ds, err);
     }
+    return rc;
+}
+
+/* open_shards_in with one scratch for the shards' decompressed index blocks (each is packed
+ * into ds->ix and dropped before the next shard is opened). */
+static int open_shards(fl_dataset *ds, const fl_manifest *m, const uint8_t *part_start,
+                       const fl_manifest *const *owner, const uint32_t *owner_k, const int *dirfd,
+                       int dir_fd, fl_error *err)
+{
+    fl_index_scratch scratch = {NULL, 0};
+    int rc = open_shards_in(ds, m, part_start, owner, owner_k, dirfd, dir_fd, &scratch, err);
+    for (uint32_t i = 0; i < ds->num_open; i++)
+        if (ds->shards[i].index_heap == NULL && ds->shards[i].index &&
+            (ds->shards[i].index < ds->shards[i].map ||
+             ds->shards[i].index >= ds->shards[i].map + ds->shards[i].size))
+            ds->shards[i].index = ds->shards[i].names = NULL; /* was in the scratch */
+    fl_index_scratch_free(&scratch);
     return rc;
 }
 

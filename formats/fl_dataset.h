@@ -91,6 +91,10 @@ typedef struct fl_dataset fl_dataset;
  * retried a few times, then fails with -EAGAIN ("... was replaced while being opened: open it
  * again") — never with a false corruption error.
  * Record payload checksums are checked by fl_dataset_get/check/verify.
+ * Memory: every record's index entry is kept packed (each value in the bits its shard's range
+ * needs: ~11 bytes a record for ImageNet-like JPEG shards, where the entry on disk is 48 bytes
+ * plus the name); names are not kept (fl_dataset_record_name reads them back on demand); the
+ * index pages of the mapped shards are released once validated.
  * On success *out owns the dataset; release with fl_dataset_close.
  * Errors: -ENOENT (no such directory, no manifest.json, missing shard), -EACCES..., FL_E_FORMAT,
  * FL_E_VERSION, FL_E_TRUNCATED, FL_E_CHECKSUM, FL_E_LMDB, -EAGAIN, -ENOMEM; err->msg names the

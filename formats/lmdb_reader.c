@@ -68,7 +68,18 @@ typedef struct page_walk {
     uint32_t psize;
     uint8_t *seen;
     int64_t record; /* the record whose node was bad (its 8-byte big-endian key), or -1 */
+    uint64_t visited;
 } page_walk;
+
+/* Pages of a file mapping read through so far leave the resident set (they stay in the page
+ * cache; a later read faults them back in): walking a data set's pages once no longer makes the
+ * process's peak RSS the size of the file. Every FL_LMDB_DROP_EVERY pages walked. */
+#define FL_LMDB_DROP_EVERY 4096u
+static void drop_pages(const uint8_t *map, uint64_t len)
+{
+    if (map && len)
+        madvise((void *)map, (size_t)len, MADV_DONTNEED);
+}
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
@@ -81,6 +92,8 @@ static const char *walk_page(page_walk *w, uint64_t pg, int depth, int main_db)
     if (w->seen[pg >> 3] & (1u << (pg & 7)))
         return "a page reached twice (a cycle)";
     w->seen[pg >> 3] |= (uint8_t)(1u << (pg & 7));
+    if (++w->visited % FL_LMDB_DROP_EVERY == 0) /* the pages being walked fault back in */
+        drop_pages(w->map, w->npages * w->psize);
     const uint8_t *p = w->map + pg * w->psize;
     uint16_t flags = rd16(p + 10), lower = rd16(p + 12), upper = rd16(p + 14);
     int branch = (flags & PG_BRANCH) != 0, leaf = (flags & PG_LEAF) != 0;
@@ -152,7 +165,7 @@ static int check_pages(int fd, const char *path, uint32_t psize, uint64_t npages
     void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED)
         return fl_error_set(err, -errno, "%s: cannot map: %s", path, strerror(errno));
-    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1};
+    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1, 0};
     const char *why = w.seen ? walk_page(&w, root, 0, 1) : NULL;
     int rc = w.seen ? 0 : fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     if (why && w.record >= 0)
@@ -601,9 +614,12 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
             free(buf);
             return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
         }
+        if (i % FL_LMDB_SEG == FL_LMDB_SEG - 1) /* the cursor's pages fault back in */
+            drop_pages(r->base, r->used);
     }
     mdb_cursor_close(cur);
     free(buf);
+    drop_pages(r->base, r->used);
     ds->lmdb_anchor = seg.anchor;
     if (!ds->summary)
         fl_rindex_trim(&ds->ix);

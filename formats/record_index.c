@@ -15,10 +15,10 @@ static uint8_t bits_for(uint64_t span)
     return b;
 }
 
-/* Room for `bytes` bytes of rows plus the 8 bytes one load may read past the last. */
+/* Room for `bytes` bytes of rows plus the 16 bytes one row's store may touch past the last. */
 static int reserve(fl_rindex *x, size_t bytes)
 {
-    size_t need = bytes + 8;
+    size_t need = bytes + 16;
     if (need <= x->cap)
         return 0;
     size_t cap = x->cap + x->cap / 2;
@@ -55,15 +55,15 @@ int fl_rindex_add(fl_rindex *x, uint64_t count, fl_ix_get_fn get, const void *sr
     fl_ix_seg *s = &x->segs[x->nsegs];
     memset(s, 0, sizeof *s);
     int64_t lo[FL_IX_COLS], hi[FL_IX_COLS], v[FL_IX_COLS];
-    for (int c = 0; c < FL_IX_COLS; c++)
-        lo[c] = hi[c] = 0;
-    for (uint64_t i = 0; i < count; i++) {
+    memset(lo, 0, sizeof lo);
+    memset(hi, 0, sizeof hi);
+    if (count)
+        get(src, 0, lo), memcpy(hi, lo, sizeof hi);
+    for (uint64_t i = 1; i < count; i++) {
         get(src, i, v);
         for (int c = 0; c < FL_IX_COLS; c++) {
-            if (i == 0 || v[c] < lo[c])
-                lo[c] = v[c];
-            if (i == 0 || v[c] > hi[c])
-                hi[c] = v[c];
+            lo[c] = v[c] < lo[c] ? v[c] : lo[c];
+            hi[c] = v[c] > hi[c] ? v[c] : hi[c];
         }
     }
     uint32_t row = 0;
@@ -85,6 +85,16 @@ int fl_rindex_add(fl_rindex *x, uint64_t count, fl_ix_get_fn get, const void *sr
     for (uint64_t i = 0; row && i < count; i++) {
         get(src, i, v);
         uint64_t bit = s->bit0 + i * row;
+        if (row + 7 <= 128) { /* the usual case: the row in one 128-bit word, OR'ed in once */
+            unsigned __int128 w = 0, old;
+            for (int c = 0; c < FL_IX_COLS; c++)
+                w |= (unsigned __int128)(uint64_t)(v[c] - lo[c]) << s->shift[c];
+            w <<= bit & 7;
+            memcpy(&old, x->rows + (bit >> 3), 16);
+            old |= w;
+            memcpy(x->rows + (bit >> 3), &old, 16);
+            continue;
+        }
         for (int c = 0; c < FL_IX_COLS; c++)
             if (s->width[c])
                 put_bits(x->rows, bit + s->shift[c], (uint64_t)(v[c] - lo[c]));

@@ -179,6 +179,27 @@ void fl_shard_index_free(const fl_shard_view *v, uint8_t *block)
         munmap(block, index_bytes(v) ? index_bytes(v) : 1);
 }
 
+void fl_index_scratch_free(fl_index_scratch *s)
+{
+    if (s->p)
+        munmap(s->p, s->cap);
+    s->p = NULL;
+    s->cap = 0;
+}
+
+/* `bytes` of s, or NULL when out of memory. */
+static uint8_t *scratch_get(fl_index_scratch *s, size_t bytes)
+{
+    if (bytes <= s->cap && s->p)
+        return s->p;
+    fl_index_scratch_free(s);
+    s->cap = bytes ? bytes : 1;
+    s->p = index_alloc(s->cap);
+    if (!s->p)
+        s->cap = 0;
+    return s->p;
+}
+
 void fl_shard_close(fl_shard_view *v)
 {
     if (!v)
@@ -281,7 +302,8 @@ static int validate_header(fl_shard_view *v, const char *path, fl_error *err)
 }
 
 /* The footer and the index block it describes (CRC, decompression). */
-static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err)
+static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields,
+                           fl_index_scratch *scratch, fl_error *err)
 {
     const uint8_t *m = v->map;
     uint64_t size = v->size;
@@ -346,14 +368,14 @@ static int validate_footer(fl_shard_view *v, const char *path, size_t min_fields
     if (zindex) {
         size_t raw = (size_t)(idx_size + names_size);
         v->names_size = names_size; /* index_bytes() of the block */
-        v->index_heap = index_alloc(raw);
-        if (!v->index_heap)
+        uint8_t *block = scratch ? scratch_get(scratch, raw) : (v->index_heap = index_alloc(raw));
+        if (!block)
             return fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
-        size_t r = ZSTD_decompress(v->index_heap, raw, m + idx_off, idx_stored);
+        size_t r = ZSTD_decompress(block, raw, m + idx_off, idx_stored);
         if (ZSTD_isError(r) || r != raw)
             return fl_error_set(err, FL_E_FORMAT, "%s: corrupt compressed index (%s)", path,
                                 ZSTD_isError(r) ? ZSTD_getErrorName(r) : "wrong size");
-        v->index = v->index_heap;
+        v->index = block;
     } else {
         v->index = m + idx_off;
     }
@@ -428,8 +450,8 @@ void fl_shard_drop_index(fl_shard_view *v)
     uint64_t a = v->data_end / page * page;
     if (a < v->size)
         madvise((void *)(v->map + a), (size_t)(v->size - a), MADV_DONTNEED);
-    if (v->index_heap) {
-        fl_shard_index_free(v, v->index_heap);
+    if (v->index && (v->index < v->map || v->index >= v->map + v->size)) {
+        fl_shard_index_free(v, v->index_heap); /* NULL when in a scratch */
         v->index_heap = NULL;
         v->index = NULL;
         v->names = NULL;
@@ -464,11 +486,12 @@ int fl_shard_index_load(const fl_shard_view *v, uint8_t **out, fl_error *err)
     return 0;
 }
 
-static int validate(fl_shard_view *v, const char *path, size_t min_fields, fl_error *err)
+static int validate(fl_shard_view *v, const char *path, size_t min_fields,
+                    fl_index_scratch *scratch, fl_error *err)
 {
     int rc = validate_header(v, path, err);
     if (!rc)
-        rc = validate_footer(v, path, min_fields, err);
+        rc = validate_footer(v, path, min_fields, scratch, err);
     if (!rc)
         rc = validate_entries(v, path, min_fields, err);
     return rc;
@@ -494,6 +517,12 @@ int fl_shard_open_fd(int fd, const char *path, fl_shard_view *v, fl_error *err)
 
 int fl_shard_open_fd_min(int fd, const char *path, size_t min_fields, fl_shard_view *v,
                          fl_error *err)
+{
+    return fl_shard_open_fd_scratch(fd, path, min_fields, NULL, v, err);
+}
+
+int fl_shard_open_fd_scratch(int fd, const char *path, size_t min_fields, fl_index_scratch *scratch,
+                             fl_shard_view *v, fl_error *err)
 {
     memset(v, 0, sizeof *v);
     v->fd = -1;
@@ -533,7 +562,7 @@ int fl_shard_open_fd_min(int fd, const char *path, size_t min_fields, fl_shard_v
      * MADV_WILLNEED; the mapping goes back to normal read-around afterwards (FL_IO_MMAP reads
      * records through it). */
     madvise(m, v->size, MADV_RANDOM);
-    int rc = validate(v, path, min_fields, err);
+    int rc = validate(v, path, min_fields, scratch, err);
     if (rc)
         fl_shard_close(v);
     else

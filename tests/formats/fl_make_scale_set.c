@@ -3,19 +3,22 @@
  * files: record i of DST is record floor(i * M / N) of SRC (M records), so DST keeps SRC's class
  * order and record sizes, each record N/M times. Names are "CLASS/CLASS_i.JPEG" (ImageNet's
  * length). SRC must be an uncompressed classic data set (e.g. `packdata pack --encode keep`).
- * Usage: fl_make_scale_set SRC DST N [--lmdb] [--zstd] [--shard-bytes B]; exit 0, or 1 naming
- * what failed (2: usage). */
+ * --plain-index stores each shard's index block as is (packdata compresses it when that saves
+ * space). Usage: fl_make_scale_set SRC DST N [--lmdb] [--zstd] [--plain-index] [--shard-bytes B];
+ * exit 0, or 1 naming what failed (2: usage). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fl_dataset.h"
+#include "fl_shard.h"
 #include "fl_writer.h"
 
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: fl_make_scale_set SRC DST N [--lmdb] [--zstd] [--shard-bytes B]\n");
+        fprintf(stderr, "usage: fl_make_scale_set SRC DST N [--lmdb] [--zstd] [--plain-index] "
+                        "[--shard-bytes B]\n");
         return 2;
     }
     unsigned long long n = strtoull(argv[3], NULL, 10), shard_bytes = 64ull << 20;
@@ -25,6 +28,8 @@ int main(int argc, char **argv)
             lmdb = 1;
         else if (!strcmp(argv[i], "--zstd"))
             zstd = 1;
+        else if (!strcmp(argv[i], "--plain-index"))
+            fl_shard_compress_index = 0;
         else if (!strcmp(argv[i], "--shard-bytes") && i + 1 < argc)
             shard_bytes = strtoull(argv[++i], NULL, 10);
         else {
