@@ -162,13 +162,17 @@ const pd_item *pd_items_get(const pd_items *it, size_t i, pd_item *tmp, char **p
     memset(tmp, 0, sizeof *tmp);
     tmp->name = it->names[i];
     tmp->label = it->labels[i];
+    /* under class_prefix the name is the class folder + "/" + the stored rest */
+    const char *cls = it->class_prefix && tmp->label >= 0 && (uint32_t)tmp->label < it->num_classes
+                          ? it->class_names[tmp->label]
+                          : NULL;
     if (!path)
-        return tmp;
+        return cls ? NULL : tmp;
     /* as pd_path_join(base, name) */
     const char *b = it->base, *n = tmp->name;
-    size_t bl = n[0] == '/' ? 0 : strlen(b), nl = strlen(n);
+    size_t bl = !cls && n[0] == '/' ? 0 : strlen(b), nl = strlen(n), cl = cls ? strlen(cls) + 1 : 0;
     int slash = bl && b[bl - 1] != '/';
-    size_t need = bl + (size_t)slash + nl + 1;
+    size_t need = bl + (size_t)slash + cl + nl + 1;
     if (need > *cap) {
         size_t c = need < 256 ? 256 : need * 2;
         char *p = realloc(*path, c);
@@ -177,11 +181,17 @@ const pd_item *pd_items_get(const pd_items *it, size_t i, pd_item *tmp, char **p
         *path = p;
         *cap = c;
     }
-    memcpy(*path, b, bl);
+    char *o = *path;
+    memcpy(o, b, bl);
     if (slash)
-        (*path)[bl] = '/';
-    memcpy(*path + bl + slash, n, nl + 1);
-    tmp->path = *path;
+        o[bl] = '/';
+    if (cls) {
+        memcpy(o + bl + slash, cls, cl - 1);
+        o[bl + slash + cl - 1] = '/';
+        tmp->name = o + bl + slash;
+    }
+    memcpy(o + bl + slash + cl, n, nl + 1);
+    tmp->path = o;
     return tmp;
 }
 
@@ -217,7 +227,7 @@ void pd_items_count_formats(pd_items *it)
             f = v->member->format == FL_IMG_UNKNOWN ? 4 : (int)v->member->format;
         else if (v && v->pixels)
             f = FL_IMG_UNKNOWN;
-        else
+        else /* the stored name ends as the whole name does */
             f = pd_name_format(pd_items_name(it, i));
         it->name_formats[f]++;
     }

@@ -226,9 +226,11 @@ typedef struct pack_run {
     int status; /* the exit status when a phase ends the run */
     pd_items items;
     pd_plan plan;
-    pd_dst dd;  /* the lock on DST and what was there */
-    pd_job job; /* options + input list, kept in DST.partial for --resume */
-    int fresh;  /* a new DST.partial (not continuing one) */
+    pd_dst dd;      /* the lock on DST and what was there */
+    pd_job job;     /* options + input list, kept in DST.partial for --resume */
+    int fresh;      /* a new DST.partial (not continuing one) */
+    char *name_buf; /* the record being added: its name (and path; pd_items_get) */
+    size_t name_cap;
     void *dict;
     size_t dict_len;
     char *options_json;
@@ -521,7 +523,11 @@ static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
         return 1;
     }
     pd_item tmp;
-    const pd_item *it = pd_items_get(&s->items, seq, &tmp, NULL, NULL);
+    const pd_item *it = pd_items_get(&s->items, seq, &tmp, &s->name_buf, &s->name_cap);
+    if (!it) {
+        fl_cli_error(PD_TOOL, "out of memory");
+        return 1;
+    }
     /* sl->format: the record's own format (keep on a mixed folder), else the schema's */
     if (s->plan.num_fields) {
         /* a schema with fields: the payload and its fields block, one record */
@@ -696,6 +702,7 @@ static int pack_release(pack_run *s)
             s->status = FL_EXIT_DATA;
     }
     free(s->dict);
+    free(s->name_buf);
     free(s->options_json);
     free(s->partial);
     free(s->jn.path);

@@ -99,6 +99,9 @@ typedef struct pd_items {
     const char **names;
     int32_t *labels;
     const char *base;
+    /* names[i] is relative to its class folder, class_names[labels[i]] (ImageFolder: the
+     * folder's name is not stored once per input) */
+    int class_prefix;
     /* A source that applied --part itself (pd_source_opts.part_count) holds only its slice:
      * presliced is set and job_n is the whole job's input count. */
     int presliced;
@@ -136,11 +139,12 @@ int pd_items_push(pd_items *it, const pd_item *item);
  * pd_path_join(base, name). base is copied at the first call; every call of one list passes the
  * same base. Returns 0, -ENOMEM, or -EINVAL when the list already holds pd_items_push items. */
 int pd_items_push_file(pd_items *it, const char *base, const char *name, int32_t label);
-/* Input i as a pd_item: &it->v[i], or, for compact file inputs, *tmp filled in. Its path is
- * built in *path (malloc'ed, grow-only, *cap its size; the caller frees it) when path is not
- * NULL, else left NULL. Returns NULL only when building the path ran out of memory. */
+/* Input i as a pd_item: &it->v[i], or, for compact file inputs, *tmp filled in. Its path (and
+ * under class_prefix its name, which points into the path) is built in *path (malloc'ed,
+ * grow-only, *cap its size; the caller frees it); path NULL leaves tmp->path NULL. Returns NULL
+ * when building the path ran out of memory, or path is NULL under class_prefix. */
 const pd_item *pd_items_get(const pd_items *it, size_t i, pd_item *tmp, char **path, size_t *cap);
-/* The name of input i. */
+/* The name of input i as stored: under class_prefix, relative to its class folder. */
 const char *pd_items_name(const pd_items *it, size_t i);
 /* Fill name_formats from the inputs now in the list (before --part slices it). */
 void pd_items_count_formats(pd_items *it);

@@ -252,7 +252,7 @@ static int take_part(const char *dir, const strvec *classes, const size_t *ccoun
                                 dir, classes->v[c], ccount[c], files.n);
         }
         for (uint64_t k = first < lo ? lo - first : 0; k < ccount[c] && first + k < hi; k++)
-            if (pd_items_push_file(out, dir, files.v[k], clabel[c])) {
+            if (pd_items_push_file(out, dir, files.v[k] + strlen(classes->v[c]) + 1, clabel[c])) {
                 sv_free(&files);
                 return fl_error_set(err, -ENOMEM, "out of memory listing %s", dir);
             }
@@ -387,7 +387,7 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
             clabel[c] = label;
         }
         for (size_t i = 0; i < files.n && !r && !parts; i++)
-            if (pd_items_push_file(out, dir, files.v[i], label))
+            if (pd_items_push_file(out, dir, files.v[i] + strlen(classes.v[c]) + 1, label))
                 r = -ENOMEM;
         sv_free(&files);
         if (r == -ENOMEM) {
@@ -441,6 +441,7 @@ int pd_src_imagefolder(const char *dir, const pd_source_opts *so, pd_reject_ctx 
     if (r)
         goto oom;
     out->form = "imagefolder";
+    out->class_prefix = 1; /* the names pushed are relative to their class folder */
     goto done;
 oom:
     r = fl_error_set(err, -ENOMEM, "out of memory listing %s", dir);
