@@ -165,11 +165,13 @@ uint64_t fl_decode_crop_resize_bytes(const uint8_t *data, size_t len, const fl_r
         dec_ch = channels;
         /* coefficients: the whole image (2 bytes a sample, blocks padded to iMCUs) when the
          * file is progressive or its first scan lacks components, else an iMCU row; plus the
-         * sample rows around it; the stream rebuilt from a restart marker; CMYK rows */
+         * sample rows around it; CMYK rows; up to 4x the file for copies of its entropy-coded
+         * bytes (the stream rebuilt from a restart marker, an unstuffed copy and the offsets
+         * of its restart intervals) */
         uint64_t bw = (W + 31) / 8, bh = (H + 31) / 8;
         codec = ii.progressive || !jpeg_single_scan(data, len, ii.components) ? bw * bh * 128 * nc
                                                                               : bw * 4 * 128 * nc;
-        codec += (W + 32) * 48 * nc + len + 4 * (W + 32);
+        codec += (W + 32) * 48 * nc + 4 * (uint64_t)len + 4 * (W + 32);
     } else if (ii.format == FL_IMG_PNG) {
         /* libpng's row and previous row (up to 8 bytes a pixel) and zlib's window */
         codec = 2 * (W * 8 + 1) + 64 * 1024;
