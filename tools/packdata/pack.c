@@ -414,8 +414,8 @@ static int pack_open_writer(pack_run *s)
     wo.tool_version = fl_cli_version();
     wo.part_index = po->part_count ? po->part_index : 0;
     wo.part_count = po->part_count;
-    /* a fresh run clears whatever DST.partial holds; the plan (pd_dst_job) was written beside it
-     * and moves in once the writer made it */
+    /* a fresh run clears whatever DST.partial holds; its plan.txt is the short plan, the whole
+     * one (pd_dst_job) stays beside it */
     wo.resume = s->fresh ? 0 : po->resume;
     wo.overwrite = po->force;
     wo.lock = s->dd.lock;
@@ -431,8 +431,8 @@ static int pack_open_writer(pack_run *s)
         return TO_OUT;
     }
     s->remove_partial_on_fail = !po->resume;
-    if (s->fresh && pd_job_install(&s->dd, &s->job))
-        return TO_OUT;
+    if (s->fresh)
+        pd_job_keep(&s->job);
     uint64_t resumed = fl_writer_resume_count(s->w);
     if (po->resume) {
         r = pack_resume(s, resumed);
@@ -634,6 +634,7 @@ static int pack_finish(pack_run *s)
         fclose(s->jn.f);
     s->jn.f = NULL;
     unlink(s->jn.path);
+    pd_job_done(&s->dd);
     s->remove_partial_on_fail = 0;
     double el = fl_now_s() - s->t0;
     uint64_t bytes_out = tree_bytes(po->dst);
@@ -674,6 +675,7 @@ static int pack_release(pack_run *s)
         fl_writer_remove_partial(s->po->dst, &e2);
         if (s->jn.path)
             unlink(s->jn.path);
+        pd_job_done(&s->dd);
     }
     pd_dst_end(&s->dd); /* after the writer: it used the lock */
     pd_job_free(&s->job);

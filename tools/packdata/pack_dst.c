@@ -1,8 +1,10 @@
 /* pack_dst.c — `packdata pack`'s destination (pack_dst.h): the lock on DST, the checks of what
  * is at DST and DST.partial, and the job record that --resume compares: the plan text saved in
- * DST.partial/plan.txt and the inputs digest kept in the manifest's options. The plan is written
- * to a file and compared line by line as it is made: its text (64 bytes an input) is never held
- * in memory, but for saying what changed when a --resume is refused. */
+ * DST.partial.plan beside DST.partial (its short form, the inputs' count and digest, is
+ * DST.partial/plan.txt) and the inputs digest kept in the manifest's options. The plan is
+ * written to a file as it is made: its text (64 bytes an input) is never held in memory, but
+ * for saying what changed when a --resume is refused; and plan.txt stays small, as the writer
+ * reads it whole whenever it inspects DST.partial. */
 #include "pack_dst.h"
 
 #include "archive_source.h"
@@ -471,26 +473,17 @@ void pd_job_free(pd_job *j)
     j->plan_file = NULL;
 }
 
-int pd_job_install(const pd_dst *d, pd_job *j)
+void pd_job_keep(pd_job *j)
 {
-    if (!j->plan_file)
-        return 0;
-    char part[PATH_MAX + 16], to[PATH_MAX + 32];
-    snprintf(part, sizeof part, "%s.partial", d->dst);
-    snprintf(to, sizeof to, "%s.partial/plan.txt", d->dst);
-    if (rename(j->plan_file, to)) {
-        int e = errno;
-        fl_cli_error(PD_TOOL, "cannot move %s to %s: %s", j->plan_file, to, strerror(e));
-        return -e;
-    }
     free(j->plan_file);
     j->plan_file = NULL;
-    int fd = open(part, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    return 0;
+}
+
+void pd_job_done(const pd_dst *d)
+{
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s.partial.plan", d->dst);
+    unlink(p);
 }
 
 /* ---- comparing jobs ------------------------------------------------------------------------- */
@@ -935,8 +928,8 @@ static void print_complete(const pd_pack_opts *po, const char *dst, uint64_t rec
     }
 }
 
-/* The plan of a fresh run into DST.partial.plan (moved into DST.partial by pd_job_install once the
- * writer made it). Returns -1 to go on, else the exit status (printed). */
+/* The whole plan of a fresh run into DST.partial.plan, beside DST.partial (whose plan.txt holds
+ * its short form). Returns -1 to go on, else the exit status (printed). */
 static int job_write(const pd_pack_opts *po, const pd_dst *d, const pd_items *items,
                      const pd_plan *plan, pd_job *j)
 {
@@ -952,7 +945,7 @@ static int job_write(const pd_pack_opts *po, const pd_dst *d, const pd_items *it
         return FL_EXIT_DATA;
     }
     int r = job_make(po, items, plan, f, NULL, 0, j, NULL);
-    j->plan_file = file; /* removed by pd_job_free unless installed */
+    j->plan_file = file; /* removed by pd_job_free unless kept (pd_job_keep) */
     if (!r && (fflush(f) || fsync(fileno(f))))
         r = -errno;
     if (fclose(f) && !r)
@@ -983,27 +976,55 @@ int pd_dst_job(const pd_pack_opts *po, pd_dst *d, const pd_items *items, const p
                          d->dst);
             return FL_EXIT_USAGE;
         }
+        /* plan.txt is the short form (head + the inputs' count and digest; the whole plan is
+         * DST.partial.plan beside it), or the whole plan (an older packdata) */
+        const int short_form = !strstr(d->info.plan, "\ninput\t");
         int differs = 0;
-        int r = job_make(po, items, plan, NULL, d->info.plan, d->info.plan_len, j, &differs);
+        int r = short_form
+                    ? job_make(po, items, plan, NULL, NULL, 0, j, NULL)
+                    : job_make(po, items, plan, NULL, d->info.plan, d->info.plan_len, j, &differs);
         if (r) {
             fl_cli_error(PD_TOOL, "out of memory");
             return FL_EXIT_DATA;
         }
-        /* a plan of the short form (a run killed before its whole plan was moved in) records
-         * the inputs' count and digest only */
-        const int short_form = !strstr(d->info.plan, "\ninput\t");
-        if (differs && short_form &&
-            (d->info.plan_len != j->summary_len ||
-             memcmp(d->info.plan, j->summary, j->summary_len))) {
-            fl_cli_error(PD_TOOL,
-                         "cannot resume %s.partial: this is not the job it was started for: "
-                         "its inputs or options changed (it was killed as it started and "
-                         "recorded only their digest); run without --resume (with --force) to "
-                         "start over with these inputs and options",
-                         d->dst);
-            return FL_EXIT_USAGE;
+        char *older = NULL; /* the earlier whole plan, to say what differs */
+        size_t older_len = 0;
+        if (short_form) {
+            differs = d->info.plan_len != j->summary_len ||
+                      memcmp(d->info.plan, j->summary, j->summary_len) != 0;
+            char p[PATH_MAX + 32];
+            snprintf(p, sizeof p, "%s.partial.plan", d->dst);
+            fl_error e2;
+            if (differs &&
+                (pd_read_file(p, 0, (size_t)1 << 40, (uint8_t **)&older, &older_len, &e2) ||
+                 !memmem(older, older_len, "\ninput\t", 7))) {
+                /* no whole plan to compare with: the source and options, else the digest */
+                free(older);
+                older = NULL;
+                const char *in = strstr(d->info.plan, "\ninputs\t");
+                size_t ol = in ? (size_t)(in - d->info.plan) + 1 : d->info.plan_len;
+                r = plan_diff(d->info.plan, ol, j->head, j->head_len, why, sizeof why);
+                if (r < 0) {
+                    fl_cli_error(PD_TOOL, "out of memory");
+                    return FL_EXIT_DATA;
+                }
+                if (!r)
+                    snprintf(why, sizeof why,
+                             "its inputs changed since it was started (%s.partial.plan, which "
+                             "would name them, is gone: %llu inputs now)",
+                             d->dst, (unsigned long long)j->count);
+                fl_cli_error(PD_TOOL,
+                             "cannot resume %s.partial: this is not the job it was started "
+                             "for: %s; run without --resume (with --force) to start over with "
+                             "these inputs and options",
+                             d->dst, why);
+                return FL_EXIT_USAGE;
+            }
+        } else {
+            older = d->info.plan;
+            older_len = d->info.plan_len;
         }
-        if (differs && !short_form) {
+        if (differs) {
             /* say what differs: this run's plan in memory, once, beside the earlier one */
             char *text = NULL;
             size_t len = 0;
@@ -1015,8 +1036,10 @@ int pd_dst_job(const pd_pack_opts *po, pd_dst *d, const pd_items *items, const p
             if (f)
                 pd_job_free(&j2);
             if (!r)
-                r = plan_diff(d->info.plan, d->info.plan_len, text, len, why, sizeof why);
+                r = plan_diff(older, older_len, text, len, why, sizeof why);
             free(text);
+            if (older != d->info.plan)
+                free(older);
             if (r < 0) {
                 fl_cli_error(PD_TOOL, "out of memory");
                 return FL_EXIT_DATA;
@@ -1061,6 +1084,7 @@ int pd_dst_job(const pd_pack_opts *po, pd_dst *d, const pd_items *items, const p
                     /* left by a run killed while publishing or clearing: ours, and of no use */
                     fl_error e2;
                     fl_writer_remove_partial(d->dst, &e2);
+                    pd_job_done(d);
                 }
                 print_complete(po, d->dst, records);
                 return FL_EXIT_OK;
