@@ -11,6 +11,7 @@
 
 #include "fl_cli.h"
 #include "fl_clock.h"
+#include "report_train.h"
 #include "train_internal.h"
 
 void tf_live_start(tf_live *lv, int quiet)
@@ -67,6 +68,7 @@ static void epoch_extra(fl_json *j, const tf_epoch_report *r)
         fl_json_key(j, "gpu_memory_total_bytes");
         fl_json_uint(j, r->gpu_mem_total);
     }
+    tf_report_epoch_cores(r, j);
     if (r->points_json) {
         fl_json_key(j, "points");
         fl_json_raw(j, r->points_json);
@@ -206,7 +208,10 @@ static void summary_text(const tf_run *r, double wall, double busy, double ips, 
             TOOL, busy > 0 ? 100.0 * (t->compute - t->h2d) / busy : 0, t->compute - t->h2d, "",
             100.0 * dwf, t->data_wait, t->ls.io_backend ? t->ls.io_backend : "?",
             (unsigned)r->workers, r->workers == 1 ? "" : "s", t->ls.decode_s, t->ls.io_wait_s,
-            dwf > 0.1 ? " -> the input pipeline is the bottleneck: raise --workers" : "");
+            dwf > 0.1 && !r->workers_auto
+                ? " -> the input pipeline is the bottleneck: raise --workers"
+                : "");
+    tf_report_cores_text(r);
     if (!r->on_cpu)
         fprintf(stderr, "%s: host-to-device copies %.2f s (%.1f%%)%s\n", TOOL, t->h2d,
                 busy > 0 ? 100.0 * t->h2d / busy : 0,
@@ -285,6 +290,7 @@ static int summary_json(const tf_run *r, double wall, double busy, double ips, d
     ju(&j, "start_epoch", r->start_epoch);
     ju(&j, "start_sample", r->start_batch * r->batch * (uint64_t)D->world);
     js(&j, "backend", r->desc);
+    tf_report_cores_json(r, &j);
     fl_json_key(&j, "gpu_utilization");
     if (t->nv_samples)
         fl_json_double(&j, t->nv_util_sum / t->nv_samples / 100.0);

@@ -83,13 +83,44 @@ static void run_name_cell(fl_tbuf *b, const tf_log *g, int color)
     fl_tbuf_puts(b, "</span></td>");
 }
 
+/* how a run split its cores between decoding and compute: the CPU seconds of the loader's
+ * threads and of the rest over the cores' time while training, summed over the epochs that
+ * logged them ("-" for a log without them) */
+static void cores_cell(fl_tbuf *b, const tf_log *g)
+{
+    const double *last = g->n_ep ? g->ep[g->n_ep - 1] : NULL;
+    double dec = 0, cpu = 0, core_s = 0, workers = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_ep; i++) {
+        const double *e = g->ep[i];
+        if (!(isfinite(e[TF_E_CORES]) && e[TF_E_CORES] >= 1 && e[TF_E_CORES] < 1e6 &&
+              isfinite(e[TF_E_DECODE_CPU_S]) && isfinite(e[TF_E_CPU_S]) &&
+              isfinite(e[TF_E_TRAIN_WALL_S]) && isfinite(e[TF_E_DECODE_WORKERS]) &&
+              fabs(e[TF_E_CPU_S]) < 1e15 && fabs(e[TF_E_TRAIN_WALL_S]) < 1e15))
+            continue;
+        dec += e[TF_E_DECODE_CPU_S], cpu += e[TF_E_CPU_S];
+        core_s += e[TF_E_TRAIN_WALL_S] * e[TF_E_CORES];
+        workers += e[TF_E_DECODE_WORKERS], n++;
+    }
+    if (!n || !(core_s > 0)) {
+        fl_tbuf_puts(b, "<td>-</td>");
+        return;
+    }
+    char thr[48] = "compute on the GPU";
+    if (isfinite(last[TF_E_THREADS]) && last[TF_E_THREADS] >= 1)
+        snprintf(thr, sizeof thr, "compute %.0f threads", last[TF_E_THREADS]);
+    fl_tbuf_printf(b, "<td>%.0f: decode %.1f workers %.0f %%, %s %.0f %%</td>", last[TF_E_CORES],
+                   workers / (double)n, 100 * dec / core_s, thr,
+                   cpu > dec ? 100 * (cpu - dec) / core_s : 0);
+}
+
 /* the final figures: one row per run */
 static void summary_table(fl_tbuf *b, const tf_log *logs, size_t n)
 {
     fl_tbuf_puts(b, "<div class=\"card\"><h2>Final figures</h2><div class=\"wrap\"><table><tr>"
                     "<th>run</th><th>epochs</th><th>val top-1</th><th>best val top-1</th>"
                     "<th>val top-5</th><th>val loss</th><th>train loss</th><th>images/s</th>"
-                    "<th>data wait</th><th>wall time</th></tr>");
+                    "<th>data wait</th><th>cores: decode / compute</th><th>wall time</th></tr>");
     for (size_t r = 0; r < n; r++) {
         const tf_log *g = &logs[r];
         const double *last = g->n_ep ? g->ep[g->n_ep - 1] : NULL;
@@ -117,13 +148,17 @@ static void summary_table(fl_tbuf *b, const tf_log *logs, size_t n)
         cell(b, last ? last[TF_E_TRAIN_LOSS] : NAN, "<td>%.4f</td>", 1);
         cell(b, nips ? ips / (double)nips : NAN, "<td>%.0f</td>", 1);
         cell(b, wf, "<td>%.1f %%</td>", 100);
+        cores_cell(b, g);
         cell(b, last ? last[TF_E_WALL_S] : NAN, "<td>%.1f s</td>", 1);
         fl_tbuf_puts(b, "</tr>");
     }
     fl_tbuf_puts(b, "</table></div><p class=\"note\">images/s: the mean of the epochs' figures "
                     "(training steps only, all processes); data wait: the share of the step time "
-                    "spent waiting for the loader; wall time: since the run started, evaluation "
-                    "and checkpoints included.</p></div>");
+                    "spent waiting for the loader; cores: this process's cores, the decode workers "
+                    "at work (mean) and the compute threads, with the share of the cores' time "
+                    "the loader's threads and the rest of the process used while training (CPU "
+                    "seconds); wall time: since the run started, evaluation and checkpoints "
+                    "included.</p></div>");
 }
 
 /* what one chart plots: up to three per-epoch figures and one per-N-steps figure */

@@ -31,7 +31,13 @@ static const char *const EPOCH_KEYS[TF_E_COUNT] = {"epoch",
                                                    "checkpoint_seconds",
                                                    "gpu_utilization",
                                                    "gpu_memory_used_bytes",
-                                                   "gpu_memory_total_bytes"};
+                                                   "gpu_memory_total_bytes",
+                                                   "cores",
+                                                   "compute_threads",
+                                                   "decode_workers",
+                                                   "decode_cpu_seconds",
+                                                   "cpu_seconds",
+                                                   "train_wall_seconds"};
 static const char *const POINT_KEYS[TF_P_COUNT] = {
     "x", "step", "lr", "loss", "acc", "images_per_sec", "data_wait_fraction"};
 

@@ -40,6 +40,15 @@ enum {
     TF_E_GPU_UTIL,      /* mean GPU utilisation, fraction (NVML) */
     TF_E_GPU_MEM,       /* GPU memory used, max over the epoch, bytes */
     TF_E_GPU_MEM_TOTAL, /* bytes */
+    /* how the cores were split while the epoch trained: the process's cores, its compute
+     * threads, the decode workers at work (mean), the CPU seconds of its loader's threads and of
+     * the whole process, and the wall seconds of that training */
+    TF_E_CORES,
+    TF_E_THREADS,
+    TF_E_DECODE_WORKERS,
+    TF_E_DECODE_CPU_S,
+    TF_E_CPU_S,
+    TF_E_TRAIN_WALL_S,
     TF_E_COUNT
 };
 

@@ -126,8 +126,12 @@ void tf_report_run_json(const tf_run *r, int epochs, fl_json *j)
     ji(j, "crop_pad", o->crop_pad);
     fl_json_key(j, "flip");
     fl_json_bool(j, o->flip);
-    ji(j, "workers", r->workers);
-    ji(j, "threads", o->threads);
+    ji(j, "cores", r->cores);
+    ji(j, "threads", r->cfg.threads);
+    if (r->workers_auto)
+        js(j, "workers", "auto");
+    else
+        ji(j, "workers", r->workers);
     fl_json_key(j, "seed");
     fl_json_uint(j, o->seed);
     if (r->resumed)
@@ -136,6 +140,96 @@ void tf_report_run_json(const tf_run *r, int epochs, fl_json *j)
     if (gmtime_r(&now, &tm) && strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm))
         js(j, "started", buf);
     fl_json_end_object(j);
+}
+
+/* the figures of tf_report_cores_*: the core time while training, and the shares of it the
+ * loader's threads (decoding) and the rest of the process (compute threads, the main thread)
+ * used, from their CPU seconds; the workers' busy time (wall, summed) beside */
+typedef struct cores_split {
+    int cores, threads;
+    uint32_t started, at_end, lo, hi;
+    double mean, busy, cpu, decode_cpu, compute_cpu, wall, core_s, decode_frac, compute_frac;
+} cores_split;
+
+static cores_split cores_of(const tf_run *r)
+{
+    const tf_run_totals *t = &r->t;
+    cores_split c = {.cores = r->cores, .threads = r->cfg.threads};
+    c.started = r->workers_auto ? r->dw.max : (uint32_t)r->workers;
+    if (!c.started) /* the loader's default: one per online CPU */
+        c.started = (uint32_t)(r->cores > 0 ? r->cores : 1);
+    c.at_end = r->workers_auto ? r->dw.active : c.started;
+    c.lo = r->workers_auto ? r->dw.lo : c.started;
+    c.hi = r->workers_auto ? r->dw.hi : c.started;
+    c.mean = r->workers_auto && r->dw.steps ? r->dw.active_steps / (double)r->dw.steps : c.started;
+    c.busy = t->ls.io_wait_s + t->ls.decode_s + t->ls.augment_s;
+    c.cpu = t->cpu_s;
+    c.decode_cpu = t->decode_cpu_s;
+    c.compute_cpu = c.cpu > c.decode_cpu ? c.cpu - c.decode_cpu : 0;
+    c.wall = t->cpu_wall_s;
+    c.core_s = c.wall * (c.cores > 0 ? c.cores : 1);
+    if (c.core_s > 0) {
+        c.decode_frac = c.decode_cpu / c.core_s;
+        c.compute_frac = c.compute_cpu / c.core_s;
+    }
+    return c;
+}
+
+void tf_report_cores_text(const tf_run *r)
+{
+    const cores_split c = cores_of(r);
+    char chosen[160] = "";
+    if (r->workers_auto)
+        snprintf(chosen, sizeof chosen,
+                 " (chosen as it trained: %u-%u, %.1f on average; last measured %.2f ms of "
+                 "decode per image per worker, %.0f ms of compute per step)",
+                 c.lo, c.hi, c.mean, 1e3 * r->dw.busy_per_image, 1e3 * r->dw.step_s);
+    char threads[48];
+    if (c.threads > 0)
+        snprintf(threads, sizeof threads, "%d compute thread%s", c.threads,
+                 c.threads == 1 ? "" : "s");
+    else
+        snprintf(threads, sizeof threads, "compute on the GPU");
+    fprintf(stderr,
+            "%s: cores: %d for this process: decode %u of %u worker%s at work at the end%s, %s "
+            "| while training (%.1f s x %d cores): decode %.1f CPU-s = %.0f%% (workers busy "
+            "%.1f s), compute %.1f CPU-s = %.0f%%, not used by this process %.0f%%\n",
+            TOOL, c.cores, c.at_end, c.started, c.started == 1 ? "" : "s", chosen, threads, c.wall,
+            c.cores, c.decode_cpu, 100 * c.decode_frac, c.busy, c.compute_cpu, 100 * c.compute_frac,
+            c.decode_frac + c.compute_frac < 1 ? 100 * (1 - c.decode_frac - c.compute_frac) : 0);
+}
+
+void tf_report_cores_json(const tf_run *r, fl_json *j)
+{
+    const cores_split c = cores_of(r);
+    ji(j, "cores", c.cores);
+    ji(j, "compute_threads", c.threads);
+    ji(j, "decode_workers", c.at_end);
+    ji(j, "decode_workers_started", c.started);
+    fl_json_key(j, "decode_workers_auto");
+    fl_json_bool(j, r->workers_auto);
+    ji(j, "decode_workers_min", c.lo);
+    ji(j, "decode_workers_max", c.hi);
+    jd(j, "decode_workers_mean", c.mean);
+    jd(j, "decode_busy_seconds", c.busy);
+    jd(j, "cpu_seconds", c.cpu);
+    jd(j, "decode_cpu_seconds", c.decode_cpu);
+    jd(j, "compute_cpu_seconds", c.compute_cpu);
+    jd(j, "train_wall_seconds", c.wall);
+    jd(j, "decode_core_fraction", c.decode_frac);
+    jd(j, "compute_core_fraction", c.compute_frac);
+}
+
+void tf_report_epoch_cores(const tf_epoch_report *r, fl_json *j)
+{
+    if (r->cores <= 0)
+        return;
+    ji(j, "cores", r->cores);
+    ji(j, "compute_threads", r->compute_threads);
+    jd(j, "decode_workers", r->decode_workers);
+    jd(j, "decode_cpu_seconds", r->decode_cpu_s);
+    jd(j, "cpu_seconds", r->cpu_s);
+    jd(j, "train_wall_seconds", r->train_wall_s);
 }
 
 /* the name and title of a run's page when trainfast writes it at the end of training */

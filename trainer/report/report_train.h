@@ -41,6 +41,25 @@ const char *tf_points_take(tf_points *p);
  * "run" member of the first line each process writes. `epochs` is the run's epoch count. */
 void tf_report_run_json(const tf_run *r, int epochs, fl_json *j);
 
+/* How this process's cores were split between decoding and compute while it trained (the
+ * epochs less their evaluations): cores, compute threads, decode workers (started, at work at
+ * the end, fewest/most/mean at work and whether trainfast chose them), the workers' busy
+ * seconds (reads, decode, augmentation, summed over workers: fl_loader_stats), the CPU seconds
+ * of the process, of the loader's threads (decode) and of the rest (compute), and what decode
+ * and compute are of the cores' time. tf_report_cores_text prints it as one line on stderr (the
+ * summary); tf_report_cores_json adds its members to the open object j (--json: "cores",
+ * "compute_threads", "decode_workers", "decode_workers_started", "decode_workers_auto",
+ * "decode_workers_min", "decode_workers_max", "decode_workers_mean", "decode_busy_seconds",
+ * "cpu_seconds", "decode_cpu_seconds", "compute_cpu_seconds", "train_wall_seconds",
+ * "decode_core_fraction", "compute_core_fraction"). */
+void tf_report_cores_text(const tf_run *r);
+void tf_report_cores_json(const tf_run *r, fl_json *j);
+
+/* The epoch's core split (tf_epoch_report: cores, compute_threads, decode_workers,
+ * decode_cpu_seconds, cpu_seconds, train_wall_seconds) as members of the open object j, the
+ * epoch's log line; nothing when r->cores is 0. */
+void tf_report_epoch_cores(const tf_epoch_report *r, fl_json *j);
+
 /* `train --report FILE.html` at the end of a run (rank 0): the page of the log's lines (the whole
  * --log file when the run was resumed from one; else the lines of this run, kept in
  * r->log_lines). Returns status, or FL_EXIT_DATA when the page could not be written. */

@@ -90,8 +90,14 @@ typedef struct tf_epoch_report {
     double compute_s, h2d_s, data_wait_s, eval_s, ckpt_s;
     double gpu_util; /* mean GPU utilisation (fraction); < 0: not sampled */
     unsigned long long gpu_mem, gpu_mem_total; /* bytes (when gpu_util >= 0) */
-    const char *points_json;                   /* the "points" array (JSON text) or NULL */
-    const char *run_json;                      /* the "run" object (JSON text) or NULL */
+    /* how the cores were split while the epoch trained (its evaluation not included): the
+     * cores of this process (0: not reported), compute threads (0: the GPU), decode workers at
+     * work (mean over the steps), CPU seconds of the loader's threads and of the whole process,
+     * and the wall seconds of the epoch's training */
+    int cores, compute_threads;
+    double decode_workers, decode_cpu_s, cpu_s, train_wall_s;
+    const char *points_json; /* the "points" array (JSON text) or NULL */
+    const char *run_json;    /* the "run" object (JSON text) or NULL */
 } tf_epoch_report;
 
 /* One line on stderr (unless quiet) and one JSON object line in `log` (may be NULL), flushed;

@@ -11,6 +11,8 @@
 #include <stdio.h>
 
 #include "checkpoint.h"
+#include "decode_workers.h"
+#include "task_cpu.h"
 #include "dist.h"
 #include "fastload.h"
 #include "train.h"
@@ -37,6 +39,10 @@ typedef struct tf_run_totals {
     uint64_t skipped_steps;                   /* fp16 steps skipped for inf/nan */
     double steps_min, steps_max, samples_run; /* over all ranks */
     fl_loader_stats ls;
+    /* how the cores were used while training (the epochs less their evaluations): this
+     * process's CPU seconds (user + system), those of the train loader's threads, and the wall
+     * seconds they were spent in */
+    double cpu_s, decode_cpu_s, cpu_wall_s;
 } tf_run_totals;
 
 typedef struct tf_run {
@@ -48,8 +54,11 @@ typedef struct tf_run {
     const tf_backend_ops *ops;
     int on_cpu;
     tf_precision prec;
-    uint32_t batch; /* per rank */
-    int workers;
+    uint32_t batch;   /* per rank */
+    int workers;      /* decode workers the loader starts (0: the loader's default) */
+    int workers_auto; /* CPU without --workers: how many work is chosen as it trains (dw) */
+    int cores;        /* the cores this process may use (the node's, shared out) */
+    tf_decode_auto dw;
     /* restore: the checkpoint of --resume */
     int resumed;
     tf_checkpoint rck;
@@ -78,7 +87,8 @@ typedef struct tf_run {
     char last_ckpt[4096];
     /* prepare_loader */
     fl_loader *L;
-    uint64_t bpe, spe; /* batches / samples per epoch (this rank) */
+    tf_tasks loader_tasks; /* its threads (the decode workers): their CPU time */
+    uint64_t bpe, spe;     /* batches / samples per epoch (this rank) */
     FILE *log;
     fl_tbuf log_lines; /* the log's lines of this run, for --report (rank 0) */
     /* the interrupted epoch's running figures (restored) and the time before this run */

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "fl_cli.h"
 #include "fl_clock.h"
@@ -26,6 +27,16 @@ static void install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+}
+
+/* this process's CPU seconds so far (user + system, every thread) */
+static double cpu_now(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u))
+        return 0;
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec +
+           u.ru_stime.tv_usec * 1e-6;
 }
 
 /* ---- LR schedule over optimizer steps: linear warm-up, then linear or cosine decay to 0 ---- */
@@ -70,7 +81,37 @@ typedef struct loop {
     double ep_h2d, ep_ckpt, ep_nv_util;
     int ep_nv_n, run_logged;
     unsigned long long ep_nv_mem;
+    double eval_cpu, eval_wall; /* the evaluations' CPU and wall seconds */
+    /* at the epoch's start: process and loader CPU seconds, the decode choice's step sums */
+    double ep_cpu0, ep_dcpu0, ep_dw_sum0;
+    uint64_t ep_dw_steps0;
 } loop;
+
+/* the epoch's figures start now (its core split) */
+static void epoch_start(loop *lp)
+{
+    const tf_run *r = lp->r;
+    lp->ep_t0 = fl_now_s();
+    lp->ep_cpu0 = cpu_now();
+    lp->ep_dcpu0 = tf_tasks_cpu(&r->loader_tasks);
+    lp->ep_dw_sum0 = r->dw.active_steps;
+    lp->ep_dw_steps0 = r->dw.steps;
+}
+
+/* the epoch's core split so far into er (before its evaluation) */
+static void epoch_cores(const loop *lp, tf_epoch_report *er)
+{
+    const tf_run *r = lp->r;
+    er->cores = r->cores;
+    er->compute_threads = r->cfg.threads;
+    const uint64_t steps = r->dw.steps - lp->ep_dw_steps0;
+    er->decode_workers = r->workers_auto && steps
+                             ? (r->dw.active_steps - lp->ep_dw_sum0) / (double)steps
+                             : (double)(r->workers ? r->workers : r->cores);
+    er->decode_cpu_s = tf_tasks_cpu(&r->loader_tasks) - lp->ep_dcpu0;
+    er->cpu_s = cpu_now() - lp->ep_cpu0;
+    er->train_wall_s = fl_now_s() - lp->ep_t0;
+}
 
 /* the step's loss is far above chance level or not finite: say so (training on would only write
  * diverged checkpoints over good ones) */
@@ -116,6 +157,20 @@ static void sample_nvml(loop *lp, double now)
     }
 }
 
+/* CPU without --workers: after each step, as many decode workers at work as the steps need
+ * (decode_workers.h). The batches do not depend on it. */
+static void choose_workers(tf_run *r, double wait_s, double compute_s, uint32_t n)
+{
+    fl_loader_stats st;
+    fl_error err;
+    fl_loader_stats_get(r->L, &st);
+    const uint32_t was = r->dw.active;
+    uint32_t now = tf_decode_auto_step(&r->dw, n, wait_s, compute_s,
+                                       st.io_wait_s + st.decode_s + st.augment_s, st.images);
+    if (now != was && fl_loader_set_workers(r->L, now, &err))
+        r->dw.active = was; /* cannot happen: now is within [1, started] */
+}
+
 /* One micro-batch: fetch, train_step, figures. *last: it ended an epoch. Returns the status. */
 static int train_one(loop *lp, int *last)
 {
@@ -147,6 +202,8 @@ static int train_one(loop *lp, int *last)
         return FL_EXIT_DATA;
     }
     r->t.micro++;
+    if (r->workers_auto)
+        choose_workers(r, t1 - t0, t2 - t1, s.n);
     if (s.stepped)
         r->t.opt_steps++;
     if (!isfinite(s.loss) || s.loss > lp->diverge_loss) {
@@ -180,6 +237,8 @@ static int end_epoch(loop *lp)
     const tf_dist *D = r->D;
     fl_error err;
     tf_live_clear(&lp->live);
+    tf_epoch_report ec = {0};
+    epoch_cores(lp, &ec);
     double em[3] = {r->epoch_loss, (double)r->epoch_correct, (double)r->epoch_seen};
     if (tf_dist_allreduce_f64(D, em, 3, 0, &err)) {
         fl_cli_error(TOOL, "%s", err.msg);
@@ -188,10 +247,14 @@ static int end_epoch(loop *lp)
     /* flip TTA doubles the cost: only for the final evaluation. Data parallel: rank 0 evaluates
      * (with its own BN running statistics); the others go on to the next collective and wait
      * there. */
+    const double c0 = cpu_now(), w0 = fl_now_s();
+    const int eval_workers = r->workers_auto ? (int)r->dw.active : o->workers > 0 ? o->workers : 1;
     int rc = D->rank != 0 ? 0
                           : tf_evaluate(r->ops, r->b, o->val, r->batch, r->size,
                                         o->tta && lp->epoch == (uint64_t)r->epochs, o->ema > 0,
-                                        o->workers > 0 ? o->workers : 1, &r->quiet, &r->t.ev, &err);
+                                        eval_workers, &r->quiet, &r->t.ev, &err);
+    lp->eval_cpu += cpu_now() - c0; /* not training: out of the core split */
+    lp->eval_wall += fl_now_s() - w0;
     if (rc) {
         fl_cli_error(TOOL, "evaluation: %s", err.msg);
         return FL_EXIT_DATA;
@@ -219,7 +282,13 @@ static int end_epoch(loop *lp)
                           .ckpt_s = lp->ep_ckpt,
                           .gpu_util = lp->ep_nv_n ? lp->ep_nv_util / lp->ep_nv_n / 100.0 : -1,
                           .gpu_mem = lp->ep_nv_mem,
-                          .gpu_mem_total = r->t.nv_mem_total};
+                          .gpu_mem_total = r->t.nv_mem_total,
+                          .cores = ec.cores,
+                          .compute_threads = ec.compute_threads,
+                          .decode_workers = ec.decode_workers,
+                          .decode_cpu_s = ec.decode_cpu_s,
+                          .cpu_s = ec.cpu_s,
+                          .train_wall_s = ec.train_wall_s};
     fl_json run;
     fl_json_init(&run);
     if (lp->pts.every) {
@@ -252,7 +321,7 @@ static int end_epoch(loop *lp)
     lp->ep_h2d = lp->ep_ckpt = lp->ep_nv_util = 0;
     lp->ep_nv_n = 0;
     lp->ep_nv_mem = 0;
-    lp->ep_t0 = fl_now_s();
+    epoch_start(lp);
     return 0;
 }
 
@@ -334,7 +403,8 @@ int tf_run_epochs(tf_run *r)
                                 ? tf_points_every(o->log_every, r->bpe)
                                 : 0);
     tf_live_start(&lp.live, r->quiet);
-    lp.ep_t0 = fl_now_s();
+    epoch_start(&lp);
+    const double cpu0 = lp.ep_cpu0, wall0 = lp.ep_t0, dcpu0 = lp.ep_dcpu0;
     int status = FL_EXIT_OK;
     while (!status && lp.epoch < (uint64_t)r->epochs) {
         int last = 0;
@@ -356,6 +426,9 @@ int tf_run_epochs(tf_run *r)
             break;
         status = after_step(&lp, last);
     }
+    r->t.cpu_s = cpu_now() - cpu0 - lp.eval_cpu;
+    r->t.decode_cpu_s = tf_tasks_cpu(&r->loader_tasks) - dcpu0;
+    r->t.cpu_wall_s = fl_now_s() - wall0 - lp.eval_wall;
     tf_nvml_close(lp.nv);
     tf_points_free(&lp.pts);
     return status;

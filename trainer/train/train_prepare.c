@@ -42,7 +42,11 @@ int tf_prepare_options(tf_run *r)
         r->prec = TF_FP32;
     }
     r->batch = o->batch ? o->batch : (r->on_cpu ? 128 : 512);
-    r->workers = o->workers > 0 ? o->workers : (r->on_cpu ? 1 : 0);
+    /* CPU: decoding and compute share the cores. Without --workers a worker per core is
+     * started and only as many work as the steps need (decode_workers.h, train_loop.c) */
+    r->cores = tf_dist_default_threads(r->D);
+    r->workers_auto = r->on_cpu && o->workers <= 0;
+    r->workers = o->workers > 0 ? o->workers : r->on_cpu ? r->cores : 0;
     r->pad_tail = r->D->world > 1; /* distributed: pad the tail so every rank runs the same steps */
     return 0;
 }
@@ -372,9 +376,20 @@ int tf_prepare_loader(tf_run *r)
     fl_error err;
     if (!r->on_cpu)
         r->lo.device = r->cfg.device;
+    tf_tasks before;
+    tf_tasks_list(&before);
     if (fl_loader_create(o->data, &r->lo, &r->L, &err)) {
         r->L = NULL;
         return loader_refused(r, &err);
+    }
+    tf_tasks_list(&r->loader_tasks); /* the threads create started are the loader's */
+    tf_tasks_new(&before, &r->loader_tasks);
+    if (r->workers_auto) {
+        tf_decode_auto_init(&r->dw, fl_loader_workers(r->L), 1);
+        if (fl_loader_set_workers(r->L, r->dw.active, &err)) {
+            fl_cli_error(TOOL, "%s", err.msg);
+            return FL_EXIT_DATA;
+        }
     }
     r->bpe = fl_loader_batches_per_epoch(r->L);
     r->spe = fl_loader_samples_per_epoch(r->L);
