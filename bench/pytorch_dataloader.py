@@ -24,6 +24,22 @@ except ImportError:
     sys.exit("pytorch_dataloader.py: needs python3-torch and python3-torchvision (run with /usr/bin/python3)")
 
 
+def make_loader(root, workers, batch, size, drop_last=False, pin_memory=True):
+    """ImageFolder + PIL: RandomResizedCrop(size) + RandomHorizontalFlip + PILToTensor (uint8 CHW),
+    shuffled, in `workers` persistent worker processes, pinned unless pin_memory is False. Returns (dataset, loader). Also
+    used by bench/pytorch_train_loop.py."""
+    tf = transforms.Compose([
+        transforms.RandomResizedCrop(size),
+        transforms.RandomHorizontalFlip(),
+        transforms.PILToTensor(),
+    ])
+    ds = torchvision.datasets.ImageFolder(root, transform=tf)
+    dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
+                                     pin_memory=pin_memory, drop_last=drop_last,
+                                     persistent_workers=workers > 0)
+    return ds, dl
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("root")
@@ -33,15 +49,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(1)
-    tf = transforms.Compose([
-        transforms.RandomResizedCrop(a.size),
-        transforms.RandomHorizontalFlip(),
-        transforms.PILToTensor(),
-    ])
-    ds = torchvision.datasets.ImageFolder(a.root, transform=tf)
-    dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers,
-                                     pin_memory=True, drop_last=False,
-                                     persistent_workers=a.workers > 0)
+    _, dl = make_loader(a.root, a.workers, a.batch, a.size)
     def cpu():  # this process + its reaped children (the DataLoader workers, once shut down)
         s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime

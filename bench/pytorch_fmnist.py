@@ -118,41 +118,12 @@ def load_data(a):
     return tr, te, "synthetic"
 
 
-def main():
-    a = parse_args()
-    import numpy as np
-    import torch
+def build_model(model, in_c, classes, width=64, residual=False):
+    """trainfast's fastcnn (widths w, 2w, 4w; --residual: a residual pair after each block) or
+    resnet18, layer for layer, as a torch.nn.Module (PyTorch's default init, as trainfast's).
+    Also used by bench/pytorch_train_loop.py."""
     import torch.nn as nn
     import torch.nn.functional as F
-
-    if a.device == "cuda" and not torch.cuda.is_available():
-        print("SKIP pytorch_fmnist: no GPU (torch.cuda.is_available() is False)")
-        return 77
-    if a.precision is None:
-        a.precision = "bf16" if a.device == "cuda" else "fp32"
-    if a.device == "cpu":
-        torch.set_num_threads(a.threads or os.cpu_count() or 1)
-    mf = {"auto": torch.channels_last if a.device == "cuda" else torch.contiguous_format,
-          "nchw": torch.contiguous_format, "channels_last": torch.channels_last}[a.memory_format]
-    torch.manual_seed(a.seed)
-    torch.backends.cudnn.benchmark = True
-    dev = torch.device(a.device)
-    cuda = dev.type == "cuda"
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
-    (xtr, ytr), (xte, yte), source = load_data(a)
-    if a.limit:
-        xtr, ytr = xtr[:a.limit], ytr[:a.limit]
-    classes = int(max(ytr.max(), yte.max())) + 1
-    in_c = xtr.shape[3]
-    Xtr = torch.from_numpy(np.ascontiguousarray(xtr)).to(dev)  # (N, H, W, C) uint8, stays uint8
-    Ytr = torch.from_numpy(ytr).to(dev)
-    Xte = torch.from_numpy(np.ascontiguousarray(xte)).to(dev)
-    Yte = torch.from_numpy(yte).to(dev)
-    N, H, W, C = Xtr.shape
-    mean, std = 0.5, 0.25  # trainfast's fastcnn defaults
 
     def cba(ci, co):
         return [nn.Conv2d(ci, co, 3, padding=1, bias=False), nn.BatchNorm2d(co), nn.ReLU(inplace=True)]
@@ -172,7 +143,7 @@ def main():
             for wi in (w, 2 * w, 4 * w):
                 layers += [nn.Conv2d(c, wi, 3, padding=1, bias=False), nn.MaxPool2d(2),
                            nn.BatchNorm2d(wi), nn.ReLU(inplace=True)]
-                if a.residual:
+                if residual:
                     layers.append(Residual(wi))
                 c = wi
             self.features = nn.Sequential(*layers)
@@ -212,12 +183,74 @@ def main():
         def forward(self, x):
             return self.head(self.features(x).mean((2, 3)))
 
-    model = (FastCNN(a.width) if a.model == "fastcnn" else ResNet18()).to(dev).to(memory_format=mf)
+    return FastCNN(width) if model == "fastcnn" else ResNet18()
+
+
+def sgd(model, lr, wd, momentum):
+    """trainfast's optimizer: SGD with Nesterov momentum, weight decay on conv/linear weights only."""
+    import torch
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
-    opt = torch.optim.SGD([{"params": decay, "weight_decay": a.wd},
-                           {"params": no_decay, "weight_decay": 0.0}],
-                          lr=a.lr, momentum=a.momentum, nesterov=True)
+    return torch.optim.SGD([{"params": decay, "weight_decay": wd},
+                            {"params": no_decay, "weight_decay": 0.0}],
+                           lr=lr, momentum=momentum, nesterov=True)
+
+
+def lr_schedule(lr, warmup_epochs, steps_per_epoch, epochs):
+    """trainfast's schedule over steps: linear warm-up of int(warmup x steps per epoch) steps but
+    at least min(50, total/4) (tf_warmup_steps), then linear decay to 0. Returns lr_at(step)."""
+    total = steps_per_epoch * epochs
+    warm = int(warmup_epochs * steps_per_epoch)
+    warm = max(warm, min(50, total // 4)) if warmup_epochs > 0 else 0
+    warm = min(warm, total)
+
+    def lr_at(step):
+        if step < warm:
+            return lr * (step + 1) / warm
+        if total <= warm:
+            return lr
+        return lr * max(0.0, (total - step) / max(1, total - warm))
+    return lr_at
+
+
+def main():
+    a = parse_args()
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("SKIP pytorch_fmnist: no GPU (torch.cuda.is_available() is False)")
+        return 77
+    if a.precision is None:
+        a.precision = "bf16" if a.device == "cuda" else "fp32"
+    if a.device == "cpu":
+        torch.set_num_threads(a.threads or os.cpu_count() or 1)
+    mf = {"auto": torch.channels_last if a.device == "cuda" else torch.contiguous_format,
+          "nchw": torch.contiguous_format, "channels_last": torch.channels_last}[a.memory_format]
+    torch.manual_seed(a.seed)
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+    (xtr, ytr), (xte, yte), source = load_data(a)
+    if a.limit:
+        xtr, ytr = xtr[:a.limit], ytr[:a.limit]
+    classes = int(max(ytr.max(), yte.max())) + 1
+    in_c = xtr.shape[3]
+    Xtr = torch.from_numpy(np.ascontiguousarray(xtr)).to(dev)  # (N, H, W, C) uint8, stays uint8
+    Ytr = torch.from_numpy(ytr).to(dev)
+    Xte = torch.from_numpy(np.ascontiguousarray(xte)).to(dev)
+    Yte = torch.from_numpy(yte).to(dev)
+    N, H, W, C = Xtr.shape
+    mean, std = 0.5, 0.25  # trainfast's fastcnn defaults
+
+    model = build_model(a.model, in_c, classes, a.width, a.residual).to(dev).to(memory_format=mf)
+    opt = sgd(model, a.lr, a.wd, a.momentum)
     crit = nn.CrossEntropyLoss(label_smoothing=a.label_smoothing)
     run = torch.compile(model) if a.compile else model
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[a.precision]
@@ -226,17 +259,7 @@ def main():
     except (AttributeError, TypeError):  # torch < 2.3
         scaler = torch.cuda.amp.GradScaler(enabled=a.precision == "fp16" and cuda)
     steps_per_epoch = N // a.batch  # full batches only, as trainfast on one process
-    total = steps_per_epoch * a.epochs
-    warm = int(a.warmup * steps_per_epoch)  # trainfast's tf_warmup_steps
-    warm = max(warm, min(50, total // 4)) if a.warmup > 0 else 0
-    warm = min(warm, total)
-
-    def lr_at(step):
-        if step < warm:
-            return a.lr * (step + 1) / warm
-        if total <= warm:
-            return a.lr
-        return a.lr * max(0.0, (total - step) / max(1, total - warm))
+    lr_at = lr_schedule(a.lr, a.warmup, steps_per_epoch, a.epochs)
 
     p = a.crop_pad
     ar_h = torch.arange(H, device=dev)
