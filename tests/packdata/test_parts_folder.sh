@@ -5,7 +5,9 @@
 # the job's file names (mixed extensions: mixed; a PNG named .jpg in a .jpg job: the part holding
 # it refuses it, naming the file); a task opens none of the other parts' files; `--resume` of a
 # complete part exits 0 without opening any source file, and still refuses when one of its own
-# inputs changed.
+# inputs changed. A killed pack leaves its plan's short form in DST.partial/plan.txt and the whole
+# plan in DST.partial.plan (which names a changed input on a refused --resume, and goes when the
+# dataset is complete).
 . "$(dirname "$0")/lib.sh"
 die() { echo "FAIL: $*"; exit 1; }
 S="$T/src"
@@ -108,4 +110,23 @@ expect_status 2 "--resume of a part whose input changed" -- "$P" pack "$S" "$T/j
 expect_status 0 "--resume of another part (its inputs unchanged)" -- "$P" pack "$S" "$T/j3/part-1" --shard-size 4K --part 1/3 --resume &&
     grep -q "already complete" "$T/out" || fail "part 1/3 not complete: $(cat "$T/out" "$T/err")"
 pass "--resume of a complete part checks its own inputs"
+
+# the plan: its short form in DST.partial/plan.txt, the whole plan beside DST.partial
+touch -d '2001-01-01' "$S/0cat/f_3.jpg"
+PACKDATA_TEST_KILL_AFTER=5 "$P" pack "$S" "$T/k" --shard-size 4K --quiet 2>/dev/null
+[[ -f $T/k.partial/plan.txt && -f $T/k.partial.plan ]] || fail "a killed pack left no plan: $(ls "$T")"
+grep -q "^inputs	21	[0-9a-f]\{64\}$" "$T/k.partial/plan.txt" || fail "plan.txt is not the short form: $(head -c 300 "$T/k.partial/plan.txt")"
+[[ $(grep -c "^input	" "$T/k.partial.plan") == 21 ]] || fail "DST.partial.plan does not list the 21 inputs"
+touch "$S/0cat/f_3.jpg"
+expect_status 2 "--resume after an input changed" -- "$P" pack "$S" "$T/k" --shard-size 4K --resume &&
+    expect_err "0cat/f_3.jpg was modified" "the whole plan names the changed input"
+mv "$T/k.partial.plan" "$T/k.plan.away"
+expect_status 2 "--resume after an input changed, the whole plan gone" -- "$P" pack "$S" "$T/k" --shard-size 4K --resume &&
+    expect_err "its inputs changed since it was started" "the short plan still refuses"
+touch -d '2001-01-01' "$S/0cat/f_3.jpg"
+mv "$T/k.plan.away" "$T/k.partial.plan"
+expect_status 0 "--resume of the same job" -- "$P" pack "$S" "$T/k" --shard-size 4K --resume --quiet
+[[ ! -e $T/k.partial.plan && ! -e $T/k.partial ]] || fail "the plan or the partial outlived the complete dataset"
+same_records "$T/whole" "$T/k" || fail "the resumed pack differs from the whole pack"
+pass "a killed pack's plan: short form inside DST.partial, the whole plan beside it, gone once complete"
 finish
