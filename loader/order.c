@@ -60,16 +60,25 @@ static inline void perm_set(fl_perm *p, uint64_t i, uint64_t v)
         p->p64[i] = v;
 }
 
-/* Fisher–Yates over perm[off, off + len). */
+/* Fisher–Yates over perm[off, off + len), one loop per index width (the draws are the same). */
+#define SHUFFLE(a)                                                                                 \
+    for (uint64_t i = len; i > 1; i--) {                                                           \
+        uint64_t j = fl_rng_below(r, i);                                                           \
+        __typeof__(a[0]) t = a[i - 1];                                                             \
+        a[i - 1] = a[j];                                                                           \
+        a[j] = t;                                                                                  \
+    }
 static void shuffle(fl_perm *perm, uint64_t off, uint64_t len, fl_rng *r)
 {
-    for (uint64_t i = len; i > 1; i--) {
-        uint64_t j = fl_rng_below(r, i);
-        uint64_t t = fl_perm_at(perm, off + i - 1);
-        perm_set(perm, off + i - 1, fl_perm_at(perm, off + j));
-        perm_set(perm, off + j, t);
+    if (perm->p32) {
+        uint32_t *a = perm->p32 + off;
+        SHUFFLE(a)
+    } else {
+        uint64_t *a = perm->p64 + off;
+        SHUFFLE(a)
     }
 }
+#undef SHUFFLE
 
 void fl_order_epoch_perm(const fl_order_plan *p, uint64_t epoch, fl_perm *perm)
 {
