@@ -12,9 +12,10 @@
 #           `fastload bench` on (w1)'s set vs FFCV's Loader on its own .beton (bench/ffcv_peer.py).
 #           Each run is E epochs in one process; the first epoch (loader creation and, for FFCV,
 #           Numba's JIT in that process) and the steady epochs 2..E are reported apart.
-# Per CPU-second: CPU time (rusage) of every thread and child process of each side. FFCV's CPU
-# is read at its epoch boundaries; fastload's steady figure divides all E epochs' images by the
-# whole run's CPU (first epoch included: this understates fastload, never FFCV).
+# Per CPU-second: CPU time (rusage) of every thread and child process of each side, read at
+# epoch boundaries by both (fastload bench's cpu_seconds_per_epoch). "cores used" = CPU seconds
+# per wall second: on a machine shared with other work the wall ratio is the per-CPU ratio
+# times the ratio of the shares each side got.
 # Runs are interleaved (FFCV, then fastload, per round); figures are medians of --runs rounds.
 # Data in the page cache. Targets: steady loader and writer (w1) >= 4x FFCV, wall and per CPU-s.
 # The peer: FFCV built from source into a venv under --peer (default /var/tmp/fl-ffcv), once:
@@ -146,9 +147,17 @@ def loads(name):
 
 ff, fl = loads("ffcv-load"), loads("fastload-load")
 
-def fl_steady(d):  # epochs 2..E from the per-epoch rates (each epoch's images / its seconds)
+def fl_epochs(d):  # per-epoch images, seconds and CPU seconds of a fastload bench run
     n = d["images"] / d["epochs"]
-    return (d["epochs"] - 1) * n / sum(n / r for r in d["images_per_sec_per_epoch"][1:])
+    return n, [n / r for r in d["images_per_sec_per_epoch"]], d["cpu_seconds_per_epoch"]
+
+def fl_steady(d, cpu=False):  # epochs 2..E
+    n, secs, cpus = fl_epochs(d)
+    return (len(secs) - 1) * n / sum((cpus if cpu else secs)[1:])
+
+def fl_first_cpu(d):
+    n, _, cpus = fl_epochs(d)
+    return n / cpus[0]
 
 series = {
     "ffcv-write": col("ffcv-write", 0), "ffcv-write-cpu": col("ffcv-write", 1),
@@ -161,7 +170,10 @@ series = {
     "ff-steady-cpu": [d["steady_images_per_cpu_sec"] for d in ff],
     "fl-first": [d["images_per_sec_per_epoch"][0] for d in fl],
     "fl-steady": [fl_steady(d) for d in fl],
-    "fl-cpu": [d["images_per_cpu_sec"] for d in fl],
+    "fl-steady-cpu": [fl_steady(d, cpu=True) for d in fl],
+    "fl-first-cpu": [fl_first_cpu(d) for d in fl],
+    "fl-cores": [fl_steady(d) / fl_steady(d, cpu=True) for d in fl],
+    "ff-cores": [d["steady_images_per_sec"] / d["steady_images_per_cpu_sec"] for d in ff],
 }
 med = {k: statistics.median(v) for k, v in series.items()}
 rows = [  # figure, fastload series, FFCV series, target
@@ -172,9 +184,10 @@ rows = [  # figure, fastload series, FFCV series, target
     ("writer keep (w3), img/s", "keep", "ffcv-write", None),
     ("  same, per CPU-s", "keep-cpu", "ffcv-write-cpu", None),
     ("loader steady (epochs 2..E), img/s", "fl-steady", "ff-steady", 4.0),
-    ("  same, per CPU-s (fastload: all epochs)", "fl-cpu", "ff-steady-cpu", 4.0),
+    ("  same, per CPU-s", "fl-steady-cpu", "ff-steady-cpu", 4.0),
+    ("  cores used (CPU-s per wall-s)", "fl-cores", "ff-cores", None),
     ("loader first epoch, img/s", "fl-first", "ff-first", None),
-    ("  same, per CPU-s (fastload: all epochs)", "fl-cpu", "ff-first-cpu", None),
+    ("  same, per CPU-s", "fl-first-cpu", "ff-first-cpu", None),
 ]
 print(f"{'figure':42} {'fastload':>9} {'FFCV':>8} {'ratio':>7} {'target':>7}       {'runs (fastload / FFCV)'}")
 summary = []
@@ -182,8 +195,10 @@ for name, a, b, target in rows:
     r = med[a] / med[b]
     verdict = "" if target is None else ("PASS" if r >= target else "MISS")
     tgt = "-" if target is None else ">=%gx" % target
-    runs_txt = " ".join("%.0f" % x for x in series[a]) + " / " + " ".join("%.0f" % x for x in series[b])
-    print(f"{name:42} {med[a]:9.0f} {med[b]:8.0f} {r:6.2f}x {tgt:>7} {verdict:4}  {runs_txt}")
+    fmt = "%.2f" if "cores" in name else "%.0f"
+    runs_txt = " ".join(fmt % x for x in series[a]) + " / " + " ".join(fmt % x for x in series[b])
+    va, vb = fmt % med[a], fmt % med[b]
+    print(f"{name:42} {va:>9} {vb:>8} {r:6.2f}x {tgt:>7} {verdict:4}  {runs_txt}")
     summary.append(dict(figure=name, fastload=med[a], ffcv=med[b], ratio=r, target=target,
                         verdict=verdict or None, fastload_runs=series[a], ffcv_runs=series[b]))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)

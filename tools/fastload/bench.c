@@ -175,7 +175,7 @@ typedef struct {
     double t_create, t_start, cpu_start;
     uint64_t per_epoch;
     bench_padding pad;
-    double *rss_epoch, *ips_epoch; /* one entry per epoch */
+    double *rss_epoch, *ips_epoch, *cpu_epoch; /* one entry per epoch (cpu: CPU seconds) */
     uint64_t images, out_bytes, batches, epochs_done;
     uint64_t stored; /* stored bytes of the records delivered */
     uint32_t h, w, c;
@@ -253,7 +253,7 @@ static void bench_count_batch(bench_result *r, const fl_dataset *ds, const fl_ba
 static int bench_consume(const run_options *ro, fl_loader *L, const fl_dataset *ds, bench_result *r)
 {
     uint64_t epoch_images = 0;
-    double t_epoch = r->t_create;
+    double t_epoch = r->t_create, c_epoch = r->cpu_start;
     fl_error err = {0};
     while (r->epochs_done < ro->epochs && (!ro->max_batches || r->batches < ro->max_batches)) {
         fl_batch *b;
@@ -270,6 +270,9 @@ static int bench_consume(const run_options *ro, fl_loader *L, const fl_dataset *
             uint64_t e = r->epochs_done;
             cli_rss_mib(&r->rss_epoch[e], &peak);
             r->ips_epoch[e] = epoch_images / (t - t_epoch);
+            double c = cpu_s();
+            r->cpu_epoch[e] = c - c_epoch;
+            c_epoch = c;
             if (!ro->json && !ro->quiet) {
                 char rate[48];
                 fl_cli_human_rate(r->ips_epoch[e], "images/s", rate, sizeof rate);
@@ -461,6 +464,7 @@ static void bench_report_json(const run_options *ro, fl_loader *L, const fl_data
     fl_json_uint(&j, st->pinned_bytes);
     bench_json_per_epoch(&j, "rss_mib_per_epoch", r->rss_epoch, r->epochs_done);
     bench_json_per_epoch(&j, "images_per_sec_per_epoch", r->ips_epoch, r->epochs_done);
+    bench_json_per_epoch(&j, "cpu_seconds_per_epoch", r->cpu_epoch, r->epochs_done);
     bench_json_fields(&j, r);
     fl_json_key(&j, "dataset");
     fl_json_begin_object(&j);
@@ -582,7 +586,8 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     if (!status) {
         r->rss_epoch = calloc(ro.epochs, sizeof *r->rss_epoch);
         r->ips_epoch = calloc(ro.epochs, sizeof *r->ips_epoch);
-        if (!r->rss_epoch || !r->ips_epoch) {
+        r->cpu_epoch = calloc(ro.epochs, sizeof *r->cpu_epoch);
+        if (!r->rss_epoch || !r->ips_epoch || !r->cpu_epoch) {
             fprintf(stderr, "fastload bench: out of memory\n");
             status = 1;
         }
@@ -600,6 +605,7 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     }
     free(r->rss_epoch);
     free(r->ips_epoch);
+    free(r->cpu_epoch);
     fl_loader_close(L);
     return status;
 }
