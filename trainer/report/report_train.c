@@ -155,9 +155,7 @@ static cores_split cores_of(const tf_run *r)
 {
     const tf_run_totals *t = &r->t;
     cores_split c = {.cores = r->cores, .threads = r->cfg.threads};
-    c.started = r->workers_auto ? r->dw.max : (uint32_t)r->workers;
-    if (!c.started) /* the loader's default: one per online CPU */
-        c.started = (uint32_t)(r->cores > 0 ? r->cores : 1);
+    c.started = r->workers_started;
     c.at_end = r->workers_auto ? r->dw.active : c.started;
     c.lo = r->workers_auto ? r->dw.lo : c.started;
     c.hi = r->workers_auto ? r->dw.hi : c.started;

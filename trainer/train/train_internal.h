@@ -87,8 +87,9 @@ typedef struct tf_run {
     char last_ckpt[4096];
     /* prepare_loader */
     fl_loader *L;
-    tf_tasks loader_tasks; /* its threads (the decode workers): their CPU time */
-    uint64_t bpe, spe;     /* batches / samples per epoch (this rank) */
+    tf_tasks loader_tasks;    /* its threads (the decode workers): their CPU time */
+    uint32_t workers_started; /* its decode workers (fl_loader_workers) */
+    uint64_t bpe, spe;        /* batches / samples per epoch (this rank) */
     FILE *log;
     fl_tbuf log_lines; /* the log's lines of this run, for --report (rank 0) */
     /* the interrupted epoch's running figures (restored) and the time before this run */

@@ -384,6 +384,7 @@ int tf_prepare_loader(tf_run *r)
     }
     tf_tasks_list(&r->loader_tasks); /* the threads create started are the loader's */
     tf_tasks_new(&before, &r->loader_tasks);
+    r->workers_started = fl_loader_workers(r->L);
     if (r->workers_auto) {
         tf_decode_auto_init(&r->dw, fl_loader_workers(r->L), 1);
         if (fl_loader_set_workers(r->L, r->dw.active, &err)) {
