@@ -337,7 +337,9 @@ static const fl_cli_opt pack_opts[] = {
     {FL_CLI_U64, "seed", .off = F(seed), .umin = 0, .umax = UINT64_MAX, .metavar = "S",
      .help = "shuffle seed, stored in the manifest", .def = "0"},
     {FL_CLI_CUSTOM, "part", .parse = opt_part, .metavar = "I/N",
-     .help = "pack only slice I of N (0 <= I < N) of the (shuffled) input list"},
+     .help = "pack only slice I of N (0 <= I < N) of the (shuffled) input list; under\n"
+             "--encode keep the parts store the format the whole job's file names say\n"
+             "(one extension: that format, and a file of another is refused; several: mixed)"},
     {FL_CLI_U32, "workers", .off = F(workers), .umin = 1, .umax = 1024, .metavar = "N",
      .help = "worker threads; the output does not depend on it", .def = "all cores"},
     {FL_CLI_FLAG, "resume", .off = F(resume),
