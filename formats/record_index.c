@@ -27,8 +27,7 @@ static int reserve(fl_rindex *x, size_t bytes)
     uint8_t *p = realloc(x->rows, cap);
     if (!p)
         return -ENOMEM;
-    memset(p + x->cap, 0, cap - x->cap);
-    x->rows = p;
+    x->rows = p; /* not zeroed here: pages not yet written stay untouched (out of the RSS) */
     x->cap = cap;
     return 0;
 }
@@ -82,6 +81,10 @@ int fl_rindex_add(fl_rindex *x, uint64_t count, fl_ix_get_fn get, const void *sr
     uint64_t end = x->bits + count * row;
     if (reserve(x, (size_t)((end + 7) / 8)))
         return -ENOMEM;
+    /* the segment's bytes (from the byte holding its first bit, which an earlier row may share:
+     * kept) and the 16 a row's store may touch past them, zeroed before the rows are OR'ed in */
+    size_t z0 = (size_t)((s->bit0 + 7) / 8), z1 = (size_t)((end + 7) / 8) + 16;
+    memset(x->rows + z0, 0, z1 - z0);
     for (uint64_t i = 0; row && i < count; i++) {
         get(src, i, v);
         uint64_t bit = s->bit0 + i * row;
