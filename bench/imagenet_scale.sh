@@ -3,7 +3,8 @@
 # JPEGs (bench/gen_imagenet_layout.py; 1,281,167 files at full size), measured at a given record
 # count so two runs (e.g. 128,117 and 1,281,167) show what grows with the count:
 #   pack, one process (--encode keep, --workers 2): wall, CPU, peak RSS (/usr/bin/time -v), img/s
-#   plan.txt size (DST.partial/plan.txt of the killed run) and manifest.json size
+#   plan sizes of the killed run (DST.partial/plan.txt, the short form; DST.partial.plan, the
+#     whole plan beside it) and manifest.json size
 #   --resume restart cost: a pack SIGKILLed once about half its shards are written, then resumed:
 #     the resumed run's wall and peak RSS against the uninterrupted one
 #   packdata info / verify: wall and peak RSS
@@ -107,7 +108,7 @@ timed verify "$P" verify "$run/one" || cat "$run/verify.err"
 
 if ((!tar)); then
 # ---- kill at ~50 %, --resume -------------------------------------------------------------------
-rm -rf "$run/kill" "$run/kill.partial"
+rm -rf "$run/kill" "$run/kill.partial" "$run/kill.partial.plan"
 total=$(du -sb "$run/one" | cut -f1)
 nice -n 10 "$P" pack "$src" "$run/kill" "${opts[@]}" --workers 2 --quiet &
 pid=$!
@@ -122,6 +123,7 @@ done
 wait "$pid" 2>/dev/null
 say kill.after_s "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
 say plan_txt.bytes "$(stat -c %s "$run/kill.partial/plan.txt" 2>/dev/null || echo missing)"
+say plan_full.bytes "$(stat -c %s "$run/kill.partial.plan" 2>/dev/null || echo missing)"
 say partial.shards "$(ls "$run/kill.partial" 2>/dev/null | grep -c '\.fls$')"
 say partial.bytes "$(du -sb "$run/kill.partial" 2>/dev/null | cut -f1)"
 timed resume "$P" pack "$src" "$run/kill" "${opts[@]}" --workers 2 --resume || cat "$run/resume.err"
