@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -1263,9 +1264,20 @@ int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_
         return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
     }
     int stopped = 0;
+    uint32_t shard = 0;
     for (uint64_t i = 0; i < ds->count && !stopped; i++) {
         fl_error e;
         fl_error_clear(&e);
+        /* the pages read so far leave the resident set (the page cache keeps them): a shard once
+         * its records are checked, LMDB's map every segment */
+        if (ds->backend == FL_BACKEND_LMDB) {
+            if (i && i % FL_LMDB_SEG == 0)
+                fl_lmdb_reader_drop_pages(ds);
+        } else if (find_shard(ds, i) != shard) {
+            const fl_shard_view *v = &ds->shards[shard];
+            madvise((void *)v->map, (size_t)v->size, MADV_DONTNEED);
+            shard = find_shard(ds, i);
+        }
         if (verify_record(ds, i, buf, nd, vals, &e)) {
             bad++;
             if (cb && cb(user, i, &e))

@@ -92,5 +92,8 @@ int fl_dataset_open_refused(const char *path, const char *what, int rc, fl_error
  * Errors: -errno, FL_E_TRUNCATED, FL_E_LMDB, FL_E_FORMAT, FL_E_VERSION, -EAGAIN (replaced). */
 int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *err);
 void fl_lmdb_reader_close(fl_dataset *ds);
+/* Let the pages of data.mdb read so far leave the resident set (they stay in the page cache; a
+ * later read faults them back in). No effect where the map's place is unknown. */
+void fl_lmdb_reader_drop_pages(const fl_dataset *ds);
 
 #endif

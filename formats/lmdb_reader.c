@@ -38,6 +38,12 @@ void fl_lmdb_reader_close(fl_dataset *ds)
     ds->lmdb = NULL;
 }
 
+void fl_lmdb_reader_drop_pages(const fl_dataset *ds)
+{
+    if (ds->lmdb && ds->lmdb->base && ds->lmdb->used)
+        madvise((void *)ds->lmdb->base, (size_t)ds->lmdb->used, MADV_DONTNEED);
+}
+
 static uint64_t key_value(const uint8_t *k)
 {
     uint64_t v = 0;
