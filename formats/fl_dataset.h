@@ -218,7 +218,9 @@ typedef int (*fl_verify_cb)(void *user, uint64_t index, const fl_error *err);
 
 /* Check every record's CRC32C (and that compressed payloads decompress to raw_len; in version 3
  * that its fields block parses, fits the record's image, and its ndarrays decompress), in order,
- * on the calling thread. The messages passed to `cb` name the file and the record.
+ * on the calling thread. The messages passed to `cb` name the file and the record. The pages read
+ * leave the process's resident set as the walk goes (madvise: they stay in the page cache), so
+ * verifying a data set larger than RAM does not hold it as RSS.
  * Calls `cb` for each bad record. Returns 0 when all are good, FL_E_CHECKSUM when any is bad,
  * or another error when the walk itself failed. *n_bad receives the number of bad records. */
 FL_API int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_t *n_bad,
