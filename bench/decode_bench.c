@@ -7,7 +7,10 @@
  * --restart N rewrites every input losslessly with restart markers every N MCUs (a divisor of the
  * MCU row; 0 = one interval per row) with fl_jpeg_add_restarts, which lets the crop path decode
  * only the intervals the crop touches; --no-skip keeps the crop path from using them
- * (FL_DECODE_NO_RESTART_SKIP), for comparison. */
+ * (FL_DECODE_NO_RESTART_SKIP), for comparison.
+ * The full-size figure (the naive limit) is stock libjpeg-turbo: fl_decode with libjpeg's own
+ * Huffman decoder (FL_DECODE_LIBJPEG_HUFFMAN); fl_full_decode_per_sec is fl_decode as the loader
+ * runs it (fastload's Huffman decoder). --libjpeg-huffman makes the crop path use libjpeg's too. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -84,7 +87,7 @@ typedef struct rate {
     double per_sec, per_cpu_sec;
 } rate;
 
-enum { MODE_FULL, MODE_TJ, MODE_CROP, MODE_SCALED };
+enum { MODE_FULL, MODE_TJ, MODE_CROP, MODE_SCALED, MODE_FLFULL };
 
 static int run_mode(int mode, blob *b, int n, double seconds, uint32_t size, fl_decoder *d,
                     tjhandle tj, uint8_t *buf, rate *out)
@@ -97,7 +100,7 @@ static int run_mode(int mode, blob *b, int n, double seconds, uint32_t size, fl_
         for (int i = 0; i < n; i++, count++) {
             fl_image img;
             int rc = 0;
-            if (mode == MODE_FULL) {
+            if (mode == MODE_FULL || mode == MODE_FLFULL) {
                 rc = fl_decode(d, b[i].data, b[i].len, 3, 0, 0, &img, &err);
             } else if (mode == MODE_SCALED) {
                 rc = fl_decode(d, b[i].data, b[i].len, 3, size, size, &img, &err);
@@ -141,12 +144,14 @@ static void usage(FILE *f)
                "  --restart N: rewrite inputs with restart markers every N MCUs (0: per MCU row; "
                "lossless)\n"
                "  --no-skip: crop path does not start at restart markers\n"
-               "  --flags N: FL_DECODE_* bits for the crop path (1 box upsampling, 2 fast IDCT)\n");
+               "  --flags N: FL_DECODE_* bits for the crop path (1 box upsampling, 2 fast IDCT)\n"
+               "  --libjpeg-huffman: crop path with libjpeg's own Huffman decoder\n"
+               "  (the full-size figure always uses it: stock libjpeg-turbo, the naive limit)\n");
 }
 
 int main(int argc, char **argv)
 {
-    int json = 0, quality = 0, fast = 0, restart = 0, noskip = 0;
+    int json = 0, quality = 0, fast = 0, restart = 0, noskip = 0, libjpeg_huff = 0;
     uint32_t restart_mcus = 0;
     unsigned flags = 0; /* --flags N: raw FL_DECODE_* bits for the crop path */
     double orig_bytes = 0;
@@ -164,6 +169,8 @@ int main(int argc, char **argv)
             restart = 1, restart_mcus = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-skip"))
             noskip = 1;
+        else if (!strcmp(argv[i], "--libjpeg-huffman"))
+            libjpeg_huff = 1;
         else if (!strcmp(argv[i], "--flags") && i + 1 < argc)
             flags = (unsigned)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
@@ -269,24 +276,27 @@ int main(int argc, char **argv)
             maxpix = (size_t)info.width * info.height;
         n++;
     }
-    /* --fast applies to the crop path only: the full-size figures stay libjpeg's defaults. */
-    fl_decoder *dcrop = d;
-    if (fast || noskip || flags) {
-        if (fl_decoder_create(0, &dcrop, &err))
-            return 1;
-        fl_decoder_set_flags(dcrop, flags | (fast ? FL_DECODE_FAST : 0) |
-                                        (noskip ? FL_DECODE_NO_RESTART_SKIP : 0));
-    }
+    /* The full-size figure is stock libjpeg-turbo (its own Huffman decoder, libjpeg's
+     * defaults); --fast and the other flags apply to the crop path only. */
+    fl_decoder *dcrop, *dfl;
+    if (fl_decoder_create(0, &dcrop, &err) || fl_decoder_create(0, &dfl, &err))
+        return 1;
+    fl_decoder_set_flags(d, FL_DECODE_LIBJPEG_HUFFMAN);
+    fl_decoder_set_flags(dcrop, flags | (fast ? FL_DECODE_FAST : 0) |
+                                    (noskip ? FL_DECODE_NO_RESTART_SKIP : 0) |
+                                    (libjpeg_huff ? FL_DECODE_LIBJPEG_HUFFMAN : 0));
     uint8_t *buf =
         malloc(maxpix * 3 > (size_t)size * size * 3 ? maxpix * 3 : (size_t)size * size * 3);
     tjhandle tj = tjInitDecompress();
-    rate full, tjr, crop, scaled;
+    rate full, tjr, crop, scaled, flfull;
     if (only) {
         int mode = !strcmp(only, "full")     ? MODE_FULL
                    : !strcmp(only, "tj")     ? MODE_TJ
                    : !strcmp(only, "scaled") ? MODE_SCALED
+                   : !strcmp(only, "flfull") ? MODE_FLFULL
                                              : MODE_CROP;
-        if (run_mode(mode, b, n, seconds, size, mode == MODE_CROP ? dcrop : d, tj, buf, &full))
+        fl_decoder *dm = mode == MODE_CROP ? dcrop : mode == MODE_FLFULL ? dfl : d;
+        if (run_mode(mode, b, n, seconds, size, dm, tj, buf, &full))
             return 1;
         printf("%s: %.1f images/s, %.1f per CPU second\n", only, full.per_sec, full.per_cpu_sec);
         return 0;
@@ -296,7 +306,8 @@ int main(int argc, char **argv)
     if (run_mode(MODE_FULL, b, n, seconds, size, d, tj, buf, &full) ||
         run_mode(MODE_TJ, b, n, seconds, size, d, tj, buf, &tjr) ||
         run_mode(MODE_CROP, b, n, seconds, size, dcrop, tj, buf, &crop) ||
-        run_mode(MODE_SCALED, b, n, seconds, size, d, tj, buf, &scaled))
+        run_mode(MODE_SCALED, b, n, seconds, size, d, tj, buf, &scaled) ||
+        run_mode(MODE_FLFULL, b, n, seconds, size, dfl, tj, buf, &flfull))
         return 1;
     if (json) {
         printf(
@@ -304,15 +315,19 @@ int main(int argc, char **argv)
             "\"full_decode_per_sec\": %.1f, \"tj_full_decode_per_sec\": %.1f, "
             "\"scaled_crop_per_sec\": %.1f, \"scaled_decode_per_sec\": %.1f, "
             "\"full_decode_per_cpu_sec\": %.1f, \"scaled_crop_per_cpu_sec\": %.1f, \"fast\": %s, "
-            "\"restart\": %s, \"restart_skip\": %s, \"input_avg_bytes\": %.0f}\n",
+            "\"restart\": %s, \"restart_skip\": %s, \"input_avg_bytes\": %.0f, "
+            "\"fl_full_decode_per_sec\": %.1f, \"fl_full_decode_per_cpu_sec\": %.1f, "
+            "\"crop_libjpeg_huffman\": %s}\n",
             n, pixels / n / 1e6, bytes / n, size, full.per_sec, tjr.per_sec, crop.per_sec,
             scaled.per_sec, full.per_cpu_sec, crop.per_cpu_sec, fast ? "true" : "false",
-            restart ? "true" : "false", noskip ? "false" : "true", orig_bytes / n);
+            restart ? "true" : "false", noskip ? "false" : "true", orig_bytes / n, flfull.per_sec,
+            flfull.per_cpu_sec, libjpeg_huff ? "true" : "false");
     } else {
         printf("%d JPEG files, %.3f megapixels and %.0f bytes on average; one thread, %.1f s per "
                "mode\n",
                n, pixels / n / 1e6, bytes / n, seconds);
         printf("full-size decode (fl_decode, libjpeg API)   %9.1f images/s\n", full.per_sec);
+        printf("  same, fastload's Huffman decoder          %9.1f images/s\n", flfull.per_sec);
         printf("full-size decode (TurboJPEG tjDecompress2)  %9.1f images/s\n", tjr.per_sec);
         printf("random-resized-crop decode -> %ux%u        %9.1f images/s  (%.2fx full-size)\n",
                size, size, crop.per_sec, crop.per_sec / full.per_sec);
@@ -326,8 +341,8 @@ int main(int argc, char **argv)
     free(buf);
     free(files);
     fl_encoder_free(e);
-    if (dcrop != d)
-        fl_decoder_free(dcrop);
+    fl_decoder_free(dcrop);
+    fl_decoder_free(dfl);
     fl_decoder_free(d);
     return 0;
 }

@@ -21,7 +21,7 @@ int fl_decoder_create(uint64_t max_pixels, fl_decoder **out, fl_error *err)
 void fl_decoder_set_flags(fl_decoder *d, unsigned flags)
 {
     if (d)
-        d->flags = flags & (FL_DECODE_FAST | FL_DECODE_NO_RESTART_SKIP);
+        d->flags = flags & (FL_DECODE_FAST | FL_DECODE_NO_RESTART_SKIP | FL_DECODE_LIBJPEG_HUFFMAN);
 }
 
 void fl_decoder_free(fl_decoder *d)

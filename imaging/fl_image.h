@@ -87,6 +87,10 @@ enum { FL_DECODE_FAST_UPSAMPLE = 1, FL_DECODE_FAST_DCT = 2, FL_DECODE_FAST = 3 }
 /* Test/bench aid: never start a crop decode at a restart marker (see fl_jpeg_add_restarts);
  * the output is the same either way. */
 enum { FL_DECODE_NO_RESTART_SKIP = 4 };
+/* Bench/test aid: Huffman-decode with libjpeg's own decoder instead of fastload's (jpeg_entropy.c:
+ * the same coefficients, faster, above all on files with restart markers, where libjpeg-turbo
+ * takes its bit-by-bit path); the naive-limit figure of the benchmarks is stock libjpeg-turbo. */
+enum { FL_DECODE_LIBJPEG_HUFFMAN = 8 };
 FL_API void fl_decoder_set_flags(fl_decoder *d, unsigned flags);
 
 /* Decode a whole image to `channels` (1 or 3; gray/CMYK/alpha/palette/16-bit converted).

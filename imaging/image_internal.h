@@ -34,6 +34,18 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
 
 struct fl_jpeg_state; /* jpeg_decode.c: persistent libjpeg decompressor + error manager */
 
+/* jpeg_entropy.c: the Huffman decoder that replaces libjpeg's for single-scan sequential files
+ * (its unstuffed copy of the data and its tables, kept from image to image). */
+struct fl_jpeg_entropy;
+struct jpeg_decompress_struct;
+struct fl_jpeg_entropy *fl_jpeg_entropy_new(void); /* NULL when out of memory */
+void fl_jpeg_entropy_free(struct fl_jpeg_entropy *e);
+/* Call right after jpeg_start_decompress, before any scanline is read or skipped: take over the
+ * Huffman decoding of this image (ci->client_data becomes e until the image ends). 0 installed,
+ * 1 not applicable (progressive, arithmetic, multi-scan, 12-bit...: libjpeg's decoder stays),
+ * -ENOMEM. Corrupt data raises libjpeg's warnings through ci->err. */
+int fl_jpeg_entropy_install(struct fl_jpeg_entropy *e, struct jpeg_decompress_struct *ci);
+
 struct fl_decoder {
     uint64_t max_pixels;
     unsigned flags; /* FL_DECODE_* */

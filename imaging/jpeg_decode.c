@@ -27,6 +27,7 @@ struct fl_jpeg_state {
     struct jpeg_decompress_struct cinfo; /* created once, reused for every image */
     struct fl_jpeg_err jerr;
     struct jpeg_progress_mgr progress;
+    struct fl_jpeg_entropy *entropy; /* our Huffman decoder, created on first use */
 };
 
 /* libjpeg calls this for fatal errors: keep the message and jump back to the entry point. */
@@ -86,6 +87,7 @@ void fl_jpeg_state_free(struct fl_jpeg_state *s)
     if (!s)
         return;
     jpeg_destroy_decompress(&s->cinfo);
+    fl_jpeg_entropy_free(s->entropy);
     free(s);
 }
 
@@ -158,6 +160,19 @@ static int jpeg_setup(fl_decoder *d, const uint8_t *data, size_t len, uint32_t c
                             ci->num_components);
     }
     return 0;
+}
+
+/* Right after jpeg_start_decompress: Huffman-decode with jpeg_entropy.c unless the caller asked
+ * for libjpeg's decoder or the file is of a kind it leaves to libjpeg. Under setjmp. */
+static int entropy_setup(fl_decoder *d, fl_error *err)
+{
+    struct fl_jpeg_state *s = d->jpeg;
+    if (d->flags & FL_DECODE_LIBJPEG_HUFFMAN)
+        return 0;
+    if (!s->entropy && !(s->entropy = fl_jpeg_entropy_new()))
+        return fl_error_set(err, -ENOMEM, "JPEG: out of memory");
+    int rc = fl_jpeg_entropy_install(s->entropy, &s->cinfo);
+    return rc < 0 ? fl_error_set(err, rc, "JPEG: out of memory") : 0;
 }
 
 /* a*b/255 rounded, exact for 0..255 inputs. */
@@ -246,6 +261,9 @@ int fl_jpeg_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chan
         goto fail;
     }
     jpeg_start_decompress(ci);
+    rc = entropy_setup(d, err);
+    if (rc)
+        goto fail;
     rc = read_rows(d, d->image.p, stride, ci->output_height, channels, cmyk, err);
     if (rc)
         goto fail;
@@ -345,9 +363,12 @@ static size_t restart_crop(fl_decoder *d, const uint8_t *data, size_t len, uint3
         return 0;
     uint32_t ipr = mcus_per_row / ri;               /* restart intervals per MCU row */
     uint32_t mh = maxv * num, iw = ri * maxh * num; /* iMCU row height, interval width (output) */
-    /* Rows: keep one output row above sy0 and at least one below sy1 (upsampling context). */
+    /* Rows: the crop decode reads rows [sy0, sy1). Fancy chroma upsampling blends each chroma
+     * row with its neighbour above or below, and the rebuilt image's first and last chroma rows
+     * have none (libjpeg replicates them): so keep one output row above sy0 (the chroma row
+     * above it starts there at worst) and at least one below sy1 - 1. */
     uint32_t k = sy0 >= 2 ? (sy0 - 1) / mh : 0;
-    uint32_t r1 = (sy1 + mh - 1) / mh + 1;
+    uint32_t r1 = sy1 / mh + 1;
     if (r1 > mcu_rows)
         r1 = mcu_rows;
     /* Columns: the crop decode reads [sx0 - 1, sx1 + 1); keep one more on each side. */
@@ -432,6 +453,9 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
     ci->scale_num = (unsigned)num;
     ci->scale_denom = 8;
     jpeg_start_decompress(ci);
+    rc = entropy_setup(d, err);
+    if (rc)
+        goto fail;
     /* Coordinates below are in the decoded (possibly row-shifted) image. */
     uint32_t ow = ci->output_width, oh = ci->output_height;
     const double x0 = fx0 - xshift, y0 = fy0 - yshift;

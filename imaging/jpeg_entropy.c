@@ -1,0 +1,381 @@
+/* jpeg_entropy.c — a faster Huffman decoder for single-scan sequential JPEGs, installed in place
+ * of libjpeg's own (cinfo->entropy->decode_mcu) after jpeg_start_decompress. The entropy-coded
+ * data is first copied with its stuffed zeros removed and its restart intervals located, so the
+ * bit reader refills 8 bytes at a time without looking for markers, and a restart is a jump to a
+ * known offset; one table look-up resolves a code together with its extra bits. libjpeg-turbo
+ * 2.1.5 takes its slow bit-by-bit path for every MCU of a file with restart markers, the files the
+ * crop decode reads fastest. The coefficients are libjpeg's: same zigzag order (including its
+ * tolerance of run-lengths past coefficient 63), same DC prediction and restart resets; corrupt
+ * data raises the same warnings libjpeg raises (bad Huffman code, premature end of data, restart
+ * marker out of sequence), which the caller's error manager turns into errors. */
+#include <errno.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+/* jpeglib.h's private half: the entropy decoder and input controller interfaces */
+#include <jpegint.h>
+
+#include "image_internal.h"
+
+#define FAST_BITS    10
+#define PAD_BYTES    320 /* one block reads at most 64 codes of 31 bits before the check */
+#define CACHE_TABLES 8
+
+/* A decoding table. fast[] maps the next FAST_BITS bits to a packed entry: bits 0-7 the bits
+ * consumed (code and extra bits), 8-15 the zero run before the coefficient (EOB: RUN_EOB), 16-31
+ * the coefficient (DC: the difference); 0 when the code and its extra bits are longer. */
+#define RUN_EOB 0x80
+typedef struct ftab {
+    int32_t fast[1 << FAST_BITS];
+    uint16_t
+        look[1 << FAST_BITS]; /* codes up to FAST_BITS long: (length << 8) | symbol, 0: longer */
+    int32_t maxcode[17];      /* largest code of each length, -1: none */
+    int32_t valoff[17];       /* symbol index = valoff[len] + code */
+    uint8_t val[256];
+    uint32_t nval;
+    int ac;
+    uint8_t key[17 + 256]; /* the JHUFF_TBL it was built from (bits, huffval) */
+    uint32_t keylen;
+} ftab;
+
+struct fl_jpeg_entropy {
+    fl_buf data; /* entropy-coded bytes, unstuffed, then PAD_BYTES zeros */
+    fl_buf ivl;  /* uint32 start offset of each restart interval (one when no restarts) */
+    uint32_t nivl;
+    ftab tabs[CACHE_TABLES]; /* built tables, reused while the files' tables stay the same */
+    uint32_t ntabs, next_evict;
+    const ftab *dc[D_MAX_BLOCKS_IN_MCU], *ac[D_MAX_BLOCKS_IN_MCU];
+    uint8_t comp[D_MAX_BLOCKS_IN_MCU];
+    uint32_t nblk;
+    /* the bit reader: up to 64 bits MSB-aligned in buf, cnt of them valid, refilled from bp */
+    const uint8_t *bp;
+    uint64_t buf;
+    uint32_t cnt;
+    uint64_t end_bits; /* where the current interval's data ends, in bits from data.p */
+    uint32_t cur;      /* current interval */
+    uint32_t to_go;    /* MCUs left in it */
+    int32_t pred[MAX_COMPS_IN_SCAN];
+    int dead; /* a warning was tolerated by the error manager: the rest decodes as zeros */
+    JBLOCK dummy;
+};
+
+/* libjpeg's zigzag order with 16 extra entries: a corrupt run that overshoots coefficient 63
+ * lands on 63, as in libjpeg. */
+static const uint8_t natural_order[64 + 16] = {
+    0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33,
+    40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36,
+    29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54,
+    47, 55, 62, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
+static inline int32_t extend(uint32_t x, uint32_t s)
+{
+    return s == 0 ? 0 : x < (1u << (s - 1)) ? (int32_t)x - (int32_t)(1u << s) + 1 : (int32_t)x;
+}
+
+/* The packed entry of symbol sym with extra bits x: run and value as decode_mcu uses them. */
+static inline int32_t entry(int ac, uint32_t sym, uint32_t x, uint32_t len)
+{
+    if (!ac)
+        return (int32_t)((uint32_t)extend(x, sym) << 16 | len);
+    uint32_t r = sym >> 4, s = sym & 15;
+    if (s == 0) /* ZRL: fifteen zeros and a zero; any other run without a size ends the block */
+        return (int32_t)((r == 15 ? 15u : RUN_EOB) << 8 | len);
+    return (int32_t)((uint32_t)extend(x, s) << 16 | r << 8 | len);
+}
+
+/* Build t from a libjpeg table (already validated by jpeg_make_d_derived_tbl). 0 or -1. */
+static int ftab_build(ftab *t, const JHUFF_TBL *h, int ac)
+{
+    uint32_t n = 0;
+    for (int l = 1; l <= 16; l++)
+        n += h->bits[l];
+    if (n > 256)
+        return -1;
+    memset(t->fast, 0, sizeof t->fast);
+    memset(t->look, 0, sizeof t->look);
+    memcpy(t->val, h->huffval, n);
+    t->nval = n;
+    t->ac = ac;
+    uint32_t code = 0, k = 0;
+    for (uint32_t l = 1; l <= 16; l++) {
+        t->valoff[l] = (int32_t)k - (int32_t)code;
+        for (uint32_t i = 0; i < h->bits[l]; i++, k++, code++) {
+            if (code >= (1u << l))
+                return -1;
+            uint32_t sym = h->huffval[k], s = ac ? sym & 15 : sym;
+            if (s > 15)
+                return -1;
+            if (l <= FAST_BITS)
+                for (uint32_t j = 0; j < (1u << (FAST_BITS - l)); j++)
+                    t->look[(code << (FAST_BITS - l)) | j] = (uint16_t)(l << 8 | sym);
+            if (l + s > FAST_BITS)
+                continue;
+            for (uint32_t x = 0; x < (1u << s); x++) {
+                uint32_t rest = FAST_BITS - l - s, at = ((code << s) | x) << rest;
+                int32_t e = entry(ac, sym, x, l + s);
+                for (uint32_t j = 0; j < (1u << rest); j++)
+                    t->fast[at + j] = e;
+            }
+        }
+        t->maxcode[l] = h->bits[l] ? (int32_t)code - 1 : -1;
+        code <<= 1;
+    }
+    t->key[0] = (uint8_t)ac;
+    memcpy(t->key + 1, h->bits + 1, 16);
+    memcpy(t->key + 17, h->huffval, n);
+    t->keylen = 17 + n;
+    return 0;
+}
+
+/* The table for h, from the cache or built into it; a slot in `busy` (the tables this image
+ * already uses) is never evicted. */
+static const ftab *table_get(struct fl_jpeg_entropy *e, const JHUFF_TBL *h, int ac, uint32_t *busy)
+{
+    if (!h)
+        return NULL;
+    uint8_t key[17 + 256];
+    uint32_t n = 0;
+    for (int l = 1; l <= 16; l++)
+        n += h->bits[l];
+    if (n > 256)
+        return NULL;
+    key[0] = (uint8_t)ac;
+    memcpy(key + 1, h->bits + 1, 16);
+    memcpy(key + 17, h->huffval, n);
+    uint32_t i;
+    for (i = 0; i < e->ntabs; i++)
+        if (e->tabs[i].keylen == 17 + n && !memcmp(e->tabs[i].key, key, 17 + n))
+            goto found;
+    if (e->ntabs < CACHE_TABLES) {
+        i = e->ntabs++;
+    } else {
+        for (uint32_t t = 0;; t++) { /* an image uses at most 8 tables: one slot is free */
+            if (t == CACHE_TABLES)
+                return NULL;
+            i = e->next_evict++ % CACHE_TABLES;
+            if (!(*busy & (1u << i)))
+                break;
+        }
+    }
+    if (ftab_build(&e->tabs[i], h, ac)) {
+        e->tabs[i].keylen = 0;
+        return NULL;
+    }
+found:
+    *busy |= 1u << i;
+    return &e->tabs[i];
+}
+
+/* A code and its extra bits longer than the fast table: the code from the code-only table (or,
+ * longer still, by its canonical value), then its extra bits. */
+static int32_t decode_slow(const ftab *t, uint64_t buf)
+{
+    uint32_t e = t->look[buf >> (64 - FAST_BITS)], l, sym;
+    if (e) {
+        l = e >> 8;
+        sym = e & 255;
+    } else {
+        for (l = FAST_BITS + 1;; l++) {
+            if (l > 16)
+                return 0;
+            int32_t code = (int32_t)(buf >> (64 - l));
+            if (code <= t->maxcode[l]) {
+                int32_t i = t->valoff[l] + code;
+                if (i < 0 || (uint32_t)i >= t->nval)
+                    return 0;
+                sym = t->val[i];
+                break;
+            }
+        }
+    }
+    uint32_t s = t->ac ? sym & 15 : sym;
+    uint32_t x = s ? (uint32_t)((buf << l) >> (64 - s)) : 0;
+    return entry(t->ac, sym, x, l + s);
+}
+
+/* Note a corrupt stream the way libjpeg does; the caller's emit_message normally longjmps. */
+static boolean warn(j_decompress_ptr ci, struct fl_jpeg_entropy *e, int code)
+{
+    e->dead = 1;
+    WARNMS(ci, code);
+    return TRUE;
+}
+
+#define REFILL()                                                                                   \
+    do {                                                                                           \
+        uint64_t v_;                                                                               \
+        memcpy(&v_, bp, 8);                                                                        \
+        buf |= __builtin_bswap64(v_) >> cnt;                                                       \
+        bp += (63 - cnt) >> 3;                                                                     \
+        cnt |= 56;                                                                                 \
+    } while (0)
+
+static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
+{
+    struct fl_jpeg_entropy *e = ci->client_data;
+    if (e->dead)
+        return TRUE; /* blocks stay zero, as libjpeg's after insufficient data */
+    if (ci->restart_interval) {
+        if (e->to_go == 0) { /* next interval: byte-aligned, predictors reset */
+            if (++e->cur >= e->nivl)
+                return warn(ci, e, JWRN_MUST_RESYNC);
+            const uint32_t *iv = (const uint32_t *)e->ivl.p;
+            e->bp = e->data.p + iv[e->cur];
+            e->buf = 0;
+            e->cnt = 0;
+            e->end_bits = iv[e->cur + 1] * 8ull;
+            memset(e->pred, 0, sizeof e->pred);
+            e->to_go = ci->restart_interval;
+        }
+        e->to_go--;
+    }
+    const uint8_t *bp = e->bp, *base = e->data.p;
+    uint64_t buf = e->buf;
+    uint32_t cnt = e->cnt;
+    for (uint32_t b = 0; b < e->nblk; b++) {
+        JCOEF *blk = mcu ? mcu[b][0] : e->dummy;
+        const ftab *dc = e->dc[b], *ac = e->ac[b];
+        if (cnt < 32)
+            REFILL();
+        int32_t x = dc->fast[buf >> (64 - FAST_BITS)];
+        if (!x && !(x = decode_slow(dc, buf)))
+            return warn(ci, e, JWRN_HUFF_BAD_CODE);
+        buf <<= x & 255;
+        cnt -= x & 255;
+        uint32_t c = e->comp[b];
+        /* unsigned: a crafted run of large differences wraps instead of overflowing */
+        e->pred[c] = (int32_t)((uint32_t)e->pred[c] + (uint32_t)(x >> 16));
+        blk[0] = (JCOEF)e->pred[c];
+        for (uint32_t k = 1; k < 64;) {
+            if (cnt < 32)
+                REFILL();
+            x = ac->fast[buf >> (64 - FAST_BITS)];
+            if (!x && !(x = decode_slow(ac, buf)))
+                return warn(ci, e, JWRN_HUFF_BAD_CODE);
+            buf <<= x & 255;
+            cnt -= x & 255;
+            uint32_t r = ((uint32_t)x >> 8) & 255;
+            if (r == RUN_EOB)
+                break;
+            k += r;
+            blk[natural_order[k]] = (JCOEF)(x >> 16);
+            k++;
+        }
+        if ((uint64_t)(bp - base) * 8 - cnt > e->end_bits)
+            return warn(ci, e, JWRN_HIT_MARKER); /* read past the interval's data */
+    }
+    e->bp = bp;
+    e->buf = buf;
+    e->cnt = cnt;
+    return TRUE;
+}
+
+/* Copy the entropy-coded data at src (stuffed zeros removed) into e->data and note where each
+ * of at most max_ivl restart intervals starts. Returns the offset in src of the marker that ends
+ * the data (len when the data runs to the end), or (size_t)-1 when out of memory. A restart
+ * marker out of sequence ends the data there, so decoding past it raises libjpeg's resync
+ * warning. */
+static size_t unstuff(struct fl_jpeg_entropy *e, const uint8_t *src, size_t len, uint64_t max_ivl,
+                      int restarts)
+{
+    if (fl_buf_reserve(&e->data, len + PAD_BYTES) ||
+        fl_buf_reserve(&e->ivl, (max_ivl + 1) * sizeof(uint32_t)))
+        return (size_t)-1;
+    uint32_t *iv = (uint32_t *)e->ivl.p;
+    uint8_t *o = e->data.p;
+    size_t on = 0, p = 0, end = len;
+    iv[0] = 0;
+    e->nivl = 1;
+    for (;;) {
+        const uint8_t *q = memchr(src + p, 0xFF, len - p);
+        size_t at = q ? (size_t)(q - src) : len;
+        memcpy(o + on, src + p, at - p);
+        on += at - p;
+        if (at + 1 >= len)
+            break; /* no marker: the data runs to the end (or ends on a lone 0xFF) */
+        uint8_t m = src[at + 1];
+        if (m == 0x00) {
+            o[on++] = 0xFF;
+            p = at + 2;
+        } else if (m == 0xFF) {
+            p = at + 1; /* fill byte before a marker */
+        } else if (restarts && e->nivl < max_ivl && m == 0xD0 + ((e->nivl - 1) & 7)) {
+            iv[e->nivl++] = (uint32_t)on;
+            p = at + 2;
+        } else {
+            end = at;
+            break;
+        }
+    }
+    iv[e->nivl] = (uint32_t)on; /* the end of the last interval */
+    memset(o + on, 0, PAD_BYTES);
+    return end;
+}
+
+struct fl_jpeg_entropy *fl_jpeg_entropy_new(void)
+{
+    return calloc(1, sizeof(struct fl_jpeg_entropy));
+}
+
+void fl_jpeg_entropy_free(struct fl_jpeg_entropy *e)
+{
+    if (!e)
+        return;
+    fl_buf_free(&e->data);
+    fl_buf_free(&e->ivl);
+    free(e);
+}
+
+int fl_jpeg_entropy_install(struct fl_jpeg_entropy *e, struct jpeg_decompress_struct *ci)
+{
+    if (ci->progressive_mode || ci->arith_code || ci->data_precision != 8 || !ci->entropy ||
+        !ci->inputctl || ci->inputctl->has_multiple_scans ||
+        ci->comps_in_scan != ci->num_components || ci->blocks_in_MCU < 1 ||
+        ci->blocks_in_MCU > D_MAX_BLOCKS_IN_MCU || ci->unread_marker != 0 || !ci->src)
+        return 1;
+    e->nblk = (uint32_t)ci->blocks_in_MCU;
+    uint32_t busy = 0;
+    for (uint32_t b = 0; b < e->nblk; b++) {
+        int c = ci->MCU_membership[b];
+        if (c < 0 || c >= ci->comps_in_scan)
+            return 1;
+        const jpeg_component_info *cp = ci->cur_comp_info[c];
+        if (cp->dc_tbl_no < 0 || cp->dc_tbl_no >= NUM_HUFF_TBLS || cp->ac_tbl_no < 0 ||
+            cp->ac_tbl_no >= NUM_HUFF_TBLS)
+            return 1;
+        e->dc[b] = table_get(e, ci->dc_huff_tbl_ptrs[cp->dc_tbl_no], 0, &busy);
+        e->ac[b] = table_get(e, ci->ac_huff_tbl_ptrs[cp->ac_tbl_no], 1, &busy);
+        if (!e->dc[b] || !e->ac[b])
+            return 1;
+        e->comp[b] = (uint8_t)c;
+    }
+    struct jpeg_source_mgr *src = ci->src;
+    uint64_t mcus = (uint64_t)ci->MCUs_per_row * ci->MCU_rows_in_scan;
+    uint64_t max_ivl =
+        ci->restart_interval ? (mcus + ci->restart_interval - 1) / ci->restart_interval : 1;
+    if (src->bytes_in_buffer > UINT32_MAX || max_ivl > mcus + 1)
+        return 1;
+    size_t end =
+        unstuff(e, src->next_input_byte, src->bytes_in_buffer, max_ivl, ci->restart_interval != 0);
+    if (end == (size_t)-1)
+        return -ENOMEM;
+    /* libjpeg's marker reader continues at the marker after the data (EOI), as after its own
+     * Huffman decoder */
+    src->next_input_byte += end;
+    src->bytes_in_buffer -= end;
+    const uint32_t *iv = (const uint32_t *)e->ivl.p;
+    e->cur = 0;
+    e->bp = e->data.p;
+    e->buf = 0;
+    e->cnt = 0;
+    e->end_bits = iv[1] * 8ull;
+    e->to_go = ci->restart_interval;
+    memset(e->pred, 0, sizeof e->pred);
+    e->dead = 0;
+    ci->client_data = e;
+    ci->entropy->decode_mcu = decode_mcu;
+    return 0;
+}
