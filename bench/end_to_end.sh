@@ -9,13 +9,13 @@
 # with PIL + RandomResizedCrop + flip, feeding the same network and recipe; torch.set_num_threads
 # left as PyTorch sets it). Each MODEL:SIZE:COUNT:EPOCHS of --models: COUNT photo-like JPEGs
 # (bench/make_photos.py) packed --encode keep --jpeg-restart 4, batch 128 (trainfast's CPU
-# default). --fixed "1 2" adds trainfast with --workers 1 and 2. Rounds are interleaved; the
-# summary gives medians, the ratios (targets: >= 0.95 of B, >= 3.5x PyTorch), images per
-# CPU-second, how trainfast split the cores between decode and compute (its --json), and the
-# load. Every run's JSON is kept in OUT/runs.
-# Images per CPU-second are given too (each tool's own CPU seconds: trainfast's training steps,
-# fastload bench's and the peer's process with its workers): on cores shared with other work,
-# the wall figures follow the share of the cores each run got, these do not.
+# default). --fixed "1 2" adds trainfast with --workers 1 and 2. Rounds are interleaved (the
+# runs' order rotated from round to round); the summary gives medians, the ratios (targets:
+# >= 0.95 of B, >= 3.5x PyTorch), images per CPU-second (each tool's own CPU seconds:
+# trainfast's training steps, fastload bench's and the peer's process with its workers: on
+# cores shared with other work the wall figures follow the share of the cores each run got,
+# these do not), how trainfast split the cores between decode and compute (its --json) and the
+# loads. Every run's JSON is kept in OUT/runs.
 # Usage: bench/end_to_end.sh [--runs R (3)] [--models "fastcnn:64:3000:1 resnet18:112:512:1"]
 #                            [--fixed "W..." ("")] [--build DIR] [--out DIR (/tmp/fastload-bench/end_to_end)]
 #                            [--report-only 1 (the summary of the runs kept in OUT/runs)]
@@ -73,14 +73,24 @@ if ((!report_only)); then
             IFS=: read -r model size count epochs <<<"$spec"
             k="$model$size-r$r" jpg="$out/jpg-$count" val="$out/val$size-$count"
             cut -d' ' -f1 /proc/loadavg >"$out/runs/$k-load.txt"
-            "$fl" bench "$jpg" --augment rrc,flip --size "$size" --batch "$batch" --workers "$ncores" \
-                --epochs "$epochs" --json | keep "$k-L" >/dev/null
-            train "$k-C" "$model" "$size" "$epochs" "$out/raw$size-$count" "$val" >/dev/null
-            train "$k-trainfast" "$model" "$size" "$epochs" "$jpg" "$val" >/dev/null
-            $py "$root/bench/pytorch_train_loop.py" "$out/photos-$count" --model "$model" --size "$size" \
-                --batch "$batch" --epochs "$epochs" --workers "$ncores" | keep "$k-pytorch" >/dev/null
-            for w in $fixed; do
-                train "$k-workers$w" "$model" "$size" "$epochs" "$jpg" "$val" --workers "$w" >/dev/null
+            # the runs of a round in a rotated order: each kind sits at another place each round,
+            # so a load that drifts in step with the order does not favour one of them
+            kinds=(L C trainfast pytorch)
+            for w in $fixed; do kinds+=("workers$w"); done
+            n=${#kinds[@]}
+            for ((i = 0; i < n; i++)); do
+                kind=${kinds[$(((i + r - 1) % n))]}
+                case $kind in
+                    L) "$fl" bench "$jpg" --augment rrc,flip --size "$size" --batch "$batch" \
+                           --workers "$ncores" --epochs "$epochs" --json | keep "$k-L" >/dev/null ;;
+                    C) train "$k-C" "$model" "$size" "$epochs" "$out/raw$size-$count" "$val" >/dev/null ;;
+                    trainfast) train "$k-trainfast" "$model" "$size" "$epochs" "$jpg" "$val" >/dev/null ;;
+                    pytorch) $py "$root/bench/pytorch_train_loop.py" "$out/photos-$count" --model "$model" \
+                                 --size "$size" --batch "$batch" --epochs "$epochs" --workers "$ncores" |
+                                 keep "$k-pytorch" >/dev/null ;;
+                    workers*) train "$k-$kind" "$model" "$size" "$epochs" "$jpg" "$val" --workers "${kind#workers}" \
+                                  >/dev/null ;;
+                esac
             done
             L=$(ips "$k-L") C=$(ips "$k-C") D=$(ips "$k-trainfast") P=$(ips "$k-pytorch")
             B=$(bound "$L" "$C")
