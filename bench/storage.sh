@@ -10,7 +10,10 @@
 #         dropped before each run (echo 3 > /proc/sys/vm/drop_caches), so every read is cold;
 #   peers: fio on the same shard files, O_DIRECT, io_uring, iodepth 32, 2 jobs, reading as many
 #         bytes as the loader's run (2 epochs of the set) — random reads of the record size rounded
-#         up to 4 KiB (peer of --order random) and 1 MiB sequential reads (the limit of --order
+#         up to 4 KiB (peer of --order random), the same from buffers in 2 MiB huge pages
+#         (--iomem=mmaphuge: each read one DMA segment, so the limit is the device's, not the
+#         page size's; the script reserves the huge pages in /proc/sys/vm/nr_hugepages and gives
+#         them back at the end) and 1 MiB sequential reads (the limit of --order
 #         quasi, which can read whole blocks), each run right before the loader runs it is the
 #         peer of; JPEG: the same loader run from a warm page cache (outside the cgroup), to show
 #         whether the I/O is hidden behind decode;
@@ -23,7 +26,8 @@
 # Ratios: the median over runs of each run's own ratio (figure / peer measured minutes apart in the
 # same run), since a virtual disk's rate drifts by 2x from minute to minute; value columns are
 # medians of their own.
-# Targets: direct random >= 0.9x fio random (12 KiB and 147 KiB); direct quasi >= 1.5x
+# Targets: direct random >= 0.9x fio random (12 KiB and 147 KiB) and >= 0.95x fio random from
+# huge-page buffers; direct quasi >= 1.5x
 # direct random on 12 KiB; direct page-cache growth < 64 MiB; JPEG cold = warm images/s (>= 0.95x).
 # Needs root (drop_caches, cgroup), cgroup v1 memory controller, fio (installed with apt-get unless
 # --no-setup), python3-skimage + python3-pil. Exit: 0 ok, 1 error, 2 usage, 77 skipped (no root,
@@ -62,7 +66,9 @@ packdata="$build/tools/packdata/packdata"
 [[ -x $fastload && -x $packdata ]] || { echo "storage.sh: $fastload or $packdata not built" >&2; exit 1; }
 
 cg="$cgbase/fl-storage.$$"
+hp_old="" # nr_hugepages before this script reserved its own (restored at exit)
 cleanup() {
+    [[ -z $hp_old ]] || echo "$hp_old" >/proc/sys/vm/nr_hugepages
     memcg_remove "$cg"
     if ((keep)); then echo "storage.sh: kept $out"; else rm -rf "$out"; fi
 }
@@ -133,16 +139,17 @@ json.dump(j, open(sys.argv[2], "w"))
 EOF
     rm -f "$f.raw"
 }
-# fio_run NAME DATASET RW BS: the device's limit on the same shard files, reading what the
-# loader's 2-epoch run reads (each of the 2 jobs one epoch's bytes: random reads without
-# repeats within a pass, as an epoch of the loader)
+# fio_run NAME DATASET RW BS RUN [IOMEM]: the device's limit on the same shard files, reading what
+# the loader's 2-epoch run reads (each of the 2 jobs one epoch's bytes: random reads without
+# repeats within a pass, as an epoch of the loader); IOMEM: fio's --iomem (mmaphuge: buffers in
+# huge pages)
 fio_run() {
-    local name=$1 ds=$2 rw=$3 bs=$4 i=$5 files mib
+    local name=$1 ds=$2 rw=$3 bs=$4 i=$5 iomem=${6:-malloc} files mib
     files=$(ls "$out/$ds"/*.fls | paste -sd:)
     mib=$(stat -c %s "$out/$ds"/*.fls | awk '{s += $1} END {print int(s / 1048576)}')
     cold
     fio --name="$name" --filename="$files" --rw="$rw" --bs="$bs" --direct=1 --ioengine=io_uring \
-        --iodepth=32 --numjobs=2 --group_reporting --io_size="${mib}m" \
+        --iodepth=32 --numjobs=2 --group_reporting --io_size="${mib}m" --iomem="$iomem" \
         --output-format=json >"$out/json/$name.$i.raw"
     $py - "$out/json/$name.$i.raw" "$out/json/$name.$i.json" <<'EOF'
 import json, sys
@@ -152,6 +159,16 @@ EOF
     rm -f "$out/json/$name.$i.raw"
 }
 
+# Huge pages for fio's buffers (--iomem=mmaphuge: anonymous MAP_HUGETLB mappings): per job
+# iodepth x 148 KiB rounded up to 2 MiB pages, 2 jobs, and room to spare.
+hp_need=16
+hp_old=$(cat /proc/sys/vm/nr_hugepages)
+echo $((hp_old + hp_need)) >/proc/sys/vm/nr_hugepages
+hp_have=$(($(cat /proc/sys/vm/nr_hugepages) - hp_old))
+if ((hp_have < hp_need)); then # memory too fragmented for more 2 MiB pages
+    echo "storage.sh: only $hp_have of $hp_need huge pages could be reserved: the huge-page fio peer is skipped" >&2
+fi
+
 # 2 epochs for raw sets (RSS across epochs); JPEG runs (random-resized-crop 224 + flip) are
 # decode-bound: about 10,000 images each
 jb=(--size 224 --augment "rrc,flip" --batches $((10000 / batch)))
@@ -160,6 +177,7 @@ for ((i = 1; i <= runs; i++)); do
     for ds in raw64 raw224; do
         [[ $ds == raw64 ]] && bs=12k || bs=148k
         fio_run "fio-rand${bs}" "$ds" randread "$bs" "$i"
+        ((hp_have < hp_need)) || fio_run "fio-rand${bs}-huge" "$ds" randread "$bs" "$i" mmaphuge
         loader "$ds-direct-random" "$ds" cg "$i" --order random --direct --epochs 2
         # --io auto inside the cgroup: must pick O_DIRECT (the set is 4x the limit) and say so
         [[ $ds == raw64 ]] && loader raw64-auto-random raw64 cg "$i" --order random --io auto --epochs 2
@@ -177,7 +195,11 @@ done
 $py - "$out/json" "$runs" "$limit_mib" <<'EOF'
 import json, os, statistics, sys
 d, runs, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def have(name):
+    return os.path.exists(os.path.join(d, f"{name}.1.json"))
 def med(name, key):
+    if not have(name):
+        return None
     v = [json.load(open(os.path.join(d, f"{name}.{i}.json"))).get(key) for i in range(1, runs + 1)]
     v = [x for x in v if x is not None]
     return statistics.median(v) if v else None
@@ -192,7 +214,7 @@ def maxof(name, key):
 def paired(name, peer, key):
     """median over runs of run i's figure / run i's peer"""
     v = []
-    for i in range(1, runs + 1):
+    for i in range(1, runs + 1 if have(peer) else 1):
         a = json.load(open(os.path.join(d, f"{name}.{i}.json"))).get(key)
         b = json.load(open(os.path.join(d, f"{peer}.{i}.json"))).get(key)
         if a is not None and b:
@@ -204,10 +226,15 @@ def row(fig, name, label, peer, target="", key="mb_per_sec"):
 for ds, rec, fr, fs in (("raw64", "raw 64x64x3 12 KiB", "fio-rand12k", "fio-seq-raw64"),
                         ("raw224", "raw 224x224x3 147 KiB", "fio-rand148k", "fio-seq-raw224")):
     rows.append((f"fio randread {fr[8:]}, {ds} files", med(fr, "mb_per_sec"), f"{med(fr, 'iops'):,.0f} IOPS", None, None, "", None))
+    fh = fr + "-huge"
+    if have(fh):
+        rows.append((f"fio randread {fr[8:]} huge pages", med(fh, "mb_per_sec"), f"{med(fh, 'iops'):,.0f} IOPS", None, None, "", None))
     rows.append((f"fio seq read 1m, {ds} files", med(fs, "mb_per_sec"), "", None, None, "", None))
     for mode in ("direct", "buffered"):
         r = f"{ds}-{mode}-random"; q = f"{ds}-{mode}-quasi"
         row(f"{rec} {mode} random", r, "fio randread", fr, ">=0.9" if mode == "direct" else "")
+        if have(fh):
+            row(f"{rec} {mode} random", r, "fio rand huge pg", fh, ">=0.95" if mode == "direct" else "")
         row(f"{rec} {mode} quasi", q, "fio randread", fr)
         row(f"{rec} {mode} quasi", q, f"{mode} random", r, ">=1.5" if mode == "direct" and ds == "raw64" else "")
         row(f"{rec} {mode} quasi", q, "fio seq 1m", fs)
