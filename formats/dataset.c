@@ -268,21 +268,36 @@ int fl_dataset_open_refused(const char *path, const char *what, int rc, fl_error
 
 /* The manifest's max_count of each variable field is the largest count of any record: the
  * largest of its shards' header counts. A loader sizes every batch slot from it, so a larger one
- * (a crafted 2^28 boxes) would cost gigabytes of pinned memory for nothing. */
+ * (a crafted 2^28 boxes) would cost gigabytes of pinned memory for nothing. Header counts and
+ * manifest crafted together (with the header's CRC recomputed) are caught by the index: the
+ * max_count rows of a field lie in some record's fields block, so they cannot need more bytes
+ * than the largest block any index entry declares. */
 static int check_max_counts(fl_dataset *ds, const fl_manifest *m, uint32_t n, fl_error *err)
 {
+    uint32_t max_fields = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (ds->shards[i].max_fields_len > max_fields)
+            max_fields = ds->shards[i].max_fields_len;
     for (uint32_t f = 0; f < m->num_fields; f++) {
-        if (!fl_field_is_variable(m->fields[f].type))
+        const fl_field *fd = &m->fields[f];
+        if (!fl_field_is_variable(fd->type))
             continue;
         uint32_t most = 0;
         for (uint32_t i = 0; i < n; i++)
             if (ds->shards[i].field_max[f] > most)
                 most = ds->shards[i].field_max[f];
-        if (m->fields[f].max_count > most)
+        if (fd->max_count > most)
             return fl_error_set(err, FL_E_FORMAT,
                                 "%s: field \"%s\": the manifest's max_count is "
                                 "%u, its shards' largest count %u: damaged or crafted",
-                                ds->dir, m->fields[f].name, m->fields[f].max_count, most);
+                                ds->dir, fd->name, fd->max_count, most);
+        uint64_t need = (uint64_t)fd->max_count * fl_field_row_bytes(fd);
+        if (need > max_fields)
+            return fl_error_set(err, FL_E_FORMAT,
+                                "%s: field \"%s\": max_count %u takes %llu bytes, more than "
+                                "the largest record's fields block (%u bytes): damaged or crafted",
+                                ds->dir, fd->name, fd->max_count, (unsigned long long)need,
+                                max_fields);
     }
     return 0;
 }

@@ -130,6 +130,7 @@ typedef struct fl_shard_view {
     uint64_t data_end;
     uint32_t max_raw_len;
     uint32_t max_stored_len;
+    uint32_t max_fields_len; /* the largest record's fields block (version 3) */
 } fl_shard_view;
 
 /* Map and fully validate the shard at `path` (header, footer, index CRC, every index entry,

@@ -436,6 +436,8 @@ static int validate_entries(fl_shard_view *v, const char *path, size_t min_field
             v->max_raw_len = r.raw_len;
         if (r.stored_len > v->max_stored_len)
             v->max_stored_len = r.stored_len;
+        if (r.fields_len > v->max_fields_len)
+            v->max_fields_len = r.fields_len;
     }
     return 0;
 }

@@ -591,6 +591,30 @@ static void corrupt_blocks(void)
         EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, edits[k][2]), "manifest edit %zu: %d %s", k,
                 rc, err.msg);
     }
+    /* the shard header's count and the manifest crafted together (header CRC recomputed): no
+     * record's fields block could hold 2^28 boxes, so open refuses before a loader sizes from it */
+    {
+        uint8_t *h = malloc(n);
+        memcpy(h, orig, n);
+        fl_wr32(h + FLH_FIELD_MAX + 4 * F_BOXES, 268435456u);
+        fl_wr32(h + FLH_HEADER_CRC, 0);
+        fl_wr32(h + FLH_HEADER_CRC, fl_crc32c(0, h, 4096));
+        spit(shard, h, n);
+        free(h);
+        char *at = strstr(mt, "\"max_count\": 7");
+        CHECK(at);
+        char *t = malloc(mn + 64);
+        size_t pre = (size_t)(at - mt);
+        memcpy(t, mt, pre);
+        strcpy(t + pre, "\"max_count\": 268435456");
+        strcat(t, at + strlen("\"max_count\": 7"));
+        spit(manifest, (uint8_t *)t, strlen(t));
+        free(t);
+        rc = fl_dataset_open(good, &ds, &err);
+        EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "largest record's fields block"),
+                "header + manifest max_count 2^28: %d %s", rc, err.msg);
+        spit(shard, orig, n);
+    }
     spit(manifest, (uint8_t *)mt, mn);
     free(mt);
     free(orig);
