@@ -22,7 +22,8 @@
 #   bench/ffcv_peer.sh --install-peer --ffcv-src SRC   (SRC: FFCV's source tree at commit
 #   3a12966, or a git directory holding that commit, e.g. a bare clone of libffcv/ffcv)
 # It apt-get installs python3-numba python3-opencv libopencv-dev libturbojpeg0-dev python3-torch
-# python3-torchvision python3-tqdm python3-terminaltables python3-psutil, makes a venv with
+# python3-torchvision python3-tqdm python3-terminaltables python3-psutil (and python3-skimage for
+# the photographs), makes a venv with
 # --system-site-packages and pip-installs the source with --no-deps --no-index (offline; no patch).
 # Without the peer the script says so and exits 77 (skip).
 # Usage: bench/ffcv_peer.sh [--count N (2000)] [--runs R (3)] [--epochs E (6)] [--workers W (2)]
