@@ -540,7 +540,13 @@ void pd_archives_begin_ordered(pd_items *items, size_t start)
     if (!head)
         return;
     uint64_t k = 0;
-    for (size_t i = 0; i < items->n; i++) {
+    if (items->tar) {
+        /* compact members (one tar): pd_tar_item gives item i >= start its turn i - start */
+        items->tar->tickets = !items->tar->ar->random;
+        items->tar->ticket_start = start;
+        k = items->tar->tickets && start < items->n ? items->n - start : 0;
+    }
+    for (size_t i = 0; i < items->n && !items->tar; i++) {
         pd_member *m = (pd_member *)items->v[i].member; /* the list's own arena */
         if (!m || m->ar->random)
             continue;

@@ -27,6 +27,40 @@ typedef struct pd_member {
     uint8_t format;     /* fl_image_format of the first bytes, sniffed while listing */
 } pd_member;
 
+/* A tar member held compactly (src_tar.c): 24 bytes, no per-member heap object. Its name is the
+ * item list's names[i] (relative to its class: class_prefix), its label labels[i]; the pd_member a
+ * worker reads it through is built on demand by pd_tar_item. */
+typedef struct pd_tar_rec {
+    uint64_t offset;      /* as pd_member.offset */
+    uint64_t size_format; /* size << 8 | the fl_image_format sniffed while listing */
+    uint32_t entry;       /* as pd_member.entry */
+    uint32_t inner;       /* index in pd_tar_list.inner (ImageNet layout), else UINT32_MAX */
+} pd_tar_rec;
+
+/* The compact member list of a tar source (pd_items.tar; freed with the items): recs[i] is item
+ * i's member (parallel to names/labels, shuffled and sliced with them). */
+typedef struct pd_tar_list {
+    pd_archive *ar;  /* the (outer) tar */
+    const char *tar; /* its path as given, for messages (items arena) */
+    const char *top; /* a class-folder tar's common top folder with its '/', or "" (arena) */
+    char **inner;    /* inner tar names (ImageNet layout; arena), n_inner of them */
+    uint32_t n_inner, cap_inner;
+    pd_tar_rec *recs; /* items->cap of them */
+    size_t cap;
+    /* pd_archives_begin_ordered over an in-order (compressed) tar: item i >= ticket_start reads
+     * its member at turn i - ticket_start */
+    int tickets;
+    uint64_t ticket_start;
+} pd_tar_list;
+
+/* Item i of a list holding compact tar members (items->tar): *tmp with its name (class/path)
+ * and a pd_member (ar, offset, size, source "tar:inner:path", ticket) built in *buf (grow-only,
+ * malloc'ed, *cap its size; the caller frees it, and the item lives as long as *buf is not
+ * reused). NULL when buf is NULL or out of memory. */
+const pd_item *pd_tar_item(const pd_items *items, size_t i, pd_item *tmp, char **buf, size_t *cap);
+/* Free a compact member list (not the archive: pd_items.archives owns it). */
+void pd_tar_list_free(pd_tar_list *t);
+
 /* What pd_archive_list reports for each entry. */
 typedef struct pd_tar_entry {
     const char *path; /* the member's path as stored (NUL-terminated, untrusted) */

@@ -35,6 +35,7 @@ void pd_items_free(pd_items *it)
     for (size_t i = 0; i < it->n_blocks; i++)
         free(it->pixel_blocks[i]);
     free(it->pixel_blocks);
+    pd_tar_list_free(it->tar);
     pd_archives_free(it->archives);
     memset(it, 0, sizeof *it);
 }
@@ -159,6 +160,8 @@ const pd_item *pd_items_get(const pd_items *it, size_t i, pd_item *tmp, char **p
 {
     if (!it->names)
         return &it->v[i];
+    if (it->tar)
+        return pd_tar_item(it, i, tmp, path, cap);
     memset(tmp, 0, sizeof *tmp);
     tmp->name = it->names[i];
     tmp->label = it->labels[i];
@@ -223,8 +226,11 @@ void pd_items_count_formats(pd_items *it)
     for (size_t i = 0; i < it->n; i++) {
         const pd_item *v = it->v ? &it->v[i] : NULL;
         int f;
-        if (v && v->member) /* tar members were sniffed when listed */
-            f = v->member->format == FL_IMG_UNKNOWN ? 4 : (int)v->member->format;
+        int tf = it->tar          ? (int)(it->tar->recs[i].size_format & 0xff)
+                 : v && v->member ? v->member->format
+                                  : -1;
+        if (tf >= 0) /* tar members were sniffed when listed */
+            f = tf == FL_IMG_UNKNOWN ? 4 : tf;
         else if (v && v->pixels)
             f = FL_IMG_UNKNOWN;
         else /* the stored name ends as the whole name does */
@@ -300,6 +306,11 @@ void pd_items_shuffle(pd_items *it, uint64_t seed)
             int32_t tl = it->labels[i - 1];
             it->labels[i - 1] = it->labels[j];
             it->labels[j] = tl;
+            if (it->tar) {
+                pd_tar_rec tr = it->tar->recs[i - 1];
+                it->tar->recs[i - 1] = it->tar->recs[j];
+                it->tar->recs[j] = tr;
+            }
             continue;
         }
         pd_item t = it->v[i - 1];
@@ -380,6 +391,8 @@ void pd_items_slice(pd_items *it, uint32_t index, uint32_t count)
     if (it->names) {
         memmove(it->names, it->names + lo, (hi - lo) * sizeof *it->names);
         memmove(it->labels, it->labels + lo, (hi - lo) * sizeof *it->labels);
+        if (it->tar)
+            memmove(it->tar->recs, it->tar->recs + lo, (hi - lo) * sizeof *it->tar->recs);
         it->n = hi - lo;
         if (it->n && it->n < it->cap) {
             const char **nv = realloc(it->names, it->n * sizeof *nv);

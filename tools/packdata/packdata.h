@@ -102,6 +102,9 @@ typedef struct pd_items {
     /* names[i] is relative to its class folder, class_names[labels[i]] (ImageFolder: the
      * folder's name is not stored once per input) */
     int class_prefix;
+    /* Tar members held compactly beside names/labels (src_tar.c, archive_source.h): item i is
+     * tar->recs[i]; pd_items_get builds its pd_member in the path buffer. NULL otherwise. */
+    struct pd_tar_list *tar;
     /* A source that applied --part itself (pd_source_opts.part_count) holds only its slice:
      * presliced is set and job_n is the whole job's input count. */
     int presliced;
