@@ -237,7 +237,8 @@ static int cmp_lrec(const void *x, const void *y, void *blob)
  * last one listed): reported through l->rc. Returns how many are kept. */
 static size_t sort_dedup(tar_list *l, const char *top)
 {
-    qsort_r(l->v, l->n, sizeof *l->v, cmp_lrec, l->blob);
+    if (l->n > 1)
+        qsort_r(l->v, l->n, sizeof *l->v, cmp_lrec, l->blob);
     size_t kept = l->n;
     for (size_t i = 1; i < l->n && !l->failed && !l->oom; i++) {
         if (strcmp(l->blob + l->v[i].name, l->blob + l->v[i - 1].name))
@@ -403,7 +404,8 @@ static int list_nested(tar_list *l, const pd_source_opts *so, char ***kept, uint
         }
     }
     tl->n_inner = (uint32_t)nt;
-    qsort_r(ord, nt, sizeof *ord, cmp_class, l->tar_names);
+    if (nt > 1)
+        qsort_r(ord, nt, sizeof *ord, cmp_class, l->tar_names);
     uint64_t n = 0;
     for (size_t g0 = 0, g1; g0 < nt && !r; g0 = g1) {
         const char *cls = l->tar_names[ord[g0]];
