@@ -122,8 +122,13 @@ fi
 
 # the Python keyword
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+PRELOAD=()
+if sanitized; then # an ASan libfastload.so in an uninstrumented python needs the runtime first
+    PRELOAD=(LD_PRELOAD="$(${CC:-cc} -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+fi
 if "$PY" -c 'import numpy' 2>/dev/null && [[ -f $B/libfastload.so ]]; then
-    FASTLOAD_LIBRARY="$B/libfastload.so" PYTHONPATH="$SRC/python" timeout 120 "$PY" - "$T" <<'PY' >"$T/py" 2>&1
+    env "${PRELOAD[@]}" FASTLOAD_LIBRARY="$B/libfastload.so" PYTHONPATH="$SRC/python" \
+        timeout 120 "$PY" - "$T" <<'PY' >"$T/py" 2>&1
 import sys, fastload
 t = sys.argv[1]
 with fastload.Loader(t + "/small_bombs.ds", batch_size=2, size=32, workers=4,
