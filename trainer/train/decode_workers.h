@@ -16,6 +16,7 @@ extern "C" {
 #endif
 
 #define TF_DW_HEADROOM  1.25 /* workers for 1.25x the measured need: decode runs in bursts */
+#define TF_DW_SPARE     1    /* and one more at work: idle, it costs nothing */
 #define TF_DW_WAIT_HIGH 0.03 /* a window waiting longer for data than this needs one more */
 #define TF_DW_WAIT_LOW  0.01 /* fewer only while waiting less than this */
 #define TF_DW_SKIP      3u   /* steps not measured at the start (primitives built, ring filled) */
@@ -25,9 +26,9 @@ extern "C" {
 /* The workers to keep at work, from one window's figures: busy_per_batch = worker-seconds of
  * decoding per batch, step_s = compute seconds per step, wait_frac = the share of the window the
  * trainer waited for data, with `active` at work now, at least `floor` and at most `max`:
- * ceil(TF_DW_HEADROOM x busy_per_batch / step_s), but one more than `active` when the window
- * waited more than TF_DW_WAIT_HIGH and not fewer than `active` while it waited more than
- * TF_DW_WAIT_LOW. Always in [max(1, floor), max]. */
+ * ceil(TF_DW_HEADROOM x busy_per_batch / step_s) + TF_DW_SPARE (1 when nothing was decoded), but
+ * one more than `active` when the window waited more than TF_DW_WAIT_HIGH and not fewer than
+ * `active` while it waited more than TF_DW_WAIT_LOW. Always in [max(1, floor), max]. */
 uint32_t tf_decode_workers_needed(double busy_per_batch, double step_s, double wait_frac,
                                   uint32_t active, uint32_t floor, uint32_t max);
 

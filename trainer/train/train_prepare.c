@@ -386,7 +386,8 @@ int tf_prepare_loader(tf_run *r)
     tf_tasks_new(&before, &r->loader_tasks);
     r->workers_started = fl_loader_workers(r->L);
     if (r->workers_auto) {
-        tf_decode_auto_init(&r->dw, fl_loader_workers(r->L), 1);
+        /* before anything is measured: one worker and its spare (decode_workers.h) */
+        tf_decode_auto_init(&r->dw, fl_loader_workers(r->L), 1 + TF_DW_SPARE);
         if (fl_loader_set_workers(r->L, r->dw.active, &err)) {
             fl_cli_error(TOOL, "%s", err.msg);
             return FL_EXIT_DATA;
