@@ -105,4 +105,17 @@ void fl_resize_set_simd_limit(int level);
  * In place is allowed (dst == src). (image_common.c) */
 void fl_rgb_to_gray(const uint8_t *src, uint8_t *dst, size_t npix);
 
+/* The Huffman bit reader both JPEG entropy parsers use (jpeg_entropy.c decodes, jpeg_restart.c
+ * copies codes): `buf` holds up to 64 bits MSB-aligned, `cnt` of them valid; this tops it up to
+ * at least 56 with one unaligned 8-byte load from `bp` (uint8_t *) and advances `bp` by the whole
+ * bytes taken. The caller keeps 8 readable bytes past the data (padding) for the load. */
+#define FL_BITS_REFILL(bp, buf, cnt)                                                               \
+    do {                                                                                           \
+        uint64_t v_;                                                                               \
+        memcpy(&v_, (bp), 8);                                                                      \
+        (buf) |= __builtin_bswap64(v_) >> (cnt);                                                   \
+        (bp) += (63 - (cnt)) >> 3;                                                                 \
+        (cnt) |= 56;                                                                               \
+    } while (0)
+
 #endif

@@ -204,14 +204,7 @@ static boolean warn(j_decompress_ptr ci, struct fl_jpeg_entropy *e, int code)
     return TRUE;
 }
 
-#define REFILL()                                                                                   \
-    do {                                                                                           \
-        uint64_t v_;                                                                               \
-        memcpy(&v_, bp, 8);                                                                        \
-        buf |= __builtin_bswap64(v_) >> cnt;                                                       \
-        bp += (63 - cnt) >> 3;                                                                     \
-        cnt |= 56;                                                                                 \
-    } while (0)
+#define REFILL() FL_BITS_REFILL(bp, buf, cnt)
 
 static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
 {

@@ -319,14 +319,7 @@ int fl_jpeg_restart_copy(fl_buf *out, fl_buf *scratch, const uint8_t *data, size
     const uint8_t *bp = cb;
     uint64_t buf = 0;
     uint32_t cnt = 0;
-#define REFILL()                                                                                   \
-    do {                                                                                           \
-        uint64_t v_;                                                                               \
-        memcpy(&v_, bp, 8);                                                                        \
-        buf |= __builtin_bswap64(v_) >> cnt;                                                       \
-        bp += (63 - cnt) >> 3;                                                                     \
-        cnt |= 56;                                                                                 \
-    } while (0)
+#define REFILL() FL_BITS_REFILL(bp, buf, cnt)
 #define BITPOS() ((uint64_t)(bp - cb) * 8 - cnt)
     for (uint64_t mcu = 0, g = 0; mcu < total; g++) {
         uint64_t start = at, mend = mcu + ri < total ? mcu + ri : total;
