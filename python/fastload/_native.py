@@ -293,6 +293,12 @@ def lib():
     L.fl_loader_position.restype = None
     L.fl_loader_position.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
                                      ctypes.POINTER(ctypes.c_uint64)]
+    if hasattr(L, "fl_loader_set_workers"):  # newer libraries only, as below
+        L.fl_loader_workers.restype = ctypes.c_uint32
+        L.fl_loader_workers.argtypes = [ctypes.c_void_p]
+        L.fl_loader_set_workers.restype = ctypes.c_int
+        L.fl_loader_set_workers.argtypes = [ctypes.c_void_p, ctypes.c_uint32,
+                                            ctypes.POINTER(fl_error)]
     L.fl_loader_stats_get.restype = None
     L.fl_loader_stats_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     # newer libraries only (hasattr: the binding still loads an older libfastload)
@@ -308,7 +314,10 @@ def lib():
     L.fl_dataset_count.restype = ctypes.c_uint64
     L.fl_dataset_count.argtypes = [ctypes.c_void_p]
     # optional accessors (a mock or an older library may lack them)
-    for name, res, args in (("fl_dataset_num_classes", ctypes.c_uint32, [ctypes.c_void_p]),
+    for name, res, args in (("fl_dataset_open_summary", ctypes.c_int,
+                             [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(fl_error)]),
+                            ("fl_dataset_close", None, [ctypes.c_void_p]),
+                            ("fl_dataset_num_classes", ctypes.c_uint32, [ctypes.c_void_p]),
                             ("fl_dataset_class_name", ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_uint32])):
         try:
             fn = getattr(L, name)

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import _native
 from ._native import fl_batch, fl_error
-from .errors import (FL_E_INVALID, CorruptRecordError, DataIOError, Error,  # noqa: F401
+from .errors import (FL_E_INVALID, FL_E_UNSUPPORTED, CorruptRecordError, DataIOError, Error,  # noqa: F401
                      InvalidOptionError, LoaderClosedError, LoaderForkedError, UnsupportedError,
                      make_error)
 
@@ -312,6 +312,61 @@ def _count(name: str, value, hi: Optional[int] = None) -> int:
     return v
 
 
+def _dataset_records(path: Union[str, "os.PathLike[str]"]) -> int:
+    """Records in the data set at `path` (all ranks), as a Loader counts them: its shard
+    indexes read and checked by the library (fl_dataset_open_summary), without a Loader (no
+    threads, nothing decoded). Errors: as opening a Loader on `path`."""
+    lib = _native.lib()
+    p = os.fspath(path)
+    h, err = ctypes.c_void_p(), fl_error()
+    if not hasattr(lib, "fl_dataset_open_summary"):  # an older library: a Loader counts them
+        with Loader(p, batch_size=1, workers=1, prefetch=2) as L:
+            return L.dataset_size
+    rc = lib.fl_dataset_open_summary(os.fsencode(p), ctypes.byref(h), ctypes.byref(err))
+    if rc:
+        _raise(rc, err)
+    try:
+        return int(lib.fl_dataset_count(h))
+    finally:
+        lib.fl_dataset_close(h)
+
+
+def _real_samples(n: int, per_rank: int, rank: int, world: int, drop_last: bool, quasi: bool,
+                  exact: bool) -> int:
+    """Samples of a rank's epoch that are handed out, of the `per_rank` positions of the
+    library's plan (those past the end of the sequence it fills by wrapping around)."""
+    r, w = rank, world
+    if drop_last:
+        return per_rank
+    if exact:  # positions below n only: every record once over all the shares
+        if quasi:
+            return max(0, min(per_rank, n - r * per_rank))
+        return max(0, min(per_rank, (n - r + w - 1) // w))
+    if w == 1:
+        return n
+    if quasi:  # contiguous shares: the wrapped positions stay (equal counts per rank)
+        return per_rank
+    return (n + w - 1) // w  # DistributedSampler: ceil(n / world), the last round padded
+
+
+def _epoch_batches(path: str, n: int, batch_size: int, rank: int, world: int, drop_last: bool,
+                   order: str, exact: bool) -> int:
+    """len(Loader(path, ...)) with these settings over a data set of n records, without opening
+    one: the library's plan (fl_order_plan_init in loader/order.c) and _real_samples."""
+    B = batch_size
+    if n == 0:
+        raise InvalidOptionError(FL_E_INVALID, f"{path}: dataset has no records")
+    if drop_last:
+        bpe = (n // world) // B
+        if bpe == 0:  # the library's own message (fl_loader_create)
+            raise InvalidOptionError(FL_E_INVALID, f"{path}: {n} records give no full batch of {B} "
+                                     f"per rank for world {world} with drop_last")
+    else:
+        bpe = (-(-n // world) + B - 1) // B
+    real = _real_samples(n, bpe * B, rank, world, drop_last, _native.ORDER[order] == 2, exact)
+    return -(-real // B)
+
+
 def _default_log(user, level, msg) -> None:
     (_log.warning if level else _log.info)(msg.decode("utf-8", "replace") if msg else "")
 
@@ -364,7 +419,9 @@ class Loader:
     tuples (fastload.Batch), like a DataLoader; `epoch()` does the same; `batches(n)` streams
     across epochs. len() is the batches per epoch. A batch's ring slot goes back when its arrays
     are garbage (see Batch); while the caller holds all ring slots but one, batches come as
-    copies (Batch.copied). Information: dataset_size, class_names, samples_per_epoch, io, stats().
+    copies (Batch.copied). Information: dataset_size, class_names, samples_per_epoch, io, stats(),
+    workers (decode threads started). set_workers(n) (or active_workers = n) lets only n of them
+    work from then on, mid-epoch too, with the same batches (the others wait).
     One consumer thread: the thread that first asks for a batch drives the loader; another thread
     asking gets a RuntimeError (position(), state_dict(), stats() may be read from any thread).
     One process: a Loader is not copied, pickled or used after os.fork (LoaderForkedError).
@@ -449,6 +506,7 @@ class Loader:
         self._exact = bool(_exact_shares)
         self._prefetch = int(prefetch)
         self._workers = int(workers)
+        self._active: Optional[int] = None  # set_workers(n): decode workers at work (None: all)
         self._current: Optional[Batch] = None  # the batch iteration handed out last
         self._open(start_epoch, start_batch)
 
@@ -474,6 +532,14 @@ class Loader:
         workers = self._workers or os.sysconf("SC_NPROCESSORS_ONLN") or 1
         self._ring = _Ring(self._lib, h, self._prefetch or workers + 2)
         self._handle = h
+        self._nworkers = 0
+        if hasattr(self._lib, "fl_loader_set_workers"):
+            self._nworkers = int(self._lib.fl_loader_workers(h))
+            if self._active is not None:  # set_workers survives load_state_dict (a new C loader)
+                if self._active < self._nworkers:
+                    self._lib.fl_loader_set_workers(h, self._active, ctypes.byref(fl_error()))
+                else:
+                    self._active = None
         self._bpe = bpe
         self._real = self._real_samples(bpe * self.batch_size)
         self._len = -(-self._real // self.batch_size)
@@ -485,19 +551,8 @@ class Loader:
     def _real_samples(self, per_rank: int) -> int:
         """Samples of this rank's epoch that are handed out; the library fills the rest of its
         `per_rank` positions (past the end of the sequence) by wrapping around."""
-        n, r, w = self._records, self.rank, self.world
-        if self.drop_last:
-            return per_rank
-        quasi = self.order == "quasi"
-        if self._exact:  # positions below n only: every record once over all the shares
-            if quasi:
-                return max(0, min(per_rank, n - r * per_rank))
-            return max(0, min(per_rank, (n - r + w - 1) // w))
-        if w == 1:
-            return n
-        if quasi:  # contiguous shares: the wrapped positions stay (equal counts per rank)
-            return per_rank
-        return (n + w - 1) // w  # DistributedSampler: ceil(n / world), the last round padded
+        return _real_samples(self._records, per_rank, self.rank, self.world, self.drop_last,
+                             self.order == "quasi", self._exact)
 
     def _valid(self, batch: int) -> int:
         """Samples of batch `batch` (of an epoch) that are handed out."""
@@ -766,6 +821,61 @@ class Loader:
     @property
     def batch_size(self) -> int:
         return int(self._opts.s.batch_size)
+
+    @property
+    def workers(self) -> int:
+        """Decode threads the loader started (the `workers` option; 0 there: one per online
+        CPU). set_workers(n) lets only n of them work; active_workers says how many do."""
+        self._check_handle()
+        self._need_set_workers()
+        return self._nworkers
+
+    def _need_set_workers(self) -> None:
+        if not hasattr(self._lib, "fl_loader_set_workers"):
+            raise UnsupportedError(FL_E_UNSUPPORTED, f"fastload: {_native.library_path()} has no "
+                                   "fl_loader_workers / fl_loader_set_workers (an older library)")
+
+    @property
+    def active_workers(self) -> int:
+        """Decode workers at work: all of them (`workers`) unless set_workers(n) said n.
+        Assigning to it calls set_workers."""
+        self._check_handle()
+        return self.workers if self._active is None else self._active
+
+    @active_workers.setter
+    def active_workers(self, n: int) -> None:
+        self.set_workers(n)
+
+    def set_workers(self, n: int) -> None:
+        """Let only n (1 <= n <= workers) decode workers work from now on; the others finish the
+        samples they hold and wait until a later call lets them work again (all of them work
+        from creation). Batches stay byte-identical: order and augmentation do not depend on
+        which worker decodes. Any thread, any time, mid-epoch too; kept across
+        load_state_dict. InvalidOptionError (a ValueError) with the library's message for n
+        out of range (nothing changes) or not an integer; LoaderClosedError after close(),
+        LoaderForkedError in a forked child."""
+        r = self._ring
+        self._check_handle()
+        self._need_set_workers()
+        try:
+            if isinstance(n, bool):
+                raise TypeError
+            v = operator.index(n)
+        except TypeError:
+            raise InvalidOptionError(FL_E_INVALID, f"fastload: set_workers({n!r}): expected an "
+                                     "integer") from None
+        total = self._nworkers
+        if not 0 <= v <= 0xFFFFFFFF:  # the C argument is a uint32: its message, unwrapped
+            raise InvalidOptionError(FL_E_INVALID, f"{v} decode workers asked for: the loader has "
+                                     f"{total}")
+        err = fl_error()
+        with r.lock:  # close() from another thread frees the C loader under this lock
+            if r.handle is None or r.closing:
+                raise self._closed()
+            rc = self._lib.fl_loader_set_workers(r.handle, v, ctypes.byref(err))
+        if rc:
+            _raise(rc, err)
+        self._active = None if v == total else v
 
     @property
     def dataset_size(self) -> int:

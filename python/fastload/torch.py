@@ -291,9 +291,10 @@ class Loader:
     records, classes), `sampler.set_epoch`, `batch_size`, `loader` (the fastload.Loader) as a
     DataLoader's. Iterating yields the batches left in the current epoch. set_epoch(e) moves to
     the start of epoch e unless the loader is already inside epoch e (so a state loaded mid-epoch
-    survives the usual set_epoch call before the epoch's loop). state_dict() / load_state_dict()
-    resume exactly, also mid-epoch; a KeyboardInterrupt loses no batch. Errors are
-    fastload.errors classes, unchanged. One consumer thread and one process, as fastload.Loader
+    survives the usual set_epoch call before the epoch's loop). `workers`, `active_workers` and
+    set_workers(n) as fastload.Loader's (fewer decode workers at work, same batches).
+    state_dict() / load_state_dict() resume exactly, also mid-epoch; a KeyboardInterrupt loses
+    no batch. Errors are fastload.errors classes, unchanged. One consumer thread and one process, as fastload.Loader
     (for torch.utils.data.DataLoader workers use fastload.torch.Dataset).
     """
 
@@ -355,6 +356,25 @@ class Loader:
     @property
     def drop_last(self) -> bool:
         return self._loader.drop_last
+
+    @property
+    def workers(self) -> int:
+        """Decode threads the loader started (fastload.Loader.workers)."""
+        return self._loader.workers
+
+    @property
+    def active_workers(self) -> int:
+        """Decode workers at work (fastload.Loader.active_workers); assigning calls set_workers."""
+        return self._loader.active_workers
+
+    @active_workers.setter
+    def active_workers(self, n: int) -> None:
+        self._loader.set_workers(n)
+
+    def set_workers(self, n: int) -> None:
+        """Let only n (1 <= n <= workers) decode workers work from now on, mid-epoch too; the
+        batches stay the same (fastload.Loader.set_workers, same errors)."""
+        self._loader.set_workers(n)
 
     def __len__(self) -> int:
         return len(self._loader)
@@ -501,12 +521,17 @@ def _make_dataset_class():
 
         The items are whole batches (so batch_size=None in the DataLoader): (images, labels) CPU
         tensors as fastload.torch.Loader(device="cpu") makes them (dtype, layout, mean, std,
-        batch_transform as there). With drop_last=False (default) worker w of W on rank r of R
-        reads share r*W + w of R*W of the epoch without padding: every record once over all ranks
-        (sequential and random orders; the workers' batch counts may differ by one). With
-        drop_last=True every worker yields the same number of full batches. `workers` (decode
-        threads per DataLoader worker) defaults to the CPUs divided among the workers. The batches
-        of a worker come in its loader's order; the DataLoader interleaves the workers' batches.
+        batch_transform as there). An epoch is the batches of fastload.torch.Loader for this
+        rank (same options; with drop_last=False and world > 1 without DistributedSampler's
+        padding, see below): the DataLoader's W workers each read a contiguous run of them (the
+        runs' lengths differ by one at most; a worker with none opens no loader), so the batches
+        are the same whatever num_workers, and len(ds) — hence len(DataLoader(ds,
+        batch_size=None, num_workers=W)) — is their number for every W. With drop_last=False
+        (default) rank r of R reads share r of R without padding: every record once over all
+        ranks (the ranks' batch counts may differ by one), the rank's last batch short. With
+        drop_last=True full batches only, the same number on every rank. `workers` (decode threads per DataLoader worker) defaults to the CPUs
+        divided among the workers. The batches of a worker come in its loader's order; the
+        DataLoader interleaves the workers' batches.
         fastload.torch.Loader (no DataLoader, no worker processes) is the faster drop-in where the
         DataLoader itself is not needed.
         """
@@ -523,27 +548,52 @@ def _make_dataset_class():
             self.rank, self.world = rank_world(rank, world)
             self.kwargs = kwargs
             self.epoch = 0
+            self._len: Optional[int] = None  # batches per epoch, once counted
 
         def set_epoch(self, epoch: int) -> None:
             """The epoch the next iteration reads (its order and augmentation draws)."""
             self.epoch = _loader._count("epoch", epoch, _loader._MAX_EPOCH)
 
+        def __len__(self) -> int:
+            """Batches an epoch yields over all DataLoader workers, whatever their number:
+            len(fastload.torch.Loader(path, ...)) of this rank with these options (drop_last
+            honoured). The first call reads the data set's shard indexes for its record count."""
+            if self._len is None:
+                kw = self.kwargs
+                order = kw.get("order")
+                if order is None:
+                    order = _loader.default_order(kw.get("augment", "none"), kw.get("flip", False))
+                _loader._choice("order", order, _loader._native.ORDER)
+                drop_last = bool(kw.get("drop_last", False))
+                self._len = _loader._epoch_batches(
+                    self.path, _loader._dataset_records(self.path), self.batch_size, self.rank,
+                    self.world, drop_last, order, exact=not drop_last)
+            return self._len
+
         def __iter__(self):
             info = torch.utils.data.get_worker_info()
             nw, wid = (info.num_workers, info.id) if info is not None else (1, 0)
+            n = len(self)
+            first, end = n * wid // nw, n * (wid + 1) // nw  # this worker's run of batches
+            if first == end:
+                return
             kw = dict(self.kwargs)
             if not kw.get("workers"):
                 kw["workers"] = max(1, (os.cpu_count() or 1) // nw)
             drop_last = bool(kw.pop("drop_last", False))
-            L = Loader(self.path, batch_size=self.batch_size, rank=self.rank * nw + wid,
-                       world=self.world * nw, drop_last=drop_last, device="cpu",
-                       start_epoch=self.epoch, _exact_shares=not drop_last, **kw)
+            L = Loader(self.path, batch_size=self.batch_size, rank=self.rank, world=self.world,
+                       drop_last=drop_last, device="cpu", start_epoch=self.epoch,
+                       start_batch=first, _exact_shares=not drop_last, **kw)
             try:
+                left = end - first
                 for out in L:
                     if info is not None and isinstance(out, tuple):
                         # sent to the main process: tensors of their own, not ring slots
                         out = tuple(t.clone() if _over_ring(t) else t for t in out)
                     yield out
+                    left -= 1
+                    if not left:
+                        break
             finally:
                 L.close()
 

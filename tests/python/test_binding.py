@@ -6,7 +6,8 @@ the writer API) and checks: exact pixels/labels in sequential order; zero-copy v
 memory; batches identical to the C stream of `fastload digest` (SHA-256 per batch) with
 random-resized-crop + flip; state_dict resume mid-epoch and at an epoch boundary; epoch iteration;
 rank/world shares; fastload.Error naming the shard and record on a flipped byte (and skip mode);
-torch tensors when torch is importable.
+torch tensors when torch is importable; set_workers mid-epoch (and from another thread, and
+racing close) keeps the batches of a fixed-workers run, its errors; len() against iteration.
 Environment (set by CTest): FASTLOAD_LIBRARY, FL_MAKE_DATASET, FASTLOAD_CLI, PYTHONPATH.
 Run with pytest (tests/python/CMakeLists.txt): the methods of Tests are the test cases, on the
 datasets of conftest.py. Skipped without numpy.
@@ -308,3 +309,143 @@ def _case(name):
 
 for _name in [n for n in dir(Tests) if n.startswith("test_")]:
     globals()[_name] = _case(_name)
+
+
+# ---- decode workers at work: set_workers / active_workers (fl_loader_set_workers) -------------
+WORKERS_KW = dict(batch_size=16, augment="rrc", flip=True, size=(4, 5), order="random", seed=11,
+                  workers=4)
+
+
+def _epoch_digests(ds, epochs=2, change=None, helper=None, **kw):
+    """Per epoch: the sha256 of every batch (images, labels, indices) and the indices seen;
+    change(L, epoch, batch) runs before each batch is asked for; helper(L, stop) runs in a
+    thread of its own from the loader's creation until `stop` is set before its close."""
+    import threading
+    out = []
+    with fastload.Loader(ds, **dict(WORKERS_KW, **kw)) as L:
+        stop = threading.Event()
+        t = threading.Thread(target=helper, args=(L, stop)) if helper else None
+        if t:
+            t.start()
+        try:
+            for e in range(epochs):
+                shas, seen = [], []
+                while True:
+                    if change:
+                        change(L, *L.position())
+                    b = L.next_batch()
+                    shas.append(batch_sha(b.images, b.labels) + hashlib.sha256(b.indices.tobytes()).hexdigest())
+                    seen += b.indices.tolist()
+                    if b.last_in_epoch:
+                        break
+                out.append((shas, seen))
+        finally:
+            stop.set()
+            if t:
+                t.join()
+    return out
+
+
+def test_set_workers_mid_epoch_same_batches(ds):
+    """The library's promise (fastload.h, fl_loader_set_workers): batches stay byte-identical
+    whichever workers decode. Changing the count mid-epoch, from the consumer and from another
+    thread, gives the batches of a fixed-workers run; every sample once."""
+    want = _epoch_digests(ds)
+    assert len(want[0][0]) == (COUNT + 15) // 16
+    for shas, seen in want:
+        assert sorted(seen) == list(range(COUNT))  # every sample exactly once per epoch
+    assert want[0][0] != want[1][0]
+    plan = {(0, 1): 1, (0, 3): 3, (0, 5): 2, (1, 0): 1, (1, 4): 4, (1, 6): 2}
+
+    def change(L, e, b):
+        if (e, b) in plan:
+            L.set_workers(plan[(e, b)])
+            assert L.active_workers == plan[(e, b)] and L.workers == 4
+    assert _epoch_digests(ds, change=change) == want
+    # another thread changing the count all along (any thread, any time)
+    calls = []
+
+    def flipper(L, stop):
+        while not stop.is_set():
+            L.set_workers(1 + len(calls) % 4)
+            calls.append(1)
+    assert _epoch_digests(ds, helper=flipper) == want
+    assert calls
+    # the library's tail padding (drop_last=True, as `fastload digest` hashes) too
+    want = _epoch_digests(ds, epochs=1, drop_last=True)
+    assert _epoch_digests(ds, epochs=1, drop_last=True,
+                          change=lambda L, e, b: L.set_workers(1 + b % 4)) == want
+
+
+def test_set_workers_while_another_thread_closes(ds):
+    """set_workers from a thread racing close() in the consumer: LoaderClosedError once closed,
+    never a call on a freed loader (the ASan build would say)."""
+    import threading
+    for _ in range(5):
+        L = fastload.Loader(ds, batch_size=16, workers=2)
+        next(iter(L))
+        L.release()
+        started, result = threading.Event(), []
+
+        def flipper():
+            i = 0
+            try:
+                while True:
+                    L.set_workers(1 + i % 2)
+                    i += 1
+                    started.set()
+            except fastload.LoaderClosedError as e:
+                result.append(e)
+        t = threading.Thread(target=flipper)
+        t.start()
+        started.wait(10)
+        L.close()
+        t.join(10)
+        assert not t.is_alive() and len(result) == 1 and "closed" in str(result[0])
+
+
+def test_set_workers_errors(ds):
+    L = fastload.Loader(ds, batch_size=16, workers=3)
+    assert L.workers == 3 and L.active_workers == 3
+    L.set_workers(2)
+    for bad in (0, 4, -1, 2 ** 32, 2 ** 32 + 1):  # 2**32 + 1 would be 1 as a C uint32: refused
+        with pytest.raises(fastload.InvalidOptionError) as ei:
+            L.set_workers(bad)
+        assert isinstance(ei.value, ValueError)
+        assert str(ei.value).endswith(f"{bad} decode workers asked for: the loader has 3"), str(ei.value)
+        assert L.active_workers == 2  # nothing changed
+    for bad in (1.5, "2", None, True):
+        with pytest.raises(fastload.InvalidOptionError, match="expected an integer"):
+            L.set_workers(bad)
+    with pytest.raises(ValueError):
+        L.active_workers = 0
+    L.active_workers = 1
+    assert L.active_workers == 1
+    L.set_workers(np.int64(3))  # any integer type
+    assert L.active_workers == 3
+    # kept across load_state_dict (a new C loader underneath)
+    L.set_workers(1)
+    L.load_state_dict({"epoch": 1, "batch": 2})
+    assert L.active_workers == 1 and L.workers == 3
+    assert sum(len(y) for _, y in L) == COUNT - 2 * 16
+    L.close()
+    for f in (lambda: L.workers, lambda: L.active_workers, lambda: L.set_workers(1)):
+        with pytest.raises(fastload.LoaderClosedError):
+            f()
+    with fastload.Loader(ds, batch_size=16) as L:  # workers=0: one per online CPU
+        assert L.workers == (os.sysconf("SC_NPROCESSORS_ONLN") or 1) == L.active_workers
+
+
+@pytest.mark.parametrize("kw", [dict(batch_size=16), dict(batch_size=16, drop_last=True),
+                                dict(batch_size=7, rank=1, world=3), dict(batch_size=10),
+                                dict(batch_size=7, rank=2, world=3, drop_last=True),
+                                dict(batch_size=5, rank=1, world=2, order="quasi", quasi_block=8),
+                                dict(batch_size=9, rank=3, world=4, _exact_shares=True)])
+def test_len_matches_iteration(ds, kw):
+    """len(L) == the batches an epoch yields, samples_per_epoch == their samples, over 2 epochs."""
+    with fastload.Loader(ds, workers=2, **kw) as L:
+        for e in range(2):
+            sizes = [len(y) for _, y in L]
+            assert len(sizes) == len(L) == L.batches_per_epoch, (e, sizes, len(L))
+            assert sum(sizes) == L.samples_per_epoch
+            assert L.position() == (e + 1, 0)

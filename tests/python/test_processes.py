@@ -3,9 +3,12 @@
 the Loader exits (close, garbage collection and exit only drop references: the library's threads,
 locks and condition variables are the parent's), a child using it gets LoaderForkedError at once;
 a torch DataLoader whose workers use a Loader of the parent gets that error, and one over
-fastload.torch.Dataset with num_workers=2 sees every sample exactly once. Cases that hung before
-run in subprocesses with a timeout."""
+fastload.torch.Dataset with num_workers=2 sees every sample exactly once; set_workers / workers in
+a forked child raise LoaderForkedError; len(DataLoader(Dataset, batch_size=None, num_workers=k)) is
+the batches an epoch yields, the same ones for k = 0, 2, 3. Cases that hung before run in
+subprocesses with a timeout."""
 import copy
+import hashlib
 import os
 import pickle
 import subprocess
@@ -77,6 +80,14 @@ def test_fork_child_exits_and_refuses(ds):
                         except Exception as e:
                             print("unexpected", type(e), e, file=sys.stderr)
                             code = 5
+                    elif action == "workers":  # set_workers / workers: the same refusal
+                        code = 0
+                        for f in (lambda: L.set_workers(1), lambda: L.workers):
+                            try:
+                                f()
+                                code = 7
+                            except fastload.LoaderForkedError:
+                                pass
                     elif action == "close":
                         L.close()
                     elif action == "drop":
@@ -95,7 +106,7 @@ def test_fork_child_exits_and_refuses(ds):
                 time.sleep(0.02)
             os.kill(pid, 9)
             return "hang"
-        for action in ("exit", "close", "drop", "use"):
+        for action in ("exit", "close", "drop", "use", "workers"):
             rc = child(action)
             assert rc == 0, (action, rc)
         # the parent goes on as if nothing happened
@@ -169,3 +180,59 @@ def test_dataset_pickles_for_spawn(ds):
     assert d2.path == d.path and d2.kwargs == d.kwargs
     x, y = next(iter(d2))
     assert tuple(x.shape) == (16, 3, H, W)
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 3 workers on 2 cores
+@pytest.mark.parametrize("kw", [dict(batch_size=16), dict(batch_size=16, drop_last=True),
+                                dict(batch_size=7, order="seq"), dict(batch_size=3),
+                                dict(batch_size=9, rank=1, world=3),
+                                dict(batch_size=6, rank=2, world=3, drop_last=True),
+                                dict(batch_size=4, rank=1, world=2, order="quasi", quasi_block=8),
+                                dict(batch_size=60, rank=1, world=2)])
+def test_dataset_len_is_what_the_dataloader_yields(ds, kw):
+    """len(DataLoader(ds, batch_size=None, num_workers=k)) == the items an epoch yields, for
+    k = 0, 2, 3 (a worker may have no batch: batch_size=60 on rank 1 of 2 is one batch); the
+    batches are those of fastload.torch.Loader for the rank whatever k (every sample once with
+    drop_last=False over the ranks), drop_last honoured."""
+    torch = pytest.importorskip("torch")
+    import fastload.torch as ft
+    kw = dict(dict(seed=4, workers=1, augment="rrc", flip=True, size=(4, 5)), **kw)
+    rank, world = kw.pop("rank", 0), kw.pop("world", 1)
+    # the rank's share without DistributedSampler's padding when drop_last=False (as the Dataset)
+    with ft.Loader(ds, rank=rank, world=world, _exact_shares=not kw.get("drop_last"), **kw) as L:
+        L.set_epoch(1)
+        want = sorted(hashlib.sha256(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()
+                      for x, y in L)
+        assert len(want) == len(L)
+    d = ft.Dataset(ds, rank=rank, world=world, **kw)
+    assert len(d) == len(want)
+    d.set_epoch(1)
+    for k in (0, 2, 3):
+        dl = torch.utils.data.DataLoader(d, batch_size=None, num_workers=k)
+        got = sorted(hashlib.sha256(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()
+                     for x, y in dl)
+        assert len(dl) == len(got) == len(want), (k, len(dl), len(got))
+        assert got == want, k
+    if not kw.get("drop_last"):  # every record once over the ranks
+        seen = []
+        for r in range(world):
+            dr = ft.Dataset(ds, rank=r, world=world, **dict(kw, augment="none", flip=False, size=None))
+            dl = torch.utils.data.DataLoader(dr, batch_size=None, num_workers=2)
+            got = [i for x, _ in dl for i in record_of(x.numpy())]
+            assert len(dl) == -(-len(got) // kw["batch_size"])
+            seen += got
+        assert sorted(seen) == list(range(COUNT))
+
+
+def test_dataset_len_errors(ds, tmp_path):
+    torch = pytest.importorskip("torch")  # noqa: F841
+    import fastload.torch as ft
+    with pytest.raises(fastload.DataIOError):
+        len(ft.Dataset(str(tmp_path / "missing"), batch_size=4))
+    d = ft.Dataset(ds, batch_size=COUNT + 1, drop_last=True)  # the library's message
+    with pytest.raises(fastload.InvalidOptionError, match="give no full batch of 101 per rank"):
+        len(d)
+    with pytest.raises(fastload.InvalidOptionError, match="give no full batch of 101 per rank"):
+        next(iter(d))
+    with pytest.raises(fastload.InvalidOptionError):
+        len(ft.Dataset(ds, batch_size=4, order="sideways"))

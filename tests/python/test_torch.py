@@ -2,7 +2,8 @@
 batches (uint8 zero-copy, float32/bf16/fp16 NCHW and channels_last against a reference computed
 from the uint8 batch), len, set_epoch, exact mid-epoch resume, rank/world from the environment and
 from torch.distributed (gloo, world 1), tensors valid after the loader moves on and after close,
-errors as fastload.errors classes. No GPU here: the CUDA paths run only against fake streams and
+errors as fastload.errors classes, workers / set_workers passed through (same batches), len against
+iteration. No GPU here: the CUDA paths run only against fake streams and
 events (test_cuda_paths_fake_streams: the order of copy, wait, conversion and slot release)."""
 import gc
 import os
@@ -324,3 +325,42 @@ def test_cuda_paths_fake_streams(ds, monkeypatch, loader_device):
         feed.close()
         gc.collect()
         assert feed.pending == [] and ring.live == 0
+
+
+def test_workers_passthrough(ds):
+    """workers / active_workers / set_workers as fastload.Loader's: same batches mid-epoch,
+    the same errors."""
+    kw = dict(batch_size=BS, order="random", seed=5, workers=3, augment="rrc", flip=True, size=(4, 4))
+    with ft.Loader(ds, **kw) as L:
+        want = [(x.numpy().copy(), y.numpy().copy()) for x, y in L]
+    with ft.Loader(ds, **kw) as L:
+        assert L.workers == 3 and L.active_workers == 3
+        got = []
+        for i, (x, y) in enumerate(L):
+            got.append((x.numpy().copy(), y.numpy().copy()))
+            L.set_workers(1 + i % 3)
+            assert L.active_workers == 1 + i % 3 and L.loader.active_workers == 1 + i % 3
+        assert len(got) == len(want) == len(L)
+        for (gx, gy), (wx, wy) in zip(got, want):
+            assert np.array_equal(gx, wx) and np.array_equal(gy, wy)
+        L.active_workers = 2
+        assert L.active_workers == 2
+        for bad in (0, 4, -3):
+            with pytest.raises(fastload.InvalidOptionError,
+                               match=f"^{bad} decode workers asked for: the loader has 3$"):
+                L.set_workers(bad)
+        with pytest.raises(ValueError):
+            L.active_workers = 2.0
+        assert L.active_workers == 2
+    with pytest.raises(fastload.LoaderClosedError):
+        L.set_workers(1)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(drop_last=True), dict(batch_size=7, rank=2, world=3),
+                                dict(batch_size=10, world=2, rank=1, drop_last=True)])
+def test_len_matches_iteration(ds, kw):
+    kw = dict(dict(batch_size=BS, workers=2), **kw)
+    with ft.Loader(ds, **kw) as L:
+        for e in range(2):
+            n = sum(1 for _ in L)
+            assert n == len(L), (e, n, len(L))
