@@ -12,23 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fl_dataset.h"
-#include "fl_writer.h"
+#include "fuzz_common.h"
 
 static char base[256];
 static char shard_dir[300], manifest_dir[300];
-
-static void put_file(const char *dir, const char *name, const void *data, size_t n)
-{
-    char p[400];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    if (!f)
-        abort();
-    if (n && fwrite(data, 1, n, f) != n)
-        abort();
-    fclose(f);
-}
 
 static void cleanup(void)
 {
@@ -49,12 +36,6 @@ static void cleanup(void)
     snprintf(p, sizeof p, "%s/seed", base);
     rmdir(p);
     rmdir(base);
-}
-
-static int no_stop(void *u, uint64_t i, const fl_error *e)
-{
-    (void)u, (void)i, (void)e;
-    return 0;
 }
 
 static void exercise(const char *dir)
@@ -117,16 +98,13 @@ static void exercise(const char *dir)
     }
     free(buf);
     uint64_t bad;
-    (void)fl_dataset_verify(ds, no_stop, NULL, &bad, &err);
+    (void)fl_dataset_verify(ds, fuzz_no_stop, NULL, &bad, &err);
     fl_dataset_close(ds);
 }
 
 static void setup(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(base, sizeof base, "%s/fl-fuzz-dataset-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(base))
-        abort();
+    fuzz_make_tmpdir(base, sizeof base, "dataset");
     snprintf(shard_dir, sizeof shard_dir, "%s/s", base);
     snprintf(manifest_dir, sizeof manifest_dir, "%s/m", base);
     mkdir(shard_dir, 0755);
@@ -134,27 +112,7 @@ static void setup(void)
     /* a valid one-shard dataset whose shard the manifest inputs will point at */
     char seed[300];
     snprintf(seed, sizeof seed, "%s/seed", base);
-    fl_writer_options o;
-    memset(&o, 0, sizeof o);
-    o.backend = FL_BACKEND_SHARDS;
-    o.schema = (fl_schema){FL_ENC_RAW, FL_COMP_ZSTD, 1, 4, 4};
-    o.zstd_level = 3;
-    fl_writer *w;
-    fl_error err;
-    if (fl_writer_open(seed, &o, &w, &err))
-        abort();
-    for (int i = 0; i < 5; i++) {
-        uint8_t px[16];
-        for (int k = 0; k < 16; k++)
-            px[k] = (uint8_t)(i * k);
-        char nm[16];
-        snprintf(nm, sizeof nm, "img%d", i);
-        if (fl_writer_add(w, px, 16, i % 2, nm, 4, 4, &err))
-            abort();
-    }
-    const char *cls[2] = {"a", "b"};
-    if (fl_writer_finish(w, cls, 2, &err))
-        abort();
+    fuzz_write_seed(seed, FL_BACKEND_SHARDS);
     char p[400];
     snprintf(p, sizeof p, "%s/shard-00000.fls", seed);
     FILE *f = fopen(p, "rb");
@@ -172,7 +130,7 @@ static void setup(void)
     memset(sbuf + 16, 0, 4);
     uint32_t hcrc = fl_crc32c(0, sbuf, 4096);
     memcpy(sbuf + 16, &hcrc, 4);
-    put_file(manifest_dir, "shard-00000.fls", sbuf, n);
+    fuzz_put_file(manifest_dir, "shard-00000.fls", sbuf, n);
     atexit(cleanup);
 }
 
@@ -194,7 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!base[0])
         setup();
     /* (1) the input as a shard, with a manifest agreeing with its header */
-    put_file(shard_dir, "shard-00000.fls", data, size);
+    fuzz_put_file(shard_dir, "shard-00000.fls", data, size);
     static const char *enc[6] = {"jpeg", "jpeg", "png", "raw", "webp", "mixed"};
     uint32_t e = 1, c = 0, ch = 3, h = 0, wd = 0, ver = 2;
     /* the schema of the v3 seed (image, label, boxes, their classes, a caption, an ndarray) */
@@ -234,10 +192,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         "\"bytes\": %zu}], \"options\": {}}",
         ver, id, (unsigned long long)count, enc[e], c ? "zstd" : "none", ch, h, wd,
         ver == 3 ? V3_FIELDS : "", (unsigned long long)count, size);
-    put_file(shard_dir, "manifest.json", man, (size_t)mn);
+    fuzz_put_file(shard_dir, "manifest.json", man, (size_t)mn);
     exercise(shard_dir);
     /* (2) the input as a manifest, beside a valid shard */
-    put_file(manifest_dir, "manifest.json", data, size);
+    fuzz_put_file(manifest_dir, "manifest.json", data, size);
     exercise(manifest_dir);
     return 0;
 }

@@ -15,22 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fl_dataset.h"
-#include "fl_writer.h"
+#include "fuzz_common.h"
 
 static char base[256], dir[300];
-
-static void put_file(const char *name, const void *data, size_t n)
-{
-    char p[400];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    if (!f)
-        abort();
-    if (n && fwrite(data, 1, n, f) != n)
-        abort();
-    fclose(f);
-}
 
 static void cleanup(void)
 {
@@ -43,38 +30,9 @@ static void cleanup(void)
     rmdir(base);
 }
 
-/* The seed: a 5-record raw 4x4 zstd LMDB dataset written at `at`. */
-static void write_seed(const char *at)
-{
-    fl_writer_options o;
-    memset(&o, 0, sizeof o);
-    o.backend = FL_BACKEND_LMDB;
-    o.schema = (fl_schema){FL_ENC_RAW, FL_COMP_ZSTD, 1, 4, 4};
-    o.zstd_level = 3;
-    fl_writer *w;
-    fl_error err;
-    if (fl_writer_open(at, &o, &w, &err))
-        abort();
-    for (int i = 0; i < 5; i++) {
-        uint8_t px[16];
-        for (int k = 0; k < 16; k++)
-            px[k] = (uint8_t)(i * k);
-        char nm[16];
-        snprintf(nm, sizeof nm, "img%d", i);
-        if (fl_writer_add(w, px, 16, i % 2, nm, 4, 4, &err))
-            abort();
-    }
-    const char *cls[2] = {"a", "b"};
-    if (fl_writer_finish(w, cls, 2, &err))
-        abort();
-}
-
 static void setup(void)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(base, sizeof base, "%s/fl-fuzz-lmdb-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(base))
-        abort();
+    fuzz_make_tmpdir(base, sizeof base, "lmdb");
     snprintf(dir, sizeof dir, "%s/d", base);
     mkdir(dir, 0755);
     atexit(cleanup);
@@ -82,7 +40,7 @@ static void setup(void)
     if (seed && *seed) {
         char at[400], p[1100];
         snprintf(at, sizeof at, "%s/seed", base);
-        write_seed(at);
+        fuzz_write_seed(at, FL_BACKEND_LMDB);
         snprintf(p, sizeof p, "cp '%s/data.mdb' '%s' && rm -r '%s'", at, seed, at);
         exit(system(p) == 0 ? 0 : 1);
     }
@@ -90,19 +48,14 @@ static void setup(void)
 
 /* The bytes after the first occurrence of `key` (`k` bytes) in the input (NULL when absent or
  * too close to the end for `need` bytes). Keys are searched with the leaf node's flags and key
- * size before them (u16 each), so the manifest text kept in meta does not match. */
+ * size before them (u16 each, written in octal escapes), so the manifest text kept in meta does
+ * not match. */
 static const uint8_t *after(const uint8_t *d, size_t n, const char *key, size_t k, size_t need)
 {
     const uint8_t *p = n >= k ? memmem(d, n, key, k) : NULL;
     if (!p || (size_t)(d + n - (p + k)) < need)
         return NULL;
     return p + k;
-}
-
-static int no_stop(void *u, uint64_t i, const fl_error *e)
-{
-    (void)u, (void)i, (void)e;
-    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -113,28 +66,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ready = 1;
     }
     uint32_t ver = 2;
-    const uint8_t *v = after(data, size,
-                             "\x00\x00\x0e\x00"
-                             "format_version",
-                             18, 4);
+    const uint8_t *v = after(data, size, "\0\0\016\0format_version", 18, 4);
     if (v)
         memcpy(&ver, v, 4);
     if (ver < 1 || ver > 2)
         ver = 2;
     char id[33] = "000102030405060708090a0b0c0d0e0f";
-    const uint8_t *i = after(data, size,
-                             "\x00\x00\x0a\x00"
-                             "dataset_id",
-                             14, 16);
+    const uint8_t *i = after(data, size, "\0\0\012\0dataset_id", 14, 16);
     if (i)
         for (int k = 0; k < 16; k++)
             snprintf(id + 2 * k, 3, "%02x", i[k]);
     /* the records database's MDB_db follows its name in the main database: entries at +32 */
     uint64_t records = 5;
-    const uint8_t *r = after(data, size,
-                             "\x02\x00\x07\x00"
-                             "records",
-                             11, 40);
+    const uint8_t *r = after(data, size, "\002\0\007\0records", 11, 40);
     if (r)
         memcpy(&records, r + 32, 8);
     if (records > (1ull << 40))
@@ -149,8 +93,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         "\"records\": %llu, \"bytes\": %zu}]}",
         ver, ver >= 2 ? " \"dataset_id\": \"" : "", ver >= 2 ? id : "", ver >= 2 ? "\"," : "",
         (unsigned long long)records, (unsigned long long)records, size);
-    put_file("manifest.json", man, (size_t)mn);
-    put_file("data.mdb", data, size);
+    fuzz_put_file(dir, "manifest.json", man, (size_t)mn);
+    fuzz_put_file(dir, "data.mdb", data, size);
     fl_dataset *ds;
     fl_error err;
     if (fl_dataset_open(dir, &ds, &err) != 0) {
@@ -180,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     uint64_t bad;
-    (void)fl_dataset_verify(ds, no_stop, NULL, &bad, &err);
+    (void)fl_dataset_verify(ds, fuzz_no_stop, NULL, &bad, &err);
     fl_dataset_close(ds);
     return 0;
 }
