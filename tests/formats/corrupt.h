@@ -1,33 +1,12 @@
 /* corrupt.h — helpers of the formats_corrupt_* tests (damaged datasets give clear errors naming the
- * file, never a crash): whole-file read/write, a dataset copy to damage, the open that must fail
- * with a given code and message, CRC-fixing header patches, and the undamaged fixture. */
+ * file, never a crash): a dataset copy to damage, the open that must fail with a given code and
+ * message, CRC-fixing header patches, and the undamaged fixture. */
 #ifndef FL_TEST_CORRUPT_H
 #define FL_TEST_CORRUPT_H
 
 #define _GNU_SOURCE
 #include "fmt_test.h"
 #include "fl_shard.h"
-
-static inline uint8_t *slurp(const char *p, size_t *n)
-{
-    FILE *f = fopen(p, "rb");
-    CHECK(f);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)sz + 1);
-    CHECK(b && fread(b, 1, (size_t)sz, f) == (size_t)sz);
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
-
-static inline void spit(const char *p, const void *b, size_t n)
-{
-    FILE *f = fopen(p, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    fclose(f);
-}
 
 static inline void copy_dir(const char *src, const char *dst)
 {
@@ -43,8 +22,8 @@ static inline void copy_dir(const char *src, const char *dst)
         snprintf(a, sizeof a, "%s/%s", src, e->d_name);
         snprintf(b, sizeof b, "%s/%s", dst, e->d_name);
         size_t n;
-        uint8_t *buf = slurp(a, &n);
-        spit(b, buf, n);
+        uint8_t *buf = tt_slurp(a, &n);
+        tt_spit(b, buf, n);
         free(buf);
     }
     closedir(d);

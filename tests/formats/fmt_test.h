@@ -1,6 +1,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 /* fmt_test.h — shared helpers for the formats tests: assertions that report file:line, a temp
- * directory removed at exit, deterministic fixtures, and a one-call dataset writer. */
+ * directory removed at exit, whole-file read/write, deterministic fixtures, a one-call dataset
+ * writer, and the field constructors and record writer of the fields tests. */
 #ifndef FMT_TEST_H
 #define FMT_TEST_H
 
@@ -216,6 +217,89 @@ static void tt_check_all(const fl_dataset *ds, uint64_t n)
     uint64_t bad = 99;
     CHECK_OK(fl_dataset_verify(ds, NULL, NULL, &bad, &err), &err);
     CHECK(bad == 0);
+}
+
+/* The whole file at p, read into a malloc'ed buffer with a NUL after its *n bytes (so text files
+ * read as strings). */
+static uint8_t *tt_slurp(const char *p, size_t *n)
+{
+    FILE *f = fopen(p, "rb");
+    CHECK(f);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)sz + 1);
+    CHECK(b && fread(b, 1, (size_t)sz, f) == (size_t)sz);
+    fclose(f);
+    b[sz] = 0;
+    *n = (size_t)sz;
+    return b;
+}
+
+/* Write the n bytes at b to p (created or truncated). */
+static void tt_spit(const char *p, const void *b, size_t n)
+{
+    FILE *f = fopen(p, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n);
+    fclose(f);
+}
+
+/* A field named `name` of type t, with the type's default dtype and no `of` link (-1); the caller
+ * sets shape, codec, max_count and `of` where the type wants them. */
+static fl_field tt_field(const char *name, fl_field_type t)
+{
+    fl_field f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.name, sizeof f.name, "%s", name);
+    f.type = t;
+    f.dtype = fl_field_type_dtype(t);
+    f.of = -1;
+    return f;
+}
+
+/* The fields every detection schema of these tests starts with, written to f[0..3]: "image",
+ * "label" (int), "boxes", and "labels" (an int list, one per box). */
+static void tt_fields_detection(fl_field *f)
+{
+    f[0] = tt_field("image", FL_FIELD_IMAGE);
+    f[1] = tt_field("label", FL_FIELD_INT);
+    f[2] = tt_field("boxes", FL_FIELD_BOXES);
+    f[3] = tt_field("labels", FL_FIELD_INT_LIST);
+    f[3].of = 2;
+}
+
+/* A mask field named `name` of the image field (f[0] of tt_fields_detection): pixels of `dtype`
+ * stored with `codec`. */
+static fl_field tt_field_mask(const char *name, fl_dtype dtype, fl_mask_codec codec)
+{
+    fl_field f = tt_field(name, FL_FIELD_MASK);
+    f.dtype = dtype;
+    f.codec = codec;
+    f.of = 0;
+    return f;
+}
+
+/* Add fixture record i to w as a JPEG (tt_payload's bytes, tt_name, tt_label) of h x wd pixels
+ * with the fields block `block` of blen bytes. */
+static void tt_add_fields_record(fl_writer *w, uint64_t i, uint32_t h, uint32_t wd,
+                                 const uint8_t *block, size_t blen)
+{
+    static uint8_t buf[1 << 16];
+    size_t n = tt_payload(i, FL_ENC_JPEG, h, wd, 3, buf, sizeof buf);
+    char name[128];
+    tt_name(i, name, sizeof name);
+    fl_record_in in = {.format = FL_ENC_JPEG,
+                       .stored = buf,
+                       .stored_len = n,
+                       .raw_len = n,
+                       .fields_block = block,
+                       .fields_len = blen,
+                       .label = tt_label(i),
+                       .name = name,
+                       .height = h,
+                       .width = wd};
+    fl_error err;
+    CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
 }
 
 static fl_backend tt_backend_arg(int argc, char **argv)

@@ -52,15 +52,9 @@ static digest dir_digest(const char *dir)
         }
         char p[PATH_MAX + 300];
         snprintf(p, sizeof p, "%s/%s", dir, nm);
-        FILE *f = fopen(p, "rb");
-        CHECK(f);
-        fseek(f, 0, SEEK_END);
-        long len = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        char *buf = malloc((size_t)len + 1);
-        CHECK(buf && fread(buf, 1, (size_t)len, f) == (size_t)len);
-        fclose(f);
-        buf[len] = 0;
+        size_t n_read;
+        char *buf = (char *)tt_slurp(p, &n_read);
+        long len = (long)n_read;
         if (!strcmp(nm, "manifest.json")) {
             char *c = strstr(buf, "  \"created\": \"");
             CHECK(c);

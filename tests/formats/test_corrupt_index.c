@@ -17,14 +17,14 @@ int main(void)
     /* compressed index block (the default): a flipped byte in it is caught by the index CRC */
     const char *zgood = write_good("zgood", 1);
     copy_dir(zgood, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     CHECK(fl_rd32(m + n - 64 + FLF_FLAGS) == FL_FOOTER_INDEX_ZSTD);
     m[fl_rd64(m + n - 64 + FLF_INDEX_OFFSET) + 5] ^= 0x01;
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_CHECKSUM, "index checksum", "compressed index bit flip");
     /* ... and garbage in its place with a matching CRC is a format error */
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     {
         uint8_t *f = m + n - 64;
         uint64_t off = fl_rd64(f + FLF_INDEX_OFFSET), st = fl_rd64(f + FLF_INDEX_STORED);
@@ -32,7 +32,7 @@ int main(void)
         fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + off, st));
         fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
     }
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_FORMAT, "corrupt compressed index", "compressed index garbage");
 
@@ -41,10 +41,10 @@ int main(void)
 
     /* index byte flipped: index CRC */
     copy_dir(good, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     uint64_t idx_off = fl_rd64(m + n - 64 + FLF_INDEX_OFFSET);
     m[idx_off + 3 * FL_SHARD_INDEX_ENTRY + FLI_STORED_LEN] ^= 0x10;
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_CHECKSUM, "index checksum", "index bit flip");
 
@@ -70,7 +70,7 @@ int main(void)
     };
     for (size_t k = 0; k < sizeof forged / sizeof forged[0]; k++) {
         copy_dir(good, bad);
-        m = slurp(shard0, &n);
+        m = tt_slurp(shard0, &n);
         uint8_t *f = m + n - 64;
         idx_off = fl_rd64(f + FLF_INDEX_OFFSET);
         uint8_t *e = m + idx_off + 5 * FL_SHARD_INDEX_ENTRY + forged[k].field;
@@ -81,14 +81,14 @@ int main(void)
         uint64_t span = fl_rd64(f + FLF_INDEX_STORED);
         fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + idx_off, span));
         fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
-        spit(shard0, m, n);
+        tt_spit(shard0, m, n);
         free(m);
         expect_open_fail(bad, FL_E_FORMAT, forged[k].why, "forged index entry");
         CHECK(strstr(err.msg, "") != NULL);
     }
     /* label beyond the class list (index valid, manifest has 3 classes) */
     copy_dir(good, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     {
         uint8_t *f = m + n - 64;
         idx_off = fl_rd64(f + FLF_INDEX_OFFSET);
@@ -97,18 +97,18 @@ int main(void)
         fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + idx_off, span));
         fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
     }
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_FORMAT, "label 3 out of range", "label out of range");
     /* footer: corrupt the index offset (footer CRC fixed) */
     copy_dir(good, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     {
         uint8_t *f = m + n - 64;
         fl_wr64(f + FLF_INDEX_OFFSET, 1ull << 62);
         fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
     }
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_FORMAT, "corrupt footer", "footer index offset");
 

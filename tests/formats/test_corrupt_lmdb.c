@@ -18,7 +18,7 @@ int main(void)
     char lman[PATH_MAX + 300], ldata[PATH_MAX + 300];
     snprintf(lman, sizeof lman, "%s/manifest.json", lb);
     snprintf(ldata, sizeof ldata, "%s/data.mdb", lb);
-    m = slurp(lman, &n);
+    m = tt_slurp(lman, &n);
     text = calloc(1, n + 64);
     memcpy(text, m, n);
     free(m);
@@ -28,18 +28,18 @@ int main(void)
     at = strstr(text, "\"records\": 20, \"bytes\"");
     CHECK(at);
     memcpy(at, "\"records\": 21", 13);
-    spit(lman, text, strlen(text));
+    tt_spit(lman, text, strlen(text));
     free(text);
     expect_open_fail(lb, FL_E_FORMAT, "manifest says 21", "lmdb count mismatch");
     copy_dir(lg, lb);
-    spit(ldata, "not lmdb", 8);
+    tt_spit(ldata, "not lmdb", 8);
     expect_open_fail(lb, FL_E_TRUNCATED, "data.mdb is 8 bytes, the manifest says",
                      "lmdb garbage file");
     /* garbage of the size the manifest records: LMDB refuses it */
     copy_dir(lg, lb);
-    m = slurp(ldata, &n);
+    m = tt_slurp(ldata, &n);
     memset(m, 0x5A, n);
-    spit(ldata, m, n);
+    tt_spit(ldata, m, n);
     free(m);
     expect_open_fail(lb, FL_E_LMDB, "data.mdb", "lmdb garbage, right size");
     /* data.mdb of another dataset of the same shape (same size, another id) */
@@ -48,8 +48,8 @@ int main(void)
     copy_dir(lg, lb);
     char odata[PATH_MAX + 300];
     snprintf(odata, sizeof odata, "%s/data.mdb", lo2);
-    m = slurp(odata, &n);
-    spit(ldata, m, n);
+    m = tt_slurp(odata, &n);
+    tt_spit(ldata, m, n);
     free(m);
     expect_open_fail(lb, FL_E_FORMAT, "belongs to another dataset", "lmdb from another dataset");
     printf("corrupt lmdb ok\n");

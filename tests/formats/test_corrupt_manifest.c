@@ -17,7 +17,7 @@ int main(void)
     uint8_t *m;
     /* manifests */
     copy_dir(good, bad);
-    m = slurp(manifest, &n);
+    m = tt_slurp(manifest, &n);
     char *text = malloc(n + 64);
     memcpy(text, m, n);
     text[n] = 0;
@@ -53,14 +53,14 @@ int main(void)
         memcpy(t2, text, (size_t)(at - text));
         memcpy(t2 + (at - text), edits[k].to, tl);
         strcpy(t2 + (at - text) + tl, at + fl);
-        spit(manifest, t2, strlen(t2));
+        tt_spit(manifest, t2, strlen(t2));
         free(t2);
         expect_open_fail(bad, edits[k].code, edits[k].needle, "manifest edit");
         if (edits[k].code != -ENOENT)
             CHECK(strstr(err.msg, "") != NULL);
     }
     free(text);
-    spit(manifest, "", 0);
+    tt_spit(manifest, "", 0);
     expect_open_fail(bad, FL_E_FORMAT, "manifest.json", "empty manifest");
     tt_rm_rf(manifest);
     expect_open_fail(bad, -ENOENT, "manifest.json", "missing manifest");

@@ -21,11 +21,11 @@ static void flipped_record_test(fl_backend b)
     snprintf(file, sizeof file, "%s", fl_dataset_shard_path(ds, 0));
     fl_dataset_close(ds);
     size_t n;
-    uint8_t *m = slurp(file, &n);
+    uint8_t *m = tt_slurp(file, &n);
     uint8_t *at = memmem(m, n, copy, len);
     CHECK(at);
     at[len / 2] ^= 0x40;
-    spit(file, m, n);
+    tt_spit(file, m, n);
     free(m);
     free(copy);
     CHECK_OK(fl_dataset_open(dst, &ds, &err), &err); /* index intact: opens */

@@ -17,63 +17,63 @@ int main(void)
     size_t cuts[] = {1, 64, 100, 5000};
     for (size_t k = 0; k < 4; k++) {
         copy_dir(good, bad);
-        m = slurp(shard1, &n);
-        spit(shard1, m, n - cuts[k]);
+        m = tt_slurp(shard1, &n);
+        tt_spit(shard1, m, n - cuts[k]);
         free(m);
         expect_open_fail(bad, FL_E_TRUNCATED, shard1, "truncated shard");
     }
     copy_dir(good, bad);
-    spit(shard1, "FLSH", 4);
+    tt_spit(shard1, "FLSH", 4);
     expect_open_fail(bad, FL_E_TRUNCATED, shard1, "4-byte shard");
-    spit(shard1, "", 0);
+    tt_spit(shard1, "", 0);
     expect_open_fail(bad, FL_E_TRUNCATED, shard1, "empty shard");
     /* header written, no footer (an unfinished file that somehow got its final name) */
     copy_dir(good, bad);
-    m = slurp(shard1, &n);
+    m = tt_slurp(shard1, &n);
     memset(m + n - 64, 0, 64);
-    spit(shard1, m, n);
+    tt_spit(shard1, m, n);
     free(m);
     expect_open_fail(bad, FL_E_TRUNCATED, "no valid footer", "no footer");
 
     /* bad magic */
     copy_dir(good, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     memcpy(m, "GARBAGE!", 8);
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_FORMAT, "bad magic", "bad magic");
     /* not a shard at all, short */
-    spit(shard0, "hello world, I am not a shard", 29);
+    tt_spit(shard0, "hello world, I am not a shard", 29);
     expect_open_fail(bad, FL_E_FORMAT, "not a fastload shard", "text file as shard");
 
     /* wrong version */
     copy_dir(good, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     patch_header32(m, FLH_VERSION, FL_FORMAT_VERSION + 1);
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_VERSION, "version 4", "version 4 shard");
     /* a v2 file whose header claims v1 (its footer still says 2) */
     copy_dir(good, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     patch_header32(m, FLH_VERSION, 1);
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_VERSION, "header says 1", "v1 header on a v2 shard");
 
     /* header byte flipped (CRC catches it) */
     copy_dir(good, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     m[FLH_RECORD_COUNT] ^= 1;
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_CHECKSUM, "header checksum", "header bit flip");
 
     /* header field wrong but CRC fixed: record count disagrees with footer */
     copy_dir(good, bad);
-    m = slurp(shard0, &n);
+    m = tt_slurp(shard0, &n);
     patch_header32(m, FLH_RECORD_COUNT, fl_rd32(m + FLH_RECORD_COUNT) + 1);
-    spit(shard0, m, n);
+    tt_spit(shard0, m, n);
     free(m);
     expect_open_fail(bad, FL_E_FORMAT, shard0, "header count mismatch");
 

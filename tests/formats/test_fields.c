@@ -3,6 +3,8 @@
  * x1 < x0, NaN, mask size, `of` list length, bad UTF-8, ...), and fl_fields_parse on truncated,
  * overlong and forged blocks (FL_E_FORMAT naming the record and field, never a read past the end).
  */
+#include "fmt_test.h" /* first: it sets _GNU_SOURCE */
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,20 +12,8 @@
 
 #include <zstd.h>
 
-#include "fl_check.h"
 #include "fl_error.h"
 #include "fl_fields.h"
-
-static fl_field mk(const char *name, fl_field_type t)
-{
-    fl_field f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.name, sizeof f.name, "%s", name);
-    f.type = t;
-    f.dtype = fl_field_type_dtype(t);
-    f.of = -1;
-    return f;
-}
 
 enum {
     F_IMAGE,
@@ -45,35 +35,25 @@ enum {
 
 static void schema(fl_field *f)
 {
-    f[F_IMAGE] = mk("image", FL_FIELD_IMAGE);
-    f[F_LABEL] = mk("label", FL_FIELD_INT);
-    f[F_BOXES] = mk("boxes", FL_FIELD_BOXES);
-    f[F_CLS] = mk("labels", FL_FIELD_INT_LIST);
-    f[F_CLS].of = F_BOXES;
-    f[F_CROWD] = mk("iscrowd", FL_FIELD_INT_LIST);
+    tt_fields_detection(f); /* F_IMAGE, F_LABEL, F_BOXES, F_CLS */
+    f[F_CROWD] = tt_field("iscrowd", FL_FIELD_INT_LIST);
     f[F_CROWD].of = F_BOXES;
-    f[F_MASK] = mk("mask", FL_FIELD_MASK);
-    f[F_MASK].dtype = FL_DTYPE_U8;
-    f[F_MASK].codec = FL_MASK_PNG;
-    f[F_MASK].of = F_IMAGE;
-    f[F_SCORE] = mk("score", FL_FIELD_FLOAT);
-    f[F_EMB] = mk("embedding", FL_FIELD_FLOAT_VECTOR);
+    f[F_MASK] = tt_field_mask("mask", FL_DTYPE_U8, FL_MASK_PNG);
+    f[F_SCORE] = tt_field("score", FL_FIELD_FLOAT);
+    f[F_EMB] = tt_field("embedding", FL_FIELD_FLOAT_VECTOR);
     f[F_EMB].ndim = 1;
     f[F_EMB].shape[0] = 5;
-    f[F_ARR] = mk("depth", FL_FIELD_NDARRAY);
+    f[F_ARR] = tt_field("depth", FL_FIELD_NDARRAY);
     f[F_ARR].dtype = FL_DTYPE_U16;
     f[F_ARR].ndim = 3;
     f[F_ARR].shape[0] = 2;
     f[F_ARR].shape[1] = 3;
     f[F_ARR].shape[2] = 4;
-    f[F_BLOB] = mk("blob", FL_FIELD_BYTES);
-    f[F_TEXT] = mk("caption", FL_FIELD_TEXT);
-    f[F_MULTI] = mk("tags", FL_FIELD_INT_LIST);
-    f[F_ZMASK] = mk("instances", FL_FIELD_MASK);
-    f[F_ZMASK].dtype = FL_DTYPE_U16;
-    f[F_ZMASK].codec = FL_MASK_ZSTD;
-    f[F_ZMASK].of = F_IMAGE;
-    f[F_EXTRA_INT] = mk("year", FL_FIELD_INT);
+    f[F_BLOB] = tt_field("blob", FL_FIELD_BYTES);
+    f[F_TEXT] = tt_field("caption", FL_FIELD_TEXT);
+    f[F_MULTI] = tt_field("tags", FL_FIELD_INT_LIST);
+    f[F_ZMASK] = tt_field_mask("instances", FL_DTYPE_U16, FL_MASK_ZSTD);
+    f[F_EXTRA_INT] = tt_field("year", FL_FIELD_INT);
 }
 
 /* A minimal gray PNG header (signature + IHDR): enough for the checks, which never decode it. */
@@ -256,15 +236,15 @@ static void test_schema(void)
     BAD(g[F_CLS].of = NF, "labels", "boxes field");
     BAD(g[F_MASK].of = -1, "mask", "image field");
     BAD(g[F_SCORE].of = 0, "score", "-1");
-    BAD(g[F_TEXT] = mk("img2", FL_FIELD_IMAGE), "img2", "second image");
-    BAD(g[F_IMAGE] = mk("picture", FL_FIELD_BYTES), "boxes", "need an image");
+    BAD(g[F_TEXT] = tt_field("img2", FL_FIELD_IMAGE), "img2", "second image");
+    BAD(g[F_IMAGE] = tt_field("picture", FL_FIELD_BYTES), "boxes", "need an image");
 #undef BAD
     EXPECT(fl_fields_validate(F, 0, &e) == FL_E_INVALID);
     fl_field many[FL_MAX_FIELDS + 1];
     for (int i = 0; i <= FL_MAX_FIELDS; i++) {
         char nm[16];
         snprintf(nm, sizeof nm, "f%d", i);
-        many[i] = mk(nm, FL_FIELD_FLOAT);
+        many[i] = tt_field(nm, FL_FIELD_FLOAT);
     }
     EXPECT(fl_fields_validate(many, FL_MAX_FIELDS, &e) == 0);
     EXPECT(fl_fields_validate(many, FL_MAX_FIELDS + 1, &e) == FL_E_INVALID);
@@ -446,7 +426,7 @@ static void test_parse_damage(void)
     rc = fl_fields_check_record(F, NF, got, 40, 29, "record 7", &e);
     EXPECT(rc == FL_E_INVALID);
     /* the schema without the image field: no block at all parses as empty values */
-    fl_field only[2] = {mk("x", FL_FIELD_INT), mk("y", FL_FIELD_FLOAT)};
+    fl_field only[2] = {tt_field("x", FL_FIELD_INT), tt_field("y", FL_FIELD_FLOAT)};
     float y = 2.5f;
     fl_field_value ov[2] = {{NULL, 0, 0, 0, 0}, {&y, 4, 1, 0, 0}};
     CHECK_OK(fl_fields_encode(only, 2, ov, 0, 0, 1, &out, &cap, &len, &e), &e);

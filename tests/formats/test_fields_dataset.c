@@ -26,46 +26,25 @@ enum {
     NF
 };
 
-static fl_field mk(const char *name, fl_field_type t)
-{
-    fl_field f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.name, sizeof f.name, "%s", name);
-    f.type = t;
-    f.dtype = fl_field_type_dtype(t);
-    f.of = -1;
-    return f;
-}
-
 static fl_field F[NF];
 
 static void schema(void)
 {
-    F[F_IMAGE] = mk("image", FL_FIELD_IMAGE);
-    F[F_LABEL] = mk("label", FL_FIELD_INT);
-    F[F_BOXES] = mk("boxes", FL_FIELD_BOXES);
-    F[F_CLS] = mk("labels", FL_FIELD_INT_LIST);
-    F[F_CLS].of = F_BOXES;
-    F[F_MASK] = mk("mask", FL_FIELD_MASK);
-    F[F_MASK].dtype = FL_DTYPE_U8;
-    F[F_MASK].codec = FL_MASK_PNG;
-    F[F_MASK].of = F_IMAGE;
-    F[F_ZMASK] = mk("instances", FL_FIELD_MASK);
-    F[F_ZMASK].dtype = FL_DTYPE_U16;
-    F[F_ZMASK].codec = FL_MASK_ZSTD;
-    F[F_ZMASK].of = F_IMAGE;
-    F[F_SCORE] = mk("score", FL_FIELD_FLOAT);
-    F[F_EMB] = mk("embedding", FL_FIELD_FLOAT_VECTOR);
+    tt_fields_detection(F); /* F_IMAGE, F_LABEL, F_BOXES, F_CLS */
+    F[F_MASK] = tt_field_mask("mask", FL_DTYPE_U8, FL_MASK_PNG);
+    F[F_ZMASK] = tt_field_mask("instances", FL_DTYPE_U16, FL_MASK_ZSTD);
+    F[F_SCORE] = tt_field("score", FL_FIELD_FLOAT);
+    F[F_EMB] = tt_field("embedding", FL_FIELD_FLOAT_VECTOR);
     F[F_EMB].ndim = 1;
     F[F_EMB].shape[0] = 3;
-    F[F_ARR] = mk("depth", FL_FIELD_NDARRAY);
+    F[F_ARR] = tt_field("depth", FL_FIELD_NDARRAY);
     F[F_ARR].dtype = FL_DTYPE_F32;
     F[F_ARR].ndim = 2;
     F[F_ARR].shape[0] = 4;
     F[F_ARR].shape[1] = 5;
-    F[F_BLOB] = mk("blob", FL_FIELD_BYTES);
-    F[F_TEXT] = mk("caption", FL_FIELD_TEXT);
-    F[F_YEAR] = mk("year", FL_FIELD_INT);
+    F[F_BLOB] = tt_field("blob", FL_FIELD_BYTES);
+    F[F_TEXT] = tt_field("caption", FL_FIELD_TEXT);
+    F[F_YEAR] = tt_field("year", FL_FIELD_INT);
 }
 
 /* Record i's values (image i of tt_payload: height 10 + i % 5, width 20 + i % 7). */
@@ -144,29 +123,15 @@ static fl_writer_options v3_options(fl_backend b, int zstd)
 
 static void add_v3(fl_writer *w, const fl_writer_options *o, uint64_t from, uint64_t to)
 {
-    static uint8_t buf[1 << 16];
     uint8_t *block = NULL;
     size_t cap = 0, blen = 0;
-    char name[128];
     fl_error err;
     for (uint64_t i = from; i < to; i++) {
-        size_t n = tt_payload(i, FL_ENC_JPEG, 28, 28, 3, buf, sizeof buf);
         rvals r;
         rec_values(i, &r);
         CHECK_OK(fl_fields_encode(F, NF, r.v, rec_w(i), rec_h(i), 3, &block, &cap, &blen, &err),
                  &err);
-        tt_name(i, name, sizeof name);
-        fl_record_in in = {.format = FL_ENC_JPEG,
-                           .stored = buf,
-                           .stored_len = n,
-                           .raw_len = n,
-                           .fields_block = block,
-                           .fields_len = blen,
-                           .label = tt_label(i),
-                           .name = name,
-                           .height = rec_h(i),
-                           .width = rec_w(i)};
-        CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
+        tt_add_fields_record(w, i, rec_h(i), rec_w(i), block, blen);
     }
     (void)o;
     free(block);
@@ -299,7 +264,8 @@ static void writer_refusals(void)
 /* No image at all: encoding none, the fields block is the whole record. */
 static void tensor_only(fl_backend b)
 {
-    fl_field t[3] = {mk("x", FL_FIELD_NDARRAY), mk("y", FL_FIELD_FLOAT), mk("cls", FL_FIELD_INT)};
+    fl_field t[3] = {tt_field("x", FL_FIELD_NDARRAY), tt_field("y", FL_FIELD_FLOAT),
+                     tt_field("cls", FL_FIELD_INT)};
     t[0].dtype = FL_DTYPE_I16;
     t[0].ndim = 1;
     t[0].shape[0] = 6;
@@ -434,27 +400,6 @@ static void copy_file(const char *from, const char *to)
     fclose(b);
 }
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    CHECK(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(*n + 1);
-    CHECK(fread(b, 1, *n, f) == *n);
-    b[*n] = 0; /* text files are read as strings */
-    fclose(f);
-    return b;
-}
-
-static void spit(const char *path, const uint8_t *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    fclose(f);
-}
-
 typedef struct seen {
     uint64_t index;
     int code;
@@ -488,7 +433,7 @@ static void corrupt_blocks(void)
     snprintf(shard, sizeof shard, "%s/shard-00000.fls", good);
     snprintf(manifest, sizeof manifest, "%s/manifest.json", good);
     size_t n;
-    uint8_t *orig = slurp(shard, &n);
+    uint8_t *orig = tt_slurp(shard, &n);
     fl_shard_view v;
     CHECK_OK(fl_shard_open(shard, &v, &err), &err);
     const uint64_t rec = 9;
@@ -518,7 +463,7 @@ static void corrupt_blocks(void)
                 fl_wr32(f + FLF_INDEX_CRC, fl_crc32c(0, m + io, is));
                 fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
             }
-            spit(shard, m, n);
+            tt_spit(shard, m, n);
             free(m);
             fl_dataset *ds;
             CHECK_OK(fl_dataset_open(good, &ds, &err), &err);
@@ -551,7 +496,7 @@ static void corrupt_blocks(void)
     fl_wr32(f + FLF_INDEX_CRC,
             fl_crc32c(0, m + fl_rd64(f + FLF_INDEX_OFFSET), fl_rd64(f + FLF_INDEX_STORED)));
     fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
-    spit(shard, m, n);
+    tt_spit(shard, m, n);
     fl_dataset *ds;
     int rc = fl_dataset_open(good, &ds, &err);
     EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "record 9") && strstr(err.msg, "fields block"),
@@ -560,15 +505,15 @@ static void corrupt_blocks(void)
     fl_wr32(f + FLF_INDEX_CRC,
             fl_crc32c(0, m + fl_rd64(f + FLF_INDEX_OFFSET), fl_rd64(f + FLF_INDEX_STORED)));
     fl_wr32(f + FLF_FOOTER_CRC, fl_crc32c(0, f, FLF_FOOTER_CRC));
-    spit(shard, m, n);
+    tt_spit(shard, m, n);
     rc = fl_dataset_open(good, &ds, &err);
     EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "shorter"), "short fields_len: %d %s", rc,
             err.msg);
     free(m);
-    spit(shard, orig, n);
+    tt_spit(shard, orig, n);
     /* the manifest: a max_count below a shard's counts, an unknown type, fields in a v2 manifest */
     size_t mn;
-    char *mt = (char *)slurp(manifest, &mn);
+    char *mt = (char *)tt_slurp(manifest, &mn);
     const char *edits[][3] = {
         {"\"max_count\": 7", "\"max_count\": 6", "max_count"},
         /* far above any record: a loader would size its batch slots from it */
@@ -585,7 +530,7 @@ static void corrupt_blocks(void)
         memcpy(t, mt, pre);
         strcpy(t + pre, edits[k][1]);
         strcat(t, at + strlen(edits[k][0]));
-        spit(manifest, (uint8_t *)t, strlen(t));
+        tt_spit(manifest, (uint8_t *)t, strlen(t));
         free(t);
         rc = fl_dataset_open(good, &ds, &err);
         EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, edits[k][2]), "manifest edit %zu: %d %s", k,
@@ -599,7 +544,7 @@ static void corrupt_blocks(void)
         fl_wr32(h + FLH_FIELD_MAX + 4 * F_BOXES, 268435456u);
         fl_wr32(h + FLH_HEADER_CRC, 0);
         fl_wr32(h + FLH_HEADER_CRC, fl_crc32c(0, h, 4096));
-        spit(shard, h, n);
+        tt_spit(shard, h, n);
         free(h);
         char *at = strstr(mt, "\"max_count\": 7");
         CHECK(at);
@@ -608,14 +553,14 @@ static void corrupt_blocks(void)
         memcpy(t, mt, pre);
         strcpy(t + pre, "\"max_count\": 268435456");
         strcat(t, at + strlen("\"max_count\": 7"));
-        spit(manifest, (uint8_t *)t, strlen(t));
+        tt_spit(manifest, (uint8_t *)t, strlen(t));
         free(t);
         rc = fl_dataset_open(good, &ds, &err);
         EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "largest record's fields block"),
                 "header + manifest max_count 2^28: %d %s", rc, err.msg);
-        spit(shard, orig, n);
+        tt_spit(shard, orig, n);
     }
-    spit(manifest, (uint8_t *)mt, mn);
+    tt_spit(manifest, (uint8_t *)mt, mn);
     free(mt);
     free(orig);
     CHECK_OK(fl_dataset_open(good, &ds, &err), &err);
@@ -652,11 +597,11 @@ static void parts(void)
     char mp[PATH_MAX + 32];
     snprintf(mp, sizeof mp, "%s/part-1/manifest.json", root);
     size_t mn;
-    char *mt = (char *)slurp(mp, &mn);
+    char *mt = (char *)tt_slurp(mp, &mn);
     char *at = strstr(mt, "\"caption\"");
     CHECK(at);
     memcpy(at, "\"captioN\"", 9);
-    spit(mp, (uint8_t *)mt, mn);
+    tt_spit(mp, (uint8_t *)mt, mn);
     free(mt);
     int rc = fl_dataset_open(root, &ds, &err);
     EXPECTF(rc == FL_E_FORMAT && strstr(err.msg, "fields differ"), "parts with other fields: %d %s",

@@ -16,33 +16,17 @@ enum { F_IMAGE, F_LABEL, F_BOXES, F_CLS, F_BLOB, NF };
 
 static fl_field F[NF];
 
-static fl_field mk(const char *name, fl_field_type t)
-{
-    fl_field f;
-    memset(&f, 0, sizeof f);
-    snprintf(f.name, sizeof f.name, "%s", name);
-    f.type = t;
-    f.dtype = fl_field_type_dtype(t);
-    f.of = -1;
-    return f;
-}
-
 /* 10 records, record i with i % 8 boxes (so max_count 7) and as many class ids. */
 static void write_set(const char *dst)
 {
-    F[F_IMAGE] = mk("image", FL_FIELD_IMAGE);
-    F[F_LABEL] = mk("label", FL_FIELD_INT);
-    F[F_BOXES] = mk("boxes", FL_FIELD_BOXES);
-    F[F_CLS] = mk("labels", FL_FIELD_INT_LIST);
-    F[F_CLS].of = F_BOXES;
-    F[F_BLOB] = mk("blob", FL_FIELD_BYTES);
+    tt_fields_detection(F); /* F_IMAGE, F_LABEL, F_BOXES, F_CLS */
+    F[F_BLOB] = tt_field("blob", FL_FIELD_BYTES);
     fl_writer_options o = tt_options(FL_BACKEND_LMDB, FL_ENC_JPEG, 0);
     o.fields = F;
     o.num_fields = NF;
     fl_writer *w;
     fl_error err;
     CHECK_OK(fl_writer_open(dst, &o, &w, &err), &err);
-    static uint8_t buf[1 << 16];
     uint8_t *block = NULL;
     size_t cap = 0, blen = 0;
     for (uint64_t i = 0; i < 10; i++) {
@@ -62,45 +46,10 @@ static void write_set(const char *dst)
         v[F_CLS] = (fl_field_value){cls, nb * 4u, nb, 0, 0};
         v[F_BLOB] = (fl_field_value){blob, 3, 3, 0, 0};
         CHECK_OK(fl_fields_encode(F, NF, v, wd, h, 3, &block, &cap, &blen, &err), &err);
-        size_t n = tt_payload(i, FL_ENC_JPEG, h, wd, 3, buf, sizeof buf);
-        char name[64];
-        tt_name(i, name, sizeof name);
-        fl_record_in in = {.format = FL_ENC_JPEG,
-                           .stored = buf,
-                           .stored_len = n,
-                           .raw_len = n,
-                           .fields_block = block,
-                           .fields_len = blen,
-                           .label = tt_label(i),
-                           .name = name,
-                           .height = h,
-                           .width = wd};
-        CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
+        tt_add_fields_record(w, i, h, wd, block, blen);
     }
     free(block);
     CHECK_OK(fl_writer_finish(w, tt_classes, 3, &err), &err);
-}
-
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    CHECK(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)len + 1);
-    CHECK(b && fread(b, 1, (size_t)len, f) == (size_t)len);
-    fclose(f);
-    b[len] = 0;
-    *n = (size_t)len;
-    return b;
-}
-
-static void spit(const char *path, const uint8_t *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    fclose(f);
 }
 
 /* The manifest with `from` replaced by `to` (first occurrence). */
@@ -113,7 +62,7 @@ static void edit_manifest(const char *mpath, const char *orig, const char *from,
     memcpy(t, orig, pre);
     strcpy(t + pre, to);
     strcat(t, at + strlen(from));
-    spit(mpath, (const uint8_t *)t, strlen(t));
+    tt_spit(mpath, (const uint8_t *)t, strlen(t));
     free(t);
 }
 
@@ -138,7 +87,7 @@ static int edit_field_max(const uint8_t *orig, size_t n, const char *dpath, cons
             memcpy(m + i, key, kl);
         hits++;
     }
-    spit(dpath, m, n);
+    tt_spit(dpath, m, n);
     free(m);
     return hits;
 }
@@ -165,8 +114,8 @@ int main(void)
     snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
     snprintf(dpath, sizeof dpath, "%s/data.mdb", dir);
     size_t mn, dn;
-    char *man = (char *)slurp(mpath, &mn);
-    uint8_t *data = slurp(dpath, &dn);
+    char *man = (char *)tt_slurp(mpath, &mn);
+    uint8_t *data = tt_slurp(dpath, &dn);
     fl_dataset *ds;
     fl_error err;
     CHECK_OK(fl_dataset_open(dir, &ds, &err), &err);
@@ -183,7 +132,7 @@ int main(void)
     CHECK(edit_field_max(data, dn, dpath, "field_mbx", UINT32_MAX) >= 1);
     open_refused("meta field_max missing, manifest 2^28", dir, "field_max");
     /* ... also with an honest manifest (the writer of a version-3 set always stores it) */
-    spit(mpath, (const uint8_t *)man, mn);
+    tt_spit(mpath, (const uint8_t *)man, mn);
     open_refused("meta field_max missing", dir, "field_max");
 
     /* field_max and manifest agree on 2^28 boxes: no record's fields block holds 4 GiB */
@@ -203,8 +152,8 @@ int main(void)
     open_refused("meta field_max 7, manifest 6", dir, "max_count is 6");
 
     /* restored: opens again */
-    spit(mpath, (const uint8_t *)man, mn);
-    spit(dpath, data, dn);
+    tt_spit(mpath, (const uint8_t *)man, mn);
+    tt_spit(dpath, data, dn);
     CHECK_OK(fl_dataset_open(dir, &ds, &err), &err);
     fl_dataset_close(ds);
     struct rusage ru;

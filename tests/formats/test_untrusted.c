@@ -91,7 +91,7 @@ static void manifest_set(const char *dir, const char *key, uint64_t old, uint64_
     char path[PATH_MAX + 300], pat[128], rep[128];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     size_t n;
-    char *t = (char *)slurp(path, &n);
+    char *t = (char *)tt_slurp(path, &n);
     t[n] = 0;
     snprintf(pat, sizeof pat, "\"%s\": %llu", key, (unsigned long long)old);
     snprintf(rep, sizeof rep, "\"%s\": %llu", key, (unsigned long long)new);
@@ -104,7 +104,7 @@ static void manifest_set(const char *dir, const char *key, uint64_t old, uint64_
             *w++ = *p++;
         }
     }
-    spit(path, o, (size_t)(w - o));
+    tt_spit(path, o, (size_t)(w - o));
     free(o);
     free(t);
 }
@@ -135,11 +135,11 @@ static void lmdb_cases(void)
 
     /* a value 16 MiB past its leaf page: past the end of the file (SIGBUS at the CRC) */
     copy_dir(good, bad);
-    m = slurp(data, &n);
+    m = tt_slurp(data, &n);
     size_t node = find_node(m, n, 5, 0);
     CHECK(node);
     m[node + 2] = 0, m[node + 3] = 1; /* hi half of the data size: + 16 MiB */
-    spit(data, m, n);
+    tt_spit(data, m, n);
     free(m);
     expect_refused("lmdb value past the end of the file", bad, "record 5: LMDB a value past", NULL);
 
@@ -147,11 +147,11 @@ static void lmdb_cases(void)
     uint64_t sizes[2] = {1ull << 46, 1ull << 62};
     for (int k = 0; k < 2; k++) {
         copy_dir(good, bad);
-        m = slurp(data, &n);
+        m = tt_slurp(data, &n);
         uint32_t psize = fl_rd32(m + 40);
         set_u64(m + 32, sizes[k]);
         set_u64(m + psize + 32, sizes[k]);
-        spit(data, m, n);
+        tt_spit(data, m, n);
         free(m);
         expect_refused(k ? "lmdb mapsize 2^62" : "lmdb mapsize 2^46", bad, "damaged or crafted",
                        NULL);
@@ -162,13 +162,13 @@ static void lmdb_cases(void)
     fl_writer_options po = tt_options(FL_BACKEND_LMDB, FL_ENC_PNG, 0);
     tt_write(pgood, &po, 20);
     copy_dir(pgood, bad);
-    m = slurp(data, &n);
+    m = tt_slurp(data, &n);
     size_t big = 0;
     for (uint64_t k = 0; k < 20 && !big; k++)
         big = find_node(m, n, k, 1);
     CHECK(big);
     set_u64(m + big + 16, 0x7fffffffull); /* the overflow page number after the key */
-    spit(data, m, n);
+    tt_spit(data, m, n);
     free(m);
     expect_refused("lmdb overflow page past the end", bad, "damaged or crafted", NULL);
 
@@ -195,7 +195,7 @@ static void index_bomb(const char *dir, uint64_t count, size_t names, size_t zer
     char path[PATH_MAX + 300];
     snprintf(path, sizeof path, "%s/shard-00000.fls", dir);
     size_t n;
-    uint8_t *m = slurp(path, &n);
+    uint8_t *m = tt_slurp(path, &n);
     uint64_t old_count = fl_rd64(m + FLH_RECORD_COUNT), data_end = fl_rd64(m + FLH_DATA_END);
     uint8_t entry[48];
     memcpy(entry, m + data_end, 48);
@@ -256,7 +256,7 @@ static void index_bomb(const char *dir, uint64_t count, size_t names, size_t zer
     fl_wr32(ft + FLF_INDEX_CRC, fl_crc32c(0, z, out.pos));
     fl_wr32(ft + FLF_FLAGS, 1);
     fl_wr32(ft + FLF_FOOTER_CRC, fl_crc32c(0, ft, FLF_FOOTER_CRC));
-    spit(path, f, size);
+    tt_spit(path, f, size);
     manifest_set(dir, "records", old_count, count);
     manifest_set(dir, "bytes", n, size);
     free(f);
@@ -302,7 +302,7 @@ static void shard_cases(void)
     char secret[PATH_MAX + 300];
     snprintf(secret, sizeof secret, "%s/secret", tt_tmpdir());
     uint8_t sb[12345] = {0};
-    spit(secret, sb, sizeof sb);
+    tt_spit(secret, sb, sizeof sb);
     copy_dir(good, b.dir);
     unlink(b.shard0);
     CHECK(symlink(secret, b.shard0) == 0);
@@ -318,7 +318,7 @@ static void shard_cases(void)
     /* a manifest declaring 400,000 shards in a folder of 2 files */
     copy_dir(good, b.dir);
     size_t n;
-    char *t = (char *)slurp(b.manifest, &n);
+    char *t = (char *)tt_slurp(b.manifest, &n);
     t[n] = 0;
     char *sh = strstr(t, "\"shards\": [");
     CHECK(sh);
@@ -339,7 +339,7 @@ static void shard_cases(void)
     const char *zgood = tt_path("zgood");
     tt_write(zgood, &z, 1);
     copy_dir(zgood, b.dir);
-    uint8_t *m = slurp(b.shard0, &n);
+    uint8_t *m = tt_slurp(b.shard0, &n);
     uint64_t data_off = fl_rd64(m + FLH_DATA_OFFSET), data_end = fl_rd64(m + FLH_DATA_END);
     uint8_t *frame = malloc(8192 * 4 + 64);
     size_t fl = rle_bomb(frame, 8192);
@@ -362,7 +362,7 @@ static void shard_cases(void)
     set_u64(ft + FLF_INDEX_OFFSET, data_off + fl);
     fl_wr32(ft + FLF_INDEX_CRC, fl_crc32c(0, ix, idx_len));
     fl_wr32(ft + FLF_FOOTER_CRC, fl_crc32c(0, ft, FLF_FOOTER_CRC));
-    spit(b.shard0, f, size);
+    tt_spit(b.shard0, f, size);
     manifest_set(b.dir, "bytes", n, size);
     free(f);
     free(frame);
