@@ -106,10 +106,16 @@ class _Ring:
             self.stale = None
         while self.dead:
             wr = self.dead[-1]
-            p = self.held.get(wr)
+            try:
+                p = self.held.get(wr)
+            except TypeError:
+                # a dead weakref hashes only if it was hashed while alive: this slot died (an
+                # interrupt between hold() and the commit) before it ever entered `held`
+                p = wr = None
             if p is not None:
                 self.lib.fl_loader_release(self.handle, p)
-            self.held.pop(wr, None)
+            if wr is not None:
+                self.held.pop(wr, None)
             self.dead.pop()
 
     def close(self) -> None:
