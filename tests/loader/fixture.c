@@ -117,22 +117,31 @@ uint64_t fx_batch_hash(const fl_batch *b)
     return h;
 }
 
-uint64_t fx_stream_hash(const char *path, const fl_loader_options *o, uint64_t nb,
-                        uint64_t *per_batch)
+fl_loader *fx_loader(const char *path, const fl_loader_options *o)
 {
     fl_loader *L;
     fl_error err;
     int rc = fl_loader_create(path, o, &L, &err);
     if (rc == FL_E_UNSUPPORTED && o->io == FL_IO_URING) {
         printf("io_uring unavailable here (%s): variant skipped\n", err.msg);
-        return 0;
+        return NULL;
     }
     CHECK_OK(rc, &err);
+    return L;
+}
+
+uint64_t fx_stream_hash_by(const char *path, const fl_loader_options *o, uint64_t nb,
+                           uint64_t *per_batch, uint64_t (*hash)(const fl_batch *))
+{
+    fl_loader *L = fx_loader(path, o);
+    if (!L)
+        return 0;
+    fl_error err;
     uint64_t h = 0xcbf29ce484222325ull;
     for (uint64_t i = 0; i < nb; i++) {
         fl_batch *b;
         CHECK_OK(fl_loader_next(L, &b, &err), &err);
-        uint64_t bh = fx_batch_hash(b);
+        uint64_t bh = hash(b);
         if (per_batch)
             per_batch[i] = bh;
         h = fx_hash(h, &bh, sizeof bh);
@@ -140,6 +149,76 @@ uint64_t fx_stream_hash(const char *path, const fl_loader_options *o, uint64_t n
     }
     fl_loader_close(L);
     return h;
+}
+
+uint64_t fx_stream_hash(const char *path, const fl_loader_options *o, uint64_t nb,
+                        uint64_t *per_batch)
+{
+    return fx_stream_hash_by(path, o, nb, per_batch, fx_batch_hash);
+}
+
+void fx_check_sample(const fl_batch *b, uint32_t k, const fx_spec *s, uint64_t i)
+{
+    size_t sb = (size_t)s->height * s->width * s->channels;
+    uint8_t *want = malloc(sb);
+    CHECK(want);
+    CHECK(b->indices[k] == i);
+    CHECK(b->labels[k] == fx_label(i, s->n, s->classes));
+    fx_fill(i, s->height, s->width, s->channels, want);
+    CHECK(memcmp(b->images + k * sb, want, sb) == 0);
+    free(want);
+}
+
+int fx_write_tensor_set(const char *path, const char *tool_version, int32_t (*label)(int i),
+                        fl_error *err)
+{
+    fl_field f[3];
+    memset(f, 0, sizeof f);
+    snprintf(f[0].name, sizeof f[0].name, "y");
+    f[0].type = FL_FIELD_INT, f[0].dtype = FL_DTYPE_I32, f[0].of = -1;
+    snprintf(f[1].name, sizeof f[1].name, "x");
+    f[1].type = FL_FIELD_FLOAT_VECTOR, f[1].dtype = FL_DTYPE_F32, f[1].of = -1;
+    f[1].ndim = 1, f[1].shape[0] = 5;
+    snprintf(f[2].name, sizeof f[2].name, "t");
+    f[2].type = FL_FIELD_NDARRAY, f[2].dtype = FL_DTYPE_F64, f[2].of = -1;
+    f[2].ndim = 1, f[2].shape[0] = 4;
+    fl_writer_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.backend = FL_BACKEND_SHARDS;
+    wo.schema.encoding = FL_ENC_NONE;
+    wo.schema.compression = FL_COMP_NONE;
+    wo.tool_version = tool_version;
+    wo.fields = f;
+    wo.num_fields = 3;
+    fl_writer *w;
+    int rc = fl_writer_open(path, &wo, &w, err);
+    if (rc)
+        return rc;
+    uint8_t *blk = NULL;
+    size_t cap = 0, len = 0;
+    for (int i = 0; i < 10 && rc == 0; i++) {
+        float x[5];
+        double t[4];
+        for (int k = 0; k < 5; k++)
+            x[k] = (float)(i * 5 + k);
+        for (int k = 0; k < 4; k++)
+            t[k] = i + k * 0.5;
+        fl_field_value v[3] = {{0}, {x, sizeof x, 5, 0, 0}, {t, sizeof t, 1, 0, 0}};
+        rc = fl_fields_encode(f, 3, v, 0, 0, 3, &blk, &cap, &len, err);
+        fl_record_in in = {.format = FL_ENC_NONE,
+                           .stored = "",
+                           .fields_block = blk,
+                           .fields_len = len,
+                           .label = label(i)};
+        if (rc == 0)
+            rc = fl_writer_add_record(w, &in, err);
+    }
+    free(blk);
+    if (rc) {
+        fl_writer_abort(w);
+        return rc;
+    }
+    return fl_writer_finish(w, NULL, 0, err);
 }
 
 void fx_options(fl_loader_options *o)

@@ -1,6 +1,7 @@
 /* fixture.h — small datasets for the loader tests, written with fl_writer (shards or LMDB):
- * raw records whose pixels are a known function of (record, y, x, c), and JPEG records encoded
- * from such pixels; plus a temp-dir helper and hashing of batch streams. */
+ * raw records whose pixels are a known function of (record, y, x, c), JPEG records encoded
+ * from such pixels, and a tensor-only set (no image); plus a temp-dir helper, a loader that
+ * skips where io_uring is refused, a per-sample check, and hashing of batch streams. */
 #ifndef FL_TEST_LOADER_FIXTURE_H
 #define FL_TEST_LOADER_FIXTURE_H
 
@@ -46,6 +47,17 @@ void fx_size(const fx_spec *s, uint64_t i, uint32_t *h, uint32_t *w);
 /* Fill an HWC image of record i. */
 void fx_fill(uint64_t i, uint32_t h, uint32_t w, uint32_t c, uint8_t *px);
 
+/* Sample k of batch b is record i of the raw fixture s (fixed size): its index, label and
+ * pixels; exits on any difference. */
+void fx_check_sample(const fl_batch *b, uint32_t k, const fx_spec *s, uint64_t i);
+
+/* The tensor-only data set (encoding none, format version 3, no image) at path: 10 records with
+ * fields y (int), x (float_vector:5, record i: i*5 .. i*5+4) and t (ndarray float64 [4], record
+ * i: i + k/2), record i labelled label(i), written with tool_version. Returns 0, or the writer's
+ * error code with err filled (the writer aborted). */
+int fx_write_tensor_set(const char *path, const char *tool_version, int32_t (*label)(int i),
+                        fl_error *err);
+
 /* FNV-1a 64 over bytes, chained. */
 static inline uint64_t fx_hash(uint64_t h, const void *p, size_t n)
 {
@@ -56,10 +68,16 @@ static inline uint64_t fx_hash(uint64_t h, const void *p, size_t n)
 }
 /* Hash of one batch (images, labels, indices, epoch, batch). */
 uint64_t fx_batch_hash(const fl_batch *b);
-/* Hash of `nb` consecutive batches from a new loader; exits on error; returns 0 when
+/* A new loader on path with o; exits on error, except that it returns NULL (saying so) when
  * FL_IO_URING is asked for and the kernel refuses io_uring. */
+fl_loader *fx_loader(const char *path, const fl_loader_options *o);
+/* Hash of `nb` consecutive batches from a new loader, each batch hashed with fx_batch_hash; exits
+ * on error; returns 0 when FL_IO_URING is asked for and the kernel refuses io_uring. */
 uint64_t fx_stream_hash(const char *path, const fl_loader_options *o, uint64_t nb,
                         uint64_t *per_batch /* nb entries or NULL */);
+/* fx_stream_hash with each batch hashed by `hash`. */
+uint64_t fx_stream_hash_by(const char *path, const fl_loader_options *o, uint64_t nb,
+                           uint64_t *per_batch, uint64_t (*hash)(const fl_batch *));
 /* Quiet loader options for tests: no pinned memory lookup, small batches. */
 void fx_options(fl_loader_options *o);
 

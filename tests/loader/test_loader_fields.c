@@ -234,24 +234,7 @@ static uint64_t batch_hash(const fl_batch *b)
 
 static uint64_t stream(const char *path, const fl_loader_options *o, uint32_t nb, uint64_t *each)
 {
-    fl_loader *L;
-    fl_error err;
-    int rc = fl_loader_create(path, o, &L, &err);
-    if (rc == FL_E_UNSUPPORTED && o->io == FL_IO_URING)
-        return 0;
-    CHECK_OK(rc, &err);
-    uint64_t h = 1469598103934665603ull;
-    for (uint32_t k = 0; k < nb; k++) {
-        fl_batch *b;
-        CHECK_OK(fl_loader_next(L, &b, &err), &err);
-        uint64_t x = batch_hash(b);
-        if (each)
-            each[k] = x;
-        h = fx_hash(h, &x, sizeof x);
-        fl_loader_release(L, b);
-    }
-    fl_loader_close(L);
-    return h;
+    return fx_stream_hash_by(path, o, nb, each, batch_hash);
 }
 
 static void exactness(const char *path)
@@ -553,55 +536,16 @@ static void corrupt_skip(const char *dir)
     free(path);
 }
 
+static int32_t label_twice(int i) { return i * 2; }
+
 /* A data set of tensors only (no image): label, float vector, ndarray. */
 static void no_image(const char *dir)
 {
-    fl_field f[3];
-    memset(f, 0, sizeof f);
-    snprintf(f[0].name, sizeof f[0].name, "y");
-    f[0].type = FL_FIELD_INT, f[0].dtype = FL_DTYPE_I32, f[0].of = -1;
-    snprintf(f[1].name, sizeof f[1].name, "x");
-    f[1].type = FL_FIELD_FLOAT_VECTOR, f[1].dtype = FL_DTYPE_F32, f[1].of = -1;
-    f[1].ndim = 1, f[1].shape[0] = 5;
-    snprintf(f[2].name, sizeof f[2].name, "t");
-    f[2].type = FL_FIELD_NDARRAY, f[2].dtype = FL_DTYPE_F64, f[2].of = -1;
-    f[2].ndim = 1, f[2].shape[0] = 4;
     char *path;
     if (asprintf(&path, "%s/tensors", dir) < 0)
         exit(1);
-    fl_writer_options wo;
-    memset(&wo, 0, sizeof wo);
-    wo.backend = FL_BACKEND_SHARDS;
-    wo.schema.encoding = FL_ENC_NONE;
-    wo.schema.compression = FL_COMP_NONE;
-    wo.tool_version = "test";
-    wo.fields = f;
-    wo.num_fields = 3;
-    fl_writer *w;
     fl_error err;
-    CHECK_OK(fl_writer_open(path, &wo, &w, &err), &err);
-    uint8_t *blk = NULL;
-    size_t cap = 0, len = 0;
-    for (int i = 0; i < 10; i++) {
-        float x[5];
-        double t[4];
-        for (int k = 0; k < 5; k++)
-            x[k] = (float)(i * 5 + k);
-        for (int k = 0; k < 4; k++)
-            t[k] = i + k * 0.5;
-        fl_field_value v[3] = {{0}, {x, sizeof x, 5, 0, 0}, {t, sizeof t, 1, 0, 0}};
-        CHECK_OK(fl_fields_encode(f, 3, v, 0, 0, 3, &blk, &cap, &len, &err), &err);
-        fl_record_in in = {.format = FL_ENC_NONE,
-                           .stored = "",
-                           .stored_len = 0,
-                           .raw_len = 0,
-                           .fields_block = blk,
-                           .fields_len = len,
-                           .label = i * 2};
-        CHECK_OK(fl_writer_add_record(w, &in, &err), &err);
-    }
-    CHECK_OK(fl_writer_finish(w, NULL, 0, &err), &err);
-    free(blk);
+    CHECK_OK(fx_write_tensor_set(path, "test", label_twice, &err), &err);
     fl_loader_options o;
     fx_options(&o);
     o.batch_size = 5;
