@@ -1,7 +1,8 @@
 /* inproc.h — the in-process trainer tests' fixture (test_train_inprocess, test_checkpoint): a
  * separable synthetic task of 8x8 gray images in batches of 16, a CPU backend started from
  * tf_model_init's weights, training over a range of step numbers (each step's batch is a function
- * of its number), and snapshots of the backend's state compared bit for bit. */
+ * of its number), snapshots of the backend's state compared bit for bit, and the programs' common
+ * start (temp dir, model) and end. */
 #ifndef TF_TEST_INPROC_H
 #define TF_TEST_INPROC_H
 
@@ -107,6 +108,41 @@ static int same_state(const tf_checkpoint *a, const tf_checkpoint *b)
     return a->param_count == b->param_count && a->stat_count == b->stat_count &&
            memcmp(a->storage, b->storage, n * sizeof(float)) == 0 && a->st.step == b->st.step &&
            a->st.micro_step == b->st.micro_step && a->st.accum_count == b->st.accum_count;
+}
+
+/* The start of both programs: line-buffered stdout, the CPU backend in `ops`, a fresh directory
+ * $TMPDIR/<tag>_XXXXXX (/tmp without TMPDIR) in dir (n bytes), and the fastcnn (width 4) model of
+ * the task in *spec. Returns 0, or 1 after printing why. */
+static inline int inproc_begin(const char *tag, char *dir, size_t n, tf_model_spec *spec)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    ops = tf_backend_cpu();
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, n, "%s/%s_XXXXXX", tmp, tag);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    fl_error err;
+    tf_model_options mo = {.width = 4};
+    if (tf_model_build("fastcnn", 1, H, W, 2, &mo, spec, &err)) {
+        printf("build: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* The end of both programs: frees spec, removes dir, prints PASS or FAILED; returns the exit
+ * status. */
+static inline int inproc_end(const char *dir, tf_model_spec *spec)
+{
+    tf_model_free(spec);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        printf("note: could not remove %s\n", dir);
+    printf(fl_check_failures ? "FAILED\n" : "PASS\n");
+    return fl_check_status();
 }
 
 #endif

@@ -54,22 +54,11 @@ static void v1_case(uint8_t *buf, size_t len, const tf_checkpoint *a)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    ops = tf_backend_cpu();
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/tf_ckpt_XXXXXX", tmp);
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    fl_error err;
     tf_model_spec spec;
-    tf_model_options mo = {.width = 4};
-    if (tf_model_build("fastcnn", 1, H, W, 2, &mo, &spec, &err)) {
-        printf("build: %s\n", err.msg);
+    if (inproc_begin("tf_ckpt", dir, sizeof dir, &spec))
         return 1;
-    }
+    fl_error err;
     {
         /* a backend a few steps into training: params, momentum and stats all non-trivial */
         tf_train_config cfg;
@@ -160,11 +149,5 @@ int main(void)
                 "ok   checkpoint round trip exact; damaged/truncated/version/magic errors clear; "
                 "torn newest skipped\n");
     }
-    tf_model_free(&spec);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        printf("note: could not remove %s\n", dir);
-    printf(fl_check_failures ? "FAILED\n" : "PASS\n");
-    return fl_check_status();
+    return inproc_end(dir, &spec);
 }

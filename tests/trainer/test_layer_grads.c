@@ -302,28 +302,25 @@ int main(void)
         float *r = malloc(4 * n), *dx = calloc(n, 4);
         t.arg = malloc(4 * n);
         fill(r, n, 1);
-        t.name = "maxpool 3x3 s2 p1";
+        static const struct {
+            const char *name;
+            int k, pad;
+            tf_shape out;
+        } mp[2] = {{"maxpool 3x3 s2 p1", 3, 1, {3, 3, 3}}, {"maxpool 2x2 s2", 2, 0, {3, 3, 2}}};
         t.fwd = f_maxpool;
-        t.k = 3;
         t.stride = 2;
-        t.pad = 1;
-        t.out = (tf_shape){3, 3, 3};
-        t.ny = sz(t.out, N);
-        f_maxpool(&t, dx);
-        memset(dx, 0, 4 * n);
-        cpu_maxpool_backward(P2, N, in, t.out, t.arg, r, dx);
-        check(&t, "x", t.x, n, dx, r, 1e-2f);
-        memset(dx, 0, 4 * n);
-        t.name = "maxpool 2x2 s2";
-        t.k = 2;
-        t.pad = 0;
-        t.out = (tf_shape){3, 3, 2};
-        t.ny = sz(t.out, N);
-        f_maxpool(&t, dx);
-        memset(dx, 0, 4 * n);
-        cpu_maxpool_backward(P2, N, in, t.out, t.arg, r, dx);
-        check(&t, "x", t.x, n, dx, r, 1e-2f);
-        memset(dx, 0, 4 * n);
+        for (int c = 0; c < 2; c++) {
+            t.name = mp[c].name;
+            t.k = mp[c].k;
+            t.pad = mp[c].pad;
+            t.out = mp[c].out;
+            t.ny = sz(t.out, N);
+            f_maxpool(&t, dx); /* fills t.arg, the argmax the backward reads */
+            memset(dx, 0, 4 * n);
+            cpu_maxpool_backward(P2, N, in, t.out, t.arg, r, dx);
+            check(&t, "x", t.x, n, dx, r, 1e-2f);
+            memset(dx, 0, 4 * n);
+        }
         t.name = "avgpool 3x3 s2 p1";
         t.fwd = f_avgpool;
         t.k = 3;

@@ -332,35 +332,36 @@ static void finish(sb *b, int with_scale_head)
     tf_model_finalize(&b->s);
 }
 
+/* finish the model, run the whole comparison on it (batches of N, tolerance 1e-4) and free it */
+static void finish_compare(sb *b, int with_scale_head, int N)
+{
+    finish(b, with_scale_head);
+    compare_model(&b->s, N, 1e-4);
+    tf_model_free(&b->s);
+}
+
 /* one hand-built model per layer kind or combination */
 static void layer_cases(void)
 {
-    const double TOL = 1e-4;
     sb b;
     int t, u;
     /* conv with bias, 5x5 pad 2; GAP; linear */
     sb_begin(&b, "conv_bias", 3, 12, 12, 5);
     sb_conv(&b, 0, 16, 5, 1, 2, 1);
-    finish(&b, 0);
-    compare_model(&b.s, 6, TOL);
-    tf_model_free(&b.s);
+    finish_compare(&b, 0, 6);
     /* strided conv, BN + ReLU (fused by oneDNN), 1x1 conv, BN + ReLU */
     sb_begin(&b, "bn_relu", 3, 12, 12, 4);
     t = sb_conv(&b, 0, 24, 3, 2, 1, 0);
     t = sb_simple(&b, TF_RELU, sb_bn(&b, t), -1, 1, 1, 0);
     t = sb_conv(&b, t, 32, 1, 1, 0, 0);
     sb_simple(&b, TF_RELU, sb_bn(&b, t), -1, 1, 1, 0);
-    finish(&b, 0);
-    compare_model(&b.s, 8, TOL);
-    tf_model_free(&b.s);
+    finish_compare(&b, 0, 8);
     /* GELU, max pool 3/2/1 */
     sb_begin(&b, "gelu_maxpool", 1, 11, 11, 3);
     t = sb_conv(&b, 0, 16, 3, 1, 1, 0);
     t = sb_simple(&b, TF_GELU, sb_bn(&b, t), -1, 1, 1, 0);
     sb_simple(&b, TF_MAXPOOL, t, -1, 3, 2, 1);
-    finish(&b, 0);
-    compare_model(&b.s, 5, TOL);
-    tf_model_free(&b.s);
+    finish_compare(&b, 0, 5);
     /* max pool 2/2 before BN (fastcnn's order), average pool 3/2/1 (count_include_pad), ReLU
      * not after a BN (a plain eltwise primitive) */
     sb_begin(&b, "avgpool", 3, 10, 10, 4);
@@ -368,9 +369,7 @@ static void layer_cases(void)
     t = sb_simple(&b, TF_RELU, sb_bn(&b, sb_simple(&b, TF_MAXPOOL, t, -1, 2, 2, 0)), -1, 1, 1, 0);
     t = sb_simple(&b, TF_AVGPOOL, t, -1, 3, 2, 1);
     sb_simple(&b, TF_RELU, t, -1, 1, 1, 0);
-    finish(&b, 0);
-    compare_model(&b.s, 4, TOL);
-    tf_model_free(&b.s);
+    finish_compare(&b, 0, 4);
     /* residual: a tensor read by a BN and an add (gradients summed), scale, scale on the logits */
     sb_begin(&b, "residual", 3, 8, 8, 6);
     u = sb_conv(&b, 0, 16, 3, 1, 1, 0);
@@ -378,16 +377,12 @@ static void layer_cases(void)
     t = sb_bn(&b, sb_conv(&b, t, 16, 3, 1, 1, 0));
     t = sb_simple(&b, TF_ADD, t, u, 1, 1, 0);
     sb_simple(&b, TF_SCALE, t, -1, 1, 1, 0);
-    finish(&b, 1);
-    compare_model(&b.s, 4, TOL);
-    tf_model_free(&b.s);
+    finish_compare(&b, 1, 4);
     /* BN on the input; linear over a spatial tensor (flattened C,H,W) */
     sb_begin(&b, "bn_input", 3, 6, 6, 4);
     t = sb_bn(&b, 0);
     sb_conv(&b, t, 8, 3, 2, 1, 1);
-    finish(&b, 2);
-    compare_model(&b.s, 3, TOL);
-    tf_model_free(&b.s);
+    finish_compare(&b, 2, 3);
 }
 
 int main(void)

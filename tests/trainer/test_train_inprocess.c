@@ -61,22 +61,11 @@ static void resume_case(const tf_model_spec *spec, const char *dir, int accum, f
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    ops = tf_backend_cpu();
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/tf_inproc_XXXXXX", tmp);
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    fl_error err;
     tf_model_spec spec;
-    tf_model_options mo = {.width = 4};
-    if (tf_model_build("fastcnn", 1, H, W, 2, &mo, &spec, &err)) {
-        printf("build: %s\n", err.msg);
+    if (inproc_begin("tf_inproc", dir, sizeof dir, &spec))
         return 1;
-    }
+    fl_error err;
     /* a model too small for its input is refused with a reason */
     tf_model_spec bad;
     EXPECTF(tf_model_build("fastcnn", 1, 4, 4, 10, NULL, &bad, &err) == FL_E_INVALID &&
@@ -136,11 +125,5 @@ int main(void)
     snprintf(d4, sizeof d4, "%s/r3", dir);
     resume_case(&rs, d4, 2, 0.0f, 2);
     tf_model_free(&rs);
-    tf_model_free(&spec);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        printf("note: could not remove %s\n", dir);
-    printf(fl_check_failures ? "FAILED\n" : "PASS\n");
-    return fl_check_status();
+    return inproc_end(dir, &spec);
 }
