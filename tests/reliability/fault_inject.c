@@ -285,89 +285,34 @@ static size_t iov_len(const struct iovec *iov, int cnt)
         va_end(ap);                                                                                \
     }
 
-int open(const char *path, int flags, ...)
-{
-    MODE_ARG(flags, mode);
-    ENSURE(open);
-    int fd = real_open(path, flags, mode);
-    track(fd, path);
-    return fd;
-}
+/* One open-family wrapper: `pre` reads the mode argument where the call has one, the real call
+ * opens, `mark` records the new fd by its path (track: from the cwd; track_at: from dirfd). */
+#define WRAP_OPEN(name, params, args, pre, mark)                                                   \
+    int name params                                                                                \
+    {                                                                                              \
+        pre;                                                                                       \
+        ENSURE(name);                                                                              \
+        int fd = real_##name args;                                                                 \
+        mark;                                                                                      \
+        return fd;                                                                                 \
+    }
 
-int open64(const char *path, int flags, ...)
-{
-    MODE_ARG(flags, mode);
-    ENSURE(open64);
-    int fd = real_open64(path, flags, mode);
-    track(fd, path);
-    return fd;
-}
-
-int openat(int dirfd, const char *path, int flags, ...)
-{
-    MODE_ARG(flags, mode);
-    ENSURE(openat);
-    int fd = real_openat(dirfd, path, flags, mode);
-    track_at(fd, dirfd, path);
-    return fd;
-}
-
-int openat64(int dirfd, const char *path, int flags, ...)
-{
-    MODE_ARG(flags, mode);
-    ENSURE(openat64);
-    int fd = real_openat64(dirfd, path, flags, mode);
-    track_at(fd, dirfd, path);
-    return fd;
-}
-
-int creat(const char *path, mode_t mode)
-{
-    ENSURE(creat);
-    int fd = real_creat(path, mode);
-    track(fd, path);
-    return fd;
-}
-
-int creat64(const char *path, mode_t mode)
-{
-    ENSURE(creat64);
-    int fd = real_creat64(path, mode);
-    track(fd, path);
-    return fd;
-}
-
-int __open_2(const char *path, int flags)
-{
-    ENSURE(__open_2);
-    int fd = real___open_2(path, flags);
-    track(fd, path);
-    return fd;
-}
-
-int __open64_2(const char *path, int flags)
-{
-    ENSURE(__open64_2);
-    int fd = real___open64_2(path, flags);
-    track(fd, path);
-    return fd;
-}
-
-int __openat_2(int dirfd, const char *path, int flags)
-{
-    ENSURE(__openat_2);
-    int fd = real___openat_2(dirfd, path, flags);
-    track_at(fd, dirfd, path);
-    return fd;
-}
-
-int __openat64_2(int dirfd, const char *path, int flags)
-{
-    ENSURE(__openat64_2);
-    int fd = real___openat64_2(dirfd, path, flags);
-    track_at(fd, dirfd, path);
-    return fd;
-}
+WRAP_OPEN(open, (const char *path, int flags, ...), (path, flags, mode), MODE_ARG(flags, mode),
+          track(fd, path))
+WRAP_OPEN(open64, (const char *path, int flags, ...), (path, flags, mode), MODE_ARG(flags, mode),
+          track(fd, path))
+WRAP_OPEN(openat, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode),
+          MODE_ARG(flags, mode), track_at(fd, dirfd, path))
+WRAP_OPEN(openat64, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode),
+          MODE_ARG(flags, mode), track_at(fd, dirfd, path))
+WRAP_OPEN(creat, (const char *path, mode_t mode), (path, mode), (void)0, track(fd, path))
+WRAP_OPEN(creat64, (const char *path, mode_t mode), (path, mode), (void)0, track(fd, path))
+WRAP_OPEN(__open_2, (const char *path, int flags), (path, flags), (void)0, track(fd, path))
+WRAP_OPEN(__open64_2, (const char *path, int flags), (path, flags), (void)0, track(fd, path))
+WRAP_OPEN(__openat_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), (void)0,
+          track_at(fd, dirfd, path))
+WRAP_OPEN(__openat64_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), (void)0,
+          track_at(fd, dirfd, path))
 
 int close(int fd)
 {
@@ -423,32 +368,22 @@ static ssize_t vec_write(int fd, const struct iovec *iov, int cnt, long long off
     return (ssize_t)done;
 }
 
-ssize_t writev(int fd, const struct iovec *iov, int cnt)
-{
-    ENSURE(writev);
-    ENSURE(write);
-    ENSURE(pwrite64);
-    ssize_t r = vec_write(fd, iov, cnt, 0, 0);
-    return r == -2 ? real_writev(fd, iov, cnt) : r;
-}
+/* One vectored-write wrapper: vec_write decides; -2 from it means the whole write is allowed. */
+#define WRAP_WRITEV(name, params, off, positioned, args)                                           \
+    ssize_t name params                                                                            \
+    {                                                                                              \
+        ENSURE(name);                                                                              \
+        ENSURE(write);                                                                             \
+        ENSURE(pwrite64);                                                                          \
+        ssize_t r = vec_write(fd, iov, cnt, off, positioned);                                      \
+        return r == -2 ? real_##name args : r;                                                     \
+    }
 
-ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
-{
-    ENSURE(pwritev);
-    ENSURE(write);
-    ENSURE(pwrite64);
-    ssize_t r = vec_write(fd, iov, cnt, off, 1);
-    return r == -2 ? real_pwritev(fd, iov, cnt, off) : r;
-}
-
-ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
-{
-    ENSURE(pwritev64);
-    ENSURE(write);
-    ENSURE(pwrite64);
-    ssize_t r = vec_write(fd, iov, cnt, off, 1);
-    return r == -2 ? real_pwritev64(fd, iov, cnt, off) : r;
-}
+WRAP_WRITEV(writev, (int fd, const struct iovec *iov, int cnt), 0, 0, (fd, iov, cnt))
+WRAP_WRITEV(pwritev, (int fd, const struct iovec *iov, int cnt, off_t off), off, 1,
+            (fd, iov, cnt, off))
+WRAP_WRITEV(pwritev64, (int fd, const struct iovec *iov, int cnt, off64_t off), off, 1,
+            (fd, iov, cnt, off))
 
 int fsync(int fd)
 {

@@ -42,6 +42,12 @@ need_preload() {
     case "${FL_TSAN:-}" in ON|on|1|TRUE|true|YES|yes) skip "TSan build: LD_PRELOAD fault injection runs in the plain build only" ;; esac
 }
 
+# need_pil: skip unless Debian's python3 has PIL; sets PY to it (the fixture images' writer)
+need_pil() {
+    PY=/usr/bin/python3
+    "$PY" -c 'import PIL' 2>/dev/null || skip "$PY lacks PIL"
+}
+
 # sanitized: true in ASan/TSan builds (slow: tests shrink their loops)
 sanitized() {
     case "${FL_SANITIZE:-}${FL_TSAN:-}" in *ON*|*on*|*1*|*TRUE*|*true*|*YES*|*yes*) return 0 ;; esac
@@ -90,6 +96,17 @@ make_train_data() {
     "$MKIDX" "$1/val-idx" "$3" 28 28 2 >/dev/null || return 1
     "$P" pack "$1/train-idx" "$1/train" --compress none --quiet 2>/dev/null || return 1
     "$P" pack "$1/val-idx" "$1/val" --compress none --quiet 2>/dev/null || return 1
+}
+
+# train_reference NTRAIN NVAL EPOCHS DIR: make_train_data "$T/data" NTRAIN NVAL, set the array
+# `common` to the trainfast train options of the checkpoint tests (width 8, batch 50, EPOCHS
+# epochs, seed 7, a checkpoint every 10 steps) and train with them, checkpointing into DIR; dies
+# when any step fails
+train_reference() {
+    make_train_data "$T/data" "$1" "$2" || die "fixture"
+    common=(--data "$T/data/train" --val "$T/data/val" --width 8 --batch 50 --epochs "$3" --seed 7
+            --threads 2 --quiet --checkpoint-every 10)
+    "$TF" train "${common[@]}" --checkpoint "$4" 2>"$T/err" || die "reference run: $(cat "$T/err")"
 }
 
 # newest_ckpt DIR: path of the newest ckpt-*.tfc (empty when none)

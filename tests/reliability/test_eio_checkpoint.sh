@@ -7,10 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX" "$TF"
 need_preload
-make_train_data "$T/data" 1000 200 || die "fixture"
-common=(--data "$T/data/train" --val "$T/data/val" --width 8 --batch 50 --epochs 1 --seed 7
-        --threads 2 --quiet --checkpoint-every 10)
-"$TF" train "${common[@]}" --checkpoint "$T/c" 2>"$T/err" || die "reference run: $(cat "$T/err")"
+train_reference 1000 200 1 "$T/c"
 newest=$(newest_ckpt "$T/c")
 [[ -n $newest ]] || die "no checkpoint written"
 name=$(basename "$newest")

@@ -7,11 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX" "$TF"
 need_preload
-make_train_data "$T/data" 2000 300 || die "fixture"
-common=(--data "$T/data/train" --val "$T/data/val" --width 8 --batch 50 --epochs 2 --seed 7
-        --threads 2 --quiet --checkpoint-every 10)
-
-"$TF" train "${common[@]}" --checkpoint "$T/ref" 2>"$T/err" || die "reference run: $(cat "$T/err")"
+train_reference 2000 300 2 "$T/ref"
 ref=$(newest_ckpt "$T/ref")
 size=$(stat -c %s "$ref")
 [[ $size -gt 1000 ]] || die "reference checkpoint too small ($size bytes)"

@@ -5,8 +5,7 @@
 # as \u00XX (their Latin-1 reading; common/fl_json.c): "caf\xe9" reads back as "café".
 . "$(dirname "$0")/lib.sh"
 need "$P" "$TF"
-PY=/usr/bin/python3
-"$PY" -c 'import PIL' 2>/dev/null || skip "$PY lacks PIL"
+need_pil
 export FASTLOAD_CPU_BACKEND="${FASTLOAD_CPU_BACKEND:-reference}"
 
 "$PY" - "$T/src" <<'PY' || die "fixture images"

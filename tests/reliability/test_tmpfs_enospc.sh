@@ -36,10 +36,7 @@ pass "real ENOSPC during pack ($kept complete shards kept): '$errline'; resume =
 rm -rf "$M/ds"
 
 # trainfast: room for two checkpoints but not for the third's temporary file
-make_train_data "$T/data" 2000 300 || die "fixture"
-common=(--data "$T/data/train" --val "$T/data/val" --width 8 --batch 50 --epochs 2 --seed 7
-        --threads 2 --quiet --checkpoint-every 10)
-"$TF" train "${common[@]}" --checkpoint "$T/cref" 2>"$T/err" || die "reference run: $(cat "$T/err")"
+train_reference 2000 300 2 "$T/cref"
 ref=$(newest_ckpt "$T/cref")
 size=$(stat -c %s "$ref")
 mount -o remount,size=1m "$M" || die "remount"

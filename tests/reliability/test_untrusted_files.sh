@@ -6,8 +6,7 @@
 # by export, predict and eval as damaged or crafted instead of exported.
 . "$(dirname "$0")/lib.sh"
 need "$P" "$TF" "$FLT"
-PY=/usr/bin/python3
-"$PY" -c 'import PIL' 2>/dev/null || skip "$PY lacks PIL"
+need_pil
 export FASTLOAD_CPU_BACKEND="${FASTLOAD_CPU_BACKEND:-reference}"
 "$PY" - "$T/src" <<'PY' || die "fixture"
 import os, sys

@@ -6,8 +6,7 @@
 # without a word and `extract` handed the outside files back.
 . "$(dirname "$0")/lib.sh"
 need "$P"
-PY=/usr/bin/python3
-"$PY" -c 'import PIL' 2>/dev/null || skip "$PY lacks PIL"
+need_pil
 "$PY" - "$T" <<'PY' || die "fixture images"
 import os, sys
 from PIL import Image

@@ -5,8 +5,7 @@
 # class named like a spreadsheet formula is a text cell in predict --csv ("'=1+2...").
 . "$(dirname "$0")/lib.sh"
 need "$P" "$TF"
-PY=/usr/bin/python3
-"$PY" -c 'import PIL' 2>/dev/null || skip "$PY lacks PIL"
+need_pil
 export FASTLOAD_CPU_BACKEND="${FASTLOAD_CPU_BACKEND:-reference}"
 
 "$PY" - "$T/src" <<'PY' || die "fixture images"
