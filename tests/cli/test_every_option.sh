@@ -92,6 +92,7 @@ declare -A OPT_POS=(
     ["pack --wds"]="@DST" ["pack --coco"]="@DST" ["pack --masks"]="@DST" ["pack --jsonl"]="@DST"
     ["pack --field"]="@DST" ["pack --mask-dir"]="$T/mimg @DST" ["pack --mask-suffix"]="$T/mimg @DST"
     ["pack --image-suffix"]="$T/mimg @DST" ["pack --mask-codec"]="$T/mimg @DST"
+    ["pack --no-image"]="@DST"
 )
 # options that need another option to mean anything (given before the option under test)
 declare -A OPT_ARGS=(
@@ -107,6 +108,7 @@ declare -A OPT_ARGS=(
     ["pack --field"]="--jsonl $T/fx/data.jsonl"
     ["pack --mask-suffix"]="--mask-dir $T/mmask" ["pack --image-suffix"]="--mask-dir $T/mmask"
     ["pack --mask-codec"]="--mask-dir $T/mmask"
+    ["pack --no-image"]="--jsonl $T/fx/data.jsonl --field score:float"
 )
 # options taking two values
 declare -A ARITY2=(["pack --idx"]=1)

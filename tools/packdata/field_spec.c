@@ -1,6 +1,7 @@
 /* field_spec.c — `--field NAME:TYPE[:SHAPE]` for CSV and JSON Lines sources: the spec's parse
- * into a schema field, and one cell (CSV text) or JSON value into the item's pd_value, checked
- * against the field (type, count, shape, dtype) with a reason the caller puts after the line. */
+ * into a schema field (with an image field, or none under --no-image), and one cell (CSV text)
+ * or JSON value into the item's pd_value, checked against the field (type, count, shape, dtype)
+ * with a reason the caller puts after the line. */
 #include "packdata.h"
 
 #include <errno.h>
@@ -304,12 +305,21 @@ int pd_field_value_text(pd_items *it, const fl_field *f, const char *s, const ch
 int pd_fields_begin(pd_items *it, const pd_source_opts *so, int with_label, char *why, size_t cap)
 {
     it->num_fields = 0;
-    pd_items_add_field(it, "image", FL_FIELD_IMAGE, FL_DTYPE_U8, 0, NULL, -1);
+    if (!so->no_image)
+        pd_items_add_field(it, "image", FL_FIELD_IMAGE, FL_DTYPE_U8, 0, NULL, -1);
     if (with_label)
         pd_items_add_field(it, "label", FL_FIELD_INT, FL_DTYPE_I32, 0, NULL, -1);
-    for (uint32_t i = 0; i < so->n_field_specs; i++)
+    for (uint32_t i = 0; i < so->n_field_specs; i++) {
         if (pd_field_spec_add(it, so->field_specs[i], why, cap))
             return -1;
+        const fl_field *f = &it->fields[it->num_fields - 1];
+        if (so->no_image && (f->type == FL_FIELD_MASK || f->type == FL_FIELD_BOXES))
+            return snprintf(why, cap,
+                            "--field '%s': a %s is in an image's pixels, and --no-image "
+                            "records have no image",
+                            so->field_specs[i], fl_field_type_name(f->type)),
+                   -1;
+    }
     fl_error e;
     if (fl_fields_validate(it->fields, it->num_fields, &e))
         return snprintf(why, cap, "%s", e.msg), -1;

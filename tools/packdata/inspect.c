@@ -40,6 +40,7 @@ static const char *enc_str(fl_encoding e)
            : e == FL_ENC_RAW   ? "raw"
            : e == FL_ENC_WEBP  ? "webp"
            : e == FL_ENC_MIXED ? "mixed"
+           : e == FL_ENC_NONE  ? "none"
                                : "unknown";
 }
 
@@ -239,7 +240,9 @@ static int info_run(const fl_cli_tool *tool, int argc, char **argv)
         printf("bytes:       %" PRIu64 " (%s)\n", fl_dataset_total_bytes(ds),
                fl_cli_human_bytes(fl_dataset_total_bytes(ds), b, sizeof b));
         printf("encoding:    %s\n", enc_str(sc->encoding));
-        if (sc->width)
+        if (sc->encoding == FL_ENC_NONE)
+            printf("schema:      no image: each record is its fields\n");
+        else if (sc->width)
             printf("schema:      %ux%u, %u channel%s (fixed size)\n", sc->width, sc->height,
                    sc->channels, sc->channels == 1 ? "" : "s");
         else
@@ -550,6 +553,9 @@ const fl_cli_cmd pd_extract_cmd = {
         "  PREFIX.NAME.png         a mask field: 8/16-bit gray PNG of class ids\n"
         "  PREFIX.NAME.npy         an ndarray field (NumPy .npy)\n"
         "  PREFIX.NAME.txt / .bin  a text / bytes field, its bytes as stored\n"
+        "A record without an image (pack --no-image) writes no image file, and its default "
+        "PREFIX is\n"
+        "its whole source name (FILE:LINE, e.g. meta.jsonl:3).\n"
         "\n",
     .opts = extract_table,
     .max_pos = 2,
@@ -680,7 +686,9 @@ static int extract_names(const char *base, const char *ext, int with_fields, int
         const char *img_ext = ext ? ext : dot ? dot : ""; /* no ext: the source's own fits */
         if (!(*prefix = strdup(*outp ? *outp : base)))
             return -ENOMEM;
-        if (!*outp && dot && dot != base)
+        /* the extension of an image's name; a record without one is named FILE:LINE, whose
+         * dot is the list file's ("meta.jsonl:3"), so its whole name is the prefix */
+        if (!*outp && dot && dot != base && has_image)
             (*prefix)[dot - base] = 0;
         if (has_image && asprintf(fname, "%s%s", *prefix, img_ext) < 0) {
             *fname = NULL;
@@ -702,9 +710,11 @@ static int extract_fields(fl_dataset *ds, uint64_t index, const fl_record_info *
                           const char *name, size_t nl, const uint8_t *data, size_t len,
                           const char *prefix, const char *outp)
 {
-    char shown[1024];
-    fprintf(stderr, PD_TOOL ": record %" PRIu64 " (%ux%u, source %s):\n", index, ri->width,
-            ri->height, shown_name(name, nl, shown, sizeof shown));
+    char shown[1024], size[48] = "no image";
+    if (ri->format != FL_ENC_NONE)
+        snprintf(size, sizeof size, "%ux%u", ri->width, ri->height);
+    fprintf(stderr, PD_TOOL ": record %" PRIu64 " (%s, source %s):\n", index, size,
+            shown_name(name, nl, shown, sizeof shown));
     if (outp)
         fprintf(stderr, PD_TOOL ":   image -> %s\n", outp);
     fl_error err;

@@ -802,6 +802,23 @@ int pd_listing_add(pd_listing *l, pd_items *out, pd_reject_ctx *rc, const pd_sou
     return pd_add_listed(out, &l->seen, rc, so, src, l->root, path, label_text, &l->max_label);
 }
 
+int pd_listing_add_row(pd_listing *l, pd_items *out, pd_reject_ctx *rc, const pd_source_opts *so,
+                       const char *src, size_t line, const char *label_text)
+{
+    pd_item it = {0};
+    char why[256];
+    if (label_text && pd_parse_label(label_text, so, &it.label, why, sizeof why))
+        return pd_reject(rc, src, "%s", why) ? 1 : 0;
+    const char *slash = strrchr(l->file, '/');
+    char name[300];
+    snprintf(name, sizeof name, "%.200s:%zu", slash ? slash + 1 : l->file, line);
+    if (!(it.name = pd_items_strdup(out, name)))
+        return -ENOMEM;
+    if (label_text && it.label > l->max_label)
+        l->max_label = it.label; /* no label: no classes (unless --classes names them) */
+    return pd_items_push(out, &it) ? -ENOMEM : 0;
+}
+
 int pd_listing_end(pd_listing *l, int how, pd_items *out, const pd_source_opts *so,
                    const char *form, fl_error *err)
 {

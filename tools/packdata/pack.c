@@ -215,6 +215,19 @@ static int journal_resume(journal *j, const pd_pack_opts *po, uint64_t records, 
     return 0;
 }
 
+/* What the messages call the source: SRC, or the file of --csv, --jsonl, --coco, --wds, --idx. */
+static const char *src_name(const pd_pack_opts *po)
+{
+    const pd_source_opts *so = &po->so;
+    return po->src          ? po->src
+           : so->csv        ? so->csv
+           : so->jsonl      ? so->jsonl
+           : so->coco       ? so->coco
+           : so->wds        ? so->wds
+           : so->idx_images ? so->idx_images
+                            : "the input";
+}
+
 /* ---- pack: the state of one run and its phases ------------------------------------------ */
 
 typedef struct pack_run {
@@ -306,7 +319,8 @@ static int pack_list_inputs(pack_run *s)
         pd_items_shuffle(&s->items, po->seed);
     const uint64_t job_n = s->items.presliced ? s->items.job_n : s->items.n;
     if (!job_n) {
-        fl_cli_error(PD_TOOL, "%s: no input images to pack", po->src);
+        fl_cli_error(PD_TOOL, "%s: no %s to pack", src_name(po),
+                     po->so.no_image ? "rows" : "input images");
         return TO_OUT;
     }
     /* the plan's options (before the slice: raw takes its size from the job's first input, so
@@ -325,7 +339,7 @@ static int pack_list_inputs(pack_run *s)
         fl_cli_error(PD_TOOL,
                      "--part %u/%u: %s has %llu inputs, so a job can have at most %llu "
                      "parts (each part needs an input): use --part I/%llu or fewer parts",
-                     po->part_index, po->part_count, po->src, (unsigned long long)job_n,
+                     po->part_index, po->part_count, src_name(po), (unsigned long long)job_n,
                      (unsigned long long)job_n, (unsigned long long)job_n);
         s->status = FL_EXIT_USAGE;
         return TO_OUT;
@@ -335,7 +349,7 @@ static int pack_list_inputs(pack_run *s)
         pd_items_slice(&s->items, po->part_index, po->part_count);
     }
     if (!s->items.n) {
-        fl_cli_error(PD_TOOL, "%s: no input images in part %u/%u", po->src, po->part_index,
+        fl_cli_error(PD_TOOL, "%s: no inputs in part %u/%u", src_name(po), po->part_index,
                      po->part_count);
         return TO_OUT;
     }
@@ -534,7 +548,7 @@ static int pack_take_slot(pack_run *s, size_t seq, pd_slot *sl, long kill_after)
         fl_record_in rec;
         memset(&rec, 0, sizeof rec);
         rec.format = sl->format;
-        rec.stored = sl->buf;
+        rec.stored = sl->buf ? sl->buf : (const uint8_t *)""; /* no image: no payload */
         rec.stored_len = sl->len;
         rec.raw_len = sl->raw_len;
         rec.compressed = s->plan.schema.compression == FL_COMP_ZSTD;
@@ -585,7 +599,8 @@ static int pack_consume(pack_run *s)
     if (ka && *ka)
         kill_after = atol(ka);
     fl_progress *prog =
-        fl_progress_start("packing", s->items.n, "img", s->po->quiet || s->po->json);
+        fl_progress_start("packing", s->items.n, s->plan.encode == PD_ENC_NONE ? "rec" : "img",
+                          s->po->quiet || s->po->json);
     int failed = 0;
     for (size_t seq = s->start; seq < s->items.n; seq++) {
         pd_slot *sl = &p->slots[seq % p->n_slots];
@@ -615,7 +630,7 @@ static int pack_finish(pack_run *s)
         if (s->workers[i].started)
             pthread_join(s->workers[i].tid, NULL), s->workers[i].started = 0;
     if (s->n_records == 0) {
-        fl_cli_error(PD_TOOL, "%s: every input was skipped: nothing to pack", po->src);
+        fl_cli_error(PD_TOOL, "%s: every input was skipped: nothing to pack", src_name(po));
         return TO_STOP;
     }
     int r = fl_writer_finish(s->w, (const char *const *)s->items.class_names, s->items.num_classes,

@@ -254,6 +254,12 @@ static const fl_cli_opt pack_opts[] = {
              "nested list; e.g. ndarray:float32:3x4), mask[:uint16] (a PNG path),\n"
              "bytes (a file path), text (the string). With --field the label\n"
              "column is optional"},
+    {FL_CLI_FLAG, "no-image", .off = F(so.no_image),
+     .help = "CSV/JSONL rows without an image (embeddings, audio features, tabular\n"
+             "rows): each record is the row's --field values and its label (when the\n"
+             "label column/key is there); a path column/key is not read (--field\n"
+             "path:text keeps it); records are named by the file's name and line\n"
+             "(meta.jsonl:3). Needs --field; boxes and masks need an image"},
     {FL_CLI_TEXT, "coco", .off = F(so.coco), .metavar = "INSTANCES.json",
      .help = "COCO instances file; images under --root. Fields: image, boxes (xyxy\n"
              "float32 pixels), labels (per box: index of its category in the classes,\n"
@@ -377,6 +383,8 @@ static const char pack_synopsis[] =
     "       packdata pack --coco INSTANCES.json --root IMAGE_DIR DST [--masks] [options]\n"
     "       packdata pack IMAGES_DIR DST --mask-dir MASKS_DIR [options]\n"
     "       packdata pack --jsonl FILE DST --field NAME:TYPE[:SHAPE] ... [options]\n"
+    "       packdata pack --jsonl|--csv FILE DST --no-image --field NAME:TYPE[:SHAPE] ... "
+    "[options]\n"
     "       packdata pack --wds SHARDS DST [options]\n"
     "\n"
     "Pack images and labels into a fastload dataset at DST (a directory of checksummed shards and "
@@ -404,6 +412,12 @@ static const char pack_synopsis[] =
     "  --csv FILE             CSV with a header row; image paths in --path-column, labels in\n"
     "                         --label-column, relative to --root; --field maps more columns\n"
     "  --jsonl FILE           JSON Lines, one object per line (keys as the CSV's columns)\n"
+    "  --no-image             with --csv/--jsonl: records without an image (embeddings, "
+    "features,\n"
+    "                         tabular rows): each is its row's --field values (and label); "
+    "the\n"
+    "                         path column/key is not read; records are named FILE:LINE\n"
+    "                         (meta.jsonl:3, the file's name without its folder)\n"
     "  SRC + --mask-dir DIR   segmentation pairs: one record per mask under DIR (name ending in\n"
     "                         --mask-suffix), its image at the same relative path under SRC with\n"
     "                         the suffix replaced. VOC: SRC JPEGImages, DIR SegmentationClass\n"
@@ -501,6 +515,9 @@ static int parse_args(int argc, char **argv, pd_pack_opts *po)
     po->seed_given = fl_cli_given(&p, "seed");
     po->shard_size_given = fl_cli_given(&p, "shard-size");
     po->cifar100_given = fl_cli_given(&p, "cifar100-labels");
+    po->encode_given = fl_cli_given(&p, "encode");
+    po->compress_given = fl_cli_given(&p, "compress");
+    po->max_pixels_given = fl_cli_given(&p, "max-pixels");
     int need_src = !(po->so.idx_images || po->so.csv || po->so.coco || po->so.jsonl || po->so.wds);
     if (p.npos == (need_src ? 2 : 1)) {
         po->src = need_src ? p.pos[0] : NULL;
@@ -522,6 +539,14 @@ static int parse_args(int argc, char **argv, pd_pack_opts *po)
     if (po->so.n_field_specs && !po->so.csv && !po->so.jsonl && !po->so.wds &&
         !(po->src && (strstr(po->src, ".csv") || strstr(po->src, ".jsonl"))))
         return usage("--field goes with a CSV, JSON Lines or --wds source"), FL_EXIT_USAGE;
+    if (po->so.no_image && (po->so.wds || po->so.idx_images || po->so.coco ||
+                            (!po->so.csv && !po->so.jsonl &&
+                             !(po->src && (strstr(po->src, ".csv") || strstr(po->src, ".jsonl"))))))
+        return usage("--no-image goes with a CSV or JSON Lines source (--csv, --jsonl)"),
+               FL_EXIT_USAGE;
+    if (po->so.no_image && !po->so.n_field_specs)
+        return usage("--no-image needs --field NAME:TYPE[:SHAPE]: the fields are the record"),
+               FL_EXIT_USAGE;
     size_t dl = strlen(po->dst);
     while (dl > 1 && po->dst[dl - 1] == '/')
         ((char *)po->dst)[--dl] = 0;
@@ -589,7 +614,46 @@ void pd_pack_warn_unused(const pd_pack_opts *po, const pd_items *items, const pd
     const char *enc = plan->encode == PD_ENC_KEEP  ? "keep"
                       : plan->encode == PD_ENC_RAW ? "raw"
                                                    : "jpeg";
-    if (po->quality_given && plan->encode != PD_ENC_JPEG)
+    if (plan->encode == PD_ENC_NONE) {
+        /* --no-image: what shapes, encodes or limits an image has nothing to act on */
+        const char *img_opts[9];
+        int n = 0;
+        if (po->encode_given)
+            img_opts[n++] = "--encode";
+        if (po->quality_given)
+            img_opts[n++] = "--quality";
+        if (po->jpeg_restart != -2)
+            img_opts[n++] = "--jpeg-restart";
+        if (po->max_side)
+            img_opts[n++] = "--max-side";
+        if (po->resize_w)
+            img_opts[n++] = "--resize";
+        if (po->gray)
+            img_opts[n++] = "--gray";
+        if (po->compress_given)
+            img_opts[n++] = "--compress";
+        if (po->max_pixels_given)
+            img_opts[n++] = "--max-pixels";
+        if (po->so.path_column)
+            img_opts[n++] = "--path-column";
+        for (int i = 0; i < n; i++)
+            fl_cli_warn(PD_TOOL,
+                        "%s does not apply to --no-image records (they have no image): "
+                        "ignored%s",
+                        img_opts[i],
+                        !strcmp(img_opts[i], "--compress") ? " (ndarray fields are zstd frames "
+                                                             "of their own)"
+                                                           : "");
+        const char *pc = po->so.path_column ? po->so.path_column : "path";
+        if (items->unread_paths)
+            fl_cli_warn(PD_TOOL,
+                        "--no-image: %llu row%s a '%s' %s, which is not read (the records "
+                        "have no image; --field %s:text packs it as text)",
+                        (unsigned long long)items->unread_paths,
+                        items->unread_paths == 1 ? " has" : "s have", pc,
+                        !strcmp(form, "csv") ? "column" : "key", pc);
+    }
+    if (po->quality_given && plan->encode != PD_ENC_JPEG && plan->encode != PD_ENC_NONE)
         fl_cli_warn(PD_TOOL,
                     "--quality applies only to --encode jpeg (this run stores %s records): "
                     "ignored",

@@ -421,9 +421,11 @@ static int job_make(const pd_pack_opts *po, const pd_items *items, const pd_plan
             size = it->member->size;
             snprintf(stamp, sizeof stamp, "tar:%s@%llu#%llu", pd_archive_stamp(it->member->ar),
                      (unsigned long long)it->member->offset, (unsigned long long)it->member->entry);
+        } else if (!it->path) {
+            snprintf(stamp, sizeof stamp, "no-image"); /* --no-image: its values say it all */
         } else {
             struct stat st;
-            if (it->path && stat(it->path, &st) == 0) {
+            if (stat(it->path, &st) == 0) {
                 size = (unsigned long long)st.st_size;
                 snprintf(stamp, sizeof stamp, "%lld",
                          (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);

@@ -8,7 +8,14 @@
 #include "fl_image.h"
 #include "fl_writer.h"
 
-typedef enum pd_encode { PD_ENC_DEFAULT = 0, PD_ENC_KEEP, PD_ENC_JPEG, PD_ENC_RAW } pd_encode;
+/* PD_ENC_NONE: --no-image, records without an image (schema encoding none, empty payloads) */
+typedef enum pd_encode {
+    PD_ENC_DEFAULT = 0,
+    PD_ENC_KEEP,
+    PD_ENC_JPEG,
+    PD_ENC_RAW,
+    PD_ENC_NONE
+} pd_encode;
 
 typedef struct pd_pack_opts {
     const char *src, *dst;
@@ -34,7 +41,8 @@ typedef struct pd_pack_opts {
     int resume, force, quiet, json;
     char *class_list_buf; /* storage behind so.class_names */
     /* given on the command line (for the warnings about options that do not apply) */
-    int quality_given, seed_given, shard_size_given, cifar100_given;
+    int quality_given, seed_given, shard_size_given, cifar100_given, encode_given, compress_given,
+        max_pixels_given;
 } pd_pack_opts;
 
 /* Parse `pack` arguments. Returns -1 when the pack should run, otherwise the exit status to
@@ -45,7 +53,7 @@ void pd_pack_opts_free(pd_pack_opts *po);
 /* What every record becomes. */
 typedef struct pd_plan {
     fl_schema schema;
-    pd_encode encode; /* KEEP, JPEG or RAW (resolved) */
+    pd_encode encode; /* KEEP, JPEG, RAW or NONE (resolved) */
     uint32_t channels;
     uint32_t resize_w, resize_h; /* exact output size, or 0 */
     uint32_t max_side;           /* longer side limit, or 0 */

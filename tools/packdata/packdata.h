@@ -114,6 +114,8 @@ typedef struct pd_items {
      * that cannot be kept (.gif .bmp .tif). Set by pd_items_count_formats or the source. */
     uint64_t name_formats[5];
     int name_formats_set;
+    /* --no-image: rows that had a path (key or column) this run did not read, for the warning */
+    uint64_t unread_paths;
     /* storage */
     char **arena; /* string arena blocks */
     size_t n_arena, arena_used, arena_cap;
@@ -190,6 +192,8 @@ typedef struct pd_source_opts {
     const char *jsonl;        /* --jsonl FILE */
     const char *field_specs[FL_MAX_FIELDS]; /* --field NAME:TYPE[:SHAPE], in order */
     uint32_t n_field_specs;
+    int no_image; /* --no-image: CSV/JSONL rows of --field values only (tensor-only records);
+                     the path column/key is not read, each row is named FILE:LINE */
     /* --part I/N for a source that can list only its slice (ImageFolder): it keeps inputs
      * [n*I/N, n*(I+1)/N) of the n it lists, exactly those pd_items_slice would keep, and sets
      * presliced/job_n. part_count 0: list everything. */
@@ -217,10 +221,10 @@ int pd_src_maskpairs(const char *dir, const pd_source_opts *so, pd_reject_ctx *r
 int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                  fl_error *err);
 /* --field NAME:TYPE[:SHAPE] (field_spec.c). pd_field_spec_add: one spec into it->fields.
- * pd_fields_begin: the schema of a CSV/JSONL source with --field: image, "label" (INT) when
- * with_label, then the specs in order; validated. pd_field_value_text / _json: a CSV cell or a
- * JSON value into *v (in the list's arena; paths resolved against root), checked against f:
- * int, int_list ("3 7 9" or [3,7,9]), float, float_vector, boxes ([[x0,y0,x1,y1],...]),
+ * pd_fields_begin: the schema of a CSV/JSONL source with --field: image (not under --no-image),
+ * "label" (INT) when with_label, then the specs in order; validated. pd_field_value_text / _json: a
+ * CSV cell or a JSON value into *v (in the list's arena; paths resolved against root), checked
+ * against f: int, int_list ("3 7 9" or [3,7,9]), float, float_vector, boxes ([[x0,y0,x1,y1],...]),
  * ndarray (a .npy path or a nested list), mask / bytes (a path), text (the string).
  * All return 0, -1 with `why` filled (the caller names the line and field), or -ENOMEM. */
 struct fl_jnode;
@@ -315,6 +319,11 @@ int pd_listing_open(pd_listing *l, const char *file, const pd_source_opts *so, f
 /* pd_add_listed with the listing's root, duplicate set and largest label. */
 int pd_listing_add(pd_listing *l, pd_items *out, pd_reject_ctx *rc, const pd_source_opts *so,
                    const char *src, const char *path, const char *label_text);
+/* --no-image: one row without an image, named "BASENAME:LINE" (the listing file's last path
+ * component; unique, and the same wherever the file is), its label parsed from label_text (NULL:
+ * no label, 0). Returns as pd_add_listed. The caller fills the item's values. */
+int pd_listing_add_row(pd_listing *l, pd_items *out, pd_reject_ctx *rc, const pd_source_opts *so,
+                       const char *src, size_t line, const char *label_text);
 /* How a listing's parse ended, for pd_listing_end. */
 enum { PD_LISTING_DONE = 0, PD_LISTING_OOM = 1, PD_LISTING_STOPPED = 2 };
 /* DONE: set out->form and the class names, return 0; OOM: "out of memory reading FILE";

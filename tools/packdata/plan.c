@@ -19,6 +19,7 @@ static const char *enc_name(pd_encode e)
     return e == PD_ENC_KEEP   ? "keep"
            : e == PD_ENC_JPEG ? "jpeg"
            : e == PD_ENC_RAW  ? "raw"
+           : e == PD_ENC_NONE ? "none"
                               : "default";
 }
 
@@ -142,6 +143,18 @@ int pd_plan_make(const pd_pack_opts *po, pd_items *items, pd_reject_ctx *rc, pd_
 {
     (void)rc;
     memset(plan, 0, sizeof *plan);
+    if (po->so.no_image) {
+        /* records of fields only: no payload (format none, size 0), nothing to compress but
+         * the ndarray fields, each its own zstd frame at the default level */
+        plan->encode = PD_ENC_NONE;
+        plan->schema = (fl_schema){FL_ENC_NONE, FL_COMP_NONE, 0, 0, 0};
+        plan->jpeg_restart = -1;
+        plan->level = 3;
+        plan->max_pixels = po->so.max_pixels;
+        plan->fields = items->fields;
+        plan->num_fields = items->num_fields;
+        return 0;
+    }
     pd_encode e = po->encode;
     if (e == PD_ENC_DEFAULT)
         e = items->in_memory ? PD_ENC_RAW : PD_ENC_KEEP;
@@ -461,6 +474,7 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
                       : se == FL_ENC_PNG   ? "png"
                       : se == FL_ENC_WEBP  ? "webp"
                       : se == FL_ENC_MIXED ? "mixed"
+                      : se == FL_ENC_NONE  ? "none"
                                            : "jpeg";
     if (po->json) {
         fl_json j;
@@ -519,10 +533,11 @@ void pd_print_summary(const pd_pack_opts *po, const pd_plan *plan, const pd_item
     fl_cli_human_bytes(bytes_in, bi, sizeof bi);
     fl_cli_human_bytes(bytes_out, bo, sizeof bo);
     fl_cli_human_duration(seconds, t, sizeof t);
-    fl_cli_human_rate(rate, "img/s", r, sizeof r);
+    fl_cli_human_rate(rate, se == FL_ENC_NONE ? "rec/s" : "img/s", r, sizeof r);
     fprintf(stderr, PD_TOOL ": packed %llu record%s, %u class%s into %s (%s",
             (unsigned long long)records, records == 1 ? "" : "s", items->num_classes,
-            items->num_classes == 1 ? "" : "es", po->dst, enc);
+            items->num_classes == 1 ? "" : "es", po->dst,
+            se == FL_ENC_NONE ? "no image, fields only" : enc);
     if (plan->schema.width)
         fprintf(stderr, " %ux%ux%u", plan->schema.width, plan->schema.height, plan->channels);
     if (se == FL_ENC_MIXED) {

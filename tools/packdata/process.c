@@ -529,6 +529,8 @@ static void encode_fields(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
                     FATAL("out of memory reading %.300s", v->path);
                 if (r)
                     REJECT("field %s: cannot read %.300s: %s", f->name, v->path, strerror(-r));
+                if (plan->encode == PD_ENC_NONE)
+                    s->in_bytes += len; /* the record's input is its values */
                 if (f->type == FL_FIELD_BYTES) {
                     if (len > UINT32_MAX)
                         REJECT("field %s: %.300s is over 4 GiB", f->name, v->path);
@@ -584,11 +586,30 @@ static void encode_fields(pd_worker_ctx *c, const pd_plan *plan, const pd_item *
         REJECT("%.700s", err.msg);
 }
 
+/* A record without an image (--no-image): an empty payload of format none; its fields follow.
+ * in_bytes counts the values (encode_fields adds the files it reads). */
+static void process_no_image(const pd_plan *plan, const pd_item *it, pd_slot *s)
+{
+    s->status = PD_SLOT_OK;
+    s->msg[0] = 0;
+    s->len = s->raw_len = 0;
+    s->height = s->width = 0;
+    s->format = FL_ENC_NONE;
+    s->source = it->name;
+    s->in_bytes = 0;
+    for (uint32_t i = 0; it->values && i < plan->num_fields; i++)
+        if (it->values[i].kind == PD_VAL_DATA)
+            s->in_bytes += it->values[i].len;
+}
+
 void pd_process_item(pd_worker_ctx *c, const pd_plan *plan, const pd_item *it, pd_slot *s)
 {
     s->fields_len = 0;
     s->src_width = s->src_height = 0;
-    process_image(c, plan, it, s);
+    if (plan->encode == PD_ENC_NONE)
+        process_no_image(plan, it, s);
+    else
+        process_image(c, plan, it, s);
     if (s->status == PD_SLOT_OK && plan->num_fields)
         encode_fields(c, plan, it, s);
 }

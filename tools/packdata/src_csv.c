@@ -1,6 +1,7 @@
-/* src_csv.c — CSV sources: a header row naming the columns, then one image per row. Fields follow
- * RFC 4180 (quotes, "" inside quotes, CRLF or LF); the path and label columns are chosen by name
- * (--path-column, --label-column). Paths are relative to --root (default: the CSV's folder). */
+/* src_csv.c — CSV sources: a header row naming the columns, then one image per row (or, under
+ * --no-image, one record of --field values). Fields follow RFC 4180 (quotes, "" inside quotes,
+ * CRLF or LF); the path and label columns are chosen by name (--path-column, --label-column).
+ * Paths are relative to --root (default: the CSV's folder). */
 #include "packdata.h"
 
 #include <errno.h>
@@ -166,7 +167,11 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
             for (size_t i = 0; i < row.n; i++)
                 if (!strcmp(row.f[i], out->fields[f].name) && fcol[f] < 0)
                     fcol[f] = (long)i;
-            if (fcol[f] < 0 && fl_field_in_block(out->fields, out->num_fields, f)) {
+            /* every field but the image and a label from the label column has its column (a
+             * declared int that becomes the label included) */
+            int from_label_col =
+                il >= 0 && f == (uint32_t)fl_fields_label_index(out->fields, out->num_fields);
+            if (fcol[f] < 0 && out->fields[f].type != FL_FIELD_IMAGE && !from_label_col) {
                 how = fl_error_set(err, FL_E_INVALID,
                                    "%s:1: header has no column named '%s' "
                                    "(--field %s)",
@@ -175,15 +180,23 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
             }
         }
     }
-    if (ip < 0 || (il < 0 && !with_fields)) {
+    if ((ip < 0 && !so->no_image) || (il < 0 && !with_fields)) {
+        int no_path = ip < 0 && !so->no_image;
         how = fl_error_set(err, FL_E_INVALID,
                            "%s:1: header has no column named '%s' (choose with "
-                           "%s): columns are %s%s%s%s",
-                           file, ip < 0 ? pc : lc, ip < 0 ? "--path-column" : "--label-column",
+                           "%s): columns are %s%s%s%s%s",
+                           file, no_path ? pc : lc, no_path ? "--path-column" : "--label-column",
                            row.n > 0 ? row.f[0] : "", row.n > 1 ? ", " : "",
-                           row.n > 1 ? row.f[1] : "", row.n > 2 ? ", ..." : "");
+                           row.n > 1 ? row.f[1] : "", row.n > 2 ? ", ..." : "",
+                           no_path ? "; rows of fields only (embeddings, features, tabular "
+                                     "values) pack with --no-image"
+                                   : "");
         goto done;
     }
+    /* --no-image: the path column is not read (counted for the warning, unless a --field
+     * packs it) */
+    const int unread_path =
+        so->no_image && ip >= 0 && fl_fields_find(out->fields, out->num_fields, pc) < 0;
     for (;;) {
         size_t line_no = lines + 1;
         k = csv_next(d, len, &pos, &row, &lines);
@@ -209,16 +222,20 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
             }
             continue;
         }
-        const char *path = row.f[ip];
-        if (!*path) {
+        const char *path = so->no_image ? NULL : row.f[ip];
+        if (path && !*path) {
             if (pd_reject(rc, src, "empty path")) {
                 how = PD_LISTING_STOPPED;
                 break;
             }
             continue;
         }
+        out->unread_paths += unread_path;
         size_t before = out->n;
-        int added = pd_listing_add(&lst, out, rc, so, src, path, il >= 0 ? row.f[il] : "0");
+        int added =
+            so->no_image
+                ? pd_listing_add_row(&lst, out, rc, so, src, line_no, il >= 0 ? row.f[il] : NULL)
+                : pd_listing_add(&lst, out, rc, so, src, path, il >= 0 ? row.f[il] : "0");
         if (added) {
             how = added < 0 ? PD_LISTING_OOM : PD_LISTING_STOPPED;
             break;

@@ -1,8 +1,8 @@
 /* src_jsonl.c — JSON Lines sources (`--jsonl FILE`): one JSON object per line with the image
- * path (key --path-column, default "path"), the label (--label-column, default "label"; optional
- * when --field is given) and one key per --field. Paths are relative to --root (default: the
- * file's folder). Blank lines are skipped; a line that is not an object, or lacks a key, is a
- * bad input named FILE:LINE. */
+ * path (key --path-column, default "path"; not read under --no-image, where a record is its
+ * fields only), the label (--label-column, default "label"; optional when --field is given) and
+ * one key per --field. Paths are relative to --root (default: the file's folder). Blank lines
+ * are skipped; a line that is not an object, or lacks a key, is a bad input named FILE:LINE. */
 #include "packdata.h"
 
 #include <errno.h>
@@ -67,8 +67,12 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
         }
         const char *why0 = NULL;
         char lab[64] = "0";
-        if (!jp || jp->type != FL_J_STRING || !jp->str_len)
-            why0 = "has no image path (key \"%s\")";
+        const int no_path = !jp || jp->type != FL_J_STRING || !jp->str_len;
+        if (so->no_image && jp && fl_fields_find(out->fields, out->num_fields, pc) < 0)
+            out->unread_paths++; /* not read: counted for the warning, unless a --field packs it */
+        if (!so->no_image && no_path)
+            why0 = "has no image path (key \"%s\"); rows of fields only (embeddings, "
+                   "features, tabular values) pack with --no-image";
         else if (with_label && !jl)
             why0 = "has no label (key \"%s\")";
         else if (with_label && jl->type == FL_J_NUMBER && jl->is_int)
@@ -79,7 +83,7 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
             why0 = "has a label (key \"%s\") that is neither an integer nor a class name";
         if (why0) {
             /* the key named is decided before the line's document (jp's memory) is freed */
-            const char *key = !jp || jp->type != FL_J_STRING || !jp->str_len ? pc : lc;
+            const char *key = !so->no_image && no_path ? pc : lc;
             fl_jfree(doc);
             if (pd_reject(rc, src, why0, key)) {
                 how = PD_LISTING_STOPPED;
@@ -88,7 +92,9 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
             continue;
         }
         size_t before = out->n;
-        int added = pd_listing_add(&lst, out, rc, so, src, jp->str, lab);
+        int added = so->no_image
+                        ? pd_listing_add_row(&lst, out, rc, so, src, line, with_label ? lab : NULL)
+                        : pd_listing_add(&lst, out, rc, so, src, jp->str, lab);
         if (added) {
             fl_jfree(doc);
             how = added < 0 ? PD_LISTING_OOM : PD_LISTING_STOPPED;
