@@ -220,8 +220,10 @@ class FieldsBatch(dict):
     output pixels), mask [N, H, W] uint8/uint16, ndarray [N, ...], bytes/text [N, M] uint8 — and,
     for every variable field NAME (int_list, boxes, bytes, text), NAME_count [N] int32: how many
     of the M rows of sample i are real (padding rows are zeros). N is the batch size, or fewer for
-    the short last batch. Attributes as Batch: indices, epoch, batch, last_in_epoch, skipped,
-    copied. The arrays keep the batch's ring slot while they live, as Batch's."""
+    the short last batch. A data set without images (packdata pack --no-image: embeddings,
+    features, tabular rows) has no image entry: the mapping is its fields only. Attributes as
+    Batch: indices, epoch, batch, last_in_epoch, skipped, copied. The arrays keep the batch's
+    ring slot while they live, as Batch's."""
 
     def __init__(self, arrays: Dict[str, np.ndarray], indices: np.ndarray, b: fl_batch,
                  copied: bool):
