@@ -35,16 +35,8 @@ me=ffcv_peer.sh
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 count=2000 runs=3 epochs=6 workers=2 build="$root/build" out="$root/bench/out/ffcv" peer=/var/tmp/fl-ffcv
 install=0 quick=0 ffcv_src="" ffcv_commit=3a12966
-args=()
-while (($#)); do # the two flags without a value; the rest through bench_options
-    case "$1" in
-        --install-peer) install=1; shift ;;
-        --quick) quick=1; shift ;;
-        *) args+=("$1"); shift ;;
-    esac
-done
 source "$root/bench/lib_bench.sh"
-bench_options "count runs epochs workers build out peer ffcv-src=ffcv_src" ${args[@]+"${args[@]}"}
+bench_options "count runs epochs workers build out peer ffcv-src=ffcv_src install-peer=install:1 quick:1" "$@"
 ((quick)) && count=200 runs=1 epochs=2
 build=$(realpath -m "$build") out=$(realpath -m "$out") peer=$(realpath -m "$peer") # the helper runs in /tmp
 ((epochs >= 2)) || { echo "$me: --epochs must be >= 2 (the first epoch is reported apart)" >&2; exit 2; }

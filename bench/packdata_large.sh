@@ -30,30 +30,16 @@
 #   --keep: leave the photos and per-run JSON under --out (default: removed at the end)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=3 gib=2 limit_mib=256 build="$root/build" out=/var/tmp/fl-packlarge keep=0 setup=1 uncapped=1
-while (($#)); do
-    case "$1" in
-        --runs) runs=$2; shift 2 ;;
-        --gib) gib=$2; shift 2 ;;
-        --limit-mib) limit_mib=$2; shift 2 ;;
-        --build) build=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
-        --keep) keep=1; shift ;;
-        --no-setup) setup=0; shift ;;
-        --no-uncapped) uncapped=0; shift ;;
-        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "packdata_large.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-    esac
-done
-[[ $runs =~ ^[1-9][0-9]*$ && $limit_mib =~ ^[1-9][0-9]*$ && $gib =~ ^[0-9.]+$ ]] \
-    || { echo "packdata_large.sh: --runs, --limit-mib, --gib must be positive numbers" >&2; exit 2; }
-py=/usr/bin/python3
-cgbase=/sys/fs/cgroup/memory
 me=packdata_large.sh
+runs=3 gib=2 limit_mib=256 build="$root/build" out=/var/tmp/fl-packlarge keep=0 setup=1 uncapped=1
+. "$root/bench/lib_bench.sh"
+bench_options "runs gib limit-mib=limit_mib build out keep:1 no-setup=setup:0 no-uncapped=uncapped:0" "$@"
+bench_positive runs limit_mib gib:real
+py=/usr/bin/python3
 . "$root/bench/lib_memcg.sh"
 memcg_preflight
 packdata="$build/tools/packdata/packdata"
-[[ -x $packdata ]] || { echo "packdata_large.sh: $packdata not built" >&2; exit 1; }
+bench_need_built "$packdata"
 
 # cg: the memory group limited to --limit-mib; cgfree: one without a limit, only to count the page
 # cache of the uncapped runs apart from the rest of the machine's
@@ -64,11 +50,10 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-mkdir "$cg" "$cgfree"
-echo $((limit_mib << 20)) >"$cg/memory.limit_in_bytes"
+memcg_new "$cg" "$limit_mib"
+memcg_new "$cgfree"
 mkdir -p "$out/json"
-dev=$(basename "$(df --output=source "$out" | tail -1)")
-[[ -r /sys/class/block/$dev ]] || dev="" # e.g. overlay: no device line to read
+dev=$(disk_of "$out")
 
 # --- data: photos, and a list naming each of them `copies` times (hard links) ------------------
 # photoset NAME COUNT MEAN_PIXELS RECORD_BYTES|file: makes $out/NAME and $out/NAME.rep/all.list, enough
@@ -80,9 +65,7 @@ photoset() {
     if [[ $4 == file ]]; then per=$(du -sb "$photos" | cut -f1); else per=$(($4 * $2)); fi
     copies=$($py -c "import math; print(math.ceil($gib * 2**30 / $per))")
     if [[ ! -f $rep/all.list || $(cat "$rep/copies" 2>/dev/null) != "$copies" ]]; then
-        rm -rf "$rep"; mkdir -p "$rep"
-        for ((k = 0; k < copies; k++)); do cp -al "$photos" "$rep/$k"; done
-        (cd "$rep" && find . -type f -name '*.jpg' | sort | awk -F/ '{print $0" "$3}') >"$rep/all.list"
+        hardlink_list "$photos" "$rep" "$copies"
         echo "$copies" >"$rep/copies"
     fi
 }

@@ -19,30 +19,17 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
+me=small_data.sh
 build="$root/build" seed=0 quick=0
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --build) build="$(cd "$2" && pwd)"; shift 2 ;;
-        --seed) seed="$2"; shift 2 ;;
-        --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "small_data.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
+. "$here/lib_bench.sh"
+bench_options "build seed quick:1" "$@"
+build=$(realpath -m "$build")
 PY=/usr/bin/python3
 TF="$build/trainer/trainfast" PD="$build/tools/packdata/packdata"
-for t in "$TF" "$PD"; do
-    [[ -x "$t" ]] || { echo "small_data.sh: $t not built (--build DIR)" >&2; exit 1; }
-done
+bench_need_built "$TF" "$PD"
 fm="$root/samples/fashion-mnist" out="$root/bench/out/small_data"
-mkdir -p "$out" "$fm/packed"
-"$fm/fetch.sh" > /dev/null
-for split in train:train test:t10k; do
-    name=${split%%:*} prefix=${split##*:}
-    [[ -f "$fm/packed/$name/manifest.json" ]] ||
-        "$PD" pack --idx "$fm/data/$prefix-images-idx3-ubyte.gz" "$fm/data/$prefix-labels-idx1-ubyte.gz" \
-            "$fm/packed/$name" --class-names "$fm/data/classes.txt" --compress zstd:19 --resume --quiet
-done
+mkdir -p "$out"
+bench_fashion_mnist "$PD"
 if [[ ! -f "$out/train6k/manifest.json" ]]; then
     "$PY" - "$fm/data" "$out" <<'EOF'
 import collections, gzip, sys

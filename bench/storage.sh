@@ -38,32 +38,17 @@
 #   --keep: leave the photos, data sets and per-run JSON under --out (default: removed at the end)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=5 gib=2 limit_mib=256 batch=64 build="$root/build" out=/var/tmp/fl-storage keep=0 setup=1
-while (($#)); do
-    case "$1" in
-        --runs) runs=$2; shift 2 ;;
-        --gib) gib=$2; shift 2 ;;
-        --limit-mib) limit_mib=$2; shift 2 ;;
-        --batch) batch=$2; shift 2 ;;
-        --build) build=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
-        --keep) keep=1; shift ;;
-        --no-setup) setup=0; shift ;;
-        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "storage.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-    esac
-done
-[[ $runs =~ ^[1-9][0-9]*$ && $limit_mib =~ ^[1-9][0-9]*$ && $batch =~ ^[1-9][0-9]*$ && $gib =~ ^[0-9.]+$ ]] \
-    || { echo "storage.sh: --runs, --limit-mib, --batch, --gib must be positive numbers" >&2; exit 2; }
-py=/usr/bin/python3
-cgbase=/sys/fs/cgroup/memory
-
 me=storage.sh
+runs=5 gib=2 limit_mib=256 batch=64 build="$root/build" out=/var/tmp/fl-storage keep=0 setup=1
+. "$root/bench/lib_bench.sh"
+bench_options "runs gib limit-mib=limit_mib batch build out keep:1 no-setup=setup:0" "$@"
+bench_positive runs limit_mib batch gib:real
+py=/usr/bin/python3
 . "$root/bench/lib_memcg.sh"
 memcg_preflight
 fastload="$build/tools/fastload/fastload"
 packdata="$build/tools/packdata/packdata"
-[[ -x $fastload && -x $packdata ]] || { echo "storage.sh: $fastload or $packdata not built" >&2; exit 1; }
+bench_need_built "$fastload" "$packdata"
 
 cg="$cgbase/fl-storage.$$"
 hp_old="" # nr_hugepages before this script reserved its own (restored at exit)
@@ -74,8 +59,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-mkdir "$cg"
-echo $((limit_mib << 20)) >"$cg/memory.limit_in_bytes"
+memcg_new "$cg" "$limit_mib"
 mkdir -p "$out/json"
 
 # --- data ---------------------------------------------------------------------------------------
@@ -87,11 +71,9 @@ make_set() { # make_set NAME MEAN_PIXELS COUNT
         >/dev/null && mv "$out/$1.tmp" "$out/$1"; }
 }
 pack() { # pack NAME PHOTO_DIR COPIES packdata-options...
-    local name=$1 src=$2 copies=$3 rep="$2.rep" k; shift 3
+    local name=$1 src=$2 copies=$3 rep="$2.rep"; shift 3
     [[ -d $out/$name ]] && return 0
-    rm -rf "$rep"; mkdir -p "$rep"
-    for ((k = 0; k < copies; k++)); do cp -al "$src" "$rep/$k"; done
-    (cd "$rep" && find . -type f -name '*.jpg' | sort | awk -F/ '{print $0" "$3}') >"$rep/all.list"
+    hardlink_list "$src" "$rep" "$copies"
     "$packdata" pack "$rep/all.list" "$out/$name" --class-names "$(ls "$src" | paste -sd,)" "$@" --quiet
 }
 echo "storage.sh: making the data sets under $out (${gib} GiB each raw set, cgroup limit ${limit_mib} MiB)"

@@ -31,30 +31,17 @@
 #                               [--build DIR] [--out DIR (/var/tmp/fl-ranks)] [--keep] [--no-setup]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=3 gib=2 limit_mib=256 build="$root/build" out=/var/tmp/fl-ranks keep=0 setup=1
-while (($#)); do
-    case "$1" in
-        --runs) runs=$2; shift 2 ;;
-        --gib) gib=$2; shift 2 ;;
-        --limit-mib) limit_mib=$2; shift 2 ;;
-        --build) build=$2; shift 2 ;;
-        --out) out=$2; shift 2 ;;
-        --keep) keep=1; shift ;;
-        --no-setup) setup=0; shift ;;
-        -h|--help) sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "storage_ranks.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
-    esac
-done
-[[ $runs =~ ^[1-9][0-9]*$ && $limit_mib =~ ^[1-9][0-9]*$ && $gib =~ ^[0-9.]+$ ]] \
-    || { echo "storage_ranks.sh: --runs, --limit-mib, --gib must be positive numbers" >&2; exit 2; }
-py=/usr/bin/python3
-cgbase=/sys/fs/cgroup/memory
 me=storage_ranks.sh
+runs=3 gib=2 limit_mib=256 build="$root/build" out=/var/tmp/fl-ranks keep=0 setup=1
+. "$root/bench/lib_bench.sh"
+bench_options "runs gib limit-mib=limit_mib build out keep:1 no-setup=setup:0" "$@"
+bench_positive runs limit_mib gib:real
+py=/usr/bin/python3
 . "$root/bench/lib_memcg.sh"
 memcg_preflight
 fastload="$build/tools/fastload/fastload"
 packdata="$build/tools/packdata/packdata"
-[[ -x $fastload && -x $packdata ]] || { echo "storage_ranks.sh: $fastload or $packdata not built" >&2; exit 1; }
+bench_need_built "$fastload" "$packdata"
 
 cg="$cgbase/fl-ranks.$$"
 cleanup() {
@@ -63,11 +50,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-mkdir "$cg"
-echo $((limit_mib << 20)) >"$cg/memory.limit_in_bytes"
+memcg_new "$cg" "$limit_mib"
 mkdir -p "$out/json"
-dev=$(basename "$(df --output=source "$out" | tail -1)")
-[[ -r /sys/class/block/$dev ]] || dev=""
+dev=$(disk_of "$out")
 
 # --- data ---------------------------------------------------------------------------------------
 photos="$out/photos224"
@@ -76,9 +61,8 @@ photos="$out/photos224"
 copies=$($py -c "import math; print(math.ceil($gib * 2**30 / 150528 / 1500))")
 ds="$out/raw224-$copies"
 if [[ ! -d $ds ]]; then
-    rep="$photos.rep"; rm -rf "$rep"; mkdir -p "$rep"
-    for ((k = 0; k < copies; k++)); do cp -al "$photos" "$rep/$k"; done
-    (cd "$rep" && find . -type f -name '*.jpg' | sort | awk -F/ '{print $0" "$3}') >"$rep/all.list"
+    rep="$photos.rep"
+    hardlink_list "$photos" "$rep" "$copies"
     "$packdata" pack "$rep/all.list" "$ds" --class-names "$(ls "$photos" | paste -sd,)" --encode raw \
         --resize 224x224 --compress none --quiet
     rm -rf "$rep"

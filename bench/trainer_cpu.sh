@@ -24,35 +24,22 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
+me=trainer_cpu.sh
 build="$root/build" runs=3 quick=0 threads="$(nproc)"
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --build) build="$(cd "$2" && pwd)"; shift 2 ;;
-        --runs) runs="$2"; shift 2 ;;
-        --threads) threads="$2"; shift 2 ;;
-        --quick) quick=1; runs=1; shift ;;
-        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "trainer_cpu.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
+. "$here/lib_bench.sh"
+bench_options "build runs threads quick:1" "$@"
+((quick)) && runs=1 # --quick: one run
+build=$(realpath -m "$build")
 PY=/usr/bin/python3
 TF="$build/trainer/trainfast" PD="$build/tools/packdata/packdata"
-for t in "$TF" "$PD"; do
-    [[ -x "$t" ]] || { echo "trainer_cpu.sh: $t not built (--build DIR)" >&2; exit 1; }
-done
+bench_need_built "$TF" "$PD"
 $PY -c "import torch" 2> /dev/null || { echo "trainer_cpu.sh: $PY has no torch (apt-get install python3-torch)" >&2; exit 1; }
 out="$root/bench/out/trainer_cpu" fm="$root/samples/fashion-mnist"
-mkdir -p "$out" "$fm/packed"
+mkdir -p "$out"
 export FASTLOAD_LIBRARY="${FASTLOAD_LIBRARY:-$build/libfastload.so}" # the peer reads the packed data once
 
 # ---- data -------------------------------------------------------------------------------------
-"$fm/fetch.sh" > /dev/null
-for split in train:train test:t10k; do
-    name=${split%%:*} prefix=${split##*:}
-    [[ -f "$fm/packed/$name/manifest.json" ]] ||
-        "$PD" pack --idx "$fm/data/$prefix-images-idx3-ubyte.gz" "$fm/data/$prefix-labels-idx1-ubyte.gz" \
-            "$fm/packed/$name" --class-names "$fm/data/classes.txt" --compress zstd:19 --resume --quiet
-done
+bench_fashion_mnist "$PD"
 fm_train="$fm/packed/train" fm_epochs=2
 if ((quick)); then # the first 12,000 training images (classes interleaved: 1,200 each)
     fm_train="$out/fmnist-12k" fm_epochs=1
