@@ -25,6 +25,14 @@ expect_status 0 "--force --resume on the finished dataset" -- "$P" pack "$T/idx"
 [[ ! -e $T/ds.partial && ! -e $T/ds.lock ]] || fail "a no-op --resume left ds.partial or ds.lock"
 pass "--resume on a finished dataset of the same job: exit 0, untouched"
 
+# a run killed after it published DST but before it removed its whole plan (ds.partial.plan):
+# the next --resume finds the job complete and removes the plan, nothing else
+printf 'left by a killed run\n' >"$T/ds.partial.plan"
+expect_status 0 "--resume with a stale ds.partial.plan" -- "$P" pack "$T/idx" "$T/ds" "${args[@]}" --resume --quiet
+[[ ! -e $T/ds.partial.plan ]] || fail "--resume on the finished dataset left the killed run's ds.partial.plan"
+[[ $ref == "$(fingerprint "$T/ds")" ]] || fail "removing a stale plan touched the dataset"
+pass "--resume on a finished dataset removes a stale ds.partial.plan"
+
 # another option: exit 2, named; the dataset untouched
 expect_status 2 "--resume with another seed" -- "$P" pack "$T/idx" "$T/ds" --compress zstd:3 --shard-size 64K --shuffle --seed 4 --resume --quiet &&
     expect_err 'option "seed" differs: 3 in' "the seed is named"

@@ -1086,8 +1086,10 @@ int pd_dst_job(const pd_pack_opts *po, pd_dst *d, const pd_items *items, const p
                     /* left by a run killed while publishing or clearing: ours, and of no use */
                     fl_error e2;
                     fl_writer_remove_partial(d->dst, &e2);
-                    pd_job_done(d);
                 }
+                /* DST.partial.plan, left by a run killed after it published DST (under our
+                 * lock: no run is writing DST) */
+                pd_job_done(d);
                 print_complete(po, d->dst, records);
                 return FL_EXIT_OK;
             }
