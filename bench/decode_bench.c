@@ -85,6 +85,7 @@ static fl_rect rrc(uint32_t w, uint32_t h)
 
 typedef struct rate {
     double per_sec, per_cpu_sec;
+    long count; /* images decoded */
 } rate;
 
 enum { MODE_FULL, MODE_TJ, MODE_CROP, MODE_SCALED, MODE_FLFULL };
@@ -131,6 +132,7 @@ done:
     t1 = now(CLOCK_MONOTONIC);
     out->per_sec = count / (t1 - t0);
     out->per_cpu_sec = count / (now(CLOCK_PROCESS_CPUTIME_ID) - c0);
+    out->count = count;
     return 0;
 }
 
@@ -298,7 +300,8 @@ int main(int argc, char **argv)
         fl_decoder *dm = mode == MODE_CROP ? dcrop : mode == MODE_FLFULL ? dfl : d;
         if (run_mode(mode, b, n, seconds, size, dm, tj, buf, &full))
             return 1;
-        printf("%s: %.1f images/s, %.1f per CPU second\n", only, full.per_sec, full.per_cpu_sec);
+        printf("%s: %.1f images/s, %.1f per CPU second (%ld images)\n", only, full.per_sec,
+               full.per_cpu_sec, full.count);
         return 0;
     }
     /* Warm up the decoder's scratch and the caches, then measure. */
