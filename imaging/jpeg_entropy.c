@@ -4,7 +4,11 @@
  * bit reader refills 8 bytes at a time without looking for markers, and a restart is a jump to a
  * known offset; one table look-up resolves a code together with its extra bits. libjpeg-turbo
  * 2.1.5 takes its slow bit-by-bit path for every MCU of a file with restart markers, the files the
- * crop decode reads fastest. The coefficients are libjpeg's: same zigzag order (including its
+ * crop decode reads fastest. Restart intervals of up to PAIR_MAX_MCUS MCUs are decoded two at a
+ * time (decode_pair), symbol by symbol in turn: a Huffman decoder is bound by each symbol's wait
+ * for the one before it, and two independent intervals give the CPU two such chains to overlap.
+ * The bit reader refills on every symbol, without a branch (a data-dependent refill branch
+ * mispredicts). The coefficients are libjpeg's: same zigzag order (including its
  * tolerance of run-lengths past coefficient 63), same DC prediction and restart resets; corrupt
  * data raises the same warnings libjpeg raises (bad Huffman code, premature end of data, restart
  * marker out of sequence), which the caller's error manager turns into errors. */
@@ -20,9 +24,10 @@
 
 #include "image_internal.h"
 
-#define FAST_BITS    10
-#define PAD_BYTES    320 /* one block reads at most 64 codes of 31 bits before the check */
-#define CACHE_TABLES 8
+#define FAST_BITS     10
+#define PAD_BYTES     320 /* one block reads at most 64 codes of 31 bits before the check */
+#define CACHE_TABLES  8
+#define PAIR_MAX_MCUS 16 /* restart intervals up to this many MCUs are decoded in pairs */
 
 /* A decoding table. fast[] maps the next FAST_BITS bits to a packed entry: bits 0-7 the bits
  * consumed (code and extra bits), 8-15 the zero run before the coefficient (EOB: RUN_EOB), 16-31
@@ -57,6 +62,12 @@ struct fl_jpeg_entropy {
     uint64_t end_bits; /* where the current interval's data ends, in bits from data.p */
     uint32_t cur;      /* current interval */
     uint32_t to_go;    /* MCUs left in it */
+    /* Paired decoding (decode_pair): two intervals of one MCU row decoded together into coef */
+    fl_buf coef;        /* 2 * restart_interval MCUs of coefficients, zero outside a pair */
+    int pairing;        /* this image may pair (restart intervals of at most PAIR_MAX_MCUS) */
+    uint32_t pair_left; /* MCUs of the decoded pair still to hand to libjpeg */
+    uint32_t pair_pos;  /* the next of them */
+    uint64_t mcu_n;     /* MCUs handed to libjpeg so far in this image */
     int32_t pred[MAX_COMPS_IN_SCAN];
     int dead; /* a warning was tolerated by the error manager: the rest decodes as zeros */
     JBLOCK dummy;
@@ -206,12 +217,112 @@ static boolean warn(j_decompress_ptr ci, struct fl_jpeg_entropy *e, int code)
 
 #define REFILL() FL_BITS_REFILL(bp, buf, cnt)
 
+/* One AC code of stream S (bit reader bp##S, buf##S, cnt##S; next coefficient k##S of block
+ * o##S) with table ac: goto `end` after the block's last coefficient (EOB or past 63), return
+ * -1 on a bad code. The same steps as decode_mcu's AC loop. */
+#define AC_STEP(S, end)                                                                            \
+    do {                                                                                           \
+        FL_BITS_REFILL(bp##S, buf##S, cnt##S);                                                     \
+        int32_t x_ = ac->fast[buf##S >> (64 - FAST_BITS)];                                         \
+        if (!x_ && !(x_ = decode_slow(ac, buf##S)))                                                \
+            return -1;                                                                             \
+        buf##S <<= x_ & 255;                                                                       \
+        cnt##S -= x_ & 255;                                                                        \
+        uint32_t r_ = ((uint32_t)x_ >> 8) & 255;                                                   \
+        if (r_ == RUN_EOB)                                                                         \
+            goto end;                                                                              \
+        k##S += r_;                                                                                \
+        o##S[natural_order[k##S]] = (JCOEF)(x_ >> 16);                                             \
+        if (++k##S >= 64)                                                                          \
+            goto end;                                                                              \
+    } while (0)
+
+/* The DC code of stream S with table dc into o##S[0] (predictor pred##S[c]); -1 on a bad code. */
+#define DC_STEP(S)                                                                                 \
+    do {                                                                                           \
+        FL_BITS_REFILL(bp##S, buf##S, cnt##S);                                                     \
+        int32_t x_ = dc->fast[buf##S >> (64 - FAST_BITS)];                                         \
+        if (!x_ && !(x_ = decode_slow(dc, buf##S)))                                                \
+            return -1;                                                                             \
+        buf##S <<= x_ & 255;                                                                       \
+        cnt##S -= x_ & 255;                                                                        \
+        pred##S[c] = (int32_t)((uint32_t)pred##S[c] + (uint32_t)(x_ >> 16));                       \
+        o##S[0] = (JCOEF)pred##S[c];                                                               \
+    } while (0)
+
+/* Decode restart intervals cur+1 and cur+2 (n MCUs each, both whole inside e->data) together
+ * into e->coef: the two bit streams are independent (each interval starts byte-aligned with its
+ * predictors at zero), so their symbol-by-symbol dependency chains, which bound a Huffman
+ * decoder, overlap in the CPU. Same coefficients as decode_mcu gives. 0, or -1 on any bad code
+ * or overrun (the caller then decodes them one by one with decode_mcu, which raises libjpeg's
+ * warning at the MCU where it occurs; e->coef is then not all zero). */
+static int decode_pair(struct fl_jpeg_entropy *e, uint32_t n)
+{
+    const uint32_t *iv = (const uint32_t *)e->ivl.p;
+    const uint8_t *base = e->data.p;
+    uint32_t ia = e->cur + 1, ib = e->cur + 2;
+    const uint8_t *bpa = base + iv[ia], *bpb = base + iv[ib];
+    uint64_t bufa = 0, bufb = 0, enda = iv[ia + 1] * 8ull, endb = iv[ib + 1] * 8ull;
+    uint32_t cnta = 0, cntb = 0;
+    int32_t preda[MAX_COMPS_IN_SCAN] = {0}, predb[MAX_COMPS_IN_SCAN] = {0};
+    JCOEF *oa = (JCOEF *)e->coef.p, *ob = oa + (size_t)n * e->nblk * DCTSIZE2;
+    for (uint32_t m = 0; m < n; m++) {
+        for (uint32_t b = 0; b < e->nblk; b++, oa += DCTSIZE2, ob += DCTSIZE2) {
+            const ftab *dc = e->dc[b], *ac = e->ac[b];
+            uint32_t c = e->comp[b];
+            DC_STEP(a);
+            DC_STEP(b);
+            uint32_t ka = 1, kb = 1;
+            for (;;) {
+                AC_STEP(a, a_end);
+                AC_STEP(b, b_end);
+            }
+        a_end:
+            for (;;)
+                AC_STEP(b, done);
+        b_end:
+            for (;;)
+                AC_STEP(a, done);
+        done:
+            if ((uint64_t)(bpa - base) * 8 - cnta > enda ||
+                (uint64_t)(bpb - base) * 8 - cntb > endb)
+                return -1; /* read past an interval's data */
+        }
+    }
+    return 0;
+}
+
 static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
 {
     struct fl_jpeg_entropy *e = ci->client_data;
     if (e->dead)
         return TRUE; /* blocks stay zero, as libjpeg's after insufficient data */
     if (ci->restart_interval) {
+        if (!e->pair_left && e->to_go == 0 && e->pairing && e->cur + 2 < e->nivl &&
+            e->mcu_n + 2ull * ci->restart_interval <=
+                (uint64_t)ci->MCUs_per_row * ci->MCU_rows_in_scan) {
+            /* the second may start the next MCU row, which libjpeg may never ask for: then it
+             * was decoded for nothing; if corrupt, decode_mcu takes over before it */
+            if (decode_pair(e, ci->restart_interval) == 0) {
+                e->cur += 2;
+                e->pair_left = 2 * ci->restart_interval;
+                e->pair_pos = 0;
+            } else {
+                e->pairing = 0; /* corrupt: one by one from here, warnings where they occur */
+            }
+        }
+        if (e->pair_left) {
+            size_t nb = (size_t)e->nblk * DCTSIZE2;
+            JCOEF *src = (JCOEF *)e->coef.p + e->pair_pos * nb;
+            for (uint32_t b = 0; b < e->nblk; b++)
+                if (mcu)
+                    memcpy(mcu[b][0], src + (size_t)b * DCTSIZE2, sizeof(JBLOCK));
+            memset(src, 0, nb * sizeof(JCOEF));
+            e->pair_pos++;
+            e->pair_left--;
+            e->mcu_n++;
+            return TRUE;
+        }
         if (e->to_go == 0) { /* next interval: byte-aligned, predictors reset */
             if (++e->cur >= e->nivl)
                 return warn(ci, e, JWRN_MUST_RESYNC);
@@ -231,8 +342,7 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
     for (uint32_t b = 0; b < e->nblk; b++) {
         JCOEF *blk = mcu ? mcu[b][0] : e->dummy;
         const ftab *dc = e->dc[b], *ac = e->ac[b];
-        if (cnt < 32)
-            REFILL();
+        REFILL();
         int32_t x = dc->fast[buf >> (64 - FAST_BITS)];
         if (!x && !(x = decode_slow(dc, buf)))
             return warn(ci, e, JWRN_HUFF_BAD_CODE);
@@ -243,8 +353,7 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
         e->pred[c] = (int32_t)((uint32_t)e->pred[c] + (uint32_t)(x >> 16));
         blk[0] = (JCOEF)e->pred[c];
         for (uint32_t k = 1; k < 64;) {
-            if (cnt < 32)
-                REFILL();
+            REFILL();
             x = ac->fast[buf >> (64 - FAST_BITS)];
             if (!x && !(x = decode_slow(ac, buf)))
                 return warn(ci, e, JWRN_HUFF_BAD_CODE);
@@ -263,6 +372,7 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
     e->bp = bp;
     e->buf = buf;
     e->cnt = cnt;
+    e->mcu_n++;
     return TRUE;
 }
 
@@ -319,6 +429,7 @@ void fl_jpeg_entropy_free(struct fl_jpeg_entropy *e)
         return;
     fl_buf_free(&e->data);
     fl_buf_free(&e->ivl);
+    fl_buf_free(&e->coef);
     free(e);
 }
 
@@ -368,6 +479,16 @@ int fl_jpeg_entropy_install(struct fl_jpeg_entropy *e, struct jpeg_decompress_st
     e->to_go = ci->restart_interval;
     memset(e->pred, 0, sizeof e->pred);
     e->dead = 0;
+    e->pair_left = e->pair_pos = 0;
+    e->mcu_n = 0;
+    e->pairing = 0;
+    if (ci->restart_interval && ci->restart_interval <= PAIR_MAX_MCUS && e->nivl > 2) {
+        size_t bytes = 2 * (size_t)ci->restart_interval * e->nblk * sizeof(JBLOCK);
+        if (fl_buf_reserve(&e->coef, bytes))
+            return -ENOMEM;
+        memset(e->coef.p, 0, bytes);
+        e->pairing = 1;
+    }
     ci->client_data = e;
     ci->entropy->decode_mcu = decode_mcu;
     return 0;
