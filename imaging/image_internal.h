@@ -8,6 +8,9 @@
 #include <stdint.h>
 
 #include <png.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "fl_image.h"
 
@@ -117,5 +120,29 @@ void fl_rgb_to_gray(const uint8_t *src, uint8_t *dst, size_t npix);
         (bp) += (63 - (cnt)) >> 3;                                                                 \
         (cnt) |= 56;                                                                               \
     } while (0)
+
+/* The first byte at or after p in d[0, len) that starts a JPEG marker inside entropy-coded data:
+ * an 0xFF not followed by 0x00 (a stuffed zero's 0xFF is data), or an 0xFF that is the last byte;
+ * len when there is none. An 0xFF followed by 0xFF (fill) counts. Scans 16 bytes at a time with
+ * SSE2 where the compiler has it (x86-64 always), so the stuffed 0xFFs of photographic data
+ * (one byte in ~256) cost nothing; the loads stay inside d[0, len). */
+static inline size_t fl_jpeg_next_marker(const uint8_t *d, size_t p, size_t len)
+{
+#if defined(__SSE2__)
+    const __m128i ff = _mm_set1_epi8((char)0xFF), zero = _mm_setzero_si128();
+    for (; p + 17 <= len; p += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(d + p));
+        __m128i next = _mm_loadu_si128((const __m128i *)(const void *)(d + p + 1));
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, ff)) &
+                     ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(next, zero));
+        if (m)
+            return p + (size_t)__builtin_ctz(m);
+    }
+#endif
+    for (; p < len; p++)
+        if (d[p] == 0xFF && (p + 1 == len || d[p + 1] != 0x00))
+            return p;
+    return len;
+}
 
 #endif

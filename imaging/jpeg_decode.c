@@ -393,15 +393,10 @@ static size_t restart_crop(fl_decoder *d, const uint8_t *data, size_t len, uint3
     size_t op = entropy, start = entropy, p = entropy;
     uint64_t g = 0, gend = (uint64_t)r1 * ipr, copied = 0;
     while (g < gend) { /* interval g runs from `start` to the next RST (or EOI) */
-        const uint8_t *q = memchr(data + p, 0xFF, len - p);
-        if (!q || (size_t)(q - data) + 1 >= len)
+        size_t at = fl_jpeg_next_marker(data, p, len); /* stuffed zeros skipped */
+        if (at + 1 >= len)
             return 0;
-        size_t at = (size_t)(q - data);
         uint8_t b = data[at + 1];
-        if (b == 0x00) {
-            p = at + 2;
-            continue;
-        }
         if (b == 0xFF) {
             p = at + 1;
             continue;

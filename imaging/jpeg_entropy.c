@@ -393,10 +393,31 @@ static size_t unstuff(struct fl_jpeg_entropy *e, const uint8_t *src, size_t len,
     iv[0] = 0;
     e->nivl = 1;
     for (;;) {
+        size_t at;
+#if defined(__SSE2__)
+        /* 16 bytes at a time up to the next 0xFF; o has room for the bytes stored past it (the
+         * output never runs ahead of the input, and the input has 16 more bytes) */
+        const __m128i ff = _mm_set1_epi8((char)0xFF);
+        for (; p + 16 <= len; p += 16, on += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + p));
+            _mm_storeu_si128((__m128i *)(void *)(o + on), v);
+            unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, ff));
+            if (m) {
+                unsigned k = (unsigned)__builtin_ctz(m);
+                on += k;
+                p += k;
+                at = p;
+                goto at_ff;
+            }
+        }
+#endif
         const uint8_t *q = memchr(src + p, 0xFF, len - p);
-        size_t at = q ? (size_t)(q - src) : len;
+        at = q ? (size_t)(q - src) : len;
         memcpy(o + on, src + p, at - p);
         on += at - p;
+#if defined(__SSE2__)
+    at_ff:
+#endif
         if (at + 1 >= len)
             break; /* no marker: the data runs to the end (or ends on a lone 0xFF) */
         uint8_t m = src[at + 1];

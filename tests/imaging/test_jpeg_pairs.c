@@ -6,7 +6,9 @@
  * ones: equal byte for byte to libjpeg decoding the whole original file (FL_DECODE_LIBJPEG_HUFFMAN
  * with FL_DECODE_NO_RESTART_SKIP). Damaged copies (bytes changed, truncated, restart markers
  * renumbered) never crash, and whatever fastload decodes without an error libjpeg, reading the
- * same restart intervals, decodes to the same pixels. */
+ * same restart intervals, decodes to the same pixels. The 16-byte marker scan both the restart cut
+ * and the Huffman decoder's copy rely on (fl_jpeg_next_marker) agrees with a byte-by-byte scan
+ * on buffers dense in 0xFF, stuffed zeros and markers, from every start, at every length. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "fl_check.h"
 #include "fl_error.h"
 #include "fl_image.h"
+#include "image_internal.h"
 
 /* A JPEG of a noisy pattern with edges, written with libjpeg; restart: MCUs per interval. */
 static uint8_t *make_jpeg(uint32_t w, uint32_t h, int comps, int hs, int vs, unsigned restart,
@@ -151,8 +154,35 @@ static size_t entropy_start(const uint8_t *p, size_t n)
     return 0;
 }
 
+/* fl_jpeg_next_marker against the byte loop it replaces, on buffers of 0x00 / 0xFF / 0xD0 / 0x12
+ * bytes (runs of fill, stuffed zeros, markers, a trailing 0xFF) of 0-80 bytes. */
+static void check_marker_scan(void)
+{
+    static uint8_t buf[80];
+    static const uint8_t alphabet[4] = {0x00, 0xFF, 0xD0, 0x12};
+    for (int t = 0; t < 4000; t++) {
+        size_t len = rnd(81);
+        for (size_t i = 0; i < len; i++)
+            buf[i] = alphabet[rnd(t & 1 ? 4 : 2)];
+        for (size_t p = 0; p <= len; p++) {
+            size_t want = len;
+            for (size_t i = p; i < len; i++)
+                if (buf[i] == 0xFF && (i + 1 == len || buf[i + 1] != 0x00)) {
+                    want = i;
+                    break;
+                }
+            size_t got = fl_jpeg_next_marker(buf, p, len);
+            EXPECTF(got == want, "marker scan of %zu bytes from %zu: %zu, want %zu", len, p, got,
+                    want);
+            if (got != want)
+                return;
+        }
+    }
+}
+
 int main(void)
 {
+    check_marker_scan();
     fl_encoder *enc;
     CHECK_OK(fl_encoder_create(&enc, &err), &err);
     CHECK_OK(fl_decoder_create(0, &ours, &err), &err);
