@@ -114,7 +114,8 @@ static const fl_cli_opt train_opts[] = {
 
     {FL_CLI_SECTION, .help = "hardware:"},
     {FL_CLI_ENUM, "precision", .off = F(precision), .choices = precisions, .metavar = "P",
-     .help = "bf16|fp16|fp32 (GPU)", .def = "bf16 on GPU, fp32 on CPU"},
+     .help = "bf16|fp16|fp32; CPU: fp32 or bf16 (needs AVX512_BF16/AMX)",
+     .def = "bf16 on GPU, fp32 on CPU"},
     {FL_CLI_CHOICE, "device", .off = F(device), .choices = devices, .metavar = "D",
      .help = "cpu, cuda or auto", .def = "CUDA when built and a GPU is visible"},
     {FL_CLI_INT, "workers", .off = F(workers), .umin = 1, .umax = 1024, .metavar = "N",

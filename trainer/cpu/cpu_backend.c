@@ -1,9 +1,10 @@
-/* cpu_backend.c — the CPU fp32 backend (backend.h): runs a tf_model_spec either layer by layer
+/* cpu_backend.c — the CPU backend (backend.h): runs a tf_model_spec either layer by layer
  * with the cpu_layers.h reference kernels or, when built with oneDNN and chosen (cfg.cpu_impl,
  * --cpu-backend), as oneDNN primitives (cpu_onednn.h); either way SGD (Nesterov) with weight
  * decay on the flat params, gradient accumulation and EMA here, on the same flat arrays, so the
  * state and checkpoints do not depend on the path. All buffers are allocated in create for
- * cfg.max_batch samples. */
+ * cfg.max_batch samples. Precision: fp32, or bf16 on the oneDNN path (convolutions on bf16
+ * copies, fp32 accumulation, everything else and all state fp32: cpu_onednn.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,13 +187,21 @@ static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_bac
                       fl_error *err)
 {
     *out = NULL;
-    if (cfg->precision != TF_FP32)
-        return fl_error_set(err, FL_E_UNSUPPORTED, "cpu backend: only fp32 precision");
+    if (cfg->precision != TF_FP32 && cfg->precision != TF_BF16)
+        return fl_error_set(err, FL_E_UNSUPPORTED, "cpu backend: fp32 or bf16 precision only");
     if (cfg->max_batch == 0 || cfg->accum < 1)
         return fl_error_set(err, FL_E_INVALID, "cpu backend: max_batch and accum must be >= 1");
     int use_dnn = pick_impl(cfg, err);
     if (use_dnn < 0)
         return use_dnn;
+    if (cfg->precision == TF_BF16 && !use_dnn)
+        return fl_error_set(err, FL_E_UNSUPPORTED,
+                            "--precision bf16 runs on the oneDNN path only (%s): use --precision "
+                            "fp32",
+                            !tf_cpu_have_onednn() ? "this trainfast was built without oneDNN"
+                            : cfg->bn_allreduce && cfg->world > 1
+                                ? "--sync-bn runs on the reference layers"
+                                : "--cpu-backend reference was asked for");
     tf_backend *b = calloc(1, sizeof *b);
     if (!b)
         return fl_error_set(err, -ENOMEM, "cpu backend: out of memory");
@@ -220,7 +229,8 @@ static int cpu_create(const tf_model_spec *s, const tf_train_config *cfg, tf_bac
     double bytes = 0;
 #ifdef FL_HAVE_ONEDNN
     if (!bad && use_dnn) {
-        int rc = cpu_dnn_create(s, (int)N, cfg->threads, &b->dnn, err);
+        int rc =
+            cpu_dnn_create_prec(s, (int)N, cfg->threads, cfg->precision == TF_BF16, &b->dnn, err);
         if (rc) {
             cpu_destroy(b);
             return rc;
@@ -637,8 +647,8 @@ static void cpu_describe(tf_backend *b, char *buf, size_t cap)
     if (b->dnn) {
         char v[96];
         cpu_dnn_describe(b->dnn, v, sizeof v);
-        snprintf(buf, cap, "CPU, %d threads, %s (--cpu-backend onednn), fp32",
-                 cpu_pool_threads(b->pool), v);
+        snprintf(buf, cap, "CPU, %d threads, %s (--cpu-backend onednn), %s",
+                 cpu_pool_threads(b->pool), v, b->cfg.precision == TF_BF16 ? "bf16" : "fp32");
         return;
     }
 #endif

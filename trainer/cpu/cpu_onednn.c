@@ -104,6 +104,11 @@ static int arena_alloc(cpu_dnn *d)
             d->gscratch_bytes = bytes;
     }
     d->gscratch = falloc_bytes(d->gscratch_bytes);
+    if (d->bf16) { /* a bf16 copy of the widest gradient (same padding) */
+        d->bscratch_bytes = d->gscratch_bytes / 2;
+        if (!(d->bscratch = falloc_bytes(d->bscratch_bytes)))
+            return -ENOMEM;
+    }
     size_t K = (size_t)d->max_batch * (size_t)s->num_classes;
     d->input = falloc_bytes(sizeof(float) * (size_t)d->max_batch * (size_t)s->in_c *
                             (size_t)s->in_h * (size_t)s->in_w);
@@ -125,6 +130,7 @@ void cpu_dnn_free(cpu_dnn *d)
     free(d->arena_bytes);
     free(d->readers);
     free(d->gscratch);
+    free(d->bscratch);
     free(d->input);
     free(d->logits);
     free(d->dlogits);
@@ -166,14 +172,41 @@ static int plan_get(cpu_dnn *d, int N, int train, dnn_plan **out, fl_error *err)
     return 0;
 }
 
+static const char *isa_name(dnnl_cpu_isa_t isa);
+
+int cpu_dnn_native_bf16(const char **isa)
+{
+    dnnl_cpu_isa_t i = dnnl_get_effective_cpu_isa();
+    if (isa)
+        *isa = isa_name(i);
+    /* the ISA values are bit masks, each including the ones below it */
+    return (i & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
 int cpu_dnn_create(const tf_model_spec *spec, int max_batch, int threads, cpu_dnn **out,
                    fl_error *err)
 {
+    return cpu_dnn_create_prec(spec, max_batch, threads, 0, out, err);
+}
+
+int cpu_dnn_create_prec(const tf_model_spec *spec, int max_batch, int threads, int bf16,
+                        cpu_dnn **out, fl_error *err)
+{
     *out = NULL;
+    const char *isa;
+    /* oneDNN 2.6 would run bf16 convolutions below avx512_core_bf16 emulated or on its reference
+     * kernels (many times slower than fp32): refuse rather than be silently slow */
+    if (bf16 && !cpu_dnn_native_bf16(&isa))
+        return fl_error_set(err, FL_E_UNSUPPORTED,
+                            "--precision bf16 needs a CPU with native bf16 (oneDNN ISA "
+                            "avx512_core_bf16 or avx512_core_amx); oneDNN reports %s here: use "
+                            "--precision fp32",
+                            isa);
     cpu_dnn *d = calloc(1, sizeof *d);
     if (!d)
         return fl_error_set(err, -ENOMEM, "oneDNN: out of memory");
     d->spec = spec;
+    d->bf16 = bf16 ? 1 : 0;
     d->max_batch = max_batch;
     /* Grain size, as PyTorch's parallel_for has: a training step under ~1 GMAC (the test
      * models, tiny images) runs each primitive in microseconds, where a second thread's barrier
@@ -301,6 +334,7 @@ static const char *isa_name(dnnl_cpu_isa_t isa)
 void cpu_dnn_describe(cpu_dnn *d, char *buf, size_t cap)
 {
     const dnnl_version_t *v = dnnl_version();
-    snprintf(buf, cap, "oneDNN %d.%d.%d (%s, %d thread%s)", v->major, v->minor, v->patch,
-             isa_name(dnnl_get_effective_cpu_isa()), d->threads, d->threads == 1 ? "" : "s");
+    snprintf(buf, cap, "oneDNN %d.%d.%d (%s, %d thread%s%s)", v->major, v->minor, v->patch,
+             isa_name(dnnl_get_effective_cpu_isa()), d->threads, d->threads == 1 ? "" : "s",
+             d->bf16 ? ", bf16 convs" : "");
 }

@@ -31,6 +31,20 @@ typedef struct cpu_dnn cpu_dnn;
 int cpu_dnn_create(const tf_model_spec *spec, int max_batch, int threads, cpu_dnn **out,
                    fl_error *err);
 
+/* As cpu_dnn_create; bf16 = 1: mixed precision (--precision bf16). Convolutions read bf16 copies
+ * of their input, weights and output gradient and accumulate in fp32 into fp32 outputs and
+ * gradients; everything else (BN, ReLU, pooling, adds, the linear layer, the loss) and all state
+ * (params, gradients, statistics) stays fp32, as with fp32. Results differ from fp32 by bf16
+ * rounding (tests/trainer/test_onednn_bf16.c states the tolerance) and are bit-identical run to
+ * run for the same threads. Needs a CPU oneDNN runs bf16 natively on (effective ISA
+ * avx512_core_bf16 or above): else FL_E_UNSUPPORTED saying so. bf16 = 0 is cpu_dnn_create. */
+int cpu_dnn_create_prec(const tf_model_spec *spec, int max_batch, int threads, int bf16,
+                        cpu_dnn **out, fl_error *err);
+
+/* 1 when oneDNN reports native bf16 on this CPU (effective ISA avx512_core_bf16 or above, which
+ * $ONEDNN_MAX_CPU_ISA can lower); *isa (may be NULL) gets the ISA's name. */
+int cpu_dnn_native_bf16(const char **isa);
+
 /* The input buffer to fill before a forward pass: max_batch * C * H * W floats, NCHW (the layout
  * cpu_input_u8 writes). */
 float *cpu_dnn_input(cpu_dnn *d);
@@ -51,7 +65,7 @@ float *cpu_dnn_dlogits(cpu_dnn *d);
  * gradients are ADDED to grad (model.h layout, spec->param_count floats). */
 int cpu_dnn_backward(cpu_dnn *d, const float *params, float *grad, fl_error *err);
 
-/* "oneDNN 2.6.3 (avx512_core)" style description. */
+/* "oneDNN 2.6.3 (avx512_core, 2 threads)" style description; bf16 objects add ", bf16 convs". */
 void cpu_dnn_describe(cpu_dnn *d, char *buf, size_t cap);
 
 void cpu_dnn_free(cpu_dnn *d);

@@ -5,7 +5,13 @@
  * forward op list and, in training, a backward op list, each op a primitive with its bound
  * arguments or a small host hook (BN running statistics, bias/BN gradient accumulation).
  * Activations and their gradients live in per-tensor arena buffers shared by all plans (sized
- * for max_batch with channel padding to 16), so a second batch size costs primitives only. */
+ * for max_batch with channel padding to 16), so a second batch size costs primitives only.
+ *
+ * bf16 (cpu_dnn_create_prec): activations, gradients and everything but the convolutions stay
+ * fp32 as in fp32 mode; each convolution reorders its input and its output gradient into bf16
+ * copies (src16, ddst16), its weights into bf16, and computes with fp32 accumulation into an
+ * fp32 output, input gradient and weight gradient. A convolution oneDNN has only its reference
+ * kernel for in bf16 stays fp32 (dnn_layer.bf16 = 0). */
 #ifndef TF_CPU_ONEDNN_IMPL_H
 #define TF_CPU_ONEDNN_IMPL_H
 
@@ -40,6 +46,8 @@ typedef struct dnn_layer {
     dnnl_memory_t mean, var;             /* BN: batch statistics (train) or views of stats (eval) */
     dnnl_memory_t ws;                    /* max pool / fused ReLU workspace */
     dnnl_memory_t dscale, dshift, dbias; /* private gradients a hook adds to grad */
+    int bf16;                            /* a convolution computed in bf16 (see above) */
+    dnnl_memory_t src16, ddst16;         /* its bf16 input copy and output-gradient copy */
 } dnn_layer;
 
 struct dnn_plan {
@@ -66,7 +74,10 @@ struct dnn_plan {
 struct cpu_dnn {
     const tf_model_spec *spec;
     int max_batch;
-    int threads; /* OpenMP threads oneDNN runs on */
+    int threads;    /* OpenMP threads oneDNN runs on */
+    int bf16;       /* convolutions in bf16 (cpu_dnn_create_prec) */
+    void *bscratch; /* bf16: the output-gradient copy of the convolution being back-propagated */
+    size_t bscratch_bytes;
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     float *input, *logits, *dlogits;

@@ -4,7 +4,8 @@
  * Weights are reordered from the model.h layout every run (they change every step); weight
  * gradients are reordered back with a sum post-op, which adds them to the flat gradient as the
  * reference layers do. A tensor read by several layers gets its first gradient written in place
- * and the others added with a sum primitive. */
+ * and the others added with a sum primitive. bf16 (cpu_onednn_impl.h): convolutions on bf16 copies
+ * of their input, weights and output gradient, fp32 out. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,9 +232,9 @@ static int is_ref_impl(const_dnnl_primitive_desc_t pd)
  * layout with an output no optimised kernel takes (oneDNN then falls back to its reference
  * kernel, ~100x slower: seen with an 8-channel input in nChw16c): then the first of NHWC,
  * nChw16c, NCHW outputs that has one. */
-static int conv_fwd_pd(dnn_plan *p, const tf_layer *T, const dnnl_memory_desc_t *wany,
-                       const dnnl_memory_desc_t *bias, dnnl_prop_kind_t prop,
-                       dnnl_primitive_desc_t *out)
+static int conv_fwd_pd(dnn_plan *p, const tf_layer *T, const dnnl_memory_desc_t *src,
+                       const dnnl_memory_desc_t *wany, const dnnl_memory_desc_t *bias,
+                       dnnl_prop_kind_t prop, dnnl_primitive_desc_t *out)
 {
     const tf_model_spec *s = p->d->spec;
     tf_shape is = s->tensors[T->in], os = s->tensors[T->out];
@@ -253,8 +254,8 @@ static int conv_fwd_pd(dnn_plan *p, const tf_layer *T, const dnnl_memory_desc_t 
         dnnl_convolution_desc_t cd;
         dnnl_primitive_desc_t pd;
         DNN_TRY(p, dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, tags[i]));
-        DNN_TRY(p, dnnl_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct,
-                                                      &p->md[T->in], wany, bias, &dmd, st, pl, pr));
+        DNN_TRY(p, dnnl_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct, src, wany,
+                                                      bias, &dmd, st, pl, pr));
         if (dnnl_primitive_desc_create(&pd, &cd, NULL, p->d->eng, NULL) != dnnl_success)
             continue;
         if (!*out) {
@@ -271,6 +272,26 @@ static int conv_fwd_pd(dnn_plan *p, const tf_layer *T, const dnnl_memory_desc_t 
     return *out ? 0 : dnn_fail(p, dnnl_unimplemented, "convolution forward", __LINE__);
 }
 
+/* bf16: the forward convolution on a bf16 copy of the input (layout oneDNN picks) with bf16
+ * weights, fp32 out; *out NULL (and 0) when oneDNN has only its reference kernel for it. */
+static int conv_fwd_pd_bf16(dnn_plan *p, const tf_layer *T, const dnnl_memory_desc_t *wuser,
+                            const dnnl_memory_desc_t *bias, dnnl_prop_kind_t prop,
+                            dnnl_primitive_desc_t *out)
+{
+    dnnl_memory_desc_t w16, s16;
+    const dnnl_memory_desc_t *in = &p->md[T->in];
+    DNN_TRY(p, dnnl_memory_desc_init_by_tag(&w16, wuser->ndims, wuser->dims, dnnl_bf16,
+                                            dnnl_format_tag_any));
+    DNN_TRY(
+        p, dnnl_memory_desc_init_by_tag(&s16, in->ndims, in->dims, dnnl_bf16, dnnl_format_tag_any));
+    TRYRC(conv_fwd_pd(p, T, &s16, &w16, bias, prop, out));
+    if (is_ref_impl(*out)) {
+        dnnl_primitive_desc_destroy(*out);
+        *out = NULL;
+    }
+    return 0;
+}
+
 static int weighted_fwd(dnn_plan *p, int l)
 {
     cpu_dnn *d = p->d;
@@ -282,8 +303,17 @@ static int weighted_fwd(dnn_plan *p, int l)
                                             dnnl_format_tag_any));
     const dnnl_prop_kind_t prop = p->train ? dnnl_forward_training : dnnl_forward_inference;
     const dnnl_memory_desc_t *bias = T->b_off >= 0 ? &bmd : NULL;
-    if (T->kind == TF_CONV) {
-        TRYRC(conv_fwd_pd(p, T, &wany, bias, prop, &L->fwd_pd));
+    if (T->kind == TF_CONV && d->bf16) {
+        TRYRC(conv_fwd_pd_bf16(p, T, &wuser, bias, prop, &L->fwd_pd));
+        L->bf16 = L->fwd_pd != NULL;
+    }
+    if (L->bf16) {
+        /* the input's bf16 copy, kept for the weight gradient */
+        TRYRC(own_mem(p, dnnl_primitive_desc_query_md(L->fwd_pd, dnnl_query_src_md, 0),
+                      DNNL_MEMORY_ALLOCATE, &L->src16));
+        TRYRC(add_reorder(p, 0, p->act[T->in], L->src16, 0));
+    } else if (T->kind == TF_CONV) {
+        TRYRC(conv_fwd_pd(p, T, &p->md[T->in], &wany, bias, prop, &L->fwd_pd));
     } else {
         dnnl_dims_t dd = {p->N, T->cout};
         DNN_TRY(p, dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_nc));
@@ -306,11 +336,21 @@ static int weighted_fwd(dnn_plan *p, int l)
     dnn_op *o = prim_op(p, 0, pd);
     if (!o)
         return p->err->code;
-    arg(o, DNNL_ARG_SRC, p->act[T->in]);
+    arg(o, DNNL_ARG_SRC, L->bf16 ? L->src16 : p->act[T->in]);
     arg(o, DNNL_ARG_WEIGHTS, L->w_fwd);
     arg(o, DNNL_ARG_BIAS, L->b_user);
     arg(o, DNNL_ARG_DST, p->act[L->out]);
     return 0;
+}
+
+/* bf16: the bf16 copy of the output gradient in layout md (over the object's scratch: it is read
+ * by this layer's two backward primitives only), and the reorder that fills it */
+static int ddst16_mem(dnn_plan *p, dnn_layer *L, const dnnl_memory_desc_t *md)
+{
+    size_t need = dnnl_memory_desc_get_size(md);
+    TRYRC(own_mem(p, md, need <= p->d->bscratch_bytes ? p->d->bscratch : DNNL_MEMORY_ALLOCATE,
+                  &L->ddst16));
+    return add_reorder(p, 1, p->dact[L->out], L->ddst16, 0);
 }
 
 static int weighted_bwd_weights(dnn_plan *p, int l)
@@ -329,9 +369,16 @@ static int weighted_bwd_weights(dnn_plan *p, int l)
         dnnl_dims_t st, pl, pr;
         pads(T, is, os, T->k, st, pl, pr);
         dnnl_convolution_desc_t cd;
-        DNN_TRY(p, dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct,
-                                                               &p->md[T->in], &wany, bias,
-                                                               &p->md[L->out], st, pl, pr));
+        dnnl_memory_desc_t dd16;
+        const dnnl_memory_desc_t *dst = &p->md[L->out];
+        if (L->bf16) { /* bf16 src copy and output gradient, fp32 weight gradient */
+            DNN_TRY(p, dnnl_memory_desc_init_by_tag(&dd16, dst->ndims, dst->dims, dnnl_bf16,
+                                                    dnnl_format_tag_any));
+            dst = &dd16;
+        }
+        DNN_TRY(p, dnnl_convolution_backward_weights_desc_init(
+                       &cd, dnnl_convolution_direct, L->bf16 ? md_of(L->src16) : &p->md[T->in],
+                       &wany, bias, dst, st, pl, pr));
         DNN_TRY(p, dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, L->fwd_pd));
     } else {
         dnnl_inner_product_desc_t ipd;
@@ -342,6 +389,8 @@ static int weighted_bwd_weights(dnn_plan *p, int l)
     dnnl_memory_t dw = NULL;
     int rc = own_mem(p, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0),
                      DNNL_MEMORY_ALLOCATE, &dw);
+    if (!rc && L->bf16)
+        rc = ddst16_mem(p, L, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0));
     if (!rc && bias)
         rc = own_mem(p, &bmd, DNNL_MEMORY_ALLOCATE, &L->dbias);
     if (rc) {
@@ -351,8 +400,8 @@ static int weighted_bwd_weights(dnn_plan *p, int l)
     dnn_op *o = prim_op(p, 1, pd);
     if (!o)
         return p->err->code;
-    arg(o, DNNL_ARG_SRC, p->act[T->in]);
-    arg(o, DNNL_ARG_DIFF_DST, p->dact[L->out]);
+    arg(o, DNNL_ARG_SRC, L->bf16 ? L->src16 : p->act[T->in]);
+    arg(o, DNNL_ARG_DIFF_DST, L->bf16 ? L->ddst16 : p->dact[L->out]);
     arg(o, DNNL_ARG_DIFF_WEIGHTS, dw);
     arg(o, DNNL_ARG_DIFF_BIAS, L->dbias);
     TRYRC(add_reorder(p, 1, dw, L->gw_user, 1));
@@ -369,16 +418,17 @@ static int weighted_bwd_data(dnn_plan *p, int l)
     tf_shape is = d->spec->tensors[T->in], os = d->spec->tensors[T->out];
     dnnl_memory_desc_t wuser, bmd, wany;
     TRYRC(weighted_descs(p, T, &wuser, &bmd));
-    DNN_TRY(p, dnnl_memory_desc_init_by_tag(&wany, wuser.ndims, wuser.dims, dnnl_f32,
-                                            dnnl_format_tag_any));
+    DNN_TRY(p, dnnl_memory_desc_init_by_tag(&wany, wuser.ndims, wuser.dims,
+                                            L->bf16 ? dnnl_bf16 : dnnl_f32, dnnl_format_tag_any));
     dnnl_primitive_desc_t pd;
     if (T->kind == TF_CONV) {
         dnnl_dims_t st, pl, pr;
         pads(T, is, os, T->k, st, pl, pr);
         dnnl_convolution_desc_t cd;
-        DNN_TRY(p, dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct,
-                                                            &p->md[T->in], &wany, &p->md[L->out],
-                                                            st, pl, pr));
+        /* bf16: the weight-gradient primitive's output-gradient copy, fp32 input gradient */
+        DNN_TRY(p, dnnl_convolution_backward_data_desc_init(
+                       &cd, dnnl_convolution_direct, &p->md[T->in], &wany,
+                       L->bf16 ? md_of(L->ddst16) : &p->md[L->out], st, pl, pr));
         DNN_TRY(p, dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, L->fwd_pd));
     } else {
         dnnl_inner_product_desc_t ipd;
@@ -403,7 +453,7 @@ static int weighted_bwd_data(dnn_plan *p, int l)
     dnn_op *o = prim_op(p, 1, pd);
     if (!o)
         return p->err->code;
-    arg(o, DNNL_ARG_DIFF_DST, p->dact[L->out]);
+    arg(o, DNNL_ARG_DIFF_DST, L->bf16 ? L->ddst16 : p->dact[L->out]);
     arg(o, DNNL_ARG_WEIGHTS, w);
     arg(o, DNNL_ARG_DIFF_SRC, target);
     return grad_finish(p, T->in, target, then_sum);
