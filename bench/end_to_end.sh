@@ -15,17 +15,20 @@
 # trainfast's training steps, fastload bench's and the peer's process with its workers: on
 # cores shared with other work the wall figures follow the share of the cores each run got,
 # these do not), how trainfast split the cores between decode and compute (its --json) and the
-# loads. Every run's JSON is kept in OUT/runs.
+# loads. Every run's JSON is kept in OUT/runs. --bf16 1 adds, in the same rounds, trainfast and C
+# with --precision bf16 (bf16 convolutions, fp32 state: trainer/README.md, "Precision") and the
+# peer under torch.autocast('cpu', bfloat16) (pytorch_train_loop.py --precision bf16), each
+# compared with its fp32 self and with both peers.
 # Usage: bench/end_to_end.sh [--runs R (3)] [--models "fastcnn:64:3000:1 resnet18:112:512:1"]
-#                            [--fixed "W..." ("")] [--build DIR] [--out DIR (/tmp/fastload-bench/end_to_end)]
+#                            [--fixed "W..." ("")] [--bf16 0|1 (0)] [--build DIR] [--out DIR (/tmp/fastload-bench/end_to_end)]
 #                            [--report-only 1 (the summary of the runs kept in OUT/runs)]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=3 models="fastcnn:64:3000:1 resnet18:112:512:1" fixed="" report_only=0 build="$root/build"
+runs=3 models="fastcnn:64:3000:1 resnet18:112:512:1" fixed="" bf16=0 report_only=0 build="$root/build"
 out="/tmp/fastload-bench/end_to_end"
 me=end_to_end.sh
 . "$root/bench/lib_bench.sh"
-bench_options "runs models fixed report-only=report_only build out" "$@"
+bench_options "runs models fixed bf16 report-only=report_only build out" "$@"
 py=/usr/bin/python3
 tf="$build/trainer/trainfast" pd="$build/tools/packdata/packdata" fl="$build/tools/fastload/fastload"
 bench_need_built "$tf" "$pd" "$fl"
@@ -77,6 +80,7 @@ if ((!report_only)); then
             # so a load that drifts in step with the order does not favour one of them
             kinds=(L C trainfast pytorch)
             for w in $fixed; do kinds+=("workers$w"); done
+            ((bf16)) && kinds+=(C16 trainfast16 pytorch16)
             n=${#kinds[@]}
             for ((i = 0; i < n; i++)); do
                 kind=${kinds[$(((i + r - 1) % n))]}
@@ -88,6 +92,13 @@ if ((!report_only)); then
                     pytorch) $py "$root/bench/pytorch_train_loop.py" "$out/photos-$count" --model "$model" \
                                  --size "$size" --batch "$batch" --epochs "$epochs" --workers "$ncores" |
                                  keep "$k-pytorch" >/dev/null ;;
+                    C16) train "$k-C16" "$model" "$size" "$epochs" "$out/raw$size-$count" "$val" \
+                             --precision bf16 >/dev/null ;;
+                    trainfast16) train "$k-trainfast16" "$model" "$size" "$epochs" "$jpg" "$val" \
+                                     --precision bf16 >/dev/null ;;
+                    pytorch16) $py "$root/bench/pytorch_train_loop.py" "$out/photos-$count" --model "$model" \
+                                   --size "$size" --batch "$batch" --epochs "$epochs" --workers "$ncores" \
+                                   --precision bf16 | keep "$k-pytorch16" >/dev/null ;;
                     workers*) train "$k-$kind" "$model" "$size" "$epochs" "$jpg" "$val" --workers "${kind#workers}" \
                                   >/dev/null ;;
                 esac
@@ -102,6 +113,11 @@ if ((!report_only)); then
                 W=$(ips "$k-workers$w")
                 line+=$(printf '  --workers %s %.1f (%.2f)' "$w" "$W" "$(ratio "$W" "$B")")
             done
+            if ((bf16)); then
+                C16=$(ips "$k-C16") D16=$(ips "$k-trainfast16") P16=$(ips "$k-pytorch16")
+                line+=$(printf '  | bf16: C %.1f  trainfast %.1f (x%.2f fp32)  PyTorch autocast %.1f (x%.2f; fp32 peer x%.2f)' \
+                    "$C16" "$D16" "$(ratio "$D16" "$D")" "$P16" "$(ratio "$D16" "$P16")" "$(ratio "$D16" "$P")")
+            fi
             echo "$line"
         done
     done
@@ -135,6 +151,16 @@ for spec in $models; do
         "$(med "$m" jget trainfast decode_workers_mean)" "$(med "$m" jget trainfast decode_workers_min)" \
         "$(med "$m" jget trainfast decode_workers_max)" "$(jget "$m-r1-trainfast" decode_workers_started)" \
         "$(pct "$(med "$m" jget trainfast decode_core_fraction)")" "$(pct "$(med "$m" jget trainfast compute_core_fraction)")"
+    if ((bf16)); then
+        C16=$(med "$m" ips C16) D16=$(med "$m" ips trainfast16) P16=$(med "$m" ips pytorch16)
+        C16c=$(med "$m" cps C16) D16c=$(med "$m" cps trainfast16) P16c=$(med "$m" cps pytorch16)
+        printf '  bf16: C %.1f img/s (x%.2f fp32 C), trainfast from JPEG %.1f img/s (x%.2f fp32); PyTorch autocast bf16 %.1f img/s (x%.2f its fp32)\n' \
+            "$C16" "$(ratio "$C16" "$C")" "$D16" "$(ratio "$D16" "$D")" "$P16" "$(ratio "$P16" "$P")"
+        printf '  bf16 against the peers: trainfast bf16 x%.2f PyTorch fp32, x%.2f PyTorch autocast bf16 (target >= 3.5)\n' \
+            "$(ratio "$D16" "$P")" "$(ratio "$D16" "$P16")"
+        printf '  bf16 per CPU-second: C %.1f (x%.2f fp32), trainfast %.1f (x%.2f fp32); PyTorch autocast %.1f; trainfast bf16 x%.2f PyTorch fp32, x%.2f PyTorch bf16\n' \
+            "$C16c" "$(ratio "$C16c" "$Cc")" "$D16c" "$(ratio "$D16c" "$Dc")" "$P16c" "$(ratio "$D16c" "$Pc")" "$(ratio "$D16c" "$P16c")"
+    fi
     for w in $fixed; do
         W=$(med "$m" ips "workers$w") Wc=$(med "$m" cps "workers$w")
         printf '  trainfast --workers %s: %.1f img/s = %.2f of the bound; %.1f img per CPU-second = %.2f of it\n' \

@@ -5,7 +5,9 @@ and apply RandomResizedCrop + RandomHorizontalFlip (bench/pytorch_dataloader.py'
 drop_last as trainfast on one process), feeding the same network and recipe as trainfast
 (bench/pytorch_fmnist.py's build_model, sgd, lr_schedule: SGD Nesterov 0.9, weight decay on
 weights only, label smoothing 0.1, warm-up then linear decay; inputs scaled as trainfast's,
-(x / 255 - 0.5) / 0.25), fp32 on the CPU, NCHW. The workers share the cores with the training
+(x / 255 - 0.5) / 0.25), fp32 on the CPU, NCHW; --precision bf16 runs forward and loss under
+torch.autocast('cpu', dtype=torch.bfloat16) (PyTorch's CPU mixed precision: bf16 convolutions and
+matmuls, fp32 weights and optimizer), the peer of trainfast --precision bf16. The workers share the cores with the training
 threads; torch.set_num_threads is left as PyTorch sets it (what a user gets) unless --threads.
 
 Times the training steps of all epochs from the first iter() (worker start-up included once:
@@ -16,6 +18,7 @@ Prints one JSON object (the last stdout line): images_per_sec, images, seconds, 
 cpu_seconds, images_per_cpu_sec, threads, workers, model, size, batch, epochs, torch.
 Usage: /usr/bin/python3 bench/pytorch_train_loop.py IMAGE_FOLDER [--model fastcnn|resnet18]
        [--size 64] [--batch 128] [--epochs 1] [--workers 2] [--threads 0] [--width 24]
+       [--precision fp32|bf16]
 """
 import argparse
 import gc
@@ -51,6 +54,8 @@ def main():
     ap.add_argument("--label-smoothing", type=float, default=0.1)
     ap.add_argument("--warmup", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', bfloat16)")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -78,7 +83,8 @@ def main():
             x = x.float() * (1.0 / (255.0 * std)) - mean / std
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
-            loss = crit(model(x), y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+                loss = crit(model(x), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -93,6 +99,7 @@ def main():
                       "cpu_seconds": cpu_s, "images_per_cpu_sec": n / cpu_s if cpu_s else 0,
                       "threads": threads, "workers": a.workers, "model": a.model, "size": a.size,
                       "batch": a.batch, "epochs": a.epochs, "final_loss": float(loss),
+                      "precision": a.precision,
                       "torch": torch.__version__}))
 
 
