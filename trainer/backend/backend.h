@@ -1,7 +1,8 @@
 /* backend.h — the interface between the trainfast core (loop, schedule, checkpoints, reporting)
- * and a compute backend (trainer/cpu: the fp32 reference; trainer/gpu: CUDA mixed precision).
- * A backend runs one tf_model_spec (model.h): forward, backward, optimizer on fp32 master weights,
- * evaluation, and hands its whole state to the core as host fp32 arrays for checkpoints.
+ * and a compute backend (trainer/cpu: fp32, bf16 convolutions on oneDNN; trainer/gpu: CUDA mixed
+ * precision). A backend runs one tf_model_spec (model.h): forward, backward, optimizer on fp32
+ * master weights, evaluation, and hands its whole state to the core as host fp32 arrays for
+ * checkpoints.
  *
  * Call order: ops->create(spec, cfg) -> [ops->attach_comm(comm): data parallel]
  *             -> ops->set_state(initial state from tf_model_init)
@@ -24,7 +25,7 @@ extern "C" {
 #endif
 
 typedef enum tf_precision {
-    TF_FP32 = 0, /* fp32 everything (the CPU backend supports only this) */
+    TF_FP32 = 0, /* fp32 everything (the CPU backend's default) */
     TF_BF16 = 1, /* bf16 activations and weight copies, fp32 master weights / accumulation */
     TF_FP16 = 2  /* fp16 ditto, with dynamic loss scaling */
 } tf_precision;
