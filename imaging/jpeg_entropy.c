@@ -237,6 +237,27 @@ static boolean warn(j_decompress_ptr ci, struct fl_jpeg_entropy *e, int code)
             goto end;                                                                              \
     } while (0)
 
+/* AC_STEP without the refill: right after an AC_STEP, whose refill left at least 56 bits and
+ * whose code took at most FAST_BITS of them (a longer one refills again below). */
+#define AC_STEP2(S, end)                                                                           \
+    do {                                                                                           \
+        int32_t x_ = ac->fast[buf##S >> (64 - FAST_BITS)];                                         \
+        if (!x_) {                                                                                 \
+            FL_BITS_REFILL(bp##S, buf##S, cnt##S);                                                 \
+            if (!(x_ = decode_slow(ac, buf##S)))                                                   \
+                return -1;                                                                         \
+        }                                                                                          \
+        buf##S <<= x_ & 255;                                                                       \
+        cnt##S -= x_ & 255;                                                                        \
+        uint32_t r_ = ((uint32_t)x_ >> 8) & 255;                                                   \
+        if (r_ == RUN_EOB)                                                                         \
+            goto end;                                                                              \
+        k##S += r_;                                                                                \
+        o##S[natural_order[k##S]] = (JCOEF)(x_ >> 16);                                             \
+        if (++k##S >= 64)                                                                          \
+            goto end;                                                                              \
+    } while (0)
+
 /* The DC code of stream S with table dc into o##S[0] (predictor pred##S[c]); -1 on a bad code. */
 #define DC_STEP(S)                                                                                 \
     do {                                                                                           \
@@ -276,13 +297,19 @@ static int decode_pair(struct fl_jpeg_entropy *e, uint32_t n)
             for (;;) {
                 AC_STEP(a, a_end);
                 AC_STEP(b, b_end);
+                AC_STEP2(a, a_end);
+                AC_STEP2(b, b_end);
             }
         a_end:
-            for (;;)
+            for (;;) {
                 AC_STEP(b, done);
+                AC_STEP2(b, done);
+            }
         b_end:
-            for (;;)
+            for (;;) {
                 AC_STEP(a, done);
+                AC_STEP2(a, done);
+            }
         done:
             if ((uint64_t)(bpa - base) * 8 - cnta > enda ||
                 (uint64_t)(bpb - base) * 8 - cntb > endb)
