@@ -1,8 +1,9 @@
 /* fuzz_sources.c — libFuzzer harness for packdata's source parsers: IDX (in memory and through
- * the gzip reader), CIFAR-10/100 batches, list, CSV and JSONL files under --root. The first byte
- * picks the parser; the rest is the untrusted input. A list item whose path leads out of --root
- * (absolute elsewhere, or climbing with ..) is a finding: the parsers must refuse it. Built
- * against packdata_core (tools/packdata). */
+ * the gzip reader), CIFAR-10/100 batches, list, CSV and JSONL files under --root, and CSV / JSONL
+ * with --field values (int, float, float_vector, int_list, text: no file paths), with or without
+ * --no-image. The first byte picks the parser; the rest is the untrusted input. A list item whose
+ * path leads out of --root (absolute elsewhere, or climbing with ..) is a finding: the parsers must
+ * refuse it. Built against packdata_core (tools/packdata). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -33,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    uint8_t mode = data[0] % 7;
+    uint8_t mode = data[0] % 9;
     data++;
     size--;
     pd_items items;
@@ -107,8 +108,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pd_src_jsonl(path, &so, &rc, &items, &err);
         close(fd);
         break;
+    case 7: /* CSV with --field columns; --no-image when the first byte's bit 1 is set */
+    case 8: /* JSONL with --field keys, the same */
+        if ((fd = as_file(data, size, path, sizeof path)) < 0)
+            break;
+        static const char *specs[] = {"n:int", "v:float", "emb:float_vector:3", "tags:int_list",
+                                      "cap:text"};
+        for (uint32_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+            so.field_specs[i] = specs[i];
+        so.n_field_specs = sizeof specs / sizeof specs[0];
+        so.no_image = size && (data[0] & 2);
+        so.root = "/tmp";
+        so.path_column = "path";
+        so.label_column = "label";
+        if (mode == 7)
+            pd_src_csv(path, &so, &rc, &items, &err);
+        else
+            pd_src_jsonl(path, &so, &rc, &items, &err);
+        close(fd);
+        break;
     }
-    if (mode >= 3 && mode != 5) /* nothing outside --root got through */
+    if (mode >= 3 && mode != 5 && !so.no_image) /* nothing outside --root got through */
         for (size_t i = 0; i < items.n; i++)
             if (pd_items_name(&items, i) && pd_path_leaves(so.root, pd_items_name(&items, i)))
                 abort();

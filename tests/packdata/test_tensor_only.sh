@@ -125,4 +125,18 @@ usage "--no-image with boxes" "--no-image records have no image" --jsonl "$D/met
 usage "--no-image with a mask" "--no-image records have no image" --csv "$D/meta.csv" --no-image --field k:mask
 usage "--no-image on a folder" "--no-image goes with a CSV or JSON Lines source" "$FX/png" --no-image
 usage "--no-image with --wds" "--no-image goes with a CSV or JSON Lines source" --wds "$FX/x.tar" --no-image --field a:int
+
+# the first int --field is the label when there is no label column: the labels' range applies (a
+# value of 2^30 once made packdata allocate 2^30 class names: found by fuzz_sources)
+printf '{"n": 1073741824, "e": [1.0]}\n{"n": 2, "e": [2.0]}\n' >"$T/big.jsonl"
+"$P" pack --jsonl "$T/big.jsonl" "$T/big" --no-image --field n:int --field e:float_vector:1 -q 2>"$T/err"; rc=$?
+[[ $rc -eq 1 && ! -e "$T/big" ]] && grep -qF "big.jsonl:1: field n: label 1073741824 is out of range (0..999999 without --num-classes)" "$T/err" &&
+    pass "jsonl: an int --field label out of range: exit 1, named" || fail "jsonl label out of range: exit $rc: $(head -c 300 "$T/err")"
+printf 'n,e\n-3,1\n1,2\n' >"$T/neg.csv"
+"$P" pack --csv "$T/neg.csv" "$T/neg" --no-image --field n:int --field e:float_vector:1 --on-error skip -q 2>"$T/err"; rc=$?
+[[ $rc -eq 0 ]] && grep -qF "neg.csv:2: field n: label -3 is out of range" "$T/err" && [[ "$("$P" info "$T/neg" --json | grep -o '"records": *[0-9]*' | grep -o '[0-9]*$' | head -n 1)" == 1 ]] &&
+    pass "csv: a negative int --field label skipped with --on-error skip, named" || fail "csv negative label: exit $rc: $(head -c 300 "$T/err")"
+"$P" pack --csv "$T/neg.csv" "$T/neg2" --no-image --field n:int --field e:float_vector:1 --num-classes 2 -q 2>"$T/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF "label -3 is out of range (2 classes: 0..1)" "$T/err" &&
+    pass "csv: --num-classes bounds an int --field label" || fail "csv --num-classes label: exit $rc: $(head -c 300 "$T/err")"
 finish

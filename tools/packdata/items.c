@@ -578,6 +578,22 @@ int pd_read_file(const char *path, int gunzip, size_t max_len, uint8_t **data, s
     return 0;
 }
 
+int pd_check_label(long long v, const pd_source_opts *so, char *why, size_t cap)
+{
+    long long limit = so->num_classes > 0 ? so->num_classes
+                      : so->n_class_names ? (long long)so->n_class_names
+                                          : (long long)PD_MAX_CLASSES;
+    if (v >= 0 && v < limit)
+        return 0;
+    if (!(so->num_classes > 0) && !so->n_class_names)
+        snprintf(why, cap, "label %lld is out of range (0..%d without --num-classes)", v,
+                 PD_MAX_CLASSES - 1);
+    else
+        snprintf(why, cap, "label %lld is out of range (%lld classes: 0..%lld)", v, limit,
+                 limit - 1);
+    return -1;
+}
+
 int pd_parse_label(const char *s, const pd_source_opts *so, int32_t *label, char *why, size_t cap)
 {
     const char *p = s;
@@ -605,18 +621,8 @@ int pd_parse_label(const char *s, const pd_source_opts *so, int32_t *label, char
                  so->n_class_names ? " nor a class name" : "");
         return -1;
     }
-    long limit = so->num_classes > 0 ? so->num_classes
-                 : so->n_class_names ? (long)so->n_class_names
-                                     : (long)PD_MAX_CLASSES;
-    if (v < 0 || v >= limit) {
-        if (!(so->num_classes > 0) && !so->n_class_names)
-            snprintf(why, cap, "label %ld is out of range (0..%d without --num-classes)", v,
-                     PD_MAX_CLASSES - 1);
-        else
-            snprintf(why, cap, "label %ld is out of range (%ld classes: 0..%ld)", v, limit,
-                     limit - 1);
+    if (pd_check_label(v, so, why, cap))
         return -1;
-    }
     *label = (int32_t)v;
     return 0;
 }

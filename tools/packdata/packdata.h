@@ -255,6 +255,10 @@ int pd_cifar_detect(const char *dir);
 /* Parse a label field: an integer, or a class name when class names are known. Returns 0 and
  * stores the label, or -1 with a reason in `why`. */
 int pd_parse_label(const char *s, const pd_source_opts *so, int32_t *label, char *why, size_t cap);
+/* The range a label must be in, wherever it comes from (a label column, a .cls member, the first
+ * int --field): 0..--num-classes - 1, else 0..(--classes names) - 1, else 0..PD_MAX_CLASSES - 1.
+ * Returns 0, or -1 with `why` saying the range. */
+int pd_check_label(long long v, const pd_source_opts *so, char *why, size_t cap);
 
 /* Read a whole file (gzip transparently when `gunzip` is set and the file is gzip'ed).
  * *data is malloc'ed. Errors: -errno, FL_E_TOO_LARGE (over max_len), FL_E_DECODE (bad gzip). */

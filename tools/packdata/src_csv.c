@@ -261,6 +261,11 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
                                       "%.150s is outside %.60s: refused "
                                       "(--allow-outside-root packs it)",
                                       row.f[fcol[f]], lst.root);
+                if (!vr && lab_f) { /* the first int --field is the label: its range too */
+                    int32_t lv;
+                    memcpy(&lv, it->values[f].data, 4);
+                    vr = pd_check_label(lv, so, why, sizeof why);
+                }
                 if (vr == -ENOMEM) {
                     how = PD_LISTING_OOM;
                     bad = 2;

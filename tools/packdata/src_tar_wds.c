@@ -741,7 +741,7 @@ static void sample_missing(const wds *w, const wsample *s, const wds_schema *sm,
 }
 
 /* The schema values of sample s's parts into it->values; an INT --field that is the label goes to
- * it->label. Returns 0 or -ENOMEM. */
+ * it->label. Returns 0, -ENOMEM, or 1 when that label is out of range (w->why says so). */
 static int sample_values(wds *w, const wsample *s, const wds_schema *sm, pd_items *out, pd_item *it)
 {
     pd_value *v = pd_items_new_values(out);
@@ -754,6 +754,11 @@ static int sample_values(wds *w, const wsample *s, const wds_schema *sm, pd_item
         if (sm->map[pt->field] == label_field) {
             /* an INT from --field that is the record's label: pd_item's own slot */
             memcpy(&it->label, pt->data, 4);
+            char why[200];
+            if (pd_check_label(it->label, w->so, why, sizeof why)) {
+                snprintf(w->why, sizeof w->why, "field %s (the label): %s", sf->name, why);
+                return 1;
+            }
             if (it->label > w->max_label)
                 w->max_label = it->label;
             continue;
@@ -795,7 +800,13 @@ static int wds_push_samples(wds *w, const wds_schema *sm, const char *spec, pd_r
         it.name = s->name;
         it.member = s->image;
         it.label = s->has_label ? s->label : 0;
-        if ((!sm->classic && sample_values(w, s, sm, out, &it)) || pd_items_push(out, &it))
+        int vr = sm->classic ? 0 : sample_values(w, s, sm, out, &it);
+        if (vr == 1) {
+            if (pd_reject(rc, s->source, "%s", w->why))
+                return pd_fail_reported(err, FL_E_LABEL);
+            continue;
+        }
+        if (vr || pd_items_push(out, &it))
             return fl_error_set(err, -ENOMEM, "out of memory listing %s", spec);
     }
     return 0;
