@@ -13,54 +13,28 @@
 #include <jpeglib.h>
 
 #include "fl_check.h"
+#include "pattern_jpeg.h"
 #include "fl_error.h"
 #include "fl_image.h"
 
-/* A JPEG of a smooth + noisy pattern written with libjpeg; restart: MCUs per interval (0 none). */
+/* A JPEG of the noisy pattern with edges (pattern_jpeg.h); restart: MCUs per interval. */
 static uint8_t *make_jpeg(uint32_t w, uint32_t h, int comps, int hs, int vs, int quality,
                           int optimize, unsigned restart, unsigned long *len, uint32_t seed)
 {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    unsigned char *out = NULL;
-    *len = 0;
-    jpeg_mem_dest(&c, &out, len);
-    c.image_width = w;
-    c.image_height = h;
-    c.input_components = comps;
-    c.in_color_space = comps == 3 ? JCS_RGB : JCS_GRAYSCALE;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, quality, TRUE);
-    if (comps == 3) {
-        c.comp_info[0].h_samp_factor = hs;
-        c.comp_info[0].v_samp_factor = vs;
-        c.comp_info[1].h_samp_factor = c.comp_info[1].v_samp_factor = 1;
-        c.comp_info[2].h_samp_factor = c.comp_info[2].v_samp_factor = 1;
-    }
-    c.optimize_coding = optimize;
-    c.restart_interval = restart;
-    jpeg_start_compress(&c, TRUE);
-    uint8_t *row = malloc((size_t)w * comps);
-    uint32_t r = seed * 2654435761u + 1;
-    while (c.next_scanline < h) {
-        uint32_t y = c.next_scanline;
-        for (uint32_t x = 0; x < w; x++)
-            for (int k = 0; k < comps; k++) {
-                r = r * 1664525u + 1013904223u;
-                int v = (int)((x * (3 + k) + y * (5 - k)) % 256) + (int)(r >> 27) - 16;
-                if ((x / 23 + y / 17) % 3 == 0)
-                    v = 255 - v; /* edges: large DC steps */
-                row[(size_t)x * comps + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-            }
-        JSAMPROW rp = row;
-        jpeg_write_scanlines(&c, &rp, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    free(row);
-    return out;
+    pattern_jpeg o = {.w = w,
+                      .h = h,
+                      .comps = comps,
+                      .hs = hs,
+                      .vs = vs,
+                      .quality = quality,
+                      .optimize = optimize,
+                      .restart = restart,
+                      .noise_shift = 27,
+                      .noise_bias = 16,
+                      .tile_w = 23,
+                      .tile_h = 17,
+                      .seed = seed};
+    return make_pattern_jpeg(&o, len);
 }
 
 static fl_decoder *ours, *lib;

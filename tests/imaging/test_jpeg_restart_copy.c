@@ -13,57 +13,31 @@
 #include <jpeglib.h>
 
 #include "fl_check.h"
+#include "pattern_jpeg.h"
 #include "fl_error.h"
 #include "fl_image.h"
 
-/* A JPEG of a smooth + noisy test pattern, written with libjpeg. */
+/* A JPEG of the smooth + lightly noisy pattern (pattern_jpeg.h); restart_rows: MCU rows per
+ * interval. */
 static uint8_t *make_jpeg(uint32_t w, uint32_t h, int comps, int hs, int vs, int quality,
                           int optimize, int progressive, int restart_rows, unsigned long *len,
                           uint32_t seed)
 {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    unsigned char *out = NULL;
-    *len = 0;
-    jpeg_mem_dest(&c, &out, len);
-    c.image_width = w;
-    c.image_height = h;
-    c.input_components = comps;
-    c.in_color_space = comps == 3 ? JCS_RGB : JCS_GRAYSCALE;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, quality, TRUE);
-    if (comps == 3) {
-        c.comp_info[0].h_samp_factor = hs;
-        c.comp_info[0].v_samp_factor = vs;
-        c.comp_info[1].h_samp_factor = c.comp_info[1].v_samp_factor = 1;
-        c.comp_info[2].h_samp_factor = c.comp_info[2].v_samp_factor = 1;
-    }
-    c.optimize_coding = optimize;
-    if (progressive)
-        jpeg_simple_progression(&c);
-    c.restart_in_rows = restart_rows;
-    jpeg_start_compress(&c, TRUE);
-    uint8_t *row = malloc((size_t)w * comps);
-    uint32_t r = seed * 2654435761u + 1;
-    while (c.next_scanline < h) {
-        uint32_t y = c.next_scanline;
-        for (uint32_t x = 0; x < w; x++)
-            for (int k = 0; k < comps; k++) {
-                r = r * 1664525u + 1013904223u;
-                int v = (int)((x * (3 + k) + y * (5 - k)) % 256) + (int)(r >> 28) - 8;
-                if ((x / 23 + y / 17) % 3 == 0)
-                    v = 255 - v; /* edges: large DC steps */
-                row[(size_t)x * comps + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-            }
-        JSAMPROW rp = row;
-        jpeg_write_scanlines(&c, &rp, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    free(row);
-    return out;
+    pattern_jpeg o = {.w = w,
+                      .h = h,
+                      .comps = comps,
+                      .hs = hs,
+                      .vs = vs,
+                      .quality = quality,
+                      .optimize = optimize,
+                      .progressive = progressive,
+                      .restart_rows = restart_rows,
+                      .noise_shift = 28,
+                      .noise_bias = 8,
+                      .tile_w = 23,
+                      .tile_h = 17,
+                      .seed = seed};
+    return make_pattern_jpeg(&o, len);
 }
 
 /* The DRI interval (0: none) and the RST markers of the entropy data, checked to be in order. */
