@@ -217,6 +217,21 @@ static boolean warn(j_decompress_ptr ci, struct fl_jpeg_entropy *e, int code)
 
 #define REFILL() FL_BITS_REFILL(bp, buf, cnt)
 
+/* The rest of one AC code of stream S once its table entry x_ is known: consume its bits, then
+ * goto `end` after the block's last coefficient (EOB or past 63), else store the coefficient. */
+#define AC_APPLY(S, x_, end)                                                                       \
+    do {                                                                                           \
+        buf##S <<= (x_)&255;                                                                       \
+        cnt##S -= (x_)&255;                                                                        \
+        uint32_t r_ = ((uint32_t)(x_) >> 8) & 255;                                                 \
+        if (r_ == RUN_EOB)                                                                         \
+            goto end;                                                                              \
+        k##S += r_;                                                                                \
+        o##S[natural_order[k##S]] = (JCOEF)((x_) >> 16);                                           \
+        if (++k##S >= 64)                                                                          \
+            goto end;                                                                              \
+    } while (0)
+
 /* One AC code of stream S (bit reader bp##S, buf##S, cnt##S; next coefficient k##S of block
  * o##S) with table ac: goto `end` after the block's last coefficient (EOB or past 63), return
  * -1 on a bad code. The same steps as decode_mcu's AC loop. */
@@ -226,15 +241,7 @@ static boolean warn(j_decompress_ptr ci, struct fl_jpeg_entropy *e, int code)
         int32_t x_ = ac->fast[buf##S >> (64 - FAST_BITS)];                                         \
         if (!x_ && !(x_ = decode_slow(ac, buf##S)))                                                \
             return -1;                                                                             \
-        buf##S <<= x_ & 255;                                                                       \
-        cnt##S -= x_ & 255;                                                                        \
-        uint32_t r_ = ((uint32_t)x_ >> 8) & 255;                                                   \
-        if (r_ == RUN_EOB)                                                                         \
-            goto end;                                                                              \
-        k##S += r_;                                                                                \
-        o##S[natural_order[k##S]] = (JCOEF)(x_ >> 16);                                             \
-        if (++k##S >= 64)                                                                          \
-            goto end;                                                                              \
+        AC_APPLY(S, x_, end);                                                                      \
     } while (0)
 
 /* AC_STEP without the refill: right after an AC_STEP, whose refill left at least 56 bits and
@@ -247,15 +254,7 @@ static boolean warn(j_decompress_ptr ci, struct fl_jpeg_entropy *e, int code)
             if (!(x_ = decode_slow(ac, buf##S)))                                                   \
                 return -1;                                                                         \
         }                                                                                          \
-        buf##S <<= x_ & 255;                                                                       \
-        cnt##S -= x_ & 255;                                                                        \
-        uint32_t r_ = ((uint32_t)x_ >> 8) & 255;                                                   \
-        if (r_ == RUN_EOB)                                                                         \
-            goto end;                                                                              \
-        k##S += r_;                                                                                \
-        o##S[natural_order[k##S]] = (JCOEF)(x_ >> 16);                                             \
-        if (++k##S >= 64)                                                                          \
-            goto end;                                                                              \
+        AC_APPLY(S, x_, end);                                                                      \
     } while (0)
 
 /* The DC code of stream S with table dc into o##S[0] (predictor pred##S[c]); -1 on a bad code. */
