@@ -1,10 +1,12 @@
 /* pattern_jpeg.h — the JPEG test pattern the entropy-decoder tests share (test_jpeg_entropy,
  * test_jpeg_pairs, test_jpeg_restart_copy): diagonal ramps plus LCG noise, with tiles inverted so
  * the DC coefficient steps sharply, written by libjpeg with the sampling, quality, Huffman
- * optimisation, progression and restart settings a test asks for. Needs only libjpeg. */
+ * optimisation, progression and restart settings a test asks for; and where a file's entropy-coded
+ * data starts (to damage it there). Needs only libjpeg. */
 #ifndef FL_PATTERN_JPEG_H
 #define FL_PATTERN_JPEG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -73,6 +75,18 @@ static inline uint8_t *make_pattern_jpeg(const pattern_jpeg *o, unsigned long *l
     jpeg_destroy_compress(&c);
     free(row);
     return out;
+}
+
+/* Offset of the first entropy-coded byte (after SOS), 0 if none. */
+static inline size_t entropy_start(const uint8_t *p, size_t n)
+{
+    for (size_t i = 2; i + 4 <= n && p[i] == 0xFF;) {
+        size_t l = (size_t)p[i + 2] << 8 | p[i + 3];
+        if (p[i + 1] == 0xDA)
+            return i + 2 + l;
+        i += 2 + l;
+    }
+    return 0;
 }
 
 #endif

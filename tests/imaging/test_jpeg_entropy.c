@@ -93,18 +93,6 @@ static int compare(const uint8_t *f, size_t len, uint32_t w, uint32_t h, int str
     return fails;
 }
 
-/* Offset of the first entropy-coded byte (after SOS), 0 if none. */
-static size_t entropy_start(const uint8_t *p, size_t n)
-{
-    for (size_t i = 2; i + 4 <= n && p[i] == 0xFF;) {
-        size_t l = (size_t)p[i + 2] << 8 | p[i + 3];
-        if (p[i + 1] == 0xDA)
-            return i + 2 + l;
-        i += 2 + l;
-    }
-    return 0;
-}
-
 int main(void)
 {
     fl_encoder *enc;

@@ -116,18 +116,6 @@ static void check_file(const uint8_t *f, size_t len, uint32_t w, uint32_t h, int
     }
 }
 
-/* Offset of the first entropy-coded byte (after SOS), 0 if none. */
-static size_t entropy_start(const uint8_t *p, size_t n)
-{
-    for (size_t i = 2; i + 4 <= n && p[i] == 0xFF;) {
-        size_t l = (size_t)p[i + 2] << 8 | p[i + 3];
-        if (p[i + 1] == 0xDA)
-            return i + 2 + l;
-        i += 2 + l;
-    }
-    return 0;
-}
-
 /* fl_jpeg_next_marker against the byte loop it replaces, on buffers of 0x00 / 0xFF / 0xD0 / 0x12
  * bytes (runs of fill, stuffed zeros, markers, a trailing 0xFF) of 0-80 bytes. */
 static void check_marker_scan(void)
