@@ -745,7 +745,7 @@ static void catch_interrupts(const pd_pack_opts *po)
 {
     int n = snprintf(interrupt_msg, sizeof interrupt_msg,
                      "%s" PD_TOOL ": interrupted: run the same command with --resume to finish %s "
-                     "(the work done so far is kept in %s.partial)\n",
+                     "(what it has packed so far, if anything, is kept in %s.partial)\n",
                      isatty(STDERR_FILENO) ? "\n" : "", po->dst, po->dst);
     interrupt_len = n < 0                              ? 0
                     : (size_t)n < sizeof interrupt_msg ? (size_t)n
