@@ -16,6 +16,7 @@
 #include "fl_dataset_impl.h"
 #include "fl_file.h"
 #include "fl_lmdb.h"
+#include "fl_mapped_guard.h"
 
 #define FL_MAX_MANIFEST_BYTES (256u << 20)
 
@@ -1092,6 +1093,31 @@ int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size
     return 0;
 }
 
+/* fl_crc32c under the mapping guard (fl_mapped_guard.h) */
+typedef struct crc_args {
+    const uint8_t *p;
+    size_t n;
+    uint32_t crc;
+} crc_args;
+
+static void crc_fn(void *arg)
+{
+    crc_args *a = arg;
+    a->crc = fl_crc32c(0, a->p, a->n);
+}
+
+/* The error of a record whose mapped bytes faulted (the file shrank since the open). */
+static int shrank(const fl_dataset *ds, uint64_t i, int rc, fl_error *err)
+{
+    if (rc == FL_E_TRUNCATED)
+        return fl_error_set(err, FL_E_TRUNCATED,
+                            "%s: record %llu: the file is shorter than when it was opened "
+                            "(truncated or rewritten since), or an I/O error hit its pages",
+                            record_file(ds, i), (unsigned long long)i);
+    return fl_error_set(err, rc, "%s: record %llu: cannot guard the file mapping: %s",
+                        record_file(ds, i), (unsigned long long)i, fl_strerror(rc));
+}
+
 int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len, int check,
                    fl_error *err)
 {
@@ -1100,10 +1126,15 @@ int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_
     fl_record_info r;
     const uint8_t *p;
     locate(ds, i, &r, &p, NULL);
-    if (check) {
-        int rc = fl_dataset_check(ds, i, p, r.stored_len, err);
+    if (check) { /* the first read of the mapping: guarded, as the file may have shrunk */
+        crc_args a = {p, r.stored_len, 0};
+        int rc = fl_mapped_run(crc_fn, &a);
         if (rc)
-            return rc;
+            return shrank(ds, i, rc, err);
+        if (a.crc != r.crc32c)
+            return fl_error_set(err, FL_E_CHECKSUM,
+                                "%s: record %llu: CRC32C mismatch (index 0x%08x, data 0x%08x)",
+                                record_file(ds, i), (unsigned long long)i, r.crc32c, a.crc);
     }
     *data = p;
     *len = r.stored_len;
@@ -1233,13 +1264,23 @@ int fl_dataset_ndarray(const fl_dataset *ds, uint32_t field, const fl_field_valu
                               want, f->name, err);
 }
 
-/* One record for fl_dataset_verify: CRC, payload, and (version 3) fields with their ndarrays. */
-static int verify_record(const fl_dataset *ds, uint64_t i, uint8_t *buf, uint8_t *nd,
+/* One record for fl_dataset_verify: CRC, payload, and (version 3) fields with their ndarrays,
+ * from a copy in `copy` (max_stored_len) made under the mapping guard: the file may shrink while
+ * it is verified, and nothing after the copy reads the mapping. */
+static int verify_record(const fl_dataset *ds, uint64_t i, uint8_t *copy, uint8_t *buf, uint8_t *nd,
                          fl_field_value *vals, fl_error *e)
 {
     const uint8_t *p, *pl;
     size_t n, pn;
-    int rc = fl_dataset_get(ds, i, &p, &n, 1, e);
+    int rc = fl_dataset_get(ds, i, &p, &n, 0, e);
+    if (rc == 0 && n > ds->max_stored_len)
+        rc = fl_error_set(e, FL_E_FORMAT, "%s: record %llu: %zu bytes, more than the largest",
+                          record_file(ds, i), (unsigned long long)i, n);
+    if (rc == 0 && (rc = fl_mapped_copy(copy, p, n)) != 0)
+        rc = shrank(ds, i, rc, e);
+    p = copy;
+    if (rc == 0)
+        rc = fl_dataset_check(ds, i, p, n, e);
     if (rc == 0 && buf)
         rc = fl_dataset_payload(ds, i, p, n, buf, ds->max_raw_len, &pl, &pn, e);
     if (rc || ds->version < 3)
@@ -1263,7 +1304,7 @@ int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_
         *n_bad = 0;
     if (ds->summary)
         return not_readable(ds, 0, err);
-    uint8_t *buf = NULL, *nd = NULL;
+    uint8_t *buf = NULL, *nd = NULL, *copy = malloc(ds->max_stored_len ? ds->max_stored_len : 1);
     size_t nd_cap = 0;
     for (uint32_t f = 0; f < ds->num_fields; f++)
         if (fl_field_ndarray_bytes(&ds->fields[f]) > nd_cap)
@@ -1273,7 +1314,8 @@ int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_
         buf = malloc(ds->max_raw_len ? ds->max_raw_len : 1);
     if (nd_cap)
         nd = malloc(nd_cap);
-    if ((ds->schema.compression != FL_COMP_NONE && !buf) || (nd_cap && !nd)) {
+    if ((ds->schema.compression != FL_COMP_NONE && !buf) || (nd_cap && !nd) || !copy) {
+        free(copy);
         free(buf);
         free(nd);
         return fl_error_set(err, -ENOMEM, "%s: out of memory", ds->dir);
@@ -1293,12 +1335,13 @@ int fl_dataset_verify(const fl_dataset *ds, fl_verify_cb cb, void *user, uint64_
             madvise((void *)v->map, (size_t)v->size, MADV_DONTNEED);
             shard = find_shard(ds, i);
         }
-        if (verify_record(ds, i, buf, nd, vals, &e)) {
+        if (verify_record(ds, i, copy, buf, nd, vals, &e)) {
             bad++;
             if (cb && cb(user, i, &e))
                 stopped = 1;
         }
     }
+    free(copy);
     free(buf);
     free(nd);
     if (n_bad)

@@ -161,8 +161,12 @@ FL_API const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size
 
 /* Zero-copy access to record `i`'s stored bytes (points into the shard mapping or LMDB's map;
  * valid until close).
- * When `check` is non-zero the CRC32C is verified first (FL_E_CHECKSUM names shard and record).
- * Errors: FL_E_RANGE, FL_E_CHECKSUM, FL_E_LMDB. */
+ * When `check` is non-zero the CRC32C is verified first (FL_E_CHECKSUM names shard and record);
+ * that read is guarded: a file truncated since the open gives FL_E_TRUNCATED ("shorter than when
+ * it was opened") instead of SIGBUS. The caller's own reads of *data are not guarded: a page
+ * past the file's new end raises SIGBUS there (copy the bytes first, as the loader and
+ * fl_dataset_verify do, where the file may change under the reader).
+ * Errors: FL_E_RANGE, FL_E_CHECKSUM, FL_E_LMDB, FL_E_TRUNCATED. */
 FL_API int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len,
                           int check, fl_error *err);
 

@@ -134,17 +134,20 @@ typedef enum fl_io_mode {
                         with O_DIRECT (one log line) when the data set is larger than the page
                         cache the run can expect (MemAvailable, the cgroup's memory limit):
                         fl_loader_io_describe says which and why.
-                        Never the mapping: a file that shrinks or fails under a mapping kills the
-                        process (SIGBUS), while reads return an error naming shard and record.
-                        LMDB datasets are always read through LMDB's mmap. */
+                        Never the mapping: reads name the shard and record of a file that
+                        shrinks or fails under them at no cost, a mapping only through its guard
+                        (below). LMDB datasets are always read through LMDB's mmap. */
     FL_IO_URING = 1, /* io_uring only; fails when unavailable */
     FL_IO_PREAD = 2, /* a pool of pread threads */
     FL_IO_MMAP = 3,  /* shards read through the dataset's read-only mapping: no system call per
                         record, the fastest for small records held in the page cache (measured:
                         per-record io_uring reads top out near 1 M records/s on 2 cores);
-                        not combinable with `direct`. As with any mapping (LMDB too), a shard
-                        truncated while the loader runs faults (SIGBUS) instead of failing a
-                        read: use FL_IO_URING/PREAD where files may change under the loader. */
+                        not combinable with `direct`. A page of a mapping past the end of a file
+                        truncated while the loader runs faults (SIGBUS), as does one the disk
+                        fails to read: with FL_IO_MMAP and LMDB the loader copies each record
+                        out of the mapping under a SIGBUS handler of its own (installed at
+                        create, chained to the process's previous one), so such a record fails
+                        with FL_E_TRUNCATED naming file and record, like a failed read. */
     FL_IO_MEMORY = 4 /* every shard file read once, at create, into the loader's own memory
                         (huge pages where the kernel allows); records are then copied from there
                         with their CRC32C checked on every use, as fast as the mapping without

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE /* O_DIRECT */
 #include "loader_internal.h"
 
+#include "fl_mapped_guard.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -544,6 +546,11 @@ static int choose_io(fl_loader *L, fl_error *err)
     int rc;
     if (in_memory && (rc = fl_memory_load(L, err)) < 0)
         return rc;
+    /* the workers read a file mapping (load_mapped): its guard in place now, chained to the
+     * SIGBUS handler of this process as it is (a forked DataLoader worker may have its own) */
+    if (L->mapped && !in_memory && (rc = fl_mapped_guard_install()) < 0)
+        return fl_error_set(err, rc, "cannot install the SIGBUS handler that guards reads of %s",
+                            L->backend == FL_BACKEND_LMDB ? "LMDB's map" : "the shard mappings");
     if (!L->mapped) {
         auto_direct(L);
         if ((rc = open_shards(L, err)) < 0)
@@ -764,7 +771,7 @@ void fl_loader_close(fl_loader *L)
     if (L->ring_init)
         fl_ring_stop(&L->ring);
     if (L->budget_init)
-        fl_budget_stop(&L->budget); /* wakes workers waiting for decode memory */
+        fl_budget_stop(&L->budget);  /* wakes workers waiting for decode memory */
     fl_block_reader_stop(L->blocks); /* wakes workers waiting for an extent */
     for (uint32_t i = 0; i < L->nstarted; i++)
         pthread_join(L->workers[i].thread, NULL);

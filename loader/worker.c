@@ -4,6 +4,7 @@
 #include "worker.h"
 
 #include "fl_crc32c.h"
+#include "fl_mapped_guard.h"
 #include "geometry.h"
 
 #include <errno.h>
@@ -553,6 +554,62 @@ static int mapped_record(const fl_work_ctx *X, uint64_t idx, const fl_record_inf
     return fl_dataset_get(X->ds, idx, data, len, 0, err);
 }
 
+/* copy_checked's arguments, for running it under the mapping guard */
+typedef struct in_place_args {
+    fl_worker *w;
+    uint64_t idx;
+    const fl_record_info *info;
+    const uint8_t *data;
+    size_t len;
+    uint8_t *dst;
+    fl_error *err;
+    int rc;
+} in_place_args;
+
+static void in_place_fn(void *arg)
+{
+    in_place_args *a = arg;
+    a->rc = copy_checked(a->w, a->idx, a->info, a->data, a->len, a->dst, a->err);
+}
+
+/* load_sample for stored bytes from mapped_record. A file mapping (LMDB, FL_IO_MMAP) faults
+ * (SIGBUS) on its pages past the file's end when another process truncates or rewrites the file
+ * under the loader, which would kill the process: so the mapping is read once, under
+ * fl_mapped_run — a raw record straight into the batch with its CRC (copy_checked), any other
+ * into the worker's sync_buf (unused by mapped loaders otherwise), which the sample is then made
+ * from — and such a fault is this record's error. The loader's own copy (FL_IO_MEMORY) cannot
+ * fault and is read in place. */
+static int load_mapped(fl_worker *w, uint64_t idx, const fl_record_info *info, const uint8_t *data,
+                       size_t len, uint64_t epoch, uint64_t pos, fl_batch *b, uint32_t k,
+                       fl_error *err)
+{
+    const fl_work_ctx *X = w->ctx;
+    if (X->mem)
+        return load_sample(w, idx, info, data, len, epoch, pos, b, k, err);
+    int rc;
+    if (!X->fields_on && X->read_in_place && len == X->sample_bytes && len == info->stored_len) {
+        in_place_args a = {w,   idx, info, data, len, b->images + (size_t)k * X->sample_bytes,
+                           err, 0};
+        rc = fl_mapped_run(in_place_fn, &a);
+        if (rc == 0)
+            return a.rc;
+    } else if (len > fl_dataset_max_stored_len(X->ds)) {
+        return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %zu bytes, more than the largest",
+                            where(X, info), (unsigned long long)idx, len);
+    } else {
+        rc = fl_mapped_copy(w->sync_buf, data, len);
+        if (rc == 0)
+            return load_sample(w, idx, info, w->sync_buf, len, epoch, pos, b, k, err);
+    }
+    if (rc == FL_E_TRUNCATED)
+        return fl_error_set(err, FL_E_TRUNCATED,
+                            "%s: record %llu: the file is shorter than when it was opened "
+                            "(truncated or rewritten since), or an I/O error hit its pages",
+                            where(X, info), (unsigned long long)idx);
+    return fl_error_set(err, rc, "%s: record %llu: cannot guard the file mapping: %s",
+                        where(X, info), (unsigned long long)idx, fl_strerror(rc));
+}
+
 /* Read record idx on its own (replacement of a bad record). */
 static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t epoch, uint64_t pos,
                     fl_batch *b, uint32_t k, fl_error *err)
@@ -567,7 +624,7 @@ static int load_one(fl_worker *w, uint64_t idx, fl_record_info *info, uint64_t e
         if ((rc = mapped_record(X, idx, info, &data, &len, err)) < 0)
             return rc;
         w->st.bytes_read += len;
-        return load_sample(w, idx, info, data, len, epoch, pos, b, k, err);
+        return load_mapped(w, idx, info, data, len, epoch, pos, b, k, err);
     }
     fl_read_req req = {.fd = X->fds[info->shard], .offset = info->offset, .len = info->stored_len};
     double t0 = fl_now_s();
@@ -725,7 +782,7 @@ static void chunk_mapped(fl_chunk *c)
                 mapped_record(X, idx, &info, &d, &n, &e);
         } else {
             w->st.bytes_read += r->len;
-            rc = load_sample(w, idx, &c->infos[i], r->data, r->len, c->epoch, pos, b, k, &e);
+            rc = load_mapped(w, idx, &c->infos[i], r->data, r->len, c->epoch, pos, b, k, &e);
         }
         if (rc < 0)
             sample_failed(c, k, idx, pos, &e);

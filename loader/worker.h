@@ -90,7 +90,8 @@ typedef struct fl_worker {
     size_t conv_cap;
     uint8_t *rs; /* fl_resize scratch (grow-only) */
     size_t rs_cap;
-    uint8_t *sync_buf;     /* aligned buffer for replacement reads (FL_CORRUPT_SKIP) */
+    uint8_t *sync_buf;     /* aligned, max_stored_len: replacement reads (FL_CORRUPT_SKIP); mapped
+                            * loaders: the copy of the record at hand (load_mapped) */
     fl_read_req *reqs;     /* reads of the worker's two chunks (2 × chunk) */
     fl_record_info *infos; /* their index entries (2 × chunk) */
     /* fields scratch (fields_on only), sized at init except the decoded mask */

@@ -312,8 +312,8 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
          .metavar = "MODE",                                                                        \
          .help = "auto | uring | pread | memory | mmap (auto: memory for raw-pixel\n"              \
                  "datasets up to 256 MiB and 1/16 of RAM, else io_uring, else pread;\n"            \
-                 "memory reads the shards once into RAM; mmap is opt-in: as fast, but\n"           \
-                 "a file that shrinks under it kills the process with SIGBUS; auto reads\n"        \
+                 "memory reads the shards once into RAM; mmap is opt-in: as fast\n"                \
+                 "without the copy at start, a copy of each record then; auto reads\n"             \
                  "with O_DIRECT a dataset larger than the page cache it can expect:\n"             \
                  "MemAvailable, the cgroup memory limit)",                                         \
          .def = "auto"},                                                                           \
