@@ -1106,8 +1106,7 @@ static void crc_fn(void *arg)
     a->crc = fl_crc32c(0, a->p, a->n);
 }
 
-/* The error of a record whose mapped bytes faulted (the file shrank since the open). */
-static int shrank(const fl_dataset *ds, uint64_t i, int rc, fl_error *err)
+int fl_dataset_mapping_error(const fl_dataset *ds, uint64_t i, int rc, fl_error *err)
 {
     if (rc == FL_E_TRUNCATED)
         return fl_error_set(err, FL_E_TRUNCATED,
@@ -1130,7 +1129,7 @@ int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_
         crc_args a = {p, r.stored_len, 0};
         int rc = fl_mapped_run(crc_fn, &a);
         if (rc)
-            return shrank(ds, i, rc, err);
+            return fl_dataset_mapping_error(ds, i, rc, err);
         if (a.crc != r.crc32c)
             return fl_error_set(err, FL_E_CHECKSUM,
                                 "%s: record %llu: CRC32C mismatch (index 0x%08x, data 0x%08x)",
@@ -1277,7 +1276,7 @@ static int verify_record(const fl_dataset *ds, uint64_t i, uint8_t *copy, uint8_
         rc = fl_error_set(e, FL_E_FORMAT, "%s: record %llu: %zu bytes, more than the largest",
                           record_file(ds, i), (unsigned long long)i, n);
     if (rc == 0 && (rc = fl_mapped_copy(copy, p, n)) != 0)
-        rc = shrank(ds, i, rc, e);
+        rc = fl_dataset_mapping_error(ds, i, rc, e);
     p = copy;
     if (rc == 0)
         rc = fl_dataset_check(ds, i, p, n, e);

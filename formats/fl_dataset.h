@@ -170,6 +170,12 @@ FL_API const char *fl_dataset_record_name(const fl_dataset *ds, uint64_t i, size
 FL_API int fl_dataset_get(const fl_dataset *ds, uint64_t i, const uint8_t **data, size_t *len,
                           int check, fl_error *err);
 
+/* The error of record `i` whose bytes could not be read through the mapping: rc is what
+ * fl_mapped_run returned (FL_E_TRUNCATED: a page past the file's end, or one the disk failed to
+ * read, faulted; else the guard could not be installed). Sets err naming file and record and
+ * returns its code. */
+FL_API int fl_dataset_mapping_error(const fl_dataset *ds, uint64_t i, int rc, fl_error *err);
+
 /* Validate externally read stored bytes of record `i` (e.g. read with io_uring): length and
  * CRC32C against the index. Errors: FL_E_CHECKSUM, FL_E_FORMAT. */
 FL_API int fl_dataset_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,

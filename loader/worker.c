@@ -601,13 +601,7 @@ static int load_mapped(fl_worker *w, uint64_t idx, const fl_record_info *info, c
         if (rc == 0)
             return load_sample(w, idx, info, w->sync_buf, len, epoch, pos, b, k, err);
     }
-    if (rc == FL_E_TRUNCATED)
-        return fl_error_set(err, FL_E_TRUNCATED,
-                            "%s: record %llu: the file is shorter than when it was opened "
-                            "(truncated or rewritten since), or an I/O error hit its pages",
-                            where(X, info), (unsigned long long)idx);
-    return fl_error_set(err, rc, "%s: record %llu: cannot guard the file mapping: %s",
-                        where(X, info), (unsigned long long)idx, fl_strerror(rc));
+    return fl_dataset_mapping_error(X->ds, idx, rc, err);
 }
 
 /* Read record idx on its own (replacement of a bad record). */
