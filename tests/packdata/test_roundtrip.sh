@@ -55,6 +55,23 @@ f=$(ls "$T"/img_*.png 2>/dev/null | head -1)
 [[ $(head -c 4 "$T/x.png" | od -An -tx1 | tr -d ' ') == 89504e47 ]] || fail "extract raw: not a PNG"
 expect_status 1 "extract out of range" -- "$P" extract "$O/idx-raw-shards" 40 -o "$T/y"
 expect_err "record 40 does not exist" "extract out of range names the record"
+# beside the sources (a user's only copy), a default name never replaces a file: a re-encoded
+# pack's extract would overwrite the original photo with the lossy copy; -o and --force replace
+"$P" pack "$FX/jpg" "$O/reenc" --encode jpeg --quality 40 --quiet 2>/dev/null || fail "pack reenc"
+cp -a "$FX/jpg" "$T/orig"
+"$P" extract "$O/reenc" 0 -o /dev/null 2>"$T/err" || fail "extract reenc"
+src=$(grep -o 'source [^)]*' "$T/err" | sed 's/^source //') && f=$(basename "$src")
+[[ -f $T/orig/$src && $f == *.jpg ]] || fail "extract reenc: source '$src' not a .jpg of the fixture"
+(cd "$T/orig/$(dirname "$src")" && "$P" extract "$O/reenc" 0 >/dev/null 2>"$T/err")
+st=$?
+[[ $st -eq 1 ]] && grep -q "$f: cannot write: a file of that name exists" "$T/err" &&
+    cmp -s "$T/orig/$src" "$FX/jpg/$src" || fail "extract beside its source: exit $st, $(cat "$T/err")"
+(cd "$T/orig/$(dirname "$src")" && "$P" extract "$O/reenc" 0 --force 2>/dev/null) &&
+    ! cmp -s "$T/orig/$src" "$FX/jpg/$src" || fail "extract --force does not replace $f"
+f=$(basename "$(ls "$T"/img_*.png | head -1)")
+echo mine >"$T/named" && "$P" extract "$O/folder-keep-shards" 5 -o "$T/named" 2>/dev/null &&
+    cmp -s "$T/named" "$FX/png/1dog/$f" || fail "extract -o FILE does not replace FILE"
+"$P" extract "$O/folder-keep-shards" 5 -o /dev/null 2>/dev/null || fail "extract -o /dev/null"
 pass "extract"
 
 # workers 1 vs 2 (and shuffle) give byte-identical shards

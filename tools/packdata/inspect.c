@@ -494,22 +494,10 @@ static int verify_run(const fl_cli_tool *tool, int argc, char **argv)
 
 /* ---- extract ------------------------------------------------------------------------------- */
 
-/* Write the extracted payload to `path` ("-": stdout). Returns 0 or -errno. */
-static int write_output(const char *path, const uint8_t *d, size_t n)
-{
-    int fd = strcmp(path, "-") ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
-                               : STDOUT_FILENO;
-    if (fd < 0)
-        return -errno;
-    int e = fl_write_all(fd, d, n);
-    if (fd != STDOUT_FILENO && close(fd) && !e)
-        e = -errno;
-    return e;
-}
-
 typedef struct extract_opts {
     const char *output;
     int pnm;
+    int force;
 } extract_opts;
 
 static const fl_cli_opt extract_table[] = {
@@ -519,6 +507,9 @@ static const fl_cli_opt extract_table[] = {
      .def = "the record's source name"},
     {FL_CLI_FLAG, "pnm", .off = FL_CLI_FIELD(extract_opts, pnm),
      .help = "raw records as PGM/PPM instead of PNG"},
+    {FL_CLI_FLAG, "force", .off = FL_CLI_FIELD(extract_opts, force),
+     .help = "replace files of the names extract chose itself (without -o, existing\n"
+             "files are never replaced: run beside the sources, they are the originals)"},
     {FL_CLI_END},
 };
 
@@ -539,7 +530,9 @@ const fl_cli_cmd pd_extract_cmd = {
         "of\n"
         "the record's format (a PNG kept from photo.JPEG is written as photo.png); -o - writes to "
         "stdout.\n"
-        "Prints the label and source name on stderr.\n"
+        "Prints the label and source name on stderr. A file of a default name that exists is\n"
+        "never replaced (exit 1; --force replaces it): run beside the sources, it would be the\n"
+        "original, and a re-encoded pack's image is not. A file named with -o is replaced.\n"
         "\n"
         "In a dataset with fields (COCO, mask pairs, --field), the record becomes several files\n"
         "named from PREFIX (-o PREFIX; default: the source name without its extension, in the\n"
@@ -708,7 +701,7 @@ static int extract_names(const char *base, const char *ext, int with_fields, int
 /* Writes the record's fields as files named from prefix and says where each went. */
 static int extract_fields(fl_dataset *ds, uint64_t index, const fl_record_info *ri,
                           const char *name, size_t nl, const uint8_t *data, size_t len,
-                          const char *prefix, const char *outp)
+                          const char *prefix, const char *outp, int replace)
 {
     char shown[1024], size[48] = "no image";
     if (ri->format != FL_ENC_NONE)
@@ -720,7 +713,7 @@ static int extract_fields(fl_dataset *ds, uint64_t index, const fl_record_info *
     fl_error err;
     fl_error_clear(&err);
     pd_fields_scratch fsc = {0};
-    int r = pd_fields_extract(ds, index, data, len, prefix, outp, &fsc, stderr, &err);
+    int r = pd_fields_extract(ds, index, data, len, prefix, outp, replace, &fsc, stderr, &err);
     pd_fields_scratch_free(&fsc);
     if (r) {
         fl_cli_error(PD_TOOL, "%s", err.msg[0] ? err.msg : fl_strerror(r));
@@ -794,13 +787,14 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv)
         goto out;
     if (extract_names(base, im.ext, with_fields, ri.format != FL_ENC_NONE, &outp, &fname, &prefix))
         goto oom;
-    r = outp ? write_output(outp, im.out, im.out_len) : 0;
+    const int replace = eo.output || eo.force; /* a name the user gave is theirs to replace */
+    r = outp ? pd_write_output(outp, im.out, im.out_len, replace) : 0;
     if (r) {
-        fl_cli_error(PD_TOOL, "%s: cannot write: %s", outp, strerror(-r));
+        fl_cli_error(PD_TOOL, "%s: cannot write: %s", outp, pd_write_why(r));
         goto out;
     }
     if (with_fields) {
-        status = extract_fields(ds, index, &ri, name, nl, data, len, prefix, outp);
+        status = extract_fields(ds, index, &ri, name, nl, data, len, prefix, outp, replace);
         goto out;
     }
     char shown[1024], scls[1024], sout[4096];

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fl_file.h"
@@ -168,16 +169,34 @@ int pd_fields_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_
     return 0;
 }
 
-/* Write `n` bytes to `path` (created or truncated). Returns 0 or -errno. */
-static int write_file(const char *path, const void *d, size_t n)
+int pd_write_output(const char *path, const void *d, size_t n, int replace)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return -errno;
+    int fd = STDOUT_FILENO;
+    if (strcmp(path, "-")) {
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno == EEXIST) {
+            struct stat st;
+            if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+                fd = open(path, O_WRONLY | O_CLOEXEC); /* a device or FIFO: written as it is */
+            else if (replace)
+                fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+            else
+                return -EEXIST;
+        }
+        if (fd < 0)
+            return -errno;
+    }
     int e = fl_write_all(fd, d, n);
-    if (close(fd) && !e)
+    if (fd != STDOUT_FILENO && close(fd) && !e)
         e = -errno;
     return e;
+}
+
+const char *pd_write_why(int r)
+{
+    return r == -EEXIST ? "a file of that name exists, and extract replaces no file it named "
+                          "itself (choose the name with -o, or pass --force to replace it)"
+                        : strerror(-r);
 }
 
 /* A float32 as JSON text that reads back to the same float (9 significant digits). */
@@ -208,8 +227,8 @@ static int32_t rd_i32(const uint8_t *p)
 }
 
 int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
-                      const char *prefix, const char *image_file, pd_fields_scratch *s, FILE *log,
-                      fl_error *err)
+                      const char *prefix, const char *image_file, int replace, pd_fields_scratch *s,
+                      FILE *log, fl_error *err)
 {
     uint32_t n = fl_dataset_num_fields(ds);
     const fl_field *fs = fl_dataset_fields(ds);
@@ -296,7 +315,7 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
                         break;
                     out = s->enc;
                 }
-                r = write_file(path, out, out_len);
+                r = pd_write_output(path, out, out_len, replace);
             } else if (f->type == FL_FIELD_NDARRAY) {
                 size_t nb = fl_field_ndarray_bytes(f);
                 char hdr[256];
@@ -316,12 +335,12 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
                 memcpy(s->buf, hdr, hl);
                 if ((r = fl_dataset_ndarray(ds, k, v, s->buf + hl, s->cap - hl, err)))
                     break;
-                r = write_file(path, s->buf, hl + nb);
+                r = pd_write_output(path, s->buf, hl + nb, replace);
             } else {
-                r = write_file(path, v->data, v->len);
+                r = pd_write_output(path, v->data, v->len, replace);
             }
             if (r) {
-                fl_error_set(err, r, "%s: cannot write: %s", path, strerror(-r));
+                fl_error_set(err, r, "%s: cannot write: %s", path, pd_write_why(r));
                 break;
             }
             fl_json_string(&j, base_name(path)); /* beside the JSON file */
@@ -348,10 +367,10 @@ int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, siz
             } else {
                 memcpy(tn, t, tl);
                 tn[tl] = '\n';
-                r = write_file(path, tn, tl + 1);
+                r = pd_write_output(path, tn, tl + 1, replace);
                 free(tn);
                 if (r)
-                    fl_error_set(err, r, "%s: cannot write: %s", path, strerror(-r));
+                    fl_error_set(err, r, "%s: cannot write: %s", path, pd_write_why(r));
                 else if (log)
                     fprintf(log, PD_TOOL ":   fields -> %s\n", path);
             }

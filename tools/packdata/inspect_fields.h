@@ -42,11 +42,21 @@ int pd_fields_check(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_
  * [[x0,y0,x1,y1],...] with their per-box lists beside them, and the file name of each field
  * written apart), PREFIX.NAME.png for a mask (8/16-bit gray), PREFIX.NAME.npy for an ndarray,
  * PREFIX.NAME.txt for text, PREFIX.NAME.bin for bytes. `image_file` is the name the image was
- * written to (NULL without an image). Each written file's name is printed on `log`.
- * Returns 0, or an error with err naming the record/file: FL_E_FORMAT, FL_E_DECODE, -errno of a
- * write, -ENOMEM. */
+ * written to (NULL without an image); `replace`: as pd_write_output's. Each written file's name is
+ * printed on `log`. Returns 0, or an error with err naming the record/file: FL_E_FORMAT,
+ * FL_E_DECODE, -errno of a write, -ENOMEM. */
 int pd_fields_extract(const fl_dataset *ds, uint64_t i, const uint8_t *data, size_t len,
-                      const char *prefix, const char *image_file, pd_fields_scratch *s, FILE *log,
-                      fl_error *err);
+                      const char *prefix, const char *image_file, int replace, pd_fields_scratch *s,
+                      FILE *log, fl_error *err);
+
+/* Write n bytes to path ("-": standard output), a file extract writes. A new file is created; an
+ * existing regular file is replaced only when `replace` (the user named it with -o, or passed
+ * --force): extract's own names come from the records' source names, and run where the sources
+ * lie they would overwrite the originals (with the re-encoded copy of a lossy pack). A device or
+ * FIFO is written as it is. Returns 0, -EEXIST (refused), or -errno. */
+int pd_write_output(const char *path, const void *d, size_t n, int replace);
+
+/* The reason to print after "PATH: cannot write: " for pd_write_output's error r. */
+const char *pd_write_why(int r);
 
 #endif
