@@ -186,7 +186,7 @@ FL_API int fl_writer_lock_acquire(const char *dst, fl_writer_lock **out, fl_erro
 FL_API void fl_writer_lock_release(fl_writer_lock *lock);
 
 typedef enum fl_dst_kind {
-    FL_DST_NONE = 0, /* nothing there */
+    FL_DST_NONE = 0, /* nothing there, or an empty folder (publication removes it first) */
     FL_DST_DATASET,  /* a dataset this writer made (replaceable with overwrite) */
     FL_DST_OTHER     /* something else: never touched (`why` says what) */
 } fl_dst_kind;

@@ -51,6 +51,20 @@ int fl_wr_read_manifest(const char *dir, fl_manifest *m, fl_error *err)
     return rc;
 }
 
+/* An existing folder with nothing in it (not even hidden files); 0 when it cannot be listed. */
+static int dir_is_empty(const char *d)
+{
+    DIR *dir = opendir(d);
+    if (!dir)
+        return 0;
+    struct dirent *de;
+    int empty = 1;
+    while (empty && (de = readdir(dir)))
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    closedir(dir);
+    return empty;
+}
+
 int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err)
 {
     memset(info, 0, sizeof *info);
@@ -72,8 +86,11 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err)
         } else if (!S_ISDIR(st.st_mode)) {
             snprintf(info->why, sizeof info->why, "%.400s is not a folder", d);
         } else if ((rc = fl_wr_read_manifest(d, &m, &e)) == -ENOENT) {
-            snprintf(info->why, sizeof info->why, "%.400s is not a fastload dataset (no %s)", d,
-                     FL_MANIFEST_NAME);
+            if (dir_is_empty(d))
+                info->dst = FL_DST_NONE; /* made for the dataset: publishing removes it first */
+            else
+                snprintf(info->why, sizeof info->why, "%.400s is not a fastload dataset (no %s)", d,
+                         FL_MANIFEST_NAME);
         } else if (rc) {
             snprintf(info->why, sizeof info->why, "%.400s is not a fastload dataset (%.500s)", d,
                      e.msg);

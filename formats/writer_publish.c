@@ -181,6 +181,14 @@ static int publish(fl_writer *w, int have_old, fl_error *err)
         int r = rename2(w->partial, w->dst, RENAME_NOREPLACE);
         if (r && (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP || errno == EOPNOTSUPP))
             r = rename(w->partial, w->dst);
+        /* an empty folder made for it (`mkdir out && packdata pack SRC out`) gives way: rmdir
+         * removes nothing else, so a folder that is not empty stays, and so does the error */
+        if (r && (errno == EEXIST || errno == ENOTEMPTY) && rmdir(w->dst) == 0) {
+            r = rename2(w->partial, w->dst, RENAME_NOREPLACE);
+            if (r &&
+                (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP || errno == EOPNOTSUPP))
+                r = rename(w->partial, w->dst);
+        }
         if (r) {
             int e = errno;
             rc = e == EEXIST || e == ENOTEMPTY

@@ -6,7 +6,7 @@
 # `.`, `dir/..`, a plain file, a dataset folder holding a file of the user's or a sub-folder, a
 # DST.partial that is not ours, a DST.lock that is a user's file, DST inside SRC and SRC inside
 # DST. A real replacement (shards -> LMDB -> shards, trailing slash) still works and leaves
-# nothing behind (no DST.partial, DST.old-*, DST.lock).
+# nothing behind (no DST.partial, DST.old-*, DST.lock). An empty DST folder is packed into.
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX"
 "$MKIDX" "$T/idx" 300 >/dev/null || die "fixture"
@@ -105,4 +105,22 @@ left=$(cd "$T/w" && ls -d ds.* ds/.partial 2>/dev/null)
 [[ "$(cd "$T/w/ds" && ls | grep -v -E '^(manifest.json|shard-[0-9]+\.fls)$')" == "" ]] || fail "the dataset holds other files: $(ls "$T/w/ds")"
 [[ $ref == "$(fingerprint "$T/w/user")" ]] || fail "the user's folder changed"
 pass "--force replaces a dataset of ours (shards <-> lmdb), nothing left behind"
+
+# an empty folder made for the dataset (`mkdir out && packdata pack SRC out`) is taken, with or
+# without --force, for both backends; one holding only a hidden file is the user's: refused
+for be in shards lmdb; do
+    for f in "" --force; do
+        rm -rf "$T/w/empty" && mkdir "$T/w/empty"
+        # shellcheck disable=SC2086
+        expect_status 0 "an empty DST folder ($be $f)" -- "$P" pack "$T/w/src" "$T/w/empty" "${args[@]}" --backend $be $f &&
+            expect_status 0 "verify the pack into an empty folder ($be $f)" -- "$P" verify "$T/w/empty"
+    done
+done
+left=$(cd "$T/w" && ls -d empty.* 2>/dev/null)
+[[ -z $left ]] || fail "left behind after packing into an empty folder: $left"
+mkdir "$T/w/hidden" && echo "x" >"$T/w/hidden/.keep"
+refused "a folder holding only a hidden file" "$T/w/hidden" "$T/w/hidden"
+expect_status 2 "a folder holding only a hidden file, no --force" -- "$P" pack "$T/w/src" "$T/w/hidden" "${args[@]}"
+[[ $(cat "$T/w/hidden/.keep") == x && $(ls -A "$T/w/hidden") == .keep ]] || fail "the hidden file changed"
+pass "an empty DST folder is packed into; one with a hidden file is refused"
 finish

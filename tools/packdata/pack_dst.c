@@ -136,9 +136,9 @@ int pd_dst_begin(const pd_pack_opts *po, pd_dst *d)
                          d->dst, d->info.why);
         else
             fl_cli_error(PD_TOOL,
-                         "%s already exists and is not a fastload dataset (%s): choose "
-                         "another destination; nothing was changed",
-                         d->dst, d->info.why);
+                         "%s: choose another destination (a folder that does not exist yet, or "
+                         "an empty one); nothing was changed",
+                         d->info.why);
         return FL_EXIT_USAGE;
     }
     if (d->info.partial == FL_PARTIAL_OTHER) {
