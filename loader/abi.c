@@ -8,8 +8,11 @@
  * at their old offsets): the last one of each ABI version stays last. */
 _Static_assert(offsetof(fl_loader_options, decode_memory) >
                        offsetof(fl_loader_options, box_min_visible) &&
-                   sizeof(fl_loader_options) == offsetof(fl_loader_options, decode_memory) + 8,
-               "fl_loader_options.decode_memory (ABI 3) must follow box_min_visible, last");
+                   offsetof(fl_loader_options, max_batches) ==
+                       offsetof(fl_loader_options, decode_memory) + 8 &&
+                   sizeof(fl_loader_options) == offsetof(fl_loader_options, max_batches) + 8,
+               "fl_loader_options.decode_memory (ABI 3) must follow box_min_visible, then "
+               "max_batches (ABI 4), last");
 _Static_assert(sizeof(fl_loader_stats) == offsetof(fl_loader_stats, decode_memory_wait_s) + 8 &&
                    offsetof(fl_loader_stats, decode_memory_peak) ==
                        offsetof(fl_loader_stats, pinned_bytes) + 8,

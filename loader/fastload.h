@@ -103,8 +103,9 @@ typedef struct fl_abi_info {
 /* Incremented whenever a shared struct changes layout or a function changes signature.
  * 2: fl_batch.num_fields/fields (fl_batch_field), fl_loader_options.box_min_visible,
  *    fl_abi_info.sizeof_batch_field, FL_AUG_OBJECT_CROP.
- * 3: fl_loader_options.decode_memory, fl_loader_stats.decode_memory_peak/_wait_s. */
-#define FL_ABI_VERSION 3
+ * 3: fl_loader_options.decode_memory, fl_loader_stats.decode_memory_peak/_wait_s.
+ * 4: fl_loader_options.max_batches. */
+#define FL_ABI_VERSION 4
 
 /* The library's fl_abi_info (static storage, never NULL). */
 FL_API const fl_abi_info *fl_abi_info_get(void);
@@ -227,6 +228,14 @@ typedef struct fl_loader_options {
                               every image under the decoders' 100-megapixel limit fits except a
                               progressive CMYK one near it; negative: unlimited (each worker
                               alone bounded by the pixel limit) */
+    /* ABI 4 */
+    uint64_t max_batches; /* the loader's last batch: it delivers at most this many batches from
+                             its start position (start_epoch, start_batch), and its workers
+                             read and decode none past them (without it they fill the ring
+                             ahead: `prefetch` batches past wherever the caller stops), then
+                             stop; fl_loader_next after the last returns FL_E_RANGE. For a
+                             caller that reads a known run of batches (a DataLoader worker's
+                             share of an epoch). 0 (default): no end */
 } fl_loader_options;
 
 /* decode_memory's default, and the bytes per worker it does not count (see "Memory bound"). */
@@ -328,7 +337,8 @@ FL_API int fl_loader_create(const char *path, const fl_loader_options *opt, fl_l
  * FL_E_TRUNCATED / -EIO naming the shard file and record (with FL_CORRUPT_ERROR; when several
  * records of a batch are bad, the first in batch order is reported); after such an error the
  * loader can only be closed (next returns the same error again). FL_E_INVALID when the caller
- * holds every ring slot (release one and call again: not fatal). */
+ * holds every ring slot (release one and call again: not fatal). FL_E_RANGE once the
+ * max_batches batches of the option were delivered (every later call too). */
 FL_API int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err);
 
 /* Give a batch's slot back to the ring. Batches may be released in any order and held as long as

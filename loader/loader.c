@@ -573,6 +573,9 @@ static int start_workers(fl_loader *L, fl_error *err)
     uint64_t first = opt->start_epoch * L->plan.batches + opt->start_batch;
     if (fl_ring_init(&L->ring, L->nslots, opt->batch_size, L->chunk, first, assign_batch, L) < 0)
         return fl_error_set(err, -ENOMEM, "out of memory for %u ring slots", L->nslots);
+    /* max_batches: nothing is claimed (read, decoded) from ticket first + max_batches on */
+    if (opt->max_batches && first <= UINT64_MAX - opt->max_batches)
+        fl_ring_set_end(&L->ring, first + opt->max_batches);
     L->ring_init = 1;
     int64_t dm = opt->decode_memory;
     int rc = fl_budget_init(&L->budget, dm < 0 ? 0 : dm ? (uint64_t)dm : FL_DECODE_MEMORY_DEFAULT);
@@ -688,6 +691,13 @@ int fl_loader_next(fl_loader *L, fl_batch **out, fl_error *err)
                             "all %u ring slots are held by the caller: release a batch before "
                             "asking for the next",
                             L->nslots);
+    if (rc == FL_RING_END)
+        return fl_error_set(err, FL_E_RANGE,
+                            "the loader's last batch was delivered (max_batches %llu from epoch "
+                            "%llu, batch %llu)",
+                            (unsigned long long)L->opt.max_batches,
+                            (unsigned long long)L->opt.start_epoch,
+                            (unsigned long long)L->opt.start_batch);
     if (rc < 0)
         return rc;
     fl_slot *s = &L->slots[i];

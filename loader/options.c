@@ -31,6 +31,7 @@ void fl_loader_options_init(fl_loader_options *o)
     o->on_corrupt = FL_CORRUPT_ERROR;
     o->pinned = 1;
     o->device = -1;
+    o->max_batches = 0; /* no end */
 }
 
 int fl_loader_options_check(const fl_loader_options *o, fl_error *err)

@@ -26,6 +26,7 @@ int fl_ring_init(fl_ring *R, uint32_t nslots, uint32_t batch, uint32_t run, uint
     R->user = user;
     R->fill_slot = NO_SLOT;
     R->fill_next = R->next_ticket = first_ticket;
+    R->end_ticket = UINT64_MAX;
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->free_cv, NULL);
     pthread_cond_init(&R->ready_cv, NULL);
@@ -43,6 +44,13 @@ void fl_ring_destroy(fl_ring *R)
     pthread_cond_destroy(&R->park_cv);
     free(R->slots);
     R->slots = NULL;
+}
+
+void fl_ring_set_end(fl_ring *R, uint64_t end_ticket)
+{
+    pthread_mutex_lock(&R->mu);
+    R->end_ticket = end_ticket;
+    pthread_mutex_unlock(&R->mu);
 }
 
 /* Wait, parked, until one more producer may work (or stop). Lock held. */
@@ -68,6 +76,8 @@ static int claim_locked(fl_ring *R, int block, fl_ring_run *out, double *wait_s)
         }
         fl_ring_slot *s = R->fill_slot == NO_SLOT ? NULL : &R->slots[R->fill_slot];
         if (!s || s->claimed == R->batch) {
+            if (R->fill_next >= R->end_ticket)
+                return 0; /* nothing left to fill, whether or not the caller would wait */
             uint32_t i = (uint32_t)(R->fill_next % R->nslots);
             /* the consumer still holds ticket fill_next's usual slot: any free slot will do */
             for (uint32_t k = 1; k < R->nslots && R->slots[i].state == FL_SLOT_HELD; k++)
@@ -151,6 +161,10 @@ int fl_ring_take(fl_ring *R, uint32_t *slot, uint32_t *skipped, fl_error *err)
      * one when the ticket was claimed (see claim_locked) */
     uint32_t i = (uint32_t)(R->next_ticket % R->nslots);
     fl_ring_slot *s = NULL;
+    if (!R->failed && R->next_ticket >= R->end_ticket) {
+        rc = FL_RING_END;
+        goto out;
+    }
     double t0 = fl_now_s();
     while (!R->failed && !R->stop) {
         uint32_t held = 0;

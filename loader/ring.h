@@ -23,6 +23,8 @@ enum { FL_SLOT_FREE = 0, FL_SLOT_FILLING = 1, FL_SLOT_READY = 2, FL_SLOT_HELD = 
 #define FL_RING_ALL_HELD (-EBUSY)
 /* fl_ring_take's code when the ring was stopped (fl_ring_stop) while no batch was ready. */
 #define FL_RING_STOPPED (-ECANCELED)
+/* fl_ring_take's code when every ticket before the end (fl_ring_set_end) was taken. */
+#define FL_RING_END (-ENODATA)
 
 typedef struct fl_ring_slot {
     int state;        /* FL_SLOT_* */
@@ -56,6 +58,7 @@ typedef struct fl_ring {
     uint32_t fill_slot;   /* slot whose samples are being claimed (UINT32_MAX: none) */
     uint64_t fill_next;   /* next ticket to give a slot */
     uint64_t next_ticket; /* next ticket the consumer takes */
+    uint64_t end_ticket;  /* no slot is claimed for this ticket or later (UINT64_MAX: none) */
     uint32_t producers;   /* producer threads (fl_ring_set_active; 0: no limit) */
     uint32_t active;      /* at most this many of them claim runs; the others park */
     uint32_t parked;      /* producers parked now */
@@ -79,10 +82,16 @@ int fl_ring_init(fl_ring *R, uint32_t nslots, uint32_t batch, uint32_t run, uint
 /* Free what init allocated. No thread may be using the ring. */
 void fl_ring_destroy(fl_ring *R);
 
+/* End the ring before ticket end_ticket (UINT64_MAX, init's: no end): no slot is claimed for it
+ * or any later ticket, so producers fill nothing past end_ticket - 1 and a claim then returns 0
+ * (with block too: the producer is done); take returns FL_RING_END for it. Before any claim. */
+void fl_ring_set_end(fl_ring *R, uint64_t end_ticket);
+
 /* Claim: the next run of samples to fill, in ticket order; opens the next slot (FREE ->
  * FILLING, calling assign) when the current one is fully claimed. With `block`, waits for that
  * slot to be free (the time waited is added to *wait_s when wait_s is not NULL). Returns 1 with
- * *out set, or 0 when stopped or (without block) when the next slot is not free.
+ * *out set, or 0 when stopped, when every ticket before the end is claimed (fl_ring_set_end), or
+ * (without block) when the next slot is not free.
  * With a limit on active producers (fl_ring_set_active): a producer claims with `block` only
  * when it holds no run; while more producers are at work than allowed, a claim without block
  * returns 0 (the caller finishes what it holds) and one with block parks the caller until the
@@ -100,7 +109,8 @@ int fl_ring_fill_done(fl_ring *R, const fl_ring_run *done, uint32_t err_k, const
 /* Take: wait for the next batch in ticket order to be READY and hand its slot to the consumer
  * (READY -> HELD). Returns 0 with *slot (and *skipped, when not NULL) set; the batch's error
  * when one of its samples failed (the ring then stops: producers finish and take returns that
- * error again); the error given to fl_ring_fail; FL_RING_ALL_HELD; FL_RING_STOPPED. err (may
+ * error again); the error given to fl_ring_fail; FL_RING_ALL_HELD; FL_RING_STOPPED; FL_RING_END
+ * (the end of fl_ring_set_end reached, once no failure is to be reported). err (may
  * be NULL) receives the message of an error. */
 int fl_ring_take(fl_ring *R, uint32_t *slot, uint32_t *skipped, fl_error *err);
 

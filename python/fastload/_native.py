@@ -61,6 +61,7 @@ class fl_loader_options(ctypes.Structure):
         ("memory_max", ctypes.c_int64),
         ("box_min_visible", ctypes.c_float),
         ("decode_memory", ctypes.c_int64),
+        ("max_batches", ctypes.c_uint64),
     ]
 
 
@@ -161,7 +162,7 @@ class fl_abi_info(ctypes.Structure):
     ]
 
 
-ABI_VERSION = 3  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
+ABI_VERSION = 4  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
 

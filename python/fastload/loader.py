@@ -450,7 +450,8 @@ class Loader:
                  device: int = -1, queue_depth: int = 0, quasi_block: int = 0,
                  quasi_window: int = 0, start_epoch: int = 0, start_batch: int = 0,
                  log: Optional[Callable[[int, str], None]] = None, decode: str = "accurate",
-                 memory_max: int = 0, decode_memory: int = 0, _exact_shares: bool = False):
+                 memory_max: int = 0, decode_memory: int = 0, _exact_shares: bool = False,
+                 _max_batches: int = 0):
         self._handle = None
         self._ring: Optional[_Ring] = None
         self._lib = _native.lib()
@@ -502,6 +503,9 @@ class Loader:
         o.decode_flags = _choice("decode", decode, _native.DECODE)
         o.memory_max = int(memory_max)
         o.decode_memory = int(decode_memory)
+        # the library's max_batches: counted from the position each _open starts at; next_batch
+        # past them raises (fastload.torch.Dataset reads exactly that many)
+        o.max_batches = _count("_max_batches", _max_batches, 1 << 64)
         # the callback object must outlive the loader: keep it on self
         self._log_cb = _native.LOG_FN(
             (lambda u, lv, m: log(lv, m.decode("utf-8", "replace"))) if log else _default_log)

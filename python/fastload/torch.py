@@ -583,7 +583,8 @@ def _make_dataset_class():
             drop_last = bool(kw.pop("drop_last", False))
             L = Loader(self.path, batch_size=self.batch_size, rank=self.rank, world=self.world,
                        drop_last=drop_last, device="cpu", start_epoch=self.epoch,
-                       start_batch=first, _exact_shares=not drop_last, **kw)
+                       start_batch=first, _exact_shares=not drop_last,
+                       _max_batches=end - first, **kw)
             try:
                 left = end - first
                 for out in L:

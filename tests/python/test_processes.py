@@ -5,8 +5,9 @@ locks and condition variables are the parent's), a child using it gets LoaderFor
 a torch DataLoader whose workers use a Loader of the parent gets that error, and one over
 fastload.torch.Dataset with num_workers=2 sees every sample exactly once; set_workers / workers in
 a forked child raise LoaderForkedError; len(DataLoader(Dataset, batch_size=None, num_workers=k)) is
-the batches an epoch yields, the same ones for k = 0, 2, 3. Cases that hung before run in
-subprocesses with a timeout."""
+the batches an epoch yields, the same ones for k = 0, 2, 3; a DataLoader worker's loader reads and
+decodes its run of batches and none past it. Cases that hung before run in subprocesses with a
+timeout."""
 import copy
 import hashlib
 import os
@@ -14,6 +15,8 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
+import types
 
 import pytest
 
@@ -222,6 +225,54 @@ def test_dataset_len_is_what_the_dataloader_yields(ds, kw):
             assert len(dl) == -(-len(got) // kw["batch_size"])
             seen += got
         assert sorted(seen) == list(range(COUNT))
+
+
+def test_dataset_worker_reads_only_its_run(ds, monkeypatch):
+    """A DataLoader worker's loader ends with the worker's run of batches (the library's
+    max_batches): it yields the run's batches of fastload.torch.Loader, in order, and reads and
+    decodes no record past them (without the end its workers filled the ring a few batches past
+    the run, thrown away)."""
+    torch = pytest.importorskip("torch")
+    import fastload.torch as ft
+
+    def digest(x, y):
+        return hashlib.sha256(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()
+
+    kw = dict(batch_size=7, seed=4, workers=2, augment="rrc", flip=True, size=(4, 5),
+              order="random")
+    with ft.Loader(ds, _exact_shares=True, **kw) as L:
+        L.set_epoch(1)
+        want = [digest(x, y) for x, y in L]
+    with fastload.Loader(ds, batch_size=1, workers=1, _max_batches=1) as L1:
+        next(iter(L1))
+        rec = L1.stats()["bytes_read"]  # the fixture's records all have this stored size
+        with pytest.raises(fastload.Error, match="max_batches"):
+            L1.next_batch()  # past the end
+    stats = []
+
+    class Recording(ft.Loader):
+        def close(self):
+            if self._loader is not None and self._loader._handle is not None:
+                time.sleep(0.2)  # room for a worker that went on past the run to read
+                stats.append(self._loader.stats())
+            super().close()
+
+    monkeypatch.setattr(ft, "Loader", Recording)
+    d = ft.Dataset(ds, **kw)
+    d.set_epoch(1)
+    n, nw = len(d), 3
+    assert n == len(want) == 15
+    for wid in range(nw):
+        info = types.SimpleNamespace(num_workers=nw, id=wid)
+        monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: info)
+        stats.clear()
+        got = [digest(x, y) for x, y in d]
+        first, end = n * wid // nw, n * (wid + 1) // nw
+        assert got == want[first:end], wid
+        (s,) = stats
+        assert s["batches"] == end - first
+        # every position of a batch is a read (the short last batch is filled by wrap-around)
+        assert s["bytes_read"] == (end - first) * kw["batch_size"] * rec, (wid, s["bytes_read"])
 
 
 def test_dataset_len_errors(ds, tmp_path):
