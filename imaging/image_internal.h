@@ -100,8 +100,9 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
 size_t fl_resize_window_scratch_size(uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
                                      uint32_t dh, uint32_t channels);
 
-/* Test hook: use SIMD kernels up to `level` (2 AVX2, 1 SSSE3, 0 portable C); all give identical
- * bytes. Call before any resize runs; not thread-safe. */
+/* Test hook: use SIMD kernels up to `level` (3 AVX-512 with VBMI and VNNI, 2 AVX2, 1 SSSE3,
+ * 0 portable C; capped by what the CPU has); all give identical bytes. Call before any resize
+ * runs; not thread-safe. */
 void fl_resize_set_simd_limit(int level);
 
 /* RGB → gray with the ITU-R 601 luma weights libjpeg uses (0.299, 0.587, 0.114), fixed point.

@@ -1,7 +1,7 @@
 /* resize.c — separable antialiased resampling (triangle filter whose support widens with the
  * shrink factor, like PIL's BILINEAR), fixed point and therefore bit-identical on every run and
- * thread: a vertical pass into 8-bit rows, then a horizontal pass, 4 rows at a time (AVX2 and
- * SSSE3 kernels give the same bytes as the portable C; see fl_resize_set_simd_limit). */
+ * thread: a vertical pass into 8-bit rows, then a horizontal pass, 4 rows at a time (AVX-512,
+ * AVX2 and SSSE3 kernels give the same bytes as the portable C; see fl_resize_set_simd_limit). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +32,18 @@ typedef struct gplan {
     uint8_t ctrl[2][16];
     int32_t w[2][4];
 } gplan;
+
+/* The AVX-512 kernel's view of 16 consecutive destination bytes (any channel count; the last
+ * group of a row may be short) whose taps lie within 64 bytes of a row from `base`: for each byte,
+ * as int32 lane i, ctrl bytes 4i and 4i + 2 index its tap pair (0, 1) from base (pair p adds
+ * p × 2 × channels) and w[p][i] holds that pair's two weights. Taps past a span carry weight 0
+ * (their index may wrap: vpermb reads it modulo 64); bytes past the row, index 0 and weight 0. */
+#define ZPAIRS 3
+typedef struct zplan {
+    uint8_t ctrl[64];
+    int32_t w[ZPAIRS][16];
+    int32_t base, last, unused[14]; /* last: the highest byte a tap reads, while planning */
+} zplan;
 
 /* Filter geometry along one axis: window [x0, x0+len) of a source axis of `size` pixels. */
 typedef struct axis {
@@ -153,7 +165,7 @@ typedef struct layout {
     axis ax, ay;
     int32_t kx2; /* horizontal taps rounded up to even: the SIMD kernel takes them in pairs */
     size_t tw;   /* bytes of one intermediate row: window columns × channels */
-    size_t off_xs, off_ys, off_xw, off_yw, off_plan, off_gplan, off_tmp, off_acc, total;
+    size_t off_xs, off_ys, off_xw, off_yw, off_plan, off_gplan, off_zplan, off_tmp, off_acc, total;
 } layout;
 
 static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4], uint32_t dw,
@@ -170,7 +182,8 @@ static int make_layout(layout *L, uint32_t sw, uint32_t sh, const double win[4],
     L->off_yw = o, o += align64(sizeof(int16_t) * (size_t)dh * L->ay.ksize);
     L->off_plan = o, o += align64(sizeof(hplan) * dw);
     L->off_gplan = o, o += align64(sizeof(gplan) * ((dw + 3) / 4));
-    /* +64: the SIMD kernels read up to 13 bytes past the last pixel of the last row. */
+    L->off_zplan = o, o += sizeof(zplan) * (((size_t)dw * channels + 15) / 16);
+    /* +64: the SIMD kernels read up to 63 bytes past the last pixel of the last row. */
     L->off_tmp = o, o += align64(L->tw * (dh < BLOCK_ROWS ? dh : BLOCK_ROWS) + 64);
     L->off_acc = o, o += align64(sizeof(int32_t) * L->tw);
     L->total = o + 64; /* room to align the base */
@@ -703,21 +716,165 @@ FL_AVX2 static void axis_weights_avx2(const axis *a, uint32_t out, span *sp, int
     for (; o < out; o++)
         axis_weight_one(a, inv, o, sp + o, wt + (size_t)o * wstride, wstride);
 }
+
+/* AVX-512 (F, BW, VL, VBMI, VNNI) kernels. One 64-byte load holds 21 RGB pixels or 64 gray ones,
+ * enough for the taps of 16 consecutive destination bytes of any channel count while the shrink
+ * factor stays under about 2, so the horizontal pass gathers each output byte's taps with one
+ * vpermb per tap pair (see zplan) and keeps the destination's byte order: no per-pixel loads,
+ * shuffles or compaction. vpdpwssd is pmaddwd and the add in one instruction; the integer sums
+ * are the same as hpass_scalar's (non-negative terms under 2^22, no wrap-around). */
+#define FL_HAVE_AVX512_KERNEL 1
+#define FL_AVX512_TARGET      "avx2,avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"
+#define FL_AVX512             __attribute__((target(FL_AVX512_TARGET)))
+#define FL_AVX512_INLINE      __attribute__((target(FL_AVX512_TARGET), always_inline)) static inline
+
+/* Horizontal pass for rows t + r * tw (r < nrows) into d + r * dstride, nb = dw × channels
+ * destination bytes, 16 per zplan group; step = 2 × channels (the byte distance from one tap
+ * pair to the next). Reads at most 63 bytes past a group's base: inside the block buffer's
+ * padding. The last group's store is masked to the row's end. */
+FL_AVX512_INLINE void hpass_z_np(const uint8_t *t, size_t tw, uint32_t nrows, uint8_t *d,
+                                 size_t dstride, uint32_t nb, const zplan *z, uint32_t step, int np)
+{
+    const __m512i half = _mm512_set1_epi32(1 << (WBITS - 1));
+    const __mmask64 even = 0x5555555555555555ull; /* low byte of each int16: a pixel; high: 0 */
+    const __m512i vstep = _mm512_set1_epi8((char)step);
+    for (uint32_t b = 0; b < nb; b += 16, z++) {
+        __m512i c0 = _mm512_load_si512((const void *)z->ctrl), c1 = _mm512_add_epi8(c0, vstep);
+        __m512i c2 = _mm512_add_epi8(c1, vstep);
+        __m512i w0 = _mm512_load_si512((const void *)z->w[0]);
+        __m512i w1 = np >= 2 ? _mm512_load_si512((const void *)z->w[1]) : w0;
+        __m512i w2 = np >= 3 ? _mm512_load_si512((const void *)z->w[2]) : w0;
+        __mmask16 keep = nb - b >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nb - b)) - 1);
+        const uint8_t *p = t + z->base;
+        for (uint32_t r = 0; r < nrows; r++, p += tw) {
+            __m512i x = _mm512_loadu_si512((const void *)p);
+            __m512i acc = _mm512_dpwssd_epi32(half, _mm512_maskz_permutexvar_epi8(even, c0, x), w0);
+            if (np >= 2)
+                acc = _mm512_dpwssd_epi32(acc, _mm512_maskz_permutexvar_epi8(even, c1, x), w1);
+            if (np >= 3)
+                acc = _mm512_dpwssd_epi32(acc, _mm512_maskz_permutexvar_epi8(even, c2, x), w2);
+            __m128i px = _mm512_cvtusepi32_epi8(_mm512_srli_epi32(acc, WBITS));
+            if (keep == 0xFFFF) /* a plain store: a masked one to a line not in cache is slow */
+                _mm_storeu_si128((__m128i *)(void *)(d + r * dstride + b), px);
+            else
+                _mm_mask_storeu_epi8(d + r * dstride + b, keep, px);
+        }
+    }
+}
+
+FL_AVX512 static void hpass_z(const uint8_t *t, size_t tw, uint32_t nrows, uint8_t *d,
+                              size_t dstride, uint32_t nb, const zplan *z, uint32_t step, int np)
+{
+    if (np == 1)
+        hpass_z_np(t, tw, nrows, d, dstride, nb, z, step, 1);
+    else if (np == 2)
+        hpass_z_np(t, tw, nrows, d, dstride, nb, z, step, 2);
+    else
+        hpass_z_np(t, tw, nrows, d, dstride, nb, z, step, 3);
+}
+
+/* vcols32 on 64 columns: the same in-lane interleaves, so the same column order after packing. */
+FL_AVX512_INLINE __m512i vcols64(const uint8_t *s, size_t sstride, const int16_t *w, int32_t n)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+    for (int32_t k = 0; k < n; k += 2, s += 2 * sstride) {
+        __m512i a = _mm512_loadu_si512((const void *)s), b = zero, wv;
+        if (k + 1 < n) {
+            b = _mm512_loadu_si512((const void *)(s + sstride));
+            int32_t wp;
+            memcpy(&wp, w + k, 4);
+            wv = _mm512_set1_epi32(wp);
+        } else {
+            wv = _mm512_set1_epi32((int32_t)(uint32_t)(uint16_t)w[k]);
+        }
+        __m512i lo = _mm512_unpacklo_epi8(a, b), hi = _mm512_unpackhi_epi8(a, b);
+        a0 = _mm512_dpwssd_epi32(a0, _mm512_unpacklo_epi8(lo, zero), wv);
+        a1 = _mm512_dpwssd_epi32(a1, _mm512_unpackhi_epi8(lo, zero), wv);
+        a2 = _mm512_dpwssd_epi32(a2, _mm512_unpacklo_epi8(hi, zero), wv);
+        a3 = _mm512_dpwssd_epi32(a3, _mm512_unpackhi_epi8(hi, zero), wv);
+    }
+    const __m512i r = _mm512_set1_epi16(1 << (15 - (WBITS - PRESHIFT))); /* see round_packed */
+    __m512i p01 =
+        _mm512_packs_epi32(_mm512_srli_epi32(a0, PRESHIFT), _mm512_srli_epi32(a1, PRESHIFT));
+    __m512i p23 =
+        _mm512_packs_epi32(_mm512_srli_epi32(a2, PRESHIFT), _mm512_srli_epi32(a3, PRESHIFT));
+    return _mm512_packus_epi16(_mm512_mulhrs_epi16(p01, r), _mm512_mulhrs_epi16(p23, r));
+}
+
+FL_AVX512_INLINE void vrow64(const uint8_t *s, size_t sstride, const int16_t *w, int32_t n,
+                             uint8_t *t, size_t tw)
+{
+    for (size_t x = 0;; x += 64) {
+        if (x + 64 > tw)
+            x = tw - 64;
+        _mm512_storeu_si512((void *)(t + x), vcols64(s + x, sstride, w, n));
+        if (x + 64 == tw)
+            break;
+    }
+}
+
+/* vpass_avx2 with 64 columns at a time; windows narrower than 64 bytes go to vpass_avx2. */
+FL_AVX512 static void vpass_z(const uint8_t *src, size_t sstride, size_t col0, size_t tw,
+                              const span *ys, const int16_t *yw, int32_t ky, uint32_t o0,
+                              uint32_t o1, uint8_t *tmp)
+{
+    if (tw < 64) {
+        vpass_avx2(src, sstride, col0, tw, ys, yw, ky, o0, o1, tmp);
+        return;
+    }
+    for (uint32_t o = o0; o < o1; o++) {
+        const int16_t *w = yw + (size_t)o * ky;
+        const uint8_t *s = src + (size_t)ys[o].start * sstride + col0;
+        uint8_t *t = tmp + (size_t)(o - o0) * tw;
+        int32_t n = ys[o].n;
+        if (n == 1 || (n == 2 && w[1] == 0)) {
+            memcpy(t, s, tw);
+            continue;
+        }
+        switch (n) {
+        case 2: vrow64(s, sstride, w, 2, t, tw); break;
+        case 3: vrow64(s, sstride, w, 3, t, tw); break;
+        case 4: vrow64(s, sstride, w, 4, t, tw); break;
+        default: vrow64(s, sstride, w, n, t, tw); break;
+        }
+    }
+}
 #endif
 
-/* Highest SIMD kernel level used: 2 AVX2, 1 SSSE3, 0 portable. Lowered only by tests (before any
- * resize runs) to check that every level gives the same bytes. */
-static int simd_limit = 2;
+/* Highest SIMD kernel level used: 3 AVX-512 (with VBMI and VNNI), 2 AVX2, 1 SSSE3, 0 portable.
+ * Lowered only by tests (before any resize runs) to check that every level gives the same bytes. */
+static int simd_limit = 3;
 void fl_resize_set_simd_limit(int level) { simd_limit = level; }
 
 static int simd_level(void)
 {
 #ifdef FL_HAVE_SSSE3_KERNEL
     int lvl = __builtin_cpu_supports("avx2") ? 2 : __builtin_cpu_supports("ssse3") ? 1 : 0;
+    if (lvl == 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
+        __builtin_cpu_supports("avx512vnni"))
+        lvl = 3;
     return lvl < simd_limit ? lvl : simd_limit;
 #else
     return 0;
 #endif
+}
+
+/* Output rows [r0, r1) requested for writing. The destination is usually not in any cache (a
+ * batch slot of the loader's ring): fetching the next block's lines while this block is computed
+ * keeps the kernels' stores from waiting on memory. Prefetches never fault. Always inlined: as a
+ * function of its own it has no side effects, and GCC's IPA drops the calls. */
+__attribute__((always_inline)) static inline void
+prefetch_rows(const uint8_t *dst, size_t dstride, size_t row_bytes, uint32_t r0, uint32_t r1)
+{
+    if (r0 >= r1)
+        return;
+    const uint8_t *p = dst + (size_t)r0 * dstride;
+    size_t len = (size_t)(r1 - r0 - 1) * dstride + row_bytes;
+    for (size_t x = 0; x < len; x += 64)
+        __builtin_prefetch(p + x, 1, 3);
+    __builtin_prefetch(p + len - 1, 1, 3); /* the last line, where p is not 64-aligned */
 }
 
 int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
@@ -754,6 +911,8 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     int16_t *xw = (int16_t *)(void *)(base + L.off_xw), *yw = (int16_t *)(void *)(base + L.off_yw);
     uint8_t *tmp = base + L.off_tmp;
     int32_t *acc = (int32_t *)(void *)(base + L.off_acc);
+    size_t row_bytes = (size_t)dw * channels;
+    prefetch_rows(dst, dstride, row_bytes, 0, dh < BLOCK_ROWS ? dh : BLOCK_ROWS);
     int lvl = simd_level();
     (void)lvl; /* only the x86-64 kernels look at it */
 #ifdef FL_HAVE_SSSE3_KERNEL
@@ -776,8 +935,58 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
 
     /* Taps the portable horizontal pass runs for every pixel (kx2 >= 2 and kx2 >= nmax). */
     int32_t nfix = nmax <= 2 ? 2 : nmax <= 4 ? nmax : 0;
+    /* The AVX-512 horizontal pass: tap pairs for every byte, and its groups (see zplan); a group
+     * whose taps span 64 bytes or more (shrinks past about 2x) turns it off. */
+    uint32_t nb = dw * channels;
+    int znp = lvl >= 3 && nmax <= 2 * ZPAIRS ? (nmax + 1) / 2 : 0;
+    zplan *zp = (zplan *)(void *)(base + L.off_zplan);
+    if (znp) {
+        uint32_t ng = (nb + 15) / 16;
+        for (uint32_t g = 0; g < ng; g++)
+            zp[g].base = INT32_MAX, zp[g].last = 0;
+        for (uint32_t j = 0; j < dw; j++) { /* lowest first tap, highest last one */
+            const span *x = xs + (flip ? dw - 1 - j : j);
+            for (uint32_t c = 0; c < channels; c++) {
+                zplan *z = zp + (j * channels + c) / 16;
+                int32_t first = x->start * (int32_t)channels + (int32_t)c;
+                int32_t last = first + (x->n - 1) * (int32_t)channels;
+                z->base = first < z->base ? first : z->base;
+                z->last = last > z->last ? last : z->last;
+            }
+        }
+        for (uint32_t g = 0; g < ng; g++)
+            if (zp[g].last - zp[g].base >= 64)
+                znp = 0;
+        for (uint32_t b = nb; znp && b < ng * 16; b++) { /* past the row: index 0, weight 0 */
+            zplan *z = zp + b / 16;
+            memset(z->ctrl + 4 * (b % 16), 0, 4);
+            for (int pr = 0; pr < ZPAIRS; pr++)
+                z->w[pr][b % 16] = 0;
+        }
+        for (uint32_t j = 0, b = 0; znp && j < dw; j++) {
+            uint32_t o = flip ? dw - 1 - j : j;
+            const int16_t *w = xw + (size_t)o * L.kx2;
+            int32_t wp[ZPAIRS]; /* kx2 >= 2 * znp: w[2 pr + 1] exists */
+            for (int pr = 0; pr < ZPAIRS; pr++)
+                wp[pr] =
+                    pr < znp
+                        ? (int32_t)((uint16_t)w[2 * pr] | (uint32_t)(uint16_t)w[2 * pr + 1] << 16)
+                        : 0;
+            for (uint32_t c = 0; c < channels; c++, b++) {
+                zplan *z = zp + b / 16;
+                uint32_t i = b % 16;
+                int32_t first = xs[o].start * (int32_t)channels + (int32_t)c - z->base;
+                uint8_t *q = z->ctrl + 4 * i;
+                q[0] = (uint8_t)first, q[1] = 0;
+                q[2] = (uint8_t)(first + (int32_t)channels), q[3] = 0;
+                for (int pr = 0; pr < ZPAIRS; pr++)
+                    z->w[pr][i] = wp[pr];
+            }
+        }
+    }
     /* Tap pairs the AVX2 kernel runs for every pixel: 1 or 2 from a plan, else per pixel. */
-    int np = channels == 3 && lvl >= 2 ? (nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0) : 0;
+    int pairs = nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0;
+    int np = !znp && channels == 3 && lvl >= 2 ? pairs : 0;
     hplan *plan = (hplan *)(void *)(base + L.off_plan);
     for (uint32_t j = 0; np && j < dw; j++) {
         uint32_t o = flip ? dw - 1 - j : j;
@@ -787,7 +996,7 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     }
     /* The 1-channel AVX2 kernel: groups of 4 destination pixels (the last one moved back to end
      * at the row's end), each within 16 bytes; any group that is not turns it off. */
-    int gnp = channels == 1 && lvl >= 2 && dw >= 4 ? (nmax <= 2 ? 1 : nmax <= 4 ? 2 : 0) : 0;
+    int gnp = !znp && channels == 1 && lvl >= 2 && dw >= 4 ? pairs : 0;
     gplan *gp = (gplan *)(void *)(base + L.off_gplan);
     for (uint32_t j = 0, g = 0; gnp && j < dw; j += 4, g++) {
         if (j + 4 > dw)
@@ -820,13 +1029,20 @@ int fl_resize_window(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstrid
     for (uint32_t o0 = 0; o0 < dh; o0 += BLOCK_ROWS) {
         uint32_t o1 = dh - o0 < BLOCK_ROWS ? dh : o0 + BLOCK_ROWS;
         uint8_t *d = dst + (size_t)o0 * dstride;
+        prefetch_rows(dst, dstride, row_bytes, o1, dh - o1 < BLOCK_ROWS ? dh : o1 + BLOCK_ROWS);
 #ifdef FL_HAVE_SSSE3_KERNEL
-        if (lvl >= 2)
+        if (lvl >= 3)
+            vpass_z(src, sstride, col0, L.tw, ys, yw, L.ay.ksize, o0, o1, tmp);
+        else if (lvl >= 2)
             vpass_avx2(src, sstride, col0, L.tw, ys, yw, L.ay.ksize, o0, o1, tmp);
         else
 #endif
             vpass(src, sstride, col0, L.tw, ys, yw, L.ay.ksize, o0, o1, tmp, acc);
 #ifdef FL_HAVE_SSSE3_KERNEL
+        if (znp) {
+            hpass_z(tmp, L.tw, o1 - o0, d, dstride, nb, zp, 2 * channels, znp);
+            continue;
+        }
         if (channels == 3 && lvl >= 1) {
             uint32_t r = 0;
             if (lvl >= 2 && o1 - o0 == 4)

@@ -1,11 +1,18 @@
 /* test_image_resize_simd.c — fl_resize gives the same bytes every time: repeated calls and four
- * concurrent threads agree, and every SIMD level (AVX2, SSSE3, portable C) writes identical bytes
- * for whole images (odd sizes, flips) and for windows with fractional corners (the
- * random-resized-crop path: 1 to 4 channels, padded strides, nothing written past a row). */
+ * concurrent threads agree, and every SIMD level (AVX-512, AVX2, SSSE3, portable C) writes
+ * identical bytes for whole images (odd sizes, flips) and for windows with fractional corners (the
+ * random-resized-crop path: 1 to 4 channels, padded strides, nothing written past a row), and on
+ * noise images over thousands of seeded geometries (up- and downscales from 1/40 to 40x, 1-pixel
+ * windows and outputs, windows flush with the right and bottom edges), whose bytes also hash to
+ * the value the resampler gave before the AVX-512 kernels existed. */
 #include <pthread.h>
 
 #include "img_test.h"
 #include "image_internal.h"
+
+#define GEOMS      1500
+#define GEOMS_HASH 0xB21608C115F22BB4ull /* FNV-1a 64 of the 1500 outputs of the last section */
+#define NLEVELS    4 /* fl_resize_set_simd_limit: 0 portable C ... 3 AVX-512; capped by the CPU */
 
 struct job {
     const uint8_t *src;
@@ -56,8 +63,8 @@ int main(void)
                 for (int flip = 0; flip < 2; flip++) {
                     uint8_t *s = synth_image(sz[i].sw, sz[i].sh, ch);
                     size_t n = (size_t)sz[i].dw * sz[i].dh * ch;
-                    uint8_t *out[3];
-                    for (int lvl = 0; lvl < 3; lvl++) {
+                    uint8_t *out[NLEVELS];
+                    for (int lvl = 0; lvl < NLEVELS; lvl++) {
                         out[lvl] = malloc(n);
                         fl_resize_set_simd_limit(lvl);
                         EXPECT_RC(fl_resize(s, sz[i].sw, sz[i].sh, (size_t)sz[i].sw * ch, ch,
@@ -65,9 +72,10 @@ int main(void)
                                             flip, NULL, 0, &err),
                                   0, &err);
                     }
-                    fl_resize_set_simd_limit(2);
-                    EXPECT(memcmp(out[0], out[1], n) == 0 && memcmp(out[0], out[2], n) == 0);
-                    for (int lvl = 0; lvl < 3; lvl++)
+                    fl_resize_set_simd_limit(NLEVELS - 1);
+                    for (int lvl = 1; lvl < NLEVELS; lvl++)
+                        EXPECT(memcmp(out[0], out[lvl], n) == 0);
+                    for (int lvl = 0; lvl < NLEVELS; lvl++)
                         free(out[lvl]);
                     free(s);
                 }
@@ -106,8 +114,8 @@ int main(void)
             uint8_t *s = ss * sh <= (size_t)400 * 350 * 4 ? big : synth_image((uint32_t)ss, sh, 1);
             size_t n = ds * dh;
             int flip = (int)(NEXT() & 1);
-            uint8_t *out[3];
-            for (int lvl = 0; lvl < 3; lvl++) {
+            uint8_t *out[NLEVELS];
+            for (int lvl = 0; lvl < NLEVELS; lvl++) {
                 out[lvl] = malloc(n);
                 memset(out[lvl], 0xA5, n);
                 fl_resize_set_simd_limit(lvl);
@@ -115,24 +123,114 @@ int main(void)
                                            0, &err),
                           0, &err);
             }
-            fl_resize_set_simd_limit(2);
-            if (memcmp(out[0], out[1], n) || memcmp(out[0], out[2], n))
+            fl_resize_set_simd_limit(NLEVELS - 1);
+            int same = 1;
+            for (int lvl = 1; lvl < NLEVELS; lvl++)
+                same &= memcmp(out[0], out[lvl], n) == 0;
+            if (!same)
                 fprintf(stderr,
                         "levels differ: %ux%u window %.3f,%.3f %.3fx%.3f -> %ux%u, %u channels, "
                         "flip %d\n",
                         sw, sh, win[0], win[1], win[2], win[3], dw, dh, ch, flip);
-            EXPECT(memcmp(out[0], out[1], n) == 0 && memcmp(out[0], out[2], n) == 0);
+            EXPECT(same);
             int pad_ok = 1;
-            for (uint32_t y = 0; y < dh; y++)
-                for (size_t x = (size_t)dw * ch; x < ds; x++)
-                    pad_ok &= out[2][y * ds + x] == 0xA5;
+            for (int lvl = 0; lvl < NLEVELS; lvl++)
+                for (uint32_t y = 0; y < dh; y++)
+                    for (size_t x = (size_t)dw * ch; x < ds; x++)
+                        pad_ok &= out[lvl][y * ds + x] == 0xA5;
             EXPECT(pad_ok);
-            for (int lvl = 0; lvl < 3; lvl++)
+            for (int lvl = 0; lvl < NLEVELS; lvl++)
                 free(out[lvl]);
             if (s != big)
                 free(s);
         }
         free(big);
+#undef NEXT
+#undef UNIT
+    }
+
+    /* Noise images (a wrong tap changes the bytes) through seeded geometries at every level,
+     * against the portable C (level 0), and an FNV-1a hash of all outputs against the hash the
+     * resampler gave before the AVX-512 kernels were added. */
+    {
+        uint64_t seed = 0xD1B54A32D192ED03ull;
+#define NEXT() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, seed)
+#define UNIT() ((NEXT() >> 11) * (1.0 / 9007199254740992.0))
+        uint64_t hash = 0xCBF29CE484222325ull;
+        int bad = 0;
+        for (int i = 0; i < GEOMS; i++) {
+            uint32_t ch = 1 + (uint32_t)(NEXT() % 4), sw, sh, dw, dh;
+            double win[4];
+            for (int ax = 0; ax < 2; ax++) {
+                uint32_t size, out;
+                double x0, len;
+                int mode = (int)(NEXT() % 8);
+                if (mode == 0) { /* whole axis */
+                    size = 1 + (uint32_t)(NEXT() % 300);
+                    x0 = 0, len = size;
+                    out = 1 + (uint32_t)(NEXT() % 300);
+                } else {
+                    /* ratio len / out: 1/40 .. 40, often near 1 and 2 (the kernels' limits) */
+                    double ratio = mode == 1   ? 1.0 + 0.2 * UNIT()
+                                   : mode == 2 ? 1.8 + 0.5 * UNIT()
+                                   : mode == 3 ? 0.3 + 0.7 * UNIT()
+                                               : exp(log(1.0 / 40) + UNIT() * log(1600.0));
+                    uint32_t most = NEXT() % 4 ? 250 : 8;
+                    out = 1 + (uint32_t)(NEXT() % most);
+                    len = out * ratio;
+                    if (len > 3000)
+                        len = 3000 * UNIT() + 0.01;
+                    if (NEXT() % 3 == 0)
+                        len = ceil(len);
+                    size = (uint32_t)ceil(len) + (uint32_t)(NEXT() % 40);
+                    int where = (int)(NEXT() % 3); /* left edge, inside, right edge */
+                    x0 = where == 0 ? 0 : where == 1 ? UNIT() * (size - len) : size - len;
+                }
+                if (ax == 0)
+                    sw = size, win[0] = x0, win[2] = len, dw = out;
+                else
+                    sh = size, win[1] = x0, win[3] = len, dh = out;
+            }
+            if ((uint64_t)sw * sh * ch > 600000 || (uint64_t)dw * dh * ch > 100000) {
+                i--; /* keep the test short: draw again */
+                continue;
+            }
+            size_t ss = (size_t)sw * ch + (NEXT() % 5), ds = (size_t)dw * ch + (NEXT() % 5);
+            uint8_t *s = malloc(ss * sh);
+            for (size_t k = 0; k < ss * sh; k++) /* noise, with runs of 0 and 255 */
+                s[k] = (uint8_t)(k % 97 < 5 ? 255 : k % 89 < 5 ? 0 : NEXT() >> 56);
+            int flip = (int)(NEXT() & 1);
+            size_t n = ds * dh;
+            uint8_t *out[NLEVELS];
+            for (int lvl = 0; lvl < NLEVELS; lvl++) {
+                out[lvl] = malloc(n);
+                memset(out[lvl], 0x5A, n);
+                fl_resize_set_simd_limit(lvl);
+                EXPECT_RC(fl_resize_window(s, sw, sh, ss, ch, win, out[lvl], dw, dh, ds, flip, NULL,
+                                           0, &err),
+                          0, &err);
+            }
+            fl_resize_set_simd_limit(NLEVELS - 1);
+            for (int lvl = 1; lvl < NLEVELS; lvl++)
+                if (memcmp(out[0], out[lvl], n) && bad++ < 10)
+                    fprintf(stderr,
+                            "level %d differs from C: %ux%u window %.4f,%.4f %.4fx%.4f -> %ux%u, "
+                            "%u channels, flip %d\n",
+                            lvl, sw, sh, win[0], win[1], win[2], win[3], dw, dh, ch, flip);
+            for (uint32_t y = 0; y < dh; y++)
+                for (size_t x = 0; x < ds; x++) {
+                    hash ^= out[0][y * ds + x];
+                    hash *= 0x100000001B3ull;
+                }
+            for (int lvl = 0; lvl < NLEVELS; lvl++)
+                free(out[lvl]);
+            free(s);
+        }
+        EXPECT(bad == 0);
+        if (hash != GEOMS_HASH)
+            fprintf(stderr, "outputs hash to %016llx, expected %016llx\n", (unsigned long long)hash,
+                    (unsigned long long)GEOMS_HASH);
+        EXPECT(hash == GEOMS_HASH);
 #undef NEXT
 #undef UNIT
     }
