@@ -18,6 +18,15 @@
 #define FL_LMDB_META_VERSION   "format_version"
 #define FL_LMDB_META_ID        "dataset_id" /* 16 bytes (format version 2) */
 #define FL_LMDB_META_FIELD_MAX "field_max"  /* u32 per field (format version 3) */
+/* The record index (SPEC.md, "LMDB backend"): meta "record_index" holds a header
+ * (FL_LMDB_INDEX_HEADER bytes), meta "record_index.C" chunk C of the entries (records
+ * [C * FL_LMDB_INDEX_CHUNK, ...)): a u32 CRC32C of the entries, then one zstd frame of them.
+ * An entry has the shard index entry's layout with offset = the value's byte offset in data.mdb. */
+#define FL_LMDB_META_INDEX    "record_index"
+#define FL_LMDB_INDEX_VERSION 1u
+#define FL_LMDB_INDEX_HEADER  52u
+#define FL_LMDB_INDEX_ENTRY   48u
+#define FL_LMDB_INDEX_CHUNK   16384u
 #define FL_LMDB_VALUE_HEADER                                                                       \
     28u /* label, crc32c, raw_len, height, width, name_len, format: 7 x u32 LE */
 #define FL_LMDB_VALUE_HEADER_V1 24u /* format version 1: no format field */
@@ -36,6 +45,9 @@ typedef struct fl_lmdb_writer fl_lmdb_writer;
 /* Map size a new environment starts with (default 64 MiB; doubled on MDB_MAP_FULL). Tests lower
  * it to exercise growth. */
 extern size_t fl_lmdb_initial_mapsize;
+/* Write the record index at finish (default 1). Tests set 0 to write data sets as writers
+ * before it did, which readers open by walking the records. */
+extern int fl_lmdb_write_index;
 
 /* Open (or, with resume, reopen) the environment in directory `dir`. *existing receives the number
  * of records already committed (0 when new). The dataset id (16 bytes) and the dictionary (may be

@@ -1,9 +1,12 @@
 /* lmdb_reader.c — the LMDB backend of fl_dataset: opens data.mdb read-only without a lock file
  * (a finished dataset is immutable), keeps one read transaction for the dataset's lifetime so
  * LMDB's zero-copy pointers stay valid until close, and resolves every record once at open
- * (bounds-checked) so the hot path makes no LMDB calls at all and is safe from any thread. */
+ * (bounds-checked: from the record index the writer left in meta, or by walking the records of
+ * a data set written without one) so the hot path makes no LMDB calls at all and is safe from
+ * any thread. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -23,6 +26,10 @@ struct fl_lmdb_reader {
     MDB_txn *txn;
     const uint8_t *base; /* where the file is mapped (NULL: unknown, values not bounded) */
     uint64_t used;       /* bytes of used pages: every value lies in [base, base + used) */
+    uint32_t psize;      /* LMDB's page size */
+    uint64_t npages;     /* used pages, as the meta LMDB uses says */
+    uint64_t rec_root;   /* the records database's root page, its pages not checked yet
+                          * (UINT64_MAX: none, or checked) */
 };
 
 void fl_lmdb_reader_close(fl_dataset *ds)
@@ -75,6 +82,8 @@ typedef struct page_walk {
     uint8_t *seen;
     int64_t record; /* the record whose node was bad (its 8-byte big-endian key), or -1 */
     uint64_t visited;
+    uint64_t *defer; /* non-NULL: the records database is not walked, its root is kept here */
+    int deferred;    /* times the records database was found (a second is refused) */
 } page_walk;
 
 /* Pages of a file mapping read through so far leave the resident set (they stay in the page
@@ -149,7 +158,13 @@ static const char *walk_page(page_walk *w, uint64_t pg, int depth, int main_db)
             if (!main_db || dsize != 48 || end + 48 > w->psize)
                 return "a bad named database";
             uint64_t root = fl_rd64(n + 8 + ksize + 40);
-            if (root != UINT64_MAX) {
+            /* the records are checked after meta is read: with a record index, never */
+            if (w->defer && ksize == strlen(FL_LMDB_RECORDS_DB) &&
+                !memcmp(n + 8, FL_LMDB_RECORDS_DB, ksize)) {
+                if (w->deferred++) /* LMDB would take either: one of them never checked */
+                    return "the records database named twice";
+                *w->defer = root;
+            } else if (root != UINT64_MAX) {
                 const char *why = walk_page(w, root, 0, 0);
                 if (why)
                     return why;
@@ -162,8 +177,10 @@ static const char *walk_page(page_walk *w, uint64_t pg, int depth, int main_db)
     return NULL;
 }
 
+/* Check the pages under `root` (the main database's, main_db = 1, with the records database's
+ * root left in *defer when defer is non-NULL; or one named database's). */
 static int check_pages(int fd, const char *path, uint32_t psize, uint64_t npages, uint64_t root,
-                       fl_error *err)
+                       int main_db, uint64_t *defer, fl_error *err)
 {
     if (root == UINT64_MAX)
         return 0; /* an empty environment: the named databases are missing */
@@ -171,8 +188,12 @@ static int check_pages(int fd, const char *path, uint32_t psize, uint64_t npages
     void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED)
         return fl_error_set(err, -errno, "%s: cannot map: %s", path, strerror(errno));
-    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1, 0};
-    const char *why = w.seen ? walk_page(&w, root, 0, 1) : NULL;
+    /* without the records, a few pages scattered through the file: read each alone, not the
+     * megabytes around it (read_ahead_kb) */
+    if (defer)
+        madvise(map, len, MADV_RANDOM);
+    page_walk w = {map, npages, psize, calloc(npages / 8 + 1, 1), -1, 0, defer, 0};
+    const char *why = w.seen ? walk_page(&w, root, 0, main_db) : NULL;
     int rc = w.seen ? 0 : fl_error_set(err, -ENOMEM, "%s: out of memory", path);
     if (why && w.record >= 0)
         rc = fl_error_set(err, FL_E_FORMAT, "%s: record %lld: LMDB %s: damaged or crafted", path,
@@ -192,7 +213,8 @@ static int check_pages(int fd, const char *path, uint32_t psize, uint64_t npages
  * page size, map size and last page are bounded by the file. *map_bytes: the map to ask for. */
 #define FL_LMDB_META_MAGIC  0xBEEFC0DEu
 #define FL_LMDB_MAX_MAPSIZE (1ull << 44) /* 16 TiB: no writer of this format asks for more */
-static int check_meta(int fd, const char *path, uint64_t size, uint64_t *map_bytes, fl_error *err)
+static int check_meta(int fd, const char *path, uint64_t size, uint64_t *map_bytes,
+                      fl_lmdb_reader *r, fl_error *err)
 {
     uint8_t pg[2][160];
     size_t got = 0;
@@ -232,7 +254,10 @@ static int check_meta(int fd, const char *path, uint64_t size, uint64_t *map_byt
                             path, use, (unsigned long long)last, (unsigned long long)size,
                             (unsigned long long)(size / psize));
     *map_bytes = (size + psize - 1) / psize * psize;
-    return check_pages(fd, path, psize, last + 1, fl_rd64(mp + 128), err);
+    r->psize = psize;
+    r->npages = last + 1;
+    r->rec_root = UINT64_MAX;
+    return check_pages(fd, path, psize, last + 1, fl_rd64(mp + 128), 1, &r->rec_root, err);
 }
 
 /* Open data.mdb relative to the dataset directory, check its size against the manifest and
@@ -274,7 +299,7 @@ static int open_env(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *
     snprintf(via, sizeof via, "/proc/self/fd/%d/%s", dir_fd, m->shards[0].file);
     const char *open_path = access(via, F_OK) == 0 ? via : path;
     uint64_t map_bytes = 0;
-    int rc = check_meta(fd, path, size, &map_bytes, err);
+    int rc = check_meta(fd, path, size, &map_bytes, r, err);
     if (rc)
         return rc;
     /* MDB_NOTLS: the one read txn is not tied to this thread; MDB_NOLOCK: immutable data, no
@@ -395,8 +420,8 @@ static int check_field_max(fl_lmdb_reader *r, MDB_dbi meta, const fl_manifest *m
 
 /* The read transaction kept until close, the two databases, and meta: format version (the
  * manifest's), dataset id, dictionary. */
-static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_t *ver_out,
-                     fl_error *err)
+static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, MDB_dbi *meta_out,
+                     uint32_t *ver_out, fl_error *err)
 {
     const char *path = ds->file_paths[0];
     fl_lmdb_reader *r = ds->lmdb;
@@ -470,22 +495,13 @@ static int open_meta(fl_dataset *ds, const fl_manifest *m, MDB_dbi *rec, uint32_
         }
     }
     *ver_out = ver;
+    *meta_out = meta;
     return 0;
 }
 
-/* Value of record i: header, name, stored bytes; NULL or why it is bad. */
-static const char *record_value(const fl_dataset *ds, const fl_manifest *m, uint32_t ver,
-                                const MDB_val *v, fl_lmdb_rec *e, size_t min_fields)
+/* The value header of `ver` at p into e (label .. fields_len; not the lengths it implies). */
+static void read_header(const uint8_t *p, uint32_t ver, const fl_schema *s, fl_lmdb_rec *e)
 {
-    const fl_schema *s = &m->schema;
-    const size_t hsz = ver >= 3   ? FL_LMDB_VALUE_HEADER_V3
-                       : ver >= 2 ? FL_LMDB_VALUE_HEADER
-                                  : FL_LMDB_VALUE_HEADER_V1;
-    uint64_t fixed_raw =
-        s->encoding == FL_ENC_RAW && s->height ? (uint64_t)s->height * s->width * s->channels : 0;
-    if (v->mv_size < hsz)
-        return "value shorter than its header";
-    const uint8_t *p = v->mv_data;
     e->label = (int32_t)fl_rd32(p);
     e->crc32c = fl_rd32(p + 4);
     e->raw_len = fl_rd32(p + 8);
@@ -494,15 +510,19 @@ static const char *record_value(const fl_dataset *ds, const fl_manifest *m, uint
     e->name_len = fl_rd32(p + 20);
     e->format = ver >= 2 ? fl_rd32(p + 24) : (uint32_t)s->encoding;
     e->fields_len = ver >= 3 ? fl_rd32(p + 28) : 0;
-    size_t rest = v->mv_size - hsz;
-    if (e->name_len > FL_MAX_NAME_BYTES || e->name_len > rest)
-        return "name longer than the value";
+}
+
+/* The checks of a record whose name and stored bytes are placed (e->stored_len, saturated at
+ * UINT32_MAX): the shard index entry's. NULL or why it is bad. */
+static const char *check_rec(const fl_dataset *ds, const fl_manifest *m, uint32_t ver,
+                             const fl_lmdb_rec *e, size_t min_fields)
+{
+    const fl_schema *s = &m->schema;
+    uint64_t fixed_raw =
+        s->encoding == FL_ENC_RAW && s->height ? (uint64_t)s->height * s->width * s->channels : 0;
     if (!fl_format_allowed(s->encoding, e->format))
         return "record format unknown or not allowed by the schema";
-    e->name = (const char *)p + hsz;
-    e->stored = p + hsz + e->name_len;
-    size_t sl = rest - e->name_len;
-    e->stored_len = (uint32_t)sl;
+    size_t sl = e->stored_len;
     if (sl > FL_MAX_RECORD_BYTES || e->raw_len > FL_MAX_RECORD_BYTES)
         return "record length over 1 GiB";
     if (e->fields_len > sl)
@@ -525,6 +545,25 @@ static const char *record_value(const fl_dataset *ds, const fl_manifest *m, uint
     if (ds->label_field < 0 && e->label != 0)
         return "a label in a dataset without a label field";
     return NULL;
+}
+
+/* Value of record i: header, name, stored bytes; NULL or why it is bad. */
+static const char *record_value(const fl_dataset *ds, const fl_manifest *m, uint32_t ver,
+                                const MDB_val *v, fl_lmdb_rec *e, size_t min_fields)
+{
+    const size_t hsz = fl_lmdb_value_header(ver);
+    if (v->mv_size < hsz)
+        return "value shorter than its header";
+    const uint8_t *p = v->mv_data;
+    read_header(p, ver, &m->schema, e);
+    size_t rest = v->mv_size - hsz;
+    if (e->name_len > FL_MAX_NAME_BYTES || e->name_len > rest)
+        return "name longer than the value";
+    e->name = (const char *)p + hsz;
+    e->stored = p + hsz + e->name_len;
+    size_t sl = rest - e->name_len;
+    e->stored_len = sl > UINT32_MAX ? UINT32_MAX : (uint32_t)sl;
+    return check_rec(ds, m, ver, e, min_fields);
 }
 
 /* The records of one index segment as the walk read them, and where values are measured from. */
@@ -552,29 +591,27 @@ static void lmdb_row(const void *src, uint64_t i, int64_t v[FL_IX_COLS])
     v[FL_IX_NAME] = e->name_len;
 }
 
+/* What the open keeps of each checked record: the largest lengths. */
+static void note_rec(fl_dataset *ds, const fl_lmdb_rec *e, uint32_t *max_fields)
+{
+    if (e->raw_len > ds->max_raw_len)
+        ds->max_raw_len = e->raw_len;
+    if (e->stored_len > ds->max_stored_len)
+        ds->max_stored_len = e->stored_len;
+    if (e->fields_len > *max_fields)
+        *max_fields = e->fields_len;
+}
+
 /* Walk every record once: keys 0..n-1, each value checked (record_value), packed into ds->ix a
  * segment (FL_LMDB_SEG records) at a time. */
 static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint32_t ver,
-                        fl_error *err)
+                        uint32_t *max_fields, fl_error *err)
 {
     const char *path = ds->file_paths[0];
     fl_lmdb_reader *r = ds->lmdb;
     int rc;
     MDB_val k, v;
     size_t min_fields = ver >= 3 ? fl_fields_min_block(m->fields, m->num_fields) : 0;
-    MDB_stat ms;
-    rc = mdb_stat(r->txn, rec, &ms);
-    if (rc)
-        return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
-    if (ms.ms_entries != m->records)
-        return fl_error_set(err, FL_E_FORMAT, "%s: %zu records, manifest says %llu", path,
-                            (size_t)ms.ms_entries, (unsigned long long)m->records);
-    /* a record is at least a leaf node: 8-byte node header, 8-byte key, the value header */
-    if (m->records > r->used / 32)
-        return fl_error_set(err, FL_E_FORMAT,
-                            "%s: %llu records cannot fit in %llu bytes of pages: "
-                            "damaged or crafted",
-                            path, (unsigned long long)m->records, (unsigned long long)r->used);
     /* a summary keeps nothing: one record at a time */
     size_t seg_cap = ds->summary ? 1 : m->records < FL_LMDB_SEG ? (size_t)m->records : FL_LMDB_SEG;
     fl_lmdb_rec *buf = calloc(seg_cap ? seg_cap : 1, sizeof *buf);
@@ -588,7 +625,6 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
         return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
     }
     uint64_t i = 0;
-    uint32_t max_fields = 0; /* the largest fields block */
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && i < m->records;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT), i++) {
         const char *why = NULL;
@@ -606,12 +642,7 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
             return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %s", path,
                                 (unsigned long long)i, why);
         }
-        if (e->raw_len > ds->max_raw_len)
-            ds->max_raw_len = e->raw_len;
-        if (e->stored_len > ds->max_stored_len)
-            ds->max_stored_len = e->stored_len;
-        if (e->fields_len > max_fields)
-            max_fields = e->fields_len;
+        note_rec(ds, e, max_fields);
         if (i == 0)
             seg.anchor = v.mv_data; /* every value is measured from record 0's */
         if (!ds->summary && (i % FL_LMDB_SEG == FL_LMDB_SEG - 1 || i + 1 == m->records) &&
@@ -627,16 +658,197 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
     free(buf);
     drop_pages(r->base, r->used);
     ds->lmdb_anchor = seg.anchor;
-    if (!ds->summary)
-        fl_rindex_trim(&ds->ix);
     if (rc != 0 && rc != MDB_NOTFOUND && i < m->records)
         return fl_error_set(err, FL_E_FORMAT, "%s: record %llu: %s: damaged or crafted", path,
                             (unsigned long long)i, mdb_strerror(rc));
     if (i != m->records)
         return fl_error_set(err, FL_E_FORMAT, "%s: found %llu records, manifest says %llu", path,
                             (unsigned long long)i, (unsigned long long)m->records);
-    /* max_count rows of a variable field lie in some record's fields block: a count (meta and
-     * manifest crafted together) that no block holds is refused before a loader sizes from it */
+    return 0;
+}
+
+/* Entry j of a decompressed index chunk into e, its value placed at r->base + offset: NULL or
+ * why it cannot be (the value must lie in the used pages past the two meta pages). */
+static const char *index_entry(const fl_lmdb_reader *r, const uint8_t *p, size_t hsz,
+                               fl_lmdb_rec *e)
+{
+    uint64_t off = fl_rd64(p);
+    e->stored_len = fl_rd32(p + 8);
+    e->raw_len = fl_rd32(p + 12);
+    e->label = (int32_t)fl_rd32(p + 16);
+    e->crc32c = fl_rd32(p + 20);
+    e->height = fl_rd32(p + 24);
+    e->width = fl_rd32(p + 28);
+    e->name_len = fl_rd32(p + 36);
+    e->format = fl_rd32(p + 40);
+    e->fields_len = fl_rd32(p + 44);
+    if (fl_rd32(p + 32) != 0)
+        return "reserved field not 0";
+    if (e->name_len > FL_MAX_NAME_BYTES || e->stored_len > FL_MAX_RECORD_BYTES)
+        return "name or record length over the limit";
+    if (off < 2ull * r->psize || off > r->used ||
+        hsz + e->name_len + (uint64_t)e->stored_len > r->used - off)
+        return "value outside the file's used pages";
+    e->name = (const char *)r->base + off + hsz;
+    e->stored = r->base + off + hsz + e->name_len;
+    return NULL;
+}
+
+/* The index entry of the record whose value is at byte `off` of data.mdb agrees with the value's
+ * own header. Read with pread, not through the map: a fault there reads ahead megabytes
+ * (read_ahead_kb) for the few bytes of one record a chunk. */
+static int header_matches(int fd, uint64_t off, uint32_t ver, const fl_schema *s,
+                          const fl_lmdb_rec *e)
+{
+    fl_lmdb_rec h;
+    uint8_t v[FL_LMDB_VALUE_HEADER_V3];
+    size_t got = 0, hsz = fl_lmdb_value_header(ver);
+    if (fl_pread_full(fd, v, hsz, off, &got) != 0 || got != hsz)
+        return 0;
+    read_header(v, ver, s, &h);
+    return h.label == e->label && h.crc32c == e->crc32c && h.raw_len == e->raw_len &&
+           h.height == e->height && h.width == e->width && h.name_len == e->name_len &&
+           h.format == e->format && h.fields_len == e->fields_len;
+}
+
+_Static_assert(FL_LMDB_INDEX_CHUNK == FL_LMDB_SEG, "an index chunk is a segment of ds->ix");
+
+/* The record index's header (meta "record_index"): 1 when there is none (a data set written
+ * before it, or of a layout this build does not read: the records are walked instead), 0 when
+ * it describes exactly this records database, else refused. */
+static int index_header(fl_lmdb_reader *r, MDB_dbi meta, const MDB_stat *ms, uint64_t records,
+                        const char *path, fl_error *err)
+{
+    MDB_val k = {strlen(FL_LMDB_META_INDEX), (void *)FL_LMDB_META_INDEX}, v;
+    int rc = mdb_get(r->txn, meta, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return 1;
+    if (rc)
+        return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
+    const uint8_t *h = v.mv_data;
+    if (!in_map(r, v.mv_data, v.mv_size) || v.mv_size < 4)
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: meta \"%s\" outside the used pages or too short: damaged or "
+                            "crafted",
+                            path, FL_LMDB_META_INDEX);
+    if (fl_rd32(h) != FL_LMDB_INDEX_VERSION)
+        return 1;
+    if (v.mv_size != FL_LMDB_INDEX_HEADER || fl_crc32c(0, h, 48) != fl_rd32(h + 48) ||
+        fl_rd32(h + 4) != FL_LMDB_INDEX_ENTRY || fl_rd32(h + 8) != FL_LMDB_INDEX_CHUNK)
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: meta \"%s\": bad header (size, CRC, entry or chunk size): "
+                            "damaged or crafted",
+                            path, FL_LMDB_META_INDEX);
+    if (fl_rd64(h + 16) != records || ms->ms_entries != records)
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: record index of %llu records, the database holds %llu, the "
+                            "manifest says %llu: damaged or crafted",
+                            path, (unsigned long long)fl_rd64(h + 16),
+                            (unsigned long long)ms->ms_entries, (unsigned long long)records);
+    if (fl_rd32(h + 12) != ms->ms_depth || fl_rd64(h + 24) != ms->ms_branch_pages ||
+        fl_rd64(h + 32) != ms->ms_leaf_pages || fl_rd64(h + 40) != ms->ms_overflow_pages)
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: record index made for another state of the records database "
+                            "(depth, branch, leaf or overflow pages differ): damaged or crafted",
+                            path);
+    return 0;
+}
+
+/* Every record's entry from the record index instead of its value: no page of the records
+ * database is read (the first record of each chunk excepted: its value's header must agree). */
+static int read_index(fl_dataset *ds, const fl_manifest *m, MDB_dbi meta, uint32_t ver,
+                      uint32_t *max_fields, fl_error *err)
+{
+    const char *path = ds->file_paths[0];
+    fl_lmdb_reader *r = ds->lmdb;
+    size_t min_fields = ver >= 3 ? fl_fields_min_block(m->fields, m->num_fields) : 0;
+    size_t hsz = fl_lmdb_value_header(ver);
+    uint64_t n = m->records;
+    size_t cap = n < FL_LMDB_INDEX_CHUNK ? (size_t)n : FL_LMDB_INDEX_CHUNK;
+    uint8_t *ent = malloc(cap ? cap * FL_LMDB_INDEX_ENTRY : 1);
+    size_t zcap = 4 + ZSTD_compressBound(cap * FL_LMDB_INDEX_ENTRY);
+    uint8_t *zbuf = malloc(zcap);
+    fl_lmdb_rec *buf = calloc(ds->summary || !cap ? 1 : cap, sizeof *buf);
+    int rc = 0;
+    if (!ent || !zbuf || !buf)
+        rc = fl_error_set(err, -ENOMEM, "%s: out of memory", path);
+    lmdb_seg seg = {buf, r->base, hsz};
+    for (uint64_t c = 0; rc == 0 && c * FL_LMDB_INDEX_CHUNK < n; c++) {
+        uint64_t first = c * FL_LMDB_INDEX_CHUNK;
+        size_t cnt = n - first < FL_LMDB_INDEX_CHUNK ? (size_t)(n - first) : FL_LMDB_INDEX_CHUNK;
+        char key[48], what[PATH_MAX + 96];
+        snprintf(key, sizeof key, "%s.%llu", FL_LMDB_META_INDEX, (unsigned long long)c);
+        snprintf(what, sizeof what, "%s: meta \"%s\" (records %llu..%llu)", path, key,
+                 (unsigned long long)first, (unsigned long long)(first + cnt - 1));
+        MDB_val k = {strlen(key), key}, v;
+        int g = mdb_get(r->txn, meta, &k, &v);
+        if (g != 0 && g != MDB_NOTFOUND) {
+            rc = fl_error_set(err, FL_E_LMDB, "%s: %s", what, mdb_strerror(g));
+            break;
+        }
+        if (g == MDB_NOTFOUND || v.mv_size < 4 || v.mv_size > zcap ||
+            !in_map(r, v.mv_data, v.mv_size)) {
+            rc = fl_error_set(err, FL_E_FORMAT,
+                              "%s: missing, of a wrong size or outside the used pages: damaged "
+                              "or crafted",
+                              what);
+            break;
+        }
+        /* read with pread, not through the map: chunks written while packing lie apart, and a
+         * fault in the map reads ahead megabytes (read_ahead_kb) around each */
+        const uint8_t *cv = zbuf;
+        size_t got = 0;
+        if (fl_pread_full(ds->lmdb_fd, zbuf, v.mv_size,
+                          (uint64_t)((const uint8_t *)v.mv_data - r->base), &got) != 0 ||
+            got != v.mv_size) {
+            rc = fl_error_set(err, FL_E_TRUNCATED, "%s: cannot be read", what);
+            break;
+        }
+        size_t bytes = cnt * FL_LMDB_INDEX_ENTRY;
+        rc = fl_zstd_decompress(&ds->pool, NULL, cv + 4, v.mv_size - 4, ent, bytes, bytes, what,
+                                err);
+        if (rc)
+            break;
+        if (fl_crc32c(0, ent, bytes) != fl_rd32(cv)) {
+            rc = fl_error_set(err, FL_E_CHECKSUM, "%s: CRC mismatch: damaged or crafted", what);
+            break;
+        }
+        for (size_t j = 0; j < cnt; j++) {
+            fl_lmdb_rec *e = &buf[ds->summary ? 0 : j];
+            const char *why = index_entry(r, ent + j * FL_LMDB_INDEX_ENTRY, hsz, e);
+            if (!why)
+                why = check_rec(ds, m, ver, e, min_fields);
+            /* one value a chunk is read: an index that places values wrongly is caught here,
+             * any other disagreement by the payload's CRC on access */
+            if (!why && j == 0 &&
+                !header_matches(ds->lmdb_fd, (uint64_t)((const uint8_t *)e->name - hsz - r->base),
+                                ver, &m->schema, e))
+                why = "the record index and the value's header disagree";
+            if (why) {
+                rc = fl_error_set(err, FL_E_FORMAT,
+                                  "%s: record %llu: record index: %s: damaged "
+                                  "or crafted",
+                                  path, (unsigned long long)(first + j), why);
+                break;
+            }
+            note_rec(ds, e, max_fields);
+        }
+        if (rc == 0 && !ds->summary && fl_rindex_add(&ds->ix, cnt, lmdb_row, &seg))
+            rc = fl_error_set(err, -ENOMEM, "%s: out of memory for the index", path);
+    }
+    free(ent);
+    free(zbuf);
+    free(buf);
+    drop_pages(r->base, r->used);
+    ds->lmdb_anchor = r->base;
+    return rc;
+}
+
+/* max_count rows of a variable field lie in some record's fields block: a count (meta and
+ * manifest crafted together) that no block holds is refused before a loader sizes from it */
+static int check_max_count(const fl_manifest *m, uint32_t ver, uint32_t max_fields,
+                           const char *path, fl_error *err)
+{
     for (uint32_t f = 0; ver >= 3 && f < m->num_fields; f++) {
         const fl_field *fd = &m->fields[f];
         uint64_t need = (uint64_t)fd->max_count * fl_field_row_bytes(fd);
@@ -650,14 +862,52 @@ static int walk_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, uint3
     return 0;
 }
 
+/* The records: counted against the manifest, then read from the record index when there is one,
+ * else walked (their pages checked first). */
+static int open_records(fl_dataset *ds, const fl_manifest *m, MDB_dbi rec, MDB_dbi meta,
+                        uint32_t ver, fl_error *err)
+{
+    const char *path = ds->file_paths[0];
+    fl_lmdb_reader *r = ds->lmdb;
+    MDB_stat ms;
+    int rc = mdb_stat(r->txn, rec, &ms);
+    if (rc)
+        return fl_error_set(err, FL_E_LMDB, "%s: %s", path, mdb_strerror(rc));
+    if (ms.ms_entries != m->records)
+        return fl_error_set(err, FL_E_FORMAT, "%s: %zu records, manifest says %llu", path,
+                            (size_t)ms.ms_entries, (unsigned long long)m->records);
+    /* a record is at least a leaf node: 8-byte node header, 8-byte key, the value header */
+    if (m->records > r->used / 32)
+        return fl_error_set(err, FL_E_FORMAT,
+                            "%s: %llu records cannot fit in %llu bytes of pages: "
+                            "damaged or crafted",
+                            path, (unsigned long long)m->records, (unsigned long long)r->used);
+    /* values are placed from where the file is mapped: without it (no /proc), the walk */
+    rc = ver >= 2 && r->base ? index_header(r, meta, &ms, m->records, path, err) : 1;
+    if (rc < 0)
+        return rc;
+    uint32_t max_fields = 0; /* the largest fields block */
+    if (rc == 0) {
+        rc = read_index(ds, m, meta, ver, &max_fields, err);
+    } else {
+        rc = check_pages(ds->lmdb_fd, path, r->psize, r->npages, r->rec_root, 0, NULL, err);
+        r->rec_root = UINT64_MAX;
+        if (rc == 0)
+            rc = walk_records(ds, m, rec, ver, &max_fields, err);
+    }
+    if (rc == 0 && !ds->summary)
+        fl_rindex_trim(&ds->ix);
+    return rc ? rc : check_max_count(m, ver, max_fields, path, err);
+}
+
 int fl_lmdb_reader_open(fl_dataset *ds, const fl_manifest *m, int dir_fd, fl_error *err)
 {
-    MDB_dbi rec;
+    MDB_dbi rec, meta;
     uint32_t ver = 0;
     int rc = open_env(ds, m, dir_fd, err);
     if (!rc)
-        rc = open_meta(ds, m, &rec, &ver, err);
+        rc = open_meta(ds, m, &rec, &meta, &ver, err);
     if (!rc)
-        rc = walk_records(ds, m, rec, ver, err);
+        rc = open_records(ds, m, rec, meta, ver, err);
     return rc;
 }
