@@ -1,12 +1,9 @@
 /* cpu_onednn.c — the oneDNN path of the CPU backend (cpu_onednn.h): the object (engine, stream,
  * arena buffers shared by all plans), the plan cache keyed by (batch size, mode), the runs of a
  * plan's op lists, and the host hooks between primitives (BN running statistics, bias and BN
- * gradients added to the flat gradient, training BN + ReLU forward and backward, the backward of
- * tiling max pools). Plans are built in cpu_onednn_plan.c. */
+ * gradients added to the flat gradient). Plans are built in cpu_onednn_plan.c. */
 #include <errno.h>
-#include <math.h>
 #include <omp.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,446 +68,100 @@ void dnn_hook_bias_grad(dnn_plan *p, int l)
         g[c] += db[c];
 }
 
-/* ---- host batch norm (training): per-channel sums in fixed sample chunks, OpenMP over (channel
- * group, chunk) units. oneDNN's jitted BN synchronises its threads with spin barriers between its
- * passes: with a thread descheduled (decode workers, other processes on the cores) its partner
- * spins, which cost half the CPU time of a fastcnn step at load 3-6 on 2 cores. These kernels end
- * each pass at the OpenMP region's end (a sleeping wait under the passive policy), and each channel
- * is summed in the same order whatever the thread count. Formulas as cpu_bn_forward /
- * cpu_bn_backward (the reference layers), ReLU fused as oneDNN's dnnl_fuse_norm_relu. ---- */
-
-int dnn_bn_geom_of(const dnnl_memory_desc_t *md, dnn_bn_geom *g)
-{
-    memset(g, 0, sizeof *g);
-    if (md->ndims != 4 || md->format_kind != dnnl_blocked || md->data_type != dnnl_f32 ||
-        md->offset0 != 0 || md->padded_dims[0] != md->dims[0] ||
-        md->padded_dims[2] != md->dims[2] || md->padded_dims[3] != md->dims[3])
-        return -1;
-    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
-    for (int i = 0; i < 4; i++)
-        g->s[i] = (long)b->strides[i];
-    g->C = (int)md->dims[1];
-    g->Cp = (int)md->padded_dims[1];
-    g->H = (int)md->dims[2];
-    g->Wd = (int)md->dims[3];
-    if (b->inner_nblks == 1 && b->inner_idxs[0] == 1 &&
-        (b->inner_blks[0] == 16 || b->inner_blks[0] == 8)) {
-        g->B = g->W = (int)b->inner_blks[0]; /* one group per block, its lanes contiguous */
-    } else if (b->inner_nblks == 0 && b->strides[1] == 1 && g->C % 8 == 0 && g->Cp == g->C) {
-        g->B = 1; /* NHWC */
-        g->W = g->C % 16 == 0 ? 16 : 8;
-    } else {
-        return -1;
-    }
-    return g->Cp % g->W == 0 ? 0 : -1;
-}
-
-#define BN_INLINE static inline __attribute__((always_inline))
-
-/* the fused affine map y = x * a + off of channel c (mean and 1/std in save[c], save[Cp + c]);
- * forward and backward use this one expression, so the ReLU mask agrees bit for bit */
-BN_INLINE void bn_coef(const float *gam, const float *bet, const float *save, int Cp, int c,
-                       float *a, float *off)
-{
-    *a = gam[c] * save[Cp + c];
-    *off = bet[c] - save[c] * *a;
-}
-
-/* forward pass 1 over samples n0..n1 of group base: per lane sum and sum of squares (rows in
- * float, added into double) */
-BN_INLINE void bn_fwd_sums(const dnn_bn_geom *g, const float *x, long base, int n0, int n1,
-                           const int W, double *o1, double *o2)
-{
-    double s1[16] = {0}, s2[16] = {0};
-    for (int n = n0; n < n1; n++)
-        for (int h = 0; h < g->H; h++) {
-            const float *r = x + base + n * g->s[0] + h * g->s[2];
-            float r1[16] = {0}, r2[16] = {0};
-            for (int w = 0; w < g->Wd; w++)
-                for (int j = 0; j < W; j++) {
-                    float v = r[w * g->s[3] + j];
-                    r1[j] += v;
-                    r2[j] += v * v;
-                }
-            for (int j = 0; j < W; j++) {
-                s1[j] += r1[j];
-                s2[j] += r2[j];
-            }
-        }
-    for (int j = 0; j < W; j++) {
-        o1[j] = s1[j];
-        o2[j] = s2[j];
-    }
-}
-
-/* forward pass 2: y = x * a + off (ReLU'd when relu), 0 in padded lanes (nv valid of W) */
-BN_INLINE void bn_fwd_apply(const dnn_bn_geom *g, const float *x, float *y, long base, int n0,
-                            int n1, const int W, const float *a, const float *off, int nv, int relu)
-{
-    for (int n = n0; n < n1; n++)
-        for (int h = 0; h < g->H; h++) {
-            const long r = base + n * g->s[0] + h * g->s[2];
-            for (int w = 0; w < g->Wd; w++) {
-                const float *xi = x + r + w * g->s[3];
-                float *yo = y + r + w * g->s[3];
-                for (int j = 0; j < W; j++) {
-                    float v = xi[j] * a[j] + off[j];
-                    v = relu && !(v > 0.0f) ? 0.0f : v;
-                    yo[j] = j < nv ? v : 0.0f;
-                }
-            }
-        }
-}
-
-/* backward pass 1: per lane sum(dy') and sum(dy' * x_hat), dy' = dy masked by the ReLU */
-BN_INLINE void bn_bwd_sums(const dnn_bn_geom *g, const float *x, const float *dy, long base, int n0,
-                           int n1, const int W, const float *a, const float *off, const float *mean,
-                           const float *inv, int relu, double *o1, double *o2)
-{
-    double s1[16] = {0}, s2[16] = {0};
-    for (int n = n0; n < n1; n++)
-        for (int h = 0; h < g->H; h++) {
-            const long r = base + n * g->s[0] + h * g->s[2];
-            float r1[16] = {0}, r2[16] = {0};
-            for (int w = 0; w < g->Wd; w++) {
-                const float *xi = x + r + w * g->s[3], *di = dy + r + w * g->s[3];
-                for (int j = 0; j < W; j++) {
-                    float d = relu && !(xi[j] * a[j] + off[j] > 0.0f) ? 0.0f : di[j];
-                    r1[j] += d;
-                    r2[j] += d * ((xi[j] - mean[j]) * inv[j]);
-                }
-            }
-            for (int j = 0; j < W; j++) {
-                s1[j] += r1[j];
-                s2[j] += r2[j];
-            }
-        }
-    for (int j = 0; j < W; j++) {
-        o1[j] = s1[j];
-        o2[j] = s2[j];
-    }
-}
-
-/* backward pass 2: dx = k * (M dy' - sum(dy') - x_hat sum(dy' x_hat)), 0 in padded lanes */
-BN_INLINE void bn_bwd_apply(const dnn_bn_geom *g, const float *x, const float *dy, float *dx,
-                            long base, int n0, int n1, const int W, const float *a,
-                            const float *off, const float *mean, const float *inv, const float *k,
-                            const float *mdy, const float *mdyx, float M, int nv, int relu)
-{
-    for (int n = n0; n < n1; n++)
-        for (int h = 0; h < g->H; h++) {
-            const long r = base + n * g->s[0] + h * g->s[2];
-            for (int w = 0; w < g->Wd; w++) {
-                const float *xi = x + r + w * g->s[3], *di = dy + r + w * g->s[3];
-                float *o = dx + r + w * g->s[3];
-                for (int j = 0; j < W; j++) {
-                    float d = relu && !(xi[j] * a[j] + off[j] > 0.0f) ? 0.0f : di[j];
-                    float xh = (xi[j] - mean[j]) * inv[j];
-                    float v = k[j] * (M * d - mdy[j] - xh * mdyx[j]);
-                    o[j] = j < nv ? v : 0.0f;
-                }
-            }
-        }
-}
-
-/* The kernels of one unit, built for AVX-512, AVX2 and the baseline (chosen at load time: the
- * build targets baseline x86-64, where these loops would run on SSE2). Results are the same bits
- * on every one: no FMA contraction (-ffp-contract=off for these clones is implied: the expressions
- * are evaluated as written, each product rounded). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BN_CLONES                                                                                  \
-    __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
-#else
-#define BN_CLONES
-#endif
-
-BN_CLONES static void bn_fwd_sums_u(const dnn_bn_geom *g, const float *x, long base, int n0, int n1,
-                                    double *o1, double *o2)
-{
-    if (g->W == 16)
-        bn_fwd_sums(g, x, base, n0, n1, 16, o1, o2);
-    else
-        bn_fwd_sums(g, x, base, n0, n1, 8, o1, o2);
-}
-
-BN_CLONES static void bn_fwd_apply_u(const dnn_bn_geom *g, const float *x, float *y, long base,
-                                     int n0, int n1, const float *a, const float *off, int nv,
-                                     int relu)
-{
-    if (g->W == 16)
-        relu ? bn_fwd_apply(g, x, y, base, n0, n1, 16, a, off, nv, 1)
-             : bn_fwd_apply(g, x, y, base, n0, n1, 16, a, off, nv, 0);
-    else
-        relu ? bn_fwd_apply(g, x, y, base, n0, n1, 8, a, off, nv, 1)
-             : bn_fwd_apply(g, x, y, base, n0, n1, 8, a, off, nv, 0);
-}
-
-BN_CLONES static void bn_bwd_sums_u(const dnn_bn_geom *g, const float *x, const float *dy,
-                                    long base, int n0, int n1, const float *a, const float *off,
-                                    const float *mean, const float *inv, int relu, double *o1,
-                                    double *o2)
-{
-    if (g->W == 16)
-        relu ? bn_bwd_sums(g, x, dy, base, n0, n1, 16, a, off, mean, inv, 1, o1, o2)
-             : bn_bwd_sums(g, x, dy, base, n0, n1, 16, a, off, mean, inv, 0, o1, o2);
-    else
-        relu ? bn_bwd_sums(g, x, dy, base, n0, n1, 8, a, off, mean, inv, 1, o1, o2)
-             : bn_bwd_sums(g, x, dy, base, n0, n1, 8, a, off, mean, inv, 0, o1, o2);
-}
-
-BN_CLONES static void bn_bwd_apply_u(const dnn_bn_geom *g, const float *x, const float *dy,
-                                     float *dx, long base, int n0, int n1, const float *a,
-                                     const float *off, const float *mean, const float *inv,
-                                     const float *k, const float *mdy, const float *mdyx, float M,
-                                     int nv, int relu)
-{
-    if (g->W == 16)
-        relu ? bn_bwd_apply(g, x, dy, dx, base, n0, n1, 16, a, off, mean, inv, k, mdy, mdyx, M, nv,
-                            1)
-             : bn_bwd_apply(g, x, dy, dx, base, n0, n1, 16, a, off, mean, inv, k, mdy, mdyx, M, nv,
-                            0);
-    else
-        relu
-            ? bn_bwd_apply(g, x, dy, dx, base, n0, n1, 8, a, off, mean, inv, k, mdy, mdyx, M, nv, 1)
-            : bn_bwd_apply(g, x, dy, dx, base, n0, n1, 8, a, off, mean, inv, k, mdy, mdyx, M, nv,
-                           0);
-}
-
-/* unit u of G groups x NK chunks: its group's first channel, base offset, sample range */
-static void bn_unit(const dnn_bn_geom *g, int N, int NK, int u, int *c0, long *base, int *n0,
-                    int *n1)
-{
-    const int gi = u / NK, k = u % NK;
-    *c0 = gi * g->W;
-    *base = (long)(*c0 / g->B) * g->s[1] + *c0 % g->B;
-    *n0 = (int)((long)k * N / NK);
-    *n1 = (int)((long)(k + 1) * N / NK);
-}
-
-/* the chunk sums of part ([2][NK][Cp]) added in chunk order into part's chunk-0 rows */
-static void bn_combine(double *part, int NK, int Cp, int C)
-{
-    for (int c = 0; c < C; c++) {
-        double t1 = 0.0, t2 = 0.0;
-        for (int k = 0; k < NK; k++) {
-            t1 += part[(long)k * Cp + c];
-            t2 += part[(long)(NK + k) * Cp + c];
-        }
-        part[c] = t1;
-        part[(long)NK * Cp + c] = t2;
-    }
-}
-
-void dnn_hook_bn_fwd(dnn_plan *p, int l)
-{
-    const tf_layer *T = &p->d->spec->layers[l];
-    const dnn_layer *L = &p->L[l];
-    const dnn_bn_geom *g = &L->bn_g;
-    const float *x = mem_ptr(p->act[T->in]), *gam = p->params + T->w_off,
-                *bet = p->params + T->b_off;
-    float *y = mem_ptr(p->act[L->out]), *bm = mem_ptr(L->mean), *bv = mem_ptr(L->var),
-          *save = mem_ptr(L->bn_save);
-    double *part = p->d->bn_part;
-    const int N = p->N, NK = N < DNN_BN_CHUNKS ? N : DNN_BN_CHUNKS, Cp = g->Cp, C = g->C,
-              U = Cp / g->W * NK, relu = L->fuse_relu;
-    const double M = (double)N * g->H * g->Wd;
-#pragma omp parallel for schedule(static)
-    for (int u = 0; u < U; u++) {
-        int c0, n0, n1;
-        long base;
-        bn_unit(g, N, NK, u, &c0, &base, &n0, &n1);
-        double *o1 = part + (long)(u % NK) * Cp + c0, *o2 = o1 + (long)NK * Cp;
-        bn_fwd_sums_u(g, x, base, n0, n1, o1, o2);
-    }
-    bn_combine(part, NK, Cp, C);
-    for (int c = 0; c < Cp; c++) {
-        if (c >= C) { /* padded channels: a = off = 0 (their outputs are written as 0) */
-            save[c] = save[Cp + c] = 0.0f;
-            continue;
-        }
-        double mean = part[c] / M, var = part[(long)NK * Cp + c] / M - mean * mean;
-        var = var > 0.0 ? var : 0.0;
-        bm[c] = (float)mean;
-        bv[c] = (float)var;
-        save[c] = (float)mean;
-        save[Cp + c] = (float)(1.0 / sqrt(var + T->bn_eps));
-    }
-#pragma omp parallel for schedule(static)
-    for (int u = 0; u < U; u++) {
-        int c0, n0, n1;
-        long base;
-        bn_unit(g, N, NK, u, &c0, &base, &n0, &n1);
-        float a[16], off[16];
-        const int nv = C - c0 < g->W ? C - c0 : g->W;
-        for (int j = 0; j < g->W; j++) {
-            if (j < nv)
-                bn_coef(gam, bet, save, Cp, c0 + j, &a[j], &off[j]);
-            else
-                a[j] = off[j] = 0.0f;
-        }
-        bn_fwd_apply_u(g, x, y, base, n0, n1, a, off, nv, relu);
-    }
-}
-
-/* lane arrays of group c0 for the backward passes */
-static void bn_lanes(const dnn_bn_geom *g, const float *gam, const float *bet, const float *save,
-                     int c0, float *a, float *off, float *mean, float *inv)
-{
-    for (int j = 0; j < g->W; j++) {
-        if (c0 + j < g->C) {
-            bn_coef(gam, bet, save, g->Cp, c0 + j, &a[j], &off[j]);
-            mean[j] = save[c0 + j];
-            inv[j] = save[g->Cp + c0 + j];
-        } else {
-            a[j] = off[j] = mean[j] = inv[j] = 0.0f;
-        }
-    }
-}
-
-void dnn_hook_bn_bwd(dnn_plan *p, int l)
-{
-    const tf_layer *T = &p->d->spec->layers[l];
-    const dnn_layer *L = &p->L[l];
-    const dnn_bn_geom *g = &L->bn_g;
-    const float *x = mem_ptr(p->act[T->in]), *dy = mem_ptr(p->dact[L->out]),
-                *gam = p->params + T->w_off, *bet = p->params + T->b_off,
-                *save = mem_ptr(L->bn_save);
-    float *dx = L->bn_dx ? mem_ptr(L->bn_dx) : NULL, *ds = mem_ptr(L->dscale),
-          *dh = mem_ptr(L->dshift);
-    double *part = p->d->bn_part;
-    const int N = p->N, NK = N < DNN_BN_CHUNKS ? N : DNN_BN_CHUNKS, Cp = g->Cp, C = g->C,
-              U = Cp / g->W * NK, relu = L->fuse_relu;
-    const float M = (float)((double)N * g->H * g->Wd);
-#pragma omp parallel for schedule(static)
-    for (int u = 0; u < U; u++) {
-        int c0, n0, n1;
-        long base;
-        bn_unit(g, N, NK, u, &c0, &base, &n0, &n1);
-        float a[16], off[16], mean[16], inv[16];
-        bn_lanes(g, gam, bet, save, c0, a, off, mean, inv);
-        double *o1 = part + (long)(u % NK) * Cp + c0, *o2 = o1 + (long)NK * Cp;
-        bn_bwd_sums_u(g, x, dy, base, n0, n1, a, off, mean, inv, relu, o1, o2);
-    }
-    bn_combine(part, NK, Cp, C);
-    for (int c = 0; c < C; c++) { /* dgamma = sum(dy' x_hat), dbeta = sum(dy') */
-        ds[c] = (float)part[(long)NK * Cp + c];
-        dh[c] = (float)part[c];
-    }
-    if (!dx)
-        return;
-#pragma omp parallel for schedule(static)
-    for (int u = 0; u < U; u++) {
-        int c0, n0, n1;
-        long base;
-        bn_unit(g, N, NK, u, &c0, &base, &n0, &n1);
-        float a[16], off[16], mean[16], inv[16], k[16], mdy[16], mdyx[16];
-        bn_lanes(g, gam, bet, save, c0, a, off, mean, inv);
-        const int nv = C - c0 < g->W ? C - c0 : g->W;
-        for (int j = 0; j < g->W; j++) {
-            k[j] = j < nv ? gam[c0 + j] * inv[j] / M : 0.0f;
-            mdy[j] = j < nv ? (float)part[c0 + j] : 0.0f;
-            mdyx[j] = j < nv ? (float)part[(long)NK * Cp + c0 + j] : 0.0f;
-        }
-        bn_bwd_apply_u(g, x, dy, dx, base, n0, n1, a, off, mean, inv, k, mdy, mdyx, M, nv, relu);
-    }
-}
-
-/* ---- host max pool (training) for windows that tile the input (window = stride, no padding,
- * sizes divisible): oneDNN's backward zeroes the input gradient and then adds into it, two passes
- * over the largest tensor of a small CNN; here each window writes its input gradient once (the
- * gradient at the first maximum, as the reference layers pick it, 0 elsewhere). ---- */
-
-/* 8 lanes as GCC vector types (one AVX2 register, half an AVX-512 one, two SSE ones). The helpers
- * taking or returning them are always inlined into the clones: no call passes a vector, so the
- * ABI note GCC gives for such functions in the baseline build does not apply. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-
-BN_INLINE v8f ld8(const float *p)
-{
-    v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-BN_INLINE void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-
-/* lanes h*8 .. h*8+7 below nv: all ones */
-BN_INLINE v8i lanes_valid(int h, int nv)
-{
-    const v8i iota = {0, 1, 2, 3, 4, 5, 6, 7};
-    return iota + h * 8 < nv;
-}
-
-/* the input gradient of one group of W lanes over samples n0..n1: each window routes its output
- * gradient to its first input equal to the window's maximum y (which oneDNN's forward computed:
- * the max of the same floats, so exactly one of them), as the reference's first-maximum argmax */
-BN_INLINE void pool_bwd_k(const dnn_bn_geom *gi, const dnn_bn_geom *go, const float *x,
-                          const float *y, const float *dy, float *dx, long ib, long ob, int n0,
-                          int n1, int k, const int W, int nv)
-{
-    long woff[225]; /* the window's offsets, in window order */
-    for (int kh = 0; kh < k; kh++)
-        for (int kw = 0; kw < k; kw++)
-            woff[kh * k + kw] = kh * gi->s[2] + kw * gi->s[3];
-    for (int n = n0; n < n1; n++)
-        for (int oh = 0; oh < go->H; oh++)
-            for (int ow = 0; ow < go->Wd; ow++) {
-                const long o = ob + n * go->s[0] + oh * go->s[2] + ow * go->s[3],
-                           i = ib + n * gi->s[0] + (long)oh * k * gi->s[2] +
-                               (long)ow * k * gi->s[3];
-                for (int h = 0; h < W / 8; h++) {
-                    const v8f m = ld8(y + o + 8 * h);
-                    const v8i d = (v8i)ld8(dy + o + 8 * h) & lanes_valid(h, nv);
-                    v8i free = ~(v8i){0}; /* lanes whose maximum is still to be found */
-                    for (int t = 0; t < k * k; t++) {
-                        const v8i hit = (ld8(x + i + woff[t] + 8 * h) == m) & free;
-                        free &= ~hit;
-                        st8(dx + i + woff[t] + 8 * h, (v8f)(d & hit));
-                    }
-                }
-            }
-}
-
-BN_CLONES static void pool_bwd_u(const dnn_bn_geom *gi, const dnn_bn_geom *go, const float *x,
-                                 const float *y, const float *dy, float *dx, long ib, long ob,
-                                 int n0, int n1, int k, int nv)
-{
-    if (gi->W == 16)
-        pool_bwd_k(gi, go, x, y, dy, dx, ib, ob, n0, n1, k, 16, nv);
-    else
-        pool_bwd_k(gi, go, x, y, dy, dx, ib, ob, n0, n1, k, 8, nv);
-}
-
-/* units: channel groups x samples (no reduction: any split gives the same) */
-void dnn_hook_pool_bwd(dnn_plan *p, int l)
-{
-    const tf_layer *T = &p->d->spec->layers[l];
-    const dnn_layer *L = &p->L[l];
-    const dnn_bn_geom *gi = &L->bn_g, *go = &L->pool_og;
-    const int N = p->N, U = gi->Cp / gi->W * N, k = T->k;
-    const float *x = mem_ptr(p->act[T->in]), *y = mem_ptr(p->act[L->out]),
-                *dy = mem_ptr(p->dact[L->out]);
-    float *dx = mem_ptr(L->pool_dx);
-#pragma omp parallel for schedule(static)
-    for (int u = 0; u < U; u++) {
-        const int gr = u / N, n = u % N, c0 = gr * gi->W;
-        const int nv = gi->C - c0 < gi->W ? gi->C - c0 : gi->W;
-        const long ib = (long)(c0 / gi->B) * gi->s[1] + c0 % gi->B,
-                   ob = (long)(c0 / go->B) * go->s[1] + c0 % go->B;
-        pool_bwd_u(gi, go, x, y, dy, dx, ib, ob, n, n + 1, k, nv);
-    }
-}
-
 /* ---- object ---- */
 
 static void *falloc_bytes(size_t bytes)
 {
     void *p = NULL;
     return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
+}
+
+/* Gradient buffers shared between tensors whose gradients are never live at once: a training
+ * step touches every page of them (on a VM, each first touch of a page costs a fault and a
+ * clear, about 1 GB/s here; resnet18 at 112 px has ~0.9 GB of gradients). In the backward pass
+ * (layers in decreasing order) tensor t's gradient is written first by its highest reader and
+ * read last by its producer; the interval [producer - 1, highest reader] covers that with room
+ * for a ReLU fused into the BN before it. An add may hand its output's gradient buffer to its
+ * first input (add_bwd), so the output's interval reaches down to that input's. Tensors go,
+ * widest first, into the first slot whose tensors' intervals are all disjoint from theirs. */
+static int grad_slots(cpu_dnn *d)
+{
+    const tf_model_spec *s = d->spec;
+    const int nt = s->n_tensors;
+    int *lo = malloc(sizeof(int) * (size_t)nt), *hi = malloc(sizeof(int) * (size_t)nt),
+        *order = malloc(sizeof(int) * (size_t)nt), *slot = malloc(sizeof(int) * (size_t)nt);
+    size_t *sbytes = calloc((size_t)nt, sizeof *sbytes);
+    int rc = lo && hi && order && slot && sbytes ? 0 : -ENOMEM, ns = 0, no = 0;
+    for (int t = 0; !rc && t < nt; t++) {
+        lo[t] = s->n_layers;
+        hi[t] = -1;
+        slot[t] = -1;
+    }
+    for (int l = 0; !rc && l < s->n_layers; l++) {
+        const tf_layer *T = &s->layers[l];
+        lo[T->out] = l - 1 < lo[T->out] ? l - 1 : lo[T->out];
+        hi[T->out] = l > hi[T->out] ? l : hi[T->out];
+        hi[T->in] = l > hi[T->in] ? l : hi[T->in];
+        if (T->in2 >= 0)
+            hi[T->in2] = l > hi[T->in2] ? l : hi[T->in2];
+    }
+    for (int pass = 0, moved = 1; !rc && moved && pass < s->n_layers; pass++) {
+        moved = 0;
+        for (int l = 0; l < s->n_layers; l++) {
+            const tf_layer *T = &s->layers[l];
+            if (T->kind == TF_ADD && lo[T->in] < lo[T->out]) {
+                lo[T->out] = lo[T->in];
+                moved = 1;
+            }
+        }
+    }
+    for (int t = 1; !rc && t < nt - 1; t++)
+        if (hi[t] >= 0)
+            order[no++] = t;
+    for (int i = 1; i < no; i++) /* widest first; ties in tensor order */
+        for (int j = i; j > 0 && d->arena_bytes[2 * order[j]] > d->arena_bytes[2 * order[j - 1]];
+             j--) {
+            int x = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = x;
+        }
+    for (int i = 0; i < no; i++) {
+        const int t = order[i];
+        int k = 0;
+        for (; k < ns; k++) {
+            int ok = 1;
+            for (int j = 0; j < i && ok; j++) {
+                const int u = order[j];
+                ok = slot[u] != k || hi[u] < lo[t] || hi[t] < lo[u];
+            }
+            if (ok)
+                break;
+        }
+        if (k == ns)
+            ns++;
+        slot[t] = k;
+        if (d->arena_bytes[2 * t + 1] > sbytes[k])
+            sbytes[k] = d->arena_bytes[2 * t + 1];
+    }
+    if (!rc && !(d->gbufs = calloc((size_t)ns + 1, sizeof *d->gbufs)))
+        rc = -ENOMEM;
+    for (int k = 0; !rc && k < ns; k++, d->n_gbufs++)
+        if (!(d->gbufs[k] = falloc_bytes(sbytes[k])))
+            rc = -ENOMEM;
+    for (int t = 1; !rc && t < nt - 1; t++) {
+        if (slot[t] < 0) { /* no reader: never gets a gradient */
+            d->arena_bytes[2 * t + 1] = 0;
+            continue;
+        }
+        d->arena[2 * t + 1] = d->gbufs[slot[t]];
+        d->arena_bytes[2 * t + 1] = sbytes[slot[t]];
+    }
+    free(lo);
+    free(hi);
+    free(order);
+    free(slot);
+    free(sbytes);
+    return rc;
 }
 
 /* Arena buffers: each tensor's activation and gradient for max_batch samples, channels padded to
@@ -532,22 +183,15 @@ static int arena_alloc(cpu_dnn *d)
         tf_shape sh = s->tensors[t];
         size_t bytes = sizeof(float) * (size_t)d->max_batch * (size_t)((sh.c + 15) / 16 * 16) *
                        (size_t)sh.h * (size_t)sh.w;
-        for (int k = 0; k < 2; k++) {
-            d->arena_bytes[2 * t + k] = bytes;
-            if (!(d->arena[2 * t + k] = falloc_bytes(bytes)))
-                return -ENOMEM;
-        }
+        d->arena_bytes[2 * t] = d->arena_bytes[2 * t + 1] = bytes;
+        if (!(d->arena[2 * t] = falloc_bytes(bytes)))
+            return -ENOMEM;
         if (bytes > d->gscratch_bytes)
             d->gscratch_bytes = bytes;
     }
-    d->gscratch = falloc_bytes(d->gscratch_bytes);
-    int maxc = 16;
-    for (int l = 0; l < s->n_layers; l++)
-        if (s->layers[l].kind == TF_BN && s->layers[l].cin > maxc)
-            maxc = s->layers[l].cin;
-    d->bn_part = calloc(2 * DNN_BN_CHUNKS * (size_t)((maxc + 15) / 16 * 16), sizeof(double));
-    if (!d->bn_part)
+    if (grad_slots(d))
         return -ENOMEM;
+    d->gscratch = falloc_bytes(d->gscratch_bytes);
     if (d->bf16) { /* a bf16 copy of the widest gradient (same padding) */
         d->bscratch_bytes = d->gscratch_bytes / 2;
         if (!(d->bscratch = falloc_bytes(d->bscratch_bytes)))
@@ -567,13 +211,15 @@ void cpu_dnn_free(cpu_dnn *d)
         return;
     for (int i = 0; i < DNN_PLANS; i++)
         dnn_plan_free(d->plans[i]);
-    if (d->arena)
-        for (int t = 0; t < 2 * d->spec->n_tensors; t++)
-            free(d->arena[t]);
+    if (d->arena) /* gradient slots point into gbufs */
+        for (int t = 0; t < d->spec->n_tensors; t++)
+            free(d->arena[2 * t]);
+    for (int k = 0; k < d->n_gbufs; k++)
+        free(d->gbufs[k]);
+    free(d->gbufs);
     free(d->arena);
     free(d->arena_bytes);
     free(d->readers);
-    free(d->bn_part);
     free(d->gscratch);
     free(d->bscratch);
     free(d->input);
@@ -721,7 +367,11 @@ static int run_ops(cpu_dnn *d, dnn_plan *p, const dnn_op *ops, int n, fl_error *
             o->hook(p, o->layer);
             continue;
         }
+        if (o->serial)
+            omp_set_num_threads(1);
         dnnl_status_t st = dnnl_primitive_execute(o->prim, d->stream, o->nargs, o->args);
+        if (o->serial)
+            omp_set_num_threads(d->threads);
         if (st != dnnl_success)
             return fl_error_set(err, FL_E_UNSUPPORTED,
                                 "oneDNN: execution failed (status %d) in "

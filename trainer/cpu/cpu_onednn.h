@@ -1,11 +1,11 @@
 /* cpu_onednn.h — the CPU backend's fast path on oneDNN (libdnnl 2.x, C API): a tf_model_spec run
  * as oneDNN primitives in the layouts oneDNN picks (blocked nChw16c on AVX-512 machines), created
- * once per batch size and mode and reused every step, BN + ReLU fused. Training BN (+ ReLU) and
- * the backward of max pools whose windows tile their input run on host kernels in those same
- * layouts (cpu_onednn.c: OpenMP without oneDNN's spin barriers; BN sums each channel in a fixed
- * order whatever the thread count). Threading is oneDNN's (OpenMP). Only in builds with
- * FL_HAVE_ONEDNN; cpu_backend.c drives it and keeps the flat fp32 state (params, grads, stats,
- * momentum, EMA) in the model.h layout, so checkpoints are the same for both CPU paths.
+ * once per batch size and mode and reused every step, BN + ReLU fused (dnnl_fuse_norm_relu) in
+ * training and evaluation. Threading is oneDNN's (OpenMP); training BN runs on one thread (its
+ * spin barriers cost far more than its work on shared cores), so its sums do not depend on the
+ * thread count. Only in builds with FL_HAVE_ONEDNN;
+ * cpu_backend.c drives it and keeps the flat fp32 state (params, grads, stats, momentum, EMA) in
+ * the model.h layout, so checkpoints are the same for both CPU paths.
  *
  * Numerics: the same functions as the reference layers (cpu_layers.h) up to summation order;
  * tests/trainer/test_onednn_grads.c states the tolerance. Not supported here: --sync-bn (the

@@ -5,7 +5,10 @@
  * forward op list and, in training, a backward op list, each op a primitive with its bound
  * arguments or a small host hook (BN running statistics, bias/BN gradient accumulation).
  * Activations and their gradients live in per-tensor arena buffers shared by all plans (sized
- * for max_batch with channel padding to 16), so a second batch size costs primitives only.
+ * for max_batch with channel padding to 16), so a second batch size costs primitives only;
+ * tensors whose gradients are never live at once share a gradient buffer (grad_slots).
+ * Training BN primitives are made for, and run on, one thread (op.serial; cpu_onednn_plan.c says
+ * why).
  *
  * bf16 (cpu_dnn_create_prec): activations, gradients and everything but the convolutions stay
  * fp32 as in fp32 mode; each convolution reorders its input and its output gradient into bf16
@@ -26,24 +29,13 @@
 typedef struct dnn_plan dnn_plan;
 typedef void (*dnn_hook)(dnn_plan *p, int layer);
 
-/* A 4-d activation layout the host BN kernels walk (cpu_onednn.c): element (n, c, h, w) at
- * n*s[0] + (c/B)*s[1] + h*s[2] + w*s[3] + c%B, channels in groups of W (8 or 16) contiguous
- * floats: nChw16c / nChw8c (B = 16 / 8, padded channels up to Cp), or NHWC (B = 1, s[1] = 1). */
-typedef struct dnn_bn_geom {
-    long s[4];
-    int B, W, C, Cp, H, Wd;
-} dnn_bn_geom;
-
-/* Samples are summed in DNN_BN_CHUNKS fixed chunks (partial sums added in chunk order), so BN
- * statistics and gradients do not depend on the thread count. */
-#define DNN_BN_CHUNKS 16
-
 typedef struct dnn_op {
     dnnl_primitive_t prim; /* NULL: call hook(p, layer) */
     int nargs;
     dnnl_exec_arg_t args[DNN_MAX_ARGS];
     dnn_hook hook;
     int layer;
+    int serial; /* run on one thread (created for one: training BN, see cpu_onednn_plan.c) */
 } dnn_op;
 
 /* Per layer of a plan. Memories named *_user are views of the flat model.h arrays whose handles
@@ -58,15 +50,8 @@ typedef struct dnn_layer {
     dnnl_memory_t mean, var;             /* BN: batch statistics (train) or views of stats (eval) */
     dnnl_memory_t ws;                    /* max pool / fused ReLU workspace */
     dnnl_memory_t dscale, dshift, dbias; /* private gradients a hook adds to grad */
-    int host_bn;                 /* training BN (+ fused ReLU) on the host kernels, not oneDNN's */
-    dnn_bn_geom bn_g;            /* its layout (input, output and their gradients alike) */
-    dnnl_memory_t bn_save;       /* host BN: mean and 1/sqrt(var + eps) per channel, for backward */
-    dnnl_memory_t bn_dx;         /* host BN: where the input gradient goes (NULL: none needed) */
-    int host_pool;               /* training max pool, window = stride, no padding: host backward */
-    dnn_bn_geom pool_og;         /* its output layout (bn_g: its input layout) */
-    dnnl_memory_t pool_dx;       /* where its input gradient goes */
-    int bf16;                    /* a convolution computed in bf16 (see above) */
-    dnnl_memory_t src16, ddst16; /* its bf16 input copy and output-gradient copy */
+    int bf16;                            /* a convolution computed in bf16 (see above) */
+    dnnl_memory_t src16, ddst16;         /* its bf16 input copy and output-gradient copy */
 } dnn_layer;
 
 struct dnn_plan {
@@ -100,12 +85,14 @@ struct cpu_dnn {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     float *input, *logits, *dlogits;
-    float **arena; /* [2 * n_tensors]: activation then gradient buffer of each tensor */
+    float **arena; /* [2 * n_tensors]: activation then gradient buffer of each tensor; the
+                    * gradient ones point into gbufs, shared by tensors never live at once */
+    float **gbufs;
+    int n_gbufs;
     size_t *arena_bytes;
     float *gscratch; /* a gradient that must be added to one already written */
     size_t gscratch_bytes;
-    int *readers;    /* per tensor: layers reading it */
-    double *bn_part; /* host BN: per chunk partial sums, 2 x DNN_BN_CHUNKS x widest padded C */
+    int *readers; /* per tensor: layers reading it */
     dnn_plan *plans[DNN_PLANS];
     dnn_plan *last_train;
     uint64_t clock;
@@ -119,12 +106,6 @@ void dnn_plan_free(dnn_plan *p);
 void dnn_hook_bn_stats(dnn_plan *p, int layer);
 void dnn_hook_bn_grad(dnn_plan *p, int layer);
 void dnn_hook_bias_grad(dnn_plan *p, int layer);
-void dnn_hook_bn_fwd(dnn_plan *p, int layer);   /* host BN forward on batch statistics */
-void dnn_hook_bn_bwd(dnn_plan *p, int layer);   /* host BN backward: dx, dscale, dshift */
-void dnn_hook_pool_bwd(dnn_plan *p, int layer); /* host max pool backward: all of dx */
-
-/* The host BN layout of md into *g: 0, or -1 when the host kernels do not take it. */
-int dnn_bn_geom_of(const dnnl_memory_desc_t *md, dnn_bn_geom *g);
 
 /* "what failed (status) in layer L" into err; returns FL_E_UNSUPPORTED. */
 int dnn_fail(dnn_plan *p, dnnl_status_t st, const char *what, int line);

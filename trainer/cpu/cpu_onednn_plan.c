@@ -5,9 +5,9 @@
  * gradients are reordered back with a sum post-op, which adds them to the flat gradient as the
  * reference layers do. A tensor read by several layers gets its first gradient written in place
  * and the others added with a sum primitive. bf16 (cpu_onednn_impl.h): convolutions on bf16 copies
- * of their input, weights and output gradient, fp32 out. Training BN and the backward of max pools
- * whose windows tile the input are host hooks (cpu_onednn.c) where the layout suits them. */
+ * of their input, weights and output gradient, fp32 out. */
 #include <errno.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -472,7 +472,7 @@ static unsigned bn_flags(dnn_plan *p, int l, int fwd)
     return f;
 }
 
-static int bn_fwd(dnn_plan *p, int l)
+static int bn_fwd_build(dnn_plan *p, int l)
 {
     cpu_dnn *d = p->d;
     const tf_layer *T = &d->spec->layers[l];
@@ -487,23 +487,6 @@ static int bn_fwd(dnn_plan *p, int l)
     dnnl_memory_desc_t cmd;
     dnnl_dims_t cd = {T->cin};
     DNN_TRY(p, dnnl_memory_desc_init_by_tag(&cmd, 1, cd, dnnl_f32, dnnl_a));
-    /* training: the host kernels (cpu_onednn.c) where they take the layout; evaluation on the
-     * running statistics has no reduction and stays oneDNN's */
-    if (p->train && dnnl_memory_desc_equal(&p->md[T->in], &p->md[L->out]) &&
-        !dnn_bn_geom_of(&p->md[T->in], &L->bn_g)) {
-        dnnl_memory_desc_t smd;
-        dnnl_dims_t sd = {2 * L->bn_g.Cp};
-        DNN_TRY(p, dnnl_memory_desc_init_by_tag(&smd, 1, sd, dnnl_f32, dnnl_a));
-        L->host_bn = 1;
-        TRYRC(own_mem(p, &cmd, DNNL_MEMORY_ALLOCATE, &L->mean));
-        TRYRC(own_mem(p, &cmd, DNNL_MEMORY_ALLOCATE, &L->var));
-        TRYRC(own_mem(p, &smd, DNNL_MEMORY_ALLOCATE, &L->bn_save));
-        TRYRC(own_mem(p, &cmd, DNNL_MEMORY_ALLOCATE, &L->dscale));
-        TRYRC(own_mem(p, &cmd, DNNL_MEMORY_ALLOCATE, &L->dshift));
-        if (!op_add(p, 0, NULL, dnn_hook_bn_fwd, l) || !op_add(p, 0, NULL, dnn_hook_bn_stats, l))
-            return p->err->code;
-        return 0;
-    }
     TRYRC(own_mem(p, &cmd, DNNL_MEMORY_NONE, &L->w_user));
     TRYRC(own_mem(p, &cmd, DNNL_MEMORY_NONE, &L->b_user));
     void *stat_handle = p->train ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE;
@@ -528,26 +511,17 @@ static int bn_fwd(dnn_plan *p, int l)
     arg(o, DNNL_ARG_MEAN, L->mean);
     arg(o, DNNL_ARG_VARIANCE, L->var);
     arg(o, DNNL_ARG_WORKSPACE, L->ws);
+    o->serial = p->train;
     if (p->train && !op_add(p, 0, NULL, dnn_hook_bn_stats, l))
         return p->err->code;
     return 0;
 }
 
-static int bn_bwd(dnn_plan *p, int l)
+static int bn_bwd_build(dnn_plan *p, int l)
 {
     cpu_dnn *d = p->d;
     const tf_layer *T = &d->spec->layers[l];
     dnn_layer *L = &p->L[l];
-    if (L->host_bn) {
-        dnnl_memory_t target = NULL;
-        int then_sum = 0;
-        if (T->in != 0) /* the input needs no gradient */
-            TRYRC(grad_target(p, T->in, &target, &then_sum));
-        L->bn_dx = target;
-        if (!op_add(p, 1, NULL, dnn_hook_bn_bwd, l) || !op_add(p, 1, NULL, dnn_hook_bn_grad, l))
-            return p->err->code;
-        return target ? grad_finish(p, T->in, target, then_sum) : 0;
-    }
     dnnl_batch_normalization_desc_t bd;
     DNN_TRY(p, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &p->md[L->out],
                                                            &p->md[T->in], T->bn_eps,
@@ -577,10 +551,32 @@ static int bn_bwd(dnn_plan *p, int l)
     arg(o, DNNL_ARG_DIFF_SRC, target);
     arg(o, DNNL_ARG_DIFF_SCALE, L->dscale);
     arg(o, DNNL_ARG_DIFF_SHIFT, L->dshift);
+    o->serial = 1;
     if (!op_add(p, 1, NULL, dnn_hook_bn_grad, l))
         return p->err->code;
     return grad_finish(p, T->in, target, then_sum);
 }
+
+/* Training BN on one thread: oneDNN's jitted BN synchronises its threads with spin barriers
+ * between its passes (statistics, then normalisation; in backward the scale/shift gradients, then
+ * the input gradient), and a thread whose partner is descheduled (the loader's decode workers,
+ * another process on these cores) spins through the partner's time slice: with 2 threads at load
+ * 3-6 on 2 cores that was 46% of fastcnn's CPU time (perf, jit_bnorm_t), which
+ * OMP_WAIT_POLICY=passive cannot reach. Made and run with one OpenMP thread (both: a primitive
+ * may size its work split when it is made), it has no barrier; it is ~6% of a fastcnn step and
+ * ~3.5% of a resnet18 one on one thread. Evaluation BN (running statistics) has no reduction and
+ * keeps all threads. */
+static int bn_serial(dnn_plan *p, int l, int (*build)(dnn_plan *, int))
+{
+    if (p->train)
+        omp_set_num_threads(1);
+    int rc = build(p, l);
+    omp_set_num_threads(p->d->threads);
+    return rc;
+}
+
+static int bn_fwd(dnn_plan *p, int l) { return bn_serial(p, l, bn_fwd_build); }
+static int bn_bwd(dnn_plan *p, int l) { return bn_serial(p, l, bn_bwd_build); }
 
 /* ---- element-wise: ReLU, GELU (tanh form), fixed scale ---- */
 
@@ -680,31 +676,6 @@ static int pool_fwd(dnn_plan *p, int l)
     DNN_TRY(p, dnnl_primitive_desc_create(&L->fwd_pd, &pdsc, NULL, d->eng, NULL));
     p->md[L->out] = *dnnl_primitive_desc_query_md(L->fwd_pd, dnnl_query_dst_md, 0);
     TRYRC(tensor_mem(p, L->out, 0, &p->act[L->out]));
-    /* training max pool whose windows tile the input: oneDNN's forward without its workspace
-     * (forward_inference: same outputs) and the host backward (cpu_onednn.c), which finds each
-     * window's maximum again in the input */
-    const tf_shape is = d->spec->tensors[T->in], os = d->spec->tensors[T->out];
-    if (p->train && alg == dnnl_pooling_max && T->stride == T->k && T->pad == 0 && T->k <= 15 &&
-        is.h == os.h * T->k && is.w == os.w * T->k && !dnn_bn_geom_of(&p->md[T->in], &L->bn_g) &&
-        !dnn_bn_geom_of(&p->md[L->out], &L->pool_og) && L->bn_g.B == L->pool_og.B &&
-        L->bn_g.W == L->pool_og.W && L->bn_g.Cp == L->pool_og.Cp) {
-        dnnl_primitive_desc_t ipd;
-        dnnl_pooling_desc_t idsc;
-        DNN_TRY(p, dnnl_pooling_forward_desc_init(&idsc, dnnl_forward_inference, alg, &p->md[T->in],
-                                                  &p->md[L->out], st, k, pl, pr));
-        DNN_TRY(p, dnnl_primitive_desc_create(&ipd, &idsc, NULL, d->eng, NULL));
-        if (dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(ipd, dnnl_query_dst_md, 0),
-                                   &p->md[L->out])) {
-            L->host_pool = 1;
-            dnn_op *o = prim_op(p, 0, ipd);
-            if (!o)
-                return p->err->code;
-            arg(o, DNNL_ARG_SRC, p->act[T->in]);
-            arg(o, DNNL_ARG_DST, p->act[L->out]);
-            return 0;
-        }
-        dnnl_primitive_desc_destroy(ipd);
-    }
     if (p->train && alg == dnnl_pooling_max)
         TRYRC(own_mem(p, dnnl_primitive_desc_query_md(L->fwd_pd, dnnl_query_workspace_md, 0),
                       DNNL_MEMORY_ALLOCATE, &L->ws));
@@ -726,15 +697,6 @@ static int pool_bwd(dnn_plan *p, int l)
     dnn_layer *L = &p->L[l];
     if (T->in == 0)
         return 0;
-    if (L->host_pool) {
-        dnnl_memory_t target = NULL;
-        int then_sum = 0;
-        TRYRC(grad_target(p, T->in, &target, &then_sum));
-        L->pool_dx = target;
-        if (!op_add(p, 1, NULL, dnn_hook_pool_bwd, l))
-            return p->err->code;
-        return grad_finish(p, T->in, target, then_sum);
-    }
     dnnl_dims_t k, st, pl, pr;
     dnnl_alg_kind_t alg = pool_geom(d->spec, T, k, st, pl, pr);
     dnnl_pooling_desc_t pdsc;
