@@ -367,11 +367,7 @@ static int run_ops(cpu_dnn *d, dnn_plan *p, const dnn_op *ops, int n, fl_error *
             o->hook(p, o->layer);
             continue;
         }
-        if (o->serial)
-            omp_set_num_threads(1);
         dnnl_status_t st = dnnl_primitive_execute(o->prim, d->stream, o->nargs, o->args);
-        if (o->serial)
-            omp_set_num_threads(d->threads);
         if (st != dnnl_success)
             return fl_error_set(err, FL_E_UNSUPPORTED,
                                 "oneDNN: execution failed (status %d) in "

@@ -1,9 +1,7 @@
 /* cpu_onednn.h — the CPU backend's fast path on oneDNN (libdnnl 2.x, C API): a tf_model_spec run
  * as oneDNN primitives in the layouts oneDNN picks (blocked nChw16c on AVX-512 machines), created
  * once per batch size and mode and reused every step, BN + ReLU fused (dnnl_fuse_norm_relu) in
- * training and evaluation. Threading is oneDNN's (OpenMP); training BN runs on one thread (its
- * spin barriers cost far more than its work on shared cores), so its sums do not depend on the
- * thread count. Only in builds with FL_HAVE_ONEDNN;
+ * training and evaluation. Threading is oneDNN's (OpenMP). Only in builds with FL_HAVE_ONEDNN;
  * cpu_backend.c drives it and keeps the flat fp32 state (params, grads, stats, momentum, EMA) in
  * the model.h layout, so checkpoints are the same for both CPU paths.
  *

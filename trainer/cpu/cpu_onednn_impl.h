@@ -7,8 +7,6 @@
  * Activations and their gradients live in per-tensor arena buffers shared by all plans (sized
  * for max_batch with channel padding to 16), so a second batch size costs primitives only;
  * tensors whose gradients are never live at once share a gradient buffer (grad_slots).
- * Training BN primitives are made for, and run on, one thread (op.serial; cpu_onednn_plan.c says
- * why).
  *
  * bf16 (cpu_dnn_create_prec): activations, gradients and everything but the convolutions stay
  * fp32 as in fp32 mode; each convolution reorders its input and its output gradient into bf16
@@ -35,7 +33,6 @@ typedef struct dnn_op {
     dnnl_exec_arg_t args[DNN_MAX_ARGS];
     dnn_hook hook;
     int layer;
-    int serial; /* run on one thread (created for one: training BN, see cpu_onednn_plan.c) */
 } dnn_op;
 
 /* Per layer of a plan. Memories named *_user are views of the flat model.h arrays whose handles

@@ -7,7 +7,6 @@
  * and the others added with a sum primitive. bf16 (cpu_onednn_impl.h): convolutions on bf16 copies
  * of their input, weights and output gradient, fp32 out. */
 #include <errno.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -472,7 +471,7 @@ static unsigned bn_flags(dnn_plan *p, int l, int fwd)
     return f;
 }
 
-static int bn_fwd_build(dnn_plan *p, int l)
+static int bn_fwd(dnn_plan *p, int l)
 {
     cpu_dnn *d = p->d;
     const tf_layer *T = &d->spec->layers[l];
@@ -511,13 +510,12 @@ static int bn_fwd_build(dnn_plan *p, int l)
     arg(o, DNNL_ARG_MEAN, L->mean);
     arg(o, DNNL_ARG_VARIANCE, L->var);
     arg(o, DNNL_ARG_WORKSPACE, L->ws);
-    o->serial = p->train;
     if (p->train && !op_add(p, 0, NULL, dnn_hook_bn_stats, l))
         return p->err->code;
     return 0;
 }
 
-static int bn_bwd_build(dnn_plan *p, int l)
+static int bn_bwd(dnn_plan *p, int l)
 {
     cpu_dnn *d = p->d;
     const tf_layer *T = &d->spec->layers[l];
@@ -551,32 +549,10 @@ static int bn_bwd_build(dnn_plan *p, int l)
     arg(o, DNNL_ARG_DIFF_SRC, target);
     arg(o, DNNL_ARG_DIFF_SCALE, L->dscale);
     arg(o, DNNL_ARG_DIFF_SHIFT, L->dshift);
-    o->serial = 1;
     if (!op_add(p, 1, NULL, dnn_hook_bn_grad, l))
         return p->err->code;
     return grad_finish(p, T->in, target, then_sum);
 }
-
-/* Training BN on one thread: oneDNN's jitted BN synchronises its threads with spin barriers
- * between its passes (statistics, then normalisation; in backward the scale/shift gradients, then
- * the input gradient), and a thread whose partner is descheduled (the loader's decode workers,
- * another process on these cores) spins through the partner's time slice: with 2 threads at load
- * 3-6 on 2 cores that was 46% of fastcnn's CPU time (perf, jit_bnorm_t), which
- * OMP_WAIT_POLICY=passive cannot reach. Made and run with one OpenMP thread (both: a primitive
- * may size its work split when it is made), it has no barrier; it is ~6% of a fastcnn step and
- * ~3.5% of a resnet18 one on one thread. Evaluation BN (running statistics) has no reduction and
- * keeps all threads. */
-static int bn_serial(dnn_plan *p, int l, int (*build)(dnn_plan *, int))
-{
-    if (p->train)
-        omp_set_num_threads(1);
-    int rc = build(p, l);
-    omp_set_num_threads(p->d->threads);
-    return rc;
-}
-
-static int bn_fwd(dnn_plan *p, int l) { return bn_serial(p, l, bn_fwd_build); }
-static int bn_bwd(dnn_plan *p, int l) { return bn_serial(p, l, bn_bwd_build); }
 
 /* ---- element-wise: ReLU, GELU (tanh form), fixed scale ---- */
 
