@@ -35,6 +35,23 @@ typedef struct fx_spec {
     int vary_size;        /* JPEG: sizes vary per record (schema size 0) */
 } fx_spec;
 
+/* The small JPEG set of several loader tests: n records of varying size around 40x48, 4
+ * classes, in shards of 32 KiB (several shards), uncompressed. */
+static inline fx_spec fx_jpeg_spec(uint32_t n)
+{
+    fx_spec j = {.backend = FL_BACKEND_SHARDS,
+                 .encoding = FL_ENC_JPEG,
+                 .compression = FL_COMP_NONE,
+                 .n = n,
+                 .height = 40,
+                 .width = 48,
+                 .channels = 3,
+                 .classes = 4,
+                 .shard_bytes = 32 * 1024,
+                 .vary_size = 1};
+    return j;
+}
+
 /* A fresh directory under $TMPDIR (or /tmp); exits on failure. Caller frees. */
 char *fx_tmpdir(const char *tag);
 /* rm -rf dir. */

@@ -113,16 +113,7 @@ int main(void)
     s.backend = FL_BACKEND_LMDB;
     char *raw_lmdb = fx_make(dir, "raw-lmdb", &s);
 
-    fx_spec j = {.backend = FL_BACKEND_SHARDS,
-                 .encoding = FL_ENC_JPEG,
-                 .compression = FL_COMP_NONE,
-                 .n = 100,
-                 .height = 40,
-                 .width = 48,
-                 .channels = 3,
-                 .classes = 4,
-                 .shard_bytes = 32 * 1024,
-                 .vary_size = 1};
+    fx_spec j = fx_jpeg_spec(100);
     char *jpg = fx_make(dir, "jpeg", &j);
     j.backend = FL_BACKEND_LMDB;
     char *jpg_lmdb = fx_make(dir, "jpeg-lmdb", &j);

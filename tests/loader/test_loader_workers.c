@@ -13,16 +13,7 @@
 int main(void)
 {
     char *dir = fx_tmpdir("workers");
-    fx_spec j = {.backend = FL_BACKEND_SHARDS,
-                 .encoding = FL_ENC_JPEG,
-                 .compression = FL_COMP_NONE,
-                 .n = 120,
-                 .height = 40,
-                 .width = 48,
-                 .channels = 3,
-                 .classes = 4,
-                 .shard_bytes = 32 * 1024,
-                 .vary_size = 1};
+    fx_spec j = fx_jpeg_spec(120);
     char *jpg = fx_make(dir, "jpeg", &j);
     fl_loader_options o;
     fx_options(&o);
