@@ -102,6 +102,7 @@ int fl_error_prefix(fl_error *err, const char *fmt, ...)
     memcpy(full + p, ": ", 2);
     size_t len = strnlen(err->msg, sizeof err->msg - 1);
     memcpy(full + p + 2, err->msg, len);
+    full[p + 2 + len] = '\0'; /* store_msg copies the terminator with a message that fits */
     store_msg(err, full, p + 2 + len); /* the reason at the end survives a long prefix */
     return err->code;
 }
