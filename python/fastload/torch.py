@@ -13,6 +13,9 @@ torch is imported only when a Loader is made, so `import fastload` never needs i
 """
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
+import multiprocessing.context
 import os
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -547,12 +550,35 @@ def _make_dataset_class():
             self.batch_size = int(batch_size)
             self.rank, self.world = rank_world(rank, world)
             self.kwargs = kwargs
-            self.epoch = 0
             self._len: Optional[int] = None  # batches per epoch, once counted
+            # The epoch in shared memory: DataLoader workers hold copies of this object, and with
+            # persistent_workers=True they keep them across epochs, so set_epoch on the main
+            # process's copy would never reach them (every epoch the same order, silently).
+            # Workers get the cell itself (inherited through fork, passed while spawning).
+            self._epoch_cell = multiprocessing.RawValue(ctypes.c_int64, 0)
+
+        @property
+        def epoch(self) -> int:
+            """The epoch the next iteration reads (set_epoch)."""
+            return int(self._epoch_cell.value)
 
         def set_epoch(self, epoch: int) -> None:
-            """The epoch the next iteration reads (its order and augmentation draws)."""
-            self.epoch = _loader._count("epoch", epoch, _loader._MAX_EPOCH)
+            """The epoch the next iteration reads (its order and augmentation draws), also in
+            DataLoader workers already started (persistent_workers=True)."""
+            self._epoch_cell.value = _loader._count("epoch", epoch, _loader._MAX_EPOCH)
+
+        def __getstate__(self):
+            state = self.__dict__.copy()
+            if multiprocessing.context.get_spawning_popen() is None:
+                # a pickle or copy outside of starting a worker: a cell of its own
+                state["_epoch_cell"] = int(self._epoch_cell.value)
+            return state
+
+        def __setstate__(self, state):
+            cell = state["_epoch_cell"]
+            if isinstance(cell, int):
+                state["_epoch_cell"] = multiprocessing.RawValue(ctypes.c_int64, cell)
+            self.__dict__.update(state)
 
         def __len__(self) -> int:
             """Batches an epoch yields over all DataLoader workers, whatever their number:

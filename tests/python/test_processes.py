@@ -6,7 +6,7 @@ a torch DataLoader whose workers use a Loader of the parent gets that error, and
 fastload.torch.Dataset with num_workers=2 sees every sample exactly once; set_workers / workers in
 a forked child raise LoaderForkedError; len(DataLoader(Dataset, batch_size=None, num_workers=k)) is
 the batches an epoch yields, the same ones for k = 0, 2, 3; a DataLoader worker's loader reads and
-decodes its run of batches and none past it. Cases that hung before run in subprocesses with a
+decodes its run of batches and none past it; set_epoch reaches persistent workers (fork, spawn). Cases that hung before run in subprocesses with a
 timeout."""
 import copy
 import hashlib
@@ -183,6 +183,42 @@ def test_dataset_pickles_for_spawn(ds):
     assert d2.path == d.path and d2.kwargs == d.kwargs
     x, y = next(iter(d2))
     assert tuple(x.shape) == (16, 3, H, W)
+
+
+@pytest.mark.parametrize("ctx", ["fork", "spawn"])
+def test_dataset_set_epoch_reaches_persistent_workers(ds, ctx):
+    # persistent_workers=True keeps the workers' copies of the Dataset across epochs: set_epoch on
+    # the main process's copy must still reach them (before: every epoch the same order)
+    torch = pytest.importorskip("torch")
+    import fastload.torch as ft
+
+    def orders(persistent):
+        d = ft.Dataset(ds, batch_size=16, order="random", seed=4, workers=1)
+        dl = torch.utils.data.DataLoader(d, batch_size=None, num_workers=2,
+                                         persistent_workers=persistent,
+                                         multiprocessing_context=ctx)
+        out = []
+        for e in range(3):
+            d.set_epoch(e)
+            out.append([i for images, _ in dl for i in record_of(images.numpy())])
+        return out
+
+    persistent, fresh = orders(True), orders(False)
+    assert persistent == fresh  # the same epochs as workers started anew each epoch
+    assert persistent[0] != persistent[1] != persistent[2]
+    assert all(sorted(o) == list(range(COUNT)) for o in persistent)
+
+
+def test_dataset_copies_have_their_own_epoch(ds):
+    pytest.importorskip("torch")
+    import fastload.torch as ft
+    d = ft.Dataset(ds, batch_size=16)
+    d.set_epoch(4)
+    d2, d3 = pickle.loads(pickle.dumps(d)), copy.deepcopy(d)
+    assert d2.epoch == d3.epoch == 4
+    d2.set_epoch(7)
+    d3.set_epoch(8)
+    assert (d.epoch, d2.epoch, d3.epoch) == (4, 7, 8)
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 3 workers on 2 cores
