@@ -320,12 +320,18 @@ def _count(name: str, value, hi: Optional[int] = None) -> int:
     return v
 
 
+def _path(path):
+    """A data set's path as the library takes it: str, bytes or os.PathLike, with a leading ~
+    expanded (as torchvision's ImageFolder does: a path ported from it keeps working)."""
+    return os.path.expanduser(os.fspath(path))
+
+
 def _dataset_records(path: Union[str, "os.PathLike[str]"]) -> int:
     """Records in the data set at `path` (all ranks), as a Loader counts them: its shard
     indexes read and checked by the library (fl_dataset_open_summary), without a Loader (no
     threads, nothing decoded). Errors: as opening a Loader on `path`."""
     lib = _native.lib()
-    p = os.fspath(path)
+    p = _path(path)
     h, err = ctypes.c_void_p(), fl_error()
     if not hasattr(lib, "fl_dataset_open_summary"):  # an older library: a Loader counts them
         with Loader(p, batch_size=1, workers=1, prefetch=2) as L:
@@ -391,7 +397,7 @@ class Loader:
            order=None, seed=0, rank=0, world=1, drop_last=False, io="auto", direct=False, ...)
 
     Every option is a keyword argument.
-    path        dataset directory (shards or LMDB backend)
+    path        dataset directory (shards or LMDB backend; str, bytes or PathLike, ~ expanded)
     batch_size  samples per batch
     workers     decode threads (0: one per online CPU)
     size        output (height, width), or an int for square; None: the dataset's fixed size
@@ -455,7 +461,7 @@ class Loader:
         self._handle = None
         self._ring: Optional[_Ring] = None
         self._lib = _native.lib()
-        self.path = os.fspath(path)
+        self.path = _path(path)
         aug, fl = _parse_augment(augment, flip)
         if size is None:
             h = w = 0

@@ -546,7 +546,7 @@ def _make_dataset_class():
                 if k in kwargs:
                     raise _bad(f"Dataset: {k}= is not an option here (CPU tensors; the epoch is "
                                "set with set_epoch)")
-            self.path = os.fspath(path)
+            self.path = _loader._path(path)
             self.batch_size = int(batch_size)
             self.rank, self.world = rank_world(rank, world)
             self.kwargs = kwargs

@@ -449,3 +449,22 @@ def test_len_matches_iteration(ds, kw):
             assert len(sizes) == len(L) == L.batches_per_epoch, (e, sizes, len(L))
             assert sum(sizes) == L.samples_per_epoch
             assert L.position() == (e + 1, 0)
+
+
+def test_path_forms_and_home(ds, tmp_path, monkeypatch):
+    """str, bytes and os.PathLike paths open the same data set; a leading ~ is expanded, as
+    torchvision's ImageFolder does (a path ported from it must not fail as missing)."""
+    import pathlib
+    home = tmp_path / "home"
+    home.mkdir()
+    os.symlink(ds, home / "data")
+    monkeypatch.setenv("HOME", str(home))
+    digests = []
+    for p in (ds, os.fsencode(ds), pathlib.Path(ds), "~/data", pathlib.Path("~/data")):
+        with fastload.Loader(p, batch_size=8, workers=1, order="seq") as L:
+            images, labels = next(iter(L))
+            digests.append(hashlib.sha256(images.tobytes() + labels.tobytes()).hexdigest())
+            assert L.path == os.path.expanduser(os.fspath(p))
+    assert len(set(digests)) == 1
+    with pytest.raises(fastload.DataIOError, match="~nosuchuser_fl/x"):
+        fastload.Loader("~nosuchuser_fl/x", batch_size=8)
