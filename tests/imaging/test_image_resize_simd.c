@@ -27,6 +27,25 @@ static void *thread_resize(void *arg)
     return NULL;
 }
 
+/* The window resized at every SIMD level into out[level] (each malloc'ed, prefilled with `fill`
+ * so bytes written past a row show), then the best level set back. */
+static void window_levels(const uint8_t *s, uint32_t sw, uint32_t sh, size_t ss, uint32_t ch,
+                          const double win[4], uint32_t dw, uint32_t dh, size_t ds, int flip,
+                          uint8_t fill, uint8_t *out[NLEVELS])
+{
+    fl_error err;
+    size_t n = ds * dh;
+    for (int lvl = 0; lvl < NLEVELS; lvl++) {
+        out[lvl] = malloc(n);
+        memset(out[lvl], fill, n);
+        fl_resize_set_simd_limit(lvl);
+        EXPECT_RC(
+            fl_resize_window(s, sw, sh, ss, ch, win, out[lvl], dw, dh, ds, flip, NULL, 0, &err), 0,
+            &err);
+    }
+    fl_resize_set_simd_limit(NLEVELS - 1);
+}
+
 int main(void)
 {
     fl_error err;
@@ -115,15 +134,7 @@ int main(void)
             size_t n = ds * dh;
             int flip = (int)(NEXT() & 1);
             uint8_t *out[NLEVELS];
-            for (int lvl = 0; lvl < NLEVELS; lvl++) {
-                out[lvl] = malloc(n);
-                memset(out[lvl], 0xA5, n);
-                fl_resize_set_simd_limit(lvl);
-                EXPECT_RC(fl_resize_window(s, sw, sh, ss, ch, win, out[lvl], dw, dh, ds, flip, NULL,
-                                           0, &err),
-                          0, &err);
-            }
-            fl_resize_set_simd_limit(NLEVELS - 1);
+            window_levels(s, sw, sh, ss, ch, win, dw, dh, ds, flip, 0xA5, out);
             int same = 1;
             for (int lvl = 1; lvl < NLEVELS; lvl++)
                 same &= memcmp(out[0], out[lvl], n) == 0;
@@ -202,15 +213,7 @@ int main(void)
             int flip = (int)(NEXT() & 1);
             size_t n = ds * dh;
             uint8_t *out[NLEVELS];
-            for (int lvl = 0; lvl < NLEVELS; lvl++) {
-                out[lvl] = malloc(n);
-                memset(out[lvl], 0x5A, n);
-                fl_resize_set_simd_limit(lvl);
-                EXPECT_RC(fl_resize_window(s, sw, sh, ss, ch, win, out[lvl], dw, dh, ds, flip, NULL,
-                                           0, &err),
-                          0, &err);
-            }
-            fl_resize_set_simd_limit(NLEVELS - 1);
+            window_levels(s, sw, sh, ss, ch, win, dw, dh, ds, flip, 0x5A, out);
             for (int lvl = 1; lvl < NLEVELS; lvl++)
                 if (memcmp(out[0], out[lvl], n) && bad++ < 10)
                     fprintf(stderr,
