@@ -170,7 +170,8 @@ int main(void)
         uint64_t hash = 0xCBF29CE484222325ull;
         int bad = 0;
         for (int i = 0; i < GEOMS; i++) {
-            uint32_t ch = 1 + (uint32_t)(NEXT() % 4), sw, sh, dw, dh;
+            uint32_t ch = 1 + (uint32_t)(NEXT() % 4), sw = 1, sh = 1, dw = 1,
+                     dh = 1; /* both axes set below */
             double win[4];
             for (int ax = 0; ax < 2; ax++) {
                 uint32_t size, out;
