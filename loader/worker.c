@@ -354,6 +354,13 @@ static int load_sample_fields(fl_worker *w, uint64_t idx, const fl_record_info *
 /* Stored bytes of record idx → checked (CRC32C), decoded, augmented sample k of batch b. Each
  * record is handled in its own format (fl_record_info.format: a mixed dataset holds JPEG, PNG
  * and WebP records side by side). Errors name the shard file and record. */
+/* A record copied into the batch as it is (raw, uncompressed, the output's size): one pass of
+ * copy_checked, no decode. */
+static inline int in_place(const fl_work_ctx *X, const fl_record_info *info, size_t len)
+{
+    return !X->fields_on && X->read_in_place && len == X->sample_bytes && len == info->stored_len;
+}
+
 static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
                        const uint8_t *stored, size_t len, uint64_t epoch, uint64_t pos, fl_batch *b,
                        uint32_t k, fl_error *err)
@@ -362,7 +369,7 @@ static int load_sample(fl_worker *w, uint64_t idx, const fl_record_info *info,
     if (X->fields_on)
         return load_sample_fields(w, idx, info, stored, len, epoch, pos, b, k, err);
     uint8_t *dst = b->images + (size_t)k * X->sample_bytes;
-    if (X->read_in_place && len == X->sample_bytes && len == info->stored_len) {
+    if (in_place(X, info, len)) {
         if (X->mapped) /* timed per chunk by the caller */
             return copy_checked(w, idx, info, stored, len, dst, err);
         /* read into a reader's buffer (O_DIRECT spans, coalesced extents): one pass copies
@@ -587,9 +594,14 @@ static int load_mapped(fl_worker *w, uint64_t idx, const fl_record_info *info, c
     if (X->mem)
         return load_sample(w, idx, info, data, len, epoch, pos, b, k, err);
     int rc;
-    if (!X->fields_on && X->read_in_place && len == X->sample_bytes && len == info->stored_len) {
-        in_place_args a = {w,   idx, info, data, len, b->images + (size_t)k * X->sample_bytes,
-                           err, 0};
+    if (in_place(X, info, len)) {
+        in_place_args a = {.w = w,
+                           .idx = idx,
+                           .info = info,
+                           .data = data,
+                           .len = len,
+                           .dst = b->images + (size_t)k * X->sample_bytes,
+                           .err = err};
         rc = fl_mapped_run(in_place_fn, &a);
         if (rc == 0)
             return a.rc;
