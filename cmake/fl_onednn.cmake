@@ -34,6 +34,7 @@ endif()
 
 if(FL_HAVE_ONEDNN)
   target_sources(tf_core PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cpu/cpu_onednn.c
+                                 ${CMAKE_CURRENT_SOURCE_DIR}/cpu/cpu_onednn_bn.c
                                  ${CMAKE_CURRENT_SOURCE_DIR}/cpu/cpu_onednn_plan.c)
   target_include_directories(tf_core PRIVATE ${DNNL_INCLUDE_DIR})
   target_compile_definitions(tf_core PUBLIC FL_HAVE_ONEDNN=1)

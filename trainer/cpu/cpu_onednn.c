@@ -1,7 +1,9 @@
 /* cpu_onednn.c — the oneDNN path of the CPU backend (cpu_onednn.h): the object (engine, stream,
  * arena buffers shared by all plans), the plan cache keyed by (batch size, mode), the runs of a
  * plan's op lists, and the host hooks between primitives (BN running statistics, bias and BN
- * gradients added to the flat gradient). Plans are built in cpu_onednn_plan.c. */
+ * gradients added to the flat gradient), and the choice of each training step's serial mode
+ * (cpu_dnn_set_serial). Plans are built in cpu_onednn_plan.c, training BN runs on the host
+ * kernels of cpu_onednn_bn.c. */
 #include <errno.h>
 #include <omp.h>
 #include <stdio.h>
@@ -192,6 +194,13 @@ static int arena_alloc(cpu_dnn *d)
     if (grad_slots(d))
         return -ENOMEM;
     d->gscratch = falloc_bytes(d->gscratch_bytes);
+    int maxc = 16;
+    for (int l = 0; l < s->n_layers; l++)
+        if (s->layers[l].kind == TF_BN && s->layers[l].cin > maxc)
+            maxc = s->layers[l].cin;
+    d->bn_part = calloc(2 * DNN_BN_CHUNKS * (size_t)((maxc + 15) / 16 * 16), sizeof(double));
+    if (!d->bn_part)
+        return -ENOMEM;
     if (d->bf16) { /* a bf16 copy of the widest gradient (same padding) */
         d->bscratch_bytes = d->gscratch_bytes / 2;
         if (!(d->bscratch = falloc_bytes(d->bscratch_bytes)))
@@ -220,6 +229,7 @@ void cpu_dnn_free(cpu_dnn *d)
     free(d->arena);
     free(d->arena_bytes);
     free(d->readers);
+    free(d->bn_part);
     free(d->gscratch);
     free(d->bscratch);
     free(d->input);
@@ -280,6 +290,42 @@ int cpu_dnn_create(const tf_model_spec *spec, int max_batch, int threads, cpu_dn
     return cpu_dnn_create_prec(spec, max_batch, threads, 0, out, err);
 }
 
+/* TRAINFAST_SERIAL_OPS (cpu_onednn.h); unset or unknown: auto */
+static int serial_mode_env(void)
+{
+    const char *v = getenv("TRAINFAST_SERIAL_OPS");
+    if (!v)
+        return CPU_DNN_SERIAL_AUTO;
+    if (!strcmp(v, "never") || !strcmp(v, "0"))
+        return CPU_DNN_SERIAL_NEVER;
+    if (!strcmp(v, "always") || !strcmp(v, "1"))
+        return CPU_DNN_SERIAL_ALWAYS;
+    if (!strcmp(v, "alternate"))
+        return CPU_DNN_SERIAL_ALTERNATE;
+    return CPU_DNN_SERIAL_AUTO;
+}
+
+void cpu_dnn_set_serial(cpu_dnn *d, int mode) { d->serial_mode = mode; }
+
+void cpu_dnn_serial_stats(const cpu_dnn *d, uint64_t *steps, uint64_t *serial)
+{
+    *steps = d->train_steps;
+    *serial = d->serial_steps;
+}
+
+/* this training step's mode */
+static void serial_choose(cpu_dnn *d)
+{
+    switch (d->serial_mode) {
+    case CPU_DNN_SERIAL_NEVER: d->serial = 0; break;
+    case CPU_DNN_SERIAL_ALWAYS: d->serial = 1; break;
+    case CPU_DNN_SERIAL_ALTERNATE: d->serial = (int)(d->train_steps & 1); break;
+    default: d->serial = d->threads > 1 && cpu_contention_poll(&d->probe); break;
+    }
+    d->train_steps++;
+    d->serial_steps += (uint64_t)d->serial;
+}
+
 int cpu_dnn_create_prec(const tf_model_spec *spec, int max_batch, int threads, int bf16,
                         cpu_dnn **out, fl_error *err)
 {
@@ -309,6 +355,8 @@ int cpu_dnn_create_prec(const tf_model_spec *spec, int max_batch, int threads, i
     if (tf_model_flops(spec) * 3.0 * max_batch < 1e9)
         d->threads = 1;
     omp_set_num_threads(d->threads);
+    d->serial_mode = serial_mode_env();
+    cpu_contention_init(&d->probe);
     if (dnnl_engine_create(&d->eng, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&d->stream, d->eng, dnnl_stream_default_flags) != dnnl_success) {
         cpu_dnn_free(d);
@@ -367,7 +415,14 @@ static int run_ops(cpu_dnn *d, dnn_plan *p, const dnn_op *ops, int n, fl_error *
             o->hook(p, o->layer);
             continue;
         }
+        /* serial: an element-wise op on this thread alone (oneDNN sizes its split from the
+         * calling thread's OpenMP thread count when it executes), the same bits either way */
+        const int one = d->serial && o->elementwise && d->threads > 1;
+        if (one)
+            omp_set_num_threads(1);
         dnnl_status_t st = dnnl_primitive_execute(o->prim, d->stream, o->nargs, o->args);
+        if (one)
+            omp_set_num_threads(d->threads);
         if (st != dnnl_success)
             return fl_error_set(err, FL_E_UNSUPPORTED,
                                 "oneDNN: execution failed (status %d) in "
@@ -391,6 +446,8 @@ int cpu_dnn_forward(cpu_dnn *d, int N, int train, const float *params, float *st
     if (rc)
         return rc;
     plan_bind(p, params, stats, NULL);
+    if (train)
+        serial_choose(d); /* the backward pass that follows runs in the same mode */
     rc = run_ops(d, p, p->fwd, p->nfwd, err);
     if (train)
         d->last_train = rc ? NULL : p;

@@ -1,7 +1,10 @@
 /* cpu_onednn.h — the CPU backend's fast path on oneDNN (libdnnl 2.x, C API): a tf_model_spec run
  * as oneDNN primitives in the layouts oneDNN picks (blocked nChw16c on AVX-512 machines), created
- * once per batch size and mode and reused every step, BN + ReLU fused (dnnl_fuse_norm_relu) in
- * training and evaluation. Threading is oneDNN's (OpenMP). Only in builds with FL_HAVE_ONEDNN;
+ * once per batch size and mode and reused every step, BN + ReLU fused. Training BN runs on host
+ * kernels in those layouts (cpu_onednn_bn.c: each channel summed in a fixed order whatever the
+ * thread count, no spinning barriers). Threading is OpenMP's, as oneDNN's; the ops whose results
+ * do not depend on the thread count run on one thread while the cores are contended
+ * (cpu_dnn_set_serial). Only in builds with FL_HAVE_ONEDNN;
  * cpu_backend.c drives it and keeps the flat fp32 state (params, grads, stats, momentum, EMA) in
  * the model.h layout, so checkpoints are the same for both CPU paths.
  *
@@ -64,6 +67,23 @@ float *cpu_dnn_dlogits(cpu_dnn *d);
 /* Backward pass of the last training forward pass (same N, same params): the parameter
  * gradients are ADDED to grad (model.h layout, spec->param_count floats). */
 int cpu_dnn_backward(cpu_dnn *d, const float *params, float *grad, fl_error *err);
+
+/* How the ops whose results do not depend on the thread count run: training BN (host kernels,
+ * each channel summed in fixed chunks) and the element-wise primitives (reorders, sums, ReLU,
+ * pooling, adds). Convolutions and linear layers always use all threads.
+ *   CPU_DNN_SERIAL_AUTO (the default): on the calling thread alone while it is contended for its
+ *     core (cpu_contention.h: other work holds the cores, and a thread descheduled at each of
+ *     these short ops' barriers would cost a time slice each), on all threads otherwise;
+ *   CPU_DNN_SERIAL_NEVER / _ALWAYS: all threads / one thread, every step;
+ *   CPU_DNN_SERIAL_ALTERNATE: one thread every other training step (tests: the results are the
+ *     same bits in every mode).
+ * The environment variable TRAINFAST_SERIAL_OPS (auto, never, always, alternate) sets the mode of
+ * objects created after it is read (cpu_dnn_create); this call overrides it. */
+enum { CPU_DNN_SERIAL_AUTO, CPU_DNN_SERIAL_NEVER, CPU_DNN_SERIAL_ALWAYS, CPU_DNN_SERIAL_ALTERNATE };
+void cpu_dnn_set_serial(cpu_dnn *d, int mode);
+
+/* Training steps run so far (forward passes with train = 1), and how many of them ran serial. */
+void cpu_dnn_serial_stats(const cpu_dnn *d, uint64_t *steps, uint64_t *serial);
 
 /* "oneDNN 2.6.3 (avx512_core, 2 threads)" style description; bf16 objects add ", bf16 convs". */
 void cpu_dnn_describe(cpu_dnn *d, char *buf, size_t cap);

@@ -19,6 +19,7 @@
 #include <dnnl.h>
 #include <stdint.h>
 
+#include "cpu_contention.h"
 #include "cpu_onednn.h"
 
 #define DNN_MAX_ARGS 12
@@ -27,12 +28,26 @@
 typedef struct dnn_plan dnn_plan;
 typedef void (*dnn_hook)(dnn_plan *p, int layer);
 
+/* A 4-d activation layout the host BN kernels walk (cpu_onednn_bn.c): element (n, c, h, w) at
+ * n*s[0] + (c/B)*s[1] + h*s[2] + w*s[3] + c%B, channels in groups of W (8 or 16) contiguous
+ * floats: nChw16c / nChw8c (B = 16 / 8, padded channels up to Cp), or NHWC (B = 1, s[1] = 1). */
+typedef struct dnn_bn_geom {
+    long s[4];
+    int B, W, C, Cp, H, Wd;
+} dnn_bn_geom;
+
+/* Samples are summed in DNN_BN_CHUNKS fixed chunks (partial sums added in chunk order), so BN
+ * statistics and gradients do not depend on the thread count. */
+#define DNN_BN_CHUNKS 16
+
 typedef struct dnn_op {
     dnnl_primitive_t prim; /* NULL: call hook(p, layer) */
     int nargs;
     dnnl_exec_arg_t args[DNN_MAX_ARGS];
     dnn_hook hook;
     int layer;
+    int elementwise; /* each output element computed alone (reorders, pooling, eltwise): the same
+                      * bits on any thread count, so a serial object runs it on one thread */
 } dnn_op;
 
 /* Per layer of a plan. Memories named *_user are views of the flat model.h arrays whose handles
@@ -47,8 +62,12 @@ typedef struct dnn_layer {
     dnnl_memory_t mean, var;             /* BN: batch statistics (train) or views of stats (eval) */
     dnnl_memory_t ws;                    /* max pool / fused ReLU workspace */
     dnnl_memory_t dscale, dshift, dbias; /* private gradients a hook adds to grad */
-    int bf16;                            /* a convolution computed in bf16 (see above) */
-    dnnl_memory_t src16, ddst16;         /* its bf16 input copy and output-gradient copy */
+    int host_bn;           /* training BN (+ fused ReLU) on the host kernels (cpu_onednn_bn.c) */
+    dnn_bn_geom bn_g;      /* its layout (input, output and their gradients alike) */
+    dnnl_memory_t bn_save; /* host BN: mean and 1/sqrt(var + eps) per channel, for backward */
+    dnnl_memory_t bn_dx;   /* host BN: where the input gradient goes (NULL: none needed) */
+    int bf16;              /* a convolution computed in bf16 (see above) */
+    dnnl_memory_t src16, ddst16; /* its bf16 input copy and output-gradient copy */
 } dnn_layer;
 
 struct dnn_plan {
@@ -89,7 +108,12 @@ struct cpu_dnn {
     size_t *arena_bytes;
     float *gscratch; /* a gradient that must be added to one already written */
     size_t gscratch_bytes;
-    int *readers; /* per tensor: layers reading it */
+    int *readers;         /* per tensor: layers reading it */
+    double *bn_part;      /* host BN: per chunk partial sums, 2 x DNN_BN_CHUNKS x widest padded C */
+    int serial;           /* this step: host BN and element-wise ops on the calling thread alone */
+    int serial_mode;      /* CPU_DNN_SERIAL_* (cpu_dnn_set_serial) */
+    cpu_contention probe; /* CPU_DNN_SERIAL_AUTO's verdict */
+    uint64_t train_steps, serial_steps;
     dnn_plan *plans[DNN_PLANS];
     dnn_plan *last_train;
     uint64_t clock;
@@ -103,6 +127,11 @@ void dnn_plan_free(dnn_plan *p);
 void dnn_hook_bn_stats(dnn_plan *p, int layer);
 void dnn_hook_bn_grad(dnn_plan *p, int layer);
 void dnn_hook_bias_grad(dnn_plan *p, int layer);
+void dnn_hook_bn_fwd(dnn_plan *p, int layer); /* host BN forward on batch statistics */
+void dnn_hook_bn_bwd(dnn_plan *p, int layer); /* host BN backward: dx, dscale, dshift */
+
+/* The host BN layout of md into *g: 0, or -1 when the host kernels do not take it. */
+int dnn_bn_geom_of(const dnnl_memory_desc_t *md, dnn_bn_geom *g);
 
 /* "what failed (status) in layer L" into err; returns FL_E_UNSUPPORTED. */
 int dnn_fail(dnn_plan *p, dnnl_status_t st, const char *what, int line);

@@ -5,7 +5,10 @@
  * gradients are reordered back with a sum post-op, which adds them to the flat gradient as the
  * reference layers do. A tensor read by several layers gets its first gradient written in place
  * and the others added with a sum primitive. bf16 (cpu_onednn_impl.h): convolutions on bf16 copies
- * of their input, weights and output gradient, fp32 out. */
+ * of their input, weights and output gradient, fp32 out. Training BN is a pair of host hooks
+ * (cpu_onednn_bn.c) where the layout suits them. Ops whose outputs are computed element by element
+ * (reorders, sums, element-wise, pooling, adds) are marked so a serial object runs them on one
+ * thread (cpu_dnn_set_serial). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +133,7 @@ static int add_reorder(dnn_plan *p, int bwd, dnnl_memory_t src, dnnl_memory_t ds
     dnn_op *o = prim_op(p, bwd, pd);
     if (!o)
         return p->err->code ? p->err->code : -ENOMEM;
+    o->elementwise = 1;
     arg(o, DNNL_ARG_FROM, src);
     arg(o, DNNL_ARG_TO, dst);
     return 0;
@@ -145,6 +149,7 @@ static int add_sum(dnn_plan *p, int t, dnnl_memory_t src)
     dnn_op *o = prim_op(p, 1, pd);
     if (!o)
         return p->err->code;
+    o->elementwise = 1;
     arg(o, DNNL_ARG_MULTIPLE_SRC, p->dact[t]);
     arg(o, DNNL_ARG_MULTIPLE_SRC + 1, src);
     arg(o, DNNL_ARG_DST, p->dact[t]);
@@ -486,6 +491,23 @@ static int bn_fwd(dnn_plan *p, int l)
     dnnl_memory_desc_t cmd;
     dnnl_dims_t cd = {T->cin};
     DNN_TRY(p, dnnl_memory_desc_init_by_tag(&cmd, 1, cd, dnnl_f32, dnnl_a));
+    /* training: the host kernels (cpu_onednn_bn.c) where they take the layout; evaluation on
+     * the running statistics has no reduction and stays oneDNN's */
+    if (p->train && dnnl_memory_desc_equal(&p->md[T->in], &p->md[L->out]) &&
+        !dnn_bn_geom_of(&p->md[T->in], &L->bn_g)) {
+        dnnl_memory_desc_t smd;
+        dnnl_dims_t sd = {2 * L->bn_g.Cp};
+        DNN_TRY(p, dnnl_memory_desc_init_by_tag(&smd, 1, sd, dnnl_f32, dnnl_a));
+        L->host_bn = 1;
+        TRYRC(own_mem(p, &cmd, DNNL_MEMORY_ALLOCATE, &L->mean));
+        TRYRC(own_mem(p, &cmd, DNNL_MEMORY_ALLOCATE, &L->var));
+        TRYRC(own_mem(p, &smd, DNNL_MEMORY_ALLOCATE, &L->bn_save));
+        TRYRC(own_mem(p, &cmd, DNNL_MEMORY_ALLOCATE, &L->dscale));
+        TRYRC(own_mem(p, &cmd, DNNL_MEMORY_ALLOCATE, &L->dshift));
+        if (!op_add(p, 0, NULL, dnn_hook_bn_fwd, l) || !op_add(p, 0, NULL, dnn_hook_bn_stats, l))
+            return p->err->code;
+        return 0;
+    }
     TRYRC(own_mem(p, &cmd, DNNL_MEMORY_NONE, &L->w_user));
     TRYRC(own_mem(p, &cmd, DNNL_MEMORY_NONE, &L->b_user));
     void *stat_handle = p->train ? DNNL_MEMORY_ALLOCATE : DNNL_MEMORY_NONE;
@@ -520,6 +542,16 @@ static int bn_bwd(dnn_plan *p, int l)
     cpu_dnn *d = p->d;
     const tf_layer *T = &d->spec->layers[l];
     dnn_layer *L = &p->L[l];
+    if (L->host_bn) {
+        dnnl_memory_t target = NULL;
+        int then_sum = 0;
+        if (T->in != 0) /* the input needs no gradient */
+            TRYRC(grad_target(p, T->in, &target, &then_sum));
+        L->bn_dx = target;
+        if (!op_add(p, 1, NULL, dnn_hook_bn_bwd, l) || !op_add(p, 1, NULL, dnn_hook_bn_grad, l))
+            return p->err->code;
+        return target ? grad_finish(p, T->in, target, then_sum) : 0;
+    }
     dnnl_batch_normalization_desc_t bd;
     DNN_TRY(p, dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &p->md[L->out],
                                                            &p->md[T->in], T->bn_eps,
@@ -583,6 +615,7 @@ static int elt_fwd(dnn_plan *p, int l)
     dnn_op *o = prim_op(p, 0, pd);
     if (!o)
         return p->err->code;
+    o->elementwise = 1;
     arg(o, DNNL_ARG_SRC, p->act[T->in]);
     arg(o, DNNL_ARG_DST, p->act[L->out]);
     return 0;
@@ -611,6 +644,7 @@ static int elt_bwd(dnn_plan *p, int l)
     dnn_op *o = prim_op(p, 1, pd);
     if (!o)
         return p->err->code;
+    o->elementwise = 1;
     arg(o, DNNL_ARG_SRC, p->act[T->in]);
     arg(o, DNNL_ARG_DIFF_DST, p->dact[L->out]);
     arg(o, DNNL_ARG_DIFF_SRC, target);
@@ -660,6 +694,7 @@ static int pool_fwd(dnn_plan *p, int l)
     dnn_op *o = prim_op(p, 0, pd);
     if (!o)
         return p->err->code;
+    o->elementwise = 1;
     arg(o, DNNL_ARG_SRC, p->act[T->in]);
     arg(o, DNNL_ARG_DST, p->act[L->out]);
     arg(o, DNNL_ARG_WORKSPACE, L->ws);
@@ -689,6 +724,7 @@ static int pool_bwd(dnn_plan *p, int l)
     dnn_op *o = prim_op(p, 1, pd);
     if (!o)
         return p->err->code;
+    o->elementwise = 1;
     arg(o, DNNL_ARG_DIFF_DST, p->dact[L->out]);
     arg(o, DNNL_ARG_WORKSPACE, L->ws);
     arg(o, DNNL_ARG_DIFF_SRC, target);
@@ -716,6 +752,7 @@ static int add_fwd(dnn_plan *p, int l)
     dnn_op *o = prim_op(p, 0, pd);
     if (!o)
         return p->err->code;
+    o->elementwise = 1;
     arg(o, DNNL_ARG_SRC_0, p->act[T->in]);
     arg(o, DNNL_ARG_SRC_1, p->act[T->in2]);
     arg(o, DNNL_ARG_DST, p->act[L->out]);
