@@ -3,7 +3,7 @@
 # compute: fastcnn and resnet18 (2 oneDNN threads, BN on the host kernels) trained with
 # TRAINFAST_SERIAL_OPS=never (all threads), always (BN and the element-wise ops on one thread),
 # alternate (switching every step) and auto (the default) end with the same checkpoint bit for
-# bit; an unknown value runs as auto. In a build without oneDNN: skip (77).
+# bit; an unknown value is refused by name (exit 1). In a build without oneDNN: skip (77).
 set -u
 B="${FL_BINARY_DIR:?}"
 T="$B/trainer/trainfast"
@@ -18,10 +18,10 @@ unset FASTLOAD_CPU_BACKEND TRAINFAST_SERIAL_OPS
 "$MK" "$W/val" 64 32 32 3 4 2 >/dev/null || fail "fixture"
 for model in fastcnn resnet18; do
     ref=""
-    for mode in never always alternate auto bogus; do
+    for mode in never always alternate auto; do
         out="$W/$model-$mode"
         TRAINFAST_SERIAL_OPS=$mode "$T" train --data "$W/train" --val "$W/val" --model "$model" \
-            --batch 64 --epochs 1 --seed 5 --threads 2 --cpu-backend onednn --quiet --json \
+            --batch 64 --epochs 1 --seed 5 --threads 2 --device cpu --cpu-backend onednn --quiet --json \
             --checkpoint "$out" > "$out.json" 2> "$out.err"
         rc=$?
         if grep -q "built without oneDNN" "$out.err"; then
@@ -39,5 +39,12 @@ for model in fastcnn resnet18; do
                 fail "$model: TRAINFAST_SERIAL_OPS=$mode changed the checkpoint: $(cat "$W/cmp")"
         fi
     done
-    echo "ok   $model: never, always, alternate, auto and an unknown value give one checkpoint"
+    echo "ok   $model: never, always, alternate and auto give one checkpoint"
 done
+TRAINFAST_SERIAL_OPS=sometimes "$T" train --data "$W/train" --val "$W/val" --model fastcnn \
+    --epochs 1 --threads 2 --device cpu --cpu-backend onednn --quiet --checkpoint "$W/bad" > /dev/null 2> "$W/bad.err"
+rc=$?
+[[ $rc -eq 1 ]] || fail "TRAINFAST_SERIAL_OPS=sometimes exited $rc, expected 1"
+grep -q 'TRAINFAST_SERIAL_OPS=sometimes: expected auto, never, always or alternate' "$W/bad.err" ||
+    fail "the refusal does not say why: $(cat "$W/bad.err")"
+echo "ok   TRAINFAST_SERIAL_OPS=sometimes is refused: $(cat "$W/bad.err")"

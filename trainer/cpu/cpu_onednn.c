@@ -290,19 +290,20 @@ int cpu_dnn_create(const tf_model_spec *spec, int max_batch, int threads, cpu_dn
     return cpu_dnn_create_prec(spec, max_batch, threads, 0, out, err);
 }
 
-/* TRAINFAST_SERIAL_OPS (cpu_onednn.h); unset or unknown: auto */
-static int serial_mode_env(void)
+/* TRAINFAST_SERIAL_OPS (cpu_onednn.h) into *mode; unset or empty: auto. -1 for another value. */
+static int serial_mode_env(int *mode)
 {
     const char *v = getenv("TRAINFAST_SERIAL_OPS");
-    if (!v)
-        return CPU_DNN_SERIAL_AUTO;
-    if (!strcmp(v, "never") || !strcmp(v, "0"))
-        return CPU_DNN_SERIAL_NEVER;
-    if (!strcmp(v, "always") || !strcmp(v, "1"))
-        return CPU_DNN_SERIAL_ALWAYS;
-    if (!strcmp(v, "alternate"))
-        return CPU_DNN_SERIAL_ALTERNATE;
-    return CPU_DNN_SERIAL_AUTO;
+    static const char *const names[] = {"auto", "never", "always", "alternate"};
+    *mode = CPU_DNN_SERIAL_AUTO;
+    if (!v || !*v)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(v, names[i])) {
+            *mode = i; /* the enum's order */
+            return 0;
+        }
+    return -1;
 }
 
 void cpu_dnn_set_serial(cpu_dnn *d, int mode) { d->serial_mode = mode; }
@@ -355,7 +356,12 @@ int cpu_dnn_create_prec(const tf_model_spec *spec, int max_batch, int threads, i
     if (tf_model_flops(spec) * 3.0 * max_batch < 1e9)
         d->threads = 1;
     omp_set_num_threads(d->threads);
-    d->serial_mode = serial_mode_env();
+    if (serial_mode_env(&d->serial_mode)) {
+        free(d);
+        return fl_error_set(err, FL_E_INVALID,
+                            "TRAINFAST_SERIAL_OPS=%s: expected auto, never, always or alternate",
+                            getenv("TRAINFAST_SERIAL_OPS"));
+    }
     cpu_contention_init(&d->probe);
     if (dnnl_engine_create(&d->eng, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&d->stream, d->eng, dnnl_stream_default_flags) != dnnl_success) {
