@@ -19,12 +19,12 @@
 # with --precision bf16 (bf16 convolutions, fp32 state: trainer/README.md, "Precision") and the
 # peer under torch.autocast('cpu', bfloat16) (pytorch_train_loop.py --precision bf16), each
 # compared with its fp32 self and with both peers.
-# Usage: bench/end_to_end.sh [--runs R (3)] [--models "fastcnn:64:3000:1 resnet18:112:512:1"]
+# Usage: bench/end_to_end.sh [--runs R (3)] [--models "fastcnn:64:3000:1 resnet18:112:1536:1"]
 #                            [--fixed "W..." ("")] [--bf16 0|1 (0)] [--build DIR] [--out DIR (/tmp/fastload-bench/end_to_end)]
 #                            [--report-only 1 (the summary of the runs kept in OUT/runs)]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=3 models="fastcnn:64:3000:1 resnet18:112:512:1" fixed="" bf16=0 report_only=0 build="$root/build"
+runs=3 models="fastcnn:64:3000:1 resnet18:112:1536:1" fixed="" bf16=0 report_only=0 build="$root/build"
 out="/tmp/fastload-bench/end_to_end"
 me=end_to_end.sh
 . "$root/bench/lib_bench.sh"
