@@ -1,6 +1,7 @@
 /* writer_inspect.c — what is at <dst> and <dst>.partial (fl_writer_inspect): a dataset this
  * writer made, a resumable or stale partial run, or somebody else's files (never touched); and the
  * clearing of a partial directory that is wholly ours. */
+#define _GNU_SOURCE /* statx */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +34,23 @@ static int partial_name_ours(const char *n)
         if (n[i] < '0' || n[i] > '9')
             return 0;
     return 1;
+}
+
+/* `d` (a folder) is the root of a mount: statx's STATX_ATTR_MOUNT_ROOT where the kernel reports
+ * it (5.8 on; it also sees a bind mount of a folder of the same file system), else its device
+ * differs from its parent's. */
+static int is_mount_root(const char *d)
+{
+#ifdef STATX_ATTR_MOUNT_ROOT
+    struct statx sx;
+    if (statx(AT_FDCWD, d, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) == 0 &&
+        (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+        return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+#endif
+    char up[PATH_MAX + 4];
+    snprintf(up, sizeof up, "%s/..", d);
+    struct stat a, b;
+    return stat(d, &a) == 0 && stat(up, &b) == 0 && a.st_dev != b.st_dev;
 }
 
 /* Parse "<dir>/manifest.json" as a fastload manifest. 0, -ENOENT, or FL_E_FORMAT-ish codes with
@@ -85,6 +103,14 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err)
                      d);
         } else if (!S_ISDIR(st.st_mode)) {
             snprintf(info->why, sizeof info->why, "%.400s is not a folder", d);
+        } else if (is_mount_root(d)) {
+            /* the dataset is built in <dst>.partial beside it and renamed into place: that would
+             * fill the parent's file system, then fail (EBUSY) at the rename */
+            snprintf(info->why, sizeof info->why,
+                     "%.400s is a mount point, which the finished dataset (built beside it in "
+                     "%.400s.partial, on the parent's file system) cannot be renamed over; pack "
+                     "into a folder inside it, e.g. %.400s/dataset",
+                     d, d, d);
         } else if ((rc = fl_wr_read_manifest(d, &m, &e)) == -ENOENT) {
             if (dir_is_empty(d))
                 info->dst = FL_DST_NONE; /* made for the dataset: publishing removes it first */
