@@ -61,8 +61,14 @@ class CorruptRecordError(Error):
 class DataIOError(Error, OSError):
     """An I/O error from the system; `errno` is the positive errno (isinstance OSError)."""
 
-    def __init__(self, code, message):
-        OSError.__init__(self, -code, message)
+    def __init__(self, code=0, message=""):
+        if isinstance(code, str) and not message:
+            # DataIOError(text): torch's DataLoader re-raising a worker's error (as Error does);
+            # the errno is not in the text, so .errno is None
+            code, message = 0, code
+            OSError.__init__(self, message)
+        else:
+            OSError.__init__(self, -code, message)
         self.code = code
         self.message = message
 

@@ -6,7 +6,9 @@ a torch DataLoader whose workers use a Loader of the parent gets that error, and
 fastload.torch.Dataset with num_workers=2 sees every sample exactly once; set_workers / workers in
 a forked child raise LoaderForkedError; len(DataLoader(Dataset, batch_size=None, num_workers=k)) is
 the batches an epoch yields, the same ones for k = 0, 2, 3; a DataLoader worker's loader reads and
-decodes its run of batches and none past it; set_epoch reaches persistent workers (fork, spawn). Cases that hung before run in subprocesses with a
+decodes its run of batches and none past it; set_epoch reaches persistent workers (fork, spawn); errors
+raised in DataLoader workers reach the main process as their fastload class (DataIOError,
+CorruptRecordError). Cases that hung before run in subprocesses with a
 timeout."""
 import copy
 import hashlib
@@ -323,3 +325,21 @@ def test_dataset_len_errors(ds, tmp_path):
         next(iter(d))
     with pytest.raises(fastload.InvalidOptionError):
         len(ft.Dataset(ds, batch_size=4, order="sideways"))
+
+
+def test_dataloader_worker_errors_keep_their_class(datasets, tmp_path):
+    """torch's DataLoader re-raises a worker's exception as its class called with the text alone:
+    a missing data set must come out as DataIOError (an OSError; its errno is not in the text),
+    a corrupt record as CorruptRecordError, not as a RuntimeError."""
+    torch = pytest.importorskip("torch")
+    import fastload.torch as ft
+    _, _, bad, _ = datasets
+    missing = ft.Dataset(str(tmp_path / "missing"), batch_size=4, workers=1)
+    with pytest.raises(fastload.DataIOError, match="missing") as e:
+        for _ in torch.utils.data.DataLoader(missing, batch_size=None, num_workers=1):
+            pass  # (not list(): it calls len(), which raises in this process)
+    assert isinstance(e.value, OSError) and e.value.errno is None
+    corrupt = ft.Dataset(bad, batch_size=4, order="seq", workers=1)
+    with pytest.raises(fastload.CorruptRecordError, match="record 5"):
+        for _ in torch.utils.data.DataLoader(corrupt, batch_size=None, num_workers=1):
+            pass
