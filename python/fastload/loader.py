@@ -172,7 +172,9 @@ class Batch(tuple):
     (True when the batch was copied out of the ring because the caller held every other slot).
     N is the batch size, or fewer for the short last batch of an epoch (drop_last=False).
     The arrays keep the batch's ring slot until the last of them (and of their views) is garbage;
-    release() only drops this object's own claim (kept for compatibility)."""
+    release() only drops this object's own claim (kept for compatibility).
+    copy.copy shares the arrays (and so the slot); copy.deepcopy and pickle copy them, with the
+    same attributes but address the copy's and no device buffers (they belong to the slot)."""
 
     def __new__(cls, images: np.ndarray, labels: np.ndarray, indices: np.ndarray, b: fl_batch,
                 copied: bool):
@@ -191,6 +193,16 @@ class Batch(tuple):
             self.event, self.stream = b.event, b.stream
         self._released = False
         return self
+
+    def __copy__(self) -> "Batch":
+        c = tuple.__new__(Batch, self)
+        c.__dict__.update(self.__dict__)
+        return c
+
+    def __reduce__(self):
+        # tuple's own reduction calls Batch(images, labels), which takes the library's fl_batch
+        state = {k: v for k, v in self.__dict__.items() if k not in ("images", "labels")}
+        return _batch_from_state, (self.images, self.labels, state)
 
     @property
     def released(self) -> bool:
@@ -211,6 +223,16 @@ class Batch(tuple):
     def __repr__(self) -> str:
         return (f"fastload.Batch(epoch={self.epoch}, batch={self.batch}, size={len(self.labels)}, "
                 f"shape={self.images.shape}{', copied' if self.copied else ''})")
+
+
+def _batch_from_state(images: np.ndarray, labels: np.ndarray, state: Dict[str, Any]) -> Batch:
+    """A Batch of a deep copy or unpickling (Batch.__reduce__): its arrays are the copy's own."""
+    b = tuple.__new__(Batch, (images, labels))
+    b.__dict__.update(state)
+    b.images, b.labels = images, labels
+    b.address = images.ctypes.data if images.size else 0
+    b.device_images = b.device_labels = b.event = b.stream = None
+    return b
 
 
 class FieldsBatch(dict):

@@ -1,7 +1,8 @@
 """test_safety.py — safe batches by construction and the error classes.
 
 Arrays keep their ring slot while they (or views) live; close() never frees memory an array still
-uses; list(L.epoch()) is correct; a second consumer thread gets RuntimeError; positions and states
+uses; list(L.epoch()) is correct; a Batch copies, deep-copies and pickles (the copies holding no
+slot); a second consumer thread gets RuntimeError; positions and states
 are range-checked; a KeyboardInterrupt loses no batch; errors come as fastload.Error subclasses.
 Cases that crashed or hung before run in a subprocess or a daemon thread, so they fail, not kill.
 """
@@ -85,6 +86,38 @@ def test_views_keep_the_slot(ds):
 
         for j, i in enumerate(idx):
             assert np.array_equal(view[j], expected_pixels(i)[1:]), "view overwritten"
+
+
+def test_batch_copies_and_pickles(ds):
+    """A Batch is kept as users keep things: copy.copy (same arrays, same slot), copy.deepcopy and
+    pickle (torch.save, a multiprocessing queue) give a Batch of arrays of its own with the same
+    values and attributes, no device buffers, and hold no slot (before: TypeError, Batch.__new__
+    missing arguments)."""
+    import copy
+    import pickle
+    with fastload.Loader(ds, batch_size=16, order="seq", workers=2, prefetch=4) as L:
+        b = L.next_batch()
+        assert not b.copied and L._ring.live == 1
+        c = copy.copy(b)
+        assert type(c) is fastload.Batch and c.images is b.images and c.address == b.address
+        d = copy.deepcopy(b)
+        p = pickle.loads(pickle.dumps(b))
+        for x in (d, p):
+            assert type(x) is fastload.Batch
+            images, labels = x
+            assert images is x.images and labels is x.labels
+            assert np.array_equal(images, b.images) and np.array_equal(labels, b.labels)
+            assert np.array_equal(x.indices, b.indices) and x.indices is not b.indices
+            assert images.flags.owndata or images.base is not b.images.base
+            assert x.address == images.ctypes.data != b.address
+            assert (x.epoch, x.batch, x.size, x.last_in_epoch) == (0, 0, 16, False)
+            assert x.device_images is None and x.stream is None
+            check_batch(images, labels, x.indices)
+        del b, c, images, labels, x
+        gc.collect()
+        assert L._ring.live == 0  # the copies hold no slot
+        check_batch(d.images, d.labels, d.indices)
+        check_batch(p.images, p.labels, p.indices)
 
 
 def test_plain_loop_is_zero_copy(ds):
