@@ -155,11 +155,12 @@ class _Feeder:
 
     def _mapping(self, b):
         """A FieldsBatch -> {name: tensor} on the device: the image field converted as images
-        are (dtype, layout, mean, std), every other array as it is (int32 counts included)."""
+        are (dtype, layout, mean, std), every other array as it is (int32 counts included) but
+        uint16 ones, which come as int32 (see _host)."""
         t = self.torch
         image = _loader._native.FIELD_TYPE["image"]
         kinds = getattr(b, "kinds", {})
-        host = {k: t.from_numpy(v) for k, v in b.items()}
+        host = {k: _host(t, v) for k, v in b.items()}
         if not self.cuda:
             out = {k: (v if self.device.type == "cpu" else v.to(self.device)) for k, v in host.items()}
         else:
@@ -219,6 +220,15 @@ class _Feeder:
     def close(self):
         if self.cuda:
             self._retire(wait_all=True)
+
+
+def _host(torch, a):
+    """A field's numpy array as a CPU tensor over the same memory, but uint16 (a mask of more
+    than 254 classes, an ndarray field) widened to an int32 copy: torch before 2.3 has no uint16
+    (from_numpy raises TypeError), later versions only limited support for it."""
+    if a.dtype == _loader.np.uint16:
+        return torch.from_numpy(a.astype(_loader.np.int32))
+    return torch.from_numpy(a)
 
 
 class _CudaArray:

@@ -3,7 +3,8 @@ fl_batch structs built in Python (the layout of loader/fastload.h's fl_batch_fie
 memory, turned into the FieldsBatch mapping (names, shapes, dtypes, NAME_count, the short last
 batch), the classic (image, int) pair recognised as the tuple case, fastload.torch's conversion
 of a mapping (the image field normalized to NCHW, the rest as they are) and detection_targets
-(boxes/labels per image, label_offset, per-class masks of a semantic mask). The end-to-end test
+(boxes/labels per image, label_offset, per-class masks of a semantic mask), uint16 fields as int32
+tensors. The end-to-end test
 over a packed COCO-style set runs where packdata --coco and the loader's fields exist."""
 import ctypes
 
@@ -117,3 +118,37 @@ def test_torch_mapping_and_detection_targets():
     raw = ft.detection_targets(t, label_offset=0)
     assert raw[2]["labels"].tolist() == fields[2][3][2, :3].tolist()
     assert raw[2]["mask_labels"].tolist() == [1]
+
+
+def test_torch_mapping_uint16_fields():
+    """uint16 fields (a mask of more than 254 classes, packdata's mask:uint16; a uint16 ndarray)
+    come from fastload.torch as int32 tensors of the same values, and detection_targets takes
+    such a mask (before: TypeError from torch.from_numpy, torch < 2.3 has no uint16)."""
+    torch = pytest.importorskip("torch")
+    import fastload.torch as ft
+    B, H, W = 2, 3, 4
+    image = np.zeros((B, H, W, 3), np.uint8)
+    mask = np.zeros((B, H, W), np.uint16)
+    mask[0, 0, :2] = 300   # class 299
+    mask[0, 2, 3] = 65535  # the largest id a uint16 mask holds
+    mask[1, 1, 1] = 1
+    arr = np.array([[0, 1, 40000, 65535], [7, 8, 9, 10]], np.uint16)
+    boxes = np.zeros((B, 1, 4), np.float32)
+    counts = np.array([1, 0], np.int32)
+    labels = np.zeros((B, 1), np.int32)
+    fields = [("image", "image", "uint8", image, None), ("boxes", "boxes", "float32", boxes, counts),
+              ("labels", "int_list", "int32", labels, counts), ("mask", "mask", "uint16", mask, None),
+              ("arr", "ndarray", "uint16", arr, None)]
+    b, keep = fake_batch(fields, B)
+    for copy in (True, False):  # a copied batch, and views over the (here numpy) batch memory
+        fb = loader.FieldsBatch(loader._field_arrays(None, b, B, copy=copy),
+                                np.arange(B, dtype=np.uint64), b, copy)
+        fb.kinds = {"image": FT["image"], "boxes": FT["boxes"], "labels": FT["int_list"],
+                    "mask": FT["mask"], "arr": FT["ndarray"]}
+        assert fb["mask"].dtype == np.uint16 and fb["arr"].dtype == np.uint16  # numpy: as stored
+        t = ft._Feeder("cpu", None, "nchw", None, None)(fb)
+        assert t["mask"].dtype == torch.int32 and t["arr"].dtype == torch.int32
+        assert t["mask"].tolist() == mask.tolist() and t["arr"].tolist() == arr.tolist()
+        d = ft.detection_targets(t)
+        assert d[0]["mask_labels"].tolist() == [300, 65535] and d[1]["mask_labels"].tolist() == [1]
+        assert d[0]["masks"][0].tolist() == (mask[0] == 300).astype(np.uint8).tolist()
