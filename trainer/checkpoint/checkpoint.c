@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -345,8 +346,52 @@ static int list_steps(const char *dir, long long **out, int *n)
     return 0;
 }
 
-int tf_checkpoint_dir_check(const char *dir, fl_error *err)
+/* Take DIR/.trainfast.lock (an exclusive flock, held through fd until the process ends; the
+ * file stays, holding the pid of its last holder, for the message of a run that finds it taken). */
+static int dir_lock(const char *dir, int *lock_fd, fl_error *err)
 {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, TF_CKPT_LOCK_NAME);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fl_error_set(err, -errno, "--checkpoint %s: cannot create the lock file %s: %s", dir,
+                            path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fl_error_set(err, -EINVAL, "--checkpoint %s: %s is not a regular file: move it away",
+                            dir, path);
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        char b[32] = "";
+        ssize_t n = e == EWOULDBLOCK ? pread(fd, b, sizeof b - 1, 0) : -1;
+        close(fd);
+        if (e != EWOULDBLOCK)
+            return fl_error_set(err, -e, "--checkpoint %s: cannot lock %s: %s", dir, path,
+                                strerror(e));
+        long pid = n > 0 ? strtol(b, NULL, 10) : 0;
+        char who[48] = "another process";
+        if (pid > 0)
+            snprintf(who, sizeof who, "process %ld", pid);
+        return fl_error_set(err, -EBUSY,
+                            "--checkpoint %s is in use by another training run (%s; lock: %s): "
+                            "two runs in one folder overwrite and delete each other's "
+                            "checkpoints; give each run its own --checkpoint folder",
+                            dir, who, path);
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) != n && ftruncate(fd, 0)) {
+        /* the lock works without the pid (a full disk): the message then says "another" */
+    }
+    *lock_fd = fd;
+    return 0;
+}
+
+int tf_checkpoint_dir_check(const char *dir, int *lock_fd, fl_error *err)
+{
+    *lock_fd = -1;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return fl_error_set(err, -errno, "--checkpoint %s: cannot create the folder: %s", dir,
                             strerror(errno));
@@ -359,7 +404,7 @@ int tf_checkpoint_dir_check(const char *dir, fl_error *err)
                             strerror(errno));
     close(fd);
     unlink(probe);
-    return 0;
+    return dir_lock(dir, lock_fd, err);
 }
 
 int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out, size_t cap,

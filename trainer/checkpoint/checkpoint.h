@@ -146,11 +146,16 @@ int tf_checkpoint_parse(const void *buf, size_t len, const char *name, tf_checkp
 int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out, size_t cap,
                        fl_error *err);
 
+/* The lock file a training run holds in its checkpoint folder (tf_checkpoint_dir_check). */
+#define TF_CKPT_LOCK_NAME ".trainfast.lock"
+
 /* Check, before training, that checkpoints can be written into DIR: create DIR when it is
  * missing (its parent must exist, as for tf_checkpoint_save), then create and remove a probe
- * file in it (a read-only file system or folder, a path under a regular file all fail here).
- * Errors: -errno with a message naming DIR. */
-int tf_checkpoint_dir_check(const char *dir, fl_error *err);
+ * file in it (a read-only file system or folder, a path under a regular file all fail here);
+ * then lock DIR for this run (an flock on DIR/.trainfast.lock): *lock_fd (out) holds it until
+ * closed or the process ends, -1 on error. Errors: -errno with a message naming DIR; -EBUSY
+ * when another run holds DIR (its pid named). */
+int tf_checkpoint_dir_check(const char *dir, int *lock_fd, fl_error *err);
 
 /* Read and verify one checkpoint file. Errors: -errno, and those of tf_checkpoint_parse. */
 int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err);

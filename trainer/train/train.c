@@ -3,6 +3,7 @@
  * report. Each phase lives in the file of its concern; this file only orders them and frees what
  * they made. `trainfast eval` is train_eval.c. */
 #include <string.h>
+#include <unistd.h>
 
 #include "fl_cli.h"
 #include "fl_clock.h"
@@ -85,6 +86,8 @@ static void run_free(tf_run *r)
 {
     if (r->log)
         fclose(r->log);
+    if (r->ckpt_lock >= 0)
+        close(r->ckpt_lock);
     fl_loader_close(r->L);
     tf_checkpoint_free(&r->ck);
     tf_checkpoint_free(&r->rck);
@@ -99,6 +102,7 @@ static int train_run(const tf_options *o, const tf_dist *D)
 {
     tf_run r;
     memset(&r, 0, sizeof r);
+    r.ckpt_lock = -1;
     r.o = o;
     r.D = D;
     r.t_start = fl_now_s();

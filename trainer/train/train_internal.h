@@ -91,6 +91,7 @@ typedef struct tf_run {
     uint32_t workers_started; /* its decode workers (fl_loader_workers) */
     uint64_t bpe, spe;        /* batches / samples per epoch (this rank) */
     FILE *log;
+    int ckpt_lock;     /* fd holding --checkpoint DIR's lock (rank 0), else -1 */
     fl_tbuf log_lines; /* the log's lines of this run, for --report (rank 0) */
     /* the interrupted epoch's running figures (restored) and the time before this run */
     double epoch_loss, wall_before;

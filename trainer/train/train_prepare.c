@@ -418,9 +418,11 @@ int tf_prepare_output(tf_run *r)
     tf_report_banner(r);
     tf_checkpoint_free(&r->rck); /* all of it is in the backend and in r now */
     fl_error err;
-    if (o->ckpt_dir && r->D->rank == 0 && tf_checkpoint_dir_check(o->ckpt_dir, &err)) {
+    int rc;
+    if (o->ckpt_dir && r->D->rank == 0 &&
+        (rc = tf_checkpoint_dir_check(o->ckpt_dir, &r->ckpt_lock, &err))) {
         fl_cli_error(TOOL, "%s", err.msg);
-        return FL_EXIT_DATA;
+        return rc == -EBUSY ? FL_EXIT_USAGE : FL_EXIT_DATA;
     }
     if (o->log_path && r->D->rank == 0 && !(r->log = fopen(o->log_path, r->resumed ? "a" : "w"))) {
         fl_cli_error(TOOL, "%s: %s", o->log_path, strerror(errno));
