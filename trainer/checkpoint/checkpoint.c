@@ -446,11 +446,16 @@ int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out,
         }
         closedir(d);
     }
-    /* keep the newest two: the one just written and its predecessor */
+    /* keep the one just written and its predecessor; older ones go. Newer ones (damaged files
+     * a --resume skipped) stay: counting them among "the newest two" would delete the one just
+     * written and the one the run resumed from */
     long long *steps;
     int n;
     if (list_steps(dir, &steps, &n) == 0) {
-        for (int i = 2; i < n; i++) {
+        int first = 0;
+        while (first < n && steps[first] > (long long)ck->st.micro_step)
+            first++;
+        for (int i = first + 2; i < n; i++) {
             char old[4096];
             snprintf(old, sizeof old, "%s/ckpt-%08llu.tfc", dir, steps[i]);
             unlink(old);

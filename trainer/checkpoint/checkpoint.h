@@ -141,7 +141,8 @@ int tf_checkpoint_parse(const void *buf, size_t len, const char *name, tf_checkp
                         fl_error *err);
 
 /* Write ck as DIR/ckpt-<step>.tfc: to a .tmp name, fsync, rename, fsync DIR; then delete
- * checkpoints older than the previous one (the newest two are kept). The full path goes to
+ * checkpoints older than its predecessor (it and the one before it are kept; files of later
+ * steps, such as damaged ones a --resume skipped, are left alone). The full path goes to
  * path_out (may be NULL). Errors: -errno naming the file. */
 int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out, size_t cap,
                        fl_error *err);
