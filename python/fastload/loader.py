@@ -342,6 +342,35 @@ def _count(name: str, value, hi: Optional[int] = None) -> int:
     return v
 
 
+def _size(size) -> Tuple[int, int]:
+    """size= as (height, width): None -> (0, 0) (the data set's own size), an integer (numpy's and
+    0-d torch tensors too) -> a square, else a pair; each in [0, 2^32) (the C fields are uint32),
+    else InvalidOptionError naming it (a negative size wrapped to 4 G pixels)."""
+    if size is None:
+        return 0, 0
+
+    def side(v, name):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)  # (224.0, 224.0) always worked
+        return _count(name, v, 1 << 32)
+
+    if not isinstance(size, bool):
+        try:
+            v = operator.index(size)
+        except TypeError:
+            pass
+        else:
+            return side(v, "size"), side(v, "size")
+    try:
+        pair = tuple(size) if not isinstance(size, (str, bytes)) else ()
+    except TypeError:
+        pair = ()
+    if len(pair) != 2:
+        raise InvalidOptionError(FL_E_INVALID, f"fastload: size={size!r}: expected None, an integer "
+                                 "(a square) or (height, width)")
+    return side(pair[0], f"size={size!r}: height"), side(pair[1], f"size={size!r}: width")
+
+
 def _path(path):
     """A data set's path as the library takes it: str, bytes or os.PathLike, with a leading ~
     expanded (as torchvision's ImageFolder does: a path ported from it keeps working)."""
@@ -485,12 +514,7 @@ class Loader:
         self._lib = _native.lib()
         self.path = _path(path)
         aug, fl = _parse_augment(augment, flip)
-        if size is None:
-            h = w = 0
-        elif isinstance(size, int):
-            h = w = size
-        else:
-            h, w = (int(v) for v in size)
+        h, w = _size(size)
         if _count("batch_size", batch_size) < 1:
             raise InvalidOptionError(FL_E_INVALID, f"fastload: batch_size must be at least 1 (got {batch_size})")
         if _count("world", world) < 1 or _count("rank", rank) >= world:

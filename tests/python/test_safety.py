@@ -3,7 +3,7 @@
 Arrays keep their ring slot while they (or views) live; close() never frees memory an array still
 uses; list(L.epoch()) is correct; a Batch copies, deep-copies and pickles (the copies holding no
 slot); a second consumer thread gets RuntimeError; positions and states
-are range-checked; a KeyboardInterrupt loses no batch; errors come as fastload.Error subclasses.
+are range-checked, size= too; a KeyboardInterrupt loses no batch; errors come as fastload.Error subclasses.
 Cases that crashed or hung before run in a subprocess or a daemon thread, so they fail, not kill.
 """
 import errno
@@ -178,6 +178,26 @@ def test_positions_are_range_checked(ds):
                dict(world=0)):
         with pytest.raises(ValueError):
             fastload.Loader(ds, batch_size=kw.pop("batch_size", 16), **kw)
+
+
+def test_size_forms_and_errors(ds):
+    """size= takes what scripts compute it as: numpy and 0-d torch integers, a pair of them (a
+    random size per epoch drawn with numpy raised "'numpy.int64' object is not iterable"); a
+    negative, too large, fractional or one-sided size is an InvalidOptionError naming size (a
+    negative one wrapped to a 4 G-pixel side: a DataIOError about a 2^64-byte batch slot)."""
+    forms = [(np.int64(4), (4, 4)), ((np.int32(4), np.uint16(5)), (4, 5)), ([4.0, 5.0], (4, 5)),
+             ((4, 5), (4, 5)), (4, (4, 4))]
+    try:
+        import torch
+        forms += [(torch.tensor(4), (4, 4)), (torch.Size([4, 5]), (4, 5))]
+    except ImportError:
+        pass
+    for size, hw in forms:
+        with fastload.Loader(ds, batch_size=4, order="seq", size=size, workers=1) as L:
+            assert L.next_batch().images.shape == (4,) + hw + (3,), size
+    for size in (-5, (4, -1), (4, 1 << 32), 4.5, (4.5, 5), (4,), (4, 5, 6), True, "4", object()):
+        with pytest.raises(fastload.InvalidOptionError, match="size="):
+            fastload.Loader(ds, batch_size=4, size=size)
 
 
 class _InterruptAfterNext:
