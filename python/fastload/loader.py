@@ -241,7 +241,8 @@ class FieldsBatch(dict):
     int_list [N, M] int32, float_vector [N, n] float32, boxes [N, M, 4] float32 (x0 y0 x1 y1 in
     output pixels), mask [N, H, W] uint8/uint16, ndarray [N, ...], bytes/text [N, M] uint8 — and,
     for every variable field NAME (int_list, boxes, bytes, text), NAME_count [N] int32: how many
-    of the M rows of sample i are real (padding rows are zeros). N is the batch size, or fewer for
+    of the M rows of sample i are real (padding rows are zeros; a field itself named NAME_count
+    is refused with UnsupportedError, as the mapping cannot hold both). N is the batch size, or fewer for
     the short last batch. A data set without images (packdata pack --no-image: embeddings,
     features, tabular rows) has no image entry: the mapping is its fields only. Attributes as
     Batch: indices, epoch, batch, last_in_epoch, skipped, copied. The arrays keep the batch's
@@ -291,11 +292,24 @@ def _field_arrays(slot: Optional[_Slot], b: fl_batch, n: int, copy: bool) -> Dic
         count = int(np.prod(shape)) if shape else 0
         a = _array(slot, f.data, (count * dt.itemsize,), ctypes.c_uint8, np.uint8)
         a = a.view(dt).reshape(shape)
+        _clash(out, name)
         out[name] = a.copy() if copy else a
         if f.type in _VARIABLE:
             c = _array(slot, f.counts, (n,), ctypes.c_int32, np.int32)
+            _clash(out, name + "_count")
             out[name + "_count"] = c.copy() if copy else c
     return out
+
+
+def _clash(out: Dict[str, np.ndarray], key: str) -> None:
+    """A field named as a variable field's count (boxes and boxes_count: packdata takes both
+    names; field names are unique, so a clash is always that) would silently replace that count,
+    or be replaced by it, in the mapping."""
+    if key in out:
+        var = key[:-len("_count")]
+        raise UnsupportedError(FL_E_UNSUPPORTED, f"fastload: field {key!r} has the name of the count "
+                               f"of variable field {var!r} in a batch's mapping, which cannot hold "
+                               "both: re-pack the data set with another name for the field")
 
 
 def _parse_augment(augment: Optional[str], flip: bool) -> Tuple[int, bool]:

@@ -4,7 +4,7 @@ memory, turned into the FieldsBatch mapping (names, shapes, dtypes, NAME_count, 
 batch), the classic (image, int) pair recognised as the tuple case, fastload.torch's conversion
 of a mapping (the image field normalized to NCHW, the rest as they are) and detection_targets
 (boxes/labels per image, label_offset, per-class masks of a semantic mask), uint16 fields as int32
-tensors. The end-to-end test
+tensors, a field named as a count refused. The end-to-end test
 over a packed COCO-style set runs where packdata --coco and the loader's fields exist."""
 import ctypes
 
@@ -152,3 +152,24 @@ def test_torch_mapping_uint16_fields():
         d = ft.detection_targets(t)
         assert d[0]["mask_labels"].tolist() == [300, 65535] and d[1]["mask_labels"].tolist() == [1]
         assert d[0]["masks"][0].tolist() == (mask[0] == 300).astype(np.uint8).tolist()
+
+
+@pytest.mark.parametrize("count_first", [False, True])
+def test_field_named_as_a_count_is_refused(count_first):
+    """packdata takes a field named boxes_count beside the boxes field; in the mapping one of the
+    two replaced the other without a word (the box counts became the field's values, so
+    detection_targets sliced padding rows as boxes; or the field was lost). Now an
+    UnsupportedError names both."""
+    import fastload
+    B = 2
+    image = np.zeros((B, 3, 4, 3), np.uint8)
+    boxes = np.zeros((B, 2, 4), np.float32)
+    counts = np.array([1, 2], np.int32)
+    theirs = np.array([100, 101], np.int32)
+    fields = [("boxes", "boxes", "float32", boxes, counts), ("boxes_count", "int", "int32", theirs, None)]
+    if count_first:
+        fields.reverse()
+    b, keep = fake_batch([("image", "image", "uint8", image, None)] + fields, B)
+    for copy in (True, False):
+        with pytest.raises(fastload.UnsupportedError, match="'boxes_count'.*'boxes'"):
+            loader._field_arrays(None, b, B, copy=copy)
