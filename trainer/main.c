@@ -130,7 +130,9 @@ static const fl_cli_opt train_opts[] = {
 
     {FL_CLI_SECTION, .help = "checkpoints and output:"},
     {FL_CLI_TEXT, "checkpoint", .off = F(ckpt_dir), .metavar = "DIR",
-     .help = "write checkpoints there (each epoch, on SIGTERM/SIGINT)"},
+     .help = "write checkpoints there (each epoch, on SIGTERM/SIGINT); the folder of\n"
+             "one run: refused while another run uses it, and without --resume when\n"
+             "it holds checkpoints already"},
     {FL_CLI_U64, "checkpoint-every", .off = F(ckpt_every), .umin = 1, .umax = 1ull << 40,
      .metavar = "N", .help = "also every N steps"},
     {FL_CLI_FLAG, "resume", .off = F(resume),

@@ -5,6 +5,7 @@
 # would overwrite and delete the first's checkpoints (and its half-written one). The second is
 # refused before its first step (exit 2, naming DIR and the holder's pid) and writes nothing; the
 # first run is undisturbed; once it has ended the folder is free again (also after a kill -9).
+# A new run (no --resume) into a folder that holds checkpoints is refused too.
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX" "$TF"
 make_train_data "$T/data" 300 100 || die "fixture"
@@ -76,4 +77,18 @@ long_run "$C" --resume
 [[ $a -ne 0 ]] && pass "a --resume takes the folder after its holder was killed with SIGKILL"
 kill -TERM "$a" 2>/dev/null
 wait "$a" 2>/dev/null
+
+# a new run (no --resume) into a folder holding an earlier run's checkpoints: those of later steps
+# would stay the newest (what --resume and eval DIR take), the others be deleted as it writes
+newest=$(newest_ckpt "$C")
+[[ -n $newest ]] || die "no checkpoint left in the folder"
+before=$(cd "$C" && sha256sum ckpt-*.tfc)
+expect_status 2 "a new run into a folder holding checkpoints" -- \
+    "$TF" train "${common[@]}" --epochs 1 --lr 0.05 --checkpoint "$C" --log "$T/logC" &&
+    pass "a new run among an earlier run's checkpoints is refused: $(grep error: "$T/err" | head -1 | sed "s|$T/||g")"
+expect_err "already holds checkpoints of an earlier run (newest: $(basename "$newest"))" \
+    "the refusal names the newest checkpoint"
+expect_err "--resume" "the refusal names --resume"
+[[ -s $T/logC ]] && fail "the new run trained before it was refused"
+[[ $(cd "$C" && sha256sum ckpt-*.tfc) == "$before" ]] || fail "the earlier run's checkpoints changed"
 finish

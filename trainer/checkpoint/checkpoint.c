@@ -389,7 +389,7 @@ static int dir_lock(const char *dir, int *lock_fd, fl_error *err)
     return 0;
 }
 
-int tf_checkpoint_dir_check(const char *dir, int *lock_fd, fl_error *err)
+int tf_checkpoint_dir_check(const char *dir, int fresh, int *lock_fd, fl_error *err)
 {
     *lock_fd = -1;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -404,7 +404,26 @@ int tf_checkpoint_dir_check(const char *dir, int *lock_fd, fl_error *err)
                             strerror(errno));
     close(fd);
     unlink(probe);
-    return dir_lock(dir, lock_fd, err);
+    int rc = dir_lock(dir, lock_fd, err);
+    if (rc || !fresh)
+        return rc;
+    /* a new run among an earlier run's checkpoints: those of later steps would stay the newest
+     * (what --resume and eval DIR take), the others would be deleted as it writes its own */
+    long long *steps;
+    int n;
+    if (list_steps(dir, &steps, &n) == 0 && n > 0) {
+        long long newest = steps[0];
+        free(steps);
+        close(*lock_fd);
+        *lock_fd = -1;
+        return fl_error_set(err, -EEXIST,
+                            "--checkpoint %s already holds checkpoints of an earlier run (newest: "
+                            "ckpt-%08lld.tfc): --resume continues that run; to start a new one, "
+                            "choose an empty folder (or move those checkpoints away)",
+                            dir, newest);
+    }
+    free(steps); /* none (NULL) */
+    return 0;
 }
 
 int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out, size_t cap,

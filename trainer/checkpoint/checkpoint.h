@@ -154,9 +154,10 @@ int tf_checkpoint_save(const char *dir, const tf_checkpoint *ck, char *path_out,
  * missing (its parent must exist, as for tf_checkpoint_save), then create and remove a probe
  * file in it (a read-only file system or folder, a path under a regular file all fail here);
  * then lock DIR for this run (an flock on DIR/.trainfast.lock): *lock_fd (out) holds it until
- * closed or the process ends, -1 on error. Errors: -errno with a message naming DIR; -EBUSY
- * when another run holds DIR (its pid named). */
-int tf_checkpoint_dir_check(const char *dir, int *lock_fd, fl_error *err);
+ * closed or the process ends, -1 on error. fresh: the run does not resume, so DIR must hold no
+ * checkpoint yet. Errors: -errno with a message naming DIR; -EBUSY when another run holds DIR
+ * (its pid named); -EEXIST when fresh and DIR holds checkpoints (the newest named). */
+int tf_checkpoint_dir_check(const char *dir, int fresh, int *lock_fd, fl_error *err);
 
 /* Read and verify one checkpoint file. Errors: -errno, and those of tf_checkpoint_parse. */
 int tf_checkpoint_load(const char *path, tf_checkpoint *ck, fl_error *err);

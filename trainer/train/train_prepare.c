@@ -420,9 +420,9 @@ int tf_prepare_output(tf_run *r)
     fl_error err;
     int rc;
     if (o->ckpt_dir && r->D->rank == 0 &&
-        (rc = tf_checkpoint_dir_check(o->ckpt_dir, &r->ckpt_lock, &err))) {
+        (rc = tf_checkpoint_dir_check(o->ckpt_dir, !o->resume, &r->ckpt_lock, &err))) {
         fl_cli_error(TOOL, "%s", err.msg);
-        return rc == -EBUSY ? FL_EXIT_USAGE : FL_EXIT_DATA;
+        return rc == -EBUSY || rc == -EEXIST ? FL_EXIT_USAGE : FL_EXIT_DATA;
     }
     if (o->log_path && r->D->rank == 0 && !(r->log = fopen(o->log_path, r->resumed ? "a" : "w"))) {
         fl_cli_error(TOOL, "%s: %s", o->log_path, strerror(errno));
