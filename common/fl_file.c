@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,33 @@ int fl_read_file_at(int dirfd, const char *path, size_t max, unsigned flags, uin
         return fail(step, FL_READ_SHRANK, FL_E_TRUNCATED);
     (*buf)[got] = 0;
     return 0;
+}
+
+int fl_file_clobbers(const char *out, const char *in)
+{
+    struct stat is, os, ps;
+    if (!out || !in || stat(in, &is) != 0)
+        return 0;
+    char *real = realpath(out, NULL); /* NULL: out does not exist yet (or is a dangling link) */
+    if (real && stat(real, &os) == 0 && os.st_dev == is.st_dev && os.st_ino == is.st_ino) {
+        free(real);
+        return 1;
+    }
+    if (!S_ISDIR(is.st_mode)) {
+        free(real);
+        return 0;
+    }
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", real ? real : out);
+    free(real);
+    char *slash = strrchr(parent, '/');
+    if (!slash)
+        snprintf(parent, sizeof parent, ".");
+    else if (slash == parent)
+        parent[1] = '\0';
+    else
+        *slash = '\0';
+    return stat(parent, &ps) == 0 && ps.st_dev == is.st_dev && ps.st_ino == is.st_ino;
 }
 
 /* ---- the durable write (see the table in fl_file.h) ------------------------------------------ */

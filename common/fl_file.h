@@ -113,6 +113,11 @@ typedef enum fl_write_step {
  * place", "sync the directory of"; "" for FL_WRITE_DONE. */
 const char *fl_write_step_name(fl_write_step step);
 
+/* Would writing `out` replace or add to `in` (what a command reads): 1 when out names the same
+ * file as in (through links), or in is a folder and out lies directly in it (a file of a packed
+ * dataset); 0 otherwise, and when in does not exist. */
+int fl_file_clobbers(const char *out, const char *in);
+
 /* A write in progress, for writers that stream (fl_file_begin ... fl_file_commit). The fields are
  * read-only for the caller except that it writes to `fd`. */
 typedef struct fl_file_writer {

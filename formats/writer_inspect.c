@@ -107,9 +107,9 @@ int fl_writer_inspect(const char *dst, fl_writer_dst_info *info, fl_error *err)
             /* the dataset is built in <dst>.partial beside it and renamed into place: that would
              * fill the parent's file system, then fail (EBUSY) at the rename */
             snprintf(info->why, sizeof info->why,
-                     "%.400s is a mount point, which the finished dataset (built beside it in "
-                     "%.400s.partial, on the parent's file system) cannot be renamed over; pack "
-                     "into a folder inside it, e.g. %.400s/dataset",
+                     "%.250s is a mount point, which the finished dataset (built beside it in "
+                     "%.250s.partial, on the parent's file system) cannot be renamed over; pack "
+                     "into a folder inside it, e.g. %.250s/dataset",
                      d, d, d);
         } else if ((rc = fl_wr_read_manifest(d, &m, &e)) == -ENOENT) {
             if (dir_is_empty(d))

@@ -10,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "fl_cli.h"
+#include "fl_file.h"
 #include "fl_cli_table.h"
 #include "fl_json.h"
 #include "model.h"
@@ -147,6 +148,15 @@ static int do_export(const char *ckpt, const export_opts *e)
     int status = tf_eval_load(&ckpt, latest, sizeof latest, NULL, e->json, &ck, &spec);
     if (status)
         return status;
+    if (e->out && fl_file_clobbers(e->out, ckpt)) {
+        fl_cli_error(TOOL,
+                     "-o %s is the checkpoint %s: writing it would replace the checkpoint; "
+                     "write it elsewhere (nothing was written)",
+                     e->out, ckpt);
+        tf_model_free(&spec);
+        tf_checkpoint_free(&ck);
+        return FL_EXIT_USAGE;
+    }
     /* the weights `trainfast eval` evaluates: the EMA when the run kept one (train_eval.c) */
     const int ema = ck.has_ema && ck.st.ema_params && ck.st.ema_stats;
     char epoch[32], step[32];

@@ -11,6 +11,7 @@
 
 #include "fl_cli.h"
 #include "fl_clock.h"
+#include "fl_file.h"
 #include "fl_json.h"
 #include "predict.h"
 #include "train_internal.h"
@@ -313,6 +314,31 @@ static int run(pctx *c)
     return print_summary(c);
 }
 
+/* Refuse an output that would replace an input: the checkpoint itself, an input image, or a
+ * file in the packed dataset's folder (its manifest, a shard: a typo would destroy the dataset).
+ * Returns 0 or FL_EXIT_USAGE (message printed). */
+static int output_refused(const char *opt, const char *out, const char *ckpt, char *const *data,
+                          int ndata)
+{
+    const char *why = NULL, *what = NULL;
+    if (out && fl_file_clobbers(out, ckpt))
+        why = "is the checkpoint", what = ckpt;
+    for (int i = 0; out && i < ndata && !why; i++)
+        if (fl_file_clobbers(out, data[i])) {
+            struct stat st;
+            why = stat(data[i], &st) == 0 && S_ISDIR(st.st_mode) ? "is in the folder of the dataset"
+                                                                 : "is the input";
+            what = data[i];
+        }
+    if (!why)
+        return 0;
+    fl_cli_error(TOOL,
+                 "%s %s %s %s: writing it would replace or add to what is read; write it "
+                 "elsewhere (nothing was written)",
+                 opt, out, why, what);
+    return FL_EXIT_USAGE;
+}
+
 int tf_predict_main(const tf_predict_opts *o)
 {
     pctx c;
@@ -325,7 +351,11 @@ int tf_predict_main(const tf_predict_opts *o)
         tf_eval_load(&c.ckpt, latest, sizeof latest, "predicting with", o->json, &c.ck, &c.spec);
     if (status)
         return status;
-    status = open_source(&c);
+    status = output_refused("--logits", o->logits_path, c.ckpt, o->data, o->ndata);
+    if (!status)
+        status = output_refused("--csv", o->csv_path, c.ckpt, o->data, o->ndata);
+    if (!status)
+        status = open_source(&c);
     if (!status)
         status = make_backend(&c);
     if (!status)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# test_output_clobber.sh — an output path that names an input: `trainfast predict CKPT DATA
+# --csv DATA/manifest.json` (or a shard), `--logits CKPT`, `--csv IMAGE` over that image,
+# `export CKPT -o CKPT`. Each replaced the input through the durable write and exited 0: the
+# dataset, checkpoint or image was gone ("not a trainfast checkpoint (bad magic)"). Now refused
+# up front (exit 2, naming both), the input byte-identical; other outputs still written.
+. "$(dirname "$0")/lib.sh"
+need "$P" "$MKIDX" "$TF"
+make_train_data "$T/data" 200 60 || die "fixture"
+"$TF" train --data "$T/data/train" --val "$T/data/val" --width 4 --batch 50 --epochs 1 --seed 1 \
+    --threads 2 --quiet --checkpoint "$T/ck" 2>"$T/err" || die "train: $(cat "$T/err")"
+ck=$(newest_ckpt "$T/ck")
+D="$T/data/val"
+"$P" extract "$D" 0 -o "$T/img.png" >/dev/null 2>&1 || die "extract"
+sums() { (cd "$T" && sha256sum data/val/* ck/* img.png); }
+before=$(sums)
+
+refused() { # DESCRIPTION SUBSTRING -- command...
+    local what=$1 sub=$2
+    shift 3
+    expect_status 2 "$what" -- "$@" || return
+    expect_err "$sub" "$what: the error says which input" || return
+    expect_err "nothing was written" "$what: the error says nothing was written" || return
+    pass "$what: $(grep error: "$T/err" | head -1 | sed "s|$T/||g")"
+}
+refused "predict --csv DATA/manifest.json" "is in the folder of the dataset $D" -- \
+    "$TF" predict "$ck" "$D" --csv "$D/manifest.json"
+refused "predict --logits DATA/shard" "is in the folder of the dataset $D" -- \
+    "$TF" predict "$ck" "$D" --logits "$(ls "$D"/shard-*.fls | head -1)"
+refused "predict --csv DATA/new.csv" "is in the folder of the dataset $D" -- \
+    "$TF" predict "$ck" "$D" --csv "$D/new.csv"
+refused "predict --logits CKPT" "is the checkpoint $ck" -- "$TF" predict "$ck" "$D" --logits "$ck"
+refused "predict DIR --logits its newest checkpoint" "is the checkpoint" -- \
+    "$TF" predict "$T/ck" "$D" --logits "$ck"
+ln -s "$ck" "$T/link.npy"
+refused "predict --logits a link to CKPT" "is the checkpoint" -- \
+    "$TF" predict "$ck" "$D" --logits "$T/link.npy"
+refused "predict IMAGE --csv IMAGE" "is the input $T/img.png" -- \
+    "$TF" predict "$ck" "$T/img.png" --csv "$T/img.png"
+refused "export CKPT -o CKPT" "is the checkpoint $ck" -- "$TF" export "$ck" -o "$ck"
+[[ ! -e $D/new.csv ]] || fail "a file was added to the dataset folder"
+[[ $(sums) == "$before" ]] || fail "an input changed"
+expect_status 0 "the dataset still verifies" -- "$P" verify "$D"
+
+# outputs elsewhere are written as before
+expect_status 0 "predict with outputs beside the inputs" -- \
+    "$TF" predict "$ck" "$D" --csv "$T/p.csv" --logits "$T/p.npy" &&
+    [[ -s $T/p.csv && -s $T/p.npy ]] && pass "outputs outside the inputs are written"
+expect_status 0 "export beside the checkpoint" -- "$TF" export "$ck" -o "$T/ck/model.onnx" &&
+    [[ -s $T/ck/model.onnx ]] && pass "export into the checkpoint folder is written"
+finish
