@@ -496,10 +496,20 @@ def detection_targets(batch: Mapping[str, Any], *, label_offset: int = 1, boxes:
     int64 [k] their labels (class index + label_offset). A semantic mask does not separate the
     objects of one class, so these masks are per class, not per box: Mask R-CNN's per-instance
     mask loss needs instance masks, which a semantic mask field cannot give. The tensors stay on
-    the batch's device."""
+    the batch's device. An image whose LABELS_count is not its BOXES_count raises
+    InvalidOptionError: labels packed as an int_list of their own (--jsonl/--csv --field) are not
+    attached to the boxes, so a crop that drops boxes keeps all the labels (--coco's are)."""
     torch = _torch()
     bx, lb = batch[boxes], batch[labels]
     counts = batch[boxes + "_count"].tolist()
+    lcounts = batch.get(labels + "_count")
+    if lcounts is not None and lcounts.tolist() != counts:
+        i = next(i for i, (a, b) in enumerate(zip(counts, lcounts.tolist())) if a != b)
+        raise _bad(f"detection_targets: image {i} of the batch has {counts[i]} boxes but "
+                   f"{int(lcounts[i])} labels, so which label is whose box is unknown: labels "
+                   "packed as their own int_list field (--field with --jsonl/--csv) are not "
+                   "attached to the boxes, and a crop (augment, size) that drops boxes keeps all "
+                   "of them (packdata --coco attaches them)")
     m = batch.get(mask) if mask else None
     out = []
     for i, n in enumerate(counts):

@@ -4,7 +4,7 @@ memory, turned into the FieldsBatch mapping (names, shapes, dtypes, NAME_count, 
 batch), the classic (image, int) pair recognised as the tuple case, fastload.torch's conversion
 of a mapping (the image field normalized to NCHW, the rest as they are) and detection_targets
 (boxes/labels per image, label_offset, per-class masks of a semantic mask), uint16 fields as int32
-tensors, a field named as a count refused. The end-to-end test
+tensors, a field named as a count refused, labels whose count is not the boxes' refused. The end-to-end test
 over a packed COCO-style set runs where packdata --coco and the loader's fields exist."""
 import ctypes
 
@@ -173,3 +173,21 @@ def test_field_named_as_a_count_is_refused(count_first):
     for copy in (True, False):
         with pytest.raises(fastload.UnsupportedError, match="'boxes_count'.*'boxes'"):
             loader._field_arrays(None, b, B, copy=copy)
+
+
+def test_detection_targets_refuses_labels_not_of_the_boxes():
+    """Labels packed as their own int_list (packdata --jsonl/--csv --field labels:int_list) are
+    not attached to the boxes: a crop that drops boxes keeps all the labels, and detection_targets
+    paired the first n labels with the n boxes left (wrong classes, silently). Counts that differ
+    now raise InvalidOptionError naming the image; equal counts work as before."""
+    torch = pytest.importorskip("torch")
+    import fastload
+    import fastload.torch as ft
+    boxes = torch.zeros((2, 3, 4))
+    labels = torch.tensor([[4, 5, 6], [7, 8, 9]], dtype=torch.int32)
+    b = {"boxes": boxes, "boxes_count": torch.tensor([1, 3], dtype=torch.int32), "labels": labels,
+         "labels_count": torch.tensor([3, 3], dtype=torch.int32)}
+    with pytest.raises(fastload.InvalidOptionError, match="image 0 of the batch has 1 boxes but 3 labels"):
+        ft.detection_targets(b)
+    b["labels_count"] = torch.tensor([1, 3], dtype=torch.int32)
+    assert [d["labels"].tolist() for d in ft.detection_targets(b)] == [[5], [8, 9, 10]]
