@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_output_clobber.sh — an output path that names an input: `trainfast predict CKPT DATA
 # --csv DATA/manifest.json` (or a shard), `--logits CKPT`, `--csv IMAGE` over that image,
-# `export CKPT -o CKPT`. Each replaced the input through the durable write and exited 0: the
-# dataset, checkpoint or image was gone ("not a trainfast checkpoint (bad magic)"). Now refused
-# up front (exit 2, naming both), the input byte-identical; other outputs still written.
+# `export CKPT -o CKPT`, `packdata extract DST 0 -o DST/manifest.json`, `trainfast train --log`
+# or `--report` into --data/--val, `packdata pack LIST DST --report LIST`. Each replaced (or
+# truncated) the input and mostly exited 0: the dataset, checkpoint, image or list was gone
+# ("not a trainfast checkpoint (bad magic)", "JSON byte 0"). Now refused up front (exit 2,
+# naming both), the input byte-identical; outputs elsewhere still written.
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX" "$TF"
 make_train_data "$T/data" 200 60 || die "fixture"
@@ -20,7 +22,7 @@ refused() { # DESCRIPTION SUBSTRING -- command...
     shift 3
     expect_status 2 "$what" -- "$@" || return
     expect_err "$sub" "$what: the error says which input" || return
-    expect_err "nothing was written" "$what: the error says nothing was written" || return
+    expect_err "nothing was" "$what: the error says nothing was written" || return
     pass "$what: $(grep error: "$T/err" | head -1 | sed "s|$T/||g")"
 }
 refused "predict --csv DATA/manifest.json" "is in the folder of the dataset $D" -- \
@@ -38,6 +40,23 @@ refused "predict --logits a link to CKPT" "is the checkpoint" -- \
 refused "predict IMAGE --csv IMAGE" "is the input $T/img.png" -- \
     "$TF" predict "$ck" "$T/img.png" --csv "$T/img.png"
 refused "export CKPT -o CKPT" "is the checkpoint $ck" -- "$TF" export "$ck" -o "$ck"
+refused "extract -o DATA/manifest.json" "is in the folder of the dataset $D" -- \
+    "$P" extract "$D" 0 -o "$D/manifest.json"
+common=(--data "$T/data/train" --val "$D" --width 4 --batch 50 --epochs 1 --seed 1 --threads 2 --quiet)
+expect_status 2 "train --log VAL/manifest.json" -- "$TF" train "${common[@]}" --log "$D/manifest.json" &&
+    expect_err "is in the folder of the dataset --val $D" "train --log: the error names --val" &&
+    pass "train --log into the dataset is refused"
+expect_status 2 "train --report VAL/r.html" -- "$TF" train "${common[@]}" --report "$D/r.html" &&
+    expect_err "is in the folder of the dataset --val $D" "train --report: the error names --val" &&
+    pass "train --report into the dataset is refused"
+# packdata pack --report naming its own input list: "w" erased the list before it was read
+printf '%s 0\n' img.png >"$T/list.txt"
+cp "$T/list.txt" "$T/list.bak"
+refused "pack --report LIST" "would overwrite the input $T/list.txt" -- \
+    "$P" pack "$T/list.txt" "$T/packed" --report "$T/list.txt"
+cmp -s "$T/list.txt" "$T/list.bak" || fail "pack --report LIST: the list changed"
+[[ ! -e $T/packed && ! -e $T/packed.partial ]] || fail "pack --report LIST: something was written at DST"
+[[ -z $(ls "$D" | grep -v -e '^manifest.json$' -e '^shard-') ]] || fail "a file was added to the dataset folder: $(ls "$D")"
 [[ ! -e $D/new.csv ]] || fail "a file was added to the dataset folder"
 [[ $(sums) == "$before" ]] || fail "an input changed"
 expect_status 0 "the dataset still verifies" -- "$P" verify "$D"

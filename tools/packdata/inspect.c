@@ -739,6 +739,13 @@ static int extract_run(const fl_cli_tool *tool, int argc, char **argv)
         fl_cli_error(PD_TOOL, "extract: INDEX must be a record number (got '%s')", idx);
         return FL_EXIT_USAGE;
     }
+    if (outp && strcmp(outp, "-") && fl_file_clobbers(outp, dst)) {
+        fl_cli_error(PD_TOOL,
+                     "extract: -o %s is in the folder of the dataset %s: it would replace or add "
+                     "to the dataset's files; write it elsewhere (nothing was written)",
+                     outp, dst);
+        return FL_EXIT_USAGE;
+    }
     fl_dataset *ds;
     int r = open_ds(dst, 0, &ds);
     if (r)

@@ -16,6 +16,7 @@
 
 #include "fl_cli.h"
 #include "fl_clock.h"
+#include "fl_file.h"
 #include "archive_source.h"
 #include "fl_writer.h"
 #include "pack_dst.h"
@@ -776,6 +777,23 @@ static int run_pack(const pd_pack_opts *po)
     s.status = FL_EXIT_DATA;
     pd_items_init(&s.items);
     if (po->report) {
+        /* "w" truncates: --report naming an input file (the list, CSV, JSONL, annotations)
+         * would erase the user's file before it is read */
+        const pd_source_opts *so = &po->so;
+        const char *in[] = {po->src, so->csv,        so->jsonl,      so->coco,
+                            so->wds, so->idx_images, so->idx_labels, po->dst};
+        for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+            struct stat ist;
+            if (in[i] && stat(in[i], &ist) == 0 && (S_ISREG(ist.st_mode) || in[i] == po->dst) &&
+                fl_file_clobbers(po->report, in[i])) {
+                fl_cli_error(PD_TOOL,
+                             "--report %s would overwrite %s %s: write it elsewhere; nothing "
+                             "was changed",
+                             po->report,
+                             in[i] == po->dst ? "a file of the destination" : "the input", in[i]);
+                return FL_EXIT_USAGE;
+            }
+        }
         s.rc.report = fopen(po->report, "w"); /* on resume the journal re-reports earlier skips */
         if (!s.rc.report) {
             fl_cli_error(PD_TOOL, "--report %s: %s", po->report, strerror(errno));

@@ -8,6 +8,7 @@
 
 #include "epoch_budget.h"
 #include "fl_cli.h"
+#include "fl_file.h"
 #include "train_internal.h"
 
 int tf_prepare_options(tf_run *r)
@@ -424,6 +425,19 @@ int tf_prepare_output(tf_run *r)
         fl_cli_error(TOOL, "%s", err.msg);
         return rc == -EBUSY || rc == -EEXIST ? FL_EXIT_USAGE : FL_EXIT_DATA;
     }
+    /* --log (opened "w") and --report inside a dataset folder would replace its manifest or a
+     * shard, or add a file that is not the dataset's */
+    const char *outs[][2] = {{"--log", o->log_path}, {"--report", o->report_path}};
+    const char *ins[][2] = {{"--data", o->data}, {"--val", o->val}};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++)
+            if (outs[i][1] && ins[k][1] && fl_file_clobbers(outs[i][1], ins[k][1])) {
+                fl_cli_error(TOOL,
+                             "%s %s is in the folder of the dataset %s %s: it would replace or add "
+                             "to the dataset's files; write it elsewhere",
+                             outs[i][0], outs[i][1], ins[k][0], ins[k][1]);
+                return FL_EXIT_USAGE;
+            }
     if (o->log_path && r->D->rank == 0 && !(r->log = fopen(o->log_path, r->resumed ? "a" : "w"))) {
         fl_cli_error(TOOL, "%s: %s", o->log_path, strerror(errno));
         return FL_EXIT_DATA;
