@@ -38,6 +38,9 @@ check_bad huge "huge.png 1" "huge.png" "declared size 100000x100000"
 check_bad badlabel "trunc.png cat" "badlabel.txt:2" "label 'cat' is not a number"
 check_bad rangelabel "trunc.png 7" "rangelabel.txt:2" "label 7 is out of range (3 classes: 0..2)" --num-classes 3
 check_bad duplicate "good one.png 1" "duplicate.txt:2" "duplicate entry: good one.png is listed twice"
+# the same file spelled with "." components or doubled slashes (was packed twice, two labels)
+check_bad dupdot "./good one.png 1" "dupdot.txt:2" "duplicate entry: ./good one.png is listed twice"
+check_bad dupslash ".//./good one.png 1" "dupslash.txt:2" "duplicate entry: .//./good one.png is listed twice"
 check_bad nolabel "trunc.png" "nolabel.txt:2" "expected \"path label\""
 check_bad smallpix "trunc.png 0" "trunc.png" "declared size 64x48 (3072 pixels) is over --max-pixels 1000" --max-pixels 1000
 

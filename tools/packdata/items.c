@@ -732,6 +732,45 @@ int pd_link_leaves(const char *real_root, const char *path)
     return out;
 }
 
+/* The key that finds a listed path twice: the path without "." components and repeated
+ * slashes ("./a.jpg", "a//b.jpg" and "a/./b.jpg" name the files of "a.jpg", "a/b.jpg"); the
+ * path itself when it has none (no copy), else a copy in out's arena; NULL when out of memory.
+ * ".." is left alone: through a link it need not name what the lexical form says. */
+static const char *dedup_key(pd_items *out, const char *path)
+{
+    int plain = 1;
+    for (const char *c = path; *c && plain; c++)
+        if ((*c == '/' && c[1] == '/') ||
+            (*c == '.' && (c == path || c[-1] == '/') && (c[1] == '/' || c[1] == '\0')))
+            plain = 0;
+    if (plain)
+        return path;
+    size_t n = strlen(path);
+    char *k = malloc(n + 1), *w = k;
+    if (!k)
+        return NULL;
+    const char *c = path;
+    if (*c == '/')
+        *w++ = *c++;
+    while (*c) {
+        const char *e = strchr(c, '/');
+        size_t l = e ? (size_t)(e - c) : strlen(c);
+        if (l && !(l == 1 && c[0] == '.')) {
+            if (w > k && w[-1] != '/')
+                *w++ = '/';
+            memcpy(w, c, l);
+            w += l;
+        }
+        c += l;
+        while (*c == '/')
+            c++;
+    }
+    *w = '\0';
+    const char *r = pd_items_strdup(out, k);
+    free(k);
+    return r;
+}
+
 int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_source_opts *so,
                   const char *src, const char *root, const char *path, const char *label_text,
                   int32_t *max_label)
@@ -753,7 +792,8 @@ int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_so
         int pr = pd_items_push_file(out, root, path, label);
         if (pr)
             return pr;
-        int ins = pd_strset_add(seen, out->names[out->n - 1]);
+        const char *key = dedup_key(out, out->names[out->n - 1]);
+        int ins = key ? pd_strset_add(seen, key) : -ENOMEM;
         if (ins < 0)
             return -ENOMEM;
         if (!ins) {
@@ -775,7 +815,8 @@ int pd_add_listed(pd_items *out, pd_strset *seen, pd_reject_ctx *rc, const pd_so
     free(full);
     if (!it.path)
         return -ENOMEM;
-    int ins = pd_strset_add(seen, it.name);
+    const char *key = dedup_key(out, it.name);
+    int ins = key ? pd_strset_add(seen, key) : -ENOMEM;
     if (ins < 0)
         return -ENOMEM;
     if (!ins)
