@@ -37,6 +37,12 @@ done
 "$packdata" info "$packed/test"
 out="$here/output"
 mkdir -p "$out"
+# each run of the sample is a new run (trainfast refuses a new run into a folder holding an
+# earlier run's checkpoints): the previous sample run's output is replaced, unless --resume
+# continues it
+resume=0
+for a in "$@"; do [[ $a == --resume* ]] && resume=1; done
+((resume)) || rm -rf "$out/checkpoint" "$out/train.jsonl" "$out/report.html"
 echo "fashion-mnist: training; log $out/train.jsonl, report $out/report.html, checkpoint in $out/checkpoint/"
 # the checkpoint is what `trainfast eval`, `predict` and `export` run on next (README)
 exec "$trainfast" train --data "$packed/train" --val "$packed/test" --model fastcnn \
