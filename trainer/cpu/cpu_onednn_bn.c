@@ -69,6 +69,15 @@ BN_INLINE void bn_coef(const float *gam, const float *bet, const float *save, in
     *off = bet[c] - save[c] * *a;
 }
 
+/* a row's ACC partial sums per lane, added in a fixed order into the running double sums */
+BN_INLINE void bn_fold(float a1[ACC][16], float a2[ACC][16], const int W, double *s1, double *s2)
+{
+    for (int j = 0; j < W; j++) {
+        s1[j] += (double)((a1[0][j] + a1[1][j]) + (a1[2][j] + a1[3][j]));
+        s2[j] += (double)((a2[0][j] + a2[1][j]) + (a2[2][j] + a2[3][j]));
+    }
+}
+
 /* forward pass 1 over samples n0..n1 of the group at base: per lane sum and sum of squares */
 BN_INLINE void bn_fwd_sums(const dnn_bn_geom *g, const float *x, long base, int n0, int n1,
                            const int W, double *o1, double *o2)
@@ -93,15 +102,10 @@ BN_INLINE void bn_fwd_sums(const dnn_bn_geom *g, const float *x, long base, int 
                     a1[0][j] += v;
                     a2[0][j] += v * v;
                 }
-            for (int j = 0; j < W; j++) {
-                s1[j] += (double)((a1[0][j] + a1[1][j]) + (a1[2][j] + a1[3][j]));
-                s2[j] += (double)((a2[0][j] + a2[1][j]) + (a2[2][j] + a2[3][j]));
-            }
+            bn_fold(a1, a2, W, s1, s2);
         }
-    for (int j = 0; j < W; j++) {
-        o1[j] = s1[j];
-        o2[j] = s2[j];
-    }
+    memcpy(o1, s1, sizeof(double) * (size_t)W);
+    memcpy(o2, s2, sizeof(double) * (size_t)W);
 }
 
 /* forward pass 2: y = x * a + off (ReLU'd when relu), 0 in padded lanes (nv valid of W) */
@@ -156,15 +160,10 @@ BN_INLINE void bn_bwd_sums(const dnn_bn_geom *g, const float *x, const float *dy
                     a1[0][j] += d;
                     a2[0][j] += d * ((xv - mean[j]) * inv[j]);
                 }
-            for (int j = 0; j < W; j++) {
-                s1[j] += (double)((a1[0][j] + a1[1][j]) + (a1[2][j] + a1[3][j]));
-                s2[j] += (double)((a2[0][j] + a2[1][j]) + (a2[2][j] + a2[3][j]));
-            }
+            bn_fold(a1, a2, W, s1, s2);
         }
-    for (int j = 0; j < W; j++) {
-        o1[j] = s1[j];
-        o2[j] = s2[j];
-    }
+    memcpy(o1, s1, sizeof(double) * (size_t)W);
+    memcpy(o2, s2, sizeof(double) * (size_t)W);
 }
 
 /* backward pass 2: dx = k * (M dy' - sum(dy') - x_hat sum(dy' x_hat)), 0 in padded lanes */
