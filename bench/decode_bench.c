@@ -7,7 +7,8 @@
  * --restart N rewrites every input losslessly with restart markers every N MCUs (a divisor of the
  * MCU row; 0 = one interval per row) with fl_jpeg_add_restarts, which lets the crop path decode
  * only the intervals the crop touches; --no-skip keeps the crop path from using them
- * (FL_DECODE_NO_RESTART_SKIP), for comparison.
+ * (FL_DECODE_NO_RESTART_SKIP), for comparison. --index keeps each file's JPEG entry-point index
+ * (fl_decoder_set_jpeg_index) from pass to pass, as the loader keeps one per record.
  * The full-size figure (the naive limit) is stock libjpeg-turbo: fl_decode with libjpeg's own
  * Huffman decoder (FL_DECODE_LIBJPEG_HUFFMAN); fl_full_decode_per_sec is fl_decode as the loader
  * runs it (fastload's Huffman decoder). --libjpeg-huffman makes the crop path use libjpeg's too. */
@@ -27,7 +28,12 @@ typedef struct blob {
     uint8_t *data;
     size_t len;
     uint32_t w, h;
+    void *index; /* --index: the entry-point index learned by earlier crop decodes */
+    size_t index_len;
 } blob;
+
+static int use_index; /* --index */
+static int one_pass;  /* run_mode: stop after one pass over the files */
 
 static double now(clockid_t clk)
 {
@@ -114,20 +120,33 @@ static int run_mode(int mode, blob *b, int n, double seconds, uint32_t size, fl_
                 }
             } else {
                 fl_rect r = rrc(b[i].w, b[i].h);
+                if (use_index)
+                    fl_decoder_set_jpeg_index(d, b[i].index, b[i].index_len);
                 rc = fl_decode_crop_resize(d, b[i].data, b[i].len, &r, size, size, 3,
                                            (int)(count & 1), buf, &err);
+                const void *ix;
+                size_t ixn = use_index && !rc ? fl_decoder_jpeg_index(d, &ix) : 0;
+                if (ixn) { /* as the loader keeps it: the grown index replaces the old */
+                    void *copy = malloc(ixn);
+                    if (copy) {
+                        memcpy(copy, ix, ixn);
+                        free(b[i].index);
+                        b[i].index = copy;
+                        b[i].index_len = ixn;
+                    }
+                }
             }
             if (rc) {
                 fprintf(stderr, "decode failed: %s\n", err.msg);
                 return 1;
             }
             /* Many files: stop mid-pass once the time is up (checked every 16 images). */
-            if ((count & 15) == 15 && now(CLOCK_MONOTONIC) - t0 >= seconds) {
+            if (!one_pass && (count & 15) == 15 && now(CLOCK_MONOTONIC) - t0 >= seconds) {
                 count++;
                 goto done;
             }
         }
-    } while (now(CLOCK_MONOTONIC) - t0 < seconds);
+    } while (!one_pass && now(CLOCK_MONOTONIC) - t0 < seconds);
 done:
     t1 = now(CLOCK_MONOTONIC);
     out->per_sec = count / (t1 - t0);
@@ -146,6 +165,8 @@ static void usage(FILE *f)
                "  --restart N: rewrite inputs with restart markers every N MCUs (0: per MCU row; "
                "lossless)\n"
                "  --no-skip: crop path does not start at restart markers\n"
+               "  --index: crop path keeps each file's JPEG entry-point index from pass to pass\n"
+               "           (as the loader does; learned in the warm-up pass)\n"
                "  --flags N: FL_DECODE_* bits for the crop path (1 box upsampling, 2 fast IDCT)\n"
                "  --libjpeg-huffman: crop path with libjpeg's own Huffman decoder\n"
                "  (the full-size figure always uses it: stock libjpeg-turbo, the naive limit)\n");
@@ -169,6 +190,8 @@ int main(int argc, char **argv)
             fast = 1;
         else if (!strcmp(argv[i], "--restart") && i + 1 < argc)
             restart = 1, restart_mcus = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--index"))
+            use_index = 1;
         else if (!strcmp(argv[i], "--no-skip"))
             noskip = 1;
         else if (!strcmp(argv[i], "--libjpeg-huffman"))
@@ -304,8 +327,11 @@ int main(int argc, char **argv)
                full.per_cpu_sec, full.count);
         return 0;
     }
-    /* Warm up the decoder's scratch and the caches, then measure. */
+    /* Warm up the decoder's scratch and the caches (with --index: one whole pass, which
+     * learns every file's index, as a loader's first epoch does), then measure. */
+    one_pass = use_index;
     run_mode(MODE_CROP, b, n, 0.05, size, dcrop, tj, buf, &crop);
+    one_pass = 0;
     if (run_mode(MODE_FULL, b, n, seconds, size, d, tj, buf, &full) ||
         run_mode(MODE_TJ, b, n, seconds, size, d, tj, buf, &tjr) ||
         run_mode(MODE_CROP, b, n, seconds, size, dcrop, tj, buf, &crop) ||
@@ -338,8 +364,10 @@ int main(int argc, char **argv)
                size, scaled.per_sec, scaled.per_sec / full.per_sec);
     }
     tjDestroy(tj);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(b[i].data);
+        free(b[i].index);
+    }
     free(b);
     free(buf);
     free(files);

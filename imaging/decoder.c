@@ -57,23 +57,72 @@ static int decode_precheck(fl_decoder *d, const uint8_t *data, size_t len, uint3
     return 0;
 }
 
+void fl_decoder_set_jpeg_index(fl_decoder *d, const void *index, size_t len)
+{
+    if (!d)
+        return;
+    d->jidx = index && len ? index : NULL;
+    d->jidx_len = d->jidx ? len : 0;
+}
+
+size_t fl_decoder_jpeg_index(fl_decoder *d, const void **index)
+{
+    if (!index)
+        return 0;
+    *index = NULL;
+    return d ? fl_jpeg_learned_index(d, index) : 0;
+}
+
+/* The index set for this decode is used (or dropped) by it; what it learns is fresh for
+ * fl_decoder_jpeg_index only when it decodes a JPEG. */
+static void index_begin(fl_decoder *d)
+{
+    d->jidx_fresh = 0;
+}
+
+static void index_end(fl_decoder *d)
+{
+    d->jidx = NULL;
+    d->jidx_len = 0;
+}
+
 int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t channels, uint32_t min_width,
               uint32_t min_height, fl_image *out, fl_error *err)
 {
     fl_image_info info;
+    if (d)
+        index_begin(d);
     int rc = decode_precheck(d, data, len, channels, &info, err);
-    if (rc)
-        return rc;
-    if (info.format == FL_IMG_JPEG)
-        return fl_jpeg_decode(d, data, len, channels, min_width, min_height, out, err);
-    if (info.format == FL_IMG_WEBP)
-        return fl_webp_decode(d, data, len, channels, out, err);
-    return fl_png_decode(d, data, len, channels, out, err);
+    if (rc == 0 && info.format == FL_IMG_JPEG)
+        rc = fl_jpeg_decode(d, data, len, channels, min_width, min_height, out, err);
+    else if (rc == 0 && info.format == FL_IMG_WEBP)
+        rc = fl_webp_decode(d, data, len, channels, out, err);
+    else if (rc == 0)
+        rc = fl_png_decode(d, data, len, channels, out, err);
+    if (d)
+        index_end(d);
+    return rc;
 }
+
+static int decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
+                              uint32_t out_width, uint32_t out_height, uint32_t channels, int flip,
+                              uint8_t *dst, fl_error *err);
 
 int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
                           uint32_t out_width, uint32_t out_height, uint32_t channels, int flip,
                           uint8_t *dst, fl_error *err)
+{
+    if (d)
+        index_begin(d);
+    int rc = decode_crop_resize(d, data, len, crop, out_width, out_height, channels, flip, dst, err);
+    if (d)
+        index_end(d);
+    return rc;
+}
+
+static int decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
+                              uint32_t out_width, uint32_t out_height, uint32_t channels, int flip,
+                              uint8_t *dst, fl_error *err)
 {
     fl_image_info info;
     int rc = decode_precheck(d, data, len, channels, &info, err);

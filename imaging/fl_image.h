@@ -120,9 +120,10 @@ FL_API int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t ch
  * mirror it horizontally, and write HWC `channels` bytes per pixel to dst (row stride
  * out_width*channels). JPEG: DCT scaling chosen so the scaled crop still covers the output size,
  * rows above the crop skipped (Huffman-decoded only; in a sequential file whose restart interval
- * divides the MCU row, see fl_jpeg_add_restarts, only the intervals the crop touches are read),
- * columns outside it not IDCT'ed, rows below it never decoded (so corruption outside the crop
- * can go unnoticed). The crop maps to fractional
+ * divides the MCU row, see fl_jpeg_add_restarts, only the intervals the crop touches are read;
+ * given an entry-point index of the file, fl_decoder_set_jpeg_index, neither the rows above nor
+ * most columns beside the crop are read), columns outside it not IDCT'ed, rows below it never
+ * decoded (so corruption outside the crop can go unnoticed). The crop maps to fractional
  * coordinates of the scaled image and the resampler reads no pixel outside it; the decoded
  * columns include one beyond each side of the crop, so libjpeg's chroma upsampling at the crop
  * edges sees the same neighbours as in a full decode. The result equals "decode the whole image
@@ -137,6 +138,23 @@ FL_API int fl_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t ch
 FL_API int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len,
                                  const fl_rect *crop, uint32_t out_width, uint32_t out_height,
                                  uint32_t channels, int flip, uint8_t *dst, fl_error *err);
+
+/* Entry points into a JPEG's Huffman-coded data, so that a crop decode skips the bits of the
+ * rows above the crop and of most columns beside it. A file without restart markers is one bit
+ * stream: every decode notes, as it goes, the bit offset and DC predictors at evenly spaced MCUs
+ * (about 128 an image, 12 bytes each); handed back for a later decode of the same file, these
+ * let it start from the nearest one before the first MCU it needs. The index is an opaque byte
+ * string that belongs to one file: it carries the file's MCU geometry, data length and a hash of
+ * its data, and one that does not match (another file, damaged bytes) is ignored; it only ever
+ * changes how much is decoded, never the pixels (equal byte for byte with or without it).
+ * fl_decoder_set_jpeg_index: use `index` (len bytes, borrowed until the call returns) for the
+ * next fl_decode or fl_decode_crop_resize on d only; NULL clears it.
+ * fl_decoder_jpeg_index: after that decode, when it was a JPEG one and found entry points the
+ * index given did not hold, the grown index (*index points into d's scratch, valid until the next
+ * call on d) and its length; else 0 and *index NULL. A caller keeps it per file (libfastload's
+ * loader keeps one per record, fl_loader_options.jpeg_index_memory) and gives it back next time. */
+FL_API void fl_decoder_set_jpeg_index(fl_decoder *d, const void *index, size_t len);
+FL_API size_t fl_decoder_jpeg_index(fl_decoder *d, const void **index);
 
 /* The most memory fl_decode_crop_resize can use for this image, crop and output, read from the
  * header alone (nothing is decoded): the decoder's scratch (pixels decoded before resampling,

@@ -48,6 +48,12 @@ void fl_jpeg_entropy_free(struct fl_jpeg_entropy *e);
  * 1 not applicable (progressive, arithmetic, multi-scan, 12-bit...: libjpeg's decoder stays),
  * -ENOMEM. Corrupt data raises libjpeg's warnings through ci->err. */
 int fl_jpeg_entropy_install(struct fl_jpeg_entropy *e, struct jpeg_decompress_struct *ci);
+/* The entry-point index (see fl_decoder_set_jpeg_index) the next install takes its entries from
+ * when it belongs to that image (index is borrowed until then; NULL: none). */
+void fl_jpeg_entropy_use_index(struct fl_jpeg_entropy *e, const void *index, size_t len);
+/* After an image decoded lazily: its index, when it knows more entry points than the one given
+ * (*index points into e until the next install), else 0. */
+size_t fl_jpeg_entropy_index(struct fl_jpeg_entropy *e, const void **index);
 
 struct fl_decoder {
     uint64_t max_pixels;
@@ -57,6 +63,9 @@ struct fl_decoder {
     fl_buf resize;  /* fl_resize scratch */
     fl_buf stream;  /* crop decode: the JPEG rebuilt to start at a restart marker */
     struct fl_jpeg_state *jpeg;
+    const void *jidx; /* fl_decoder_set_jpeg_index: for the next decode only */
+    size_t jidx_len;
+    int jidx_fresh; /* the last decode was a JPEG one: fl_decoder_jpeg_index may answer */
 };
 
 /* JPEG (jpeg_decode.c). Full decode at the smallest DCT scale covering min_w × min_h. */
@@ -67,6 +76,8 @@ int fl_jpeg_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chan
 int fl_jpeg_decode_crop(fl_decoder *d, const uint8_t *data, size_t len, const fl_rect *crop,
                         uint32_t out_w, uint32_t out_h, uint32_t channels, fl_image *out,
                         double win[4], fl_error *err);
+/* The entry-point index the last JPEG decode on d learned (fl_decoder_jpeg_index). */
+size_t fl_jpeg_learned_index(fl_decoder *d, const void **index);
 void fl_jpeg_state_free(struct fl_jpeg_state *s);
 
 /* PNG (png_decode.c). Full decode to `channels`. */

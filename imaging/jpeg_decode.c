@@ -171,6 +171,7 @@ static int entropy_setup(fl_decoder *d, fl_error *err)
         return 0;
     if (!s->entropy && !(s->entropy = fl_jpeg_entropy_new()))
         return fl_error_set(err, -ENOMEM, "JPEG: out of memory");
+    fl_jpeg_entropy_use_index(s->entropy, d->jidx, d->jidx_len);
     int rc = fl_jpeg_entropy_install(s->entropy, &s->cinfo);
     return rc < 0 ? fl_error_set(err, rc, "JPEG: out of memory") : 0;
 }
@@ -273,10 +274,19 @@ int fl_jpeg_decode(fl_decoder *d, const uint8_t *data, size_t len, uint32_t chan
     out->channels = channels;
     out->stride = stride;
     jpeg_finish_decompress(ci);
+    d->jidx_fresh = 1;
     return 0;
 fail:
     jpeg_abort_decompress(ci);
     return rc;
+}
+
+size_t fl_jpeg_learned_index(fl_decoder *d, const void **index)
+{
+    *index = NULL;
+    return d->jidx_fresh && d->jpeg && d->jpeg->entropy
+               ? fl_jpeg_entropy_index(d->jpeg->entropy, index)
+               : 0;
 }
 
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
@@ -513,6 +523,7 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
     win[2] = fx1 - x0;
     win[3] = fy1 - y0;
     jpeg_abort_decompress(ci); /* the rows below the crop are not needed */
+    d->jidx_fresh = 1;
     return 0;
 fail:
     jpeg_abort_decompress(ci);

@@ -11,7 +11,15 @@
  * mispredicts). The coefficients are libjpeg's: same zigzag order (including its
  * tolerance of run-lengths past coefficient 63), same DC prediction and restart resets; corrupt
  * data raises the same warnings libjpeg raises (bad Huffman code, premature end of data, restart
- * marker out of sequence), which the caller's error manager turns into errors. */
+ * marker out of sequence), which the caller's error manager turns into errors.
+ * Files without restart markers are one bit stream, so no MCU can be decoded without those
+ * before it; instead the decoder notes its state (bit offset and DC predictors) every `step`-th
+ * MCU as it goes (an entry-point index), and decodes lazily: an MCU libjpeg discards (rows
+ * above a crop) or will not inverse-DCT (columns beside it) is decoded only when a later MCU
+ * needs the bits before it. With the index of an earlier decode of the same file (the loader
+ * keeps one per record: fl_decoder_set_jpeg_index), a needed MCU is reached from the nearest
+ * entry point at or before it, so rows above the crop and most columns beside it are never
+ * Huffman-decoded at all. */
 #include <errno.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
@@ -71,7 +79,43 @@ struct fl_jpeg_entropy {
     int32_t pred[MAX_COMPS_IN_SCAN];
     int dead; /* a warning was tolerated by the error manager: the rest decodes as zeros */
     JBLOCK dummy;
+    /* Lazy decoding with entry points (files without restart markers; see the top) */
+    int lazy;         /* this image decodes lazily */
+    uint64_t pos;     /* the MCU the bit reader is at */
+    uint32_t mpr;     /* MCUs per row */
+    uint32_t col;     /* column of the MCU libjpeg asks for next */
+    fl_buf ix;        /* jidx_head, then ix_cap jidx_entry */
+    uint32_t ix_known; /* entries known (given or learned); entry 0 always */
+    uint32_t ix_given; /* of them, from the caller's index */
+    uint32_t ix_cap;
+    uint32_t step;     /* MCUs between entries */
+    uint64_t next_cp;  /* the MCU whose entry is to be noted next (UINT64_MAX: none) */
+    const void *use;   /* the caller's index for the next image (fl_jpeg_entropy_use_index) */
+    size_t use_len;
 };
+
+/* The entry-point index (the bytes fl_jpeg_entropy_index hands out and use_index takes back):
+ * a head saying which file it belongs to, then entry i, the bit reader's state at MCU i * step. */
+#define JIDX_MAGIC   0x3158444au /* "JDX1" */
+#define JIDX_ENTRIES 128         /* at most this many entries an image (about 1.5 KiB) */
+typedef struct jidx_head {
+    uint32_t magic;
+    uint32_t bytes; /* unstuffed entropy-coded bytes */
+    uint64_t mcus;  /* MCUs in the scan */
+    uint64_t hash;  /* of the geometry and the data's first and last bytes */
+    uint32_t step;
+    uint32_t n; /* entries */
+} jidx_head;
+typedef struct jidx_entry {
+    uint32_t bit;     /* offset in the unstuffed data */
+    int16_t pred[4];  /* DC predictors, modulo 2^16 (all a JCOEF keeps) */
+} jidx_entry;
+
+static inline jidx_head *ix_head(struct fl_jpeg_entropy *e) { return (jidx_head *)e->ix.p; }
+static inline jidx_entry *ix_entries(struct fl_jpeg_entropy *e)
+{
+    return (jidx_entry *)(void *)(e->ix.p + sizeof(jidx_head));
+}
 
 /* libjpeg's zigzag order with 16 extra entries: a corrupt run that overshoots coefficient 63
  * lands on 63, as in libjpeg. */
@@ -318,11 +362,114 @@ static int decode_pair(struct fl_jpeg_entropy *e, uint32_t n)
     return 0;
 }
 
+/* Note the bit reader's state as entry point ix_known (the MCU at e->pos starts it). */
+static void note_entry(struct fl_jpeg_entropy *e)
+{
+    jidx_entry *en = ix_entries(e) + e->ix_known;
+    en->bit = (uint32_t)((uint64_t)(e->bp - e->data.p) * 8 - e->cnt);
+    for (int c = 0; c < MAX_COMPS_IN_SCAN && c < 4; c++)
+        en->pred[c] = (int16_t)(uint16_t)(uint32_t)e->pred[c];
+    e->ix_known++;
+    e->next_cp = e->ix_known < e->ix_cap ? (uint64_t)e->ix_known * e->step : UINT64_MAX;
+}
+
+/* Decode the MCU at the bit reader into mcu (NULL: discard it). 0, or libjpeg's warning code
+ * for corrupt data. */
+static inline __attribute__((always_inline)) int mcu_decode(struct fl_jpeg_entropy *e,
+                                                            JBLOCKROW *mcu)
+{
+    if (e->pos == e->next_cp)
+        note_entry(e);
+    const uint8_t *bp = e->bp, *base = e->data.p;
+    uint64_t buf = e->buf;
+    uint32_t cnt = e->cnt;
+    for (uint32_t b = 0; b < e->nblk; b++) {
+        JCOEF *blk = mcu ? mcu[b][0] : e->dummy;
+        const ftab *dc = e->dc[b], *ac = e->ac[b];
+        REFILL();
+        int32_t x = dc->fast[buf >> (64 - FAST_BITS)];
+        if (!x && !(x = decode_slow(dc, buf)))
+            return JWRN_HUFF_BAD_CODE;
+        buf <<= x & 255;
+        cnt -= x & 255;
+        uint32_t c = e->comp[b];
+        /* unsigned: a crafted run of large differences wraps instead of overflowing */
+        e->pred[c] = (int32_t)((uint32_t)e->pred[c] + (uint32_t)(x >> 16));
+        blk[0] = (JCOEF)e->pred[c];
+        for (uint32_t k = 1; k < 64;) {
+            REFILL();
+            x = ac->fast[buf >> (64 - FAST_BITS)];
+            if (!x && !(x = decode_slow(ac, buf)))
+                return JWRN_HUFF_BAD_CODE;
+            buf <<= x & 255;
+            cnt -= x & 255;
+            uint32_t r = ((uint32_t)x >> 8) & 255;
+            if (r == RUN_EOB)
+                break;
+            k += r;
+            blk[natural_order[k]] = (JCOEF)(x >> 16);
+            k++;
+        }
+        if ((uint64_t)(bp - base) * 8 - cnt > e->end_bits)
+            return JWRN_HIT_MARKER; /* read past the interval's data */
+    }
+    e->bp = bp;
+    e->buf = buf;
+    e->cnt = cnt;
+    e->pos++;
+    return 0;
+}
+
+/* Bring the bit reader to MCU n (not yet decoded: e->pos != n): from where it is when that is
+ * at or after the nearest entry point before n, else from that entry point, decoding and
+ * discarding the MCUs in between. 0 or a warning code. */
+static int seek(struct fl_jpeg_entropy *e, uint64_t n)
+{
+    uint64_t i = n / e->step;
+    if (i >= e->ix_known)
+        i = e->ix_known - 1;
+    if (e->pos > n || e->pos < i * e->step) {
+        const jidx_entry *en = ix_entries(e) + i;
+        e->bp = e->data.p + (en->bit >> 3);
+        e->buf = 0;
+        e->cnt = 0;
+        FL_BITS_REFILL(e->bp, e->buf, e->cnt);
+        e->buf <<= en->bit & 7;
+        e->cnt -= en->bit & 7;
+        for (int c = 0; c < MAX_COMPS_IN_SCAN && c < 4; c++)
+            e->pred[c] = en->pred[c];
+        e->pos = i * e->step;
+    }
+    while (e->pos < n) {
+        int w = mcu_decode(e, NULL);
+        if (w)
+            return w;
+    }
+    return 0;
+}
+
 static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
 {
     struct fl_jpeg_entropy *e = ci->client_data;
     if (e->dead)
         return TRUE; /* blocks stay zero, as libjpeg's after insufficient data */
+    if (e->lazy) {
+        /* libjpeg asks for every MCU in order; it discards those of skipped rows (mcu NULL)
+         * and inverse-DCTs only the columns of the crop (jdcoefct.c's decompress_onepass tests
+         * the same bounds), so the others need no coefficients. Without a given index, every
+         * MCU of a row libjpeg reads is still decoded: then a crop decode reads what libjpeg's
+         * would, and refuses the same damaged files. */
+        uint64_t n = e->mcu_n++;
+        uint32_t col = e->col;
+        e->col = col + 1 == e->mpr ? 0 : col + 1;
+        if (!mcu || (e->ix_given > 1 && (col < ci->master->first_iMCU_col ||
+                                         col > ci->master->last_iMCU_col)))
+            return TRUE;
+        int w = e->pos == n ? 0 : seek(e, n);
+        if (!w)
+            w = mcu_decode(e, mcu);
+        return w ? warn(ci, e, w) : TRUE;
+    }
     if (ci->restart_interval) {
         if (!e->pair_left && e->to_go == 0 && e->pairing && e->cur + 2 < e->nivl &&
             e->mcu_n + 2ull * ci->restart_interval <=
@@ -362,42 +509,9 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
         }
         e->to_go--;
     }
-    const uint8_t *bp = e->bp, *base = e->data.p;
-    uint64_t buf = e->buf;
-    uint32_t cnt = e->cnt;
-    for (uint32_t b = 0; b < e->nblk; b++) {
-        JCOEF *blk = mcu ? mcu[b][0] : e->dummy;
-        const ftab *dc = e->dc[b], *ac = e->ac[b];
-        REFILL();
-        int32_t x = dc->fast[buf >> (64 - FAST_BITS)];
-        if (!x && !(x = decode_slow(dc, buf)))
-            return warn(ci, e, JWRN_HUFF_BAD_CODE);
-        buf <<= x & 255;
-        cnt -= x & 255;
-        uint32_t c = e->comp[b];
-        /* unsigned: a crafted run of large differences wraps instead of overflowing */
-        e->pred[c] = (int32_t)((uint32_t)e->pred[c] + (uint32_t)(x >> 16));
-        blk[0] = (JCOEF)e->pred[c];
-        for (uint32_t k = 1; k < 64;) {
-            REFILL();
-            x = ac->fast[buf >> (64 - FAST_BITS)];
-            if (!x && !(x = decode_slow(ac, buf)))
-                return warn(ci, e, JWRN_HUFF_BAD_CODE);
-            buf <<= x & 255;
-            cnt -= x & 255;
-            uint32_t r = ((uint32_t)x >> 8) & 255;
-            if (r == RUN_EOB)
-                break;
-            k += r;
-            blk[natural_order[k]] = (JCOEF)(x >> 16);
-            k++;
-        }
-        if ((uint64_t)(bp - base) * 8 - cnt > e->end_bits)
-            return warn(ci, e, JWRN_HIT_MARKER); /* read past the interval's data */
-    }
-    e->bp = bp;
-    e->buf = buf;
-    e->cnt = cnt;
+    int w = mcu_decode(e, mcu);
+    if (w)
+        return warn(ci, e, w);
     e->mcu_n++;
     return TRUE;
 }
@@ -477,11 +591,102 @@ void fl_jpeg_entropy_free(struct fl_jpeg_entropy *e)
     fl_buf_free(&e->data);
     fl_buf_free(&e->ivl);
     fl_buf_free(&e->coef);
+    fl_buf_free(&e->ix);
     free(e);
+}
+
+/* What identifies the file an index belongs to: its MCU geometry and the first and last 64
+ * bytes of its entropy-coded data (FNV-1a). */
+static uint64_t index_hash(const struct fl_jpeg_entropy *e, uint32_t bytes, uint32_t mpr)
+{
+    uint64_t h = 14695981039346656037ull;
+    uint32_t geo[3] = {e->nblk, mpr, bytes};
+    const uint8_t *g = (const uint8_t *)geo;
+    for (size_t i = 0; i < sizeof geo; i++)
+        h = (h ^ g[i]) * 1099511628211ull;
+    uint32_t k = bytes < 64 ? bytes : 64;
+    for (uint32_t i = 0; i < k; i++)
+        h = (h ^ e->data.p[i]) * 1099511628211ull;
+    for (uint32_t i = bytes - k; i < bytes; i++)
+        h = (h ^ e->data.p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Set up lazy decoding for this image (a file without restart markers whose MCUs libjpeg asks
+ * for in rows of mpr), with the entries of the caller's index when it is this file's: checked
+ * against the head and for offsets inside the data, in order. 0 or -ENOMEM. */
+static int index_setup(struct fl_jpeg_entropy *e, struct jpeg_decompress_struct *ci, uint64_t mcus,
+                       const void *use, size_t use_len)
+{
+    e->ix_known = e->ix_given = e->ix_cap = 0;
+    e->next_cp = UINT64_MAX;
+    const uint32_t *iv = (const uint32_t *)e->ivl.p;
+    uint64_t bytes = iv[e->nivl];
+    JDIMENSION c0 = ci->master->first_iMCU_col, c1 = ci->master->last_iMCU_col;
+    if (ci->restart_interval || bytes >= (1u << 29) || mcus == 0 || ci->MCUs_per_row == 0 ||
+        c0 > c1 || c1 >= ci->MCUs_per_row)
+        return 0;
+    uint32_t step = (uint32_t)((mcus + JIDX_ENTRIES - 1) / JIDX_ENTRIES);
+    if (step < 2)
+        step = 2;
+    uint32_t cap = (uint32_t)((mcus + step - 1) / step);
+    if (fl_buf_reserve(&e->ix, sizeof(jidx_head) + (size_t)cap * sizeof(jidx_entry)))
+        return -ENOMEM;
+    jidx_head *h = ix_head(e);
+    *h = (jidx_head){.magic = JIDX_MAGIC,
+                     .bytes = (uint32_t)bytes,
+                     .mcus = mcus,
+                     .hash = index_hash(e, (uint32_t)bytes, ci->MCUs_per_row),
+                     .step = step};
+    jidx_entry *en = ix_entries(e);
+    memset(en, 0, sizeof *en); /* entry 0: the start, predictors zero */
+    e->ix_known = 1;
+    const jidx_head *u = use;
+    if (use && use_len >= sizeof *u && u->magic == h->magic && u->bytes == h->bytes &&
+        u->mcus == h->mcus && u->hash == h->hash && u->step == h->step && u->n >= 1 &&
+        u->n <= cap && use_len >= sizeof *u + (size_t)u->n * sizeof(jidx_entry)) {
+        const jidx_entry *ue = (const jidx_entry *)(const void *)((const uint8_t *)use + sizeof *u);
+        uint32_t n = 1;
+        while (n < u->n && ue[n].bit >= ue[n - 1].bit && ue[n].bit <= bytes * 8)
+            n++;
+        if (ue[0].bit == 0)
+            memcpy(en, ue, (size_t)n * sizeof *en);
+        else
+            n = 1;
+        e->ix_known = n;
+    }
+    e->ix_given = e->ix_known;
+    e->ix_cap = cap;
+    e->step = step;
+    e->next_cp = e->ix_known < cap ? (uint64_t)e->ix_known * step : UINT64_MAX;
+    e->mpr = ci->MCUs_per_row;
+    e->lazy = 1;
+    return 0;
+}
+
+void fl_jpeg_entropy_use_index(struct fl_jpeg_entropy *e, const void *index, size_t len)
+{
+    e->use = index;
+    e->use_len = index ? len : 0;
+}
+
+size_t fl_jpeg_entropy_index(struct fl_jpeg_entropy *e, const void **index)
+{
+    *index = NULL;
+    if (!e || !e->lazy || e->ix_known <= e->ix_given)
+        return 0;
+    ix_head(e)->n = e->ix_known;
+    *index = e->ix.p;
+    return sizeof(jidx_head) + (size_t)e->ix_known * sizeof(jidx_entry);
 }
 
 int fl_jpeg_entropy_install(struct fl_jpeg_entropy *e, struct jpeg_decompress_struct *ci)
 {
+    const void *use = e->use; /* for this image only */
+    size_t use_len = e->use_len;
+    e->use = NULL;
+    e->use_len = 0;
+    e->lazy = 0;
     if (ci->progressive_mode || ci->arith_code || ci->data_precision != 8 || !ci->entropy ||
         !ci->inputctl || ci->inputctl->has_multiple_scans ||
         ci->comps_in_scan != ci->num_components || ci->blocks_in_MCU < 1 ||
@@ -529,6 +734,11 @@ int fl_jpeg_entropy_install(struct fl_jpeg_entropy *e, struct jpeg_decompress_st
     e->pair_left = e->pair_pos = 0;
     e->mcu_n = 0;
     e->pairing = 0;
+    e->pos = 0;
+    e->col = 0;
+    int rc = index_setup(e, ci, mcus, use, use_len);
+    if (rc)
+        return rc;
     if (ci->restart_interval && ci->restart_interval <= PAIR_MAX_MCUS && e->nivl > 2) {
         size_t bytes = 2 * (size_t)ci->restart_interval * e->nblk * sizeof(JBLOCK);
         if (fl_buf_reserve(&e->coef, bytes))

@@ -10,13 +10,19 @@ _Static_assert(offsetof(fl_loader_options, decode_memory) >
                        offsetof(fl_loader_options, box_min_visible) &&
                    offsetof(fl_loader_options, max_batches) ==
                        offsetof(fl_loader_options, decode_memory) + 8 &&
-                   sizeof(fl_loader_options) == offsetof(fl_loader_options, max_batches) + 8,
+                   offsetof(fl_loader_options, jpeg_index_memory) ==
+                       offsetof(fl_loader_options, max_batches) + 8 &&
+                   sizeof(fl_loader_options) ==
+                       offsetof(fl_loader_options, jpeg_index_memory) + 8,
                "fl_loader_options.decode_memory (ABI 3) must follow box_min_visible, then "
-               "max_batches (ABI 4), last");
-_Static_assert(sizeof(fl_loader_stats) == offsetof(fl_loader_stats, decode_memory_wait_s) + 8 &&
+               "max_batches (ABI 4), then jpeg_index_memory (ABI 5), last");
+_Static_assert(offsetof(fl_loader_stats, jpeg_index_bytes) ==
+                       offsetof(fl_loader_stats, decode_memory_wait_s) + 8 &&
+                   sizeof(fl_loader_stats) == offsetof(fl_loader_stats, jpeg_index_bytes) + 8 &&
                    offsetof(fl_loader_stats, decode_memory_peak) ==
                        offsetof(fl_loader_stats, pinned_bytes) + 8,
-               "fl_loader_stats.decode_memory_peak/_wait_s (ABI 3) must follow pinned_bytes, last");
+               "fl_loader_stats.decode_memory_peak/_wait_s (ABI 3) must follow pinned_bytes, "
+               "then jpeg_index_bytes (ABI 5), last");
 
 const fl_abi_info *fl_abi_info_get(void)
 {

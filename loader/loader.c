@@ -392,7 +392,8 @@ static void make_work_ctx(fl_loader *L)
                            .label_field = L->label_field,
                            .object_boxes = L->object_boxes,
                            .box_min_visible = L->opt.box_min_visible,
-                           .budget = &L->budget};
+                           .budget = &L->budget,
+                           .jidx = &L->jidx};
 }
 
 /* The schema's fields: which are the image and the label, where each goes in a batch, and
@@ -582,6 +583,12 @@ static int start_workers(fl_loader *L, fl_error *err)
     if (rc < 0)
         return fl_error_set(err, rc, "cannot set up the decode memory budget: %s", strerror(-rc));
     L->budget_init = 1;
+    int64_t jm = opt->jpeg_index_memory;
+    if ((L->schema.encoding == FL_ENC_JPEG || L->schema.encoding == FL_ENC_MIXED) &&
+        (rc = fl_jidx_cache_init(&L->jidx, fl_dataset_count(L->ds),
+                                 jm < 0 ? 0 : jm ? (uint64_t)jm : fl_jidx_default_limit())) < 0)
+        return fl_error_set(err, rc, "out of memory for the JPEG index cache of %llu records",
+                            (unsigned long long)fl_dataset_count(L->ds));
     make_work_ctx(L);
     L->workers = calloc(L->nworkers, sizeof *L->workers);
     if (!L->workers)
@@ -770,6 +777,7 @@ void fl_loader_stats_get(const fl_loader *L, fl_loader_stats *o)
     o->pinned_bytes = L->slots ? (uint64_t)L->nslots * L->slots[0].host_bytes : 0;
     if (L->budget_init)
         fl_budget_stats(&M->budget, &o->decode_memory_peak, &o->decode_memory_wait_s);
+    o->jpeg_index_bytes = fl_jidx_cache_bytes(&M->jidx);
 }
 
 const fl_dataset *fl_loader_dataset(const fl_loader *L) { return L->ds; }
@@ -823,6 +831,7 @@ void fl_loader_close(fl_loader *L)
         fl_ring_destroy(&L->ring);
     if (L->budget_init)
         fl_budget_destroy(&L->budget);
+    fl_jidx_cache_destroy(&L->jidx);
     free(L->batches);
     free(L);
 }

@@ -13,6 +13,7 @@
 #include "fastload.h"
 #include "fl_clock.h"
 #include "fl_image.h"
+#include "jpeg_index_cache.h"
 #include "order.h"
 #include "pinned.h"
 #include "reader.h"
@@ -66,6 +67,7 @@ struct fl_loader {
     int ring_init;
     fl_budget budget; /* decode memory shared by the workers (budget.h); its own lock */
     int budget_init;
+    fl_jidx_cache jidx; /* JPEG entry-point indexes (jpeg_index_cache.h) */
     fl_work_ctx ctx; /* what the workers see */
 
     uint32_t nworkers;

@@ -6,6 +6,7 @@
 #include "fl_crc32c.h"
 #include "fl_mapped_guard.h"
 #include "geometry.h"
+#include "jpeg_index_cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,6 +93,7 @@ void fl_worker_free(fl_worker *w)
     free(w->xmap);
     free(w->ymap);
     free(w->mask);
+    free(w->jidx);
     fl_mask_decoder_free(w->maskdec);
     memset(w, 0, sizeof *w);
 }
@@ -338,8 +340,14 @@ static int render(fl_worker *w, uint64_t idx, const fl_record_info *info, const 
         rc = raw_sample(w, payload, W, X->schema.channels, ap, dst, err);
         w->st.augment_s += fl_now_s() - t1;
     } else {
+        /* the record's entry-point index from earlier epochs, and what this decode adds */
+        size_t n = fl_jidx_cache_get(X->jidx, idx, &w->jidx, &w->jidx_cap);
+        fl_decoder_set_jpeg_index(w->dec, n ? w->jidx : NULL, n);
         rc = fl_decode_crop_resize(w->dec, payload, plen, &ap->crop, X->out_w, X->out_h, X->out_c,
                                    ap->flip, dst, err);
+        const void *grown;
+        if (rc == 0 && (n = fl_decoder_jpeg_index(w->dec, &grown)) > 0)
+            fl_jidx_cache_put(X->jidx, idx, grown, n);
         w->st.decode_s += fl_now_s() - t0;
     }
     if (rc < 0)

@@ -76,6 +76,7 @@ typedef struct fl_work_ctx {
     int object_boxes;         /* FL_AUG_OBJECT_CROP: the BOXES field whose centres it keeps */
     float box_min_visible;
     fl_budget *budget; /* decode memory shared by the workers */
+    struct fl_jidx_cache *jidx; /* JPEG entry-point indexes per record (jpeg_index_cache.h) */
 } fl_work_ctx;
 
 typedef struct fl_worker {
@@ -101,6 +102,8 @@ typedef struct fl_worker {
     float *boxes;          /* FL_AUG_OBJECT_CROP: the sample's boxes, aligned (max_count) */
     uint32_t *xmap, *ymap; /* output column / row → source (out_w, out_h) */
     uint8_t *mask;         /* a decoded mask at source size (grow-only) */
+    uint8_t *jidx;         /* the record's JPEG entry-point index, copied from the cache */
+    size_t jidx_cap;
     size_t mask_cap;
     fl_mask_decoder *maskdec; /* reused for every mask (made on first use) */
     fl_stage_stats st;        /* running totals (this thread only) */

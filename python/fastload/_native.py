@@ -62,6 +62,7 @@ class fl_loader_options(ctypes.Structure):
         ("box_min_visible", ctypes.c_float),
         ("decode_memory", ctypes.c_int64),
         ("max_batches", ctypes.c_uint64),
+        ("jpeg_index_memory", ctypes.c_int64),
     ]
 
 
@@ -121,6 +122,7 @@ class fl_loader_stats(ctypes.Structure):
         ("pinned_bytes", ctypes.c_uint64),
         ("decode_memory_peak", ctypes.c_uint64),
         ("decode_memory_wait_s", ctypes.c_double),
+        ("jpeg_index_bytes", ctypes.c_uint64),
     ]
 
 
@@ -162,7 +164,7 @@ class fl_abi_info(ctypes.Structure):
     ]
 
 
-ABI_VERSION = 4  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
+ABI_VERSION = 5  # FL_ABI_VERSION of loader/fastload.h that the declarations above mirror
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
 

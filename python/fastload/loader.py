@@ -488,6 +488,10 @@ class Loader:
     decode_memory  bytes of decode memory the workers share: each reserves what an image's
                 decode can use and waits while the others leave too little; an image needing
                 more than all of it is an error naming the record (0: 1 GiB; negative: unlimited)
+    jpeg_index_memory  bytes of JPEG entry-point indexes the loader keeps (about 1.5 KiB a
+                record, learned by its first decode): later epochs' crop decodes skip the
+                Huffman data above and beside the crop, same pixels (0: 1/32 of RAM, at most
+                512 MiB; negative: off)
     prefetch    batches in the ring (0: workers + 2);  on_corrupt: "error" or "skip"
     channels    1 or 3 (0: the dataset's)
     device      -1: host only; >= 0 the library also copies each batch to that CUDA device
@@ -521,7 +525,8 @@ class Loader:
                  device: int = -1, queue_depth: int = 0, quasi_block: int = 0,
                  quasi_window: int = 0, start_epoch: int = 0, start_batch: int = 0,
                  log: Optional[Callable[[int, str], None]] = None, decode: str = "accurate",
-                 memory_max: int = 0, decode_memory: int = 0, _exact_shares: bool = False,
+                 memory_max: int = 0, decode_memory: int = 0, jpeg_index_memory: int = 0,
+                 _exact_shares: bool = False,
                  _max_batches: int = 0):
         self._handle = None
         self._ring: Optional[_Ring] = None
@@ -569,6 +574,7 @@ class Loader:
         o.decode_flags = _choice("decode", decode, _native.DECODE)
         o.memory_max = int(memory_max)
         o.decode_memory = int(decode_memory)
+        o.jpeg_index_memory = int(jpeg_index_memory)
         # the library's max_batches: counted from the position each _open starts at; next_batch
         # past them raises (fastload.torch.Dataset reads exactly that many)
         o.max_batches = _count("_max_batches", _max_batches, 1 << 64)
@@ -993,7 +999,8 @@ class Loader:
     def stats(self) -> Dict[str, Any]:
         """Loader counters: images, batches, bytes_read, skipped, time per stage (seconds summed
         over workers), wall_s, io_backend, io (how records are read, as `io`), pinned_bytes,
-        decode_memory_peak (bytes reserved at once, at most), decode_memory_wait_s."""
+        decode_memory_peak (bytes reserved at once, at most), decode_memory_wait_s,
+        jpeg_index_bytes (JPEG entry-point indexes held)."""
         self._check_open()
         ps = _native.PaddedStats()
         self._lib.fl_loader_stats_get(self._handle, ctypes.byref(ps))

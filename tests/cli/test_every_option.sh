@@ -137,6 +137,7 @@ declare -A OK_VALUES=(
     ["bench --device"]="0" ["digest --device"]="0"             # no GPU here: exit 1 is fine
     ["bench --box-min-visible"]="0" ["digest --box-min-visible"]="0" # 0: keep any visible box
     ["bench --decode-memory"]="0" ["digest --decode-memory"]="0"   # 0: the default budget (1 GiB)
+    ["bench --jpeg-index-memory"]="0" ["digest --jpeg-index-memory"]="0"   # 0: the default (RAM/32, at most 512M)
     ["train --seed"]="0" ["train --wd"]="0" ["train --momentum"]="0"
     ["train --label-smoothing"]="0" ["train --warmup"]="0" ["train --ema"]="0"
     ["train --crop-pad"]="0"
@@ -165,6 +166,8 @@ declare -A SAMPLE=(
     ["bench --prefetch"]="2" ["bench --on-corrupt"]="skip" ["bench --decode"]="fast" ["bench --box-min-visible"]="0.5"
     ["bench --device"]="0" ["bench --batches"]="1" ["bench --memcpy-bytes"]="1M"
     ["bench --decode-memory"]="256M"
+    ["bench --jpeg-index-memory"]="64M"
+    ["digest --jpeg-index-memory"]="64M"
     ["train --data"]="$T/tr" ["train --val"]="$T/tr" ["train --model"]="fastcnn" ["train --width"]="4"
     ["train --epochs"]="1" ["train --batch"]="8" ["train --lr"]="0.1" ["train --wd"]="0.001"
     ["train --momentum"]="0.8" ["train --label-smoothing"]="0.05" ["train --schedule"]="cosine"

@@ -1,7 +1,8 @@
 /* fuzz_image.c — libFuzzer harness for imaging/: probe, full decode (1 or 3 channels, full or
  * DCT-scaled size) and crop decode + resample of arbitrary bytes: JPEG, PNG and WebP (through
  * libwebp where the build has it). Must never crash, leak, read out of bounds or hang; errors are
- * expected and ignored. Seed corpus: corpus/image/ (*.webp: lossy, lossless, with alpha). */
+ * expected and ignored. JPEG crop decodes also run with the entry-point index the full decode
+ * learned (fl_decoder_jpeg_index), as it is and with entry bytes the input chooses. Seed corpus: corpus/image/ (*.webp: lossy, lossless, with alpha). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 sum += img.pixels[y * img.stride + x];
         (void)sum;
     }
+    static uint8_t ix[8192];
+    const void *learned;
+    size_t ixn = fl_decoder_jpeg_index(d, &learned);
+    if (ixn > sizeof ix)
+        ixn = 0;
+    if (ixn)
+        memcpy(ix, learned, ixn);
     fl_rect r = {info.width / 4, info.height / 5, info.width / 2 ? info.width / 2 : 1,
                  info.height / 3 ? info.height / 3 : 1};
     uint32_t ow = (sel & 4) ? 48 : 7, oh = (sel & 4) ? 40 : 5;
     fl_decode_crop_resize(d, data, size, &r, ow, oh, ch, sel & 0x20, out, NULL);
+    if (ixn) {
+        fl_decoder_set_jpeg_index(d, ix, ixn);
+        fl_decode_crop_resize(d, data, size, &r, ow, oh, ch, sel & 0x20, out, NULL);
+        for (size_t i = 32; i < ixn; i++) /* past the head (which must match the file) */
+            ix[i] ^= data[(i * 7) % size];
+        fl_decoder_set_jpeg_index(d, ix, ixn);
+        fl_decode_crop_resize(d, data, size, &r, ow, oh, ch, sel & 0x20, out, NULL);
+    }
     /* packdata's lossless restart-marker rewrite parses the same untrusted bytes (its own
      * Huffman parser for sequential files); what it writes must decode as well */
     static fl_encoder *e;

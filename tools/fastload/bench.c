@@ -456,6 +456,8 @@ static void bench_report_json(const run_options *ro, fl_loader *L, const fl_data
                                                : (uint64_t)FL_DECODE_MEMORY_DEFAULT);
     fl_json_key(&j, "decode_memory_peak");
     fl_json_uint(&j, st->decode_memory_peak);
+    fl_json_key(&j, "jpeg_index_bytes");
+    fl_json_uint(&j, st->jpeg_index_bytes);
     fl_json_key(&j, "rss_mib");
     fl_json_double(&j, r->rss);
     fl_json_key(&j, "peak_rss_mib");
@@ -553,6 +555,8 @@ static void bench_report_text(const run_options *ro, fl_loader *L, const fl_data
                (ro->opt.decode_memory ? ro->opt.decode_memory : FL_DECODE_MEMORY_DEFAULT) /
                    1048576.0,
                st->decode_memory_wait_s);
+    if (st->jpeg_index_bytes)
+        printf("  JPEG entry-point indexes: %.1f MiB\n", st->jpeg_index_bytes / 1048576.0);
     if (st->skipped)
         printf("  skipped corrupt records: %llu\n", (unsigned long long)st->skipped);
 }

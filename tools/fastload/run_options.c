@@ -142,6 +142,23 @@ static int opt_decode_memory(void *opts, const char *name, const char *s, const 
     return 0;
 }
 
+/* --jpeg-index-memory: a size (0: the default) or "off" */
+static int opt_jpeg_index_memory(void *opts, const char *name, const char *s, const char *tool)
+{
+    (void)name;
+    (void)tool;
+    fl_loader_options *o = &((run_options *)opts)->opt;
+    uint64_t v;
+    if (!strcmp(s, "off")) {
+        o->jpeg_index_memory = -1;
+        return 0;
+    }
+    if (fl_cli_parse_size(s, &v) || v > (1ull << 50))
+        return bad("--jpeg-index-memory", s, "expected a size such as 256M or 1G, or 'off'");
+    o->jpeg_index_memory = (int64_t)v;
+    return 0;
+}
+
 static int opt_size(void *opts, const char *name, const char *s, const char *tool)
 {
     (void)name;
@@ -348,6 +365,14 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
                  "reserves what an image needs before decoding it and waits for room;\n"           \
                  "an image needing more than all of it fails naming the record",                   \
          .def = "1G"},                                                                             \
+        {FL_CLI_CUSTOM,                                                                            \
+         "jpeg-index-memory",                                                                      \
+         .parse = opt_jpeg_index_memory,                                                           \
+         .metavar = "SIZE",                                                                        \
+         .help = "memory for JPEG entry-point indexes (~1.5 KiB a record; 'off'): learned\n"       \
+                 "by a record's first decode, they let later crop decodes skip the data\n"        \
+                 "above and beside the crop (same pixels)",                                        \
+         .def = "RAM/32, at most 512M"},                                                           \
         {FL_CLI_INT,                                                                               \
          "device",                                                                                 \
          .off = F(opt.device),                                                                     \
