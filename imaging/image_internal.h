@@ -54,6 +54,10 @@ void fl_jpeg_entropy_use_index(struct fl_jpeg_entropy *e, const void *index, siz
 /* After an image decoded lazily: its index, when it knows more entry points than the one given
  * (*index points into e until the next install), else 0. */
 size_t fl_jpeg_entropy_index(struct fl_jpeg_entropy *e, const void **index);
+/* After install, before any MCU is read: libjpeg will ask for no iMCU row past imcu_row (a
+ * hint: more rows are decoded right, only less efficiently). e may be NULL. */
+void fl_jpeg_entropy_last_row(struct fl_jpeg_entropy *e, struct jpeg_decompress_struct *ci,
+                              uint64_t imcu_row);
 
 struct fl_decoder {
     uint64_t max_pixels;

@@ -505,6 +505,9 @@ static int decode_crop_rows(fl_decoder *d, const uint8_t *src, size_t src_len, i
         rc = fl_error_set(err, -ENOMEM, "JPEG: out of memory for the crop");
         goto fail;
     }
+    /* The last iMCU row the rows read need: the fancy upsampler also reads the next one */
+    uint32_t mh = (uint32_t)ci->max_v_samp_factor * (uint32_t)num;
+    fl_jpeg_entropy_last_row(s->entropy, ci, (sy1 - 1) / mh + 1);
     /* Rows above the crop: Huffman-decoded but not IDCT'ed; rows below are never read. */
     if (sy0 > 0 && jpeg_skip_scanlines(ci, sy0) != sy0) {
         rc = fl_error_set(err, FL_E_DECODE, "JPEG: could not skip %u rows", sy0);

@@ -19,7 +19,9 @@
  * needs the bits before it. With the index of an earlier decode of the same file (the loader
  * keeps one per record: fl_decoder_set_jpeg_index), a needed MCU is reached from the nearest
  * entry point at or before it, so rows above the crop and most columns beside it are never
- * Huffman-decoded at all. */
+ * Huffman-decoded at all; and the crop's rows are decoded two at a time (pair_rows: row r's
+ * needed MCUs and row r + 1's, each from its own entry point, through decode_two, as restart
+ * intervals are). */
 #include <errno.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
@@ -89,9 +91,19 @@ struct fl_jpeg_entropy {
     uint32_t ix_given; /* of them, from the caller's index */
     uint32_t ix_cap;
     uint32_t step;     /* MCUs between entries */
+    uint64_t mcus;     /* in the scan */
     uint64_t next_cp;  /* the MCU whose entry is to be noted next (UINT64_MAX: none) */
     const void *use;   /* the caller's index for the next image (fl_jpeg_entropy_use_index) */
     size_t use_len;
+    /* Row pairs (lazy decoding with an index): the run of MCUs libjpeg needs in row r and the
+     * one in row r + 1, each reached from its own entry point, decoded together (decode_two)
+     * into `runs` and handed out as libjpeg asks for them */
+    int row_pairs;     /* this image may pair rows */
+    fl_buf runs;       /* two runs of run_len MCUs of coefficients */
+    uint64_t run_a, run_b; /* the first MCU of each */
+    uint32_t run_len;  /* 0: none buffered */
+    uint64_t row;      /* MCU row of the MCU libjpeg asks for next */
+    uint64_t last_row; /* the last MCU row libjpeg will ask for (a hint), UINT64_MAX: unknown */
 };
 
 /* The entry-point index (the bytes fl_jpeg_entropy_index hands out and use_index takes back):
@@ -314,24 +326,43 @@ static boolean warn(j_decompress_ptr ci, struct fl_jpeg_entropy *e, int code)
         o##S[0] = (JCOEF)pred##S[c];                                                               \
     } while (0)
 
-/* Decode restart intervals cur+1 and cur+2 (n MCUs each, both whole inside e->data) together
- * into e->coef: the two bit streams are independent (each interval starts byte-aligned with its
- * predictors at zero), so their symbol-by-symbol dependency chains, which bound a Huffman
- * decoder, overlap in the CPU. Same coefficients as decode_mcu gives. 0, or -1 on any bad code
- * or overrun (the caller then decodes them one by one with decode_mcu, which raises libjpeg's
- * warning at the MCU where it occurs; e->coef is then not all zero). */
-static int decode_pair(struct fl_jpeg_entropy *e, uint32_t n)
+/* One of the two bit streams decode_two decodes together: its reader state (bit reader,
+ * predictors, where its data ends), then `skip` MCUs to decode and discard, then `keep` MCUs to
+ * decode into `out` (keep * nblk blocks, zero beforehand). */
+typedef struct chain {
+    const uint8_t *bp;
+    uint64_t buf;
+    uint32_t cnt;
+    int32_t pred[MAX_COMPS_IN_SCAN];
+    uint64_t end_bits;
+    uint32_t skip, keep;
+    JCOEF *out;
+} chain;
+
+/* Decode chains A and B together, symbol by symbol in turn: the two bit streams are
+ * independent, so their symbol-by-symbol dependency chains, which bound a Huffman decoder,
+ * overlap in the CPU; when one is done the other goes on alone. Same coefficients as decode_mcu
+ * gives. The chains' states move on to where they end. 0, or -1 on a bad code or a read past a
+ * stream's data (the caller then decodes one MCU at a time with decode_mcu, which raises
+ * libjpeg's warning at the MCU where it occurs; the outputs are then not all zero). */
+static int decode_two(struct fl_jpeg_entropy *e, chain *A, chain *B)
 {
-    const uint32_t *iv = (const uint32_t *)e->ivl.p;
     const uint8_t *base = e->data.p;
-    uint32_t ia = e->cur + 1, ib = e->cur + 2;
-    const uint8_t *bpa = base + iv[ia], *bpb = base + iv[ib];
-    uint64_t bufa = 0, bufb = 0, enda = iv[ia + 1] * 8ull, endb = iv[ib + 1] * 8ull;
-    uint32_t cnta = 0, cntb = 0;
-    int32_t preda[MAX_COMPS_IN_SCAN] = {0}, predb[MAX_COMPS_IN_SCAN] = {0};
-    JCOEF *oa = (JCOEF *)e->coef.p, *ob = oa + (size_t)n * e->nblk * DCTSIZE2;
-    for (uint32_t m = 0; m < n; m++) {
-        for (uint32_t b = 0; b < e->nblk; b++, oa += DCTSIZE2, ob += DCTSIZE2) {
+    const uint8_t *bpa = A->bp, *bpb = B->bp;
+    uint64_t bufa = A->buf, bufb = B->buf, enda = A->end_bits, endb = B->end_bits;
+    uint32_t cnta = A->cnt, cntb = B->cnt;
+    int32_t preda[MAX_COMPS_IN_SCAN], predb[MAX_COMPS_IN_SCAN];
+    memcpy(preda, A->pred, sizeof preda);
+    memcpy(predb, B->pred, sizeof predb);
+    JBLOCK sink_a, sink_b; /* where skipped MCUs' blocks go */
+    const uint32_t na = A->skip + A->keep, nb = B->skip + B->keep;
+    const uint32_t both = na < nb ? na : nb;
+    JCOEF *outa = A->out, *outb = B->out;
+    uint32_t m = 0;
+    for (; m < both; m++) {
+        int keepa = m >= A->skip, keepb = m >= B->skip;
+        for (uint32_t b = 0; b < e->nblk; b++) {
+            JCOEF *oa = keepa ? outa : sink_a, *ob = keepb ? outb : sink_b;
             const ftab *dc = e->dc[b], *ac = e->ac[b];
             uint32_t c = e->comp[b];
             DC_STEP(a);
@@ -356,10 +387,69 @@ static int decode_pair(struct fl_jpeg_entropy *e, uint32_t n)
         done:
             if ((uint64_t)(bpa - base) * 8 - cnta > enda ||
                 (uint64_t)(bpb - base) * 8 - cntb > endb)
-                return -1; /* read past an interval's data */
+                return -1; /* read past a stream's data */
+            outa += keepa ? DCTSIZE2 : 0;
+            outb += keepb ? DCTSIZE2 : 0;
         }
     }
+    /* the longer chain alone */
+    for (; m < na; m++) {
+        int keepa = m >= A->skip;
+        for (uint32_t b = 0; b < e->nblk; b++) {
+            JCOEF *oa = keepa ? outa : sink_a;
+            const ftab *dc = e->dc[b], *ac = e->ac[b];
+            uint32_t c = e->comp[b];
+            DC_STEP(a);
+            uint32_t ka = 1;
+            for (;;) {
+                AC_STEP(a, a_alone);
+                AC_STEP2(a, a_alone);
+            }
+        a_alone:
+            if ((uint64_t)(bpa - base) * 8 - cnta > enda)
+                return -1;
+            outa += keepa ? DCTSIZE2 : 0;
+        }
+    }
+    for (; m < nb; m++) {
+        int keepb = m >= B->skip;
+        for (uint32_t b = 0; b < e->nblk; b++) {
+            JCOEF *ob = keepb ? outb : sink_b;
+            const ftab *dc = e->dc[b], *ac = e->ac[b];
+            uint32_t c = e->comp[b];
+            DC_STEP(b);
+            uint32_t kb = 1;
+            for (;;) {
+                AC_STEP(b, b_alone);
+                AC_STEP2(b, b_alone);
+            }
+        b_alone:
+            if ((uint64_t)(bpb - base) * 8 - cntb > endb)
+                return -1;
+            outb += keepb ? DCTSIZE2 : 0;
+        }
+    }
+    A->bp = bpa, A->buf = bufa, A->cnt = cnta;
+    B->bp = bpb, B->buf = bufb, B->cnt = cntb;
+    memcpy(A->pred, preda, sizeof preda);
+    memcpy(B->pred, predb, sizeof predb);
     return 0;
+}
+
+/* Decode restart intervals cur+1 and cur+2 (n MCUs each, both whole inside e->data) together
+ * into e->coef (decode_two): each interval starts byte-aligned with its predictors at zero. 0 or
+ * -1 as decode_two. */
+static int decode_pair(struct fl_jpeg_entropy *e, uint32_t n)
+{
+    const uint32_t *iv = (const uint32_t *)e->ivl.p;
+    uint32_t ia = e->cur + 1, ib = e->cur + 2;
+    JCOEF *out = (JCOEF *)e->coef.p;
+    chain A = {.bp = e->data.p + iv[ia], .end_bits = iv[ia + 1] * 8ull, .keep = n, .out = out};
+    chain B = {.bp = e->data.p + iv[ib],
+               .end_bits = iv[ib + 1] * 8ull,
+               .keep = n,
+               .out = out + (size_t)n * e->nblk * DCTSIZE2};
+    return decode_two(e, &A, &B);
 }
 
 /* Note the bit reader's state as entry point ix_known (the MCU at e->pos starts it). */
@@ -448,6 +538,61 @@ static int seek(struct fl_jpeg_entropy *e, uint64_t n)
     return 0;
 }
 
+/* MCU n (at the bit reader, the first MCU of row r's run [n, n + len) of needed columns):
+ * decode that run together with row r + 1's run [n + mpr, n + mpr + len), the latter from the
+ * nearest entry point before it, into e->runs; the bit reader then stands after row r + 1's
+ * run. 0, or -1 when the rows cannot be paired or the data is corrupt (nothing changed: the
+ * caller decodes MCU by MCU, which raises the warning where it occurs). */
+static int pair_rows(struct fl_jpeg_entropy *e, uint64_t n, uint64_t r, uint32_t len)
+{
+    uint64_t m = n + e->mpr;
+    if (r + 1 > e->last_row || m + len > e->next_cp || m + len > e->mcus ||
+        m / e->step >= e->ix_known)
+        return -1; /* row r + 1 not needed or not there, or its run not behind known entries */
+    size_t nb = (size_t)e->nblk * DCTSIZE2, bytes = 2 * (size_t)len * nb * sizeof(JCOEF);
+    if (fl_buf_reserve(&e->runs, bytes))
+        return -1;
+    memset(e->runs.p, 0, bytes);
+    const uint32_t *iv = (const uint32_t *)e->ivl.p;
+    JCOEF *out = (JCOEF *)e->runs.p;
+    chain A = {.bp = e->bp, .buf = e->buf, .cnt = e->cnt, .end_bits = e->end_bits, .keep = len,
+               .out = out};
+    memcpy(A.pred, e->pred, sizeof A.pred);
+    uint64_t i = m / e->step;
+    const jidx_entry *en = ix_entries(e) + i;
+    chain B = {.bp = e->data.p + (en->bit >> 3),
+               .end_bits = iv[1] * 8ull,
+               .skip = (uint32_t)(m - i * e->step),
+               .keep = len,
+               .out = out + (size_t)len * nb};
+    FL_BITS_REFILL(B.bp, B.buf, B.cnt);
+    B.buf <<= en->bit & 7;
+    B.cnt -= en->bit & 7;
+    for (int c = 0; c < MAX_COMPS_IN_SCAN && c < 4; c++)
+        B.pred[c] = en->pred[c];
+    if (decode_two(e, &A, &B))
+        return -1;
+    e->bp = B.bp;
+    e->buf = B.buf;
+    e->cnt = B.cnt;
+    memcpy(e->pred, B.pred, sizeof e->pred);
+    e->pos = m + len;
+    e->run_a = n;
+    e->run_b = m;
+    e->run_len = len;
+    return 0;
+}
+
+/* Hand MCU k of buffered run `which` (0: run_a, 1: run_b) to libjpeg. */
+static boolean serve_run(struct fl_jpeg_entropy *e, JBLOCKROW *mcu, int which, uint64_t k)
+{
+    size_t nb = (size_t)e->nblk * DCTSIZE2;
+    const JCOEF *src = (const JCOEF *)e->runs.p + ((size_t)which * e->run_len + k) * nb;
+    for (uint32_t b = 0; b < e->nblk; b++)
+        memcpy(mcu[b][0], src + (size_t)b * DCTSIZE2, sizeof(JBLOCK));
+    return TRUE;
+}
+
 static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
 {
     struct fl_jpeg_entropy *e = ci->client_data;
@@ -459,15 +604,32 @@ static boolean decode_mcu(j_decompress_ptr ci, JBLOCKROW *mcu)
          * the same bounds), so the others need no coefficients. Without a given index, every
          * MCU of a row libjpeg reads is still decoded: then a crop decode reads what libjpeg's
          * would, and refuses the same damaged files. */
-        uint64_t n = e->mcu_n++;
+        uint64_t n = e->mcu_n++, r = e->row;
         uint32_t col = e->col;
-        e->col = col + 1 == e->mpr ? 0 : col + 1;
-        if (!mcu || (e->ix_given > 1 && (col < ci->master->first_iMCU_col ||
-                                         col > ci->master->last_iMCU_col)))
+        if (col + 1 == e->mpr) {
+            e->col = 0;
+            e->row++;
+        } else {
+            e->col = col + 1;
+        }
+        JDIMENSION c0 = ci->master->first_iMCU_col, c1 = ci->master->last_iMCU_col;
+        if (!mcu || (e->ix_given > 1 && (col < c0 || col > c1)))
             return TRUE;
+        if (e->run_len) {
+            if (n - e->run_a < e->run_len)
+                return serve_run(e, mcu, 0, n - e->run_a);
+            if (n - e->run_b < e->run_len)
+                return serve_run(e, mcu, 1, n - e->run_b);
+        }
         int w = e->pos == n ? 0 : seek(e, n);
-        if (!w)
-            w = mcu_decode(e, mcu);
+        if (w)
+            return warn(ci, e, w);
+        if (e->row_pairs && col == c0 && e->ix_given > 1) {
+            if (pair_rows(e, n, r, c1 - c0 + 1) == 0)
+                return serve_run(e, mcu, 0, 0);
+            e->row_pairs = 1; /* corrupt or past the index: MCU by MCU from here */
+        }
+        w = mcu_decode(e, mcu);
         return w ? warn(ci, e, w) : TRUE;
     }
     if (ci->restart_interval) {
@@ -592,6 +754,7 @@ void fl_jpeg_entropy_free(struct fl_jpeg_entropy *e)
     fl_buf_free(&e->ivl);
     fl_buf_free(&e->coef);
     fl_buf_free(&e->ix);
+    fl_buf_free(&e->runs);
     free(e);
 }
 
@@ -660,8 +823,24 @@ static int index_setup(struct fl_jpeg_entropy *e, struct jpeg_decompress_struct 
     e->step = step;
     e->next_cp = e->ix_known < cap ? (uint64_t)e->ix_known * step : UINT64_MAX;
     e->mpr = ci->MCUs_per_row;
+    e->mcus = mcus;
     e->lazy = 1;
+    e->row_pairs = 1;
+    e->row = 0;
+    e->run_len = 0;
+    e->last_row = UINT64_MAX;
     return 0;
+}
+
+void fl_jpeg_entropy_last_row(struct fl_jpeg_entropy *e, struct jpeg_decompress_struct *ci,
+                              uint64_t imcu_row)
+{
+    if (!e || !e->lazy || ci->client_data != e)
+        return;
+    /* an iMCU row is one MCU row of an interleaved scan, v_samp_factor block rows of a
+       one-component scan */
+    uint64_t per = ci->comps_in_scan > 1 ? 1 : (uint64_t)ci->cur_comp_info[0]->v_samp_factor;
+    e->last_row = (imcu_row + 1) * per - 1;
 }
 
 void fl_jpeg_entropy_use_index(struct fl_jpeg_entropy *e, const void *index, size_t len)

@@ -122,7 +122,8 @@ int main(void)
                 unsigned long len2;
                 uint8_t *g = make_pattern_jpeg(&o, &len2);
                 uint8_t *ixg = malloc(ixn ? ixn : 1);
-                memcpy(ixg, ix, ixn);
+                if (ixn)
+                    memcpy(ixg, ix, ixn);
                 size_t ixgn = ixn;
                 for (int t = 0; t < 4; t++, crops++)
                     crop_same(g, len2, random_crop(w, h), 8 + rnd(120), 3, &ixg, &ixgn, what);
