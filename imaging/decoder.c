@@ -75,10 +75,7 @@ size_t fl_decoder_jpeg_index(fl_decoder *d, const void **index)
 
 /* The index set for this decode is used (or dropped) by it; what it learns is fresh for
  * fl_decoder_jpeg_index only when it decodes a JPEG. */
-static void index_begin(fl_decoder *d)
-{
-    d->jidx_fresh = 0;
-}
+static void index_begin(fl_decoder *d) { d->jidx_fresh = 0; }
 
 static void index_end(fl_decoder *d)
 {
@@ -114,7 +111,8 @@ int fl_decode_crop_resize(fl_decoder *d, const uint8_t *data, size_t len, const 
 {
     if (d)
         index_begin(d);
-    int rc = decode_crop_resize(d, data, len, crop, out_width, out_height, channels, flip, dst, err);
+    int rc =
+        decode_crop_resize(d, data, len, crop, out_width, out_height, channels, flip, dst, err);
     if (d)
         index_end(d);
     return rc;

@@ -82,28 +82,28 @@ struct fl_jpeg_entropy {
     int dead; /* a warning was tolerated by the error manager: the rest decodes as zeros */
     JBLOCK dummy;
     /* Lazy decoding with entry points (files without restart markers; see the top) */
-    int lazy;         /* this image decodes lazily */
-    uint64_t pos;     /* the MCU the bit reader is at */
-    uint32_t mpr;     /* MCUs per row */
-    uint32_t col;     /* column of the MCU libjpeg asks for next */
-    fl_buf ix;        /* jidx_head, then ix_cap jidx_entry */
+    int lazy;          /* this image decodes lazily */
+    uint64_t pos;      /* the MCU the bit reader is at */
+    uint32_t mpr;      /* MCUs per row */
+    uint32_t col;      /* column of the MCU libjpeg asks for next */
+    fl_buf ix;         /* jidx_head, then ix_cap jidx_entry */
     uint32_t ix_known; /* entries known (given or learned); entry 0 always */
     uint32_t ix_given; /* of them, from the caller's index */
     uint32_t ix_cap;
-    uint32_t step;     /* MCUs between entries */
-    uint64_t mcus;     /* in the scan */
-    uint64_t next_cp;  /* the MCU whose entry is to be noted next (UINT64_MAX: none) */
-    const void *use;   /* the caller's index for the next image (fl_jpeg_entropy_use_index) */
+    uint32_t step;    /* MCUs between entries */
+    uint64_t mcus;    /* in the scan */
+    uint64_t next_cp; /* the MCU whose entry is to be noted next (UINT64_MAX: none) */
+    const void *use;  /* the caller's index for the next image (fl_jpeg_entropy_use_index) */
     size_t use_len;
     /* Row pairs (lazy decoding with an index): the run of MCUs libjpeg needs in row r and the
      * one in row r + 1, each reached from its own entry point, decoded together (decode_two)
      * into `runs` and handed out as libjpeg asks for them */
-    int row_pairs;     /* this image may pair rows */
-    fl_buf runs;       /* two runs of run_len MCUs of coefficients */
+    int row_pairs;         /* this image may pair rows */
+    fl_buf runs;           /* two runs of run_len MCUs of coefficients */
     uint64_t run_a, run_b; /* the first MCU of each */
-    uint32_t run_len;  /* 0: none buffered */
-    uint64_t row;      /* MCU row of the MCU libjpeg asks for next */
-    uint64_t last_row; /* the last MCU row libjpeg will ask for (a hint), UINT64_MAX: unknown */
+    uint32_t run_len;      /* 0: none buffered */
+    uint64_t row;          /* MCU row of the MCU libjpeg asks for next */
+    uint64_t last_row;     /* the last MCU row libjpeg will ask for (a hint), UINT64_MAX: unknown */
 };
 
 /* The entry-point index (the bytes fl_jpeg_entropy_index hands out and use_index takes back):
@@ -119,8 +119,8 @@ typedef struct jidx_head {
     uint32_t n; /* entries */
 } jidx_head;
 typedef struct jidx_entry {
-    uint32_t bit;     /* offset in the unstuffed data */
-    int16_t pred[4];  /* DC predictors, modulo 2^16 (all a JCOEF keeps) */
+    uint32_t bit;    /* offset in the unstuffed data */
+    int16_t pred[4]; /* DC predictors, modulo 2^16 (all a JCOEF keeps) */
 } jidx_entry;
 
 static inline jidx_head *ix_head(struct fl_jpeg_entropy *e) { return (jidx_head *)e->ix.p; }
@@ -555,7 +555,11 @@ static int pair_rows(struct fl_jpeg_entropy *e, uint64_t n, uint64_t r, uint32_t
     memset(e->runs.p, 0, bytes);
     const uint32_t *iv = (const uint32_t *)e->ivl.p;
     JCOEF *out = (JCOEF *)e->runs.p;
-    chain A = {.bp = e->bp, .buf = e->buf, .cnt = e->cnt, .end_bits = e->end_bits, .keep = len,
+    chain A = {.bp = e->bp,
+               .buf = e->buf,
+               .cnt = e->cnt,
+               .end_bits = e->end_bits,
+               .keep = len,
                .out = out};
     memcpy(A.pred, e->pred, sizeof A.pred);
     uint64_t i = m / e->step;

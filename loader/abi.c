@@ -12,8 +12,7 @@ _Static_assert(offsetof(fl_loader_options, decode_memory) >
                        offsetof(fl_loader_options, decode_memory) + 8 &&
                    offsetof(fl_loader_options, jpeg_index_memory) ==
                        offsetof(fl_loader_options, max_batches) + 8 &&
-                   sizeof(fl_loader_options) ==
-                       offsetof(fl_loader_options, jpeg_index_memory) + 8,
+                   sizeof(fl_loader_options) == offsetof(fl_loader_options, jpeg_index_memory) + 8,
                "fl_loader_options.decode_memory (ABI 3) must follow box_min_visible, then "
                "max_batches (ABI 4), then jpeg_index_memory (ABI 5), last");
 _Static_assert(offsetof(fl_loader_stats, jpeg_index_bytes) ==

@@ -252,8 +252,8 @@ typedef struct fl_loader_options {
 
 /* decode_memory's default, and the bytes per worker it does not count (see "Memory bound"). */
 #define FL_DECODE_MEMORY_DEFAULT (1ll << 30)
-#define FL_DECODE_SMALL (1u << 20)
-#define FL_DECODE_KEEP (8u << 20)
+#define FL_DECODE_SMALL          (1u << 20)
+#define FL_DECODE_KEEP           (8u << 20)
 
 /* Fill `o` with the defaults documented above. */
 FL_API void fl_loader_options_init(fl_loader_options *o);

@@ -15,9 +15,9 @@
 
 typedef struct fl_jidx_cache {
     uint64_t records;
-    uint64_t limit;   /* bytes the indexes may hold (0: the cache is off) */
-    uint64_t held;    /* bytes they hold; under `total` */
-    void **slot;      /* per record: NULL or malloc'd (uint32_t length, then the index) */
+    uint64_t limit; /* bytes the indexes may hold (0: the cache is off) */
+    uint64_t held;  /* bytes they hold; under `total` */
+    void **slot;    /* per record: NULL or malloc'd (uint32_t length, then the index) */
     pthread_mutex_t total;
     pthread_mutex_t lock[FL_JIDX_LOCKS];
 } fl_jidx_cache;

@@ -586,7 +586,9 @@ static int start_workers(fl_loader *L, fl_error *err)
     int64_t jm = opt->jpeg_index_memory;
     if ((L->schema.encoding == FL_ENC_JPEG || L->schema.encoding == FL_ENC_MIXED) &&
         (rc = fl_jidx_cache_init(&L->jidx, fl_dataset_count(L->ds),
-                                 jm < 0 ? 0 : jm ? (uint64_t)jm : fl_jidx_default_limit())) < 0)
+                                 jm < 0 ? 0
+                                 : jm   ? (uint64_t)jm
+                                        : fl_jidx_default_limit())) < 0)
         return fl_error_set(err, rc, "out of memory for the JPEG index cache of %llu records",
                             (unsigned long long)fl_dataset_count(L->ds));
     make_work_ctx(L);

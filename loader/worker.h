@@ -75,7 +75,7 @@ typedef struct fl_work_ctx {
     int label_field;          /* index of the label field (its values are fl_batch.labels), -1 */
     int object_boxes;         /* FL_AUG_OBJECT_CROP: the BOXES field whose centres it keeps */
     float box_min_visible;
-    fl_budget *budget; /* decode memory shared by the workers */
+    fl_budget *budget;          /* decode memory shared by the workers */
     struct fl_jidx_cache *jidx; /* JPEG entry-point indexes per record (jpeg_index_cache.h) */
 } fl_work_ctx;
 

@@ -2,7 +2,8 @@
  * DCT-scaled size) and crop decode + resample of arbitrary bytes: JPEG, PNG and WebP (through
  * libwebp where the build has it). Must never crash, leak, read out of bounds or hang; errors are
  * expected and ignored. JPEG crop decodes also run with the entry-point index the full decode
- * learned (fl_decoder_jpeg_index), as it is and with entry bytes the input chooses. Seed corpus: corpus/image/ (*.webp: lossy, lossless, with alpha). */
+ * learned (fl_decoder_jpeg_index), as it is and with entry bytes the input chooses. Seed corpus:
+ * corpus/image/ (*.webp: lossy, lossless, with alpha). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -46,8 +46,8 @@ static int crop_same(const uint8_t *f, size_t len, fl_rect r, uint32_t os, uint3
         *ixn = n;
     }
     int same = ra == 0 && rb == 0 && !memcmp(a, b, (size_t)os * os * ch);
-    EXPECTF(same, "%s: crop %ux%u+%u+%u -> %u ch %u: rc %d / %d, %s", what, r.width, r.height,
-            r.x, r.y, os, ch, ra, rb, ra || rb ? err.msg : "pixels differ");
+    EXPECTF(same, "%s: crop %ux%u+%u+%u -> %u ch %u: rc %d / %d, %s", what, r.width, r.height, r.x,
+            r.y, os, ch, ra, rb, ra || rb ? err.msg : "pixels differ");
     return same;
 }
 
@@ -63,8 +63,8 @@ int main(void)
 {
     CHECK_OK(fl_decoder_create(0, &plain, &err), &err);
     CHECK_OK(fl_decoder_create(0, &indexed, &err), &err);
-    static const uint32_t sizes[][2] = {{1, 1}, {17, 9}, {64, 48}, {333, 211}, {31, 260},
-                                        {500, 375}, {1203, 77}};
+    static const uint32_t sizes[][2] = {{1, 1},    {17, 9},    {64, 48},  {333, 211},
+                                        {31, 260}, {500, 375}, {1203, 77}};
     static const int samp[][3] = {{3, 2, 2}, {3, 2, 1}, {3, 1, 2}, {3, 1, 1}, {1, 1, 1}};
     static const int quality[] = {30, 90, 100};
     char what[160];
@@ -151,9 +151,8 @@ int main(void)
                     if (kind < 2) { /* ignored: the pixels of a decode without an index */
                         CHECK_OK(fl_decode_crop_resize(plain, f, len, &r, 64, 64, 3, 0, ref, &err),
                                  &err);
-                        EXPECTF(rc == 0 && !memcmp(out, ref, sizeof out),
-                                "%s: index %s: rc %d", what, kind ? "head changed" : "cut short",
-                                rc);
+                        EXPECTF(rc == 0 && !memcmp(out, ref, sizeof out), "%s: index %s: rc %d",
+                                what, kind ? "head changed" : "cut short", rc);
                     } /* changed entries: any pixels or a decode error, but no crash */
                     free(bad);
                 }

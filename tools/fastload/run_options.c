@@ -370,7 +370,7 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
          .parse = opt_jpeg_index_memory,                                                           \
          .metavar = "SIZE",                                                                        \
          .help = "memory for JPEG entry-point indexes (~1.5 KiB a record; 'off'): learned\n"       \
-                 "by a record's first decode, they let later crop decodes skip the data\n"        \
+                 "by a record's first decode, they let later crop decodes skip the data\n"         \
                  "above and beside the crop (same pixels)",                                        \
          .def = "RAM/32, at most 512M"},                                                           \
         {FL_CLI_INT,                                                                               \
