@@ -313,7 +313,7 @@ def _clash(out: Dict[str, np.ndarray], key: str) -> None:
 
 
 def _parse_augment(augment: Optional[str], flip: bool) -> Tuple[int, bool]:
-    base, f = "none", bool(flip)
+    base, f = "none", _flag("flip", flip)
     for tok in str(augment or "none").replace("+", ",").split(","):
         tok = tok.strip()
         if tok == "flip":
@@ -353,6 +353,31 @@ def _count(name: str, value, hi: Optional[int] = None) -> int:
     if v < 0 or (hi is not None and v >= hi):
         rng = f"[0, {hi})" if hi is not None else ">= 0"
         raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={v} out of range {rng}")
+    return v
+
+
+def _flag(name: str, value) -> bool:
+    """`value` as a yes/no option: a bool (numpy's too) or the integers 0 and 1, else
+    InvalidOptionError (bool("False") is True: a string must not turn an option on)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={value!r}: expected True or False")
+
+
+def _int64(name: str, value) -> int:
+    """`value` as a signed 64-bit integer (the C option is int64_t; negative has a meaning), else
+    InvalidOptionError."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        v = operator.index(value)
+    except TypeError:
+        raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={value!r}: expected an integer") \
+            from None
+    if not -(1 << 63) <= v < (1 << 63):
+        raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={v} out of the 64-bit range")
     return v
 
 
@@ -546,35 +571,38 @@ class Loader:
         self._lib.fl_loader_options_init(ctypes.byref(po))
         o = po.s
         o.batch_size = int(batch_size)
-        o.workers = int(workers)
-        if prefetch:
+        # the C fields are uint32: a negative or huge value would wrap silently (quasi_block=-1
+        # became 4 G records)
+        o.workers = _count("workers", workers, 1 << 32)
+        if _count("prefetch", prefetch, 1 << 32):
             o.prefetch = int(prefetch)
         o.out_height, o.out_width = h, w
-        if channels:
+        if _count("channels", channels, 1 << 32):
             o.channels = int(channels)
         o.augment, o.flip = aug, int(fl)
         o.scale_min, o.scale_max = (float(v) for v in scale)
         o.ratio_min, o.ratio_max = (float(v) for v in ratio)
         o.center_ratio = float(center_ratio)
         o.order = _choice("order", order, _native.ORDER)
-        if quasi_block:
+        if _count("quasi_block", quasi_block, 1 << 32):
             o.quasi_block = int(quasi_block)
-        if quasi_window:
+        if _count("quasi_window", quasi_window, 1 << 32):
             o.quasi_window = int(quasi_window)
         o.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
         o.rank, o.world = int(rank), int(world)
-        o.drop_last = int(bool(drop_last))
+        drop_last = _flag("drop_last", drop_last)
+        o.drop_last = int(drop_last)
         o.io = _choice("io", io, _native.IO)
-        o.direct = int(bool(direct))
-        if queue_depth:
+        o.direct = int(_flag("direct", direct))
+        if _count("queue_depth", queue_depth, 1 << 32):
             o.queue_depth = int(queue_depth)
         o.on_corrupt = _choice("on_corrupt", on_corrupt, _native.ON_CORRUPT)
-        o.pinned = int(bool(pinned))
+        o.pinned = int(_flag("pinned", pinned))
         o.device = int(device)
         o.decode_flags = _choice("decode", decode, _native.DECODE)
-        o.memory_max = int(memory_max)
-        o.decode_memory = int(decode_memory)
-        o.jpeg_index_memory = int(jpeg_index_memory)
+        o.memory_max = _int64("memory_max", memory_max)
+        o.decode_memory = _int64("decode_memory", decode_memory)
+        o.jpeg_index_memory = _int64("jpeg_index_memory", jpeg_index_memory)
         # the library's max_batches: counted from the position each _open starts at; next_batch
         # past them raises (fastload.torch.Dataset reads exactly that many)
         o.max_batches = _count("_max_batches", _max_batches, 1 << 64)

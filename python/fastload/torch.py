@@ -610,7 +610,7 @@ def _make_dataset_class():
                 if order is None:
                     order = _loader.default_order(kw.get("augment", "none"), kw.get("flip", False))
                 _loader._choice("order", order, _loader._native.ORDER)
-                drop_last = bool(kw.get("drop_last", False))
+                drop_last = _loader._flag("drop_last", kw.get("drop_last", False))
                 self._len = _loader._epoch_batches(
                     self.path, _loader._dataset_records(self.path), self.batch_size, self.rank,
                     self.world, drop_last, order, exact=not drop_last)
@@ -626,7 +626,7 @@ def _make_dataset_class():
             kw = dict(self.kwargs)
             if not kw.get("workers"):
                 kw["workers"] = max(1, (os.cpu_count() or 1) // nw)
-            drop_last = bool(kw.pop("drop_last", False))
+            drop_last = _loader._flag("drop_last", kw.pop("drop_last", False))
             L = Loader(self.path, batch_size=self.batch_size, rank=self.rank, world=self.world,
                        drop_last=drop_last, device="cpu", start_epoch=self.epoch,
                        start_batch=first, _exact_shares=not drop_last,

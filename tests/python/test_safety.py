@@ -200,6 +200,27 @@ def test_size_forms_and_errors(ds):
             fastload.Loader(ds, batch_size=4, size=size)
 
 
+def test_flag_and_count_options_refuse_what_would_wrap_or_flip(ds):
+    """Yes/no options take bools (numpy's too) and 0/1: drop_last="False" turned drop_last on
+    (bool of a non-empty string), so a user asking for every sample silently lost the last
+    batch. Counts are checked against their C fields: quasi_block=-1 wrapped to a 4 G-record
+    block, workers=-1 to 4 G threads. The memory sizes are int64 and keep their negative
+    meaning."""
+    with fastload.Loader(ds, batch_size=16, order="seq", workers=1, drop_last=np.bool_(True),
+                         pinned=0, jpeg_index_memory=-1, decode_memory=-1) as L:
+        assert L.drop_last is True
+    for name, bad in (("drop_last", "False"), ("drop_last", 2), ("direct", "no"),
+                      ("pinned", None), ("flip", "False"), ("drop_last", 0.0)):
+        with pytest.raises(fastload.InvalidOptionError, match=name):
+            fastload.Loader(ds, batch_size=16, **{name: bad})
+    for name, bad in (("quasi_block", -1), ("quasi_window", -2), ("workers", -1),
+                      ("prefetch", 1 << 32), ("queue_depth", -4), ("channels", -3),
+                      ("jpeg_index_memory", 1 << 63), ("decode_memory", "1G"),
+                      ("memory_max", 2.5)):
+        with pytest.raises(fastload.InvalidOptionError, match=name):
+            fastload.Loader(ds, batch_size=16, **{name: bad})
+
+
 class _InterruptAfterNext:
     """Library proxy: the n-th fl_loader_next returns, then a KeyboardInterrupt arrives (as a
     Ctrl-C during the C call is raised when it returns)."""
