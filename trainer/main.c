@@ -130,9 +130,9 @@ static const fl_cli_opt train_opts[] = {
 
     {FL_CLI_SECTION, .help = "checkpoints and output:"},
     {FL_CLI_TEXT, "checkpoint", .off = F(ckpt_dir), .metavar = "DIR",
-     .help = "write checkpoints there (each epoch, on SIGTERM/SIGINT); the folder of\n"
-             "one run: refused while another run uses it, and without --resume when\n"
-             "it holds checkpoints already"},
+     .help = "write checkpoints there (each epoch, on SIGTERM/SIGINT/SIGHUP); the folder\n"
+             "of one run: refused while another run uses it, and without --resume\n"
+             "when it holds checkpoints already"},
     {FL_CLI_U64, "checkpoint-every", .off = F(ckpt_every), .umin = 1, .umax = 1ull << 40,
      .metavar = "N", .help = "also every N steps"},
     {FL_CLI_FLAG, "resume", .off = F(resume),
@@ -187,8 +187,9 @@ static const fl_cli_cmd train_cmd = {
         "--model resnet18, is ignored with a warning.\n"
         "Exit status: 0 done, 1 data or runtime error (also: the loss diverged, or a log, "
         "checkpoint\n"
-        "or stdout could not be written), 2 usage or refusal, 130/143 stopped by SIGINT/SIGTERM\n"
-        "(after writing a checkpoint when --checkpoint is given).\n",
+        "or stdout could not be written), 2 usage or refusal, 130/143/129 stopped by\n"
+        "SIGINT/SIGTERM/SIGHUP (after writing a checkpoint when --checkpoint is given; a signal\n"
+        "ignored when trainfast starts, as nohup ignores SIGHUP, stays ignored).\n",
     .max_pos = 0,
     .run = train_run,
 };
@@ -401,8 +402,8 @@ static const fl_cli_tool tool = {
                 "Trains an image classifier on datasets packed by packdata, fed by libfastload.\n",
     .cmds = commands,
     .epilog =
-        "Exit status: 0 done, 1 data or runtime error, 2 usage or refusal, 130/143 stopped by\n"
-        "SIGINT/SIGTERM.\n",
+        "Exit status: 0 done, 1 data or runtime error, 2 usage or refusal, 130/143/129 stopped\n"
+        "by SIGINT/SIGTERM/SIGHUP.\n",
     .version = version,
 };
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# test_kill_train.sh — SIGTERM (one trial SIGINT) and SIGKILL at random points of
+# test_kill_train.sh — SIGTERM (one trial SIGINT, one SIGHUP) and SIGKILL at random points of
 # `trainfast train --device cpu` with frequent checkpoints: after each signal every ckpt-*.tfc
 # left verifies (never a torn one under the final name); `--resume` continues from the newest
-# complete checkpoint and ends with weights bit-identical to an uninterrupted run; SIGTERM/SIGINT
-# exit 143/130 after saving. Then the newest checkpoint is truncated (a torn file, as a
+# complete checkpoint and ends with weights bit-identical to an uninterrupted run; SIGTERM/SIGINT/
+# SIGHUP exit 143/130/129 after saving (a closed terminal no longer loses the run's progress). Then the newest checkpoint is truncated (a torn file, as a
 # non-atomic filesystem could leave): resume falls back to the previous one with a warning naming
-# the file, again to identical weights; with every checkpoint damaged, resume fails clearly.
+# the file, again to identical weights; with every checkpoint damaged, resume fails clearly. A
+# SIGHUP ignored when the run starts (nohup) stays ignored.
 # Default: 3 SIGTERM/SIGINT + 5 SIGKILL trials; FL_LONG_TESTS=1: 10 + 25. FL_REL_SEED=S replays.
 . "$(dirname "$0")/lib.sh"
 need "$P" "$MKIDX" "$TF"
@@ -13,7 +14,7 @@ if ((LONG)); then nterm=10 nkill=25; else nterm=3 nkill=5; fi
 sanitized && ((!LONG)) && nterm=2 nkill=3
 seed=${FL_REL_SEED:-$(( $(date +%s) % 100000 ))}
 RANDOM=$seed
-echo "seed $seed (FL_REL_SEED=$seed replays these kill points), $nterm SIGTERM/SIGINT + $nkill SIGKILL trials"
+echo "seed $seed (FL_REL_SEED=$seed replays these kill points), $nterm SIGTERM/SIGHUP/SIGINT + $nkill SIGKILL trials"
 make_train_data "$T/data" 1500 200 || die "fixture"
 every=5
 common=(--data "$T/data/train" --val "$T/data/val" --device cpu --width 8 --batch 50 --epochs 2
@@ -49,6 +50,7 @@ all_verify() {
 
 for ((i = 0; i < nterm + nkill; i++)); do
     if ((i == nterm - 1)); then sig=INT want=130
+    elif ((i == nterm - 2)); then sig=HUP want=129
     elif ((i < nterm)); then sig=TERM want=143
     else sig=KILL want=137; fi
     d="$T/run$i"
@@ -96,4 +98,20 @@ for f in "$d"/ckpt-*.tfc; do truncate -s 100 "$f"; done
 expect_status 1 "resume with every checkpoint damaged" -- "$TF" train "${common[@]}" --checkpoint "$d" --resume
 expect_err "no valid checkpoint" "all damaged: clear error"
 pass "every checkpoint damaged: '$(grep error "$T/err" | head -1 | sed "s|$T/||g")'"
+
+# nohup: a SIGHUP ignored when the run starts stays ignored, and the run goes on to its end
+d="$T/nohup"
+(trap '' HUP; exec "$TF" train "${common[@]}" --checkpoint "$d" >/dev/null 2>"$T/kerr") &
+pid=$!
+while kill -0 $pid 2>/dev/null && (( $(newest_step "$d") < steps / 2 )); do sleep 0.005; done
+kill -HUP $pid 2>/dev/null
+wait $pid
+st=$?
+if [[ $st -ne 0 ]]; then
+    fail "nohup: SIGHUP ignored at start stopped the run: exit $st: $(head -2 "$T/kerr")"
+elif [[ $(basename "$(newest_ckpt "$d")") != $(basename "$ref") ]] || ! same_weights "$ref" "$(newest_ckpt "$d")"; then
+    fail "nohup: the run did not end as the uninterrupted one"
+else
+    pass "SIGHUP ignored at start (nohup) stays ignored: the run finished, same weights"
+fi
 finish

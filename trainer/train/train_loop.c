@@ -1,6 +1,6 @@
 /* train_loop.c — the epochs of `trainfast train` (train_internal.h): libfastload batches ->
  * backend train_step with the LR schedule, per-epoch evaluation and report, checkpoints (every N
- * steps, at epoch ends, on SIGTERM/SIGINT), divergence and signal stops, NVML sampling. */
+ * steps, at epoch ends, on SIGTERM/SIGINT/SIGHUP), divergence and signal stops, NVML sampling. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,14 +19,21 @@ static volatile sig_atomic_t g_stop_signal;
 
 static void on_signal(int sig) { g_stop_signal = sig; }
 
+/* SIGTERM, SIGINT and SIGHUP (the terminal or ssh session that started the run closed) stop the
+ * run after a checkpoint; a signal the caller ignores (nohup ignores SIGHUP, a script's
+ * background job SIGINT) stays ignored. */
 static void install_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) || old.sa_handler == SIG_IGN)
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 /* this process's CPU seconds so far (user + system, every thread) */
@@ -378,6 +385,7 @@ static int after_step(loop *lp, int last)
         fprintf(stderr, "%s: stopped by %s at epoch %llu batch %llu (step %llu)%s%s%s\n", TOOL,
                 stop == SIGTERM  ? "SIGTERM"
                 : stop == SIGINT ? "SIGINT"
+                : stop == SIGHUP ? "SIGHUP"
                                  : "a signal",
                 (unsigned long long)lp->epoch + 1, (unsigned long long)lp->bpos,
                 (unsigned long long)r->t.micro,
