@@ -201,6 +201,48 @@ int fl_file_clobbers(const char *out, const char *in)
     return stat(parent, &ps) == 0 && ps.st_dev == is.st_dev && ps.st_ino == is.st_ino;
 }
 
+/* The folder part of `path` resolved (realpath) and its last component, trailing slashes
+ * dropped; 0, or -1 when the folder does not exist or the name is too long. */
+static int split_resolved(const char *path, char *dir, size_t dirlen, char *name, size_t namelen)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+        return -1;
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+    char *slash = strrchr(p, '/');
+    const char *base = slash ? slash + 1 : p;
+    if (snprintf(name, namelen, "%s", base) >= (int)namelen)
+        return -1;
+    if (!slash)
+        snprintf(p, sizeof p, ".");
+    else if (slash == p)
+        p[1] = '\0';
+    else
+        *slash = '\0';
+    char *real = realpath(p, NULL);
+    if (!real)
+        return -1;
+    int too_long = snprintf(dir, dirlen, "%s", real) >= (int)dirlen;
+    free(real);
+    return too_long ? -1 : 0;
+}
+
+int fl_file_same_name(const char *a, const char *b)
+{
+    if (!a || !b)
+        return 0;
+    struct stat as, bs;
+    if (stat(a, &as) == 0 && stat(b, &bs) == 0)
+        return as.st_dev == bs.st_dev && as.st_ino == bs.st_ino;
+    char ad[PATH_MAX], bd[PATH_MAX], an[NAME_MAX + 1], bn[NAME_MAX + 1];
+    if (split_resolved(a, ad, sizeof ad, an, sizeof an) ||
+        split_resolved(b, bd, sizeof bd, bn, sizeof bn))
+        return 0;
+    return !strcmp(ad, bd) && !strcmp(an, bn);
+}
+
 /* ---- the durable write (see the table in fl_file.h) ------------------------------------------ */
 
 const char *fl_write_step_name(fl_write_step step)

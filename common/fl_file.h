@@ -118,6 +118,11 @@ const char *fl_write_step_name(fl_write_step step);
  * dataset); 0 otherwise, and when in does not exist. */
 int fl_file_clobbers(const char *out, const char *in);
 
+/* 1 when paths a and b name the same place, whether or not anything is there yet: the same
+ * existing file (through links), or the same name in the same existing folder ("out" and
+ * "./dir/../out", trailing slashes ignored); 0 otherwise (also when a parent folder is missing). */
+int fl_file_same_name(const char *a, const char *b);
+
 /* A write in progress, for writers that stream (fl_file_begin ... fl_file_commit). The fields are
  * read-only for the caller except that it writes to `fd`. */
 typedef struct fl_file_writer {

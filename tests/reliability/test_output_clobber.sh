@@ -2,7 +2,8 @@
 # test_output_clobber.sh — an output path that names an input: `trainfast predict CKPT DATA
 # --csv DATA/manifest.json` (or a shard), `--logits CKPT`, `--csv IMAGE` over that image,
 # `export CKPT -o CKPT`, `packdata extract DST 0 -o DST/manifest.json`, `trainfast train --log`
-# or `--report` into --data/--val, `packdata pack LIST DST --report LIST`. Each replaced (or
+# or `--report` into --data/--val, `packdata pack LIST DST --report LIST` (or `--report DST`
+# before DST exists: the report took DST's name and the pack failed). Each replaced (or
 # truncated) the input and mostly exited 0: the dataset, checkpoint, image or list was gone
 # ("not a trainfast checkpoint (bad magic)", "JSON byte 0"). Now refused up front (exit 2,
 # naming both), the input byte-identical; outputs elsewhere still written.
@@ -56,6 +57,15 @@ refused "pack --report LIST" "would overwrite the input $T/list.txt" -- \
     "$P" pack "$T/list.txt" "$T/packed" --report "$T/list.txt"
 cmp -s "$T/list.txt" "$T/list.bak" || fail "pack --report LIST: the list changed"
 [[ ! -e $T/packed && ! -e $T/packed.partial ]] || fail "pack --report LIST: something was written at DST"
+# packdata pack --report naming the destination (not there yet) or its partial folder: the report
+# file took DST's name, then the pack failed "DST is not a folder" and left the file behind
+mkdir -p "$T/rsrc/a" "$T/rsrc/b"
+printf x >"$T/rsrc/a/1.png" # refused before any input is read
+for r in "$T/newdst" "$T/newdst/" "$T/../$(basename "$T")/newdst" "$T/newdst.partial"; do
+    refused "pack --report ${r#$T/}" "names the destination" -- "$P" pack "$T/rsrc" "$T/newdst" --report "$r"
+    [[ ! -e $T/newdst && ! -e $T/newdst.partial ]] || fail "pack --report ${r#$T/}: something was written at DST"
+    rm -rf "$T/newdst" "$T/newdst.partial"
+done
 [[ -z $(ls "$D" | grep -v -e '^manifest.json$' -e '^shard-') ]] || fail "a file was added to the dataset folder: $(ls "$D")"
 [[ ! -e $D/new.csv ]] || fail "a file was added to the dataset folder"
 [[ $(sums) == "$before" ]] || fail "an input changed"

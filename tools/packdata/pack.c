@@ -6,6 +6,7 @@
 #include "pack_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
@@ -793,6 +794,18 @@ static int run_pack(const pd_pack_opts *po)
                              in[i] == po->dst ? "a file of the destination" : "the input", in[i]);
                 return FL_EXIT_USAGE;
             }
+        }
+        /* the destination itself (not there yet: the check above needs it to exist), or the
+         * folder it is built in: the report file would take its name */
+        char partial[PATH_MAX];
+        snprintf(partial, sizeof partial, "%s.partial", po->dst);
+        if (fl_file_same_name(po->report, po->dst) || fl_file_same_name(po->report, partial)) {
+            fl_cli_error(PD_TOOL,
+                         "--report %s names the destination%s: write it elsewhere; nothing was "
+                         "changed",
+                         po->report,
+                         fl_file_same_name(po->report, po->dst) ? "" : "'s partial folder");
+            return FL_EXIT_USAGE;
         }
         s.rc.report = fopen(po->report, "w"); /* on resume the journal re-reports earlier skips */
         if (!s.rc.report) {
