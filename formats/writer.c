@@ -540,6 +540,23 @@ static int check_options(const char *dst, const fl_writer_options *opt, fl_error
         int rc = fl_fields_validate(opt->fields, opt->num_fields, err);
         if (rc)
             return fl_error_prefix(err, "%s", dst);
+        /* the loaders' batches carry each variable field's per-record counts as NAME_count
+         * (fastload.FieldsBatch, fastload.torch): a field of that name would replace them */
+        for (uint32_t i = 0; i < opt->num_fields; i++) {
+            const fl_field *v = &opt->fields[i];
+            if (!fl_field_is_variable(v->type))
+                continue;
+            for (uint32_t j = 0; j < opt->num_fields; j++) {
+                const char *n = opt->fields[j].name;
+                size_t len = strlen(v->name);
+                if (!strncmp(n, v->name, len) && !strcmp(n + len, "_count"))
+                    return fl_error_set(err, FL_E_INVALID,
+                                        "%s: field \"%s\" is the name the loaders give field "
+                                        "\"%s\"'s per-record counts (%s, a variable field): "
+                                        "choose another name",
+                                        dst, n, v->name, fl_field_type_name(v->type));
+            }
+        }
         int image = fl_fields_image_index(opt->fields, opt->num_fields) >= 0;
         if (image != (opt->schema.encoding != FL_ENC_NONE))
             return fl_error_set(err, FL_E_INVALID, "%s: %s", dst,
