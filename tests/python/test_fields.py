@@ -156,7 +156,8 @@ def test_torch_mapping_uint16_fields():
 
 @pytest.mark.parametrize("count_first", [False, True])
 def test_field_named_as_a_count_is_refused(count_first):
-    """packdata takes a field named boxes_count beside the boxes field; in the mapping one of the
+    """A set packed with a field named boxes_count beside the boxes field (packdata took it until
+    e005565 and refuses it now; older sets still have it): in the mapping one of the
     two replaced the other without a word (the box counts became the field's values, so
     detection_targets sliced padding rows as boxes; or the field was lost). Now an
     UnsupportedError names both."""
