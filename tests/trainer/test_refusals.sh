@@ -4,6 +4,7 @@
 #   val      --val labelling its classes differently from --data (other names, other order, fewer
 #            with other names, more) exits 2 naming both datasets and the first difference; a val
 #            set holding the first classes of --data under the same names is accepted with a note;
+#            --val naming the training data itself is accepted with a note saying so;
 #            `eval` checks its data against the classes recorded in the checkpoint the same way
 #   resume   --resume with any option that defines the run changed (model, width, residual, gelu,
 #            seed, batch, accum, epochs, lr, wd, momentum, nesterov, label smoothing, schedule,
@@ -70,7 +71,15 @@ val)
         --epochs 1 --val "$W/va_first"
     has first "has 2 of the 4 classes" "from 'class2' on none"
     expect_rc 0 same "$T" "${run[@]}" --val "$W/va" --checkpoint "$W/c"
-    echo "ok   accepted: the same classes; the first 2 of 4 under the same names (with a note)"
+    grep -qF "is the data set --data trains on" "$W/same.err" && fail "same: a note for a held-out --val"
+    # --val naming the training data itself (the path, or another path to it): accepted with a
+    # note that its accuracy is not a held-out one
+    ln -s "$W/tr" "$W/tr_link"
+    expect_rc 0 valdata "$T" train --data "$W/tr" --width 4 --threads 1 --device cpu --batch 50 \
+        --epochs 1 --val "$W/tr_link"
+    has valdata "note: --val $W/tr_link is the data set --data trains on" "not how it does on new ones"
+    echo "ok   accepted: the same classes; the first 2 of 4 under the same names (with a note);"
+    echo "     --val the training data (with a note)"
     # eval checks the data against the classes the checkpoint was trained on
     expect_rc 2 eval_order "$T" eval "$W/c" "$W/va_order" --device cpu
     has eval_order "$W/va_order" "label 1 is 'class2' in $W/va_order, 'class1' in training"

@@ -101,6 +101,17 @@ static int check_val(const tf_run *r, const fl_dataset *train, const fl_dataset 
     }
     free((void *)tn);
     free((void *)vn);
+    /* the training data as --val: its accuracy is how well the model fits what it trains on */
+    uint8_t tid[16], vid[16];
+    if (!bad && !r->quiet &&
+        ((fl_dataset_id(train, tid) == 0 && fl_dataset_id(val, vid) == 0 &&
+          !memcmp(tid, vid, sizeof tid)) ||
+         fl_file_same_name(o->val, o->data)))
+        fprintf(stderr,
+                "%s: note: --val %s is the data set --data trains on: its accuracy says how well "
+                "the model fits the images it learns from, not how it does on new ones (pack "
+                "held-out images for --val)\n",
+                TOOL, o->val);
     if (!bad && nv < nt && !r->quiet) {
         const char *first = fl_dataset_class_name(train, nv);
         fprintf(stderr,
