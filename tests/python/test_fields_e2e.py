@@ -15,6 +15,7 @@ plain Python COCO reader (tests/packdata/coco_ref.py: json + PIL + numpy):
 Needs PACKDATA (FL_PACKDATA, or FL_BINARY_DIR's) and /usr/bin/python3 with PIL, numpy, skimage."""
 import collections
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def sets(tmp_path_factory):
     fields_data.coco(f"{t}/vary", 40, size=None, seed=2, round_shapes=True)
     out = {"same": pack(f"{t}/same", f"{t}/same.fl"), "vary": pack(f"{t}/vary", f"{t}/vary.fl"),
            "same_lmdb": pack(f"{t}/same", f"{t}/same.lmdb", "--backend", "lmdb")}
+    out["vary_dir"] = f"{t}/vary"
     out["ref_same"] = read_coco(f"{t}/same/instances.json", f"{t}/same/images")
     out["ref_vary"] = read_coco(f"{t}/vary/instances.json", f"{t}/vary/images")
     return out
@@ -182,6 +184,39 @@ def same_batches(a, b):
         assert x.keys() == y.keys()
         for k in x:
             assert np.array_equal(x[k], y[k]), k
+
+
+def test_jsonl_labels_of_boxes_follow_their_boxes(sets):
+    """The same objects packed from JSON Lines, labels as `--field labels:int_list:of=boxes`,
+    crop like the COCO set's: under RRC + flip over 3 epochs every sample's boxes and labels
+    equal the COCO pack's (a dropped box takes its label along). Packed as a plain int_list, the
+    labels stay whole while boxes drop (what detection_targets refuses)."""
+    ref, _ = sets["ref_vary"]
+    img_dir = f"{sets['vary_dir']}/images"
+    rows = f"{img_dir}/rows.jsonl"
+    with open(rows, "w") as f:
+        for r in ref:
+            f.write(json.dumps({"path": r["file"], "boxes": [[float(v) for v in b] for b in r["boxes"]],
+                                "labels": [int(v) for v in r["labels"]]}) + "\n")
+    def pack_jsonl(dst, labels):
+        r = subprocess.run([PACKDATA, "pack", "--jsonl", rows, dst, "--field", "boxes:boxes",
+                            "--field", labels, "--quiet"], capture_output=True, text=True)
+        assert r.returncode == 0, f"packdata pack {dst}: {r.stderr}"
+        return dst
+    of = pack_jsonl(f"{sets['vary_dir']}-of.fl", "labels:int_list:of=boxes")
+    loose = pack_jsonl(f"{sets['vary_dir']}-loose.fl", "labels:int_list")
+    kw = dict(batch_size=8, workers=2, size=96, augment="rrc", flip=True, seed=3)
+    bpe = len(fastload.Loader(sets["vary"], **kw))
+    coco, mine, plain = (batches(p, 3 * bpe, **kw) for p in (sets["vary"], of, loose))
+    kept = total = 0
+    for x, y in zip(coco, mine):
+        assert np.array_equal(x["indices"], y["indices"])
+        for k in ("boxes", "boxes_count", "labels", "labels_count"):
+            assert np.array_equal(x[k], y[k]), k
+        kept += int(y["boxes_count"].sum())
+        total += sum(len(ref[int(i)]["boxes"]) for i in y["indices"])
+    assert 0 < kept < total  # crops dropped boxes, and their labels with them
+    assert any((p["labels_count"] != p["boxes_count"]).any() for p in plain)
 
 
 def test_torch_same_as_numpy_and_targets(sets):

@@ -71,6 +71,24 @@ int pd_field_spec_add(pd_items *it, const char *spec, char *why, size_t cap)
         dt = FL_DTYPE_U8;
         if (rest && fl_dtype_from_name(rest, &dt))
             return snprintf(why, cap, "--field '%s': mask wants uint8 or uint16", spec), -1;
+    } else if (t == FL_FIELD_INT_LIST && rest) {
+        /* of=BOXES: one value per box of that field (a box's class), so that a crop dropping
+         * a box drops its value too */
+        int b = strncmp(rest, "of=", 3) ? -1 : fl_fields_find(it->fields, it->num_fields, rest + 3);
+        if (b < 0 || it->fields[b].type != FL_FIELD_BOXES)
+            return snprintf(
+                       why, cap,
+                       "--field '%s': int_list takes only of=BOXES, naming a boxes field "
+                       "given before it (e.g. --field boxes:boxes --field %s:int_list:of=boxes)",
+                       spec, name),
+                   -1;
+        if (fl_fields_find(it->fields, it->num_fields, name) >= 0)
+            return snprintf(why, cap, "--field '%s': a field called '%s' is already there", spec,
+                            name),
+                   -1;
+        if (pd_items_add_field(it, name, t, dt, 0, NULL, b) < 0)
+            return snprintf(why, cap, "too many fields (at most %d)", FL_MAX_FIELDS), -1;
+        return 0;
     } else if (rest) {
         return snprintf(why, cap, "--field '%s': %s takes no shape", spec, type), -1;
     }
@@ -300,6 +318,26 @@ int pd_field_value_text(pd_items *it, const fl_field *f, const char *s, const ch
     r = pd_field_value_json(it, f, fl_jroot(doc), root, v, why, cap);
     fl_jfree(doc);
     return r;
+}
+
+int pd_fields_check_row(const pd_items *it, const pd_value *values, char *why, size_t cap)
+{
+    for (uint32_t f = 0; f < it->num_fields; f++) {
+        const fl_field *fd = &it->fields[f];
+        if (fd->type != FL_FIELD_INT_LIST || fd->of < 0)
+            continue;
+        const pd_value *v = &values[f], *b = &values[fd->of];
+        uint32_t n = v->kind == PD_VAL_DATA ? v->count : 0,
+                 nb = b->kind == PD_VAL_DATA ? b->count : 0;
+        if (n != nb)
+            return snprintf(why, cap,
+                            "field %s has %u value%s but field %s (its of=) has %u box%s: one "
+                            "value per box",
+                            fd->name, n, n == 1 ? "" : "s", it->fields[fd->of].name, nb,
+                            nb == 1 ? "" : "es"),
+                   -1;
+    }
+    return 0;
 }
 
 int pd_fields_begin(pd_items *it, const pd_source_opts *so, int with_label, char *why, size_t cap)

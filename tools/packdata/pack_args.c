@@ -248,8 +248,9 @@ static const fl_cli_opt pack_opts[] = {
      .help = "JSON Lines: one object per line with \"path\", \"label\" and --field keys"},
     {FL_CLI_CUSTOM, "field", .parse = opt_field, .metavar = "NAME:TYPE[:SHAPE]",
      .help = "CSV column / JSONL key / --wds extension NAME packed as a field\n"
-             "(repeatable); TYPE: int, int_list (\"3 7 9\" or [3,7,9]), float,\n"
-             "float_vector:N, boxes\n"
+             "(repeatable); TYPE: int, int_list (\"3 7 9\" or [3,7,9]; int_list:of=B:\n"
+             "one value per box of the boxes field B given before it, e.g. the boxes'\n"
+             "classes, dropped with its box by a crop), float, float_vector:N, boxes\n"
              "([[x0,y0,x1,y1],...] pixels), ndarray:DTYPE:SHAPE (a .npy path or a\n"
              "nested list; e.g. ndarray:float32:3x4), mask[:uint16] (a PNG path),\n"
              "bytes (a file path), text (the string). With --field the label\n"

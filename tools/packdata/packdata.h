@@ -220,7 +220,8 @@ int pd_src_maskpairs(const char *dir, const pd_source_opts *so, pd_reject_ctx *r
 /* JSON Lines: one object per line with "path", "label" and the --field keys (src_jsonl.c). */
 int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd_items *out,
                  fl_error *err);
-/* --field NAME:TYPE[:SHAPE] (field_spec.c). pd_field_spec_add: one spec into it->fields.
+/* --field NAME:TYPE[:SHAPE] (field_spec.c). pd_field_spec_add: one spec into it->fields
+ * (NAME:int_list:of=BOXES: one value per box of an earlier boxes field, its `of`).
  * pd_fields_begin: the schema of a CSV/JSONL source with --field: image (not under --no-image),
  * "label" (INT) when with_label, then the specs in order; validated. pd_field_value_text / _json: a
  * CSV cell or a JSON value into *v (in the list's arena; paths resolved against root), checked
@@ -230,6 +231,9 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
 struct fl_jnode;
 int pd_field_spec_add(pd_items *it, const char *spec, char *why, size_t cap);
 int pd_fields_begin(pd_items *it, const pd_source_opts *so, int with_label, char *why, size_t cap);
+/* A row's values (it->num_fields of them) together: each int_list with an `of` holds one value
+ * per box of its boxes field. 0, or -1 with why. */
+int pd_fields_check_row(const pd_items *it, const pd_value *values, char *why, size_t cap);
 int pd_field_value_text(pd_items *it, const fl_field *f, const char *s, const char *root,
                         pd_value *v, char *why, size_t cap);
 int pd_field_value_json(pd_items *it, const fl_field *f, const struct fl_jnode *n, const char *root,

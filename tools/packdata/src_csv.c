@@ -281,6 +281,13 @@ int pd_src_csv(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, pd
                     it->values[f].kind = PD_VAL_NONE;
                 }
             }
+            char why[300];
+            if (!bad && pd_fields_check_row(out, it->values, why, sizeof why)) {
+                out->n--; /* not added after all */
+                bad = pd_reject(rc, src, "%s", why) ? 2 : 1;
+                if (bad == 2)
+                    how = PD_LISTING_STOPPED;
+            }
             if (bad == 2)
                 break;
         }

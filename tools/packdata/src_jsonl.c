@@ -154,6 +154,15 @@ int pd_src_jsonl(const char *file, const pd_source_opts *so, pd_reject_ctx *rc, 
         fl_jfree(doc);
         if (stop)
             break;
+        char why[300];
+        if (with_fields && out->n > before &&
+            pd_fields_check_row(out, out->v[out->n - 1].values, why, sizeof why)) {
+            out->n--; /* not added after all */
+            if (pd_reject(rc, src, "%s", why)) {
+                how = PD_LISTING_STOPPED;
+                break;
+            }
+        }
     }
     return pd_listing_end(&lst, how, out, so, "jsonl", err);
 }
