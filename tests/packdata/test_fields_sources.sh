@@ -82,6 +82,8 @@ bad "jsonl: float_vector of another length" "fields.jsonl:1" "field emb" "has 3 
 bad "jsonl: missing key" "fields.jsonl:1" "field nothere" "missing" -- --jsonl "$J" --field nothere:int_list
 bad "jsonl: ndarray nested list of another shape" "fields.jsonl:1" "field arrj" "more values than its shape holds" -- --jsonl "$J" --field arrj:ndarray:float32:2x3
 bad "jsonl: box that is not 4 numbers" "field tags" -- --jsonl "$J" --field tags:boxes
+bad "jsonl: int_list of=boxes with another count than the boxes" "fields.jsonl:1" "field tags has 1 value but field boxes (its of=) has 0 boxes" -- --jsonl "$J" --field boxes:boxes --field tags:int_list:of=boxes
+usage "int_list of= naming no boxes field given before it" --jsonl "$J" --field tags:int_list:of=boxes --field boxes:boxes
 bad "csv: int_list of non-numbers" "fields.csv:2" "field caption" -- --csv "$G/tab/fields.csv" --field caption:int_list
 
 finish
