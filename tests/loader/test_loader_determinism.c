@@ -1,6 +1,8 @@
 /* test_loader_determinism.c — same seed, same batches: a shuffled, augmented (RRC + flip)
  * stream is byte-identical with 1, 2 and 8 workers, io_uring, pread and mmap, buffered and
- * O_DIRECT, shards and LMDB, for raw+zstd and JPEG records; a loader created at a saved position
+ * O_DIRECT, shards and LMDB, for raw+zstd and JPEG records, with the JPEG entry-point indexes
+ * on (the default; used from the second epoch), off and within a small limit; a loader created at
+ * a saved position
  * continues exactly as the uninterrupted run (resume), also for quasi order and rank 1 of 2. */
 #include <string.h>
 
@@ -15,6 +17,7 @@ typedef struct variant {
     int direct;
     int lmdb;
     uint32_t prefetch, queue_depth; /* 0: defaults */
+    int64_t jpeg_index_memory;      /* 0: default */
 } variant;
 
 static void matrix(const char *shards, const char *lmdb, const fl_loader_options *base,
@@ -39,6 +42,10 @@ static void matrix(const char *shards, const char *lmdb, const fl_loader_options
         /* a one-slot ring and one-sample chunks: maximal hand-offs between threads */
         {"8 workers, prefetch 1, chunks of 1", 8, FL_IO_URING, 0, 0, 1, 1},
         {"3 workers, prefetch 2, chunks of 3", 3, FL_IO_PREAD, 0, 0, 2, 3},
+        /* JPEG entry-point indexes (kept from a record's first decode, used from the second
+         * epoch on) change nothing: off, and a limit that only a few records' indexes fit */
+        {"JPEG indexes off", 2, FL_IO_PREAD, 0, 0, 0, 0, -1},
+        {"JPEG indexes within 8 KiB", 3, FL_IO_URING, 0, 0, 0, 0, 8192},
     };
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
         if (vs[i].lmdb && !lmdb)
@@ -48,6 +55,7 @@ static void matrix(const char *shards, const char *lmdb, const fl_loader_options
         o.io = vs[i].io;
         o.direct = vs[i].direct;
         o.prefetch = vs[i].prefetch;
+        o.jpeg_index_memory = vs[i].jpeg_index_memory;
         if (vs[i].queue_depth)
             o.queue_depth = vs[i].queue_depth;
         uint64_t h = fx_stream_hash(vs[i].lmdb ? lmdb : shards, &o, NB, NULL);
