@@ -107,7 +107,8 @@ typedef struct fl_abi_info {
  *    fl_abi_info.sizeof_batch_field, FL_AUG_OBJECT_CROP.
  * 3: fl_loader_options.decode_memory, fl_loader_stats.decode_memory_peak/_wait_s.
  * 4: fl_loader_options.max_batches.
- * 5: fl_loader_options.jpeg_index_memory, fl_loader_stats.jpeg_index_bytes. */
+ * 5: fl_loader_options.jpeg_index_memory, fl_loader_stats.jpeg_index_bytes,
+ *    fl_loader_prefetch, fl_loader_set_max_batches. */
 #define FL_ABI_VERSION 5
 
 /* The library's fl_abi_info (static storage, never NULL). */
@@ -173,7 +174,9 @@ typedef void (*fl_log_fn)(void *user, int level, const char *msg);
 typedef struct fl_loader_options {
     uint32_t batch_size; /* samples per batch (default 256) */
     uint32_t workers;    /* decode threads; 0 = number of online CPUs */
-    uint32_t prefetch;   /* batches in the ring (bound on memory); 0 = workers + 2.
+    uint32_t prefetch;   /* batches in the ring (bound on memory); 0 = workers + 2, or for
+                            small batches as many as fit in FL_PREFETCH_SMALL_BYTES, at most
+                            FL_PREFETCH_SMALL_MAX (fast batches need a deeper ring).
                             The caller may hold at most prefetch - 1 batches at once. */
     uint32_t out_height; /* output size; 0 = the dataset's fixed size */
     uint32_t out_width;
@@ -249,6 +252,10 @@ typedef struct fl_loader_options {
                                   memory, at most 512 MiB, divided by the loader processes of
                                   the node (as for the quasi extents); negative: off */
 } fl_loader_options;
+
+/* prefetch 0 with small batches: up to this many slots, within this many bytes of ring. */
+#define FL_PREFETCH_SMALL_MAX   16
+#define FL_PREFETCH_SMALL_BYTES (8ull << 20)
 
 /* decode_memory's default, and the bytes per worker it does not count (see "Memory bound"). */
 #define FL_DECODE_MEMORY_DEFAULT (1ll << 30)
@@ -361,6 +368,15 @@ FL_API void fl_loader_release(fl_loader *L, fl_batch *b);
 
 /* Decode worker threads started at create (the `workers` option; 0 there: the online CPUs). */
 FL_API uint32_t fl_loader_workers(const fl_loader *L);
+
+/* Batch slots in the ring: the `prefetch` option, or what its default gave (ABI 5). */
+FL_API uint32_t fl_loader_prefetch(const fl_loader *L);
+
+/* The max_batches option set after create, for a caller that learns how many batches it will
+ * read from fl_loader_batches_per_epoch (fastload bench: its epochs): at most n batches (0: no
+ * end) from the start position; the workers claim none past them from now on, and none past
+ * them is delivered. ABI 5. */
+FL_API void fl_loader_set_max_batches(fl_loader *L, uint64_t n);
 
 /* Let only n (1 <= n <= fl_loader_workers(L)) decode workers work from now on: the others finish
  * the samples they hold and wait, holding none, until a later call lets them work again (all of

@@ -506,6 +506,18 @@ static void size_pipeline(fl_loader *L)
         L->nworkers = c > 0 ? (uint32_t)c : 1;
     }
     L->nslots = opt->prefetch ? opt->prefetch : L->nworkers + 2;
+    if (!opt->prefetch) {
+        /* Small batches fill in well under a millisecond: with a few slots the workers and the
+         * consumer then keep handing slots to each other through the scheduler (Fashion-MNIST's
+         * 200 KB batches: 1.3x the images/s with 16 slots). Up to FL_PREFETCH_SMALL_MAX slots
+         * while the ring stays within FL_PREFETCH_SMALL_BYTES. */
+        size_t off, sb = slot_bytes(L, &off);
+        uint64_t fit = sb ? FL_PREFETCH_SMALL_BYTES / sb : 0;
+        if (fit > FL_PREFETCH_SMALL_MAX)
+            fit = FL_PREFETCH_SMALL_MAX;
+        if (fit > L->nslots)
+            L->nslots = (uint32_t)fit;
+    }
     uint32_t qd = opt->queue_depth ? opt->queue_depth : 32;
     L->chunk = opt->batch_size < qd ? opt->batch_size : qd;
     L->read_in_place = !L->fields_on && L->schema.encoding == FL_ENC_RAW &&
@@ -737,6 +749,16 @@ void fl_loader_release(fl_loader *L, fl_batch *b)
 }
 
 uint32_t fl_loader_workers(const fl_loader *L) { return L->nstarted; }
+
+uint32_t fl_loader_prefetch(const fl_loader *L) { return L->nslots; }
+
+void fl_loader_set_max_batches(fl_loader *L, uint64_t n)
+{
+    const fl_loader_options *opt = &L->opt;
+    uint64_t first = opt->start_epoch * L->plan.batches + opt->start_batch;
+    L->opt.max_batches = n;
+    fl_ring_set_end(&L->ring, n && first <= UINT64_MAX - n ? first + n : UINT64_MAX);
+}
 
 int fl_loader_set_workers(fl_loader *L, uint32_t n, fl_error *err)
 {

@@ -296,6 +296,8 @@ def lib():
     L.fl_loader_position.restype = None
     L.fl_loader_position.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
                                      ctypes.POINTER(ctypes.c_uint64)]
+    L.fl_loader_prefetch.restype = ctypes.c_uint32
+    L.fl_loader_prefetch.argtypes = [ctypes.c_void_p]
     if hasattr(L, "fl_loader_set_workers"):  # newer libraries only, as below
         L.fl_loader_workers.restype = ctypes.c_uint32
         L.fl_loader_workers.argtypes = [ctypes.c_void_p]

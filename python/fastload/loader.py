@@ -517,7 +517,8 @@ class Loader:
                 record, learned by its first decode): later epochs' crop decodes skip the
                 Huffman data above and beside the crop, same pixels (0: 1/32 of RAM, at most
                 512 MiB; negative: off)
-    prefetch    batches in the ring (0: workers + 2);  on_corrupt: "error" or "skip"
+    prefetch    batches in the ring (0: workers + 2, up to 16 for small batches within 8 MiB);
+                on_corrupt: "error" or "skip"
     channels    1 or 3 (0: the dataset's)
     device      -1: host only; >= 0 the library also copies each batch to that CUDA device
     start_epoch, start_batch  resume position (see state_dict)
@@ -640,9 +641,8 @@ class Loader:
             raise InvalidOptionError(FL_E_INVALID, f"fastload: start batch {batch} out of range: "
                                      f"an epoch has {bpe} batches")
         self._records = int(self._lib.fl_dataset_count(self._lib.fl_loader_dataset(h)))
-        # ring slots as the library sizes them (loader.c size_pipeline): prefetch or workers + 2
-        workers = self._workers or os.sysconf("SC_NPROCESSORS_ONLN") or 1
-        self._ring = _Ring(self._lib, h, self._prefetch or workers + 2)
+        # ring slots as the library sized them
+        self._ring = _Ring(self._lib, h, int(self._lib.fl_loader_prefetch(h)))
         self._handle = h
         self._nworkers = 0
         if hasattr(self._lib, "fl_loader_set_workers"):

@@ -110,6 +110,7 @@ static void slow_consumer(const char *dir, const char *path)
     opts(&o, FL_IO_URING);
     o.quasi_block = 32;
     o.quasi_window = 1;
+    o.prefetch = 4; /* these small batches would get a 16-slot ring by default */
     fl_loader *L;
     fl_error err;
     CHECK_OK(fl_loader_create(path, &o, &L, &err), &err);

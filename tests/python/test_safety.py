@@ -58,7 +58,7 @@ def test_array_after_close_keeps_memory(ds):
 
 
 def test_list_epoch_is_correct(ds):
-    for kw in (dict(workers=2), dict(workers=1, prefetch=3), dict(workers=3, prefetch=2)):
+    for kw in (dict(workers=2, prefetch=4), dict(workers=1, prefetch=3), dict(workers=3, prefetch=2)):
         with fastload.Loader(ds, batch_size=16, order="seq", **kw) as L:
             bs = list(L.epoch())
             assert len(bs) == len(L) == (COUNT + 15) // 16, kw

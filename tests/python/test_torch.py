@@ -51,7 +51,7 @@ def test_uint8_nhwc_zero_copy(ds):
 
 
 def test_zero_copy_keeps_slot(ds):
-    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", workers=2) as L:
+    with ft.Loader(ds, batch_size=BS, drop_last=True, order="seq", workers=2, prefetch=4) as L:
         it = iter(L)
         x, y = next(it)
         ring = L.loader._ring
@@ -296,7 +296,7 @@ def test_cuda_paths_fake_streams(ds, monkeypatch, loader_device):
     feed.cuda, feed.side = True, fake.Stream(name="side")  # the CUDA branch, on the CPU
     ref = plain_epoch(ds, order="seq")
     # workers=1: a ring of 3 slots; make_room keeps one free, so no batch comes as a copy
-    with fastload.Loader(ds, batch_size=BS, order="seq", workers=1, drop_last=True) as L:
+    with fastload.Loader(ds, batch_size=BS, order="seq", workers=1, drop_last=True, prefetch=3) as L:
         ring = L._ring
         assert ring.nslots == 3
         for k in range(4):

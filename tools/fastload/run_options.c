@@ -344,8 +344,14 @@ _Static_assert(sizeof(fl_order) == sizeof(int) && sizeof(fl_io_mode) == sizeof(i
          .metavar = "N",                                                                           \
          .help = "io_uring reads in flight per worker",                                            \
          .def = "32"},                                                                             \
-        {FL_CLI_U32,   "prefetch",     .off = F(opt.prefetch),        .umin = 1,                   \
-         .umax = 1024, .metavar = "N", .help = "batches in the ring", .def = "workers + 2"},       \
+        {FL_CLI_U32,                                                                               \
+         "prefetch",                                                                               \
+         .off = F(opt.prefetch),                                                                   \
+         .umin = 1,                                                                                \
+         .umax = 1024,                                                                             \
+         .metavar = "N",                                                                           \
+         .help = "batches in the ring",                                                            \
+         .def = "workers + 2; up to 16 small batches within 8M"},                                  \
         {FL_CLI_ENUM,           "on-corrupt",   .off = F(opt.on_corrupt),                          \
          .choices = on_corrupt, .metavar = "M", .help = "error | skip",                            \
          .def = "error"},                                                                          \
