@@ -100,8 +100,8 @@ one() { # name key run command...
 rm -f "$out"/*.vals
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 aug=(--batch 256 --workers 2 --size 224 --augment rrc,flip --order random)
-# raw runs of about a second each: 64x64x3 (24 MB an epoch) 400 epochs, Fashion-MNIST (47 MB) 100
-raw_epochs=$((quick ? 2 : 100)) raw64_epochs=$((quick ? 2 : 400))
+# raw runs of about a second each: 64x64x3 (24 MB an epoch) 400 epochs, Fashion-MNIST (47 MB) 200
+raw_epochs=$((quick ? 2 : 200)) raw64_epochs=$((quick ? 2 : 400))
 if [[ -z "$decbench" ]]; then echo "loader.sh: fl_decode_bench not built: naive limit skipped" >&2; fi
 ((have_torch)) || echo "loader.sh: torch/torchvision not importable by $py: PyTorch peer skipped" >&2
 for ((i = 0; i < runs; i++)); do
