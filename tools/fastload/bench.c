@@ -578,12 +578,7 @@ int cmd_bench(const fl_cli_tool *tool, int argc, char **argv)
     int status = 0;
     const fl_dataset *ds = fl_loader_dataset(L);
     r->per_epoch = fl_loader_batches_per_epoch(L);
-    /* the workers read and decode nothing past the last batch measured (a deep ring would
-     * otherwise fill with the next epoch's: work the run counts and reads it reports) */
-    if (ro.opt.start_batch == 0 && r->per_epoch && ro.epochs <= UINT64_MAX / r->per_epoch) {
-        uint64_t n = ro.epochs * r->per_epoch;
-        fl_loader_set_max_batches(L, ro.max_batches && ro.max_batches < n ? ro.max_batches : n);
-    }
+    run_bound_loader(L, &ro, r->per_epoch); /* nothing read past the last batch measured */
     r->pad = bench_epoch_padding(&ro, L, ds);
     if (r->per_epoch == 0) {
         fprintf(stderr,

@@ -53,6 +53,7 @@ int cmd_digest(const fl_cli_tool *tool, int argc, char **argv)
         fl_loader_close(L);
         return 1;
     }
+    run_bound_loader(L, &ro, fl_loader_batches_per_epoch(L));
     sha256_ctx stream;
     sha256_init(&stream);
     uint64_t batches = 0, epochs_done = 0;

@@ -142,6 +142,14 @@ static int opt_decode_memory(void *opts, const char *name, const char *s, const 
     return 0;
 }
 
+void run_bound_loader(fl_loader *L, const run_options *ro, uint64_t batches_per_epoch)
+{
+    if (ro->opt.start_batch || !batches_per_epoch || ro->epochs > UINT64_MAX / batches_per_epoch)
+        return;
+    uint64_t n = ro->epochs * batches_per_epoch;
+    fl_loader_set_max_batches(L, ro->max_batches && ro->max_batches < n ? ro->max_batches : n);
+}
+
 /* --jpeg-index-memory: a size (0: the default) or "off" */
 static int opt_jpeg_index_memory(void *opts, const char *name, const char *s, const char *tool)
 {

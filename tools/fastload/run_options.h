@@ -36,6 +36,12 @@ int run_options_parse(const fl_cli_tool *tool, run_kind kind, int argc, char **a
 const char *run_order_name(fl_order o);
 const char *run_io_name(fl_io_mode m);
 
+/* Tell L where the run ends (fl_loader_set_max_batches): --epochs whole epochs of
+ * batches_per_epoch from the start (or --batches, when fewer), so that its workers read and decode
+ * nothing past the last batch the run reads (a deep ring would fill with the next epoch, work the
+ * run's figures would count). A run starting mid-epoch (--start-batch) keeps no end. */
+void run_bound_loader(fl_loader *L, const run_options *ro, uint64_t batches_per_epoch);
+
 /* Library log sink that prints "fastload: note: ..." on stderr (user = run_options*). */
 void run_log_stderr(void *user, int level, const char *msg);
 
