@@ -339,6 +339,39 @@ typedef struct chain {
     JCOEF *out;
 } chain;
 
+/* Chain C alone from its MCU m on (of skip + keep), kept blocks into out; its state moves on.
+ * 0, or -1 as decode_two. */
+static int decode_alone(struct fl_jpeg_entropy *e, chain *C, uint32_t m, JCOEF *out)
+{
+    const uint8_t *base = e->data.p, *bpa = C->bp;
+    uint64_t bufa = C->buf, enda = C->end_bits;
+    uint32_t cnta = C->cnt;
+    int32_t preda[MAX_COMPS_IN_SCAN];
+    memcpy(preda, C->pred, sizeof preda);
+    JBLOCK sink_a;
+    for (; m < C->skip + C->keep; m++) {
+        int keepa = m >= C->skip;
+        for (uint32_t b = 0; b < e->nblk; b++) {
+            JCOEF *oa = keepa ? out : sink_a;
+            const ftab *dc = e->dc[b], *ac = e->ac[b];
+            uint32_t c = e->comp[b];
+            DC_STEP(a);
+            uint32_t ka = 1;
+            for (;;) {
+                AC_STEP(a, a_end);
+                AC_STEP2(a, a_end);
+            }
+        a_end:
+            if ((uint64_t)(bpa - base) * 8 - cnta > enda)
+                return -1;
+            out += keepa ? DCTSIZE2 : 0;
+        }
+    }
+    C->bp = bpa, C->buf = bufa, C->cnt = cnta;
+    memcpy(C->pred, preda, sizeof preda);
+    return 0;
+}
+
 /* Decode chains A and B together, symbol by symbol in turn: the two bit streams are
  * independent, so their symbol-by-symbol dependency chains, which bound a Huffman decoder,
  * overlap in the CPU; when one is done the other goes on alone. Same coefficients as decode_mcu
@@ -392,48 +425,12 @@ static int decode_two(struct fl_jpeg_entropy *e, chain *A, chain *B)
             outb += keepb ? DCTSIZE2 : 0;
         }
     }
-    /* the longer chain alone */
-    for (; m < na; m++) {
-        int keepa = m >= A->skip;
-        for (uint32_t b = 0; b < e->nblk; b++) {
-            JCOEF *oa = keepa ? outa : sink_a;
-            const ftab *dc = e->dc[b], *ac = e->ac[b];
-            uint32_t c = e->comp[b];
-            DC_STEP(a);
-            uint32_t ka = 1;
-            for (;;) {
-                AC_STEP(a, a_alone);
-                AC_STEP2(a, a_alone);
-            }
-        a_alone:
-            if ((uint64_t)(bpa - base) * 8 - cnta > enda)
-                return -1;
-            outa += keepa ? DCTSIZE2 : 0;
-        }
-    }
-    for (; m < nb; m++) {
-        int keepb = m >= B->skip;
-        for (uint32_t b = 0; b < e->nblk; b++) {
-            JCOEF *ob = keepb ? outb : sink_b;
-            const ftab *dc = e->dc[b], *ac = e->ac[b];
-            uint32_t c = e->comp[b];
-            DC_STEP(b);
-            uint32_t kb = 1;
-            for (;;) {
-                AC_STEP(b, b_alone);
-                AC_STEP2(b, b_alone);
-            }
-        b_alone:
-            if ((uint64_t)(bpb - base) * 8 - cntb > endb)
-                return -1;
-            outb += keepb ? DCTSIZE2 : 0;
-        }
-    }
     A->bp = bpa, A->buf = bufa, A->cnt = cnta;
     B->bp = bpb, B->buf = bufb, B->cnt = cntb;
     memcpy(A->pred, preda, sizeof preda);
     memcpy(B->pred, predb, sizeof predb);
-    return 0;
+    /* the longer chain alone */
+    return decode_alone(e, A, m, outa) || decode_alone(e, B, m, outb) ? -1 : 0;
 }
 
 /* Decode restart intervals cur+1 and cur+2 (n MCUs each, both whole inside e->data) together
