@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -264,4 +265,18 @@ int fl_cli_opt_size(const char *tool, const char *opt, const char *v, uint64_t m
     fl_cli_opt_error(tool, opt, v ? v : "", "expected a size from %s to %s, e.g. 256M",
                      fl_cli_human_bytes(min, a, sizeof a), fl_cli_human_bytes(max, b, sizeof b));
     return -1;
+}
+
+void fl_cli_catch_signals(const int *sigs, size_t n, void (*handler)(int), int flags)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) || old.sa_handler == SIG_IGN)
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = handler;
+        sa.sa_flags = flags;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
 }

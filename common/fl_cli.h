@@ -88,6 +88,11 @@ int fl_cli_opt_float(const char *tool, const char *opt, const char *v, double mi
 int fl_cli_opt_size(const char *tool, const char *opt, const char *v, uint64_t min, uint64_t max,
                     uint64_t *out);
 
+/* Install handler (sigaction with sa_flags `flags`, e.g. SA_RESETHAND) for each of the n signals
+ * in sigs that the process does not ignore: a signal ignored when the tool starts (nohup ignores
+ * SIGHUP, a script's background job SIGINT) stays ignored, as the caller asked. */
+void fl_cli_catch_signals(const int *sigs, size_t n, void (*handler)(int), int flags);
+
 #ifdef __cplusplus
 }
 #endif

@@ -341,15 +341,20 @@ def _choice(name: str, value, table: Mapping[str, int]) -> int:
     return table[value]
 
 
-def _count(name: str, value, hi: Optional[int] = None) -> int:
-    """`value` as a non-negative int (below `hi`), else InvalidOptionError (a ValueError)."""
+def _integer(name: str, value) -> int:
+    """`value` as an int (numpy's and 0-d tensors' too, not a bool), else InvalidOptionError."""
     try:
         if isinstance(value, bool):
             raise TypeError
-        v = operator.index(value)
+        return operator.index(value)
     except TypeError:
         raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={value!r}: expected an integer") \
             from None
+
+
+def _count(name: str, value, hi: Optional[int] = None) -> int:
+    """`value` as a non-negative int (below `hi`), else InvalidOptionError (a ValueError)."""
+    v = _integer(name, value)
     if v < 0 or (hi is not None and v >= hi):
         rng = f"[0, {hi})" if hi is not None else ">= 0"
         raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={v} out of range {rng}")
@@ -369,13 +374,7 @@ def _flag(name: str, value) -> bool:
 def _int64(name: str, value) -> int:
     """`value` as a signed 64-bit integer (the C option is int64_t; negative has a meaning), else
     InvalidOptionError."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        v = operator.index(value)
-    except TypeError:
-        raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={value!r}: expected an integer") \
-            from None
+    v = _integer(name, value)
     if not -(1 << 63) <= v < (1 << 63):
         raise InvalidOptionError(FL_E_INVALID, f"fastload: {name}={v} out of the 64-bit range")
     return v

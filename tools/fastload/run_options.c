@@ -125,29 +125,32 @@ static int opt_augment(void *opts, const char *name, const char *s, const char *
     return 0;
 }
 
+/* A memory size option that also takes one word meaning "no such memory" (stored as -1): s into
+ * *out, or a usage error naming opt and the examples. */
+static int size_or_word(const char *opt, const char *s, const char *word, const char *examples,
+                        int64_t *out)
+{
+    uint64_t v;
+    if (!strcmp(s, word)) {
+        *out = -1;
+        return 0;
+    }
+    if (fl_cli_parse_size(s, &v) || v > (1ull << 50)) {
+        char why[128];
+        snprintf(why, sizeof why, "expected a size such as %s, or '%s'", examples, word);
+        return bad(opt, s, why);
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
 /* --decode-memory: a size (0: the default) or "unlimited" */
 static int opt_decode_memory(void *opts, const char *name, const char *s, const char *tool)
 {
     (void)name;
     (void)tool;
-    fl_loader_options *o = &((run_options *)opts)->opt;
-    uint64_t v;
-    if (!strcmp(s, "unlimited")) {
-        o->decode_memory = -1;
-        return 0;
-    }
-    if (fl_cli_parse_size(s, &v) || v > (1ull << 50))
-        return bad("--decode-memory", s, "expected a size such as 512M or 2G, or 'unlimited'");
-    o->decode_memory = (int64_t)v;
-    return 0;
-}
-
-void run_bound_loader(fl_loader *L, const run_options *ro, uint64_t batches_per_epoch)
-{
-    if (ro->opt.start_batch || !batches_per_epoch || ro->epochs > UINT64_MAX / batches_per_epoch)
-        return;
-    uint64_t n = ro->epochs * batches_per_epoch;
-    fl_loader_set_max_batches(L, ro->max_batches && ro->max_batches < n ? ro->max_batches : n);
+    return size_or_word("--decode-memory", s, "unlimited", "512M or 2G",
+                        &((run_options *)opts)->opt.decode_memory);
 }
 
 /* --jpeg-index-memory: a size (0: the default) or "off" */
@@ -155,16 +158,8 @@ static int opt_jpeg_index_memory(void *opts, const char *name, const char *s, co
 {
     (void)name;
     (void)tool;
-    fl_loader_options *o = &((run_options *)opts)->opt;
-    uint64_t v;
-    if (!strcmp(s, "off")) {
-        o->jpeg_index_memory = -1;
-        return 0;
-    }
-    if (fl_cli_parse_size(s, &v) || v > (1ull << 50))
-        return bad("--jpeg-index-memory", s, "expected a size such as 256M or 1G, or 'off'");
-    o->jpeg_index_memory = (int64_t)v;
-    return 0;
+    return size_or_word("--jpeg-index-memory", s, "off", "256M or 1G",
+                        &((run_options *)opts)->opt.jpeg_index_memory);
 }
 
 static int opt_size(void *opts, const char *name, const char *s, const char *tool)
@@ -530,4 +525,12 @@ int run_options_parse(const fl_cli_tool *tool, run_kind kind, int argc, char **a
         return 2;
     }
     return 0;
+}
+
+void run_bound_loader(fl_loader *L, const run_options *ro, uint64_t batches_per_epoch)
+{
+    if (ro->opt.start_batch || !batches_per_epoch || ro->epochs > UINT64_MAX / batches_per_epoch)
+        return;
+    uint64_t n = ro->epochs * batches_per_epoch;
+    fl_loader_set_max_batches(L, ro->max_batches && ro->max_batches < n ? ro->max_batches : n);
 }

@@ -753,17 +753,8 @@ static void catch_interrupts(const pd_pack_opts *po)
                     : (size_t)n < sizeof interrupt_msg ? (size_t)n
                                                        : sizeof interrupt_msg - 1;
     static const int sigs[] = {SIGINT, SIGTERM};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction old, sa;
-        /* a signal the caller ignores (nohup, a background job of a script) stays ignored */
-        if (sigaction(sigs[i], NULL, &old) || old.sa_handler == SIG_IGN)
-            continue;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_interrupt;
-        sa.sa_flags = SA_RESETHAND;
-        sigemptyset(&sa.sa_mask);
-        sigaction(sigs[i], &sa, NULL);
-    }
+    /* a signal the caller ignores (nohup, a background job of a script) stays ignored */
+    fl_cli_catch_signals(sigs, sizeof sigs / sizeof sigs[0], on_interrupt, SA_RESETHAND);
 }
 
 /* One pack run: the phases in order; the first that ends the run decides how to clean up. */

@@ -25,15 +25,7 @@ static void on_signal(int sig) { g_stop_signal = sig; }
 static void install_signals(void)
 {
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-        struct sigaction old, sa;
-        if (sigaction(sigs[i], NULL, &old) || old.sa_handler == SIG_IGN)
-            continue;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(sigs[i], &sa, NULL);
-    }
+    fl_cli_catch_signals(sigs, sizeof sigs / sizeof sigs[0], on_signal, 0);
 }
 
 /* this process's CPU seconds so far (user + system, every thread) */
