@@ -52,6 +52,7 @@ int pd_field_spec_add(pd_items *it, const char *spec, char *why, size_t cap)
                -1;
     uint32_t shape[FL_MAX_DIMS] = {0}, ndim = 0;
     fl_dtype dt = fl_field_type_dtype(t);
+    int32_t of = -1; /* the field this one's rows belong to (MASK: the image; INT_LIST: of=) */
     if (t == FL_FIELD_FLOAT_VECTOR) {
         if (!rest || (ndim = parse_shape(rest, shape)) != 1)
             return snprintf(why, cap,
@@ -74,28 +75,20 @@ int pd_field_spec_add(pd_items *it, const char *spec, char *why, size_t cap)
     } else if (t == FL_FIELD_INT_LIST && rest) {
         /* of=BOXES: one value per box of that field (a box's class), so that a crop dropping
          * a box drops its value too */
-        int b = strncmp(rest, "of=", 3) ? -1 : fl_fields_find(it->fields, it->num_fields, rest + 3);
-        if (b < 0 || it->fields[b].type != FL_FIELD_BOXES)
+        of = strncmp(rest, "of=", 3) ? -1 : fl_fields_find(it->fields, it->num_fields, rest + 3);
+        if (of < 0 || it->fields[of].type != FL_FIELD_BOXES)
             return snprintf(
                        why, cap,
                        "--field '%s': int_list takes only of=BOXES, naming a boxes field "
                        "given before it (e.g. --field boxes:boxes --field %s:int_list:of=boxes)",
                        spec, name),
                    -1;
-        if (fl_fields_find(it->fields, it->num_fields, name) >= 0)
-            return snprintf(why, cap, "--field '%s': a field called '%s' is already there", spec,
-                            name),
-                   -1;
-        if (pd_items_add_field(it, name, t, dt, 0, NULL, b) < 0)
-            return snprintf(why, cap, "too many fields (at most %d)", FL_MAX_FIELDS), -1;
-        return 0;
     } else if (rest) {
         return snprintf(why, cap, "--field '%s': %s takes no shape", spec, type), -1;
     }
     if (fl_fields_find(it->fields, it->num_fields, name) >= 0)
         return snprintf(why, cap, "--field '%s': a field called '%s' is already there", spec, name),
                -1;
-    int32_t of = -1;
     if (t == FL_FIELD_MASK)
         of = fl_fields_image_index(it->fields, it->num_fields);
     if (pd_items_add_field(it, name, t, dt, ndim, shape, of) < 0)
